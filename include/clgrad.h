@@ -1,0 +1,249 @@
+/*
+ * clgrad.h - the public interface of libclgrad, a deep-learning runtime on
+ * OpenCL.  Read it top to bottom: status codes and errors, devices,
+ * contexts, device memory, measurements.
+ *
+ * Conventions that hold for every function here:
+ *  - A function returns a status (CG_OK, or a negative code) or a pointer
+ *    (NULL on failure).  On failure cg_last_error() describes what went wrong
+ *    and no state visible to the caller has changed.
+ *  - The library never prints, never exits and never aborts.
+ *  - A context and everything made from it is used by one thread at a time.
+ *  - "The caller owns X" means the caller must release X with the matching
+ *    _free function; everything else is borrowed and must not be freed.
+ */
+#ifndef CLGRAD_H
+#define CLGRAD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------
+ * Status codes
+ *
+ * OpenCL's own negative error codes (CL_OUT_OF_RESOURCES = -5, ...) pass
+ * through unchanged; clgrad's codes are <= -2000, below the range OpenCL
+ * extensions use (-1000 to about -1100: CL_PLATFORM_NOT_FOUND_KHR is -1001).
+ * Every code has a name and a description in one list.
+ * ------------------------------------------------------------------------ */
+#define CG_STATUS_LIST(X)                                                  \
+    X(CG_OK,           0,     "success")                                   \
+    X(CG_EINVAL,       -2000, "invalid argument")                          \
+    X(CG_ESHAPE,       -2001, "shape mismatch")                            \
+    X(CG_EDTYPE,       -2002, "wrong data type")                           \
+    X(CG_ENOMEM,       -2003, "out of device memory")                      \
+    X(CG_EBUILD,       -2004, "kernel build failed")                       \
+    X(CG_EIO,          -2005, "input/output error")                        \
+    X(CG_EFORMAT,      -2006, "malformed file or data")                    \
+    X(CG_EUNSUPPORTED, -2007, "not supported by this device or build")     \
+    X(CG_ENODEVICE,    -2008, "no such OpenCL device")                     \
+    X(CG_ENOPLATFORM,  -2009, "no OpenCL platform installed")              \
+    X(CG_ECONTEXT,     -2010, "objects belong to different contexts")      \
+    X(CG_ESTATE,       -2011, "operation not valid in the current state")  \
+    X(CG_EHOSTMEM,     -2012, "out of host memory")
+
+enum cg_status {
+#define CG_STATUS_ENUM_(name, value, text) name = value,
+    CG_STATUS_LIST(CG_STATUS_ENUM_)
+#undef CG_STATUS_ENUM_
+};
+
+/* A short description of any status, clgrad's or OpenCL's ("CL_OUT_OF_
+ * RESOURCES: out of resources").  Never NULL; unknown codes give a generic
+ * text.  The string is static. */
+const char *cg_strerror(int status);
+
+/* The symbolic name of a status ("CG_ENOMEM", "CL_INVALID_VALUE"), static. */
+const char *cg_status_name(int status);
+
+/* The detail of the last failure on this thread: which argument, which
+ * shapes, the OpenCL error name, a kernel's build log.  Valid until the next
+ * clgrad call on this thread; never NULL (empty when nothing failed). */
+const char *cg_last_error(void);
+
+/* The library's version, "MAJOR.MINOR.PATCH". */
+const char *cg_version(void);
+
+/* ------------------------------------------------------------------------
+ * Devices
+ *
+ * Devices are numbered 0..count-1 across all platforms in the order the ICD
+ * loader reports them.  A selector string picks one:
+ *   "P:D"          platform P, device D within it (both 0-based)
+ *   "N"            device N of the flat numbering
+ *   "gpu", "cpu", "accelerator"   the first device of that type
+ *   anything else  the first device whose device or platform name contains
+ *                  it, case-insensitively
+ * NULL or "" means the CLGRAD_DEVICE environment variable, and if that is
+ * unset, the first GPU, else the first device of any type.
+ * ------------------------------------------------------------------------ */
+typedef enum cg_device_type {
+    CG_DEVICE_CPU = 1,
+    CG_DEVICE_GPU = 2,
+    CG_DEVICE_ACCELERATOR = 4,
+    CG_DEVICE_OTHER = 8
+} cg_device_type;
+
+typedef struct cg_device_info {
+    int index;               /* in the flat numbering */
+    int platform_index;
+    int device_index;        /* within its platform */
+    char name[256];
+    char vendor[256];
+    char platform_name[256];
+    char platform_vendor[256];
+    char platform_version[256];
+    char driver_version[256];
+    char opencl_version[256];    /* CL_DEVICE_VERSION */
+    char opencl_c_version[256];  /* CL_DEVICE_OPENCL_C_VERSION */
+    cg_device_type type;
+    unsigned compute_units;
+    unsigned clock_mhz;
+    size_t max_work_group_size;
+    unsigned max_work_item_dims;
+    size_t max_work_item_sizes[3];
+    uint64_t global_mem_size;     /* bytes */
+    uint64_t global_mem_cache_size;
+    uint64_t local_mem_size;
+    uint64_t constant_mem_size;
+    uint64_t max_alloc_size;
+    unsigned vector_width_char, vector_width_short, vector_width_int,
+             vector_width_long, vector_width_float, vector_width_double,
+             vector_width_half;   /* preferred widths */
+    int fp16;                /* cl_khr_fp16 arithmetic */
+    int fp64;                /* cl_khr_fp64 or a double fp config */
+    int image_support;
+    int unified_memory;      /* CL_DEVICE_HOST_UNIFIED_MEMORY */
+    char extensions[8192];   /* space-separated, truncated if longer */
+} cg_device_info;
+
+/* The number of OpenCL devices on all platforms.  With no platform at all
+ * this returns CG_ENOPLATFORM and sets *count to 0. */
+int cg_device_count(int *count);
+
+/* Fills *info for device `index` of the flat numbering. */
+int cg_device_get_info(int index, cg_device_info *info);
+
+/* Resolves a selector (see above) to a flat index.  A selector that matches
+ * nothing gives CG_ENODEVICE with a message that lists every device. */
+int cg_device_select(const char *selector, int *index);
+
+/* The name of a device type: "CPU", "GPU", "accelerator", "other". */
+const char *cg_device_type_name(cg_device_type type);
+
+/* ------------------------------------------------------------------------
+ * Contexts
+ *
+ * A context owns one device, one OpenCL context, one in-order command queue,
+ * the programs compiled for that device and a pool of device memory.  Work
+ * is enqueued without waiting; only reads to the host and cg_context_finish
+ * synchronise.
+ * ------------------------------------------------------------------------ */
+typedef struct cg_context cg_context;
+
+typedef struct cg_context_options {
+    const char *device;   /* a selector, or NULL for the default */
+    int profiling;        /* nonzero: the queue records event timings */
+} cg_context_options;
+
+/* Creates a context on the device picked by `selector` (NULL: default).
+ * The caller owns the context; free it with cg_context_free. */
+cg_context *cg_context_new(const char *selector);
+
+/* Same, with options; opts may be NULL. */
+cg_context *cg_context_new_with(const cg_context_options *opts);
+
+/* Waits for all queued work, then releases the context, its programs and its
+ * memory pool.  Buffers still allocated from it are released too and must
+ * not be used afterwards.  NULL is ignored. */
+void cg_context_free(cg_context *ctx);
+
+/* Copies the context's device description into *info. */
+int cg_context_device_info(const cg_context *ctx, cg_device_info *info);
+
+/* Waits until every command enqueued on the context has completed. */
+int cg_context_finish(cg_context *ctx);
+
+/* ------------------------------------------------------------------------
+ * Device memory
+ *
+ * Buffers come from a per-context caching allocator: a freed buffer's block
+ * goes back to the pool and is reused by later allocations of the same size
+ * class.  Because a context has one in-order queue, freeing a buffer that
+ * queued kernels still use is safe: any later user is queued after them.
+ * ------------------------------------------------------------------------ */
+typedef struct cg_buffer cg_buffer;
+
+/* Allocates `bytes` (> 0) of device memory.  If the device refuses, the
+ * pool's cache is released and the allocation retried once; if that fails
+ * too the result is NULL with CG_ENOMEM and a message giving the requested
+ * and the available sizes.  The context stays usable.  The caller owns the
+ * buffer; free it with cg_buffer_free. */
+cg_buffer *cg_buffer_new(cg_context *ctx, size_t bytes);
+
+/* Returns the buffer's block to its context's pool.  NULL is ignored. */
+void cg_buffer_free(cg_buffer *buf);
+
+/* The size requested when the buffer was made. */
+size_t cg_buffer_size(const cg_buffer *buf);
+
+/* Copies host memory into the buffer at byte `offset`.  Returns when the
+ * source may be reused. */
+int cg_buffer_write(cg_buffer *buf, size_t offset, const void *src,
+                    size_t bytes);
+
+/* Copies from the buffer into host memory, waiting for queued work that
+ * writes it. */
+int cg_buffer_read(const cg_buffer *buf, size_t offset, void *dst,
+                   size_t bytes);
+
+typedef struct cg_memory_stats {
+    uint64_t bytes_in_use;     /* handed out to live buffers (block sizes) */
+    uint64_t peak_bytes;       /* highest bytes_in_use so far */
+    uint64_t bytes_cached;     /* held in the pool for reuse */
+    uint64_t allocations;      /* cg_buffer_new calls that succeeded */
+    uint64_t device_allocations;   /* of those, ones that asked the device */
+    uint64_t reuses;           /* of those, ones served from the pool */
+    uint64_t kernels_enqueued; /* kernel launches on the context's queue */
+} cg_memory_stats;
+
+/* Reads the context's memory and launch statistics. */
+int cg_context_stats(const cg_context *ctx, cg_memory_stats *stats);
+
+/* Returns every cached (free) block to the device. */
+int cg_context_release_cache(cg_context *ctx);
+
+/* ------------------------------------------------------------------------
+ * Measurements
+ *
+ * The same measurements clgrad-info prints, for benchmarks and the tuner.
+ * Each takes well under a second on a CPU device once kernels are cached.
+ * ------------------------------------------------------------------------ */
+typedef struct cg_measurements {
+    double h2d_gbps;           /* host to device, 64 MiB, GB/s (1e9 B/s) */
+    double d2h_gbps;           /* device to host */
+    double copy_gbps;          /* device copy kernel, bytes read + written */
+    double launch_latency_us;  /* one empty kernel, enqueue + wait */
+    double launch_queued_us;   /* per launch when 1000 are queued, one wait */
+    double sgemm_gflops;       /* CLBlast SGEMM, 1024 x 1024 x 1024 */
+} cg_measurements;
+
+enum {
+    CG_MEASURE_BANDWIDTH = 1,
+    CG_MEASURE_LAUNCH = 2,
+    CG_MEASURE_SGEMM = 4,
+    CG_MEASURE_ALL = 7
+};
+
+/* Runs the measurements selected by `which` (CG_MEASURE_*) on the context's
+ * device; fields not measured are set to 0. */
+int cg_context_measure(cg_context *ctx, unsigned which, cg_measurements *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CLGRAD_H */

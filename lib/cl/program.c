@@ -1,0 +1,410 @@
+/*
+ * lib/cl/program.c - building kernel programs, once per context, with an
+ * on-disk cache of program binaries.
+ *
+ * A cache file is named by a 128-bit hash of everything that can change
+ * the binary: the source, the build options (tuning -D values included),
+ * the platform name and version, the device name, the driver version and
+ * clgrad's version.  Its layout:
+ *     "CLGRADB1"  8 bytes magic
+ *     key        16 bytes, the hash again (guards against renamed files)
+ *     length      8 bytes, little-endian, of the binary
+ *     checksum   16 bytes, hash of the binary
+ *     binary     length bytes
+ * Anything wrong with a cache file (missing, short, bad magic, bad checksum,
+ * rejected by the driver) means the program is built from source and the
+ * file rewritten; it is never an error.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cl/internal.h"
+
+#define CACHE_MAGIC "CLGRADB1"
+#define CACHE_HEADER 48
+#define BASE_OPTIONS "-cl-std=CL1.2"
+
+typedef struct {
+    const char *name;
+    const char *source;
+} embedded_kernel;
+
+/* Generated from the kernels/ sources by build-aux/cl2c.sh. */
+extern const embedded_kernel cg__kernels_embedded[];
+extern const size_t cg__kernels_embedded_count;
+
+const char *
+cg__kernel_source_embedded(const char *name)
+{
+    size_t i;
+
+    for (i = 0; i < cg__kernels_embedded_count; i++)
+        if (strcmp(cg__kernels_embedded[i].name, name) == 0)
+            return cg__kernels_embedded[i].source;
+    return NULL;
+}
+
+int
+cg__kernel_source(const char *name, char **out)
+{
+    const char *dir = getenv("CLGRAD_KERNEL_DIR");
+    const char *src;
+    char path[4096];
+
+    if (dir && *dir) {
+        snprintf(path, sizeof path, "%s/%s.cl", dir, name);
+        *out = cg__read_file(path, NULL);
+        if (!*out)
+            cg__error_append(" (CLGRAD_KERNEL_DIR is set)");
+        return *out ? CG_OK : CG_EIO;
+    }
+    src = cg__kernel_source_embedded(name);
+    if (!src)
+        return cg__error(CG_EINVAL, "no kernel file '%s.cl' in this build",
+                         name);
+    *out = cg__strdup(src);
+    return *out ? CG_OK : CG_EHOSTMEM;
+}
+
+int
+cg__cache_dir(char *out, size_t size)
+{
+    const char *v = getenv("CLGRAD_CACHE");
+    const char *dir;
+
+    if (v && strcmp(v, "0") == 0)
+        return 0;
+    if ((dir = getenv("CLGRAD_CACHE_DIR")) && *dir)
+        snprintf(out, size, "%s", dir);
+    else if ((dir = getenv("XDG_CACHE_HOME")) && *dir)
+        snprintf(out, size, "%s/clgrad", dir);
+    else if ((dir = getenv("HOME")) && *dir)
+        snprintf(out, size, "%s/.cache/clgrad", dir);
+    else
+        return 0;
+    return 1;
+}
+
+static void
+put_u64(unsigned char *p, uint64_t v)
+{
+    int i;
+
+    for (i = 0; i < 8; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint64_t
+get_u64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    int i;
+
+    for (i = 7; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+static void
+put_hash(unsigned char *p, const cg__hash *h)
+{
+    put_u64(p, h->hi);
+    put_u64(p + 8, h->lo);
+}
+
+static cg__hash
+cache_key(const cg_context *ctx, const char *source, const char *options)
+{
+    cg__hash h;
+
+    cg__hash_init(&h);
+    cg__hash_str(&h, source);
+    cg__hash_str(&h, options);
+    cg__hash_str(&h, ctx->info.platform_name);
+    cg__hash_str(&h, ctx->info.platform_version);
+    cg__hash_str(&h, ctx->info.name);
+    cg__hash_str(&h, ctx->info.driver_version);
+    cg__hash_str(&h, PACKAGE_VERSION);
+    return h;
+}
+
+static void
+cache_path(const cg__hash *key, const char *dir, char *out, size_t size)
+{
+    char hex[33];
+
+    cg__hash_hex(key, hex);
+    snprintf(out, size, "%s/%s.bin", dir, hex);
+}
+
+/* Tries to make a program from a cache file; NULL if anything is off. */
+static cl_program
+cache_load(cg_context *ctx, const char *path, const cg__hash *key,
+           const char *options)
+{
+    unsigned char want[16], *data;
+    const unsigned char *bin;
+    size_t len, binlen;
+    cg__hash sum;
+    cl_program prog;
+    cl_int rc, bin_rc;
+    char saved[256];
+
+    /* A missing file is the ordinary miss: keep the caller's error text. */
+    snprintf(saved, sizeof saved, "%s", cg_last_error());
+    data = (unsigned char *)cg__read_file(path, &len);
+    cg__error_clear();
+    cg__error_append("%s", saved);
+    if (!data)
+        return NULL;
+    prog = NULL;
+    put_hash(want, key);
+    if (len < CACHE_HEADER || memcmp(data, CACHE_MAGIC, 8) != 0 ||
+        memcmp(data + 8, want, 16) != 0)
+        goto out;
+    binlen = (size_t)get_u64(data + 24);
+    if (binlen == 0 || binlen != len - CACHE_HEADER)
+        goto out;
+    bin = data + CACHE_HEADER;
+    cg__hash_init(&sum);
+    cg__hash_update(&sum, bin, binlen);
+    put_hash(want, &sum);
+    if (memcmp(data + 32, want, 16) != 0)
+        goto out;
+    prog = clCreateProgramWithBinary(ctx->context, 1, &ctx->device, &binlen,
+                                     &bin, &bin_rc, &rc);
+    if (rc != CL_SUCCESS || bin_rc != CL_SUCCESS) {
+        if (prog)
+            clReleaseProgram(prog);
+        prog = NULL;
+        goto out;
+    }
+    if (clBuildProgram(prog, 1, &ctx->device, options, NULL, NULL) !=
+        CL_SUCCESS) {
+        clReleaseProgram(prog);
+        prog = NULL;
+    }
+out:
+    free(data);
+    return prog;
+}
+
+/* Writes the program's binary to the cache; failures are ignored (the
+ * cache is an optimisation). */
+static void
+cache_store(cg_context *ctx, cl_program prog, const char *dir,
+            const char *path, const cg__hash *key)
+{
+    size_t binlen = 0;
+    unsigned char *file = NULL, *bin;
+    cg__hash sum;
+    char saved[256];
+
+    snprintf(saved, sizeof saved, "%s", cg_last_error());
+    if (clGetProgramInfo(prog, CL_PROGRAM_BINARY_SIZES, sizeof binlen,
+                         &binlen, NULL) != CL_SUCCESS || binlen == 0)
+        goto out;
+    file = malloc(CACHE_HEADER + binlen);
+    if (!file)
+        goto out;
+    bin = file + CACHE_HEADER;
+    if (clGetProgramInfo(prog, CL_PROGRAM_BINARIES, sizeof bin, &bin,
+                         NULL) != CL_SUCCESS)
+        goto out;
+    memcpy(file, CACHE_MAGIC, 8);
+    put_hash(file + 8, key);
+    put_u64(file + 24, binlen);
+    cg__hash_init(&sum);
+    cg__hash_update(&sum, bin, binlen);
+    put_hash(file + 32, &sum);
+    if (cg__mkdir_p(dir) == CG_OK)
+        cg__write_file_atomic(path, file, CACHE_HEADER + binlen);
+out:
+    free(file);
+    cg__error_clear();
+    cg__error_append("%s", saved);
+    (void)ctx;
+}
+
+static int
+build_failure(cg_context *ctx, cl_program prog, cl_int rc, const char *name,
+              const char *options)
+{
+    size_t loglen = 0;
+    char *log = NULL;
+
+    clGetProgramBuildInfo(prog, ctx->device, CL_PROGRAM_BUILD_LOG, 0, NULL,
+                          &loglen);
+    if (loglen > 0 && (log = malloc(loglen + 1)) != NULL) {
+        if (clGetProgramBuildInfo(prog, ctx->device, CL_PROGRAM_BUILD_LOG,
+                                  loglen, log, NULL) != CL_SUCCESS)
+            loglen = 0;
+        log[loglen] = '\0';
+    }
+    cg__error(CG_EBUILD, "building kernel '%s' with options \"%s\" on %s "
+              "failed: %s (%d); build log:\n%s", name, options,
+              ctx->info.name, cg__cl_error_name(rc) ? cg__cl_error_name(rc)
+              : "unknown OpenCL error", rc, log && *log ? log : "(empty)");
+    free(log);
+    return CG_EBUILD;
+}
+
+static int
+build(cg_context *ctx, const char *name, const char *source,
+      const char *options, cl_program *out, int *from_cache)
+{
+    char dir[4096], path[4400];
+    int use_cache = cg__cache_dir(dir, sizeof dir);
+    cg__hash key = cache_key(ctx, source, options);
+    cl_program prog;
+    cl_int rc;
+
+    *from_cache = 0;
+    if (use_cache) {
+        cache_path(&key, dir, path, sizeof path);
+        prog = cache_load(ctx, path, &key, options);
+        if (prog) {
+            *from_cache = 1;
+            *out = prog;
+            return CG_OK;
+        }
+    }
+    prog = clCreateProgramWithSource(ctx->context, 1, &source, NULL, &rc);
+    if (rc != CL_SUCCESS)
+        return cg__cl_fail(rc, "clCreateProgramWithSource");
+    rc = clBuildProgram(prog, 1, &ctx->device, options, NULL, NULL);
+    if (rc != CL_SUCCESS) {
+        int status = build_failure(ctx, prog, rc, name, options);
+
+        clReleaseProgram(prog);
+        return status;
+    }
+    if (use_cache)
+        cache_store(ctx, prog, dir, path, &key);
+    *out = prog;
+    return CG_OK;
+}
+
+static char *
+full_options(const cg_context *ctx, const char *options)
+{
+    const char *defs = ctx->build_defines ? ctx->build_defines : "";
+    size_t n;
+    char *s;
+
+    if (!options)
+        options = "";
+    n = strlen(BASE_OPTIONS) + strlen(defs) + strlen(options) + 3;
+    s = cg__malloc(n);
+    if (s)
+        snprintf(s, n, "%s%s%s%s%s", BASE_OPTIONS, *defs ? " " : "", defs,
+                 *options ? " " : "", options);
+    return s;
+}
+
+int
+cg__program_get_source(cg_context *ctx, const char *name, const char *source,
+                       const char *options, cg__program **out)
+{
+    cg__program *p;
+    char *opts;
+    int status;
+
+    opts = full_options(ctx, options);
+    if (!opts)
+        return CG_EHOSTMEM;
+    for (p = ctx->programs; p; p = p->next)
+        if (strcmp(p->name, name) == 0 && strcmp(p->options, opts) == 0) {
+            free(opts);
+            *out = p;
+            return CG_OK;
+        }
+    p = cg__calloc(1, sizeof *p);
+    if (!p || !(p->name = cg__strdup(name))) {
+        status = CG_EHOSTMEM;
+        goto fail;
+    }
+    p->options = opts;
+    opts = NULL;
+    status = build(ctx, name, source, p->options, &p->program,
+                   &p->from_cache);
+    if (status)
+        goto fail;
+    p->next = ctx->programs;
+    ctx->programs = p;
+    *out = p;
+    return CG_OK;
+fail:
+    if (p) {
+        free(p->name);
+        free(p->options);
+        free(p);
+    }
+    free(opts);
+    return status;
+}
+
+int
+cg__program_get(cg_context *ctx, const char *name, const char *options,
+                cg__program **out)
+{
+    char *source, *opts;
+    cg__program *p;
+    int status;
+
+    /* Look for the program before reading its source again. */
+    opts = full_options(ctx, options);
+    if (!opts)
+        return CG_EHOSTMEM;
+    for (p = ctx->programs; p; p = p->next)
+        if (strcmp(p->name, name) == 0 && strcmp(p->options, opts) == 0)
+            break;
+    free(opts);
+    if (p) {
+        *out = p;
+        return CG_OK;
+    }
+    status = cg__kernel_source(name, &source);
+    if (status)
+        return status;
+    status = cg__program_get_source(ctx, name, source, options, out);
+    free(source);
+    return status;
+}
+
+int
+cg__kernel_create(cg_context *ctx, const char *name, const char *options,
+                  const char *kernel, cl_kernel *out)
+{
+    cg__program *p;
+    cl_int rc;
+    int status;
+
+    status = cg__program_get(ctx, name, options, &p);
+    if (status)
+        return status;
+    *out = clCreateKernel(p->program, kernel, &rc);
+    if (rc != CL_SUCCESS)
+        return cg__error(rc, "clCreateKernel('%s' in %s.cl) failed: %s (%d)",
+                         kernel, name, cg__cl_error_name(rc)
+                         ? cg__cl_error_name(rc) : "unknown", rc);
+    return CG_OK;
+}
+
+void
+cg__programs_free(cg_context *ctx)
+{
+    cg__program *p = ctx->programs, *next;
+
+    for (; p; p = next) {
+        next = p->next;
+        clReleaseProgram(p->program);
+        free(p->name);
+        free(p->options);
+        free(p);
+    }
+    ctx->programs = NULL;
+}

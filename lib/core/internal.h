@@ -1,0 +1,58 @@
+/*
+ * lib/core/internal.h - errors and small helpers shared by every layer of
+ * libclgrad.  Nothing here knows OpenCL beyond the error names.
+ */
+#ifndef CG_CORE_INTERNAL_H
+#define CG_CORE_INTERNAL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "clgrad.h"
+
+#if defined(__GNUC__)
+#define CG_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define CG_PRINTF(f, a)
+#endif
+
+/* Records `status` with a formatted message as this thread's last error and
+ * returns `status`, so that a failing path reads
+ *     return cg__error(CG_EINVAL, "x is NULL");                           */
+int cg__error(int status, const char *fmt, ...) CG_PRINTF(2, 3);
+
+/* Appends text to the last error message (for build logs, device lists). */
+void cg__error_append(const char *fmt, ...) CG_PRINTF(1, 2);
+
+/* Clears the last error; public entry points call it on entry. */
+void cg__error_clear(void);
+
+/* Name of an OpenCL error code ("CL_INVALID_VALUE"), or NULL if unknown. */
+const char *cg__cl_error_name(int code);
+
+/* 128-bit FNV-1a, streamed: the program-cache key and file checksums. */
+typedef struct cg__hash { uint64_t hi, lo; } cg__hash;
+void cg__hash_init(cg__hash *h);
+void cg__hash_update(cg__hash *h, const void *data, size_t len);
+/* Hashes a string and its terminating zero, so "ab"+"c" != "a"+"bc". */
+void cg__hash_str(cg__hash *h, const char *s);
+void cg__hash_hex(const cg__hash *h, char out[33]);
+
+/* Host allocation that records CG_EHOSTMEM on failure. */
+void *cg__malloc(size_t bytes);
+void *cg__calloc(size_t n, size_t size);
+char *cg__strdup(const char *s);
+
+/* Reads a whole file into a new NUL-terminated buffer (caller frees);
+ * NULL with CG_EIO set if it cannot. */
+char *cg__read_file(const char *path, size_t *len);
+
+/* Creates a directory and its parents (mode 0700 for new ones). */
+int cg__mkdir_p(const char *path);
+
+/* Writes `len` bytes to `path` atomically: a temporary file in the same
+ * directory, fsync, then rename over the target. */
+int cg__write_file_atomic(const char *path, const void *data, size_t len);
+
+#endif

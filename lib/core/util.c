@@ -1,0 +1,198 @@
+/*
+ * lib/core/util.c - hashing, host allocation and file helpers.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/internal.h"
+
+/* FNV-1a with the 128-bit prime 2^88 + 2^8 + 0x3b, multiplied out on two
+ * 64-bit halves so that no compiler extension is needed. */
+void
+cg__hash_init(cg__hash *h)
+{
+    h->hi = 0x6c62272e07bb0142ULL;
+    h->lo = 0x62b821756295c58dULL;
+}
+
+void
+cg__hash_update(cg__hash *h, const void *data, size_t len)
+{
+    const unsigned char *p = data;
+    size_t i;
+
+    for (i = 0; i < len; i++) {
+        uint64_t lo, hi, a_lo, a_hi, cross;
+
+        h->lo ^= p[i];
+        /* (hi:lo) * (2^88 + 0x13b) mod 2^128 */
+        a_lo = h->lo & 0xffffffffULL;
+        a_hi = h->lo >> 32;
+        lo = a_lo * 0x13b;
+        cross = a_hi * 0x13b + (lo >> 32);
+        lo = (lo & 0xffffffffULL) | (cross << 32);
+        hi = (cross >> 32) + h->hi * 0x13b + (h->lo << 24);
+        h->lo = lo;
+        h->hi = hi;
+    }
+}
+
+void
+cg__hash_str(cg__hash *h, const char *s)
+{
+    if (!s)
+        s = "";
+    cg__hash_update(h, s, strlen(s) + 1);
+}
+
+void
+cg__hash_hex(const cg__hash *h, char out[33])
+{
+    snprintf(out, 33, "%016llx%016llx", (unsigned long long)h->hi,
+             (unsigned long long)h->lo);
+}
+
+void *
+cg__malloc(size_t bytes)
+{
+    void *p = malloc(bytes ? bytes : 1);
+
+    if (!p)
+        cg__error(CG_EHOSTMEM, "cannot allocate %zu bytes of host memory",
+                  bytes);
+    return p;
+}
+
+void *
+cg__calloc(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size ? size : 1);
+
+    if (!p)
+        cg__error(CG_EHOSTMEM, "cannot allocate %zu x %zu bytes of host "
+                  "memory", n, size);
+    return p;
+}
+
+char *
+cg__strdup(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *p = cg__malloc(n);
+
+    if (p)
+        memcpy(p, s, n);
+    return p;
+}
+
+char *
+cg__read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf = NULL;
+    long size;
+
+    if (!f) {
+        cg__error(CG_EIO, "cannot open %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    if (fseek(f, 0, SEEK_END) != 0 || (size = ftell(f)) < 0 ||
+        fseek(f, 0, SEEK_SET) != 0) {
+        cg__error(CG_EIO, "cannot seek in %s: %s", path, strerror(errno));
+        goto fail;
+    }
+    buf = cg__malloc((size_t)size + 1);
+    if (!buf)
+        goto fail;
+    if (fread(buf, 1, (size_t)size, f) != (size_t)size) {
+        cg__error(CG_EIO, "cannot read %s", path);
+        goto fail;
+    }
+    buf[size] = '\0';
+    if (len)
+        *len = (size_t)size;
+    fclose(f);
+    return buf;
+fail:
+    free(buf);
+    fclose(f);
+    return NULL;
+}
+
+int
+cg__mkdir_p(const char *path)
+{
+    char tmp[4096];
+    size_t n = strlen(path), i;
+
+    if (n == 0 || n >= sizeof tmp)
+        return cg__error(CG_EIO, "bad directory path '%s'", path);
+    memcpy(tmp, path, n + 1);
+    for (i = 1; i <= n; i++) {
+        if (tmp[i] != '/' && tmp[i] != '\0')
+            continue;
+        tmp[i] = '\0';
+        if (mkdir(tmp, 0700) != 0 && errno != EEXIST)
+            return cg__error(CG_EIO, "cannot create directory %s: %s", tmp,
+                             strerror(errno));
+        if (i < n)
+            tmp[i] = '/';
+    }
+    return CG_OK;
+}
+
+int
+cg__write_file_atomic(const char *path, const void *data, size_t len)
+{
+    char tmp[4096];
+    const char *p = data;
+    int fd;
+
+    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >=
+        (int)sizeof tmp)
+        return cg__error(CG_EIO, "path too long: %s", path);
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0)
+        return cg__error(CG_EIO, "cannot create %s: %s", tmp,
+                         strerror(errno));
+    while (len > 0) {
+        ssize_t w = write(fd, p, len);
+
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            cg__error(CG_EIO, "cannot write %s: %s", tmp, strerror(errno));
+            goto fail;
+        }
+        p += w;
+        len -= (size_t)w;
+    }
+    if (fsync(fd) != 0) {
+        cg__error(CG_EIO, "cannot sync %s: %s", tmp, strerror(errno));
+        goto fail;
+    }
+    if (close(fd) != 0) {
+        fd = -1;
+        cg__error(CG_EIO, "cannot close %s: %s", tmp, strerror(errno));
+        goto fail;
+    }
+    fd = -1;
+    if (rename(tmp, path) != 0) {
+        cg__error(CG_EIO, "cannot rename %s to %s: %s", tmp, path,
+                  strerror(errno));
+        goto fail;
+    }
+    return CG_OK;
+fail:
+    if (fd >= 0)
+        close(fd);
+    unlink(tmp);
+    return CG_EIO;
+}

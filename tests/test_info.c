@@ -1,0 +1,183 @@
+/*
+ * tests/test_info.c - clgrad-info: its JSON report parses back and agrees
+ * with the library, its options and exit statuses.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include <json-c/json.h>
+
+#include "testutil.h"
+
+/* Runs clgrad-info with `args`; returns its stdout (caller frees) and sets
+ * *status to its exit status. */
+static char *
+run_info(const char *args, int *status)
+{
+    const char *dir = getenv("TEST_BUILDDIR");
+    char cmd[1024];
+    size_t cap = 1 << 16, len = 0, n;
+    char *out = malloc(cap);
+    FILE *p;
+    int rc;
+
+    snprintf(cmd, sizeof cmd, "'%s/tools/clgrad-info' %s 2>/dev/null",
+             dir ? dir : ".", args);
+    p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    while ((n = fread(out + len, 1, cap - len - 1, p)) > 0) {
+        len += n;
+        if (len + 1 == cap)
+            out = realloc(out, cap *= 2);
+    }
+    out[len] = '\0';
+    rc = pclose(p);
+    *status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+    return out;
+}
+
+static json_object *
+get(json_object *o, const char *key)
+{
+    json_object *v = NULL;
+
+    ck_assert_msg(json_object_object_get_ex(o, key, &v), "no key '%s'", key);
+    return v;
+}
+
+START_TEST(json_report_parses_and_matches_the_library)
+{
+    int status, n, i;
+    char *out = run_info("--json", &status);
+    json_object *root, *devs;
+
+    ck_assert_int_eq(status, 0);
+    root = json_tokener_parse(out);
+    ck_assert_msg(root != NULL, "not JSON: %.200s", out);
+    ck_assert_str_eq(json_object_get_string(get(root, "clgrad_version")),
+                     cg_version());
+    devs = get(root, "devices");
+    ck_assert_int_eq(cg_device_count(&n), CG_OK);
+    ck_assert_int_eq((int)json_object_array_length(devs), n);
+    for (i = 0; i < n; i++) {
+        json_object *d = json_object_array_get_idx(devs, (size_t)i), *m;
+        cg_device_info info;
+
+        ck_assert_int_eq(cg_device_get_info(i, &info), CG_OK);
+        ck_assert_str_eq(json_object_get_string(get(d, "name")), info.name);
+        ck_assert_int_eq(json_object_get_int64(get(d, "compute_units")),
+                         info.compute_units);
+        ck_assert(json_object_get_int64(get(d, "global_mem_bytes")) ==
+                  (int64_t)info.global_mem_size);
+        ck_assert_int_eq(json_object_array_length(
+            get(d, "max_work_item_sizes")), 3);
+        m = get(d, "measured");
+        ck_assert_double_gt(json_object_get_double(get(m, "h2d_gbps")), 0);
+        ck_assert_double_gt(json_object_get_double(get(m, "d2h_gbps")), 0);
+        ck_assert_double_gt(json_object_get_double(get(m, "copy_gbps")), 0);
+        ck_assert_double_gt(json_object_get_double(
+            get(m, "launch_latency_us")), 0);
+        ck_assert_double_gt(json_object_get_double(
+            get(m, "launch_queued_us")), 0);
+        ck_assert_double_gt(json_object_get_double(
+            get(m, "sgemm_1024_gflops")), 0);
+    }
+    json_object_put(root);
+    free(out);
+}
+END_TEST
+
+START_TEST(no_measure_and_device_selection)
+{
+    int status;
+    char *out = run_info("--json --no-measure --device 0", &status);
+    json_object *root = json_tokener_parse(out), *devs, *m = NULL;
+
+    ck_assert_int_eq(status, 0);
+    ck_assert_ptr_nonnull(root);
+    devs = get(root, "devices");
+    ck_assert_int_eq(json_object_array_length(devs), 1);
+    ck_assert(!json_object_object_get_ex(json_object_array_get_idx(devs, 0),
+                                         "measured", &m));
+    json_object_put(root);
+    free(out);
+}
+END_TEST
+
+START_TEST(human_output_list_help_and_errors)
+{
+    cg_device_info info;
+    int status;
+    char *out;
+
+    ck_assert_int_eq(cg_device_get_info(0, &info), CG_OK);
+    out = run_info("--no-measure", &status);
+    ck_assert_int_eq(status, 0);
+    ck_assert_ptr_nonnull(strstr(out, "Compute units"));
+    ck_assert_ptr_nonnull(strstr(out, info.name));
+    free(out);
+
+    out = run_info("--list", &status);
+    ck_assert_int_eq(status, 0);
+    ck_assert_ptr_nonnull(strstr(out, info.name));
+    ck_assert_ptr_null(strstr(out, "Compute units"));
+    free(out);
+
+    out = run_info("--help", &status);
+    ck_assert_int_eq(status, 0);
+    ck_assert_ptr_nonnull(strstr(out, "--no-measure"));
+    free(out);
+
+    out = run_info("--version", &status);
+    ck_assert_int_eq(status, 0);
+    ck_assert_ptr_nonnull(strstr(out, cg_version()));
+    free(out);
+
+    free(run_info("--bogus", &status));
+    ck_assert_int_eq(status, 2);
+    free(run_info("--device no-such-device-xyz --no-measure", &status));
+    ck_assert_int_eq(status, 1);
+}
+END_TEST
+
+START_TEST(no_platform_exits_1_with_advice)
+{
+    int status;
+    char *out;
+    char cmd[1024];
+    FILE *p;
+    size_t n;
+
+    /* An empty vendor directory: the ICD loader finds no platform. */
+    snprintf(cmd, sizeof cmd, "OCL_ICD_VENDORS='%s' '%s/tools/clgrad-info' "
+             "2>&1", tu_tmpdir(), getenv("TEST_BUILDDIR"));
+    p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    out = calloc(1, 8192);
+    n = fread(out, 1, 8191, p);
+    out[n] = '\0';
+    status = pclose(p);
+    ck_assert(WIFEXITED(status));
+    ck_assert_int_eq(WEXITSTATUS(status), 1);
+    ck_assert_msg(strstr(out, "pocl-opencl-icd") != NULL, "%s", out);
+    free(out);
+}
+END_TEST
+
+int
+main(void)
+{
+    Suite *s = suite_create("info");
+    TCase *tc = tcase_create("info");
+
+    tu_require_device();
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, json_report_parses_and_matches_the_library);
+    tcase_add_test(tc, no_measure_and_device_selection);
+    tcase_add_test(tc, human_output_list_help_and_errors);
+    tcase_add_test(tc, no_platform_exits_1_with_advice);
+    suite_add_tcase(s, tc);
+    return tu_run(s);
+}

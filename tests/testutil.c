@@ -1,0 +1,90 @@
+/*
+ * tests/testutil.c - shared context and runner for the test programs.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+static cg_context *shared_ctx;
+static char tmpdir[256];
+
+static void
+no_device(const char *why)
+{
+    const char *ci = getenv("CI");
+
+    if (ci && *ci && strcmp(ci, "false") != 0) {
+        fprintf(stderr, "FAIL: no OpenCL device in CI: %s\n", why);
+        exit(1);
+    }
+    fprintf(stderr, "SKIP: no OpenCL device: %s\n", why);
+    exit(77);
+}
+
+void
+tu_require_device(void)
+{
+    int n = 0;
+
+    if (cg_device_count(&n) != CG_OK || n == 0)
+        no_device(cg_last_error());
+}
+
+cg_context *
+tu_ctx(void)
+{
+    if (!shared_ctx) {
+        tu_require_device();
+        shared_ctx = cg_context_new(NULL);
+        if (!shared_ctx)
+            no_device(cg_last_error());
+    }
+    return shared_ctx;
+}
+
+static void
+remove_tmpdir(void)
+{
+    char cmd[300];
+
+    if (!tmpdir[0])
+        return;
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "warning: could not remove %s\n", tmpdir);
+}
+
+const char *
+tu_tmpdir(void)
+{
+    if (!tmpdir[0]) {
+        const char *base = getenv("TMPDIR");
+
+        snprintf(tmpdir, sizeof tmpdir, "%s/clgrad-test-XXXXXX",
+                 base && *base ? base : "/tmp");
+        if (!mkdtemp(tmpdir)) {
+            perror("mkdtemp");
+            exit(99);
+        }
+        atexit(remove_tmpdir);
+    }
+    return tmpdir;
+}
+
+int
+tu_run(Suite *s)
+{
+    SRunner *sr = srunner_create(s);
+    int failed;
+
+    srunner_set_fork_status(sr, CK_NOFORK);
+    srunner_run_all(sr, CK_ENV);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    cg_context_free(shared_ctx);
+    shared_ctx = NULL;
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

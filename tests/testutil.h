@@ -1,0 +1,31 @@
+/*
+ * tests/testutil.h - what every test program shares: one context for the
+ * whole program (PoCL builds are slow; hundreds of contexts would be too),
+ * and the rule that a missing OpenCL device skips outside CI and fails in
+ * CI.
+ */
+#ifndef CG_TESTUTIL_H
+#define CG_TESTUTIL_H
+
+#include <check.h>
+
+#include "clgrad.h"
+
+/* The program's shared context, created on first use.  Without a device
+ * the program exits 77 (SKIP), or 1 when CI is set in the environment. */
+cg_context *tu_ctx(void);
+
+/* Exits 77 / 1 as above if no OpenCL device exists. */
+void tu_require_device(void);
+
+/* Runs the suite without forking (OpenCL state does not survive fork),
+ * frees the shared context and returns the exit status for main. */
+int tu_run(Suite *s);
+
+/* A fresh temporary directory (removed at exit with its contents). */
+const char *tu_tmpdir(void);
+
+/* The last error, for ck_assert messages. */
+#define TU_ERR cg_last_error()
+
+#endif

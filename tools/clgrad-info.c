@@ -1,0 +1,310 @@
+/*
+ * clgrad-info - a clinfo-style report of the OpenCL devices clgrad can use,
+ * with measured bandwidth, launch cost and SGEMM throughput.
+ */
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <json-c/json.h>
+
+#include "clgrad.h"
+
+static const char *prog = "clgrad-info";
+
+static void
+usage(FILE *f)
+{
+    fprintf(f,
+"Usage: %s [OPTION]...\n"
+"Report every OpenCL platform and device, as clgrad sees them, and measure\n"
+"each device's bandwidth, kernel launch cost and SGEMM throughput.\n"
+"\n"
+"  -l, --list           list devices, one line each, and exit\n"
+"  -d, --device SEL     report only the device SEL selects (P:D, an index,\n"
+"                       gpu/cpu/accelerator, or part of its name)\n"
+"  -j, --json           write the report as JSON\n"
+"  -n, --no-measure     skip the measured section\n"
+"  -h, --help           show this help and exit\n"
+"  -V, --version        show the version and exit\n"
+"\n"
+"Environment: CLGRAD_DEVICE (default selector), CLGRAD_CACHE_DIR,\n"
+"CLGRAD_CACHE=0, CLGRAD_KERNEL_DIR.\n", prog);
+}
+
+static void
+row(const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void
+row(const char *key, const char *fmt, ...)
+{
+    va_list ap;
+
+    printf("  %-36s", key);
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    putchar('\n');
+}
+
+static void
+print_size(const char *key, uint64_t bytes)
+{
+    if (bytes >= (1ULL << 30))
+        row(key, "%llu (%.1f GiB)", (unsigned long long)bytes,
+            (double)bytes / (1ULL << 30));
+    else if (bytes >= (1ULL << 20))
+        row(key, "%llu (%.1f MiB)", (unsigned long long)bytes,
+            (double)bytes / (1ULL << 20));
+    else
+        row(key, "%llu (%.1f KiB)", (unsigned long long)bytes,
+            (double)bytes / 1024);
+}
+
+static void
+print_device(const cg_device_info *d)
+{
+    printf("Device %d (%d:%d)\n", d->index, d->platform_index,
+           d->device_index);
+    row("Name", "%s", d->name);
+    row("Vendor", "%s", d->vendor);
+    row("Platform", "%s", d->platform_name);
+    row("Platform vendor", "%s", d->platform_vendor);
+    row("Platform version", "%s", d->platform_version);
+    row("Driver version", "%s", d->driver_version);
+    row("Device version", "%s", d->opencl_version);
+    row("OpenCL C version", "%s", d->opencl_c_version);
+    row("Type", "%s", cg_device_type_name(d->type));
+    row("Compute units", "%u", d->compute_units);
+    row("Max clock frequency", "%u MHz", d->clock_mhz);
+    row("Max work-group size", "%zu", d->max_work_group_size);
+    row("Max work-item dimensions", "%u", d->max_work_item_dims);
+    row("Max work-item sizes", "%zu x %zu x %zu", d->max_work_item_sizes[0],
+        d->max_work_item_sizes[1], d->max_work_item_sizes[2]);
+    print_size("Global memory", d->global_mem_size);
+    print_size("Global memory cache", d->global_mem_cache_size);
+    print_size("Local memory", d->local_mem_size);
+    print_size("Constant buffer", d->constant_mem_size);
+    print_size("Max allocation", d->max_alloc_size);
+    row("Preferred vector widths", "char %u, short %u, int %u, long %u, "
+        "half %u, float %u, double %u", d->vector_width_char,
+        d->vector_width_short, d->vector_width_int, d->vector_width_long,
+        d->vector_width_half, d->vector_width_float, d->vector_width_double);
+    row("Half precision (cl_khr_fp16)", "%s", d->fp16 ? "yes" : "no");
+    row("Double precision", "%s", d->fp64 ? "yes" : "no");
+    row("Image support", "%s", d->image_support ? "yes" : "no");
+    row("Unified host memory", "%s", d->unified_memory ? "yes" : "no");
+    row("Extensions", "%s", d->extensions);
+}
+
+static void
+print_measure(const cg_measurements *m)
+{
+    printf("  Measured\n");
+    row("  Host to device", "%.2f GB/s", m->h2d_gbps);
+    row("  Device to host", "%.2f GB/s", m->d2h_gbps);
+    row("  Device copy (read + write)", "%.2f GB/s", m->copy_gbps);
+    row("  Launch latency (enqueue + wait)", "%.1f us", m->launch_latency_us);
+    row("  Launch, queued (per kernel)", "%.2f us", m->launch_queued_us);
+    row("  SGEMM 1024^3 (CLBlast)", "%.1f GFLOP/s", m->sgemm_gflops);
+}
+
+static json_object *
+device_json(const cg_device_info *d)
+{
+    json_object *o = json_object_new_object(), *sizes, *vw;
+    int i;
+
+#define JS(k, v) json_object_object_add(o, k, json_object_new_string(v))
+#define JI(k, v) json_object_object_add(o, k, json_object_new_int64((int64_t)(v)))
+#define JB(k, v) json_object_object_add(o, k, json_object_new_boolean(v))
+    JI("index", d->index);
+    JI("platform_index", d->platform_index);
+    JI("device_index", d->device_index);
+    JS("name", d->name);
+    JS("vendor", d->vendor);
+    JS("platform", d->platform_name);
+    JS("platform_vendor", d->platform_vendor);
+    JS("platform_version", d->platform_version);
+    JS("driver_version", d->driver_version);
+    JS("opencl_version", d->opencl_version);
+    JS("opencl_c_version", d->opencl_c_version);
+    JS("type", cg_device_type_name(d->type));
+    JI("compute_units", d->compute_units);
+    JI("clock_mhz", d->clock_mhz);
+    JI("max_work_group_size", d->max_work_group_size);
+    JI("max_work_item_dimensions", d->max_work_item_dims);
+    sizes = json_object_new_array();
+    for (i = 0; i < 3; i++)
+        json_object_array_add(sizes, json_object_new_int64(
+            (int64_t)d->max_work_item_sizes[i]));
+    json_object_object_add(o, "max_work_item_sizes", sizes);
+    JI("global_mem_bytes", d->global_mem_size);
+    JI("global_mem_cache_bytes", d->global_mem_cache_size);
+    JI("local_mem_bytes", d->local_mem_size);
+    JI("constant_mem_bytes", d->constant_mem_size);
+    JI("max_alloc_bytes", d->max_alloc_size);
+    vw = json_object_new_object();
+#define VW(k, v) json_object_object_add(vw, k, json_object_new_int(v))
+    VW("char", (int)d->vector_width_char);
+    VW("short", (int)d->vector_width_short);
+    VW("int", (int)d->vector_width_int);
+    VW("long", (int)d->vector_width_long);
+    VW("half", (int)d->vector_width_half);
+    VW("float", (int)d->vector_width_float);
+    VW("double", (int)d->vector_width_double);
+#undef VW
+    json_object_object_add(o, "preferred_vector_widths", vw);
+    JB("fp16", d->fp16);
+    JB("fp64", d->fp64);
+    JB("image_support", d->image_support);
+    JB("unified_memory", d->unified_memory);
+    JS("extensions", d->extensions);
+#undef JS
+#undef JI
+#undef JB
+    return o;
+}
+
+static json_object *
+measure_json(const cg_measurements *m)
+{
+    json_object *o = json_object_new_object();
+
+#define JD(k, v) json_object_object_add(o, k, json_object_new_double(v))
+    JD("h2d_gbps", m->h2d_gbps);
+    JD("d2h_gbps", m->d2h_gbps);
+    JD("copy_gbps", m->copy_gbps);
+    JD("launch_latency_us", m->launch_latency_us);
+    JD("launch_queued_us", m->launch_queued_us);
+    JD("sgemm_1024_gflops", m->sgemm_gflops);
+#undef JD
+    return o;
+}
+
+/* Measures device `index`; on failure reports and returns nonzero. */
+static int
+measure(int index, cg_measurements *m)
+{
+    char sel[16];
+    cg_context *ctx;
+    int status;
+
+    snprintf(sel, sizeof sel, "%d", index);
+    ctx = cg_context_new(sel);
+    if (!ctx) {
+        fprintf(stderr, "%s: device %d: %s\n", prog, index, cg_last_error());
+        return 1;
+    }
+    status = cg_context_measure(ctx, CG_MEASURE_ALL, m);
+    if (status)
+        fprintf(stderr, "%s: measuring device %d: %s\n", prog, index,
+                cg_last_error());
+    cg_context_free(ctx);
+    return status != CG_OK;
+}
+
+int
+main(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        { "list", no_argument, NULL, 'l' },
+        { "device", required_argument, NULL, 'd' },
+        { "json", no_argument, NULL, 'j' },
+        { "no-measure", no_argument, NULL, 'n' },
+        { "help", no_argument, NULL, 'h' },
+        { "version", no_argument, NULL, 'V' },
+        { NULL, 0, NULL, 0 }
+    };
+    const char *selector = NULL;
+    int list = 0, json = 0, do_measure = 1, c, n, i, first, last, failed = 0;
+    json_object *root = NULL, *devs = NULL;
+    cg_device_info info;
+
+    while ((c = getopt_long(argc, argv, "ld:jnhV", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'l': list = 1; break;
+        case 'd': selector = optarg; break;
+        case 'j': json = 1; break;
+        case 'n': do_measure = 0; break;
+        case 'h': usage(stdout); return 0;
+        case 'V': printf("%s (clgrad) %s\n", prog, cg_version()); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "%s: unexpected argument '%s'\n", prog, argv[optind]);
+        usage(stderr);
+        return 2;
+    }
+    if (cg_device_count(&n) != CG_OK || n == 0) {
+        fprintf(stderr, "%s: %s\n", prog, n == 0 && cg_last_error()[0] == 0
+                ? "the OpenCL platforms offer no device" : cg_last_error());
+        fprintf(stderr, "%s: to run OpenCL on the CPU, install an ICD such "
+                "as PoCL: apt-get install pocl-opencl-icd\n", prog);
+        return 1;
+    }
+    first = 0;
+    last = n - 1;
+    if (selector) {
+        if (cg_device_select(selector, &first) != CG_OK) {
+            fprintf(stderr, "%s: %s\n", prog, cg_last_error());
+            return 1;
+        }
+        last = first;
+    }
+    if (json) {
+        root = json_object_new_object();
+        json_object_object_add(root, "clgrad_version",
+                               json_object_new_string(cg_version()));
+        devs = json_object_new_array();
+        json_object_object_add(root, "devices", devs);
+    }
+    for (i = first; i <= last; i++) {
+        cg_measurements m;
+        json_object *dj;
+        int measured = 0;
+
+        memset(&m, 0, sizeof m);
+        if (cg_device_get_info(i, &info) != CG_OK) {
+            fprintf(stderr, "%s: device %d: %s\n", prog, i, cg_last_error());
+            failed = 1;
+            continue;
+        }
+        if (list && !json) {
+            printf("%d  %d:%d  %-12s %s (%s)\n", i, info.platform_index,
+                   info.device_index, cg_device_type_name(info.type),
+                   info.name, info.platform_name);
+            continue;
+        }
+        if (!json) {
+            if (i > first)
+                putchar('\n');
+            print_device(&info);
+            fflush(stdout);
+        }
+        if (!list && do_measure) {
+            if (measure(i, &m) != 0)
+                failed = 1;
+            else
+                measured = 1;
+            if (measured && !json)
+                print_measure(&m);
+        }
+        if (json) {
+            dj = device_json(&info);
+            if (measured)
+                json_object_object_add(dj, "measured", measure_json(&m));
+            json_object_array_add(devs, dj);
+        }
+    }
+    if (json) {
+        puts(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY |
+                                            JSON_C_TO_STRING_NOSLASHESCAPE));
+        json_object_put(root);
+    }
+    return failed;
+}
