@@ -66,7 +66,12 @@ START_TEST(json_report_parses_and_matches_the_library)
         cg_device_info info;
 
         ck_assert_int_eq(cg_device_get_info(i, &info), CG_OK);
-        ck_assert_str_eq(json_object_get_string(get(d, "name")), info.name);
+        /* Not the device name: PoCL names the CPU it runs on, and under
+         * valgrind this process sees another CPU than its child. */
+        ck_assert_str_eq(json_object_get_string(get(d, "platform")),
+                         info.platform_name);
+        ck_assert_str_eq(json_object_get_string(get(d, "type")),
+                         cg_device_type_name(info.type));
         ck_assert_int_eq(json_object_get_int64(get(d, "compute_units")),
                          info.compute_units);
         ck_assert(json_object_get_int64(get(d, "global_mem_bytes")) ==
@@ -116,12 +121,12 @@ START_TEST(human_output_list_help_and_errors)
     out = run_info("--no-measure", &status);
     ck_assert_int_eq(status, 0);
     ck_assert_ptr_nonnull(strstr(out, "Compute units"));
-    ck_assert_ptr_nonnull(strstr(out, info.name));
+    ck_assert_ptr_nonnull(strstr(out, info.platform_name));
     free(out);
 
     out = run_info("--list", &status);
     ck_assert_int_eq(status, 0);
-    ck_assert_ptr_nonnull(strstr(out, info.name));
+    ck_assert_ptr_nonnull(strstr(out, info.platform_name));
     ck_assert_ptr_null(strstr(out, "Compute units"));
     free(out);
 
