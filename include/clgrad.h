@@ -243,6 +243,186 @@ enum {
  * device; fields not measured are set to 0. */
 int cg_context_measure(cg_context *ctx, unsigned which, cg_measurements *out);
 
+/* ------------------------------------------------------------------------
+ * Tensors
+ *
+ * A tensor is a view (shape, strides in elements, offset) of a reference-
+ * counted storage in device memory.  Up to CG_MAX_DIMS dimensions; shapes
+ * are int64_t.  Views (reshape of contiguous data, transpose, permute,
+ * narrow, expand, squeeze, unsqueeze) share storage and copy nothing.
+ *
+ * Ownership: every function that returns a cg_tensor * returns a new
+ * reference the caller owns and must release with cg_tensor_free, also
+ * when it is a view.  Arguments are borrowed: an op never takes over the
+ * caller's reference.  Storage lives while any tensor (or a graph node
+ * saving it) refers to it.
+ *
+ * Ops enqueue work on the context's queue and return at once; only
+ * cg_tensor_to_host (and cg_tensor_item) wait.  On error an op returns
+ * NULL, sets cg_last_error() and changes no tensor.
+ * ------------------------------------------------------------------------ */
+#define CG_MAX_DIMS 8
+
+typedef enum cg_dtype {
+    CG_F32 = 0,    /* float32: all arithmetic */
+    CG_I32 = 1     /* int32: class indices, embedding indices, masks */
+} cg_dtype;
+
+typedef struct cg_tensor cg_tensor;
+
+/* A new tensor; its contents are undefined (cg_zeros for zeros).  ndim may
+ * be 0 (a scalar: one element).  Every dimension must be >= 1. */
+cg_tensor *cg_tensor_new(cg_context *ctx, cg_dtype dtype, int ndim,
+                         const int64_t *shape);
+
+/* A new contiguous tensor holding a copy of `data` (numel elements of
+ * dtype, row-major). */
+cg_tensor *cg_tensor_from_host(cg_context *ctx, cg_dtype dtype, int ndim,
+                               const int64_t *shape, const void *data);
+
+cg_tensor *cg_zeros(cg_context *ctx, int ndim, const int64_t *shape);
+cg_tensor *cg_ones(cg_context *ctx, int ndim, const int64_t *shape);
+cg_tensor *cg_full(cg_context *ctx, int ndim, const int64_t *shape,
+                   float value);
+/* 1-D float32 [start, start + step, ...) up to but excluding `stop`. */
+cg_tensor *cg_arange(cg_context *ctx, double start, double stop,
+                     double step);
+
+/* Random numbers from the context's counter-based generator (Philox4x32-
+ * 10): element i of the n-th number drawn depends only on the seed and the
+ * generator's offset, never on the launch shape.  Each call advances the
+ * offset. */
+int cg_manual_seed(cg_context *ctx, uint64_t seed);
+/* The generator's state, for checkpoints. */
+int cg_generator_state(const cg_context *ctx, uint64_t *seed,
+                       uint64_t *offset);
+int cg_generator_set_state(cg_context *ctx, uint64_t seed, uint64_t offset);
+cg_tensor *cg_rand_uniform(cg_context *ctx, int ndim, const int64_t *shape,
+                           float low, float high);
+cg_tensor *cg_rand_normal(cg_context *ctx, int ndim, const int64_t *shape,
+                          float mean, float std);
+
+/* Adds a reference (returns t). */
+cg_tensor *cg_tensor_ref(cg_tensor *t);
+/* Drops a reference; the last one frees the tensor.  NULL is ignored. */
+void cg_tensor_free(cg_tensor *t);
+
+cg_context *cg_tensor_context(const cg_tensor *t);
+cg_dtype cg_tensor_dtype(const cg_tensor *t);
+int cg_tensor_ndim(const cg_tensor *t);
+/* Size of dimension `dim` (negative counts from the end); -1 if invalid. */
+int64_t cg_tensor_dim(const cg_tensor *t, int dim);
+/* Copies the shape into shape[0..ndim-1]. */
+int cg_tensor_shape(const cg_tensor *t, int64_t *shape);
+int64_t cg_tensor_numel(const cg_tensor *t);
+int cg_tensor_is_contiguous(const cg_tensor *t);
+
+/* Copies the elements, in row-major order of the tensor's shape, to host
+ * memory (bytes must be numel * element size).  Waits for queued work. */
+int cg_tensor_to_host(const cg_tensor *t, void *dst, size_t bytes);
+/* The value of a one-element float32 tensor. */
+int cg_tensor_item(const cg_tensor *t, float *value);
+/* Overwrites a contiguous tensor's elements from host memory. */
+int cg_tensor_write(cg_tensor *t, const void *src, size_t bytes);
+
+/* Views: they share storage with t. */
+/* Reshape; a view when t is contiguous, else a copy.  One entry of shape
+ * may be -1 (inferred). */
+cg_tensor *cg_reshape(cg_tensor *t, int ndim, const int64_t *shape);
+cg_tensor *cg_transpose(cg_tensor *t, int dim0, int dim1);
+cg_tensor *cg_permute(cg_tensor *t, const int *perm);
+/* Elements start .. start+length-1 of dimension dim. */
+cg_tensor *cg_narrow(cg_tensor *t, int dim, int64_t start, int64_t length);
+/* Broadcast to `shape` (NumPy rules; size-1 dimensions stretch, new
+ * leading dimensions are added); -1 keeps a dimension. */
+cg_tensor *cg_expand(cg_tensor *t, int ndim, const int64_t *shape);
+/* Removes dimension dim, which must have size 1. */
+cg_tensor *cg_squeeze(cg_tensor *t, int dim);
+cg_tensor *cg_unsqueeze(cg_tensor *t, int dim);
+/* A contiguous tensor with t's elements (a new reference to t itself if
+ * it is already contiguous). */
+cg_tensor *cg_contiguous(cg_tensor *t);
+
+/* ------------------------------------------------------------------------
+ * Autograd
+ *
+ * Define-by-run: an op on tensors of which one requires grad records a
+ * node; cg_backward walks the nodes in reverse topological order and adds
+ * gradients into the leaves' grad tensors (accumulating across calls until
+ * cg_tensor_zero_grad).  After backward the graph's saved tensors are
+ * released unless retain_graph is set.
+ * ------------------------------------------------------------------------ */
+/* Marks a leaf float32 tensor as requiring grad (or not). */
+int cg_tensor_set_requires_grad(cg_tensor *t, int requires_grad);
+int cg_tensor_requires_grad(const cg_tensor *t);
+/* Whether t was made by the user (not by a recorded op). */
+int cg_tensor_is_leaf(const cg_tensor *t);
+/* The gradient accumulated in a leaf, or NULL if none yet.  Borrowed: it
+ * stays owned by t (take cg_tensor_ref to keep it). */
+cg_tensor *cg_tensor_grad(const cg_tensor *t);
+/* Drops the leaf's gradient (the next backward starts from zero). */
+int cg_tensor_zero_grad(cg_tensor *t);
+/* A tensor sharing t's storage, outside any graph, not requiring grad. */
+cg_tensor *cg_detach(cg_tensor *t);
+
+/* Backpropagates from `root`.  grad_output may be NULL only for a one-
+ * element root (the gradient is then 1).  retain_graph nonzero keeps the
+ * saved tensors so backward can run again through the same graph. */
+int cg_backward(cg_tensor *root, cg_tensor *grad_output, int retain_graph);
+
+/* No-grad mode for this thread, nestable: ops record nothing while it is
+ * entered. */
+void cg_no_grad_enter(void);
+void cg_no_grad_leave(void);
+int cg_is_grad_enabled(void);
+
+/* The graph behind t as Graphviz DOT text (op names, shapes, leaves that
+ * require grad; arrows from each result to its inputs).  The caller frees
+ * the string with free(). */
+char *cg_graph_dot(const cg_tensor *t);
+
+/* ------------------------------------------------------------------------
+ * Ops.  Each returns a new tensor (caller owns) or NULL on error.
+ * Binary elementwise ops broadcast with NumPy's rules.
+ * ------------------------------------------------------------------------ */
+cg_tensor *cg_add(cg_tensor *a, cg_tensor *b);
+cg_tensor *cg_sub(cg_tensor *a, cg_tensor *b);
+cg_tensor *cg_mul(cg_tensor *a, cg_tensor *b);
+cg_tensor *cg_div(cg_tensor *a, cg_tensor *b);
+cg_tensor *cg_pow(cg_tensor *a, cg_tensor *b);
+cg_tensor *cg_maximum(cg_tensor *a, cg_tensor *b);
+cg_tensor *cg_minimum(cg_tensor *a, cg_tensor *b);
+/* cond ? a : b elementwise; cond is float32 or int32, nonzero is true.
+ * cond gets no gradient. */
+cg_tensor *cg_where(cg_tensor *cond, cg_tensor *a, cg_tensor *b);
+
+cg_tensor *cg_add_scalar(cg_tensor *a, float s);
+cg_tensor *cg_mul_scalar(cg_tensor *a, float s);
+cg_tensor *cg_pow_scalar(cg_tensor *a, float exponent);
+cg_tensor *cg_neg(cg_tensor *a);
+cg_tensor *cg_exp(cg_tensor *a);
+cg_tensor *cg_log(cg_tensor *a);
+cg_tensor *cg_sqrt(cg_tensor *a);
+cg_tensor *cg_abs(cg_tensor *a);
+cg_tensor *cg_clamp(cg_tensor *a, float min, float max);
+cg_tensor *cg_tanh(cg_tensor *a);
+cg_tensor *cg_sigmoid(cg_tensor *a);
+cg_tensor *cg_relu(cg_tensor *a);
+cg_tensor *cg_leaky_relu(cg_tensor *a, float negative_slope);
+/* The exact GELU, x * Phi(x), as PyTorch's default. */
+cg_tensor *cg_gelu(cg_tensor *a);
+
+/* Reductions over the axes listed (naxes 0: all axes), keeping them as
+ * size-1 dimensions when keepdim is set.  Deterministic: a fixed tree
+ * order, no atomics, so results are bit-identical from run to run. */
+cg_tensor *cg_sum(cg_tensor *a, int naxes, const int *axes, int keepdim);
+cg_tensor *cg_mean(cg_tensor *a, int naxes, const int *axes, int keepdim);
+/* Maximum; ties go to the first index.  The gradient flows to it. */
+cg_tensor *cg_max(cg_tensor *a, int naxes, const int *axes, int keepdim);
+/* Variance with `correction` (1: unbiased, as PyTorch's default). */
+cg_tensor *cg_var(cg_tensor *a, int naxes, const int *axes, int keepdim,
+                  int correction);
+
 #ifdef __cplusplus
 }
 #endif

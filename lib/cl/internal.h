@@ -26,9 +26,18 @@
  * CG_ENOMEM for the allocation failures. */
 int cg__cl_fail(cl_int rc, const char *what);
 
+/* A kernel object kept by its program, reused for every launch (a context
+ * is used by one thread at a time, so setting arguments is safe). */
+typedef struct cg__kernel_entry {
+    struct cg__kernel_entry *next;
+    char *name;
+    cl_kernel kernel;
+} cg__kernel_entry;
+
 /* A compiled program: one per (source name, build options) per context. */
 typedef struct cg__program {
     struct cg__program *next;
+    cg__kernel_entry *kernels;
     char *name;             /* kernel file name without .cl */
     char *options;          /* full build options */
     cl_program program;
@@ -63,6 +72,8 @@ struct cg_context {
     cg_buffer *live;        /* buffers not yet freed */
     cg_memory_stats stats;
     char *build_defines;    /* -D options every program gets (tuning) */
+    uint64_t rng_seed;      /* the Philox generator: key and counter */
+    uint64_t rng_offset;
 };
 
 /* Finds device `index` (flat numbering) and its platform. */
@@ -85,6 +96,20 @@ int cg__program_get_source(cg_context *ctx, const char *name,
  * caller owns the returned cl_kernel and releases it with clReleaseKernel. */
 int cg__kernel_create(cg_context *ctx, const char *name, const char *options,
                       const char *kernel, cl_kernel *out);
+
+/* The context's cached kernel `kernel` of program `name` built with no
+ * extra options (borrowed: the context owns it). */
+int cg__kernel(cg_context *ctx, const char *name, const char *kernel,
+               cl_kernel *out);
+
+/* Sets kernel arguments 0..n-1 from (size, pointer) pairs; use CG_ARG(x)
+ * for each: cg__args(k, 2, CG_ARG(mem), CG_ARG(n)). */
+#define CG_ARG(x) sizeof(x), (const void *)&(x)
+int cg__args(cl_kernel k, int n, ...);
+
+/* Enqueues a 1-D launch of n work-items (n > 0), padded up to a multiple
+ * of the work-group size `local`; kernels guard with `if (i >= n)`. */
+int cg__launch1d(cg_context *ctx, cl_kernel k, size_t n, size_t local);
 
 /* Enqueues a 1- to 3-dimensional launch and counts it.  A NULL local size
  * lets the implementation choose. */

@@ -17,6 +17,7 @@
  */
 #include "config.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,8 +48,9 @@ cg__kernel_source_embedded(const char *name)
     return NULL;
 }
 
-int
-cg__kernel_source(const char *name, char **out)
+/* One kernel file's text, from CLGRAD_KERNEL_DIR or embedded. */
+static int
+kernel_file(const char *name, char **out)
 {
     const char *dir = getenv("CLGRAD_KERNEL_DIR");
     const char *src;
@@ -66,6 +68,31 @@ cg__kernel_source(const char *name, char **out)
         return cg__error(CG_EINVAL, "no kernel file '%s.cl' in this build",
                          name);
     *out = cg__strdup(src);
+    return *out ? CG_OK : CG_EHOSTMEM;
+}
+
+int
+cg__kernel_source(const char *name, char **out)
+{
+    char *common = NULL, *body = NULL;
+    size_t n;
+    int status;
+
+    status = kernel_file(name, &body);
+    if (status)
+        return status;
+    /* Every file but common.cl starts with the shared helpers. */
+    if (strcmp(name, "common") == 0 || kernel_file("common", &common)) {
+        cg__error_clear();
+        *out = body;
+        return CG_OK;
+    }
+    n = strlen(common) + strlen(body) + strlen(name) + 32;
+    *out = cg__malloc(n);
+    if (*out)
+        snprintf(*out, n, "%s\n#line 1 \"%s.cl\"\n%s", common, name, body);
+    free(common);
+    free(body);
     return *out ? CG_OK : CG_EHOSTMEM;
 }
 
@@ -394,13 +421,89 @@ cg__kernel_create(cg_context *ctx, const char *name, const char *options,
     return CG_OK;
 }
 
+int
+cg__kernel(cg_context *ctx, const char *name, const char *kernel,
+           cl_kernel *out)
+{
+    cg__kernel_entry *e;
+    cg__program *p;
+    cl_int rc;
+    int status;
+
+    status = cg__program_get(ctx, name, NULL, &p);
+    if (status)
+        return status;
+    for (e = p->kernels; e; e = e->next)
+        if (strcmp(e->name, kernel) == 0) {
+            *out = e->kernel;
+            return CG_OK;
+        }
+    e = cg__calloc(1, sizeof *e);
+    if (!e || !(e->name = cg__strdup(kernel))) {
+        free(e);
+        return CG_EHOSTMEM;
+    }
+    e->kernel = clCreateKernel(p->program, kernel, &rc);
+    if (rc != CL_SUCCESS) {
+        free(e->name);
+        free(e);
+        return cg__error(rc, "clCreateKernel('%s' in %s.cl) failed: %s (%d)",
+                         kernel, name, cg__cl_error_name(rc)
+                         ? cg__cl_error_name(rc) : "unknown", rc);
+    }
+    e->next = p->kernels;
+    p->kernels = e;
+    *out = e->kernel;
+    return CG_OK;
+}
+
+int
+cg__args(cl_kernel k, int n, ...)
+{
+    va_list ap;
+    int i, status = CG_OK;
+
+    va_start(ap, n);
+    for (i = 0; i < n; i++) {
+        size_t size = va_arg(ap, size_t);
+        const void *ptr = va_arg(ap, const void *);
+        cl_int rc = clSetKernelArg(k, (cl_uint)i, size, ptr);
+
+        if (rc != CL_SUCCESS) {
+            char what[64];
+
+            snprintf(what, sizeof what, "clSetKernelArg(%d)", i);
+            status = cg__cl_fail(rc, what);
+            break;
+        }
+    }
+    va_end(ap);
+    return status;
+}
+
+int
+cg__launch1d(cg_context *ctx, cl_kernel k, size_t n, size_t local)
+{
+    size_t global = (n + local - 1) / local * local;
+
+    return cg__launch(ctx, k, 1, &global, &local, NULL);
+}
+
 void
 cg__programs_free(cg_context *ctx)
 {
     cg__program *p = ctx->programs, *next;
 
     for (; p; p = next) {
+        cg__kernel_entry *e, *enext;
+
         next = p->next;
+        for (e = p->kernels; e; e = enext) {
+            enext = e->next;
+            clReleaseKernel(e->kernel);
+            free(e->name);
+            free(e);
+        }
         clReleaseProgram(p->program);
         free(p->name);
         free(p->options);

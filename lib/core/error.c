@@ -14,6 +14,7 @@
 #define CG_ERROR_MAX 16384
 
 static _Thread_local char last_error[CG_ERROR_MAX];
+static _Thread_local int last_status;
 
 /* Every OpenCL 1.2 error code, with the text clgrad shows for it. */
 #define CG_CL_ERROR_LIST(X)                                                  \
@@ -149,6 +150,13 @@ void
 cg__error_clear(void)
 {
     last_error[0] = '\0';
+    last_status = CG_OK;
+}
+
+int
+cg__last_status(void)
+{
+    return last_status;
 }
 
 int
@@ -157,6 +165,7 @@ cg__error(int status, const char *fmt, ...)
     va_list ap;
     int n;
 
+    last_status = status;
     n = snprintf(last_error, sizeof last_error, "%s: ",
                  cg_status_name(status));
     if (n < 0 || (size_t)n >= sizeof last_error)

@@ -28,6 +28,10 @@ void cg__error_append(const char *fmt, ...) CG_PRINTF(1, 2);
 /* Clears the last error; public entry points call it on entry. */
 void cg__error_clear(void);
 
+/* The status of the last cg__error on this thread (CG_OK after a clear):
+ * how a function that returned NULL failed. */
+int cg__last_status(void);
+
 /* Name of an OpenCL error code ("CL_INVALID_VALUE"), or NULL if unknown. */
 const char *cg__cl_error_name(int code);
 

@@ -1,0 +1,458 @@
+/*
+ * lib/autograd/graph.c - recording nodes, reverse-mode backward, no-grad
+ * mode, and the graph as Graphviz DOT.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autograd/internal.h"
+#include "ops/internal.h"
+
+static _Thread_local int no_grad_depth;
+static _Thread_local uint64_t node_seq;
+
+void
+cg_no_grad_enter(void)
+{
+    no_grad_depth++;
+}
+
+void
+cg_no_grad_leave(void)
+{
+    if (no_grad_depth > 0)
+        no_grad_depth--;
+}
+
+int
+cg_is_grad_enabled(void)
+{
+    return no_grad_depth == 0;
+}
+
+static void
+release_saved(cg__node *n)
+{
+    int k;
+
+    for (k = 0; k < CG_NODE_SAVED; k++) {
+        cg_tensor_free(n->saved[k]);
+        n->saved[k] = NULL;
+    }
+    for (k = 0; k < n->ninputs; k++) {
+        cg_tensor_free(n->inputs[k]);
+        n->inputs[k] = NULL;
+    }
+    n->released = 1;
+}
+
+void
+cg__node_unref(cg__node *n)
+{
+    if (!n || --n->refs > 0)
+        return;
+    release_saved(n);
+    cg_tensor_free(n->grad_acc);
+    free(n);
+}
+
+cg__node *
+cg__record(cg_tensor *out, const char *op, cg__backward_fn bwd, int ninputs,
+           cg_tensor *const *inputs, int *status)
+{
+    cg__node *n;
+    int k, any = 0;
+
+    *status = CG_OK;
+    if (!cg_is_grad_enabled())
+        return NULL;
+    for (k = 0; k < ninputs; k++)
+        if (inputs[k] && inputs[k]->requires_grad)
+            any = 1;
+    if (!any)
+        return NULL;
+    n = cg__calloc(1, sizeof *n);
+    if (!n) {
+        *status = CG_EHOSTMEM;
+        return NULL;
+    }
+    n->refs = 1;
+    n->op = op;
+    n->backward = bwd;
+    n->ninputs = ninputs;
+    n->seq = ++node_seq;
+    for (k = 0; k < ninputs; k++) {
+        n->inputs[k] = cg_tensor_ref(inputs[k]);
+        n->needs[k] = inputs[k] && inputs[k]->requires_grad;
+    }
+    n->out_ndim = out->ndim;
+    memcpy(n->out_shape, out->shape, sizeof n->out_shape);
+    out->grad_fn = n;
+    out->requires_grad = 1;
+    return n;
+}
+
+int
+cg__node_save(cg__node *n, int k, const cg_tensor *t)
+{
+    cg_tensor *d = cg__tensor_view(t, t->ndim, t->shape, t->strides,
+                                   t->offset);
+
+    if (!d)
+        return CG_EHOSTMEM;
+    cg_tensor_free(n->saved[k]);
+    n->saved[k] = d;
+    return CG_OK;
+}
+
+int
+cg_tensor_set_requires_grad(cg_tensor *t, int requires_grad)
+{
+    cg__error_clear();
+    if (!t)
+        return cg__error(CG_EINVAL, "t is NULL");
+    if (t->grad_fn)
+        return cg__error(CG_ESTATE, "requires_grad can only be set on a "
+                         "leaf; this tensor was made by '%s'",
+                         t->grad_fn->op);
+    if (requires_grad && t->dtype != CG_F32)
+        return cg__error(CG_EDTYPE, "only float32 tensors can require grad");
+    t->requires_grad = requires_grad != 0;
+    return CG_OK;
+}
+
+int
+cg_tensor_requires_grad(const cg_tensor *t)
+{
+    return t && t->requires_grad;
+}
+
+int
+cg_tensor_is_leaf(const cg_tensor *t)
+{
+    return t && !t->grad_fn;
+}
+
+cg_tensor *
+cg_tensor_grad(const cg_tensor *t)
+{
+    return t ? t->grad : NULL;
+}
+
+int
+cg_tensor_zero_grad(cg_tensor *t)
+{
+    cg__error_clear();
+    if (!t)
+        return cg__error(CG_EINVAL, "t is NULL");
+    cg_tensor_free(t->grad);
+    t->grad = NULL;
+    return CG_OK;
+}
+
+cg_tensor *
+cg_detach(cg_tensor *t)
+{
+    cg__error_clear();
+    if (cg__check_tensor(t, "t", 1))
+        return NULL;
+    return cg__tensor_view(t, t->ndim, t->shape, t->strides, t->offset);
+}
+
+/* ------------------------------------------------------------------------
+ * Backward
+ * ------------------------------------------------------------------------ */
+
+typedef struct {
+    cg__node **v;
+    size_t n, cap;
+} node_list;
+
+static int
+push(node_list *l, cg__node *n)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 64;
+        cg__node **v = realloc(l->v, cap * sizeof *v);
+
+        if (!v)
+            return cg__error(CG_EHOSTMEM, "out of host memory in backward");
+        l->v = v;
+        l->cap = cap;
+    }
+    l->v[l->n++] = n;
+    return CG_OK;
+}
+
+/* Post-order DFS from root without recursion: `order` ends with every node
+ * after all nodes it depends on... reversed, i.e. order[i] comes before its
+ * inputs' nodes when walked from the end.  Each node gets a reference. */
+static int
+topo_sort(cg__node *root, node_list *order)
+{
+    node_list stack = { 0 };
+    int status = CG_OK;
+
+    root->mark = 1;
+    status = push(&stack, root);
+    while (status == CG_OK && stack.n > 0) {
+        cg__node *n = stack.v[stack.n - 1];
+        int k, pushed = 0;
+
+        for (k = 0; k < n->ninputs && !pushed; k++) {
+            cg_tensor *in = n->inputs[k];
+
+            if (n->needs[k] && in && in->grad_fn && !in->grad_fn->mark) {
+                in->grad_fn->mark = 1;
+                status = push(&stack, in->grad_fn);
+                pushed = 1;
+            }
+        }
+        if (status == CG_OK && !pushed) {
+            stack.n--;
+            n->refs++;
+            n->mark = 2;
+            status = push(order, n);
+        }
+    }
+    free(stack.v);
+    return status;
+}
+
+/* acc += g, or acc = a copy of g when acc is empty. */
+static int
+accumulate(cg_tensor **acc, cg_tensor *g)
+{
+    cg_tensor *sum;
+
+    if (!*acc) {
+        *acc = cg__copy_contiguous(g);
+        return *acc ? CG_OK : cg__last_status();
+    }
+    sum = cg__axpy_inplace(*acc, g, 1.0f) == CG_OK ? *acc : NULL;
+    return sum ? CG_OK : cg__last_status();
+}
+
+static int
+check_released(const node_list *order)
+{
+    size_t i;
+
+    for (i = 0; i < order->n; i++)
+        if (order->v[i]->released)
+            return cg__error(CG_ESTATE, "backward through a graph a second "
+                             "time: node '%s' was freed by the first "
+                             "backward; pass retain_graph to keep it",
+                             order->v[i]->op);
+    return CG_OK;
+}
+
+int
+cg_backward(cg_tensor *root, cg_tensor *grad_output, int retain_graph)
+{
+    node_list order = { 0 };
+    cg_tensor *seed = NULL;
+    char s1[128], s2[128];
+    int status;
+    size_t i;
+
+    cg__error_clear();
+    if (!root)
+        return cg__error(CG_EINVAL, "root is NULL");
+    if (!root->requires_grad)
+        return cg__error(CG_ESTATE, "backward on a tensor that does not "
+                         "require grad");
+    if (grad_output) {
+        if ((status = cg__check_tensor(grad_output, "grad_output", 0)))
+            return status;
+        if (grad_output->ctx != root->ctx)
+            return cg__error(CG_ECONTEXT, "grad_output and root belong to "
+                             "different contexts");
+        if (grad_output->ndim != root->ndim ||
+            memcmp(grad_output->shape, root->shape,
+                   (size_t)root->ndim * sizeof(int64_t)) != 0)
+            return cg__error(CG_ESHAPE, "grad_output has shape %s, the root "
+                             "%s", cg__shape_str(grad_output->ndim,
+                                                 grad_output->shape, s1,
+                                                 sizeof s1),
+                             cg__shape_str(root->ndim, root->shape, s2,
+                                           sizeof s2));
+    } else if (cg_tensor_numel(root) != 1) {
+        return cg__error(CG_ESHAPE, "backward without grad_output needs a "
+                         "one-element root, not shape %s",
+                         cg__shape_str(root->ndim, root->shape, s1,
+                                       sizeof s1));
+    }
+    cg_no_grad_enter();
+    seed = grad_output ? cg__copy_contiguous(grad_output)
+                       : cg_full(root->ctx, root->ndim, root->shape, 1.0f);
+    if (!seed) {
+        status = cg__last_status();
+        goto out;
+    }
+    if (!root->grad_fn) {           /* a leaf: its gradient is the seed */
+        status = accumulate(&root->grad, seed);
+        goto out;
+    }
+    status = topo_sort(root->grad_fn, &order);
+    if (status == CG_OK)
+        status = check_released(&order);
+    if (status)
+        goto out;
+    root->grad_fn->grad_acc = seed;
+    seed = NULL;
+    /* order is post-order (inputs first); walk it from the end. */
+    for (i = order.n; i-- > 0 && status == CG_OK;) {
+        cg__node *n = order.v[i];
+        cg_tensor *gin[CG_NODE_INPUTS] = { NULL };
+        int k;
+
+        if (!n->grad_acc)
+            continue;
+        status = n->backward(n, n->grad_acc, gin);
+        for (k = 0; k < n->ninputs; k++) {
+            cg_tensor *in = n->inputs[k];
+
+            if (status == CG_OK && gin[k] && n->needs[k])
+                status = accumulate(in->grad_fn ? &in->grad_fn->grad_acc
+                                                : &in->grad, gin[k]);
+            cg_tensor_free(gin[k]);
+        }
+        cg_tensor_free(n->grad_acc);
+        n->grad_acc = NULL;
+    }
+out:
+    for (i = 0; i < order.n; i++) {
+        cg__node *n = order.v[i];
+
+        n->mark = 0;
+        cg_tensor_free(n->grad_acc);
+        n->grad_acc = NULL;
+        if (!retain_graph && status == CG_OK)
+            release_saved(n);
+    }
+    for (i = 0; i < order.n; i++)
+        cg__node_unref(order.v[i]);
+    free(order.v);
+    cg_tensor_free(seed);
+    cg_no_grad_leave();
+    return status;
+}
+
+/* ------------------------------------------------------------------------
+ * Graphviz DOT
+ * ------------------------------------------------------------------------ */
+
+typedef struct {
+    char *s;
+    size_t n, cap;
+    int failed;
+} strbuf;
+
+static void
+sb_printf(strbuf *b, const char *fmt, ...) CG_PRINTF(2, 3);
+
+static void
+sb_printf(strbuf *b, const char *fmt, ...)
+{
+    va_list ap;
+    int need;
+
+    if (b->failed)
+        return;
+    for (;;) {
+        va_start(ap, fmt);
+        need = vsnprintf(b->s + b->n, b->cap - b->n, fmt, ap);
+        va_end(ap);
+        if (need < 0) {
+            b->failed = 1;
+            return;
+        }
+        if ((size_t)need < b->cap - b->n) {
+            b->n += (size_t)need;
+            return;
+        }
+        {
+            size_t cap = (b->cap + (size_t)need + 1) * 2;
+            char *s = realloc(b->s, cap);
+
+            if (!s) {
+                b->failed = 1;
+                return;
+            }
+            b->s = s;
+            b->cap = cap;
+        }
+    }
+}
+
+char *
+cg_graph_dot(const cg_tensor *t)
+{
+    node_list order = { 0 };
+    strbuf b = { NULL, 0, 0, 0 };
+    char shape[128];
+    size_t i;
+    int k;
+
+    cg__error_clear();
+    if (!t) {
+        cg__error(CG_EINVAL, "t is NULL");
+        return NULL;
+    }
+    b.s = malloc(256);
+    b.cap = b.s ? 256 : 0;
+    b.failed = !b.s;
+    sb_printf(&b, "digraph clgrad {\n  rankdir=BT;\n  node [fontname="
+              "\"Helvetica\"];\n");
+    cg__shape_str(t->ndim, t->shape, shape, sizeof shape);
+    sb_printf(&b, "  out [label=\"result\\n%s\", shape=box, style=filled, "
+              "fillcolor=\"#c0e0ff\"];\n", shape);
+    if (t->grad_fn) {
+        if (topo_sort(t->grad_fn, &order) != CG_OK)
+            b.failed = 1;
+        sb_printf(&b, "  out -> n%llu;\n",
+                  (unsigned long long)t->grad_fn->seq);
+    }
+    for (i = 0; i < order.n; i++) {
+        cg__node *n = order.v[i];
+
+        cg__shape_str(n->out_ndim, n->out_shape, shape, sizeof shape);
+        sb_printf(&b, "  n%llu [label=\"%s\\n%s\"];\n",
+                  (unsigned long long)n->seq, n->op, shape);
+        for (k = 0; k < n->ninputs; k++) {
+            cg_tensor *in = n->inputs[k];
+
+            if (!in)
+                continue;
+            if (in->grad_fn) {
+                sb_printf(&b, "  n%llu -> n%llu;\n",
+                          (unsigned long long)n->seq,
+                          (unsigned long long)in->grad_fn->seq);
+                continue;
+            }
+            cg__shape_str(in->ndim, in->shape, shape, sizeof shape);
+            sb_printf(&b, "  l%p [label=\"%s\\n%s\", shape=box%s];\n",
+                      (void *)in, in->requires_grad ? "leaf (requires grad)"
+                      : "constant", shape, in->requires_grad
+                      ? ", style=filled, fillcolor=\"#c0ffc0\"" : "");
+            sb_printf(&b, "  n%llu -> l%p;\n", (unsigned long long)n->seq,
+                      (void *)in);
+        }
+    }
+    sb_printf(&b, "}\n");
+    for (i = 0; i < order.n; i++) {
+        order.v[i]->mark = 0;
+        cg__node_unref(order.v[i]);
+    }
+    free(order.v);
+    if (b.failed) {
+        free(b.s);
+        cg__error(CG_EHOSTMEM, "out of host memory writing DOT");
+        return NULL;
+    }
+    return b.s;
+}

@@ -1,0 +1,55 @@
+/*
+ * lib/autograd/internal.h - graph nodes recorded by ops, and what their
+ * backward functions may use.  Nothing here knows OpenCL.
+ */
+#ifndef CG_AUTOGRAD_INTERNAL_H
+#define CG_AUTOGRAD_INTERNAL_H
+
+#include "tensor/internal.h"
+
+#define CG_NODE_INPUTS 8
+#define CG_NODE_SAVED 4
+
+typedef struct cg__node cg__node;
+
+/* Computes the gradients of the node's inputs from the gradient of its
+ * output, `gout` (contiguous, the output's shape).  For each input i with
+ * n->needs[i] set it stores a new tensor of input i's shape in gin[i] (or
+ * leaves NULL for "no gradient").  Runs in no-grad mode, so it may use the
+ * public ops freely. */
+typedef int (*cg__backward_fn)(cg__node *n, cg_tensor *gout,
+                               cg_tensor **gin);
+
+struct cg__node {
+    int refs;
+    const char *op;               /* static name, e.g. "add" */
+    const char *kname;            /* kernel name prefix, if any */
+    cg__backward_fn backward;
+    int ninputs;
+    cg_tensor *inputs[CG_NODE_INPUTS];   /* references */
+    int needs[CG_NODE_INPUTS];           /* input requires grad */
+    cg_tensor *saved[CG_NODE_SAVED];     /* detached references */
+    double f[4];                         /* op parameters */
+    int64_t i[2 * CG_MAX_DIMS + 2];
+    int out_ndim;
+    int64_t out_shape[CG_MAX_DIMS];
+    uint64_t seq;                 /* creation order */
+    int released;                 /* saved tensors freed by backward */
+    /* Scratch for backward. */
+    cg_tensor *grad_acc;
+    int mark;
+};
+
+/* If grad mode is on and any of the inputs requires grad, creates a node
+ * for `out`, makes out require grad and returns the node (owned by out);
+ * else returns NULL, which is not an error.  On host allocation failure
+ * returns NULL with *status set. */
+cg__node *cg__record(cg_tensor *out, const char *op, cg__backward_fn bwd,
+                     int ninputs, cg_tensor *const *inputs, int *status);
+
+/* Saves a detached reference to t in slot k of the node. */
+int cg__node_save(cg__node *n, int k, const cg_tensor *t);
+
+void cg__node_unref(cg__node *n);
+
+#endif

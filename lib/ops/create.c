@@ -1,0 +1,239 @@
+/*
+ * lib/ops/create.c - filling, copying and random tensors; the copy and
+ * accumulate primitives the autograd engine uses.
+ */
+#include "config.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "ops/internal.h"
+
+int
+cg__fill(cg_tensor *t, float value)
+{
+    int status = CG_OK;
+    size_t n = (size_t)cg_tensor_numel(t);
+
+    CHECK_CL(clEnqueueFillBuffer(t->ctx->queue, cg__tensor_mem(t), &value,
+                                 sizeof value, (size_t)t->offset * 4, n * 4,
+                                 0, NULL, NULL), "clEnqueueFillBuffer");
+fail:
+    return status;
+}
+
+int
+cg__copy_into(cg_tensor *dst, const cg_tensor *src)
+{
+    const cg_tensor *ops[2] = { src, dst };
+    cg__layout l;
+    cl_kernel k;
+    cl_mem ms = cg__tensor_mem(src), md = cg__tensor_mem(dst);
+    cl_uint n;
+    int status;
+
+    cg__layout_make(&l, dst->ndim, dst->shape, 2, ops);
+    n = (cl_uint)l.numel;
+    status = cg__kernel(dst->ctx, "elementwise", "copy32", &k);
+    if (status == CG_OK)
+        status = cg__args(k, 9, CG_ARG(ms), CG_ARG(l.offset[0]), CG_ARG(md),
+                          CG_ARG(l.offset[1]), CG_ARG(l.shape),
+                          CG_ARG(l.strides[0]), CG_ARG(l.strides[1]),
+                          CG_ARG(l.nd), CG_ARG(n));
+    if (status == CG_OK)
+        status = cg__launch1d(dst->ctx, k, n, CG_WG);
+    return status;
+}
+
+cg_tensor *
+cg__copy_contiguous(cg_tensor *t)
+{
+    cg_tensor *c = cg__tensor_empty(t->ctx, t->dtype, t->ndim, t->shape);
+
+    if (c && cg__copy_into(c, t) != CG_OK) {
+        cg_tensor_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+int
+cg__axpy_inplace(cg_tensor *acc, const cg_tensor *g, float alpha)
+{
+    cg__layout l;
+    cl_kernel k;
+    cl_mem ma = cg__tensor_mem(acc), mg = cg__tensor_mem(g);
+    cl_uint n;
+    int status;
+
+    cg__layout_make(&l, acc->ndim, acc->shape, 1, &g);
+    n = (cl_uint)l.numel;
+    status = cg__kernel(acc->ctx, "elementwise", "axpy", &k);
+    if (status == CG_OK)
+        status = cg__args(k, 8, CG_ARG(ma), CG_ARG(mg), CG_ARG(l.offset[0]),
+                          CG_ARG(l.shape), CG_ARG(l.strides[0]),
+                          CG_ARG(l.nd), CG_ARG(n), CG_ARG(alpha));
+    if (status == CG_OK)
+        status = cg__launch1d(acc->ctx, k, n, CG_WG);
+    return status;
+}
+
+cg_tensor *
+cg_full(cg_context *ctx, int ndim, const int64_t *shape, float value)
+{
+    cg_tensor *t;
+
+    cg__error_clear();
+    t = cg_tensor_new(ctx, CG_F32, ndim, shape);
+    if (t && cg__fill(t, value) != CG_OK) {
+        cg_tensor_free(t);
+        return NULL;
+    }
+    return t;
+}
+
+cg_tensor *
+cg_zeros(cg_context *ctx, int ndim, const int64_t *shape)
+{
+    return cg_full(ctx, ndim, shape, 0.0f);
+}
+
+cg_tensor *
+cg_ones(cg_context *ctx, int ndim, const int64_t *shape)
+{
+    return cg_full(ctx, ndim, shape, 1.0f);
+}
+
+cg_tensor *
+cg_arange(cg_context *ctx, double start, double stop, double step)
+{
+    cg_tensor *t;
+    cl_kernel k;
+    cl_mem m;
+    cl_uint n;
+    cl_float fstart = (cl_float)start, fstep = (cl_float)step;
+    int64_t len;
+
+    cg__error_clear();
+    if (!ctx) {
+        cg__error(CG_EINVAL, "ctx is NULL");
+        return NULL;
+    }
+    if (step == 0 || !isfinite(start) || !isfinite(stop) || !isfinite(step)) {
+        cg__error(CG_EINVAL, "arange(%g, %g, %g): step must be nonzero and "
+                  "all finite", start, stop, step);
+        return NULL;
+    }
+    len = (int64_t)ceil((stop - start) / step);
+    if (len < 1) {
+        cg__error(CG_ESHAPE, "arange(%g, %g, %g) is empty", start, stop,
+                  step);
+        return NULL;
+    }
+    t = cg__tensor_empty(ctx, CG_F32, 1, &len);
+    if (!t)
+        return NULL;
+    m = cg__tensor_mem(t);
+    n = (cl_uint)len;
+    if (cg__kernel(ctx, "elementwise", "arange", &k) ||
+        cg__args(k, 4, CG_ARG(m), CG_ARG(n), CG_ARG(fstart), CG_ARG(fstep)) ||
+        cg__launch1d(ctx, k, n, CG_WG)) {
+        cg_tensor_free(t);
+        return NULL;
+    }
+    return t;
+}
+
+/* ------------------------------------------------------------------------
+ * Random numbers
+ * ------------------------------------------------------------------------ */
+
+int
+cg_manual_seed(cg_context *ctx, uint64_t seed)
+{
+    return cg_generator_set_state(ctx, seed, 0);
+}
+
+int
+cg_generator_state(const cg_context *ctx, uint64_t *seed, uint64_t *offset)
+{
+    cg__error_clear();
+    if (!ctx || !seed || !offset)
+        return cg__error(CG_EINVAL, "NULL argument");
+    *seed = ctx->rng_seed;
+    *offset = ctx->rng_offset;
+    return CG_OK;
+}
+
+int
+cg_generator_set_state(cg_context *ctx, uint64_t seed, uint64_t offset)
+{
+    cg__error_clear();
+    if (!ctx)
+        return cg__error(CG_EINVAL, "ctx is NULL");
+    ctx->rng_seed = seed;
+    ctx->rng_offset = offset;
+    return CG_OK;
+}
+
+/* Draws numel values with kernel `kname` of random.cl into a new tensor;
+ * a, b are the kernel's two float parameters. */
+cg_tensor *
+cg__random(cg_context *ctx, const char *kname, int ndim,
+           const int64_t *shape, float a, float b)
+{
+    cg_tensor *t;
+    cl_kernel k;
+    cl_mem m;
+    cl_uint n;
+    cl_ulong seed, offset;
+
+    t = cg__tensor_empty(ctx, CG_F32, ndim, shape);
+    if (!t)
+        return NULL;
+    m = cg__tensor_mem(t);
+    n = (cl_uint)cg_tensor_numel(t);
+    seed = ctx->rng_seed;
+    offset = ctx->rng_offset;
+    if (cg__kernel(ctx, "random", kname, &k) ||
+        cg__args(k, 6, CG_ARG(m), CG_ARG(n), CG_ARG(seed), CG_ARG(offset),
+                 CG_ARG(a), CG_ARG(b)) ||
+        cg__launch1d(ctx, k, (n + 3) / 4, CG_WG)) {
+        cg_tensor_free(t);
+        return NULL;
+    }
+    ctx->rng_offset += (n + 3) / 4;
+    return t;
+}
+
+cg_tensor *
+cg_rand_uniform(cg_context *ctx, int ndim, const int64_t *shape, float low,
+                float high)
+{
+    cg__error_clear();
+    if (!ctx) {
+        cg__error(CG_EINVAL, "ctx is NULL");
+        return NULL;
+    }
+    if (!(low <= high)) {
+        cg__error(CG_EINVAL, "rand_uniform: low %g > high %g", low, high);
+        return NULL;
+    }
+    return cg__random(ctx, "uniform", ndim, shape, low, high);
+}
+
+cg_tensor *
+cg_rand_normal(cg_context *ctx, int ndim, const int64_t *shape, float mean,
+               float std)
+{
+    cg__error_clear();
+    if (!ctx) {
+        cg__error(CG_EINVAL, "ctx is NULL");
+        return NULL;
+    }
+    if (!(std >= 0)) {
+        cg__error(CG_EINVAL, "rand_normal: std %g < 0", std);
+        return NULL;
+    }
+    return cg__random(ctx, "normal", ndim, shape, mean, std);
+}

@@ -1,0 +1,389 @@
+/*
+ * lib/ops/elementwise.c - unary and binary elementwise ops with NumPy
+ * broadcasting, and where.  Kernels: kernels/elementwise.cl.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "ops/internal.h"
+
+/* ------------------------------------------------------------------------
+ * Unary: y = F(x; p0, p1).  Backward: gx = G(x, y, g; p0, p1).
+ * ------------------------------------------------------------------------ */
+
+cg_tensor *
+cg__unary(const char *name, cg_tensor *x, float p0, float p1)
+{
+    char kname[64];
+    cg__layout l;
+    cg_tensor *y;
+    cl_kernel k;
+    cl_mem mx, my;
+    cl_uint n;
+
+    y = cg__tensor_empty(x->ctx, CG_F32, x->ndim, x->shape);
+    if (!y)
+        return NULL;
+    cg__layout_make(&l, x->ndim, x->shape, 1, (const cg_tensor **)&x);
+    n = (cl_uint)l.numel;
+    mx = cg__tensor_mem(x);
+    my = cg__tensor_mem(y);
+    snprintf(kname, sizeof kname, "%s_f", name);
+    if (cg__kernel(x->ctx, "elementwise", kname, &k) ||
+        cg__args(k, 9, CG_ARG(mx), CG_ARG(l.offset[0]), CG_ARG(l.shape),
+                 CG_ARG(l.strides[0]), CG_ARG(l.nd), CG_ARG(my), CG_ARG(n),
+                 CG_ARG(p0), CG_ARG(p1)) ||
+        cg__launch1d(x->ctx, k, n, CG_WG)) {
+        cg_tensor_free(y);
+        return NULL;
+    }
+    return y;
+}
+
+static int
+unary_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
+{
+    cg_tensor *x = node->saved[0], *y = node->saved[1], *gx;
+    char kname[64];
+    cg__layout l;
+    cl_kernel k;
+    cl_mem mx, my, mg, mgx;
+    cl_uint n;
+    cl_float p0 = (cl_float)node->f[0], p1 = (cl_float)node->f[1];
+    int status;
+
+    gx = cg__tensor_empty(x->ctx, CG_F32, x->ndim, x->shape);
+    if (!gx)
+        return cg__last_status();
+    cg__layout_make(&l, x->ndim, x->shape, 1, (const cg_tensor **)&x);
+    n = (cl_uint)l.numel;
+    mx = cg__tensor_mem(x);
+    my = cg__tensor_mem(y);
+    mg = cg__tensor_mem(g);
+    mgx = cg__tensor_mem(gx);
+    snprintf(kname, sizeof kname, "%s_b", node->kname);
+    status = cg__kernel(x->ctx, "elementwise", kname, &k);
+    if (status == CG_OK)
+        status = cg__args(k, 11, CG_ARG(mx), CG_ARG(l.offset[0]),
+                          CG_ARG(l.shape), CG_ARG(l.strides[0]),
+                          CG_ARG(l.nd), CG_ARG(my), CG_ARG(mg), CG_ARG(mgx),
+                          CG_ARG(n), CG_ARG(p0), CG_ARG(p1));
+    if (status == CG_OK)
+        status = cg__launch1d(x->ctx, k, n, CG_WG);
+    if (status) {
+        cg_tensor_free(gx);
+        return status;
+    }
+    gin[0] = gx;
+    return CG_OK;
+}
+
+/* The recorded unary op `op` (shown in graphs) running kernel `kname`. */
+static cg_tensor *
+unary_op(const char *op, const char *kname, cg_tensor *x, float p0, float p1)
+{
+    cg_tensor *y;
+    cg__node *node;
+    int status;
+
+    cg__error_clear();
+    if (cg__check_tensor(x, "input", 0))
+        return NULL;
+    y = cg__unary(kname, x, p0, p1);
+    if (!y)
+        return NULL;
+    node = cg__record(y, op, unary_backward, 1, &x, &status);
+    if (node) {
+        node->kname = kname;
+        node->f[0] = p0;
+        node->f[1] = p1;
+        status = cg__node_save(node, 0, x);
+        if (status == CG_OK)
+            status = cg__node_save(node, 1, y);
+    }
+    if (status) {
+        cg_tensor_free(y);
+        return NULL;
+    }
+    return y;
+}
+
+cg_tensor *cg_add_scalar(cg_tensor *a, float s)
+{ return unary_op("add_scalar", "affine", a, 1.0f, s); }
+cg_tensor *cg_mul_scalar(cg_tensor *a, float s)
+{ return unary_op("mul_scalar", "affine", a, s, 0.0f); }
+cg_tensor *cg_neg(cg_tensor *a)
+{ return unary_op("neg", "affine", a, -1.0f, 0.0f); }
+cg_tensor *cg_pow_scalar(cg_tensor *a, float e)
+{ return unary_op("pow_scalar", "pow_scalar", a, e, 0.0f); }
+cg_tensor *cg_exp(cg_tensor *a) { return unary_op("exp", "exp", a, 0, 0); }
+cg_tensor *cg_log(cg_tensor *a) { return unary_op("log", "log", a, 0, 0); }
+cg_tensor *cg_sqrt(cg_tensor *a) { return unary_op("sqrt", "sqrt", a, 0, 0); }
+cg_tensor *cg_abs(cg_tensor *a) { return unary_op("abs", "abs", a, 0, 0); }
+cg_tensor *cg_tanh(cg_tensor *a) { return unary_op("tanh", "tanh", a, 0, 0); }
+cg_tensor *cg_sigmoid(cg_tensor *a)
+{ return unary_op("sigmoid", "sigmoid", a, 0, 0); }
+cg_tensor *cg_relu(cg_tensor *a) { return unary_op("relu", "relu", a, 0, 0); }
+cg_tensor *cg_leaky_relu(cg_tensor *a, float slope)
+{ return unary_op("leaky_relu", "leaky_relu", a, slope, 0); }
+cg_tensor *cg_gelu(cg_tensor *a) { return unary_op("gelu", "gelu", a, 0, 0); }
+
+cg_tensor *
+cg_clamp(cg_tensor *a, float min, float max)
+{
+    if (!(min <= max)) {
+        cg__error_clear();
+        cg__error(CG_EINVAL, "clamp: min %g > max %g", min, max);
+        return NULL;
+    }
+    return unary_op("clamp", "clamp", a, min, max);
+}
+
+/* ------------------------------------------------------------------------
+ * Binary, broadcasting.
+ * ------------------------------------------------------------------------ */
+
+/* Checks a and b and computes their broadcast shape. */
+static int
+binary_check(cg_tensor *a, cg_tensor *b, int *ndim, int64_t *shape)
+{
+    cg_tensor *ops[2] = { a, b };
+    int status;
+
+    if ((status = cg__check_tensor(a, "a", 0)) ||
+        (status = cg__check_tensor(b, "b", 0)) ||
+        (status = cg__same_context(2, (const cg_tensor *const *)ops)))
+        return status;
+    return cg__broadcast_shape(a, b, ndim, shape);
+}
+
+static int
+binary_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
+{
+    cg_tensor *a = node->saved[0], *b = node->saved[1], *y = node->saved[2];
+    cg_tensor *full[2] = { NULL, NULL };
+    const cg_tensor *ops[2] = { a, b };
+    char kname[64];
+    cg__layout l;
+    cl_kernel k;
+    cl_mem ma, mb, my, mg, mga, mgb;
+    cl_uint n;
+    cl_int want = (node->needs[0] ? 1 : 0) | (node->needs[1] ? 2 : 0);
+    int status = CG_OK, j;
+
+    for (j = 0; j < 2; j++)
+        if (node->needs[j] &&
+            !(full[j] = cg__tensor_empty(g->ctx, CG_F32, g->ndim, g->shape))) {
+            status = cg__last_status();
+            goto out;
+        }
+    cg__layout_make(&l, g->ndim, g->shape, 2, ops);
+    n = (cl_uint)l.numel;
+    ma = cg__tensor_mem(a);
+    mb = cg__tensor_mem(b);
+    my = cg__tensor_mem(y);
+    mg = cg__tensor_mem(g);
+    mga = cg__tensor_mem(full[0] ? full[0] : full[1]);
+    mgb = cg__tensor_mem(full[1] ? full[1] : full[0]);
+    snprintf(kname, sizeof kname, "%s_b", node->kname);
+    status = cg__kernel(g->ctx, "elementwise", kname, &k);
+    if (status == CG_OK)
+        status = cg__args(k, 14, CG_ARG(ma), CG_ARG(l.offset[0]), CG_ARG(mb),
+                          CG_ARG(l.offset[1]), CG_ARG(l.shape),
+                          CG_ARG(l.strides[0]), CG_ARG(l.strides[1]),
+                          CG_ARG(l.nd), CG_ARG(my), CG_ARG(mg), CG_ARG(mga),
+                          CG_ARG(mgb), CG_ARG(n), CG_ARG(want));
+    if (status == CG_OK)
+        status = cg__launch1d(g->ctx, k, n, CG_WG);
+    for (j = 0; j < 2 && status == CG_OK; j++) {
+        const cg_tensor *in = ops[j];
+
+        if (!full[j])
+            continue;
+        gin[j] = cg__sum_to_shape(full[j], in->ndim, in->shape);
+        if (!gin[j])
+            status = cg__last_status();
+    }
+out:
+    cg_tensor_free(full[0]);
+    cg_tensor_free(full[1]);
+    return status;
+}
+
+static cg_tensor *
+binary_op(const char *name, cg_tensor *a, cg_tensor *b)
+{
+    const cg_tensor *ops[2] = { a, b };
+    cg_tensor *in[2] = { a, b }, *y;
+    int64_t shape[CG_MAX_DIMS];
+    char kname[64];
+    cg__layout l;
+    cg__node *node;
+    cl_kernel k;
+    cl_mem ma, mb, my;
+    cl_uint n;
+    int ndim, status;
+
+    cg__error_clear();
+    if (binary_check(a, b, &ndim, shape))
+        return NULL;
+    y = cg__tensor_empty(a->ctx, CG_F32, ndim, shape);
+    if (!y)
+        return NULL;
+    cg__layout_make(&l, ndim, shape, 2, ops);
+    n = (cl_uint)l.numel;
+    ma = cg__tensor_mem(a);
+    mb = cg__tensor_mem(b);
+    my = cg__tensor_mem(y);
+    snprintf(kname, sizeof kname, "%s_f", name);
+    status = cg__kernel(a->ctx, "elementwise", kname, &k);
+    if (status == CG_OK)
+        status = cg__args(k, 10, CG_ARG(ma), CG_ARG(l.offset[0]), CG_ARG(mb),
+                          CG_ARG(l.offset[1]), CG_ARG(l.shape),
+                          CG_ARG(l.strides[0]), CG_ARG(l.strides[1]),
+                          CG_ARG(l.nd), CG_ARG(my), CG_ARG(n));
+    if (status == CG_OK)
+        status = cg__launch1d(a->ctx, k, n, CG_WG);
+    if (status == CG_OK) {
+        node = cg__record(y, name, binary_backward, 2, in, &status);
+        if (node) {
+            node->kname = name;
+            status = cg__node_save(node, 0, a);
+            if (status == CG_OK)
+                status = cg__node_save(node, 1, b);
+            if (status == CG_OK)
+                status = cg__node_save(node, 2, y);
+        }
+    }
+    if (status) {
+        cg_tensor_free(y);
+        return NULL;
+    }
+    return y;
+}
+
+cg_tensor *cg_add(cg_tensor *a, cg_tensor *b) { return binary_op("add", a, b); }
+cg_tensor *cg_sub(cg_tensor *a, cg_tensor *b) { return binary_op("sub", a, b); }
+cg_tensor *cg_mul(cg_tensor *a, cg_tensor *b) { return binary_op("mul", a, b); }
+cg_tensor *cg_div(cg_tensor *a, cg_tensor *b) { return binary_op("div", a, b); }
+cg_tensor *cg_pow(cg_tensor *a, cg_tensor *b) { return binary_op("pow", a, b); }
+cg_tensor *cg_maximum(cg_tensor *a, cg_tensor *b)
+{ return binary_op("maximum", a, b); }
+cg_tensor *cg_minimum(cg_tensor *a, cg_tensor *b)
+{ return binary_op("minimum", a, b); }
+
+/* ------------------------------------------------------------------------
+ * where(cond, a, b)
+ * ------------------------------------------------------------------------ */
+
+static int
+where_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
+{
+    cg_tensor *c = node->saved[0], *full[2] = { NULL, NULL };
+    cg__layout l;
+    cl_kernel k;
+    cl_mem mc, mg, mga, mgb;
+    cl_uint n;
+    cl_int want = (node->needs[1] ? 1 : 0) | (node->needs[2] ? 2 : 0);
+    int status = CG_OK, j;
+
+    for (j = 0; j < 2; j++)
+        if (node->needs[j + 1] &&
+            !(full[j] = cg__tensor_empty(g->ctx, CG_F32, g->ndim, g->shape))) {
+            status = cg__last_status();
+            goto out;
+        }
+    cg__layout_make(&l, g->ndim, g->shape, 1, (const cg_tensor **)&c);
+    n = (cl_uint)l.numel;
+    mc = cg__tensor_mem(c);
+    mg = cg__tensor_mem(g);
+    mga = cg__tensor_mem(full[0] ? full[0] : full[1]);
+    mgb = cg__tensor_mem(full[1] ? full[1] : full[0]);
+    status = cg__kernel(g->ctx, "elementwise", c->dtype == CG_F32
+                        ? "where_f_b" : "where_i_b", &k);
+    if (status == CG_OK)
+        status = cg__args(k, 10, CG_ARG(mc), CG_ARG(l.offset[0]),
+                          CG_ARG(l.shape), CG_ARG(l.strides[0]),
+                          CG_ARG(l.nd), CG_ARG(mg), CG_ARG(mga), CG_ARG(mgb),
+                          CG_ARG(n), CG_ARG(want));
+    if (status == CG_OK)
+        status = cg__launch1d(g->ctx, k, n, CG_WG);
+    for (j = 0; j < 2 && status == CG_OK; j++) {
+        cg_tensor *in = node->saved[j + 1];
+
+        if (!full[j])
+            continue;
+        gin[j + 1] = cg__sum_to_shape(full[j], in->ndim, in->shape);
+        if (!gin[j + 1])
+            status = cg__last_status();
+    }
+out:
+    cg_tensor_free(full[0]);
+    cg_tensor_free(full[1]);
+    return status;
+}
+
+cg_tensor *
+cg_where(cg_tensor *cond, cg_tensor *a, cg_tensor *b)
+{
+    cg_tensor *in[3] = { cond, a, b }, *y, tmp;
+    const cg_tensor *ops[3] = { cond, a, b };
+    int64_t shape[CG_MAX_DIMS], shape2[CG_MAX_DIMS];
+    cg__layout l;
+    cg__node *node;
+    cl_kernel k;
+    cl_mem mc, ma, mb, my;
+    cl_uint n;
+    int ndim, ndim2, status;
+
+    cg__error_clear();
+    if (cg__check_tensor(cond, "cond", 1) ||
+        cg__same_context(3, (const cg_tensor *const *)in) ||
+        binary_check(a, b, &ndim, shape))
+        return NULL;
+    memset(&tmp, 0, sizeof tmp);
+    tmp.ndim = ndim;
+    memcpy(tmp.shape, shape, sizeof shape);
+    if (cg__broadcast_shape(cond, &tmp, &ndim2, shape2))
+        return NULL;
+    y = cg__tensor_empty(a->ctx, CG_F32, ndim2, shape2);
+    if (!y)
+        return NULL;
+    cg__layout_make(&l, ndim2, shape2, 3, ops);
+    n = (cl_uint)l.numel;
+    mc = cg__tensor_mem(cond);
+    ma = cg__tensor_mem(a);
+    mb = cg__tensor_mem(b);
+    my = cg__tensor_mem(y);
+    status = cg__kernel(a->ctx, "elementwise", cond->dtype == CG_F32
+                        ? "where_f" : "where_i", &k);
+    if (status == CG_OK)
+        status = cg__args(k, 13, CG_ARG(mc), CG_ARG(l.offset[0]), CG_ARG(ma),
+                          CG_ARG(l.offset[1]), CG_ARG(mb),
+                          CG_ARG(l.offset[2]), CG_ARG(l.shape),
+                          CG_ARG(l.strides[0]), CG_ARG(l.strides[1]),
+                          CG_ARG(l.strides[2]), CG_ARG(l.nd), CG_ARG(my),
+                          CG_ARG(n));
+    if (status == CG_OK)
+        status = cg__launch1d(a->ctx, k, n, CG_WG);
+    if (status == CG_OK) {
+        /* cond never requires grad: it is an input of the node all the
+         * same, so that the graph shows it. */
+        node = cg__record(y, "where", where_backward, 3, in, &status);
+        if (node) {
+            node->needs[0] = 0;
+            status = cg__node_save(node, 0, cond);
+            if (status == CG_OK)
+                status = cg__node_save(node, 1, a);
+            if (status == CG_OK)
+                status = cg__node_save(node, 2, b);
+        }
+    }
+    if (status) {
+        cg_tensor_free(y);
+        return NULL;
+    }
+    return y;
+}

@@ -1,0 +1,73 @@
+/*
+ * lib/ops/internal.h - what op implementations share: strided layouts for
+ * kernels, argument checks, and a few ops without graph recording that the
+ * autograd engine and backward functions use.
+ */
+#ifndef CG_OPS_INTERNAL_H
+#define CG_OPS_INTERNAL_H
+
+#include "autograd/internal.h"
+
+#define CG_LAYOUT_OPS 4
+#define CG_WG 64        /* work-group size of elementwise launches */
+
+/* An iteration space (a shape) and the strides of up to CG_LAYOUT_OPS
+ * operands over it, coalesced: size-1 dimensions dropped and neighbours
+ * merged where every operand allows, so contiguous data is 1-D. */
+typedef struct cg__layout {
+    int nd;
+    cl_int8 shape;
+    cl_int8 strides[CG_LAYOUT_OPS];
+    cl_int offset[CG_LAYOUT_OPS];
+    int64_t numel;
+} cg__layout;
+
+/* Lays `nops` tensors over the iteration space `shape` (ndim dims); each
+ * tensor is aligned to the right and broadcast (stride 0) where its size is
+ * 1.  The tensors must already be broadcast-compatible with shape. */
+void cg__layout_make(cg__layout *l, int ndim, const int64_t *shape, int nops,
+                     const cg_tensor *const *ops);
+
+/* The same from explicit strides (strides[k][d] for operand k) and
+ * offsets (NULL: zeros). */
+void cg__layout_from(cg__layout *l, int ndim, const int64_t *shape, int nops,
+                     int64_t (*strides)[CG_MAX_DIMS], const int64_t *offsets);
+
+/* The broadcast shape of a and b, or CG_ESHAPE naming both shapes. */
+int cg__broadcast_shape(const cg_tensor *a, const cg_tensor *b, int *ndim,
+                        int64_t *shape);
+
+/* Checks that tensors (non-NULL) share one context. */
+int cg__same_context(int n, const cg_tensor *const *ts);
+
+/* A contiguous copy of t (no recording; any dtype). */
+cg_tensor *cg__copy_contiguous(cg_tensor *t);
+
+/* dst (any layout) = src (same shape, any layout); 32-bit words. */
+int cg__copy_into(cg_tensor *dst, const cg_tensor *src);
+
+/* acc += alpha * g; acc contiguous, g of the same shape, any layout. */
+int cg__axpy_inplace(cg_tensor *acc, const cg_tensor *g, float alpha);
+
+/* Sets every element of contiguous t to value (float32 or int32 bits). */
+int cg__fill(cg_tensor *t, float value);
+
+/* Sums g (contiguous) over the dimensions along which a tensor of `shape`
+ * was broadcast to g's shape, giving a new tensor of that shape. */
+cg_tensor *cg__sum_to_shape(cg_tensor *g, int ndim, const int64_t *shape);
+
+/* numel values from kernel `kname` of random.cl (uniform, normal,
+ * dropout_mask) with parameters a, b; advances the generator. */
+cg_tensor *cg__random(cg_context *ctx, const char *kname, int ndim,
+                      const int64_t *shape, float a, float b);
+
+/* Sum of x over the axes in `mask` (bit d: axis d), times scale; no
+ * recording.  keepdim keeps the reduced axes as size 1. */
+cg_tensor *cg__sum_mask(cg_tensor *x, unsigned mask, int keepdim,
+                        float scale);
+
+/* Runs unary kernel `name`_f: y = F(x; p0, p1) with y a new contiguous
+ * tensor of x's shape.  No recording. */
+cg_tensor *cg__unary(const char *name, cg_tensor *x, float p0, float p1);
+
+#endif

@@ -1,0 +1,341 @@
+/*
+ * lib/ops/reduce.c - sum, mean, max and var over any set of axes.
+ * Kernels: kernels/reduce.cl (one work-group per output element, fixed
+ * tree order: deterministic).
+ */
+#include "config.h"
+
+#include <string.h>
+
+#include "ops/internal.h"
+
+#define RWG 64          /* must match the kernel's default */
+
+enum { RED_SUM, RED_MAX, RED_VAR };
+
+/* Parses the axes into a bit mask (naxes 0: all). */
+static int
+axes_mask(const cg_tensor *x, int naxes, const int *axes, unsigned *mask)
+{
+    int k, d;
+
+    if (naxes == 0) {
+        *mask = x->ndim ? (1u << x->ndim) - 1 : 0;
+        return CG_OK;
+    }
+    if (naxes < 0 || naxes > x->ndim || !axes)
+        return cg__error(CG_EINVAL, "bad axes list (%d axes for a %d-D "
+                         "tensor)", naxes, x->ndim);
+    *mask = 0;
+    for (k = 0; k < naxes; k++) {
+        d = cg__dim(axes[k], x->ndim);
+        if (d < 0)
+            return cg__error(CG_EINVAL, "axis %d is out of range for a %d-D "
+                             "tensor", axes[k], x->ndim);
+        if (*mask & (1u << d))
+            return cg__error(CG_EINVAL, "axis %d is listed twice", axes[k]);
+        *mask |= 1u << d;
+    }
+    return CG_OK;
+}
+
+static void
+out_shape(const cg_tensor *x, unsigned mask, int keepdim, int *ndim,
+          int64_t *shape)
+{
+    int d, n = 0;
+
+    for (d = 0; d < x->ndim; d++) {
+        if (!(mask & (1u << d)))
+            shape[n++] = x->shape[d];
+        else if (keepdim)
+            shape[n++] = 1;
+    }
+    *ndim = n;
+}
+
+/* Layouts of the kept (k) and reduced (r) dimensions of x: operand 0 is
+ * x's strides, operand 1 x's contiguous strides (for argmax). */
+static void
+split_layout(const cg_tensor *x, unsigned mask, cg__layout *k, cg__layout *r,
+             int64_t *nred)
+{
+    int64_t ks[2][CG_MAX_DIMS], rs[2][CG_MAX_DIMS], kshape[CG_MAX_DIMS],
+            rshape[CG_MAX_DIMS], cs[CG_MAX_DIMS];
+    int d, nk = 0, nr = 0;
+
+    cg__contiguous_strides(x->ndim, x->shape, cs);
+    for (d = 0; d < x->ndim; d++) {
+        if (mask & (1u << d)) {
+            rshape[nr] = x->shape[d];
+            rs[0][nr] = x->strides[d];
+            rs[1][nr++] = cs[d];
+        } else {
+            kshape[nk] = x->shape[d];
+            ks[0][nk] = x->strides[d];
+            ks[1][nk++] = cs[d];
+        }
+    }
+    cg__layout_from(k, nk, kshape, 2, ks, NULL);
+    cg__layout_from(r, nr, rshape, 2, rs, NULL);
+    *nred = cg__numel(nr, rshape);
+}
+
+/* Runs one reduction; y (and am for max) are new tensors. */
+static int
+reduce(int kind, cg_tensor *x, unsigned mask, int keepdim, float param,
+       cg_tensor **y, cg_tensor **am)
+{
+    int64_t shape[CG_MAX_DIMS], nred;
+    cg__layout kl, rl;
+    cl_kernel k;
+    cl_mem mx = cg__tensor_mem(x), my, mam;
+    cl_int xo = (cl_int)x->offset;
+    cl_uint n;
+    int ndim, status;
+    size_t global, local = RWG;
+
+    out_shape(x, mask, keepdim, &ndim, shape);
+    split_layout(x, mask, &kl, &rl, &nred);
+    n = (cl_uint)nred;
+    *y = cg__tensor_empty(x->ctx, CG_F32, ndim, shape);
+    if (!*y)
+        return cg__last_status();
+    my = cg__tensor_mem(*y);
+    if (kind == RED_MAX) {
+        *am = cg__tensor_empty(x->ctx, CG_I32, ndim, shape);
+        if (!*am) {
+            status = cg__last_status();
+            goto fail;
+        }
+        mam = cg__tensor_mem(*am);
+        status = cg__kernel(x->ctx, "reduce", "reduce_max", &k);
+        if (status == CG_OK)
+            status = cg__args(k, 13, CG_ARG(mx), CG_ARG(xo),
+                              CG_ARG(kl.shape), CG_ARG(kl.strides[0]),
+                              CG_ARG(kl.strides[1]), CG_ARG(kl.nd),
+                              CG_ARG(rl.shape), CG_ARG(rl.strides[0]),
+                              CG_ARG(rl.strides[1]), CG_ARG(rl.nd),
+                              CG_ARG(n), CG_ARG(my), CG_ARG(mam));
+    } else {
+        status = cg__kernel(x->ctx, "reduce", kind == RED_SUM ? "reduce_sum"
+                            : "reduce_var", &k);
+        if (status == CG_OK)
+            status = cg__args(k, 11, CG_ARG(mx), CG_ARG(xo),
+                              CG_ARG(kl.shape), CG_ARG(kl.strides[0]),
+                              CG_ARG(kl.nd), CG_ARG(rl.shape),
+                              CG_ARG(rl.strides[0]), CG_ARG(rl.nd),
+                              CG_ARG(n), CG_ARG(my), CG_ARG(param));
+    }
+    global = (size_t)kl.numel * RWG;
+    if (status == CG_OK)
+        status = cg__launch(x->ctx, k, 1, &global, &local, NULL);
+    if (status == CG_OK)
+        return CG_OK;
+fail:
+    cg_tensor_free(*y);
+    *y = NULL;
+    if (am) {
+        cg_tensor_free(*am);
+        *am = NULL;
+    }
+    return status;
+}
+
+cg_tensor *
+cg__sum_mask(cg_tensor *x, unsigned mask, int keepdim, float scale)
+{
+    cg_tensor *y = NULL;
+
+    reduce(RED_SUM, x, mask, keepdim, scale, &y, NULL);
+    return y;
+}
+
+cg_tensor *
+cg__sum_to_shape(cg_tensor *g, int ndim, const int64_t *shape)
+{
+    int lead = g->ndim - ndim, d;
+    unsigned mask = 0;
+    cg_tensor *s, *r;
+
+    for (d = 0; d < g->ndim; d++)
+        if (d < lead || (shape[d - lead] == 1 && g->shape[d] != 1))
+            mask |= 1u << d;
+    if (!mask && lead == 0)
+        return cg_tensor_ref(g);
+    s = cg__sum_mask(g, mask, 1, 1.0f);
+    if (!s)
+        return NULL;
+    /* Drop the leading dimensions: a view of the contiguous sum. */
+    {
+        int64_t strides[CG_MAX_DIMS];
+
+        cg__contiguous_strides(ndim, shape, strides);
+        r = cg__tensor_view(s, ndim, shape, strides, 0);
+    }
+    cg_tensor_free(s);
+    return r;
+}
+
+/* The gradient of a reduction's output, g, as x's keepdim shape. */
+static cg_tensor *
+keepdim_view(cg_tensor *g, const cg_tensor *x, unsigned mask)
+{
+    int64_t shape[CG_MAX_DIMS], strides[CG_MAX_DIMS];
+    int ndim;
+
+    out_shape(x, mask, 1, &ndim, shape);
+    cg__contiguous_strides(ndim, shape, strides);
+    return cg__tensor_view(g, ndim, shape, strides, g->offset);
+}
+
+/* Backward of sum and mean: gx = scale * g broadcast over x's shape. */
+static int
+sum_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
+{
+    cg_tensor *x = node->inputs[0], *gk, *ge;
+    unsigned mask = (unsigned)node->i[0];
+    int64_t strides[CG_MAX_DIMS];
+    int d;
+
+    gk = keepdim_view(g, x, mask);
+    if (!gk)
+        return cg__last_status();
+    for (d = 0; d < x->ndim; d++)
+        strides[d] = (mask & (1u << d)) ? 0 : gk->strides[d];
+    ge = cg__tensor_view(gk, x->ndim, x->shape, strides, gk->offset);
+    cg_tensor_free(gk);
+    if (!ge)
+        return cg__last_status();
+    gin[0] = cg__unary("affine", ge, (float)node->f[0], 0.0f);
+    cg_tensor_free(ge);
+    return gin[0] ? CG_OK : cg__last_status();
+}
+
+static int
+max_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
+{
+    cg_tensor *x = node->inputs[0], *am = node->saved[0], *gx;
+    cl_mem mg = cg__tensor_mem(g), mam = cg__tensor_mem(am), mgx;
+    cl_uint n = (cl_uint)cg_tensor_numel(g);
+    cl_kernel k;
+    int status;
+
+    gx = cg__tensor_empty(x->ctx, CG_F32, x->ndim, x->shape);
+    if (!gx)
+        return cg__last_status();
+    mgx = cg__tensor_mem(gx);
+    status = cg__fill(gx, 0.0f);
+    if (status == CG_OK)
+        status = cg__kernel(x->ctx, "reduce", "max_backward", &k);
+    if (status == CG_OK)
+        status = cg__args(k, 4, CG_ARG(mg), CG_ARG(mam), CG_ARG(mgx),
+                          CG_ARG(n));
+    if (status == CG_OK)
+        status = cg__launch1d(x->ctx, k, n, CG_WG);
+    if (status) {
+        cg_tensor_free(gx);
+        return status;
+    }
+    gin[0] = gx;
+    return CG_OK;
+}
+
+/* gx = g * 2 (x - mean) / (N - correction), from the public ops (backward
+ * runs in no-grad mode). */
+static int
+var_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
+{
+    cg_tensor *x = node->inputs[0], *mean, *d = NULL, *gk = NULL, *t = NULL;
+    unsigned mask = (unsigned)node->i[0];
+
+    mean = cg__sum_mask(x, mask, 1, (float)node->f[1]);
+    if (mean)
+        d = cg_sub(x, mean);
+    if (d)
+        gk = keepdim_view(g, x, mask);
+    if (gk)
+        t = cg_mul(d, gk);
+    if (t)
+        gin[0] = cg_mul_scalar(t, (float)node->f[0]);
+    cg_tensor_free(mean);
+    cg_tensor_free(d);
+    cg_tensor_free(gk);
+    cg_tensor_free(t);
+    return gin[0] ? CG_OK : cg__last_status();
+}
+
+static cg_tensor *
+reduction(const char *op, int kind, cg_tensor *x, int naxes, const int *axes,
+          int keepdim, int correction)
+{
+    cg_tensor *y = NULL, *am = NULL;
+    cg__node *node;
+    unsigned mask = 0;
+    int64_t nred = 1;
+    float param = 1.0f;
+    int status, d;
+
+    cg__error_clear();
+    if (cg__check_tensor(x, "input", 0) || axes_mask(x, naxes, axes, &mask))
+        return NULL;
+    for (d = 0; d < x->ndim; d++)
+        if (mask & (1u << d))
+            nred *= x->shape[d];
+    if (strcmp(op, "mean") == 0)
+        param = 1.0f / (float)nred;
+    if (kind == RED_VAR) {
+        if (correction < 0 || nred - correction <= 0) {
+            cg__error(CG_EINVAL, "var over %lld elements with correction %d",
+                      (long long)nred, correction);
+            return NULL;
+        }
+        param = (float)correction;
+    }
+    status = reduce(kind, x, mask, keepdim, param, &y,
+                    kind == RED_MAX ? &am : NULL);
+    if (status)
+        return NULL;
+    node = cg__record(y, op, kind == RED_SUM ? sum_backward
+                      : kind == RED_MAX ? max_backward : var_backward, 1, &x,
+                      &status);
+    if (node) {
+        node->i[0] = mask;
+        node->i[1] = keepdim;
+        node->f[0] = kind == RED_VAR ? 2.0 / (double)(nred - correction)
+                                     : param;
+        node->f[1] = 1.0 / (double)nred;
+        if (kind == RED_MAX)
+            status = cg__node_save(node, 0, am);
+    }
+    cg_tensor_free(am);
+    if (status) {
+        cg_tensor_free(y);
+        return NULL;
+    }
+    return y;
+}
+
+cg_tensor *
+cg_sum(cg_tensor *a, int naxes, const int *axes, int keepdim)
+{
+    return reduction("sum", RED_SUM, a, naxes, axes, keepdim, 0);
+}
+
+cg_tensor *
+cg_mean(cg_tensor *a, int naxes, const int *axes, int keepdim)
+{
+    return reduction("mean", RED_SUM, a, naxes, axes, keepdim, 0);
+}
+
+cg_tensor *
+cg_max(cg_tensor *a, int naxes, const int *axes, int keepdim)
+{
+    return reduction("max", RED_MAX, a, naxes, axes, keepdim, 0);
+}
+
+cg_tensor *
+cg_var(cg_tensor *a, int naxes, const int *axes, int keepdim, int correction)
+{
+    return reduction("var", RED_VAR, a, naxes, axes, keepdim, correction);
+}

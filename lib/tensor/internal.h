@@ -1,0 +1,65 @@
+/*
+ * lib/tensor/internal.h - tensors: a shape, strides and an offset over a
+ * reference-counted storage.
+ */
+#ifndef CG_TENSOR_INTERNAL_H
+#define CG_TENSOR_INTERNAL_H
+
+#include "cl/internal.h"
+
+typedef struct cg__storage {
+    int refs;
+    cg_buffer *buf;
+} cg__storage;
+
+struct cg__node;
+
+struct cg_tensor {
+    int refs;
+    cg_context *ctx;
+    cg__storage *storage;
+    cg_dtype dtype;
+    int ndim;
+    int64_t shape[CG_MAX_DIMS];
+    int64_t strides[CG_MAX_DIMS];   /* in elements */
+    int64_t offset;                 /* in elements */
+    int requires_grad;
+    struct cg__node *grad_fn;       /* owned reference; NULL for leaves */
+    cg_tensor *grad;                /* owned; leaves only */
+};
+
+/* Bytes per element. */
+size_t cg__dtype_size(cg_dtype dtype);
+
+/* A new contiguous tensor with fresh storage; contents undefined. */
+cg_tensor *cg__tensor_empty(cg_context *ctx, cg_dtype dtype, int ndim,
+                            const int64_t *shape);
+
+/* A new tensor header over t's storage with the given geometry (no grad
+ * information).  Takes a storage reference. */
+cg_tensor *cg__tensor_view(const cg_tensor *t, int ndim,
+                           const int64_t *shape, const int64_t *strides,
+                           int64_t offset);
+
+int64_t cg__numel(int ndim, const int64_t *shape);
+void cg__contiguous_strides(int ndim, const int64_t *shape,
+                            int64_t *strides);
+
+/* Checks an argument tensor: not NULL, float32 unless `any_dtype`.  The
+ * name goes into the message. */
+int cg__check_tensor(const cg_tensor *t, const char *name, int any_dtype);
+
+/* Formats a shape as "[2, 3]" into buf (returns buf). */
+const char *cg__shape_str(int ndim, const int64_t *shape, char *buf,
+                          size_t size);
+
+/* Normalises a possibly negative dimension index; -1 if out of range. */
+int cg__dim(int dim, int ndim);
+
+static inline cl_mem
+cg__tensor_mem(const cg_tensor *t)
+{
+    return cg__buffer_mem(t->storage->buf);
+}
+
+#endif

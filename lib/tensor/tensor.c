@@ -1,0 +1,337 @@
+/*
+ * lib/tensor/tensor.c - tensor headers, storage, host transfers, shape
+ * queries.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tensor/internal.h"
+#include "autograd/internal.h"
+#include "ops/internal.h"
+
+size_t
+cg__dtype_size(cg_dtype dtype)
+{
+    (void)dtype;
+    return 4;   /* float32 and int32; fp16 storage will make this vary */
+}
+
+int64_t
+cg__numel(int ndim, const int64_t *shape)
+{
+    int64_t n = 1;
+    int i;
+
+    for (i = 0; i < ndim; i++)
+        n *= shape[i];
+    return n;
+}
+
+void
+cg__contiguous_strides(int ndim, const int64_t *shape, int64_t *strides)
+{
+    int64_t s = 1;
+    int i;
+
+    for (i = ndim - 1; i >= 0; i--) {
+        strides[i] = s;
+        s *= shape[i];
+    }
+}
+
+const char *
+cg__shape_str(int ndim, const int64_t *shape, char *buf, size_t size)
+{
+    size_t n = 0;
+    int i;
+
+    n += (size_t)snprintf(buf, size, "[");
+    for (i = 0; i < ndim && n < size; i++)
+        n += (size_t)snprintf(buf + n, size - n, "%s%lld", i ? ", " : "",
+                              (long long)shape[i]);
+    if (n < size)
+        snprintf(buf + n, size - n, "]");
+    return buf;
+}
+
+int
+cg__dim(int dim, int ndim)
+{
+    if (dim < 0)
+        dim += ndim;
+    return dim >= 0 && dim < ndim ? dim : -1;
+}
+
+int
+cg__check_tensor(const cg_tensor *t, const char *name, int any_dtype)
+{
+    if (!t)
+        return cg__error(CG_EINVAL, "%s is NULL", name);
+    if (!any_dtype && t->dtype != CG_F32)
+        return cg__error(CG_EDTYPE, "%s must be float32, not int32", name);
+    return CG_OK;
+}
+
+static int
+check_shape(int ndim, const int64_t *shape)
+{
+    int64_t n = 1;
+    int i;
+
+    if (ndim < 0 || ndim > CG_MAX_DIMS)
+        return cg__error(CG_ESHAPE, "%d dimensions (at most %d)", ndim,
+                         CG_MAX_DIMS);
+    if (ndim > 0 && !shape)
+        return cg__error(CG_EINVAL, "shape is NULL");
+    for (i = 0; i < ndim; i++) {
+        if (shape[i] < 1)
+            return cg__error(CG_ESHAPE, "dimension %d has size %lld (must be "
+                             ">= 1)", i, (long long)shape[i]);
+        n *= shape[i];
+        if (n > INT32_MAX)
+            return cg__error(CG_ESHAPE, "more than 2^31-1 elements");
+    }
+    return CG_OK;
+}
+
+cg_tensor *
+cg__tensor_empty(cg_context *ctx, cg_dtype dtype, int ndim,
+                 const int64_t *shape)
+{
+    cg_tensor *t;
+    int64_t n;
+
+    if (check_shape(ndim, shape))
+        return NULL;
+    t = cg__calloc(1, sizeof *t);
+    if (!t)
+        return NULL;
+    t->storage = cg__calloc(1, sizeof *t->storage);
+    if (!t->storage) {
+        free(t);
+        return NULL;
+    }
+    n = cg__numel(ndim, shape);
+    t->storage->buf = cg_buffer_new(ctx, (size_t)n * cg__dtype_size(dtype));
+    if (!t->storage->buf) {
+        free(t->storage);
+        free(t);
+        return NULL;
+    }
+    t->storage->refs = 1;
+    t->refs = 1;
+    t->ctx = ctx;
+    t->dtype = dtype;
+    t->ndim = ndim;
+    if (ndim > 0)
+        memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
+    cg__contiguous_strides(ndim, t->shape, t->strides);
+    return t;
+}
+
+cg_tensor *
+cg__tensor_view(const cg_tensor *src, int ndim, const int64_t *shape,
+                const int64_t *strides, int64_t offset)
+{
+    cg_tensor *t = cg__calloc(1, sizeof *t);
+
+    if (!t)
+        return NULL;
+    t->refs = 1;
+    t->ctx = src->ctx;
+    t->storage = src->storage;
+    t->storage->refs++;
+    t->dtype = src->dtype;
+    t->ndim = ndim;
+    if (ndim > 0) {
+        memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
+        memcpy(t->strides, strides, (size_t)ndim * sizeof *strides);
+    }
+    t->offset = offset;
+    return t;
+}
+
+cg_tensor *
+cg_tensor_new(cg_context *ctx, cg_dtype dtype, int ndim, const int64_t *shape)
+{
+    cg__error_clear();
+    if (!ctx) {
+        cg__error(CG_EINVAL, "ctx is NULL");
+        return NULL;
+    }
+    if (dtype != CG_F32 && dtype != CG_I32) {
+        cg__error(CG_EDTYPE, "unknown dtype %d", (int)dtype);
+        return NULL;
+    }
+    return cg__tensor_empty(ctx, dtype, ndim, shape);
+}
+
+cg_tensor *
+cg_tensor_from_host(cg_context *ctx, cg_dtype dtype, int ndim,
+                    const int64_t *shape, const void *data)
+{
+    cg_tensor *t;
+
+    cg__error_clear();
+    if (!data) {
+        cg__error(CG_EINVAL, "data is NULL");
+        return NULL;
+    }
+    t = cg_tensor_new(ctx, dtype, ndim, shape);
+    if (t && cg_buffer_write(t->storage->buf, 0, data,
+                             (size_t)cg__numel(ndim, shape) * 4) != CG_OK) {
+        cg_tensor_free(t);
+        return NULL;
+    }
+    return t;
+}
+
+cg_tensor *
+cg_tensor_ref(cg_tensor *t)
+{
+    if (t)
+        t->refs++;
+    return t;
+}
+
+void
+cg_tensor_free(cg_tensor *t)
+{
+    if (!t || --t->refs > 0)
+        return;
+    if (--t->storage->refs == 0) {
+        cg_buffer_free(t->storage->buf);
+        free(t->storage);
+    }
+    cg__node_unref(t->grad_fn);
+    cg_tensor_free(t->grad);
+    free(t);
+}
+
+cg_context *
+cg_tensor_context(const cg_tensor *t)
+{
+    return t ? t->ctx : NULL;
+}
+
+cg_dtype
+cg_tensor_dtype(const cg_tensor *t)
+{
+    return t ? t->dtype : CG_F32;
+}
+
+int
+cg_tensor_ndim(const cg_tensor *t)
+{
+    return t ? t->ndim : -1;
+}
+
+int64_t
+cg_tensor_dim(const cg_tensor *t, int dim)
+{
+    int d;
+
+    if (!t || (d = cg__dim(dim, t->ndim)) < 0)
+        return -1;
+    return t->shape[d];
+}
+
+int
+cg_tensor_shape(const cg_tensor *t, int64_t *shape)
+{
+    cg__error_clear();
+    if (!t || !shape)
+        return cg__error(CG_EINVAL, "%s is NULL", t ? "shape" : "t");
+    if (t->ndim > 0)
+        memcpy(shape, t->shape, (size_t)t->ndim * sizeof *shape);
+    return CG_OK;
+}
+
+int64_t
+cg_tensor_numel(const cg_tensor *t)
+{
+    return t ? cg__numel(t->ndim, t->shape) : 0;
+}
+
+int
+cg_tensor_is_contiguous(const cg_tensor *t)
+{
+    int64_t s = 1;
+    int i;
+
+    if (!t)
+        return 0;
+    for (i = t->ndim - 1; i >= 0; i--) {
+        if (t->shape[i] != 1 && t->strides[i] != s)
+            return 0;
+        s *= t->shape[i];
+    }
+    return 1;
+}
+
+int
+cg_tensor_to_host(const cg_tensor *t, void *dst, size_t bytes)
+{
+    cg_tensor *c;
+    size_t need;
+    int status;
+
+    cg__error_clear();
+    if (!t || !dst)
+        return cg__error(CG_EINVAL, "%s is NULL", t ? "dst" : "t");
+    need = (size_t)cg_tensor_numel(t) * cg__dtype_size(t->dtype);
+    if (bytes != need)
+        return cg__error(CG_EINVAL, "the tensor holds %zu bytes, not %zu",
+                         need, bytes);
+    if (cg_tensor_is_contiguous(t))
+        return cg_buffer_read(t->storage->buf,
+                              (size_t)t->offset * cg__dtype_size(t->dtype),
+                              dst, bytes);
+    c = cg__copy_contiguous((cg_tensor *)t);
+    if (!c)
+        return cg__last_status();
+    status = cg_buffer_read(c->storage->buf, 0, dst, bytes);
+    cg_tensor_free(c);
+    return status;
+}
+
+int
+cg_tensor_item(const cg_tensor *t, float *value)
+{
+    cg__error_clear();
+    if (!t || !value)
+        return cg__error(CG_EINVAL, "%s is NULL", t ? "value" : "t");
+    if (t->dtype != CG_F32)
+        return cg__error(CG_EDTYPE, "item of an int32 tensor");
+    if (cg_tensor_numel(t) != 1) {
+        char s[128];
+
+        return cg__error(CG_ESHAPE, "item of a tensor of shape %s (needs "
+                         "one element)", cg__shape_str(t->ndim, t->shape, s,
+                                                       sizeof s));
+    }
+    return cg_tensor_to_host(t, value, sizeof *value);
+}
+
+int
+cg_tensor_write(cg_tensor *t, const void *src, size_t bytes)
+{
+    size_t need;
+
+    cg__error_clear();
+    if (!t || !src)
+        return cg__error(CG_EINVAL, "%s is NULL", t ? "src" : "t");
+    if (!cg_tensor_is_contiguous(t))
+        return cg__error(CG_EINVAL, "cg_tensor_write needs a contiguous "
+                         "tensor");
+    need = (size_t)cg_tensor_numel(t) * cg__dtype_size(t->dtype);
+    if (bytes != need)
+        return cg__error(CG_EINVAL, "the tensor holds %zu bytes, not %zu",
+                         need, bytes);
+    return cg_buffer_write(t->storage->buf,
+                           (size_t)t->offset * cg__dtype_size(t->dtype), src,
+                           bytes);
+}

@@ -1,0 +1,605 @@
+/*
+ * tests/test_ops.c - every elementwise op, reduction and view: forward
+ * against a C reference in double, backward against finite differences
+ * (tests/opcheck.h), on odd sizes (1, 7, 33, 257), broadcasts and
+ * non-contiguous inputs.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "opcheck.h"
+
+/* ------------------------------------------------------------------ unary */
+
+enum { U_ADDS, U_MULS, U_NEG, U_POWS, U_EXP, U_LOG, U_SQRT, U_ABS, U_CLAMP,
+       U_TANH, U_SIGMOID, U_RELU, U_LEAKY, U_GELU };
+
+typedef struct { int kind; float p0, p1; } uparam;
+
+static cg_tensor *
+run_unary(cg_tensor **in, const void *param)
+{
+    const uparam *p = param;
+
+    switch (p->kind) {
+    case U_ADDS: return cg_add_scalar(in[0], p->p0);
+    case U_MULS: return cg_mul_scalar(in[0], p->p0);
+    case U_NEG: return cg_neg(in[0]);
+    case U_POWS: return cg_pow_scalar(in[0], p->p0);
+    case U_EXP: return cg_exp(in[0]);
+    case U_LOG: return cg_log(in[0]);
+    case U_SQRT: return cg_sqrt(in[0]);
+    case U_ABS: return cg_abs(in[0]);
+    case U_CLAMP: return cg_clamp(in[0], p->p0, p->p1);
+    case U_TANH: return cg_tanh(in[0]);
+    case U_SIGMOID: return cg_sigmoid(in[0]);
+    case U_RELU: return cg_relu(in[0]);
+    case U_LEAKY: return cg_leaky_relu(in[0], p->p0);
+    default: return cg_gelu(in[0]);
+    }
+}
+
+static double
+unary_value(const uparam *p, double x)
+{
+    switch (p->kind) {
+    case U_ADDS: return x + p->p0;
+    case U_MULS: return x * p->p0;
+    case U_NEG: return -x;
+    case U_POWS: return pow(x, p->p0);
+    case U_EXP: return exp(x);
+    case U_LOG: return log(x);
+    case U_SQRT: return sqrt(x);
+    case U_ABS: return fabs(x);
+    case U_CLAMP: return fmin(fmax(x, p->p0), p->p1);
+    case U_TANH: return tanh(x);
+    case U_SIGMOID: return 1 / (1 + exp(-x));
+    case U_RELU: return x > 0 ? x : 0;
+    case U_LEAKY: return x > 0 ? x : p->p0 * x;
+    default: return 0.5 * x * (1 + erf(x / sqrt(2.0)));
+    }
+}
+
+static void
+ref_unary(const oc_tensor *in, oc_tensor *out, const void *param)
+{
+    int64_t i;
+
+    out->ndim = in[0].ndim;
+    memcpy(out->shape, in[0].shape, sizeof out->shape);
+    oc_alloc(out);
+    for (i = 0; i < out->numel; i++)
+        out->data[i] = unary_value(param, in[0].data[i]);
+}
+
+static void
+check_unary(const char *name, int kind, float p0, float p1, double lo,
+            double hi)
+{
+    static const char *shapes[] = { "1", "7", "33", "257", "7,33", "3,5,7",
+                                    "T7,33", "" };
+    oc_op op = { 0 };
+    uparam p = { kind, p0, p1 };
+    size_t s;
+
+    op.name = name;
+    op.ninputs = 1;
+    op.run = run_unary;
+    op.ref = ref_unary;
+    op.lo[0] = lo;
+    op.hi[0] = hi;
+    for (s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        oc_check(&op, &p, shapes[s]);
+}
+
+START_TEST(unary_ops_match_reference_and_finite_differences)
+{
+    check_unary("add_scalar", U_ADDS, 2.5f, 0, -2, 2);
+    check_unary("mul_scalar", U_MULS, -1.5f, 0, -2, 2);
+    check_unary("neg", U_NEG, 0, 0, -2, 2);
+    check_unary("pow_scalar", U_POWS, 3.0f, 0, -2, 2);
+    check_unary("pow_scalar", U_POWS, 0.5f, 0, 0.2, 3);
+    check_unary("pow_scalar", U_POWS, -1.5f, 0, 0.5, 3);
+    check_unary("exp", U_EXP, 0, 0, -3, 3);
+    check_unary("log", U_LOG, 0, 0, 0.1, 5);
+    check_unary("sqrt", U_SQRT, 0, 0, 0.1, 5);
+    check_unary("abs", U_ABS, 0, 0, -2, 2);
+    check_unary("clamp", U_CLAMP, -0.5f, 0.7f, -2, 2);
+    check_unary("tanh", U_TANH, 0, 0, -3, 3);
+    check_unary("sigmoid", U_SIGMOID, 0, 0, -5, 5);
+    check_unary("relu", U_RELU, 0, 0, -2, 2);
+    check_unary("leaky_relu", U_LEAKY, 0.1f, 0, -2, 2);
+    check_unary("gelu", U_GELU, 0, 0, -3, 3);
+}
+END_TEST
+
+/* ----------------------------------------------------------------- binary */
+
+enum { B_ADD, B_SUB, B_MUL, B_DIV, B_POW, B_MAX, B_MIN };
+
+static cg_tensor *
+run_binary(cg_tensor **in, const void *param)
+{
+    switch (*(const int *)param) {
+    case B_ADD: return cg_add(in[0], in[1]);
+    case B_SUB: return cg_sub(in[0], in[1]);
+    case B_MUL: return cg_mul(in[0], in[1]);
+    case B_DIV: return cg_div(in[0], in[1]);
+    case B_POW: return cg_pow(in[0], in[1]);
+    case B_MAX: return cg_maximum(in[0], in[1]);
+    default: return cg_minimum(in[0], in[1]);
+    }
+}
+
+static double
+binary_value(int kind, double a, double b)
+{
+    switch (kind) {
+    case B_ADD: return a + b;
+    case B_SUB: return a - b;
+    case B_MUL: return a * b;
+    case B_DIV: return a / b;
+    case B_POW: return pow(a, b);
+    case B_MAX: return a > b ? a : b;
+    default: return a < b ? a : b;
+    }
+}
+
+static void
+ref_binary(const oc_tensor *in, oc_tensor *out, const void *param)
+{
+    int64_t i;
+
+    oc_bcast_shape(&in[0], &in[1], out);
+    oc_alloc(out);
+    for (i = 0; i < out->numel; i++)
+        out->data[i] = binary_value(*(const int *)param,
+            in[0].data[oc_bcast_index(&in[0], out->ndim, out->shape, i)],
+            in[1].data[oc_bcast_index(&in[1], out->ndim, out->shape, i)]);
+}
+
+static void
+check_binary(const char *name, int kind, double alo, double ahi, double blo,
+             double bhi)
+{
+    static const char *pairs[][2] = {
+        { "1", "1" }, { "7", "7" }, { "257", "257" }, { "7,33", "7,33" },
+        { "7,33", "33" }, { "33", "7,33" }, { "7,1", "1,33" },
+        { "3,1,5", "4,5" }, { "1", "257" }, { "T7,33", "7,33" },
+        { "5,7", "T5,7" }, { "", "3,4" }
+    };
+    oc_op op = { 0 };
+    size_t s;
+
+    op.name = name;
+    op.ninputs = 2;
+    op.run = run_binary;
+    op.ref = ref_binary;
+    op.lo[0] = alo;
+    op.hi[0] = ahi;
+    op.lo[1] = blo;
+    op.hi[1] = bhi;
+    for (s = 0; s < sizeof pairs / sizeof pairs[0]; s++)
+        oc_check(&op, &kind, pairs[s][0], pairs[s][1]);
+}
+
+START_TEST(binary_ops_broadcast_and_match)
+{
+    check_binary("add", B_ADD, -2, 2, -2, 2);
+    check_binary("sub", B_SUB, -2, 2, -2, 2);
+    check_binary("mul", B_MUL, -2, 2, -2, 2);
+    check_binary("div", B_DIV, -2, 2, 0.5, 3);
+    check_binary("pow", B_POW, 0.3, 3, -2, 2);
+    check_binary("maximum", B_MAX, -2, 2, -2, 2);
+    check_binary("minimum", B_MIN, -2, 2, -2, 2);
+}
+END_TEST
+
+static cg_tensor *
+run_where(cg_tensor **in, const void *param)
+{
+    (void)param;
+    return cg_where(in[0], in[1], in[2]);
+}
+
+static void
+ref_where(const oc_tensor *in, oc_tensor *out, const void *param)
+{
+    oc_tensor ab;
+    int64_t i;
+
+    (void)param;
+    oc_bcast_shape(&in[1], &in[2], &ab);
+    oc_bcast_shape(&in[0], &ab, out);
+    oc_alloc(out);
+    for (i = 0; i < out->numel; i++) {
+        double c = in[0].data[oc_bcast_index(&in[0], out->ndim, out->shape,
+                                             i)];
+
+        out->data[i] = c != 0
+            ? in[1].data[oc_bcast_index(&in[1], out->ndim, out->shape, i)]
+            : in[2].data[oc_bcast_index(&in[2], out->ndim, out->shape, i)];
+    }
+}
+
+START_TEST(where_selects_and_routes_gradients)
+{
+    oc_op op = { 0 };
+    int t;
+
+    op.name = "where";
+    op.ninputs = 3;
+    op.run = run_where;
+    op.ref = ref_where;
+    op.lo[0] = 0;
+    op.hi[0] = 2;        /* int32 conditions 0 or 1 */
+    op.no_grad[0] = 1;
+    for (t = 0; t < 2; t++) {
+        op.dtype[0] = t ? CG_F32 : CG_I32;
+        if (t) {
+            /* float conditions: about half exactly zero */
+            op.lo[0] = -1;
+            op.hi[0] = 1;
+        }
+        oc_check(&op, NULL, "7,33", "7,33", "7,33");
+        oc_check(&op, NULL, "33", "7,33", "1");
+        oc_check(&op, NULL, "7,1", "1,33", "7,33");
+        oc_check(&op, NULL, "257", "257", "257");
+    }
+}
+END_TEST
+
+/* ------------------------------------------------------------- reductions */
+
+enum { R_SUM, R_MEAN, R_MAX, R_VAR };
+
+typedef struct { int kind, naxes, axes[4], keepdim, correction; } rparam;
+
+static cg_tensor *
+run_reduce(cg_tensor **in, const void *param)
+{
+    const rparam *p = param;
+
+    switch (p->kind) {
+    case R_SUM: return cg_sum(in[0], p->naxes, p->axes, p->keepdim);
+    case R_MEAN: return cg_mean(in[0], p->naxes, p->axes, p->keepdim);
+    case R_MAX: return cg_max(in[0], p->naxes, p->axes, p->keepdim);
+    default: return cg_var(in[0], p->naxes, p->axes, p->keepdim,
+                           p->correction);
+    }
+}
+
+static void
+ref_reduce(const oc_tensor *in, oc_tensor *out, const void *param)
+{
+    const rparam *p = param;
+    const oc_tensor *x = &in[0];
+    int red[CG_MAX_DIMS] = { 0 }, d, k;
+    int64_t kshape[CG_MAX_DIMS], i, o, n = 1;
+    double *acc, *acc2, *best;
+
+    for (k = 0; k < (p->naxes ? p->naxes : x->ndim); k++)
+        red[p->naxes ? (p->axes[k] + x->ndim) % x->ndim : k] = 1;
+    out->ndim = 0;
+    for (d = 0; d < x->ndim; d++) {
+        kshape[d] = red[d] ? 1 : x->shape[d];
+        if (red[d])
+            n *= x->shape[d];
+        if (!red[d] || p->keepdim)
+            out->shape[out->ndim++] = kshape[d];
+    }
+    oc_alloc(out);
+    acc = calloc((size_t)out->numel, sizeof *acc);
+    acc2 = calloc((size_t)out->numel, sizeof *acc2);
+    best = malloc((size_t)out->numel * sizeof *best);
+    for (o = 0; o < out->numel; o++)
+        best[o] = -INFINITY;
+    for (i = 0; i < x->numel; i++) {
+        /* The output index: x's index with reduced coordinates dropped. */
+        int64_t r = i, mul = 1;
+
+        o = 0;
+        for (d = x->ndim - 1; d >= 0; d--) {
+            int64_t c = r % x->shape[d];
+
+            r /= x->shape[d];
+            if (!red[d]) {
+                o += c * mul;
+                mul *= x->shape[d];
+            }
+        }
+        acc[o] += x->data[i];
+        if (x->data[i] > best[o])
+            best[o] = x->data[i];
+    }
+    for (i = 0; i < x->numel && p->kind == R_VAR; i++) {
+        int64_t r = i, mul = 1;
+
+        o = 0;
+        for (d = x->ndim - 1; d >= 0; d--) {
+            int64_t c = r % x->shape[d];
+
+            r /= x->shape[d];
+            if (!red[d]) {
+                o += c * mul;
+                mul *= x->shape[d];
+            }
+        }
+        acc2[o] += (x->data[i] - acc[o] / n) * (x->data[i] - acc[o] / n);
+    }
+    for (o = 0; o < out->numel; o++)
+        out->data[o] = p->kind == R_SUM ? acc[o]
+                     : p->kind == R_MEAN ? acc[o] / n
+                     : p->kind == R_MAX ? best[o]
+                     : acc2[o] / (n - p->correction);
+    free(acc);
+    free(acc2);
+    free(best);
+}
+
+static void
+check_reduce(const char *name, int kind)
+{
+    static const struct { const char *shape; int naxes, axes[3]; } cases[] = {
+        { "257", 0, { 0 } }, { "1", 0, { 0 } }, { "7,33", 1, { 1 } },
+        { "7,33", 1, { 0 } }, { "7,33", 1, { -1 } }, { "3,5,7", 2, { 0, 2 } },
+        { "3,5,7", 1, { 1 } }, { "T7,33", 1, { 1 } }, { "T5,9", 1, { 0 } },
+        { "2,3,4,5", 3, { 3, 0, 1 } }, { "33,257", 1, { 1 } },
+        { "257,7", 1, { 0 } }
+    };
+    oc_op op = { 0 };
+    size_t c;
+    int keep;
+
+    op.name = name;
+    op.ninputs = 1;
+    op.run = run_reduce;
+    op.ref = ref_reduce;
+    for (c = 0; c < sizeof cases / sizeof cases[0]; c++)
+        for (keep = 0; keep < 2; keep++) {
+            rparam p = { kind, cases[c].naxes, { 0 }, keep, 1 };
+
+            memcpy(p.axes, cases[c].axes, sizeof cases[c].axes);
+            if (kind == R_VAR && strcmp(cases[c].shape, "1") == 0)
+                p.correction = 0;
+            oc_check(&op, &p, cases[c].shape);
+        }
+}
+
+START_TEST(reductions_over_any_axes)
+{
+    check_reduce("sum", R_SUM);
+    check_reduce("mean", R_MEAN);
+    check_reduce("max", R_MAX);
+    check_reduce("var", R_VAR);
+}
+END_TEST
+
+START_TEST(reductions_are_bit_identical_between_runs)
+{
+    int64_t shape[2] = { 33, 4099 };
+    cg_tensor *x = cg_rand_normal(tu_ctx(), 2, shape, 0.0f, 3.0f);
+    int axes[1] = { 1 }, run, kind;
+    float first[33], again[33];
+
+    ck_assert_ptr_nonnull(x);
+    for (kind = 0; kind < 3; kind++)
+        for (run = 0; run < 3; run++) {
+            cg_tensor *s = kind == 0 ? cg_sum(x, 0, NULL, 0)
+                         : kind == 1 ? cg_sum(x, 1, axes, 0)
+                         : cg_var(x, 1, axes, 0, 1);
+            size_t n = (size_t)cg_tensor_numel(s) * sizeof(float);
+
+            ck_assert_int_eq(cg_tensor_to_host(s, run ? again : first, n),
+                             CG_OK);
+            if (run)
+                ck_assert_int_eq(memcmp(first, again, n), 0);
+            cg_tensor_free(s);
+        }
+    cg_tensor_free(x);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ views */
+
+enum { V_RESHAPE, V_TRANSPOSE, V_PERMUTE, V_NARROW, V_EXPAND, V_SQUEEZE,
+       V_UNSQUEEZE, V_CONTIGUOUS };
+
+typedef struct { int kind; int64_t a[4]; int nd; int64_t shape[4]; } vparam;
+
+static cg_tensor *
+run_view(cg_tensor **in, const void *param)
+{
+    const vparam *p = param;
+    int perm[4] = { (int)p->a[0], (int)p->a[1], (int)p->a[2], (int)p->a[3] };
+    cg_tensor *v, *y;
+
+    switch (p->kind) {
+    case V_RESHAPE: v = cg_reshape(in[0], p->nd, p->shape); break;
+    case V_TRANSPOSE: v = cg_transpose(in[0], (int)p->a[0], (int)p->a[1]);
+                      break;
+    case V_PERMUTE: v = cg_permute(in[0], perm); break;
+    case V_NARROW: v = cg_narrow(in[0], (int)p->a[0], p->a[1], p->a[2]);
+                   break;
+    case V_EXPAND: v = cg_expand(in[0], p->nd, p->shape); break;
+    case V_SQUEEZE: v = cg_squeeze(in[0], (int)p->a[0]); break;
+    case V_UNSQUEEZE: v = cg_unsqueeze(in[0], (int)p->a[0]); break;
+    default: v = cg_contiguous(in[0]); break;
+    }
+    if (!v)
+        return NULL;
+    /* Multiply by a constant so that the gradient is not trivially the
+     * upstream one and the view is read by a kernel. */
+    y = cg_mul_scalar(v, 1.5f);
+    cg_tensor_free(v);
+    return y;
+}
+
+/* Host version of the views: compute the output by index mapping. */
+static void
+ref_view(const oc_tensor *in, oc_tensor *out, const void *param)
+{
+    const vparam *p = param;
+    const oc_tensor *x = &in[0];
+    int64_t xs[CG_MAX_DIMS], i, s = 1;
+    int d, perm[CG_MAX_DIMS], nd = x->ndim;
+
+    for (d = nd - 1; d >= 0; d--) {
+        xs[d] = s;
+        s *= x->shape[d];
+    }
+    for (d = 0; d < nd; d++)
+        perm[d] = d;
+    switch (p->kind) {
+    case V_RESHAPE: case V_EXPAND:
+        out->ndim = p->nd;
+        memcpy(out->shape, p->shape, sizeof p->shape);
+        for (d = 0, s = 1; d < p->nd; d++)
+            s *= p->shape[d] > 0 ? p->shape[d] : 1;
+        for (d = 0; d < p->nd; d++)
+            if (out->shape[d] == -1)
+                out->shape[d] = x->numel / s;   /* the inferred size */
+        break;
+    case V_TRANSPOSE:
+        perm[p->a[0]] = (int)p->a[1];
+        perm[p->a[1]] = (int)p->a[0];
+        /* fall through */
+    case V_PERMUTE:
+        if (p->kind == V_PERMUTE)
+            for (d = 0; d < nd; d++)
+                perm[d] = (int)p->a[d];
+        out->ndim = nd;
+        for (d = 0; d < nd; d++)
+            out->shape[d] = x->shape[perm[d]];
+        break;
+    case V_NARROW:
+        out->ndim = nd;
+        memcpy(out->shape, x->shape, sizeof x->shape);
+        out->shape[p->a[0]] = p->a[2];
+        break;
+    case V_SQUEEZE:
+        out->ndim = 0;
+        for (d = 0; d < nd; d++)
+            if (d != p->a[0])
+                out->shape[out->ndim++] = x->shape[d];
+        break;
+    case V_UNSQUEEZE:
+        out->ndim = 0;
+        for (d = 0; d <= nd; d++) {
+            if (d == p->a[0])
+                out->shape[out->ndim++] = 1;
+            if (d < nd)
+                out->shape[out->ndim++] = x->shape[d];
+        }
+        break;
+    default:
+        out->ndim = nd;
+        memcpy(out->shape, x->shape, sizeof x->shape);
+    }
+    oc_alloc(out);
+    for (i = 0; i < out->numel; i++) {
+        int64_t src = i;
+
+        if (p->kind == V_TRANSPOSE || p->kind == V_PERMUTE ||
+            p->kind == V_NARROW) {
+            int64_t r = i;
+
+            src = 0;
+            for (d = nd - 1; d >= 0; d--) {
+                int64_t c = r % out->shape[d];
+
+                r /= out->shape[d];
+                if (p->kind == V_NARROW)
+                    src += (c + (d == p->a[0] ? p->a[1] : 0)) * xs[d];
+                else
+                    src += c * xs[perm[d]];
+            }
+        } else if (p->kind == V_EXPAND) {
+            src = oc_bcast_index(x, out->ndim, out->shape, i);
+        }
+        out->data[i] = 1.5 * x->data[src];
+    }
+}
+
+START_TEST(views_and_their_gradients)
+{
+    oc_op op = { 0 };
+    vparam p;
+
+    op.name = "views";
+    op.ninputs = 1;
+    op.run = run_view;
+    op.ref = ref_view;
+
+    memset(&p, 0, sizeof p);
+    p.kind = V_RESHAPE; p.nd = 3; p.shape[0] = 3; p.shape[1] = -1;
+    p.shape[2] = 7;
+    op.name = "reshape";
+    /* -1 is inferred: the reference needs the real shape. */
+    {
+        vparam q = p;
+
+        q.shape[1] = 11;
+        oc_check(&op, &q, "33,7");
+        oc_check(&op, &p, "33,7");
+        oc_check(&op, &q, "T33,7");   /* a copy, not a view */
+    }
+    op.name = "transpose";
+    p.kind = V_TRANSPOSE; p.a[0] = 0; p.a[1] = 2;
+    oc_check(&op, &p, "3,5,7");
+    op.name = "permute";
+    p.kind = V_PERMUTE; p.a[0] = 2; p.a[1] = 0; p.a[2] = 1;
+    oc_check(&op, &p, "3,5,7");
+    oc_check(&op, &p, "T3,5,7");
+    op.name = "narrow";
+    p.kind = V_NARROW; p.a[0] = 1; p.a[1] = 3; p.a[2] = 20;
+    oc_check(&op, &p, "7,33");
+    oc_check(&op, &p, "T7,33");
+    p.a[0] = 0; p.a[1] = 256; p.a[2] = 1;
+    oc_check(&op, &p, "257");
+    op.name = "expand";
+    p.kind = V_EXPAND; p.nd = 3; p.shape[0] = 4; p.shape[1] = 7;
+    p.shape[2] = 33;
+    oc_check(&op, &p, "7,1");
+    oc_check(&op, &p, "33");
+    oc_check(&op, &p, "1,7,33");
+    op.name = "squeeze";
+    p.kind = V_SQUEEZE; p.a[0] = 1;
+    oc_check(&op, &p, "7,1,33");
+    op.name = "unsqueeze";
+    p.kind = V_UNSQUEEZE; p.a[0] = 2;
+    oc_check(&op, &p, "7,33");
+    p.a[0] = 0;
+    oc_check(&op, &p, "T7,33");
+    op.name = "contiguous";
+    p.kind = V_CONTIGUOUS;
+    oc_check(&op, &p, "T7,33");
+    oc_check(&op, &p, "7,33");
+}
+END_TEST
+
+START_TEST(print_error_table)
+{
+    oc_report();
+}
+END_TEST
+
+int
+main(void)
+{
+    Suite *s = suite_create("ops");
+    TCase *tc = tcase_create("ops");
+
+    tu_require_device();
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, unary_ops_match_reference_and_finite_differences);
+    tcase_add_test(tc, binary_ops_broadcast_and_match);
+    tcase_add_test(tc, where_selects_and_routes_gradients);
+    tcase_add_test(tc, reductions_over_any_axes);
+    tcase_add_test(tc, reductions_are_bit_identical_between_runs);
+    tcase_add_test(tc, views_and_their_gradients);
+    tcase_add_test(tc, print_error_table);
+    suite_add_tcase(s, tc);
+    return tu_run(s);
+}
