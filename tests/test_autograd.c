@@ -1,0 +1,454 @@
+/*
+ * tests/test_autograd.c - the define-by-run graph: the PyTorch tutorial
+ * example, gradient accumulation, retain_graph, no-grad mode, detach, the
+ * DOT export, bad input, memory that does not grow over iterations, and
+ * tensor creation and random numbers.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+
+static cg_tensor *
+vec(const float *v, int64_t n)
+{
+    cg_tensor *t = cg_tensor_from_host(tu_ctx(), CG_F32, 1, &n, v);
+
+    ck_assert_msg(t != NULL, "%s", cg_last_error());
+    return t;
+}
+
+static void
+read_vec(const cg_tensor *t, float *out, int64_t n)
+{
+    ck_assert_int_eq(cg_tensor_numel(t), n);
+    ck_assert_msg(cg_tensor_to_host(t, out, (size_t)n * sizeof *out) ==
+                  CG_OK, "%s", cg_last_error());
+}
+
+/* y = mean((x + 2)^2 + 3) for x = [1, 2, 3]; the caller frees. */
+static cg_tensor *
+tutorial(cg_tensor *x, cg_tensor **keep)
+{
+    cg_tensor *a = cg_add_scalar(x, 2), *b = cg_pow_scalar(a, 2);
+    cg_tensor *c = cg_add_scalar(b, 3), *y = cg_mean(c, 0, NULL, 0);
+
+    ck_assert_ptr_nonnull(y);
+    if (keep)
+        *keep = cg_tensor_ref(c);
+    cg_tensor_free(a);
+    cg_tensor_free(b);
+    cg_tensor_free(c);
+    return y;
+}
+
+START_TEST(pytorch_tutorial_example)
+{
+    static const float xs[3] = { 1, 2, 3 };
+    cg_tensor *x = vec(xs, 3), *y;
+    float v, g[3];
+
+    ck_assert_int_eq(cg_tensor_set_requires_grad(x, 1), CG_OK);
+    y = tutorial(x, NULL);
+    ck_assert_int_eq(cg_tensor_ndim(y), 0);
+    ck_assert_int_eq(cg_tensor_item(y, &v), CG_OK);
+    ck_assert_float_eq_tol(v, 19.6667f, 1e-4f);
+    ck_assert(!cg_tensor_is_leaf(y));
+    ck_assert(cg_tensor_requires_grad(y));
+    ck_assert_ptr_null(cg_tensor_grad(x));
+    ck_assert_int_eq(cg_backward(y, NULL, 0), CG_OK);
+    read_vec(cg_tensor_grad(x), g, 3);
+    ck_assert_float_eq_tol(g[0], 2.0f, 1e-6f);
+    ck_assert_float_eq_tol(g[1], 8.0f / 3, 1e-6f);
+    ck_assert_float_eq_tol(g[2], 10.0f / 3, 1e-6f);
+    cg_tensor_free(y);
+    cg_tensor_free(x);
+}
+END_TEST
+
+START_TEST(gradients_accumulate_until_zeroed)
+{
+    static const float xs[3] = { 1, 2, 3 };
+    cg_tensor *x = vec(xs, 3), *y;
+    float g[3];
+    int i;
+
+    cg_tensor_set_requires_grad(x, 1);
+    for (i = 0; i < 2; i++) {
+        y = tutorial(x, NULL);
+        ck_assert_int_eq(cg_backward(y, NULL, 0), CG_OK);
+        cg_tensor_free(y);
+    }
+    read_vec(cg_tensor_grad(x), g, 3);
+    ck_assert_float_eq_tol(g[0], 4.0f, 1e-6f);
+    ck_assert_float_eq_tol(g[2], 20.0f / 3, 1e-5f);
+    ck_assert_int_eq(cg_tensor_zero_grad(x), CG_OK);
+    ck_assert_ptr_null(cg_tensor_grad(x));
+    y = tutorial(x, NULL);
+    ck_assert_int_eq(cg_backward(y, NULL, 0), CG_OK);
+    read_vec(cg_tensor_grad(x), g, 3);
+    ck_assert_float_eq_tol(g[0], 2.0f, 1e-6f);
+    cg_tensor_free(y);
+    cg_tensor_free(x);
+}
+END_TEST
+
+START_TEST(retain_graph_allows_a_second_backward)
+{
+    static const float xs[3] = { 1, 2, 3 };
+    cg_tensor *x = vec(xs, 3), *y;
+    float g[3];
+
+    cg_tensor_set_requires_grad(x, 1);
+    y = tutorial(x, NULL);
+    ck_assert_int_eq(cg_backward(y, NULL, 1), CG_OK);
+    ck_assert_int_eq(cg_backward(y, NULL, 0), CG_OK);
+    read_vec(cg_tensor_grad(x), g, 3);
+    ck_assert_float_eq_tol(g[1], 16.0f / 3, 1e-5f);
+    /* The graph is freed now: a third backward is an error that says so,
+     * and leaves the gradient alone. */
+    ck_assert_int_eq(cg_backward(y, NULL, 0), CG_ESTATE);
+    ck_assert_ptr_nonnull(strstr(cg_last_error(), "retain_graph"));
+    read_vec(cg_tensor_grad(x), g, 3);
+    ck_assert_float_eq_tol(g[1], 16.0f / 3, 1e-5f);
+    cg_tensor_free(y);
+    cg_tensor_free(x);
+}
+END_TEST
+
+START_TEST(shared_subexpressions_sum_their_gradients)
+{
+    static const float xs[4] = { 0.5f, -1, 2, 3 };
+    cg_tensor *x = vec(xs, 4), *a, *b, *s, *y;
+    float g[4];
+    int i;
+
+    /* y = sum(x*x + x): dy/dx = 2x + 1, x used three times. */
+    cg_tensor_set_requires_grad(x, 1);
+    a = cg_mul(x, x);
+    b = cg_add(a, x);
+    s = cg_sum(b, 0, NULL, 0);
+    y = cg_mul_scalar(s, 1.0f);
+    ck_assert_int_eq(cg_backward(y, NULL, 0), CG_OK);
+    read_vec(cg_tensor_grad(x), g, 4);
+    for (i = 0; i < 4; i++)
+        ck_assert_float_eq_tol(g[i], 2 * xs[i] + 1, 1e-6f);
+    cg_tensor_free(a);
+    cg_tensor_free(b);
+    cg_tensor_free(s);
+    cg_tensor_free(y);
+    cg_tensor_free(x);
+}
+END_TEST
+
+START_TEST(no_grad_mode_and_detach_record_nothing)
+{
+    static const float xs[3] = { 1, 2, 3 };
+    cg_tensor *x = vec(xs, 3), *y, *d, *z;
+    float g[3];
+
+    cg_tensor_set_requires_grad(x, 1);
+    ck_assert(cg_is_grad_enabled());
+    cg_no_grad_enter();
+    cg_no_grad_enter();
+    ck_assert(!cg_is_grad_enabled());
+    y = cg_mul_scalar(x, 2);
+    ck_assert(!cg_tensor_requires_grad(y));
+    ck_assert(cg_tensor_is_leaf(y));
+    cg_no_grad_leave();
+    ck_assert(!cg_is_grad_enabled());
+    cg_no_grad_leave();
+    ck_assert(cg_is_grad_enabled());
+    cg_tensor_free(y);
+
+    /* detach cuts the graph: only the attached path gets a gradient. */
+    d = cg_detach(x);
+    ck_assert(!cg_tensor_requires_grad(d));
+    y = cg_mul(x, d);                 /* d/dx = d = x */
+    z = cg_sum(y, 0, NULL, 0);
+    ck_assert_int_eq(cg_backward(z, NULL, 0), CG_OK);
+    read_vec(cg_tensor_grad(x), g, 3);
+    ck_assert_float_eq(g[0], 1.0f);
+    ck_assert_float_eq(g[2], 3.0f);
+    ck_assert_ptr_null(cg_tensor_grad(d));
+    cg_tensor_free(d);
+    cg_tensor_free(y);
+    cg_tensor_free(z);
+    cg_tensor_free(x);
+}
+END_TEST
+
+START_TEST(graph_exports_as_dot)
+{
+    static const float xs[3] = { 1, 2, 3 };
+    cg_tensor *x = vec(xs, 3), *c = vec(xs, 3), *y, *z;
+    char *dot;
+
+    cg_tensor_set_requires_grad(x, 1);
+    y = tutorial(x, NULL);
+    z = cg_mul(y, c);
+    dot = cg_graph_dot(z);
+    ck_assert_ptr_nonnull(dot);
+    ck_assert(strncmp(dot, "digraph", 7) == 0);
+    ck_assert_ptr_nonnull(strstr(dot, "add_scalar\\n[3]"));
+    ck_assert_ptr_nonnull(strstr(dot, "pow_scalar\\n[3]"));
+    ck_assert_ptr_nonnull(strstr(dot, "mean\\n[]"));
+    ck_assert_ptr_nonnull(strstr(dot, "mul\\n[3]"));
+    ck_assert_ptr_nonnull(strstr(dot, "leaf (requires grad)\\n[3]"));
+    ck_assert_ptr_nonnull(strstr(dot, "constant\\n[3]"));
+    ck_assert_ptr_nonnull(strstr(dot, " -> "));
+    ck_assert(dot[strlen(dot) - 2] == '}');
+    free(dot);
+    ck_assert_ptr_null(cg_graph_dot(NULL));
+    cg_tensor_free(z);
+    cg_tensor_free(y);
+    cg_tensor_free(c);
+    cg_tensor_free(x);
+}
+END_TEST
+
+START_TEST(bad_input_is_reported_and_changes_nothing)
+{
+    static const float a6[6] = { 1, 2, 3, 4, 5, 6 }, b4[4] = { 1, 2, 3, 4 };
+    int64_t s23[2] = { 2, 3 }, s22[2] = { 2, 2 };
+    cg_tensor *a = cg_tensor_from_host(tu_ctx(), CG_F32, 2, s23, a6);
+    cg_tensor *b = cg_tensor_from_host(tu_ctx(), CG_F32, 2, s22, b4);
+    cg_tensor *i = cg_tensor_new(tu_ctx(), CG_I32, 2, s23), *y;
+    cg_context *other;
+    cg_tensor *o;
+    cg_memory_stats before, after;
+    float back[6];
+
+    cg_tensor_set_requires_grad(a, 1);
+    cg_context_stats(tu_ctx(), &before);
+    ck_assert_ptr_null(cg_add(a, b));
+    ck_assert_ptr_nonnull(strstr(cg_last_error(), "CG_ESHAPE"));
+    ck_assert_ptr_nonnull(strstr(cg_last_error(), "[2, 3]"));
+    ck_assert_ptr_nonnull(strstr(cg_last_error(), "[2, 2]"));
+    ck_assert_ptr_null(cg_mul(a, NULL));
+    ck_assert_ptr_nonnull(strstr(cg_last_error(), "CG_EINVAL"));
+    ck_assert_ptr_null(cg_exp(i));
+    ck_assert_ptr_nonnull(strstr(cg_last_error(), "CG_EDTYPE"));
+    ck_assert_ptr_null(cg_sum(a, 1, (int[]){ 2 }, 0));
+    ck_assert_ptr_null(cg_reshape(a, 2, (int64_t[]){ 4, 2 }));
+    ck_assert_ptr_nonnull(strstr(cg_last_error(), "[4, 2]"));
+    ck_assert_ptr_null(cg_narrow(a, 1, 2, 2));
+    ck_assert_ptr_null(cg_expand(a, 2, (int64_t[]){ 4, 3 }));
+    ck_assert_int_eq(cg_tensor_set_requires_grad(i, 1), CG_EDTYPE);
+    /* Nothing allocated, nothing recorded, values intact. */
+    cg_context_stats(tu_ctx(), &after);
+    ck_assert_uint_eq(after.bytes_in_use, before.bytes_in_use);
+    ck_assert(cg_tensor_is_leaf(a));
+    ck_assert_int_eq(cg_tensor_to_host(a, back, sizeof back), CG_OK);
+    ck_assert_int_eq(memcmp(back, a6, sizeof back), 0);
+
+    /* Backward on a non-scalar needs grad_output. */
+    y = cg_mul_scalar(a, 2);
+    ck_assert_int_eq(cg_backward(y, NULL, 0), CG_ESHAPE);
+    ck_assert_ptr_nonnull(strstr(cg_last_error(), "[2, 3]"));
+    ck_assert_int_eq(cg_backward(y, b, 0), CG_ESHAPE);
+    ck_assert_ptr_null(cg_tensor_grad(a));
+    ck_assert_int_eq(cg_backward(b, NULL, 0), CG_ESTATE);
+    ck_assert_int_eq(cg_backward(NULL, NULL, 0), CG_EINVAL);
+    ck_assert_int_eq(cg_tensor_set_requires_grad(y, 0), CG_ESTATE);
+
+    /* Tensors of two contexts do not mix. */
+    other = cg_context_new(NULL);
+    ck_assert_ptr_nonnull(other);
+    o = cg_zeros(other, 2, s23);
+    ck_assert_ptr_null(cg_add(a, o));
+    ck_assert_ptr_nonnull(strstr(cg_last_error(), "CG_ECONTEXT"));
+    cg_tensor_free(o);
+    cg_context_free(other);
+
+    cg_tensor_free(y);
+    cg_tensor_free(i);
+    cg_tensor_free(a);
+    cg_tensor_free(b);
+}
+END_TEST
+
+/* One step of a 2-layer perceptron written with broadcasting ops:
+ * h = relu(sum(x[:, :, None] * w1, 1) + b1), loss = mean((h . w2 - t)^2). */
+static void
+mlp_step(cg_tensor *x, cg_tensor *w1, cg_tensor *b1, cg_tensor *w2,
+         cg_tensor *t)
+{
+    int ax1[1] = { 1 }, ax2[1] = { 1 };
+    int64_t s3[3] = { 16, 8, 1 };
+    cg_tensor *x3 = cg_reshape(x, 3, s3);
+    cg_tensor *p = cg_mul(x3, w1);           /* [16, 8, 32] */
+    cg_tensor *z = cg_sum(p, 1, ax1, 0);     /* [16, 32] */
+    cg_tensor *zb = cg_add(z, b1);
+    cg_tensor *h = cg_relu(zb);
+    cg_tensor *o = cg_mul(h, w2);
+    cg_tensor *out = cg_sum(o, 1, ax2, 0);   /* [16] */
+    cg_tensor *d = cg_sub(out, t);
+    cg_tensor *d2 = cg_mul(d, d);
+    cg_tensor *loss = cg_mean(d2, 0, NULL, 0);
+
+    ck_assert_msg(loss != NULL, "%s", cg_last_error());
+    ck_assert_int_eq(cg_backward(loss, NULL, 0), CG_OK);
+    cg_tensor_free(x3);
+    cg_tensor_free(p);
+    cg_tensor_free(z);
+    cg_tensor_free(zb);
+    cg_tensor_free(h);
+    cg_tensor_free(o);
+    cg_tensor_free(out);
+    cg_tensor_free(d);
+    cg_tensor_free(d2);
+    cg_tensor_free(loss);
+}
+
+START_TEST(memory_does_not_grow_over_iterations)
+{
+    int64_t sx[2] = { 16, 8 }, sw1[2] = { 8, 32 }, sb[1] = { 32 },
+            st[1] = { 16 };
+    cg_context *ctx = tu_ctx();
+    cg_tensor *x = cg_rand_normal(ctx, 2, sx, 0, 1);
+    cg_tensor *w1 = cg_rand_normal(ctx, 2, sw1, 0, 0.3f);
+    cg_tensor *b1 = cg_zeros(ctx, 1, sb);
+    cg_tensor *w2 = cg_rand_normal(ctx, 1, sb, 0, 0.3f);
+    cg_tensor *t = cg_rand_normal(ctx, 1, st, 0, 1);
+    cg_memory_stats first, now;
+    int it;
+
+    cg_tensor_set_requires_grad(w1, 1);
+    cg_tensor_set_requires_grad(b1, 1);
+    cg_tensor_set_requires_grad(w2, 1);
+    for (it = 0; it < 200; it++) {
+        mlp_step(x, w1, b1, w2, t);
+        if (it == 0)
+            cg_context_stats(ctx, &first);
+    }
+    cg_context_stats(ctx, &now);
+    /* The gradients exist after the first step; from then on every
+     * intermediate is released at the end of its step. */
+    ck_assert_uint_eq(now.bytes_in_use, first.bytes_in_use);
+    ck_assert_uint_le(now.peak_bytes, first.peak_bytes + 4096);
+    cg_tensor_free(x);
+    cg_tensor_free(w1);
+    cg_tensor_free(b1);
+    cg_tensor_free(w2);
+    cg_tensor_free(t);
+}
+END_TEST
+
+START_TEST(creation_and_transfers)
+{
+    int64_t s[2] = { 3, 5 }, n = 7;
+    int32_t iv[7] = { -3, 0, 7, 100000, -1, 2, 9 }, ib[7];
+    float f[15];
+    cg_tensor *t;
+    int i;
+
+    t = cg_full(tu_ctx(), 2, s, 2.5f);
+    read_vec(t, f, 15);
+    for (i = 0; i < 15; i++)
+        ck_assert_float_eq(f[i], 2.5f);
+    ck_assert_int_eq(cg_tensor_dim(t, -1), 5);
+    ck_assert_int_eq(cg_tensor_dim(t, 2), -1);
+    cg_tensor_free(t);
+    t = cg_ones(tu_ctx(), 0, NULL);
+    ck_assert_int_eq(cg_tensor_numel(t), 1);
+    cg_tensor_free(t);
+    t = cg_arange(tu_ctx(), 1, 4, 0.5);
+    read_vec(t, f, 6);
+    for (i = 0; i < 6; i++)
+        ck_assert_float_eq(f[i], 1.0f + 0.5f * (float)i);
+    cg_tensor_free(t);
+    ck_assert_ptr_null(cg_arange(tu_ctx(), 0, 1, 0));
+    t = cg_tensor_from_host(tu_ctx(), CG_I32, 1, &n, iv);
+    ck_assert_int_eq(cg_tensor_dtype(t), CG_I32);
+    ck_assert_int_eq(cg_tensor_to_host(t, ib, sizeof ib), CG_OK);
+    ck_assert_int_eq(memcmp(iv, ib, sizeof iv), 0);
+    ck_assert_int_eq(cg_tensor_to_host(t, ib, 4), CG_EINVAL);
+    cg_tensor_free(t);
+    ck_assert_ptr_null(cg_tensor_new(tu_ctx(), CG_F32, 2, (int64_t[]){ 3, 0 }));
+    ck_assert_ptr_null(cg_tensor_new(tu_ctx(), CG_F32, 9, s));
+}
+END_TEST
+
+static void
+draw(uint64_t seed, int normal, int64_t n, float *out)
+{
+    cg_tensor *t;
+
+    ck_assert_int_eq(cg_manual_seed(tu_ctx(), seed), CG_OK);
+    t = normal ? cg_rand_normal(tu_ctx(), 1, &n, 0, 1)
+               : cg_rand_uniform(tu_ctx(), 1, &n, 0, 1);
+    read_vec(t, out, n);
+    cg_tensor_free(t);
+}
+
+START_TEST(random_numbers_are_counter_based)
+{
+    enum { N = 100000 };
+    float *a = malloc(N * sizeof *a), *b = malloc(N * sizeof *b);
+    double sum = 0, sq = 0;
+    uint64_t seed, off;
+    int i, normal;
+
+    for (normal = 0; normal < 2; normal++) {
+        draw(1234, normal, N, a);
+        sum = sq = 0;
+        for (i = 0; i < N; i++) {
+            if (!normal)
+                ck_assert(a[i] >= 0.0f && a[i] < 1.0f);
+            sum += a[i];
+            sq += (double)a[i] * a[i];
+        }
+        sum /= N;
+        sq = sq / N - sum * sum;
+        /* Mean and variance within 5 standard errors. */
+        ck_assert_double_eq_tol(sum, normal ? 0.0 : 0.5,
+                                5 * sqrt((normal ? 1.0 : 1.0 / 12) / N));
+        ck_assert_double_eq_tol(sq, normal ? 1.0 : 1.0 / 12,
+                                normal ? 0.05 : 0.005);
+        /* Same seed: the same numbers, whatever the count drawn. */
+        draw(1234, normal, 7, b);
+        ck_assert_int_eq(memcmp(a, b, 7 * sizeof *a), 0);
+        draw(1235, normal, 7, b);
+        ck_assert_int_ne(memcmp(a, b, 7 * sizeof *a), 0);
+    }
+    /* Each draw advances the generator's offset. */
+    ck_assert_int_eq(cg_generator_state(tu_ctx(), &seed, &off), CG_OK);
+    ck_assert_uint_eq(seed, 1235);
+    ck_assert_uint_eq(off, 2);
+    ck_assert_int_eq(cg_generator_set_state(tu_ctx(), 1234, 0), CG_OK);
+    {
+        int64_t n = 5;
+        cg_tensor *t = cg_rand_normal(tu_ctx(), 1, &n, 0, 1);
+
+        read_vec(t, b, 5);
+        ck_assert_int_eq(memcmp(a, b, 5 * sizeof *a), 0);
+        cg_tensor_free(t);
+    }
+    free(a);
+    free(b);
+}
+END_TEST
+
+int
+main(void)
+{
+    Suite *s = suite_create("autograd");
+    TCase *tc = tcase_create("autograd");
+
+    tu_require_device();
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, pytorch_tutorial_example);
+    tcase_add_test(tc, gradients_accumulate_until_zeroed);
+    tcase_add_test(tc, retain_graph_allows_a_second_backward);
+    tcase_add_test(tc, shared_subexpressions_sum_their_gradients);
+    tcase_add_test(tc, no_grad_mode_and_detach_record_nothing);
+    tcase_add_test(tc, graph_exports_as_dot);
+    tcase_add_test(tc, bad_input_is_reported_and_changes_nothing);
+    tcase_add_test(tc, memory_does_not_grow_over_iterations);
+    tcase_add_test(tc, creation_and_transfers);
+    tcase_add_test(tc, random_numbers_are_counter_based);
+    suite_add_tcase(s, tc);
+    return tu_run(s);
+}
