@@ -423,6 +423,64 @@ cg_tensor *cg_max(cg_tensor *a, int naxes, const int *axes, int keepdim);
 cg_tensor *cg_var(cg_tensor *a, int naxes, const int *axes, int keepdim,
                   int correction);
 
+/* Layers' building blocks.  Gradients are deterministic: no float atomics,
+ * a fixed summation order, bit-identical from run to run. */
+
+/* Rows of weight [V, D] picked by int32 `indices` of any shape (at most
+ * CG_MAX_DIMS - 1 dimensions): the result is indices' shape + [D], and
+ * weight gets the gradient (rows no index names get 0; repeated indices
+ * add up, in increasing position).  Every index must lie in [0, V): the
+ * indices are read to the host to check that, which waits for the work
+ * that produces them; an index outside gives CG_EINVAL naming the index
+ * and its position, and the kernels never touch memory outside weight
+ * whatever the indices hold.  indices is CG_EDTYPE unless int32. */
+cg_tensor *cg_embedding(cg_tensor *weight, cg_tensor *indices);
+
+/* The slices of x along dimension dim picked by 1-D int32 `indices`
+ * (repeats allowed): x's shape with dimension dim replaced by the number of
+ * indices.  Indices are checked as cg_embedding's are.  x may be float32
+ * (differentiable, gradients of repeats add up) or int32. */
+cg_tensor *cg_index_select(cg_tensor *x, int dim, cg_tensor *indices);
+
+/* Inverted dropout.  training nonzero and 0 < p: y = x * mask with mask =
+ * (u >= p) / (1 - p) for u uniform in [0, 1) drawn from the context's
+ * generator (which advances; see cg_rand_uniform), and gx = g * mask.
+ * p = 1 gives x * 0.  training zero or p = 0: a new reference to x itself.
+ * p outside [0, 1] (or NaN) gives CG_EINVAL. */
+cg_tensor *cg_dropout(cg_tensor *x, float p, int training);
+
+/* Layer normalisation over the last `nnorm` dimensions of x, which must be
+ * `normalized_shape`, as PyTorch: (x - mean) / sqrt(var + eps) * weight +
+ * bias with the biased variance over those dimensions.  weight and bias
+ * have normalized_shape, and either may be NULL (no scaling / no shift).
+ * eps must be finite and >= 0 (CG_EINVAL); shapes that do not fit give
+ * CG_ESHAPE naming them. */
+cg_tensor *cg_layer_norm(cg_tensor *x, int nnorm,
+                         const int64_t *normalized_shape, cg_tensor *weight,
+                         cg_tensor *bias, float eps);
+
+/* The n tensors (one dtype, equal shapes except along dim) joined along
+ * dim into a new tensor; each input gets its slice of the gradient.
+ * Mismatched shapes give CG_ESHAPE naming both shapes. */
+cg_tensor *cg_concat(cg_tensor *const *tensors, int n, int dim);
+
+/* The n tensors (equal shapes) stacked along a new dimension dim (0 ..
+ * ndim; negative counts from the end). */
+cg_tensor *cg_stack(cg_tensor *const *tensors, int n, int dim);
+
+/* Splits x along dim into n views (cg_narrow: they share x's storage and
+ * are differentiable) of sizes[0], ..., sizes[n - 1] elements, which must
+ * add up to x's size there.  The caller owns outputs[0..n-1].  Returns a
+ * status; on error no output is set. */
+int cg_split(cg_tensor *x, int dim, int n, const int64_t *sizes,
+             cg_tensor **outputs);
+
+/* The same with pieces of `chunk` elements (the last may be smaller), as
+ * PyTorch's split(int).  Returns the number of pieces (>= 1) or a negative
+ * status; more than max_outputs pieces is CG_EINVAL. */
+int cg_split_chunks(cg_tensor *x, int dim, int64_t chunk, int max_outputs,
+                    cg_tensor **outputs);
+
 #ifdef __cplusplus
 }
 #endif

@@ -57,6 +57,14 @@ cg__copy_contiguous(cg_tensor *t)
     return c;
 }
 
+cg_tensor *
+cg__dense(cg_tensor *t)
+{
+    if (cg_tensor_is_contiguous(t) && t->offset == 0)
+        return cg_tensor_ref(t);
+    return cg__copy_contiguous(t);
+}
+
 int
 cg__axpy_inplace(cg_tensor *acc, const cg_tensor *g, float alpha)
 {

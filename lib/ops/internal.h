@@ -43,6 +43,10 @@ int cg__same_context(int n, const cg_tensor *const *ts);
 /* A contiguous copy of t (no recording; any dtype). */
 cg_tensor *cg__copy_contiguous(cg_tensor *t);
 
+/* t itself (a new reference) if kernels can index it densely from
+ * element 0 - contiguous with offset 0 - else a contiguous copy. */
+cg_tensor *cg__dense(cg_tensor *t);
+
 /* dst (any layout) = src (same shape, any layout); 32-bit words. */
 int cg__copy_into(cg_tensor *dst, const cg_tensor *src);
 

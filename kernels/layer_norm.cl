@@ -1,0 +1,135 @@
+/*
+ * kernels/layer_norm.cl - layer normalisation over the last N elements of
+ * each row (PyTorch semantics: biased variance), with an optional affine
+ * weight w and bias b of N elements each.
+ *
+ *   layer_norm_f:  mean[r] = sum_j x[r, j] / N,
+ *                  rstd[r] = 1 / sqrt(sum_j (x - mean)^2 / N + eps),
+ *                  y[r, j] = (x - mean) * rstd * w[j] + b[j]
+ *   layer_norm_b:  with xh = (x - mean) * rstd and gh = g * w:
+ *                  gx = rstd * (gh - mean_j(gh) - xh * mean_j(gh * xh))
+ *   layer_norm_wb: gw[j] = sum_r g[r, j] * xh[r, j],  gb[j] = sum_r g[r, j]
+ *
+ * `flags` bit 0: w is present (gw wanted), bit 1: b is present (gb
+ * wanted); absent buffers are placeholders that are never touched.
+ * x, g, y and gx are contiguous [rows, N].
+ *
+ * Index space: layer_norm_f and layer_norm_b run one work-group of LWG
+ * work-items per row (global size rows * LWG): each work-item sums the
+ * elements lid, lid + LWG, ... in order and a fixed-shape tree in local
+ * memory combines the partial sums, so results are bit-identical from run
+ * to run.  layer_norm_wb runs one work-item per column j (N, padded), which
+ * adds its column's rows in increasing r - again a fixed order, no atomics.
+ *
+ * Tunable: LWG, the work-group size of the row kernels (a power of two,
+ * default 64; the host must launch with the same value).
+ */
+#ifndef LWG
+#define LWG 64
+#endif
+
+/* The work-group's sum of v, in a fixed tree order.  Every work-item of
+ * the group must call it; buf is reusable on return. */
+inline float
+group_sum(__local float *buf, float v, uint lid)
+{
+    uint s;
+    float r;
+
+    buf[lid] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (s = LWG / 2; s > 0; s >>= 1) {
+        if (lid < s)
+            buf[lid] += buf[lid + s];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    r = buf[0];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return r;
+}
+
+/* Two passes over the row (mean, then squared deviations): as accurate as
+ * float32 allows, unlike E[x^2] - E[x]^2. */
+__kernel __attribute__((reqd_work_group_size(LWG, 1, 1))) void
+layer_norm_f(__global const float *x, __global const float *w,
+             __global const float *b, int flags, uint N, float eps,
+             __global float *y, __global float *mean, __global float *rstd)
+{
+    __local float buf[LWG];
+    uint r = get_group_id(0), lid = get_local_id(0), j;
+    size_t base = (size_t)r * N;
+    float acc = 0.0f, mu, rs;
+
+    for (j = lid; j < N; j += LWG)
+        acc += x[base + j];
+    mu = group_sum(buf, acc, lid) / (float)N;
+    acc = 0.0f;
+    for (j = lid; j < N; j += LWG) {
+        float d = x[base + j] - mu;
+
+        acc += d * d;
+    }
+    rs = 1.0f / sqrt(group_sum(buf, acc, lid) / (float)N + eps);
+    for (j = lid; j < N; j += LWG) {
+        float v = (x[base + j] - mu) * rs;
+
+        if (flags & 1)
+            v *= w[j];
+        if (flags & 2)
+            v += b[j];
+        y[base + j] = v;
+    }
+    if (lid == 0) {
+        mean[r] = mu;
+        rstd[r] = rs;
+    }
+}
+
+__kernel __attribute__((reqd_work_group_size(LWG, 1, 1))) void
+layer_norm_b(__global const float *x, __global const float *w, int flags,
+             uint N, __global const float *mean, __global const float *rstd,
+             __global const float *g, __global float *gx)
+{
+    __local float buf[LWG];
+    uint r = get_group_id(0), lid = get_local_id(0), j;
+    size_t base = (size_t)r * N;
+    float mu = mean[r], rs = rstd[r], s1 = 0.0f, s2 = 0.0f, m1, m2;
+
+    for (j = lid; j < N; j += LWG) {
+        float gh = (flags & 1) ? g[base + j] * w[j] : g[base + j];
+
+        s1 += gh;
+        s2 += gh * (x[base + j] - mu) * rs;
+    }
+    m1 = group_sum(buf, s1, lid) / (float)N;
+    m2 = group_sum(buf, s2, lid) / (float)N;
+    for (j = lid; j < N; j += LWG) {
+        float gh = (flags & 1) ? g[base + j] * w[j] : g[base + j];
+        float xh = (x[base + j] - mu) * rs;
+
+        gx[base + j] = rs * (gh - m1 - xh * m2);
+    }
+}
+
+__kernel void
+layer_norm_wb(__global const float *x, __global const float *g,
+              __global const float *mean, __global const float *rstd,
+              uint rows, uint N, int flags, __global float *gw,
+              __global float *gb)
+{
+    uint j = get_global_id(0), r;
+    float sw = 0.0f, sb = 0.0f;
+
+    if (j >= N)
+        return;
+    for (r = 0; r < rows; r++) {
+        size_t o = (size_t)r * N + j;
+
+        sw += g[o] * (x[o] - mean[r]) * rstd[r];
+        sb += g[o];
+    }
+    if (flags & 1)
+        gw[j] = sw;
+    if (flags & 2)
+        gb[j] = sb;
+}

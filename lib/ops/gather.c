@@ -1,0 +1,253 @@
+/*
+ * lib/ops/gather.c - embedding and index_select: gathers of rows along one
+ * dimension, with a deterministic backward (sort the indices, then sum
+ * each run of equal indices in a fixed order; no atomics).
+ * Kernels: kernels/gather.cl.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/internal.h"
+
+/* x seen as [outer, V, inner], gathered with n indices. */
+typedef struct geom {
+    cl_uint outer, V, inner, n;
+} geom;
+
+static int
+check_indices(const cg_tensor *idx, const char *op)
+{
+    if (!idx)
+        return cg__error(CG_EINVAL, "%s: indices is NULL", op);
+    if (idx->dtype != CG_I32)
+        return cg__error(CG_EDTYPE, "%s: indices must be int32, not float32",
+                         op);
+    return CG_OK;
+}
+
+/* Out-of-range indices are an error, found by reading the indices to the
+ * host: this waits for the work that produces them, which is cheaper than
+ * a wrong model that trains on silently zeroed rows. */
+static int
+validate_range(const cg_tensor *idx, int64_t V, const char *op)
+{
+    int64_t n = cg_tensor_numel(idx), j;
+    int32_t *h = cg__malloc((size_t)n * sizeof *h);
+    int status;
+
+    if (!h)
+        return CG_EHOSTMEM;
+    status = cg_tensor_to_host(idx, h, (size_t)n * sizeof *h);
+    for (j = 0; j < n && status == CG_OK; j++)
+        if (h[j] < 0 || h[j] >= V)
+            status = cg__error(CG_EINVAL, "%s: index %d at position %lld is "
+                               "outside [0, %lld)", op, (int)h[j],
+                               (long long)j, (long long)V);
+    free(h);
+    return status;
+}
+
+/* The pairs (idx[j], j) sorted ascending, and the segment bounds of every
+ * v in [0, V]: what the backward's segmented sum reads. */
+static int
+sort_segments(cg_context *ctx, cg_tensor *idx, cl_uint V, cg_tensor **pairs,
+              cg_tensor **bounds)
+{
+    cl_uint n = (cl_uint)cg_tensor_numel(idx), m = 1, j, k, half, nb = V + 1;
+    int64_t len;
+    cl_mem mi = cg__tensor_mem(idx), mp, mb;
+    cl_kernel kn;
+    int status;
+
+    while (m < n)
+        m <<= 1;
+    len = 2 * (int64_t)m;
+    *pairs = cg__tensor_empty(ctx, CG_I32, 1, &len);
+    len = nb;
+    *bounds = *pairs ? cg__tensor_empty(ctx, CG_I32, 1, &len) : NULL;
+    if (!*bounds)
+        return cg__last_status();
+    mp = cg__tensor_mem(*pairs);
+    mb = cg__tensor_mem(*bounds);
+    half = m / 2;
+    status = cg__kernel(ctx, "gather", "sort_init", &kn);
+    if (status == CG_OK)
+        status = cg__args(kn, 4, CG_ARG(mi), CG_ARG(mp), CG_ARG(n),
+                          CG_ARG(m));
+    if (status == CG_OK)
+        status = cg__launch1d(ctx, kn, m, CG_WG);
+    if (status == CG_OK)
+        status = cg__kernel(ctx, "gather", "bitonic_step", &kn);
+    for (k = 2; k <= m && status == CG_OK; k <<= 1)
+        for (j = k / 2; j > 0 && status == CG_OK; j >>= 1) {
+            status = cg__args(kn, 4, CG_ARG(mp), CG_ARG(m), CG_ARG(j),
+                              CG_ARG(k));
+            if (status == CG_OK)
+                status = cg__launch1d(ctx, kn, half, CG_WG);
+        }
+    if (status == CG_OK)
+        status = cg__kernel(ctx, "gather", "seg_bounds", &kn);
+    if (status == CG_OK)
+        status = cg__args(kn, 4, CG_ARG(mp), CG_ARG(m), CG_ARG(mb),
+                          CG_ARG(V));
+    if (status == CG_OK)
+        status = cg__launch1d(ctx, kn, nb, CG_WG);
+    return status;
+}
+
+static int
+gather_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
+{
+    cg_tensor *x = node->inputs[0], *idx = node->saved[0], *gx;
+    cg_tensor *pairs = NULL, *bounds = NULL;
+    geom ge = { (cl_uint)node->i[0], (cl_uint)node->i[1],
+                (cl_uint)node->i[2], (cl_uint)node->i[3] };
+    cl_uint total = ge.outer * ge.V * ge.inner;
+    cl_mem mg = cg__tensor_mem(g), mp, mb, mgx;
+    cl_kernel k;
+    int status;
+
+    gx = cg__tensor_empty(g->ctx, CG_F32, x->ndim, x->shape);
+    if (!gx)
+        return cg__last_status();
+    status = sort_segments(g->ctx, idx, ge.V, &pairs, &bounds);
+    if (status == CG_OK) {
+        mp = cg__tensor_mem(pairs);
+        mb = cg__tensor_mem(bounds);
+        mgx = cg__tensor_mem(gx);
+        status = cg__kernel(g->ctx, "gather", "seg_sum", &k);
+    }
+    if (status == CG_OK)
+        status = cg__args(k, 8, CG_ARG(mg), CG_ARG(mp), CG_ARG(mb),
+                          CG_ARG(mgx), CG_ARG(ge.n), CG_ARG(ge.V),
+                          CG_ARG(ge.inner), CG_ARG(total));
+    if (status == CG_OK)
+        status = cg__launch1d(g->ctx, k, total, CG_WG);
+    cg_tensor_free(pairs);
+    cg_tensor_free(bounds);
+    if (status) {
+        cg_tensor_free(gx);
+        return status;
+    }
+    gin[0] = gx;
+    return CG_OK;
+}
+
+/* Enqueues the gather of dense x by dense indices into a new tensor of
+ * shape (ndim, shape), which holds [outer, n, inner] elements. */
+static cg_tensor *
+gather_forward(cg_tensor *x, cg_tensor *idx, const geom *ge, int ndim,
+               const int64_t *shape)
+{
+    cg_tensor *y = cg__tensor_empty(x->ctx, x->dtype, ndim, shape);
+    cl_uint total = ge->outer * ge->n * ge->inner;
+    cl_mem mx = cg__tensor_mem(x), mi = cg__tensor_mem(idx), my;
+    cl_kernel k;
+
+    if (!y)
+        return NULL;
+    my = cg__tensor_mem(y);
+    if (cg__kernel(x->ctx, "gather", "gather", &k) ||
+        cg__args(k, 7, CG_ARG(mx), CG_ARG(mi), CG_ARG(my), CG_ARG(ge->n),
+                 CG_ARG(ge->V), CG_ARG(ge->inner), CG_ARG(total)) ||
+        cg__launch1d(x->ctx, k, total, CG_WG)) {
+        cg_tensor_free(y);
+        return NULL;
+    }
+    return y;
+}
+
+/* Gathers along dimension d of x (checked) by idx (checked) into a tensor
+ * of shape (ndim, shape), recorded as `op`. */
+static cg_tensor *
+gather_op(const char *op, cg_tensor *x, int d, cg_tensor *idx, int ndim,
+          const int64_t *shape)
+{
+    cg_tensor *in[2] = { x, idx }, *xd = NULL, *id = NULL, *y = NULL;
+    cg__node *node;
+    geom ge;
+    int status;
+
+    ge.outer = (cl_uint)cg__numel(d, x->shape);
+    ge.V = (cl_uint)x->shape[d];
+    ge.inner = (cl_uint)cg__numel(x->ndim - d - 1, x->shape + d + 1);
+    ge.n = (cl_uint)cg_tensor_numel(idx);
+    if (cg__same_context(2, (const cg_tensor *const *)in) ||
+        validate_range(idx, x->shape[d], op))
+        return NULL;
+    xd = cg__dense(x);
+    id = xd ? cg__dense(idx) : NULL;
+    if (id)
+        y = gather_forward(xd, id, &ge, ndim, shape);
+    status = y ? CG_OK : cg__last_status();
+    if (y && x->dtype == CG_F32) {
+        node = cg__record(y, op, gather_backward, 2, in, &status);
+        if (node) {
+            node->i[0] = ge.outer;
+            node->i[1] = ge.V;
+            node->i[2] = ge.inner;
+            node->i[3] = ge.n;
+            status = cg__node_save(node, 0, id);
+        }
+    }
+    cg_tensor_free(xd);
+    cg_tensor_free(id);
+    if (status) {
+        cg_tensor_free(y);
+        return NULL;
+    }
+    return y;
+}
+
+cg_tensor *
+cg_embedding(cg_tensor *weight, cg_tensor *indices)
+{
+    int64_t shape[CG_MAX_DIMS];
+    char s[128];
+
+    cg__error_clear();
+    if (cg__check_tensor(weight, "weight", 0) ||
+        check_indices(indices, "embedding"))
+        return NULL;
+    if (weight->ndim != 2 || indices->ndim + 1 > CG_MAX_DIMS) {
+        cg__error(CG_ESHAPE, "embedding: weight %s must be [V, D] and the "
+                  "indices have at most %d dimensions (they have %d)",
+                  cg__shape_str(weight->ndim, weight->shape, s, sizeof s),
+                  CG_MAX_DIMS - 1, indices->ndim);
+        return NULL;
+    }
+    memcpy(shape, indices->shape, (size_t)indices->ndim * sizeof *shape);
+    shape[indices->ndim] = weight->shape[1];
+    return gather_op("embedding", weight, 0, indices, indices->ndim + 1,
+                     shape);
+}
+
+cg_tensor *
+cg_index_select(cg_tensor *x, int dim, cg_tensor *indices)
+{
+    int64_t shape[CG_MAX_DIMS];
+    int d;
+    char s[128];
+
+    cg__error_clear();
+    if (cg__check_tensor(x, "input", 1) ||
+        check_indices(indices, "index_select"))
+        return NULL;
+    d = cg__dim(dim, x->ndim);
+    if (d < 0) {
+        cg__error(CG_EINVAL, "index_select: dimension %d of a %d-D tensor "
+                  "%s", dim, x->ndim,
+                  cg__shape_str(x->ndim, x->shape, s, sizeof s));
+        return NULL;
+    }
+    if (indices->ndim != 1) {
+        cg__error(CG_ESHAPE, "index_select: indices must be 1-D, not %s",
+                  cg__shape_str(indices->ndim, indices->shape, s, sizeof s));
+        return NULL;
+    }
+    memcpy(shape, x->shape, sizeof shape);
+    shape[d] = indices->shape[0];
+    return gather_op("index_select", x, d, indices, x->ndim, shape);
+}

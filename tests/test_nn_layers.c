@@ -1,0 +1,723 @@
+/*
+ * tests/test_nn_layers.c - embedding, index_select, dropout, layer_norm,
+ * concat, stack and split: forward against a C reference in double and
+ * backward against finite differences (tests/opcheck.h) on odd sizes (1,
+ * 7, 33, 257), repeated indices and non-contiguous inputs; dropout's
+ * statistics, seeding and gradient; bit-identical gradients from run to
+ * run; and bad arguments failing with the right status, changing nothing.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "opcheck.h"
+
+/* Asserts that the last error has status name `name` ("CG_ESHAPE"). */
+#define ASSERT_STATUS(name)                                                  \
+    ck_assert_msg(strncmp(cg_last_error(), name ":", strlen(name) + 1) == 0, \
+                  "expected %s, got \"%s\"", name, cg_last_error())
+
+static void
+set_shape(oc_tensor *out, int ndim, const int64_t *shape)
+{
+    out->ndim = ndim;
+    memcpy(out->shape, shape, (size_t)ndim * sizeof *shape);
+    oc_alloc(out);
+}
+
+/* [outer, len, inner] around dimension d of t. */
+static void
+around(const oc_tensor *t, int d, int64_t *outer, int64_t *inner)
+{
+    int k;
+
+    *outer = *inner = 1;
+    for (k = 0; k < d; k++)
+        *outer *= t->shape[k];
+    for (k = d + 1; k < t->ndim; k++)
+        *inner *= t->shape[k];
+}
+
+/* ------------------------------------------------- embedding, index_select */
+
+static cg_tensor *
+run_embedding(cg_tensor **in, const void *param)
+{
+    (void)param;
+    return cg_embedding(in[0], in[1]);
+}
+
+static void
+ref_embedding(const oc_tensor *in, oc_tensor *out, const void *param)
+{
+    int64_t shape[CG_MAX_DIMS], D = in[0].shape[1], j, c;
+
+    (void)param;
+    memcpy(shape, in[1].shape, sizeof shape);
+    shape[in[1].ndim] = D;
+    set_shape(out, in[1].ndim + 1, shape);
+    for (j = 0; j < in[1].numel; j++)
+        for (c = 0; c < D; c++)
+            out->data[j * D + c] = in[0].data[(int64_t)in[1].data[j] * D + c];
+}
+
+START_TEST(embedding_gathers_rows_and_sums_repeats)
+{
+    static const struct { const char *w, *idx; int V; } cases[] = {
+        { "257,7", "33", 257 }, { "257,7", "7,33", 257 },
+        { "7,33", "257", 7 }, { "1,1", "7", 1 }, { "1,7", "1", 1 },
+        { "33,7", "T7,33", 33 }, { "T257,7", "3,5", 257 },
+        { "7,257", "2,3,1", 7 }, { "7,33", "", 7 }
+    };
+    oc_op op = { 0 };
+    size_t c;
+
+    op.name = "embedding";
+    op.ninputs = 2;
+    op.run = run_embedding;
+    op.ref = ref_embedding;
+    op.dtype[1] = CG_I32;
+    op.no_grad[1] = 1;
+    for (c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        op.lo[1] = 0;
+        op.hi[1] = cases[c].V;
+        oc_check(&op, NULL, cases[c].w, cases[c].idx);
+    }
+}
+END_TEST
+
+static cg_tensor *
+run_index_select(cg_tensor **in, const void *param)
+{
+    return cg_index_select(in[0], *(const int *)param, in[1]);
+}
+
+static void
+ref_index_select(const oc_tensor *in, oc_tensor *out, const void *param)
+{
+    const oc_tensor *x = &in[0];
+    int d = (*(const int *)param + x->ndim) % x->ndim;
+    int64_t shape[CG_MAX_DIMS], outer, inner, n = in[1].numel, V = x->shape[d];
+    int64_t o, j, i;
+
+    memcpy(shape, x->shape, sizeof shape);
+    shape[d] = n;
+    set_shape(out, x->ndim, shape);
+    around(x, d, &outer, &inner);
+    for (o = 0; o < outer; o++)
+        for (j = 0; j < n; j++)
+            for (i = 0; i < inner; i++)
+                out->data[(o * n + j) * inner + i] =
+                    x->data[(o * V + (int64_t)in[1].data[j]) * inner + i];
+}
+
+START_TEST(index_select_picks_slices_with_repeats)
+{
+    static const struct { const char *x, *idx; int dim, V; } cases[] = {
+        { "7,33", "257", 0, 7 }, { "7,33", "7", 1, 33 },
+        { "3,5,7", "9", 1, 5 }, { "T7,33", "33", -1, 33 },
+        { "257", "1", 0, 257 }, { "1,7", "33", 0, 1 },
+        { "2,257,3", "7", -2, 257 }
+    };
+    oc_op op = { 0 };
+    size_t c;
+
+    op.name = "index_select";
+    op.ninputs = 2;
+    op.run = run_index_select;
+    op.ref = ref_index_select;
+    op.dtype[1] = CG_I32;
+    op.no_grad[1] = 1;
+    for (c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        op.hi[1] = cases[c].V;
+        oc_check(&op, &cases[c].dim, cases[c].x, cases[c].idx);
+    }
+}
+END_TEST
+
+START_TEST(index_select_of_int32_tensors)
+{
+    int64_t n = 3;
+    int32_t x[3] = { 10, 20, 30 }, idx[3] = { 2, 0, 2 }, y[3];
+    cg_tensor *xt = cg_tensor_from_host(tu_ctx(), CG_I32, 1, &n, x);
+    cg_tensor *it = cg_tensor_from_host(tu_ctx(), CG_I32, 1, &n, idx);
+    cg_tensor *yt = cg_index_select(xt, 0, it);
+
+    ck_assert_msg(yt != NULL, "%s", TU_ERR);
+    ck_assert_int_eq(cg_tensor_dtype(yt), CG_I32);
+    ck_assert_int_eq(cg_tensor_to_host(yt, y, sizeof y), CG_OK);
+    ck_assert(y[0] == 30 && y[1] == 10 && y[2] == 30);
+    cg_tensor_free(xt);
+    cg_tensor_free(it);
+    cg_tensor_free(yt);
+}
+END_TEST
+
+/* Embedding backward for many repeats: twice, bit-identical, close to the
+ * double reference, and exactly 0 for rows no index names. */
+static float *
+embedding_grad(cg_tensor *w, cg_tensor *idx, cg_tensor *g, size_t bytes)
+{
+    cg_tensor *y = cg_embedding(w, idx);
+    float *out = malloc(bytes);
+
+    ck_assert_msg(y != NULL, "%s", TU_ERR);
+    ck_assert_int_eq(cg_tensor_zero_grad(w), CG_OK);
+    ck_assert_msg(cg_backward(y, g, 0) == CG_OK, "%s", TU_ERR);
+    ck_assert_int_eq(cg_tensor_to_host(cg_tensor_grad(w), out, bytes), CG_OK);
+    cg_tensor_free(y);
+    return out;
+}
+
+START_TEST(embedding_backward_is_deterministic)
+{
+    enum { V = 300, D = 33, N = 4099, USED = 257 };
+    int64_t wshape[2] = { V, D }, ishape[1] = { N }, gshape[2] = { N, D };
+    int32_t *idx = malloc(N * sizeof *idx);
+    double *ref = calloc(V * D, sizeof *ref), err = 0;
+    float *gh = malloc((size_t)N * D * sizeof *gh), *g1, *g2;
+    cg_tensor *w, *it, *g;
+    int64_t j, c;
+
+    for (j = 0; j < N; j++)
+        idx[j] = (int32_t)floor(oc_uniform(0, USED));
+    for (j = 0; j < N * D; j++)
+        gh[j] = (float)oc_uniform(-1, 1);
+    for (j = 0; j < N; j++)
+        for (c = 0; c < D; c++)
+            ref[idx[j] * D + c] += gh[j * D + c];
+    w = cg_rand_normal(tu_ctx(), 2, wshape, 0.0f, 1.0f);
+    it = cg_tensor_from_host(tu_ctx(), CG_I32, 1, ishape, idx);
+    g = cg_tensor_from_host(tu_ctx(), CG_F32, 2, gshape, gh);
+    ck_assert(w && it && g);
+    ck_assert_int_eq(cg_tensor_set_requires_grad(w, 1), CG_OK);
+    g1 = embedding_grad(w, it, g, sizeof(float) * V * D);
+    g2 = embedding_grad(w, it, g, sizeof(float) * V * D);
+    ck_assert_int_eq(memcmp(g1, g2, sizeof(float) * V * D), 0);
+    for (j = 0; j < V * D; j++) {
+        if (j >= USED * D)
+            ck_assert(g1[j] == 0.0f);
+        err = fmax(err, fabs(g1[j] - ref[j]));
+    }
+    /* About 16 terms of magnitude < 1 per element: float32 rounding stays
+     * far below 1e-5. */
+    ck_assert_msg(err < 1e-5, "embedding grad error %g", err);
+    free(idx);
+    free(ref);
+    free(gh);
+    free(g1);
+    free(g2);
+    cg_tensor_free(w);
+    cg_tensor_free(it);
+    cg_tensor_free(g);
+}
+END_TEST
+
+/* ------------------------------------------------------------- layer_norm */
+
+typedef struct { int nnorm, has_w, has_b; } lnparam;
+
+static cg_tensor *
+run_layer_norm(cg_tensor **in, const void *param)
+{
+    const lnparam *p = param;
+    int64_t shape[CG_MAX_DIMS];
+    int nd = cg_tensor_ndim(in[0]);
+
+    cg_tensor_shape(in[0], shape);
+    return cg_layer_norm(in[0], p->nnorm, shape + nd - p->nnorm,
+                         p->has_w ? in[1] : NULL,
+                         p->has_b ? in[1 + p->has_w] : NULL, 1e-5f);
+}
+
+static void
+ref_layer_norm(const oc_tensor *in, oc_tensor *out, const void *param)
+{
+    const lnparam *p = param;
+    const oc_tensor *x = &in[0];
+    int64_t N = 1, rows, r, j;
+    int d;
+
+    for (d = x->ndim - p->nnorm; d < x->ndim; d++)
+        N *= x->shape[d];
+    rows = x->numel / N;
+    set_shape(out, x->ndim, x->shape);
+    for (r = 0; r < rows; r++) {
+        const double *xr = x->data + r * N;
+        double mean = 0, var = 0;
+
+        for (j = 0; j < N; j++)
+            mean += xr[j];
+        mean /= N;
+        for (j = 0; j < N; j++)
+            var += (xr[j] - mean) * (xr[j] - mean);
+        var /= N;
+        for (j = 0; j < N; j++) {
+            double v = (xr[j] - mean) / sqrt(var + (double)1e-5f);
+
+            if (p->has_w)
+                v *= in[1].data[j];
+            if (p->has_b)
+                v += in[1 + p->has_w].data[j];
+            out->data[r * N + j] = v;
+        }
+    }
+}
+
+START_TEST(layer_norm_matches_reference_with_and_without_affine)
+{
+    static const struct { const char *x, *w; int nnorm; } cases[] = {
+        { "1,2", "2", 1 }, { "2,7", "7", 1 }, { "5,33", "33", 1 },
+        { "3,257", "257", 1 }, { "2,3,7", "3,7", 2 }, { "T33,7", "7", 1 },
+        { "4,1,7", "1,7", 2 }, { "7", "7", 1 }
+    };
+    static const int variants[][2] = { { 1, 1 }, { 0, 0 }, { 1, 0 },
+                                       { 0, 1 } };
+    static const char *names[] = { "layer_norm(w,b)", "layer_norm",
+                                   "layer_norm(w)", "layer_norm(b)" };
+    oc_op op = { 0 };
+    size_t c, v;
+
+    op.run = run_layer_norm;
+    op.ref = ref_layer_norm;
+    for (c = 0; c < sizeof cases / sizeof cases[0]; c++)
+        for (v = 0; v < 4; v++) {
+            lnparam p = { cases[c].nnorm, variants[v][0], variants[v][1] };
+
+            op.name = names[v];
+            op.ninputs = 1 + p.has_w + p.has_b;
+            oc_check(&op, &p, cases[c].x, cases[c].w, cases[c].w);
+        }
+}
+END_TEST
+
+/* --------------------------------------------------- concat, stack, split */
+
+typedef struct { int dim; } jparam;
+
+static cg_tensor *
+run_concat(cg_tensor **in, const void *param)
+{
+    return cg_concat(in, 3, ((const jparam *)param)->dim);
+}
+
+static void
+ref_concat(const oc_tensor *in, oc_tensor *out, const void *param)
+{
+    int d = (((const jparam *)param)->dim + in[0].ndim) % in[0].ndim;
+    int64_t shape[CG_MAX_DIMS], outer, inner, start = 0, o, j, len;
+    int k;
+
+    memcpy(shape, in[0].shape, sizeof shape);
+    shape[d] = in[0].shape[d] + in[1].shape[d] + in[2].shape[d];
+    set_shape(out, in[0].ndim, shape);
+    around(out, d, &outer, &inner);
+    for (k = 0; k < 3; k++) {
+        len = in[k].shape[d] * inner;
+        for (o = 0; o < outer; o++)
+            for (j = 0; j < len; j++)
+                out->data[o * shape[d] * inner + start + j] =
+                    in[k].data[o * len + j];
+        start += len;
+    }
+}
+
+START_TEST(concat_joins_any_layout)
+{
+    static const struct { const char *a, *b, *c; int dim; } cases[] = {
+        { "2,7", "3,7", "1,7", 0 }, { "7,1", "7,33", "T7,5", -1 },
+        { "257", "1", "7", 0 }, { "2,3,4", "2,5,4", "2,1,4", 1 },
+        { "T33,7", "1,7", "T2,7", 0 }, { "3,7", "3,257", "3,1", 1 }
+    };
+    oc_op op = { 0 };
+    size_t c;
+
+    op.name = "concat";
+    op.ninputs = 3;
+    op.run = run_concat;
+    op.ref = ref_concat;
+    for (c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        jparam p = { cases[c].dim };
+
+        oc_check(&op, &p, cases[c].a, cases[c].b, cases[c].c);
+    }
+}
+END_TEST
+
+static cg_tensor *
+run_stack(cg_tensor **in, const void *param)
+{
+    return cg_stack(in, 3, ((const jparam *)param)->dim);
+}
+
+static void
+ref_stack(const oc_tensor *in, oc_tensor *out, const void *param)
+{
+    int nd = in[0].ndim + 1, d = (((const jparam *)param)->dim + nd) % nd;
+    int64_t shape[CG_MAX_DIMS], outer = 1, inner = 1, o, k, i;
+    int j;
+
+    for (j = 0; j < nd; j++)
+        shape[j] = j < d ? in[0].shape[j] : j == d ? 3 : in[0].shape[j - 1];
+    set_shape(out, nd, shape);
+    for (j = 0; j < d; j++)
+        outer *= shape[j];
+    inner = in[0].numel / outer;
+    for (o = 0; o < outer; o++)
+        for (k = 0; k < 3; k++)
+            for (i = 0; i < inner; i++)
+                out->data[(o * 3 + k) * inner + i] =
+                    in[k].data[o * inner + i];
+}
+
+START_TEST(stack_adds_a_dimension)
+{
+    static const struct { const char *s, *t; int dim; } cases[] = {
+        { "7,33", "T7,33", 0 }, { "7,33", "T7,33", -1 },
+        { "7,33", "T7,33", 1 }, { "1", "1", 0 }, { "257", "257", -1 },
+        { "", "", 0 }
+    };
+    oc_op op = { 0 };
+    size_t c;
+
+    op.name = "stack";
+    op.ninputs = 3;
+    op.run = run_stack;
+    op.ref = ref_stack;
+    for (c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        jparam p = { cases[c].dim };
+
+        oc_check(&op, &p, cases[c].s, cases[c].t, cases[c].s);
+    }
+}
+END_TEST
+
+/* split into sizes {1, k - 3, 2} along dim, then concat the pieces scaled
+ * by 1, 2, 3: exercises the views' forward and backward. */
+static cg_tensor *
+run_split(cg_tensor **in, const void *param)
+{
+    int dim = ((const jparam *)param)->dim, k;
+    int64_t sizes[3] = { 1, cg_tensor_dim(in[0], dim) - 3, 2 };
+    cg_tensor *pieces[3], *scaled[3], *y;
+
+    if (cg_split(in[0], dim, 3, sizes, pieces) != CG_OK)
+        return NULL;
+    for (k = 0; k < 3; k++) {
+        scaled[k] = cg_mul_scalar(pieces[k], (float)(k + 1));
+        cg_tensor_free(pieces[k]);
+    }
+    y = cg_concat(scaled, 3, dim);
+    for (k = 0; k < 3; k++)
+        cg_tensor_free(scaled[k]);
+    return y;
+}
+
+static void
+ref_split(const oc_tensor *in, oc_tensor *out, const void *param)
+{
+    const oc_tensor *x = &in[0];
+    int d = (((const jparam *)param)->dim + x->ndim) % x->ndim;
+    int64_t outer, inner, len = x->shape[d], i;
+
+    set_shape(out, x->ndim, x->shape);
+    around(x, d, &outer, &inner);
+    for (i = 0; i < x->numel; i++) {
+        int64_t c = i / inner % len;
+
+        out->data[i] = x->data[i] * (c < 1 ? 1 : c < len - 2 ? 2 : 3);
+    }
+}
+
+START_TEST(split_gives_differentiable_views)
+{
+    static const struct { const char *x; int dim; } cases[] = {
+        { "7,33", 0 }, { "7,33", -1 }, { "T7,33", 1 }, { "257", 0 },
+        { "3,4,5", 1 }
+    };
+    oc_op op = { 0 };
+    size_t c;
+
+    op.name = "split";
+    op.ninputs = 1;
+    op.run = run_split;
+    op.ref = ref_split;
+    for (c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        jparam p = { cases[c].dim };
+
+        oc_check(&op, &p, cases[c].x);
+    }
+}
+END_TEST
+
+START_TEST(split_chunks_and_long_concat)
+{
+    int64_t shape[2] = { 33, 2 }, got[2];
+    cg_tensor *x = cg_rand_normal(tu_ctx(), 2, shape, 0, 1), *out[9], *y;
+    float a[66], b[66];
+    int n, k;
+
+    ck_assert_ptr_nonnull(x);
+    n = cg_split_chunks(x, 0, 4, 9, out);
+    ck_assert_int_eq(n, 9);
+    for (k = 0; k < n; k++) {
+        ck_assert_int_eq(cg_tensor_shape(out[k], got), CG_OK);
+        ck_assert_int_eq(got[0], k < 8 ? 4 : 1);
+    }
+    /* Nine inputs: more than a graph node holds, joined as a tree. */
+    y = cg_concat(out, 9, 0);
+    ck_assert_msg(y != NULL, "%s", TU_ERR);
+    ck_assert_int_eq(cg_tensor_to_host(x, a, sizeof a), CG_OK);
+    ck_assert_int_eq(cg_tensor_to_host(y, b, sizeof b), CG_OK);
+    ck_assert_int_eq(memcmp(a, b, sizeof a), 0);
+    ck_assert_int_eq(cg_split_chunks(x, 0, 4, 8, out), CG_EINVAL);
+    for (k = 0; k < n; k++)
+        cg_tensor_free(out[k]);
+    cg_tensor_free(y);
+    cg_tensor_free(x);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- dropout */
+
+static cg_tensor *
+filled(int64_t n, float v)
+{
+    cg_tensor *t = cg_full(tu_ctx(), 1, &n, v);
+
+    ck_assert_msg(t != NULL, "%s", TU_ERR);
+    return t;
+}
+
+static float *
+host(const cg_tensor *t)
+{
+    size_t bytes = (size_t)cg_tensor_numel(t) * sizeof(float);
+    float *h = malloc(bytes);
+
+    ck_assert_int_eq(cg_tensor_to_host(t, h, bytes), CG_OK);
+    return h;
+}
+
+START_TEST(dropout_keeps_one_minus_p_scaled)
+{
+    enum { N = 100000 };
+    static const float ps[] = { 0.1f, 0.3f, 0.5f, 0.9f };
+    cg_tensor *x = filled(N, 1.0f);
+    size_t k;
+    int64_t i;
+
+    for (k = 0; k < sizeof ps / sizeof ps[0]; k++) {
+        cg_tensor *y = cg_dropout(x, ps[k], 1);
+        float *h, scale = 1.0f / (1.0f - ps[k]);
+        int64_t kept = 0;
+        double frac, sd;
+
+        ck_assert_msg(y != NULL, "%s", TU_ERR);
+        h = host(y);
+        for (i = 0; i < N; i++) {
+            ck_assert(h[i] == 0.0f || h[i] == scale);
+            kept += h[i] != 0.0f;
+        }
+        /* Binomial: 6 standard deviations (at most 0.0095) - a false alarm
+         * about once in 10^9 runs. */
+        frac = (double)kept / N;
+        sd = sqrt(ps[k] * (1 - ps[k]) / N);
+        ck_assert_msg(fabs(frac - (1 - ps[k])) < 6 * sd, "p %g: kept %g",
+                      ps[k], frac);
+        free(h);
+        cg_tensor_free(y);
+    }
+    cg_tensor_free(x);
+}
+END_TEST
+
+START_TEST(dropout_same_seed_same_mask_and_eval_identity)
+{
+    cg_tensor *x = filled(1000, 2.0f), *y1, *y2, *y3, *e;
+    float *h1, *h2, *h3;
+    int64_t i;
+
+    ck_assert_int_eq(cg_manual_seed(tu_ctx(), 1234), CG_OK);
+    y1 = cg_dropout(x, 0.5f, 1);
+    y3 = cg_dropout(x, 0.5f, 1);
+    ck_assert_int_eq(cg_manual_seed(tu_ctx(), 1234), CG_OK);
+    y2 = cg_dropout(x, 0.5f, 1);
+    ck_assert(y1 && y2 && y3);
+    h1 = host(y1);
+    h2 = host(y2);
+    h3 = host(y3);
+    ck_assert_int_eq(memcmp(h1, h2, 1000 * sizeof *h1), 0);
+    ck_assert_int_ne(memcmp(h1, h3, 1000 * sizeof *h1), 0);
+    /* Eval mode and p = 0 are the identity: x itself. */
+    e = cg_dropout(x, 0.5f, 0);
+    ck_assert_ptr_eq(e, x);
+    cg_tensor_free(e);
+    e = cg_dropout(x, 0.0f, 1);
+    ck_assert_ptr_eq(e, x);
+    cg_tensor_free(e);
+    /* p = 1 drops everything. */
+    e = cg_dropout(x, 1.0f, 1);
+    ck_assert_ptr_nonnull(e);
+    free(h3);
+    h3 = host(e);
+    for (i = 0; i < 1000; i++)
+        ck_assert(h3[i] == 0.0f);
+    cg_tensor_free(e);
+    free(h1);
+    free(h2);
+    free(h3);
+    cg_tensor_free(y1);
+    cg_tensor_free(y2);
+    cg_tensor_free(y3);
+    cg_tensor_free(x);
+}
+END_TEST
+
+START_TEST(dropout_gradient_is_g_times_mask)
+{
+    int64_t shape[2] = { 33, 257 }, n = 33 * 257, i;
+    cg_tensor *x0 = cg_rand_uniform(tu_ctx(), 2, shape, 0.5f, 2.0f);
+    cg_tensor *x, *g, *y;
+    float *gh = malloc((size_t)n * sizeof *gh), *xh, *yh, *gx;
+    int64_t gshape[2] = { 257, 33 };
+
+    ck_assert_ptr_nonnull(x0);
+    ck_assert_int_eq(cg_tensor_set_requires_grad(x0, 1), CG_OK);
+    x = cg_transpose(x0, 0, 1);     /* non-contiguous */
+    for (i = 0; i < n; i++)
+        gh[i] = (float)oc_uniform(-1, 1);
+    g = cg_tensor_from_host(tu_ctx(), CG_F32, 2, gshape, gh);
+    y = cg_dropout(x, 0.25f, 1);
+    ck_assert_msg(y != NULL, "%s", TU_ERR);
+    ck_assert_int_eq(cg_backward(y, g, 0), CG_OK);
+    {
+        /* gx of x0 is the transpose of gx of x. */
+        cg_tensor *gxt = cg_transpose(cg_tensor_grad(x0), 0, 1);
+        cg_tensor *xc = cg_contiguous(x);
+
+        gx = host(gxt);
+        xh = host(xc);
+        cg_tensor_free(gxt);
+        cg_tensor_free(xc);
+    }
+    yh = host(y);
+    for (i = 0; i < n; i++) {
+        double want = (double)yh[i] / xh[i] * gh[i];
+
+        ck_assert_msg(fabs(gx[i] - want) <= 1e-6 * (1 + fabs(want)),
+                      "gx[%lld] = %g, y/x*g = %g", (long long)i, gx[i], want);
+    }
+    free(gh);
+    free(xh);
+    free(yh);
+    free(gx);
+    cg_tensor_free(g);
+    cg_tensor_free(y);
+    cg_tensor_free(x);
+    cg_tensor_free(x0);
+}
+END_TEST
+
+/* ------------------------------------------------------------ bad inputs */
+
+/* Device memory in use, to show a failed call allocated nothing. */
+static uint64_t
+in_use(void)
+{
+    cg_memory_stats st;
+
+    ck_assert_int_eq(cg_context_stats(tu_ctx(), &st), CG_OK);
+    return st.bytes_in_use;
+}
+
+/* The message of the last EXPECT_FAIL (in_use clears the error). */
+static char failed_msg[512];
+
+#define EXPECT_FAIL(call, name)                                              \
+    do {                                                                     \
+        uint64_t before_ = in_use();                                         \
+        ck_assert_ptr_null(call);                                            \
+        ASSERT_STATUS(name);                                                 \
+        snprintf(failed_msg, sizeof failed_msg, "%s", cg_last_error());      \
+        ck_assert_uint_eq(in_use(), before_);                                \
+    } while (0)
+
+START_TEST(bad_arguments_fail_and_change_nothing)
+{
+    int64_t s23[2] = { 2, 3 }, s24[2] = { 2, 4 }, s3[1] = { 3 };
+    int32_t bad_idx[3] = { 0, 1, 3 };
+    cg_tensor *a = cg_ones(tu_ctx(), 2, s23), *b = cg_ones(tu_ctx(), 2, s24);
+    cg_tensor *fi = cg_zeros(tu_ctx(), 1, s3), *pieces[3] = { NULL };
+    cg_tensor *ii = cg_tensor_from_host(tu_ctx(), CG_I32, 1, s3, bad_idx);
+    cg_tensor *ab[2] = { a, b }, *w = cg_ones(tu_ctx(), 1, s3);
+    int64_t sizes[2] = { 1, 1 };
+    uint64_t seed0, off0, seed1, off1;
+
+    ck_assert(a && b && fi && ii && w);
+    ck_assert_int_eq(cg_tensor_set_requires_grad(a, 1), CG_OK);
+    EXPECT_FAIL(cg_embedding(a, fi), "CG_EDTYPE");
+    EXPECT_FAIL(cg_embedding(a, ii), "CG_EINVAL");   /* index 3, V = 2 */
+    ck_assert_ptr_nonnull(strstr(failed_msg, "position 2"));
+    EXPECT_FAIL(cg_embedding(w, ii), "CG_ESHAPE");   /* 1-D weight */
+    EXPECT_FAIL(cg_index_select(a, 2, ii), "CG_EINVAL");
+    EXPECT_FAIL(cg_index_select(a, 0, fi), "CG_EDTYPE");
+    EXPECT_FAIL(cg_concat(ab, 2, 0), "CG_ESHAPE");
+    ck_assert_ptr_nonnull(strstr(failed_msg, "[2, 4]"));
+    ck_assert_ptr_nonnull(strstr(failed_msg, "[2, 3]"));
+    EXPECT_FAIL(cg_concat(ab, 2, 2), "CG_EINVAL");
+    EXPECT_FAIL(cg_stack(ab, 2, 0), "CG_ESHAPE");
+    EXPECT_FAIL(cg_layer_norm(a, 1, s24 + 1, NULL, NULL, 1e-5f), "CG_ESHAPE");
+    EXPECT_FAIL(cg_layer_norm(a, 1, s3, NULL, b, 1e-5f), "CG_ESHAPE");
+    EXPECT_FAIL(cg_layer_norm(a, 1, s3, NULL, NULL, -1.0f), "CG_EINVAL");
+    ck_assert_int_eq(cg_generator_state(tu_ctx(), &seed0, &off0), CG_OK);
+    EXPECT_FAIL(cg_dropout(a, -0.1f, 1), "CG_EINVAL");
+    EXPECT_FAIL(cg_dropout(a, 1.5f, 1), "CG_EINVAL");
+    EXPECT_FAIL(cg_dropout(a, NAN, 1), "CG_EINVAL");
+    ck_assert_int_eq(cg_generator_state(tu_ctx(), &seed1, &off1), CG_OK);
+    ck_assert(seed0 == seed1 && off0 == off1);
+    ck_assert_int_eq(cg_split(a, 1, 2, sizes, pieces), CG_ESHAPE);
+    ck_assert_ptr_null(pieces[0]);
+    /* Nothing was recorded on the inputs. */
+    ck_assert_ptr_null(cg_tensor_grad(a));
+    ck_assert(cg_tensor_is_leaf(a));
+    cg_tensor_free(a);
+    cg_tensor_free(b);
+    cg_tensor_free(fi);
+    cg_tensor_free(ii);
+    cg_tensor_free(w);
+}
+END_TEST
+
+START_TEST(print_error_table)
+{
+    oc_report();
+}
+END_TEST
+
+int
+main(void)
+{
+    Suite *s = suite_create("nn_layers");
+    TCase *tc = tcase_create("nn_layers");
+
+    tu_require_device();
+    tcase_set_timeout(tc, 1200);
+    tcase_add_test(tc, embedding_gathers_rows_and_sums_repeats);
+    tcase_add_test(tc, index_select_picks_slices_with_repeats);
+    tcase_add_test(tc, index_select_of_int32_tensors);
+    tcase_add_test(tc, embedding_backward_is_deterministic);
+    tcase_add_test(tc, layer_norm_matches_reference_with_and_without_affine);
+    tcase_add_test(tc, concat_joins_any_layout);
+    tcase_add_test(tc, stack_adds_a_dimension);
+    tcase_add_test(tc, split_gives_differentiable_views);
+    tcase_add_test(tc, split_chunks_and_long_concat);
+    tcase_add_test(tc, dropout_keeps_one_minus_p_scaled);
+    tcase_add_test(tc, dropout_same_seed_same_mask_and_eval_identity);
+    tcase_add_test(tc, dropout_gradient_is_g_times_mask);
+    tcase_add_test(tc, bad_arguments_fail_and_change_nothing);
+    tcase_add_test(tc, print_error_table);
+    suite_add_tcase(s, tc);
+    return tu_run(s);
+}
