@@ -1,7 +1,8 @@
 /*
  * clgrad.h - the public interface of libclgrad, a deep-learning runtime on
  * OpenCL.  Read it top to bottom: status codes and errors, devices,
- * contexts, device memory, measurements.
+ * contexts, device memory, measurements, tensors, autograd, ops and
+ * custom ops.
  *
  * Conventions that hold for every function here:
  *  - A function returns a status (CG_OK, or a negative code) or a pointer
@@ -175,6 +176,10 @@ int cg_context_finish(cg_context *ctx);
  * goes back to the pool and is reused by later allocations of the same size
  * class.  Because a context has one in-order queue, freeing a buffer that
  * queued kernels still use is safe: any later user is queued after them.
+ * With CLGRAD_POOL_EXACT=1 in the environment when a context is made, its
+ * buffers have exactly the requested size and go back to the device when
+ * freed: slower, but a memory checker such as Oclgrind then sees an
+ * access past the end of any buffer.
  * ------------------------------------------------------------------------ */
 typedef struct cg_buffer cg_buffer;
 
@@ -480,6 +485,95 @@ int cg_split(cg_tensor *x, int dim, int n, const int64_t *sizes,
  * status; more than max_outputs pieces is CG_EINVAL. */
 int cg_split_chunks(cg_tensor *x, int dim, int64_t chunk, int max_outputs,
                     cg_tensor **outputs);
+/* ------------------------------------------------------------------------
+ * Custom ops
+ *
+ * A custom op is a differentiable op written by the user in OpenCL C: one
+ * forward kernel, one backward kernel per input and a shape rule.  Its
+ * program is built once per context and kept in the on-disk binary cache
+ * like clgrad's own kernels.  Inputs and output are float32.
+ *
+ * Kernel calling convention, for an op with n inputs x0..x{n-1} and output
+ * y (every tensor contiguous, row-major; views are copied first):
+ *
+ *   forward:   __kernel void F(__global const float *x0, ...,
+ *                              __global const float *x{n-1},
+ *                              __global float *y, uint n_y,
+ *                              __global const int *shapes,
+ *                              __global const float *params)
+ *     One work-item per element of y, n_y = numel(y); the global size is
+ *     padded up to a multiple of 64, so begin with
+ *     `uint i = get_global_id(0); if (i >= n_y) return;`.
+ *
+ *   backward of input j:
+ *              __kernel void Bj(__global const float *x0, ...,
+ *                               __global const float *x{n-1},
+ *                               __global const float *y,
+ *                               __global const float *gy,
+ *                               __global float *gxj, uint n_xj,
+ *                               __global const int *shapes,
+ *                               __global const float *params)
+ *     One work-item per element of xj (n_xj = numel(xj), padded and guarded
+ *     the same way); it writes gxj[i] = dL/dxj[i] given gy = dL/dy (y's
+ *     shape).  Each work-item owns its element, so no atomics are needed.
+ *
+ *   shapes: CG_CUSTOM_SHAPE_STRIDE ints per tensor, x0..x{n-1} then y:
+ *     [ndim, size0, ..., size7].  The source is compiled after a prelude
+ *     that defines CG_NINPUTS (n), CG_NDIM(shapes, t) and
+ *     CG_DIM(shapes, t, d) for tensor t (n stands for y); build messages
+ *     give line numbers of the user's source.
+ *   params: the definition's nparams floats (one unused 0 if nparams is 0).
+ *
+ * Element counts must be below 2^31.
+ * ------------------------------------------------------------------------ */
+#define CG_CUSTOM_SHAPE_STRIDE (1 + CG_MAX_DIMS)
+
+typedef struct cg_custom_op cg_custom_op;
+
+/* Computes the output shape from the n input shapes (ndims[k], shapes[k]);
+ * writes *out_ndim (0..CG_MAX_DIMS) and out_shape[0..*out_ndim-1] (each
+ * >= 1).  Returns 0 if the shapes are acceptable, nonzero to reject them
+ * (the op then fails with CG_ESHAPE).  `user` is the definition's. */
+typedef int (*cg_shape_rule)(int ninputs, const int *ndims,
+                             const int64_t *const *shapes, int *out_ndim,
+                             int64_t *out_shape, void *user);
+
+typedef struct cg_custom_op_def {
+    const char *name;          /* [A-Za-z0-9_.-], 1..64 characters */
+    const char *source;        /* OpenCL C source with all the kernels */
+    const char *forward_kernel;
+    const char *const *backward_kernels;   /* ninputs names, input order */
+    int ninputs;               /* 1..8 */
+    cg_shape_rule shape_rule;  /* NULL: elementwise - every input has the
+                                  same shape, and so has the output */
+    void *user;                /* passed to shape_rule; borrowed */
+    const float *params;       /* nparams values, copied; may be NULL if
+                                  nparams is 0 */
+    int nparams;               /* 0..1024 */
+} cg_custom_op_def;
+
+/* Validates `def` and builds its program (or loads it from the binary
+ * cache).  A NULL or malformed field gives CG_EINVAL; a source that does
+ * not compile gives CG_EBUILD with the build log in cg_last_error(); a
+ * kernel that is missing from the program or takes the wrong number of
+ * arguments gives CG_EINVAL naming it.  The op copies everything it needs
+ * from def (strings, params); def may be freed afterwards.  The caller
+ * owns the op; free it with cg_custom_op_free. */
+cg_custom_op *cg_custom_op_new(cg_context *ctx, const cg_custom_op_def *def);
+
+/* Drops the caller's reference.  Graph nodes recorded by the op keep it
+ * alive until they are released, so freeing an op before running backward
+ * through its results is safe.  NULL is ignored. */
+void cg_custom_op_free(cg_custom_op *op);
+
+/* Applies the op to `ninputs` float32 tensors of its context (which must be
+ * the op's ninputs).  Returns a new tensor the caller owns; it records a
+ * graph node when an input requires grad.  A wrong count, a NULL, non-
+ * float32 or foreign tensor gives CG_EINVAL / CG_EDTYPE / CG_ECONTEXT; a
+ * rejected or invalid shape from the shape rule gives CG_ESHAPE.  Nothing
+ * is enqueued or allocated on error. */
+cg_tensor *cg_custom_op_apply(cg_custom_op *op, int ninputs,
+                              cg_tensor *const *inputs);
 
 #ifdef __cplusplus
 }

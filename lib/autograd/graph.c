@@ -56,6 +56,8 @@ cg__node_unref(cg__node *n)
         return;
     release_saved(n);
     cg_tensor_free(n->grad_acc);
+    if (n->keep_unref)
+        n->keep_unref(n->keep);
     free(n);
 }
 

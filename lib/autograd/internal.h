@@ -8,7 +8,8 @@
 #include "tensor/internal.h"
 
 #define CG_NODE_INPUTS 8
-#define CG_NODE_SAVED 4
+/* A custom op saves every input and its output. */
+#define CG_NODE_SAVED (CG_NODE_INPUTS + 1)
 
 typedef struct cg__node cg__node;
 
@@ -31,6 +32,11 @@ struct cg__node {
     cg_tensor *saved[CG_NODE_SAVED];     /* detached references */
     double f[4];                         /* op parameters */
     int64_t i[2 * CG_MAX_DIMS + 2];
+    /* An object backward needs that may outlive its creator's handle (a
+     * custom op): the node holds a reference, dropped by `keep_unref` when
+     * the node is freed. */
+    void *keep;
+    void (*keep_unref)(void *keep);
     int out_ndim;
     int64_t out_shape[CG_MAX_DIMS];
     uint64_t seq;                 /* creation order */

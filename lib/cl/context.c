@@ -51,6 +51,8 @@ cg_context_new_with(const cg_context_options *opts)
     ctx->context = clCreateContext(NULL, 1, &ctx->device, NULL, NULL, &rc);
     CHECK_CL(rc, "clCreateContext");
     ctx->profiling = opts && opts->profiling;
+    ctx->exact_blocks = getenv("CLGRAD_POOL_EXACT") &&
+                        strcmp(getenv("CLGRAD_POOL_EXACT"), "1") == 0;
     if (ctx->profiling)
         props |= CL_QUEUE_PROFILING_ENABLE;
     ctx->queue = clCreateCommandQueue(ctx->context, ctx->device, props, &rc);

@@ -67,6 +67,10 @@ struct cg_context {
     cl_context context;
     cl_command_queue queue;
     int profiling;
+    /* CLGRAD_POOL_EXACT=1: blocks of exactly the requested size, released
+     * when freed, so that memory checkers (Oclgrind) see every overrun
+     * and every buffer's history starts fresh. */
+    int exact_blocks;
     cg__program *programs;
     cg__block *free_blocks[CG_POOL_CLASSES];
     cg_buffer *live;        /* buffers not yet freed */

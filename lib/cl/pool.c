@@ -123,9 +123,10 @@ cg_buffer_new(cg_context *ctx, size_t bytes)
     if (!buf)
         return NULL;
     cls = size_class(bytes, &size);
-    if (size > ctx->info.max_alloc_size && bytes <= ctx->info.max_alloc_size)
-        size = bytes;   /* do not let rounding push it over the limit */
-    b = ctx->free_blocks[cls];
+    if ((size > ctx->info.max_alloc_size &&
+         bytes <= ctx->info.max_alloc_size) || ctx->exact_blocks)
+        size = bytes;   /* no rounding over the limit, or none asked */
+    b = ctx->exact_blocks ? NULL : ctx->free_blocks[cls];
     if (b && b->size >= bytes) {
         ctx->free_blocks[cls] = b->next;
         ctx->stats.bytes_cached -= b->size;
@@ -184,11 +185,16 @@ cg_buffer_free(cg_buffer *buf)
     b = buf->block;
     unlink_live(buf);
     ctx->stats.bytes_in_use -= b->size;
+    free(buf);
+    if (ctx->exact_blocks) {
+        clReleaseMemObject(b->mem);
+        free(b);
+        return;
+    }
     cls = size_class(b->size, &size);
     b->next = ctx->free_blocks[cls];
     ctx->free_blocks[cls] = b;
     ctx->stats.bytes_cached += b->size;
-    free(buf);
 }
 
 size_t
