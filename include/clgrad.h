@@ -575,6 +575,74 @@ void cg_custom_op_free(cg_custom_op *op);
 cg_tensor *cg_custom_op_apply(cg_custom_op *op, int ninputs,
                               cg_tensor *const *inputs);
 
+/* ------------------------------------------------------------------------
+ * Matrix products, softmax and losses
+ * ------------------------------------------------------------------------ */
+
+/* Matrix products through CLBlast.  a is [..., M, K] and b [..., K, N]
+ * (at least 2-D each); the leading (batch) dimensions broadcast with
+ * NumPy's rules, so a batched a times a 2-D b is x @ W, and the result is
+ * [batch..., M, N].  Non-contiguous operands are read in place when their
+ * last two dimensions are a (possibly transposed) row-major matrix, and
+ * copied otherwise.  Inner dimensions that differ give CG_ESHAPE naming
+ * both shapes.  The gradient of a broadcast operand is summed over the
+ * batch. */
+cg_tensor *cg_matmul(cg_tensor *a, cg_tensor *b);
+/* The same with op(a) @ op(b), op transposing the last two dimensions of
+ * an operand whose flag is nonzero (a is then [..., K, M], b [..., N, K]);
+ * nothing is transposed in memory. */
+cg_tensor *cg_matmul_t(cg_tensor *a, cg_tensor *b, int trans_a,
+                       int trans_b);
+
+/* Softmax and log-softmax along dimension dim (negative counts from the
+ * end), computed stably (the row's maximum is subtracted first) and
+ * deterministically.  The result has x's shape. */
+cg_tensor *cg_softmax(cg_tensor *x, int dim);
+cg_tensor *cg_log_softmax(cg_tensor *x, int dim);
+
+/* ------------------------------------------------------------------------
+ * Losses, with PyTorch's semantics.  Each returns a new 0-d tensor (the
+ * caller owns it) for CG_REDUCTION_MEAN and CG_REDUCTION_SUM, and the
+ * unreduced losses for CG_REDUCTION_NONE; NULL on error.  Reductions are
+ * deterministic.
+ * ------------------------------------------------------------------------ */
+typedef enum cg_reduction {
+    CG_REDUCTION_NONE = 0,   /* one loss per row (class losses) or element */
+    CG_REDUCTION_MEAN = 1,   /* their mean (PyTorch's default) */
+    CG_REDUCTION_SUM = 2     /* their sum */
+} cg_reduction;
+
+/* PyTorch's default ignore_index. */
+#define CG_IGNORE_INDEX (-100)
+
+/* Cross entropy of logits input [N, C] (or [C]) against int32 class
+ * indices target [N] (or 0-d).  Rows whose target equals ignore_index
+ * contribute nothing, and the mean divides by the number of other rows
+ * (NaN if there are none, as in PyTorch).  label_smoothing in [0, 1] mixes
+ * the one-hot target with the uniform distribution: each row's loss is
+ * (1 - s) (-log p[t]) + s / C * sum_c (-log p[c]).  target gets no
+ * gradient.  The call reads target back to the host to validate it (one
+ * synchronisation, N * 4 bytes): a target outside [0, C) that is not
+ * ignore_index gives CG_EINVAL naming it.  A float32 target gives
+ * CG_EDTYPE, mismatched shapes CG_ESHAPE. */
+cg_tensor *cg_cross_entropy(cg_tensor *input, cg_tensor *target,
+                            cg_reduction reduction, int ignore_index,
+                            float label_smoothing);
+/* Negative log-likelihood of log-probabilities input [N, C] (or [C]):
+ * -input[i, target[i]], with targets, ignore_index and the mean as in
+ * cg_cross_entropy (and the same host read of target). */
+cg_tensor *cg_nll_loss(cg_tensor *input, cg_tensor *target,
+                       cg_reduction reduction, int ignore_index);
+/* (input - target)^2 elementwise; both float32 of one shape, and both get
+ * gradients. */
+cg_tensor *cg_mse_loss(cg_tensor *input, cg_tensor *target,
+                       cg_reduction reduction);
+/* Binary cross entropy of logits input against probabilities target (same
+ * shape), max(x, 0) - x t + log(1 + exp(-|x|)): stable for any x.  Both
+ * get gradients. */
+cg_tensor *cg_bce_with_logits(cg_tensor *input, cg_tensor *target,
+                              cg_reduction reduction);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,103 @@
+/*
+ * kernels/softmax.cl - softmax and log-softmax along one dimension, and
+ * their gradients.
+ *
+ * Index space: one work-group of SWG work-items per row (the global size
+ * is rows * SWG).  A row is the n elements along the softmax dimension,
+ * element stride xs in x; the other dimensions (kshape, knd of them) locate
+ * the row, with strides kx in x and ky in the contiguous output (element
+ * stride ys there).  Each
+ * work-item combines the elements lid, lid + SWG, ... in order and a
+ * fixed-shape tree in local memory combines the work-items, so results are
+ * bit-identical from run to run.  The row's maximum is subtracted before
+ * exp, so no finite input overflows.
+ *
+ * Tunable: SWG, the work-group size (a power of two, default 64).
+ */
+#ifndef SWG
+#define SWG 64
+#endif
+
+/* The sum of v over the work-group; every work-item must call it. */
+inline float
+sm_sum(__local float *buf, float v)
+{
+    uint lid = get_local_id(0), s;
+
+    barrier(CLK_LOCAL_MEM_FENCE);   /* buf may hold the last result */
+    buf[lid] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (s = SWG / 2; s > 0; s >>= 1) {
+        if (lid < s)
+            buf[lid] += buf[lid + s];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    return buf[0];
+}
+
+/* The maximum of v over the work-group (NaN is ignored here; it still
+ * makes the whole row NaN through exp). */
+inline float
+sm_max(__local float *buf, float v)
+{
+    uint lid = get_local_id(0), s;
+
+    barrier(CLK_LOCAL_MEM_FENCE);
+    buf[lid] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (s = SWG / 2; s > 0; s >>= 1) {
+        if (lid < s)
+            buf[lid] = fmax(buf[lid], buf[lid + s]);
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    return buf[0];
+}
+
+/* y = softmax(x) along the row, or log_softmax(x) when logmode is set. */
+__kernel __attribute__((reqd_work_group_size(SWG, 1, 1))) void
+softmax_f(__global const float *x, int xo, int8 kshape, int8 kx, int8 ky,
+          int knd, uint n, int xs, int ys, __global float *y,
+          int logmode)
+{
+    __local float buf[SWG];
+    uint o = get_group_id(0), lid = get_local_id(0), j;
+    int2 base = cg_off2(o, kshape, kx, ky, knd);
+    __global const float *xr = x + xo + base.x;
+    __global float *yr = y + base.y;
+    float m = -INFINITY, s = 0.0f, ls;
+
+    for (j = lid; j < n; j += SWG)
+        m = fmax(m, xr[j * xs]);
+    m = sm_max(buf, m);
+    for (j = lid; j < n; j += SWG)
+        s += exp(xr[j * xs] - m);
+    s = sm_sum(buf, s);
+    ls = log(s);
+    for (j = lid; j < n; j += SWG)
+        yr[j * ys] = logmode ? xr[j * xs] - m - ls
+                                      : exp(xr[j * xs] - m) / s;
+}
+
+/* The gradient from y (the forward's output), g and gx, all contiguous
+ * of one shape; rows as above with element stride ys.  softmax:
+ * gx = y (g - sum(g y)); log_softmax: gx = g - exp(y) sum(g). */
+__kernel __attribute__((reqd_work_group_size(SWG, 1, 1))) void
+softmax_b(__global const float *y, __global const float *g,
+          __global float *gx, int8 kshape, int8 ky, int knd, uint n, int ys,
+          int logmode)
+{
+    __local float buf[SWG];
+    uint o = get_group_id(0), lid = get_local_id(0), j;
+    int base = cg_off(o, kshape, ky, knd);
+    float s = 0.0f;
+
+    y += base;
+    g += base;
+    gx += base;
+    for (j = lid; j < n; j += SWG)
+        s += logmode ? g[j * ys] : g[j * ys] * y[j * ys];
+    s = sm_sum(buf, s);
+    for (j = lid; j < n; j += SWG)
+        gx[j * ys] = logmode ? g[j * ys] - exp(y[j * ys]) * s
+                             : y[j * ys] * (g[j * ys] - s);
+}

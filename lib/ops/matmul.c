@@ -1,0 +1,365 @@
+/*
+ * lib/ops/matmul.c - matrix products through CLBlast: one SGEMM for 2-D
+ * operands (and for a batch folded into the rows), one strided-batched
+ * SGEMM otherwise.  No GEMM kernel of our own.
+ *
+ * CLBlast reads strided memory itself: a leading dimension per matrix, a
+ * transpose flag, and one stride between the matrices of a batch.  An
+ * operand is copied only when its layout cannot be said that way (a
+ * matrix with no unit stride, batch dimensions that do not merge into one
+ * stride, or a batch broadcast along some dimensions only).
+ */
+#include "config.h"
+
+#include <clblast_c.h>
+#include <string.h>
+
+#include "ops/internal.h"
+
+/* One operand as CLBlast sees it. */
+typedef struct gemm_arg {
+    cg_tensor *t;        /* what CLBlast reads: a reference to the input,
+                          * or a contiguous copy */
+    size_t offset, ld, stride;
+    CLBlastTranspose trans;
+} gemm_arg;
+
+/* Turns a CLBlast status into a clgrad error.  CLBlast reuses OpenCL's
+ * codes (above -1000) for OpenCL failures; its own codes below mean that
+ * clgrad passed something CLBlast rejects, or the device lacks something. */
+static int
+clblast_fail(CLBlastStatusCode rc, const char *what)
+{
+    const char *why;
+
+    if (rc > -1000)
+        return cg__cl_fail((cl_int)rc, what);
+    switch (rc) {
+    case CLBlastNotImplemented: why = "not implemented"; break;
+    case CLBlastInvalidDimension: why = "invalid dimension"; break;
+    case CLBlastInvalidLeadDimA: case CLBlastInvalidLeadDimB:
+    case CLBlastInvalidLeadDimC: why = "invalid leading dimension"; break;
+    case CLBlastInsufficientMemoryA: case CLBlastInsufficientMemoryB:
+    case CLBlastInsufficientMemoryC: why = "buffer too small"; break;
+    case CLBlastInvalidLocalMemUsage: why = "not enough local memory"; break;
+    case CLBlastDatabaseError: why = "no tuning entry for this device"; break;
+    default: why = "CLBlast error"; break;
+    }
+    return cg__error(rc <= CLBlastInvalidDimension &&
+                     rc >= CLBlastInsufficientMemoryY ? CG_EINVAL
+                     : CG_EUNSUPPORTED, "%s failed: %s (CLBlast status %d)",
+                     what, why, (int)rc);
+}
+
+/* Whether the matrix (r x c, strides sr, sc) is row-major with a leading
+ * dimension (*ld); size-1 dimensions may have any stride. */
+static int
+row_major(int64_t r, int64_t c, int64_t sr, int64_t sc, size_t *ld)
+{
+    if ((c != 1 && sc != 1) || (r != 1 && sr < c))
+        return 0;
+    *ld = (size_t)(r == 1 ? c : sr);
+    return 1;
+}
+
+/* The stride between consecutive matrices of x over the batch shape
+ * (nb, bshape), x aligned to the right and broadcast; 0 if x is the same
+ * matrix for the whole batch.  Returns 0 when no single stride works. */
+static int
+batch_stride(const cg_tensor *x, int nb, const int64_t *bshape,
+             size_t *stride)
+{
+    int64_t last = -1, size = 1;
+    int d, xb = x->ndim - 2;
+
+    *stride = 0;
+    for (d = nb - 1; d >= 0; d--) {
+        int xd = d - (nb - xb);
+        int64_t s = (xd < 0 || x->shape[xd] == 1) ? 0 : x->strides[xd];
+
+        if (bshape[d] == 1)
+            continue;
+        if (last < 0)
+            *stride = (size_t)s;
+        else if (s != last * size)
+            return 0;
+        last = s;
+        size = bshape[d];
+    }
+    return 1;
+}
+
+/* x broadcast over the batch (nb, bshape), as a contiguous copy. */
+static cg_tensor *
+copy_expanded(cg_tensor *x, int nb, const int64_t *bshape)
+{
+    int64_t shape[CG_MAX_DIMS], strides[CG_MAX_DIMS];
+    int d, xb = x->ndim - 2;
+    cg_tensor *v, *c;
+
+    for (d = 0; d < nb + 2; d++) {
+        int xd = d - (nb - xb);
+
+        shape[d] = d < nb ? bshape[d] : x->shape[xd];
+        strides[d] = (xd < 0 || (d < nb && x->shape[xd] == 1)) ? 0
+                   : x->strides[xd];
+    }
+    v = cg__tensor_view(x, nb + 2, shape, strides, x->offset);
+    if (!v)
+        return NULL;
+    c = cg__copy_contiguous(v);
+    cg_tensor_free(v);
+    return c;
+}
+
+/* Describes x (its op(x) transposed when `trans`) to CLBlast over the
+ * batch (nb, bshape), copying it if it must. */
+static int
+gemm_prepare(cg_tensor *x, int trans, int nb, const int64_t *bshape,
+             gemm_arg *g)
+{
+    int64_t r = x->shape[x->ndim - 2], c = x->shape[x->ndim - 1];
+    int64_t sr = x->strides[x->ndim - 2], sc = x->strides[x->ndim - 1];
+    cg_tensor *t = cg_tensor_ref(x), *u;
+
+    if (row_major(r, c, sr, sc, &g->ld)) {
+        g->trans = trans ? CLBlastTransposeYes : CLBlastTransposeNo;
+    } else if (row_major(c, r, sc, sr, &g->ld)) {
+        /* The transpose of a row-major matrix: CLBlast's flag flips. */
+        g->trans = trans ? CLBlastTransposeNo : CLBlastTransposeYes;
+    } else {
+        u = cg__copy_contiguous(t);
+        cg_tensor_free(t);
+        if (!(t = u))
+            return cg__last_status();
+        g->ld = (size_t)c;
+        g->trans = trans ? CLBlastTransposeYes : CLBlastTransposeNo;
+    }
+    if (!batch_stride(t, nb, bshape, &g->stride)) {
+        u = copy_expanded(t, nb, bshape);
+        cg_tensor_free(t);
+        if (!(t = u))
+            return cg__last_status();
+        g->stride = (size_t)(r * c);
+    }
+    g->t = t;
+    g->offset = (size_t)t->offset;
+    return CG_OK;
+}
+
+/* c (contiguous [batch, m, n]) = op(a) op(b) for `batch` matrices. */
+static int
+gemm_run(cg_tensor *c, size_t batch, size_t m, size_t n, size_t k,
+         const gemm_arg *a, const gemm_arg *b)
+{
+    cg_context *ctx = c->ctx;
+    cl_mem ma = cg__tensor_mem(a->t), mb = cg__tensor_mem(b->t);
+    cl_mem mc = cg__tensor_mem(c);
+    CLBlastStatusCode rc;
+
+    /* A batch of row-major, untransposed, packed a against one b is a
+     * single taller GEMM: the common x @ W of a layer. */
+    if (batch > 1 && b->stride == 0 && a->trans == CLBlastTransposeNo &&
+        a->ld == k && a->stride == m * k) {
+        m *= batch;
+        batch = 1;
+    }
+    if (batch == 1)
+        rc = CLBlastSgemm(CLBlastLayoutRowMajor, a->trans, b->trans, m, n, k,
+                          1.0f, ma, a->offset, a->ld, mb, b->offset, b->ld,
+                          0.0f, mc, (size_t)c->offset, n, &ctx->queue, NULL);
+    else
+        rc = CLBlastSgemmStridedBatched(CLBlastLayoutRowMajor, a->trans,
+                                        b->trans, m, n, k, 1.0f, ma,
+                                        a->offset, a->ld, a->stride, mb,
+                                        b->offset, b->ld, b->stride, 0.0f, mc,
+                                        (size_t)c->offset, n, m * n, batch,
+                                        &ctx->queue, NULL);
+    if (rc != CLBlastSuccess)
+        return clblast_fail(rc, batch == 1 ? "CLBlastSgemm"
+                            : "CLBlastSgemmStridedBatched");
+    ctx->stats.kernels_enqueued++;
+    return CG_OK;
+}
+
+/* Checks the operands and computes the output shape (batch dims, then
+ * M, N) and K. */
+static int
+matmul_check(cg_tensor *a, cg_tensor *b, int ta, int tb, int *ndim,
+             int64_t *shape, int64_t *k)
+{
+    cg_tensor *ops[2] = { a, b };
+    char s1[128], s2[128];
+    int nba, nbb, nb, d, status;
+    int64_t ka, kb;
+
+    if ((status = cg__check_tensor(a, "a", 0)) ||
+        (status = cg__check_tensor(b, "b", 0)) ||
+        (status = cg__same_context(2, (const cg_tensor *const *)ops)))
+        return status;
+    cg__shape_str(a->ndim, a->shape, s1, sizeof s1);
+    cg__shape_str(b->ndim, b->shape, s2, sizeof s2);
+    if (a->ndim < 2 || b->ndim < 2)
+        return cg__error(CG_ESHAPE, "matmul needs operands of at least 2 "
+                         "dimensions, not a %s and b %s", s1, s2);
+    ka = a->shape[a->ndim - (ta ? 2 : 1)];
+    kb = b->shape[b->ndim - (tb ? 1 : 2)];
+    if (ka != kb)
+        return cg__error(CG_ESHAPE, "matmul: inner dimensions differ: a %s%s "
+                         "has K = %lld, b %s%s has K = %lld", s1,
+                         ta ? " (transposed)" : "", (long long)ka, s2,
+                         tb ? " (transposed)" : "", (long long)kb);
+    nba = a->ndim - 2;
+    nbb = b->ndim - 2;
+    nb = nba > nbb ? nba : nbb;
+    for (d = 0; d < nb; d++) {
+        int da = d - (nb - nba), db = d - (nb - nbb);
+        int64_t x = da >= 0 ? a->shape[da] : 1, y = db >= 0 ? b->shape[db] : 1;
+
+        if (x != y && x != 1 && y != 1)
+            return cg__error(CG_ESHAPE, "matmul: batch dimensions of a %s and "
+                             "b %s do not broadcast", s1, s2);
+        shape[d] = x == 1 ? y : x;
+    }
+    shape[nb] = a->shape[a->ndim - (ta ? 1 : 2)];
+    shape[nb + 1] = b->shape[b->ndim - (tb ? 2 : 1)];
+    *ndim = nb + 2;
+    *k = ka;
+    return CG_OK;
+}
+
+/* c = op(a) op(b) into a new tensor; no recording. */
+static cg_tensor *
+matmul_raw(cg_tensor *a, cg_tensor *b, int ta, int tb, int ndim,
+           const int64_t *shape, int64_t k)
+{
+    gemm_arg ga = { 0 }, gb = { 0 };
+    cg_tensor *c;
+    int nb = ndim - 2, status;
+
+    c = cg__tensor_empty(a->ctx, CG_F32, ndim, shape);
+    if (!c)
+        return NULL;
+    status = gemm_prepare(a, ta, nb, shape, &ga);
+    if (status == CG_OK)
+        status = gemm_prepare(b, tb, nb, shape, &gb);
+    if (status == CG_OK)
+        status = gemm_run(c, (size_t)cg__numel(nb, shape), (size_t)shape[nb],
+                          (size_t)shape[nb + 1], (size_t)k, &ga, &gb);
+    cg_tensor_free(ga.t);
+    cg_tensor_free(gb.t);
+    if (status) {
+        cg_tensor_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+/* A 2-D view [rows, last dim] of contiguous x. */
+static cg_tensor *
+flat2d(cg_tensor *x)
+{
+    int64_t shape[2], strides[2];
+
+    shape[1] = x->shape[x->ndim - 1];
+    shape[0] = cg_tensor_numel(x) / shape[1];
+    strides[0] = shape[1];
+    strides[1] = 1;
+    return cg__tensor_view(x, 2, shape, strides, x->offset);
+}
+
+/* dB for a 2-D b against a batched, packed, untransposed a: the batch
+ * folds into the rows, dB = A_flat^T dC_flat, with no per-batch partial
+ * products to sum.  *out stays NULL when that does not apply. */
+static int
+grad_b_folded(cg_tensor *a, cg_tensor *b, cg_tensor *g, int ta, int tb,
+              cg_tensor **out)
+{
+    cg_tensor *af = NULL, *gf = NULL;
+
+    *out = NULL;
+    if (ta || b->ndim != 2 || a->ndim <= 2 || !cg_tensor_is_contiguous(a))
+        return CG_OK;
+    if ((af = flat2d(a)) && (gf = flat2d(g)))
+        *out = tb ? cg_matmul_t(gf, af, 1, 0) : cg_matmul_t(af, gf, 1, 0);
+    cg_tensor_free(af);
+    cg_tensor_free(gf);
+    return *out ? CG_OK : cg__last_status();
+}
+
+/* Sums a full-batch gradient down to x's shape; frees full. */
+static cg_tensor *
+reduce_to(cg_tensor *full, const cg_tensor *x)
+{
+    cg_tensor *r;
+
+    if (!full)
+        return NULL;
+    r = cg__sum_to_shape(full, x->ndim, x->shape);
+    cg_tensor_free(full);
+    return r;
+}
+
+/* C = op(A) op(B): dop(A) = dC op(B)^T and dop(B) = op(A)^T dC, written
+ * with transpose flags so that nothing is transposed in memory. */
+static int
+matmul_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
+{
+    cg_tensor *a = node->saved[0], *b = node->saved[1], *full;
+    int ta = (int)node->i[0], tb = (int)node->i[1];
+
+    if (node->needs[0]) {
+        full = ta ? cg_matmul_t(b, g, tb, 1) : cg_matmul_t(g, b, 0, !tb);
+        if (!(gin[0] = reduce_to(full, a)))
+            return cg__last_status();
+    }
+    if (node->needs[1]) {
+        int status = grad_b_folded(a, b, g, ta, tb, &gin[1]);
+
+        if (status)
+            return status;
+        if (!gin[1]) {
+            full = tb ? cg_matmul_t(g, a, 1, ta) : cg_matmul_t(a, g, !ta, 0);
+            if (!(gin[1] = reduce_to(full, b)))
+                return cg__last_status();
+        }
+    }
+    return CG_OK;
+}
+
+cg_tensor *
+cg_matmul_t(cg_tensor *a, cg_tensor *b, int trans_a, int trans_b)
+{
+    cg_tensor *in[2] = { a, b }, *c;
+    int64_t shape[CG_MAX_DIMS], k = 0;
+    cg__node *node;
+    int ndim = 0, status;
+
+    cg__error_clear();
+    trans_a = trans_a != 0;
+    trans_b = trans_b != 0;
+    if (matmul_check(a, b, trans_a, trans_b, &ndim, shape, &k))
+        return NULL;
+    c = matmul_raw(a, b, trans_a, trans_b, ndim, shape, k);
+    if (!c)
+        return NULL;
+    node = cg__record(c, "matmul", matmul_backward, 2, in, &status);
+    if (node) {
+        node->i[0] = trans_a;
+        node->i[1] = trans_b;
+        status = cg__node_save(node, 0, a);
+        if (status == CG_OK)
+            status = cg__node_save(node, 1, b);
+    }
+    if (status) {
+        cg_tensor_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+cg_tensor *
+cg_matmul(cg_tensor *a, cg_tensor *b)
+{
+    return cg_matmul_t(a, b, 0, 0);
+}
