@@ -1,0 +1,444 @@
+/*
+ * kernels/rnn.cl - fused recurrent steps for RNN (tanh, relu), LSTM and GRU:
+ * one launch per time step forward, one per step backward (plus one after
+ * the last step), and the helpers that lay out W_hh for them.
+ *
+ * Forward, step t (lstm_fwd, gru_fwd, rnn_fwd):
+ *     a = xproj_t + h_{t-1} W_hh^T    (G gate blocks of H units each)
+ * then the cell update.  xproj_t already holds W_ih x_t + b_ih + b_hh,
+ * except that for GRU the n block holds W_in x_t + b_in only and b_hn is
+ * added inside r * (W_hn h + b_hn), as PyTorch does.  Gate order: LSTM
+ * i, f, g, o; GRU r, z, n.  Each step writes h_t to its state slot and to
+ * the output sequence, and saves what backward needs: LSTM the activated
+ * gates i, f, g, o and c_t; GRU r, z, n and W_hn h + b_hn (4H per row); RNN
+ * only h_t (the state slot itself).
+ *
+ * Backward, step t (lstm_bwd, gru_bwd, rnn_bwd), one launch that
+ *   (1) finishes dh_t = dgates_{t+1} W_hh + (direct part from step t+1)
+ *       + dy_t for the work-item's own units, and then
+ *   (2) runs the cell backward for those units: it stores dgates_t (the
+ *       gradients of the pre-activations, for the weight GEMMs and for
+ *       step t-1), carries dc, and leaves the direct part of dh_{t-1}
+ *       (GRU: z * dh; otherwise 0) in dh.
+ * Splitting the recursion at (1) rather than after (2) is what makes one
+ * launch per step possible: (1) reads dgates of the previous launch only,
+ * (2) touches only the work-item's own elements, so no item waits on
+ * another within a launch.  A last launch with (1) only gives dh_0.  GRU
+ * stores two gate gradients: dgi (r, z, n_pre; for W_ih and b_ih) and dgh
+ * (r, z, r * n_pre; for W_hh, b_hh and dh).
+ *
+ * Variable lengths: with `len` (int32 [B]) non-NULL, a row b with
+ * t >= len[b] keeps its h and c, writes zeros to the output sequence and
+ * to the saved gates, and backward passes dh and dc through unchanged with
+ * zero gate gradients (and ignores dy_t, as the output there is a
+ * constant zero).
+ *
+ * Index space: one work-item per (block of VW consecutive hidden units,
+ * block of RB batch rows); item i takes unit block i % nvec (nvec =
+ * ceil(H / VW)) and row block i / nvec.  It keeps G x RB accumulators of
+ * floatVW in registers (backward: RB), reads VW weights per vector load
+ * and broadcasts one h (or dgates) value to them.  So that a vector load
+ * never leaves its row, W_hh is stored padded: forward transposed as
+ * [H, G, Hp] (rnn_pack_t), backward as [G*H, Hp] (rnn_pack), Hp =
+ * nvec * VW, padding zero.  Rows past B re-read row B - 1 and discard the
+ * result; units past H are neither loaded from nor stored to the unpadded
+ * arrays.  The host pads the global size to a multiple of WG.
+ *
+ * Tunable: VW (1, 2, 4, 8, 16; default 4), RB (rows per item, default 2),
+ * WG (work-group size, default 64).
+ */
+#ifndef VW
+#define VW 4
+#endif
+#ifndef RB
+#define RB 2
+#endif
+#ifndef WG
+#define WG 64
+#endif
+
+#define CG_CAT_(a, b) a##b
+#define CG_CAT(a, b) CG_CAT_(a, b)
+#if VW == 1
+typedef float floatv;
+#define LDV(p) (*(p))
+#define STV(v, p) (*(p) = (v))
+#else
+typedef CG_CAT(float, VW) floatv;
+#define LDV(p) CG_CAT(vload, VW)(0, p)
+#define STV(v, p) CG_CAT(vstore, VW)(v, 0, p)
+#endif
+
+/* Zero, as a vector: OpenCL C widens scalars in arithmetic, not in calls. */
+#define ZV ((floatv)(0.0f))
+
+#define KERNEL __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void
+
+/* VW values from p of which the first n (<= VW) exist; the rest read 0. */
+inline floatv
+ldn(const __global float *p, int n)
+{
+    float t[VW];
+    int j;
+
+    if (n >= VW)
+        return LDV(p);
+    for (j = 0; j < VW; j++)
+        t[j] = j < n ? p[j] : 0.0f;
+    return LDV(t);
+}
+
+/* Stores the first n lanes of v at p. */
+inline void
+stn(floatv v, __global float *p, int n)
+{
+    float t[VW];
+    int j;
+
+    if (n >= VW) {
+        STV(v, p);
+        return;
+    }
+    STV(v, t);
+    for (j = 0; j < n; j++)
+        p[j] = t[j];
+}
+
+inline floatv
+sigm(floatv x)
+{
+    return 1.0f / (1.0f + exp(-x));
+}
+
+/* Forward tile: acc[g * RB + r] = sum_k h[b0 + r, k] W_hh[g*H + u0.., k]
+ * from the transposed, padded wt ([H, G, hpad]). */
+inline void
+tile_fwd(floatv *acc, const int G, const __global float *wt, int hpad,
+         const __global float *h, int H, int u0, int b0, int B)
+{
+    floatv w[4];
+    int k, g, r;
+
+    for (r = 0; r < G * RB; r++)
+        acc[r] = ZV;
+    for (k = 0; k < H; k++) {
+        for (g = 0; g < G; g++)
+            w[g] = LDV(wt + (k * G + g) * hpad + u0);
+        for (r = 0; r < RB; r++) {
+            floatv hv = (floatv)(h[min(b0 + r, B - 1) * H + k]);
+
+            for (g = 0; g < G; g++)
+                acc[g * RB + r] += w[g] * hv;
+        }
+    }
+}
+
+/* Backward tile: acc[r] = sum_j dg[b0 + r, j] W_hh[j, u0..] over the
+ * gh = G*H rows of the padded wp ([G*H, hpad]). */
+inline void
+tile_bwd(floatv *acc, const __global float *wp, int hpad,
+         const __global float *dg, int gh, int u0, int b0, int B)
+{
+    int j, r;
+
+    for (r = 0; r < RB; r++)
+        acc[r] = ZV;
+    for (j = 0; j < gh; j++) {
+        floatv w = LDV(wp + j * hpad + u0);
+
+        for (r = 0; r < RB; r++)
+            acc[r] += w * (floatv)(dg[min(b0 + r, B - 1) * gh + j]);
+    }
+}
+
+/* Is row b past its sequence at step t? */
+#define DONE(len, t, b) ((len) != 0 && (t) >= (len)[b])
+
+/* The work-item's unit block u0 (n valid units) and first row b0, or
+ * return if it has none.  hpad: H rounded up to VW. */
+#define ITEM(B, H)                                                        \
+    int nvec = ((H) + VW - 1) / VW, hpad = nvec * VW;                     \
+    int i = get_global_id(0);                                             \
+    if (i >= nvec * (((B) + RB - 1) / RB))                                \
+        return;                                                           \
+    int u0 = (i % nvec) * VW, b0 = (i / nvec) * RB, n = min(VW, (H) - u0)
+
+/* ------------------------------------------------------------- forward */
+
+KERNEL
+lstm_fwd(const __global float *xp, int xo, int ldx, const __global float *wt,
+         const __global float *hp, int hpo, __global float *hn, int hno,
+         const __global float *cp, int cpo, __global float *cn, int cno,
+         __global float *y, int yo, int ldy, __global float *sv, int svo,
+         const __global int *len, int t, int B, int H)
+{
+    floatv acc[4 * RB];
+    int r;
+    ITEM(B, H);
+
+    tile_fwd(acc, 4, wt, hpad, hp + hpo, H, u0, b0, B);
+    for (r = 0; r < RB && b0 + r < B; r++) {
+        int b = b0 + r, o = b * H + u0;
+        const __global float *x = xp + xo + b * ldx + u0;
+        __global float *s = sv + svo + b * 4 * H + u0;
+        floatv ig, fg, gg, og, c;
+
+        if (DONE(len, t, b)) {
+            stn(ldn(hp + hpo + o, n), hn + hno + o, n);
+            stn(ldn(cp + cpo + o, n), cn + cno + o, n);
+            stn(ZV, y + yo + b * ldy + u0, n);
+            stn(ZV, s, n);
+            stn(ZV, s + H, n);
+            stn(ZV, s + 2 * H, n);
+            stn(ZV, s + 3 * H, n);
+            continue;
+        }
+        ig = sigm(acc[0 * RB + r] + ldn(x, n));
+        fg = sigm(acc[1 * RB + r] + ldn(x + H, n));
+        gg = tanh(acc[2 * RB + r] + ldn(x + 2 * H, n));
+        og = sigm(acc[3 * RB + r] + ldn(x + 3 * H, n));
+        c = fg * ldn(cp + cpo + o, n) + ig * gg;
+        stn(c, cn + cno + o, n);
+        stn(og * tanh(c), hn + hno + o, n);
+        stn(og * tanh(c), y + yo + b * ldy + u0, n);
+        stn(ig, s, n);
+        stn(fg, s + H, n);
+        stn(gg, s + 2 * H, n);
+        stn(og, s + 3 * H, n);
+    }
+}
+
+KERNEL
+gru_fwd(const __global float *xp, int xo, int ldx, const __global float *wt,
+        const __global float *bhn, int bho,
+        const __global float *hp, int hpo, __global float *hn, int hno,
+        __global float *y, int yo, int ldy, __global float *sv, int svo,
+        const __global int *len, int t, int B, int H)
+{
+    floatv acc[3 * RB];
+    int r;
+    ITEM(B, H);
+
+    tile_fwd(acc, 3, wt, hpad, hp + hpo, H, u0, b0, B);
+    for (r = 0; r < RB && b0 + r < B; r++) {
+        int b = b0 + r, o = b * H + u0;
+        const __global float *x = xp + xo + b * ldx + u0;
+        __global float *s = sv + svo + b * 4 * H + u0;
+        floatv rg, zg, ng, hh, h0 = ldn(hp + hpo + o, n), h;
+
+        if (DONE(len, t, b)) {
+            stn(h0, hn + hno + o, n);
+            stn(ZV, y + yo + b * ldy + u0, n);
+            stn(ZV, s, n);
+            stn(ZV, s + H, n);
+            stn(ZV, s + 2 * H, n);
+            stn(ZV, s + 3 * H, n);
+            continue;
+        }
+        rg = sigm(acc[0 * RB + r] + ldn(x, n));
+        zg = sigm(acc[1 * RB + r] + ldn(x + H, n));
+        hh = acc[2 * RB + r] + ldn(bhn + bho + u0, n);
+        ng = tanh(ldn(x + 2 * H, n) + rg * hh);
+        h = (1.0f - zg) * ng + zg * h0;
+        stn(h, hn + hno + o, n);
+        stn(h, y + yo + b * ldy + u0, n);
+        stn(rg, s, n);
+        stn(zg, s + H, n);
+        stn(ng, s + 2 * H, n);
+        stn(hh, s + 3 * H, n);
+    }
+}
+
+/* relu != 0: h = max(a, 0), else tanh(a). */
+KERNEL
+rnn_fwd(const __global float *xp, int xo, int ldx, const __global float *wt,
+        const __global float *hp, int hpo, __global float *hn, int hno,
+        __global float *y, int yo, int ldy, int relu,
+        const __global int *len, int t, int B, int H)
+{
+    floatv acc[RB];
+    int r;
+    ITEM(B, H);
+
+    tile_fwd(acc, 1, wt, hpad, hp + hpo, H, u0, b0, B);
+    for (r = 0; r < RB && b0 + r < B; r++) {
+        int b = b0 + r, o = b * H + u0;
+        floatv a, h;
+
+        if (DONE(len, t, b)) {
+            stn(ldn(hp + hpo + o, n), hn + hno + o, n);
+            stn(ZV, y + yo + b * ldy + u0, n);
+            continue;
+        }
+        a = acc[r] + ldn(xp + xo + b * ldx + u0, n);
+        h = relu ? fmax(a, 0.0f) : tanh(a);
+        stn(h, hn + hno + o, n);
+        stn(h, y + yo + b * ldy + u0, n);
+    }
+}
+
+/* ------------------------------------------------------------ backward */
+
+/* Common head of the backward kernels: acc[r] = dgates_{t+1} W_hh for the
+ * item's units (zero at the first step, mode bit 1 clear), plus the direct
+ * part in dh; mode bit 2 clear means "(1) only": store dh and return. */
+#define BWD_HEAD(GH)                                                      \
+    floatv acc[RB];                                                       \
+    int r;                                                                \
+    ITEM(B, H);                                                           \
+    if (mode & 1)                                                         \
+        tile_bwd(acc, wp, hpad, dgn + dgno, (GH), u0, b0, B);             \
+    else                                                                  \
+        for (r = 0; r < RB; r++)                                          \
+            acc[r] = ZV;                                                \
+    for (r = 0; r < RB && b0 + r < B; r++)                                \
+        acc[r] += ldn(dh + b0 * H + r * H + u0, n);                       \
+    if (!(mode & 2)) {                                                    \
+        for (r = 0; r < RB && b0 + r < B; r++)                            \
+            stn(acc[r], dh + (b0 + r) * H + u0, n);                       \
+        return;                                                           \
+    }
+
+/* Adds dy_t to an active row's dh. */
+#define BWD_DY(d, b)                                                      \
+    if (dy != 0)                                                          \
+        d += ldn(dy + dyo + (b) * ldy + u0, n)
+
+KERNEL
+lstm_bwd(const __global float *wp, const __global float *dgn, int dgno,
+         int mode, const __global float *dy, int dyo, int ldy,
+         __global float *dh, __global float *dc,
+         const __global float *sv, int svo, const __global float *cp,
+         int cpo, const __global float *ct, int cto,
+         __global float *dg, int dgo,
+         const __global int *len, int t, int B, int H)
+{
+    BWD_HEAD(4 * H)
+    for (r = 0; r < RB && b0 + r < B; r++) {
+        int b = b0 + r, o = b * H + u0;
+        const __global float *s = sv + svo + b * 4 * H + u0;
+        __global float *g = dg + dgo + b * 4 * H + u0;
+        floatv d = acc[r], ig, fg, gg, og, tc, dcv;
+
+        if (DONE(len, t, b)) {
+            stn(d, dh + o, n);
+            stn(ZV, g, n);
+            stn(ZV, g + H, n);
+            stn(ZV, g + 2 * H, n);
+            stn(ZV, g + 3 * H, n);
+            continue;
+        }
+        BWD_DY(d, b);
+        ig = ldn(s, n);
+        fg = ldn(s + H, n);
+        gg = ldn(s + 2 * H, n);
+        og = ldn(s + 3 * H, n);
+        tc = tanh(ldn(ct + cto + o, n));
+        dcv = ldn(dc + o, n) + d * og * (1.0f - tc * tc);
+        stn(dcv * gg * ig * (1.0f - ig), g, n);
+        stn(dcv * ldn(cp + cpo + o, n) * fg * (1.0f - fg), g + H, n);
+        stn(dcv * ig * (1.0f - gg * gg), g + 2 * H, n);
+        stn(d * tc * og * (1.0f - og), g + 3 * H, n);
+        stn(dcv * fg, dc + o, n);
+        stn(ZV, dh + o, n);
+    }
+}
+
+KERNEL
+gru_bwd(const __global float *wp, const __global float *dgn, int dgno,
+        int mode, const __global float *dy, int dyo, int ldy,
+        __global float *dh, const __global float *sv, int svo,
+        const __global float *hp, int hpo,
+        __global float *dg, int dgo, __global float *dgi, int dgio,
+        const __global int *len, int t, int B, int H)
+{
+    BWD_HEAD(3 * H)
+    for (r = 0; r < RB && b0 + r < B; r++) {
+        int b = b0 + r, o = b * H + u0;
+        const __global float *s = sv + svo + b * 4 * H + u0;
+        __global float *g = dg + dgo + b * 3 * H + u0;
+        __global float *gi = dgi + dgio + b * 3 * H + u0;
+        floatv d = acc[r], rg, zg, ng, dnp, dr, dz;
+
+        if (DONE(len, t, b)) {
+            stn(d, dh + o, n);
+            stn(ZV, g, n);
+            stn(ZV, g + H, n);
+            stn(ZV, g + 2 * H, n);
+            stn(ZV, gi, n);
+            stn(ZV, gi + H, n);
+            stn(ZV, gi + 2 * H, n);
+            continue;
+        }
+        BWD_DY(d, b);
+        rg = ldn(s, n);
+        zg = ldn(s + H, n);
+        ng = ldn(s + 2 * H, n);
+        dnp = d * (1.0f - zg) * (1.0f - ng * ng);
+        dr = dnp * ldn(s + 3 * H, n) * rg * (1.0f - rg);
+        dz = d * (ldn(hp + hpo + o, n) - ng) * zg * (1.0f - zg);
+        stn(dr, g, n);
+        stn(dz, g + H, n);
+        stn(dnp * rg, g + 2 * H, n);
+        stn(dr, gi, n);
+        stn(dz, gi + H, n);
+        stn(dnp, gi + 2 * H, n);
+        stn(d * zg, dh + o, n);
+    }
+}
+
+/* ht: the saved h_t (the state slot written by rnn_fwd). */
+KERNEL
+rnn_bwd(const __global float *wp, const __global float *dgn, int dgno,
+        int mode, const __global float *dy, int dyo, int ldy,
+        __global float *dh, const __global float *ht, int hto, int relu,
+        __global float *dg, int dgo,
+        const __global int *len, int t, int B, int H)
+{
+    BWD_HEAD(H)
+    for (r = 0; r < RB && b0 + r < B; r++) {
+        int b = b0 + r, o = b * H + u0;
+        floatv d = acc[r], h;
+
+        if (DONE(len, t, b)) {
+            stn(d, dh + o, n);
+            stn(ZV, dg + dgo + o, n);
+            continue;
+        }
+        BWD_DY(d, b);
+        h = ldn(ht + hto + o, n);
+        stn(relu ? select(ZV, d, h > 0.0f) : d * (1.0f - h * h),
+            dg + dgo + o, n);
+        stn(ZV, dh + o, n);
+    }
+}
+
+/* ------------------------------------------------------------- layout */
+
+/* wt[k, g, u] = W_hh[g*H + u, k] (zero for u >= H): [H, G, hpad] from
+ * W_hh ([G*H, H] at w + wo).  One item per element of wt. */
+KERNEL
+rnn_pack_t(const __global float *w, int wo, int G, int H, __global float *wt)
+{
+    int hpad = (H + VW - 1) / VW * VW;
+    int i = get_global_id(0), k, g, u;
+
+    if (i >= H * G * hpad)
+        return;
+    k = i / (G * hpad);
+    g = i / hpad % G;
+    u = i % hpad;
+    wt[i] = u < H ? w[wo + (g * H + u) * H + k] : 0.0f;
+}
+
+/* wp[j, u] = W_hh[j, u] (zero for u >= H): [G*H, hpad]. */
+KERNEL
+rnn_pack(const __global float *w, int wo, int G, int H, __global float *wp)
+{
+    int hpad = (H + VW - 1) / VW * VW;
+    int i = get_global_id(0), u = i % hpad;
+
+    if (i >= G * H * hpad)
+        return;
+    wp[i] = u < H ? w[wo + i / hpad * H + u] : 0.0f;
+}

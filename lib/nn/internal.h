@@ -1,0 +1,110 @@
+/*
+ * lib/nn/internal.h - what the recurrent layers stand on: launchers for
+ * the fused per-step kernels of kernels/rnn.cl.  The layer (not yet
+ * written) owns the buffers, runs the input-projection and weight-gradient
+ * GEMMs, and calls one step launcher per time step and direction; nothing
+ * here waits for the device.
+ */
+#ifndef CG_NN_INTERNAL_H
+#define CG_NN_INTERNAL_H
+
+#include "cl/internal.h"
+
+typedef enum cg__rnn_cell {
+    CG__RNN_TANH,
+    CG__RNN_RELU,
+    CG__RNN_LSTM,       /* gates i, f, g, o */
+    CG__RNN_GRU         /* gates r, z, n */
+} cg__rnn_cell;
+
+/* Tunables of kernels/rnn.cl: VW consecutive hidden units per work-item
+ * as one floatVW (1, 2, 4, 8 or 16), RB batch rows per work-item (1..8),
+ * WG work-items per work-group.  Zero fields take the defaults. */
+typedef struct cg__rnn_tune {
+    int vw, rb, wg;
+} cg__rnn_tune;
+
+/* A float array inside a device buffer: element (row r, column j) at
+ * mem[off + r * ld + j], in floats. */
+typedef struct cg__rnn_mat {
+    cl_mem mem;
+    cl_int off, ld;
+} cg__rnn_mat;
+
+/* A dense float array inside a device buffer, starting at mem[off]. */
+typedef struct cg__rnn_buf {
+    cl_mem mem;
+    cl_int off;
+} cg__rnn_buf;
+
+/* The kernels of one cell type built with one set of tunables. */
+typedef struct cg__rnn_step {
+    cg_context *ctx;
+    cg__rnn_cell cell;
+    int gates;                  /* G: 1, 3 or 4 */
+    cg__rnn_tune tune;          /* defaults filled in */
+    cl_kernel fwd, bwd, pack_t, pack;   /* owned */
+} cg__rnn_step;
+
+/* Builds (or finds in the context's programs) the step kernels for `cell`
+ * with `tune` (NULL: defaults).  On error nothing is left to release. */
+int cg__rnn_step_init(cg__rnn_step *s, cg_context *ctx, cg__rnn_cell cell,
+                      const cg__rnn_tune *tune);
+
+/* Releases the kernels; s may be zeroed or already released. */
+void cg__rnn_step_release(cg__rnn_step *s);
+
+/* The gate count G of a cell. */
+int cg__rnn_gates(cg__rnn_cell cell);
+
+/* H rounded up to the vector width: the row length of the packed W_hh. */
+int cg__rnn_hpad(const cg__rnn_step *s, int H);
+
+/* Lays out W_hh ([G*H, H] at w.mem + w.off) for the step kernels: wt
+ * ([H, G, Hp] floats, transposed, for forward) and wp ([G*H, Hp], for
+ * backward); either may be NULL.  Hp = cg__rnn_hpad(s, H), padding zero. */
+int cg__rnn_pack_whh(const cg__rnn_step *s, cg__rnn_buf w, int H, cl_mem wt,
+                     cl_mem wp);
+
+/* One forward step t.  States and saved arrays are dense [B, H] / [B, 4H].
+ * h_next and c_next must not alias h_prev and c_prev (other work-items
+ * still read h_prev); c may be updated in place only if the caller does
+ * not keep c_{t-1} for backward (it needs it). */
+typedef struct cg__rnn_fwd_args {
+    int B, H, t;
+    cl_mem lengths;     /* int32 [B]; NULL: every row runs every step */
+    cl_mem whh_t;       /* wt from cg__rnn_pack_whh */
+    cg__rnn_mat xproj;  /* [B, G*H]: W_ih x_t + b_ih + b_hh (GRU: no b_hn) */
+    cg__rnn_buf b_hn;   /* GRU: b_hh[2H..3H) */
+    cg__rnn_buf h_prev, h_next;
+    cg__rnn_buf c_prev, c_next;     /* LSTM */
+    cg__rnn_mat y;      /* the output sequence's slot for step t, [B, H] */
+    cg__rnn_buf saved;  /* LSTM: i, f, g, o; GRU: r, z, n, W_hn h + b_hn */
+} cg__rnn_fwd_args;
+
+int cg__rnn_forward_step(const cg__rnn_step *s, const cg__rnn_fwd_args *a);
+
+/* One backward step t (steps run t = T-1 down to 0), or with t = -1 the
+ * launch after step 0 that only adds dgates_0 W_hh, leaving dh_0 in dh.
+ * Before step T-1 the caller puts the gradient of h_n into dh and (LSTM)
+ * that of c_n into dc; after the t = -1 launch they hold those of h_0 and
+ * c_0.  dgates of step t goes to dg ([B, G*H]); the caller passes step
+ * t+1's as dg_next (NULL mem at t = T-1). */
+typedef struct cg__rnn_bwd_args {
+    int B, H, t;
+    cl_mem lengths;     /* as forward */
+    cl_mem whh_p;       /* wp from cg__rnn_pack_whh */
+    cg__rnn_buf dg_next;
+    cg__rnn_mat dy;     /* gradient of output slot t; NULL mem: none */
+    cl_mem dh, dc;      /* dense [B, H], updated in place */
+    cg__rnn_buf saved;  /* forward's saved of step t (LSTM, GRU) */
+    cg__rnn_buf h_prev; /* GRU: h_{t-1} */
+    cg__rnn_buf h_t;    /* RNN: h_t */
+    cg__rnn_buf c_prev, c_t;        /* LSTM */
+    cg__rnn_buf dg;     /* pre-activation gradients; GRU: r, z, r*n_pre */
+    cg__rnn_buf dgi;    /* GRU: r, z, n_pre (for W_ih and b_ih) */
+} cg__rnn_bwd_args;
+
+int cg__rnn_backward_step(const cg__rnn_step *s, const cg__rnn_bwd_args *a);
+
+#endif

@@ -1,0 +1,258 @@
+/*
+ * lib/nn/rnn_step.c - host side of the fused recurrent step kernels
+ * (kernels/rnn.cl): building a tuned variant, packing W_hh, and setting
+ * arguments for one step.  Everything is enqueued without waiting.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "nn/internal.h"
+
+/* The kernel file's defaults; kept equal so that a variant built with
+ * defaults and one built with no -D options share their numbers. */
+#define DEFAULT_VW 4
+#define DEFAULT_RB 2
+#define DEFAULT_WG 64
+
+int
+cg__rnn_gates(cg__rnn_cell cell)
+{
+    return cell == CG__RNN_LSTM ? 4 : cell == CG__RNN_GRU ? 3 : 1;
+}
+
+int
+cg__rnn_hpad(const cg__rnn_step *s, int H)
+{
+    return (H + s->tune.vw - 1) / s->tune.vw * s->tune.vw;
+}
+
+static const char *
+kernel_prefix(cg__rnn_cell cell)
+{
+    return cell == CG__RNN_LSTM ? "lstm" : cell == CG__RNN_GRU ? "gru"
+                                                                : "rnn";
+}
+
+void
+cg__rnn_step_release(cg__rnn_step *s)
+{
+    cl_kernel *ks[4] = { &s->fwd, &s->bwd, &s->pack_t, &s->pack };
+    int j;
+
+    for (j = 0; j < 4; j++) {
+        if (*ks[j])
+            clReleaseKernel(*ks[j]);
+        *ks[j] = NULL;
+    }
+}
+
+int
+cg__rnn_step_init(cg__rnn_step *s, cg_context *ctx, cg__rnn_cell cell,
+                  const cg__rnn_tune *tune)
+{
+    char opts[96], name[32];
+    cg__rnn_tune t = { DEFAULT_VW, DEFAULT_RB, DEFAULT_WG };
+    int status;
+
+    memset(s, 0, sizeof *s);
+    if (tune) {
+        t.vw = tune->vw ? tune->vw : t.vw;
+        t.rb = tune->rb ? tune->rb : t.rb;
+        t.wg = tune->wg ? tune->wg : t.wg;
+    }
+    /* VW must name an OpenCL vector type; RB and WG bound register and
+     * work-group use to what every device offers. */
+    if ((t.vw != 1 && t.vw != 2 && t.vw != 4 && t.vw != 8 && t.vw != 16) ||
+        t.rb < 1 || t.rb > 8 || t.wg < 1 || t.wg > 256 ||
+        cell < CG__RNN_TANH || cell > CG__RNN_GRU)
+        return cg__error(CG_EINVAL, "rnn step: bad cell %d or tuning "
+                         "VW=%d RB=%d WG=%d", (int)cell, t.vw, t.rb, t.wg);
+    s->ctx = ctx;
+    s->cell = cell;
+    s->gates = cg__rnn_gates(cell);
+    s->tune = t;
+    snprintf(opts, sizeof opts, "-DVW=%d -DRB=%d -DWG=%d", t.vw, t.rb, t.wg);
+    snprintf(name, sizeof name, "%s_fwd", kernel_prefix(cell));
+    status = cg__kernel_create(ctx, "rnn", opts, name, &s->fwd);
+    snprintf(name, sizeof name, "%s_bwd", kernel_prefix(cell));
+    if (status == CG_OK)
+        status = cg__kernel_create(ctx, "rnn", opts, name, &s->bwd);
+    if (status == CG_OK)
+        status = cg__kernel_create(ctx, "rnn", opts, "rnn_pack_t",
+                                   &s->pack_t);
+    if (status == CG_OK)
+        status = cg__kernel_create(ctx, "rnn", opts, "rnn_pack", &s->pack);
+    if (status)
+        cg__rnn_step_release(s);
+    return status;
+}
+
+/* Sets a kernel's arguments one after another; the first failure sticks. */
+typedef struct {
+    cl_kernel k;
+    cl_uint i;
+    int status;
+} argset;
+
+static void
+arg(argset *a, size_t size, const void *value)
+{
+    cl_int rc;
+
+    if (a->status)
+        return;
+    rc = clSetKernelArg(a->k, a->i, size, value);
+    if (rc != CL_SUCCESS) {
+        char what[64];
+
+        snprintf(what, sizeof what, "clSetKernelArg(%u)", a->i);
+        a->status = cg__cl_fail(rc, what);
+    }
+    a->i++;
+}
+
+#define ARG(a, x) arg(a, sizeof(x), &(x))
+
+static void
+arg_buf(argset *a, const cg__rnn_buf *b)
+{
+    ARG(a, b->mem);
+    ARG(a, b->off);
+}
+
+static void
+arg_mat(argset *a, const cg__rnn_mat *m)
+{
+    ARG(a, m->mem);
+    ARG(a, m->off);
+    ARG(a, m->ld);
+}
+
+/* One work-item per (VW units, RB rows). */
+static int
+launch_step(const cg__rnn_step *s, cl_kernel k, int B, int H)
+{
+    size_t nvec = (size_t)(H + s->tune.vw - 1) / (size_t)s->tune.vw;
+    size_t nrow = (size_t)(B + s->tune.rb - 1) / (size_t)s->tune.rb;
+
+    return cg__launch1d(s->ctx, k, nvec * nrow, (size_t)s->tune.wg);
+}
+
+static int
+check_sizes(const char *what, int B, int H)
+{
+    if (B < 1 || H < 1)
+        return cg__error(CG_ESHAPE, "%s: batch %d and hidden size %d must "
+                         "be positive", what, B, H);
+    return CG_OK;
+}
+
+int
+cg__rnn_pack_whh(const cg__rnn_step *s, cg__rnn_buf w, int H, cl_mem wt,
+                 cl_mem wp)
+{
+    argset a = { NULL, 0, CG_OK };
+    size_t n = (size_t)H * s->gates * cg__rnn_hpad(s, H);
+    cl_int G = s->gates, h = H;
+    int j;
+
+    if (check_sizes("rnn pack", 1, H))
+        return CG_ESHAPE;
+    for (j = 0; j < 2; j++) {
+        cl_mem out = j ? wp : wt;
+
+        if (!out)
+            continue;
+        a.k = j ? s->pack : s->pack_t;
+        a.i = 0;
+        arg_buf(&a, &w);
+        ARG(&a, G);
+        ARG(&a, h);
+        ARG(&a, out);
+        if (a.status)
+            return a.status;
+        a.status = cg__launch1d(s->ctx, a.k, n, (size_t)s->tune.wg);
+        if (a.status)
+            return a.status;
+    }
+    return CG_OK;
+}
+
+int
+cg__rnn_forward_step(const cg__rnn_step *s, const cg__rnn_fwd_args *f)
+{
+    argset a = { s->fwd, 0, CG_OK };
+    cl_int relu = s->cell == CG__RNN_RELU, t = f->t, B = f->B, H = f->H;
+
+    if (check_sizes("rnn forward step", B, H))
+        return CG_ESHAPE;
+    arg_mat(&a, &f->xproj);
+    ARG(&a, f->whh_t);
+    if (s->cell == CG__RNN_GRU)
+        arg_buf(&a, &f->b_hn);
+    arg_buf(&a, &f->h_prev);
+    arg_buf(&a, &f->h_next);
+    if (s->cell == CG__RNN_LSTM) {
+        arg_buf(&a, &f->c_prev);
+        arg_buf(&a, &f->c_next);
+    }
+    arg_mat(&a, &f->y);
+    if (s->cell == CG__RNN_LSTM || s->cell == CG__RNN_GRU)
+        arg_buf(&a, &f->saved);
+    else
+        ARG(&a, relu);
+    ARG(&a, f->lengths);
+    ARG(&a, t);
+    ARG(&a, B);
+    ARG(&a, H);
+    if (a.status)
+        return a.status;
+    return launch_step(s, s->fwd, B, H);
+}
+
+int
+cg__rnn_backward_step(const cg__rnn_step *s, const cg__rnn_bwd_args *b)
+{
+    argset a = { s->bwd, 0, CG_OK };
+    cl_int relu = s->cell == CG__RNN_RELU, t = b->t, B = b->B, H = b->H;
+    /* Bit 1: there is a step t+1 to take dgates from; bit 2: run the cell
+     * of step t (not for the final t = -1 launch). */
+    cl_int mode = (b->dg_next.mem ? 1 : 0) | (t >= 0 ? 2 : 0);
+
+    if (check_sizes("rnn backward step", B, H))
+        return CG_ESHAPE;
+    ARG(&a, b->whh_p);
+    arg_buf(&a, &b->dg_next);
+    ARG(&a, mode);
+    arg_mat(&a, &b->dy);
+    ARG(&a, b->dh);
+    switch (s->cell) {
+    case CG__RNN_LSTM:
+        ARG(&a, b->dc);
+        arg_buf(&a, &b->saved);
+        arg_buf(&a, &b->c_prev);
+        arg_buf(&a, &b->c_t);
+        arg_buf(&a, &b->dg);
+        break;
+    case CG__RNN_GRU:
+        arg_buf(&a, &b->saved);
+        arg_buf(&a, &b->h_prev);
+        arg_buf(&a, &b->dg);
+        arg_buf(&a, &b->dgi);
+        break;
+    default:
+        arg_buf(&a, &b->h_t);
+        ARG(&a, relu);
+        arg_buf(&a, &b->dg);
+        break;
+    }
+    ARG(&a, b->lengths);
+    ARG(&a, t);
+    ARG(&a, B);
+    ARG(&a, H);
+    if (a.status)
+        return a.status;
+    return launch_step(s, s->bwd, B, H);
+}
