@@ -643,6 +643,113 @@ cg_tensor *cg_mse_loss(cg_tensor *input, cg_tensor *target,
 cg_tensor *cg_bce_with_logits(cg_tensor *input, cg_tensor *target,
                               cg_reduction reduction);
 
+/* ------------------------------------------------------------------------
+ * Layers
+ *
+ * A layer (cg_module) owns its parameters: leaf float32 tensors that
+ * require grad, made on the layer's context with PyTorch's default
+ * initialisation drawn from the context's generator, and named and laid
+ * out as PyTorch names and lays them out ("weight", "bias",
+ * "weight_ih_l0_reverse", ...), so that weights move between the two
+ * unchanged.  cg_module_param and cg_module_find_param return borrowed
+ * pointers, valid until cg_module_free; take a reference (cg_tensor_ref)
+ * to keep one longer.  Set weights by writing into a parameter
+ * (cg_tensor_write), never by replacing it.  A new layer is in training
+ * mode.  Forward functions return new tensors the caller owns and record
+ * graph nodes like any op.
+ * ------------------------------------------------------------------------ */
+
+typedef struct cg_module cg_module;
+
+/* The layer's kind: "linear", "embedding" or "rnn". */
+const char *cg_module_kind(const cg_module *m);
+/* The number of parameter tensors (-1 if m is NULL). */
+int cg_module_num_params(const cg_module *m);
+/* Parameter i (0 .. num_params - 1) and, if name is not NULL, its name
+ * (valid as long as m).  NULL if i is out of range. */
+cg_tensor *cg_module_param(const cg_module *m, int i, const char **name);
+/* The parameter called name, or NULL (CG_EINVAL) if there is none. */
+cg_tensor *cg_module_find_param(const cg_module *m, const char *name);
+/* Training mode (nonzero, the default) or evaluation mode: dropout runs
+ * only in training mode. */
+int cg_module_set_training(cg_module *m, int training);
+/* Drops every parameter's gradient (cg_tensor_zero_grad). */
+int cg_module_zero_grad(cg_module *m);
+/* Frees the layer and drops its references to its parameters; graphs
+ * recorded through it stay valid.  NULL is ignored. */
+void cg_module_free(cg_module *m);
+
+/* y = x W^T + b with weight [out, in] and bias [out] (none if bias is 0),
+ * both U(-1/sqrt(in), 1/sqrt(in)) as PyTorch's nn.Linear.  x is [..., in]
+ * (at least 1-D). */
+cg_module *cg_linear_new(cg_context *ctx, int in_features, int out_features,
+                         int bias);
+cg_tensor *cg_linear_forward(cg_module *m, cg_tensor *x);
+
+/* A lookup table "weight" [num, dim] drawn from N(0, 1) as PyTorch's
+ * nn.Embedding; forward is cg_embedding(weight, indices). */
+cg_module *cg_embedding_new(cg_context *ctx, int num_embeddings, int dim);
+cg_tensor *cg_embedding_forward(cg_module *m, cg_tensor *indices);
+
+/* Recurrent layers with PyTorch's semantics and parameter layout.  Cells,
+ * with G gate blocks of H units each:
+ *   CG_RNN_TANH, CG_RNN_RELU (G = 1):  h' = act(W_ih x + b_ih + W_hh h + b_hh)
+ *   CG_LSTM (G = 4, gates i, f, g, o): c' = f c + i g, h' = o tanh(c')
+ *   CG_GRU (G = 3, gates r, z, n):     n = tanh(W_in x + b_in +
+ *                                          r (W_hn h + b_hn)),
+ *                                      h' = (1 - z) n + z h
+ * Parameters per layer k and direction (suffix "_reverse" for the second):
+ * weight_ih_l{k} [G*H, in] (in = input_size for k = 0, else D*H),
+ * weight_hh_l{k} [G*H, H], bias_ih_l{k} and bias_hh_l{k} [G*H], all
+ * U(-1/sqrt(H), 1/sqrt(H)).
+ *
+ * How it runs: per layer, the input projection of every time step and
+ * both directions is one GEMM (CLBlast); each time step is then one fused
+ * kernel launch per direction that adds h W_hh^T, applies the gates and
+ * updates the state; backward is one launch per step and direction (plus
+ * one), and the weight gradients are one GEMM each over all steps.  No
+ * host synchronisation inside a sequence.  The launches are counted in
+ * cg_memory_stats.kernels_enqueued. */
+typedef enum cg_rnn_mode {
+    CG_RNN_TANH = 0,
+    CG_RNN_RELU = 1,
+    CG_LSTM = 2,
+    CG_GRU = 3
+} cg_rnn_mode;
+
+typedef struct cg_rnn_options {
+    cg_rnn_mode mode;
+    int input_size;
+    int hidden_size;
+    int num_layers;         /* 0 means 1 */
+    int bidirectional;      /* nonzero: D = 2 directions, else D = 1 */
+    int batch_first;        /* x and output are [B, T, .], else [T, B, .] */
+    float dropout;          /* on each layer's output but the last, in
+                             * training mode; in [0, 1) */
+} cg_rnn_options;
+
+cg_module *cg_rnn_new(cg_context *ctx, const cg_rnn_options *options);
+
+/* Runs the layer over x ([T, B, input_size], or [B, T, input_size] with
+ * batch_first).  h0 (and c0, LSTM only) are the initial states [L*D, B, H]
+ * (layer-major, directions inner, as PyTorch), or NULL for zeros; any
+ * layout is accepted and they get gradients.  lengths, if not NULL, gives B
+ * sequence lengths in 1..T, in any order: as with PyTorch's packed
+ * sequences, steps at or past a sequence's length output zeros and leave
+ * its state alone, the reverse direction starts at the sequence's own last
+ * step, and the final state is the one at its own last step.  The host
+ * array is copied; the call does not wait for the device.
+ *
+ * Results (caller owns each): *output [T, B, D*H] (or [B, T, D*H]), the
+ * directions side by side; *h_n and *c_n [L*D, B, H].  h_n and c_n may be
+ * NULL when not wanted; c_n must be NULL unless the mode is CG_LSTM.  For
+ * truncated BPTT, pass cg_detach(h_n) (no copy) as the next call's h0.
+ * Errors (CG_EINVAL, CG_ESHAPE, CG_EDTYPE, CG_ECONTEXT) name the bad
+ * argument and change nothing. */
+int cg_rnn_forward(cg_module *m, cg_tensor *x, cg_tensor *h0, cg_tensor *c0,
+                   const int *lengths, cg_tensor **output, cg_tensor **h_n,
+                   cg_tensor **c_n);
+
 #ifdef __cplusplus
 }
 #endif

@@ -442,3 +442,22 @@ rnn_pack(const __global float *w, int wo, int G, int H, __global float *wp)
         return;
     wp[i] = u < H ? w[wo + i / hpad * H + u] : 0.0f;
 }
+
+/* The input projection's bias, written before the GEMM adds W_ih x:
+ * x[xo + r * ld + j] = b_ih[j] + b_hh[j] for rows r < rows and j < G*H,
+ * except that b_hh is left out for j >= nhh (GRU: its n block, where b_hn
+ * is added inside r * (W_hn h + b_hn) by the step kernel).  One work-item
+ * per element, any work-group size. */
+__kernel void
+rnn_bias_fill(__global float *x, int xo, int ld,
+              const __global float *bih, int bio,
+              const __global float *bhh, int bho, int GH, int nhh, int rows)
+{
+    int i = get_global_id(0), r, j;
+
+    if (i >= rows * GH)
+        return;
+    r = i / GH;
+    j = i - r * GH;
+    x[xo + r * ld + j] = bih[bio + j] + (j < nhh ? bhh[bho + j] : 0.0f);
+}

@@ -52,10 +52,14 @@ release_saved(cg__node *n)
 void
 cg__node_unref(cg__node *n)
 {
+    int k;
+
     if (!n || --n->refs > 0)
         return;
     release_saved(n);
     cg_tensor_free(n->grad_acc);
+    for (k = 0; k < CG_NODE_EXTRA; k++)
+        cg_tensor_free(n->extra_acc[k]);
     if (n->keep_unref)
         n->keep_unref(n->keep);
     free(n);
@@ -95,6 +99,17 @@ cg__record(cg_tensor *out, const char *op, cg__backward_fn bwd, int ninputs,
     out->grad_fn = n;
     out->requires_grad = 1;
     return n;
+}
+
+void
+cg__record_extra(cg__node *n, cg_tensor *t, int slot)
+{
+    n->refs++;
+    t->grad_fn = n;
+    t->grad_slot = slot;
+    t->requires_grad = 1;
+    if (slot > n->nextra)
+        n->nextra = slot;
 }
 
 int
@@ -238,6 +253,41 @@ accumulate(cg_tensor **acc, cg_tensor *g)
     return sum ? CG_OK : cg__last_status();
 }
 
+/* Where the gradient of t collects: its node's slot, or a leaf's grad. */
+static cg_tensor **
+grad_target(cg_tensor *t)
+{
+    if (!t->grad_fn)
+        return &t->grad;
+    return t->grad_slot ? &t->grad_fn->extra_acc[t->grad_slot - 1]
+                        : &t->grad_fn->grad_acc;
+}
+
+/* Frees the gradients collected for a node. */
+static void
+drop_acc(cg__node *n)
+{
+    int k;
+
+    cg_tensor_free(n->grad_acc);
+    n->grad_acc = NULL;
+    for (k = 0; k < CG_NODE_EXTRA; k++) {
+        cg_tensor_free(n->extra_acc[k]);
+        n->extra_acc[k] = NULL;
+    }
+}
+
+static int
+has_grad(const cg__node *n)
+{
+    int k;
+
+    for (k = 0; k < n->nextra; k++)
+        if (n->extra_acc[k])
+            return 1;
+    return n->grad_acc != NULL;
+}
+
 static int
 check_released(const node_list *order)
 {
@@ -304,7 +354,7 @@ cg_backward(cg_tensor *root, cg_tensor *grad_output, int retain_graph)
         status = check_released(&order);
     if (status)
         goto out;
-    root->grad_fn->grad_acc = seed;
+    *grad_target(root) = seed;
     seed = NULL;
     /* order is post-order (inputs first); walk it from the end. */
     for (i = order.n; i-- > 0 && status == CG_OK;) {
@@ -312,27 +362,24 @@ cg_backward(cg_tensor *root, cg_tensor *grad_output, int retain_graph)
         cg_tensor *gin[CG_NODE_INPUTS] = { NULL };
         int k;
 
-        if (!n->grad_acc)
+        if (!has_grad(n))
             continue;
         status = n->backward(n, n->grad_acc, gin);
         for (k = 0; k < n->ninputs; k++) {
             cg_tensor *in = n->inputs[k];
 
             if (status == CG_OK && gin[k] && n->needs[k])
-                status = accumulate(in->grad_fn ? &in->grad_fn->grad_acc
-                                                : &in->grad, gin[k]);
+                status = accumulate(grad_target(in), gin[k]);
             cg_tensor_free(gin[k]);
         }
-        cg_tensor_free(n->grad_acc);
-        n->grad_acc = NULL;
+        drop_acc(n);
     }
 out:
     for (i = 0; i < order.n; i++) {
         cg__node *n = order.v[i];
 
         n->mark = 0;
-        cg_tensor_free(n->grad_acc);
-        n->grad_acc = NULL;
+        drop_acc(n);
         if (!retain_graph && status == CG_OK)
             release_saved(n);
     }

@@ -7,14 +7,19 @@
 
 #include "tensor/internal.h"
 
-#define CG_NODE_INPUTS 8
-/* A custom op saves every input and its output. */
+/* A recurrent layer takes its input, two initial states and four
+ * parameters per direction. */
+#define CG_NODE_INPUTS 16
 #define CG_NODE_SAVED (CG_NODE_INPUTS + 1)
+/* Outputs beyond the first (a recurrent layer's final states). */
+#define CG_NODE_EXTRA 2
 
 typedef struct cg__node cg__node;
 
 /* Computes the gradients of the node's inputs from the gradient of its
- * output, `gout` (contiguous, the output's shape).  For each input i with
+ * output, `gout` (contiguous, the output's shape).  A node with extra
+ * outputs finds their gradients in extra_acc[] (NULL: none) and may get a
+ * NULL gout when only extra outputs were used.  For each input i with
  * n->needs[i] set it stores a new tensor of input i's shape in gin[i] (or
  * leaves NULL for "no gradient").  Runs in no-grad mode, so it may use the
  * public ops freely. */
@@ -41,8 +46,10 @@ struct cg__node {
     int64_t out_shape[CG_MAX_DIMS];
     uint64_t seq;                 /* creation order */
     int released;                 /* saved tensors freed by backward */
+    int nextra;                   /* extra outputs (cg__record_extra) */
     /* Scratch for backward. */
     cg_tensor *grad_acc;
+    cg_tensor *extra_acc[CG_NODE_EXTRA];
     int mark;
 };
 
@@ -52,6 +59,12 @@ struct cg__node {
  * returns NULL with *status set. */
 cg__node *cg__record(cg_tensor *out, const char *op, cg__backward_fn bwd,
                      int ninputs, cg_tensor *const *inputs, int *status);
+
+/* Makes t, a further output of the op that recorded n, the node's extra
+ * output number `slot` (1..CG_NODE_EXTRA): t requires grad and its
+ * gradient reaches n's backward in n->extra_acc[slot - 1].  t takes a
+ * reference to n. */
+void cg__record_extra(cg__node *n, cg_tensor *t, int slot);
 
 /* Saves a detached reference to t in slot k of the node. */
 int cg__node_save(cg__node *n, int k, const cg_tensor *t);

@@ -1,9 +1,9 @@
 /*
- * lib/nn/internal.h - what the recurrent layers stand on: launchers for
- * the fused per-step kernels of kernels/rnn.cl.  The layer (not yet
- * written) owns the buffers, runs the input-projection and weight-gradient
- * GEMMs, and calls one step launcher per time step and direction; nothing
- * here waits for the device.
+ * lib/nn/internal.h - layers (cg_module) and what the recurrent layers
+ * stand on: launchers for the fused per-step kernels of kernels/rnn.cl.
+ * The layer (lib/nn/rnn.c) owns the buffers, runs the input-projection and
+ * weight-gradient GEMMs, and calls one step launcher per time step and
+ * direction; nothing here waits for the device.
  */
 #ifndef CG_NN_INTERNAL_H
 #define CG_NN_INTERNAL_H
@@ -43,7 +43,7 @@ typedef struct cg__rnn_step {
     cg__rnn_cell cell;
     int gates;                  /* G: 1, 3 or 4 */
     cg__rnn_tune tune;          /* defaults filled in */
-    cl_kernel fwd, bwd, pack_t, pack;   /* owned */
+    cl_kernel fwd, bwd, pack_t, pack, bias;     /* owned */
 } cg__rnn_step;
 
 /* Builds (or finds in the context's programs) the step kernels for `cell`
@@ -65,6 +65,12 @@ int cg__rnn_hpad(const cg__rnn_step *s, int H);
  * backward); either may be NULL.  Hp = cg__rnn_hpad(s, H), padding zero. */
 int cg__rnn_pack_whh(const cg__rnn_step *s, cg__rnn_buf w, int H, cl_mem wt,
                      cl_mem wp);
+
+/* Fills rows [0, rows) of x (x.mem at x.off, leading dimension x.ld) with
+ * the bias row b_ih + b_hh ([G*H] each, dense from their offsets); for GRU
+ * the n block takes b_in only (b_hn goes inside r * (W_hn h + b_hn)). */
+int cg__rnn_bias_fill(const cg__rnn_step *s, cg__rnn_mat x, int rows, int H,
+                      cg__rnn_buf b_ih, cg__rnn_buf b_hh);
 
 /* One forward step t.  States and saved arrays are dense [B, H] / [B, 4H].
  * h_next and c_next must not alias h_prev and c_prev (other work-items
@@ -106,5 +112,38 @@ typedef struct cg__rnn_bwd_args {
 } cg__rnn_bwd_args;
 
 int cg__rnn_backward_step(const cg__rnn_step *s, const cg__rnn_bwd_args *a);
+
+/* ------------------------------------------------------------------------
+ * Layers
+ * ------------------------------------------------------------------------ */
+
+#define CG__MODULE_MAX_PARAMS 64
+
+struct cg_module {
+    int refs;                   /* the owner, plus graph nodes (rnn) */
+    const char *kind;
+    cg_context *ctx;
+    int training;
+    int nparams;
+    cg_tensor *params[CG__MODULE_MAX_PARAMS];   /* owned references */
+    char *names[CG__MODULE_MAX_PARAMS];         /* owned */
+    int bias;                   /* linear: has a bias */
+    cg_rnn_options rnn;         /* rnn: num_layers >= 1 filled in */
+    cg__rnn_step step;          /* rnn: the step kernels */
+};
+
+/* A module of `kind` with no parameters; NULL on host memory failure. */
+cg_module *cg__module_new(cg_context *ctx, const char *kind);
+
+/* Adds a new parameter of `shape` drawn from U(-bound, bound), or N(0, 1)
+ * if bound is negative, named `name`. */
+int cg__module_add_param(cg_module *m, const char *name, int ndim,
+                         const int64_t *shape, float bound);
+
+/* Checks that m is a module of `kind`. */
+int cg__module_check(const cg_module *m, const char *kind);
+
+cg_module *cg__module_ref(cg_module *m);
+void cg__module_unref(cg_module *m);
 
 #endif

@@ -17,6 +17,8 @@
 
 #define MAX_NAME 64
 #define MAX_PARAMS 1024
+/* The public limit on a custom op's inputs (clgrad.h). */
+#define CG_CUSTOM_MAX_INPUTS 8
 
 struct cg_custom_op {
     int refs;                /* the creator's handle + recorded nodes */
@@ -72,9 +74,9 @@ check_def(const cg_context *ctx, const cg_custom_op_def *def)
     if (!def->source)
         return cg__error(CG_EINVAL, "custom op '%s': source is NULL",
                          def->name);
-    if (def->ninputs < 1 || def->ninputs > CG_NODE_INPUTS)
+    if (def->ninputs < 1 || def->ninputs > CG_CUSTOM_MAX_INPUTS)
         return cg__error(CG_EINVAL, "custom op '%s': ninputs is %d, not "
-                         "1..%d", def->name, def->ninputs, CG_NODE_INPUTS);
+                         "1..%d", def->name, def->ninputs, CG_CUSTOM_MAX_INPUTS);
     if (!def->forward_kernel || !*def->forward_kernel)
         return cg__error(CG_EINVAL, "custom op '%s': no forward kernel name",
                          def->name);

@@ -74,4 +74,16 @@ cg_tensor *cg__sum_mask(cg_tensor *x, unsigned mask, int keepdim,
  * tensor of x's shape.  No recording. */
 cg_tensor *cg__unary(const char *name, cg_tensor *x, float p0, float p1);
 
+/* One row-major SGEMM through CLBlast on ctx's queue:
+ * c = alpha op(a) op(b) + beta c, op transposing when ta / tb is set;
+ * op(a) is m x k, op(b) k x n, c m x n; offsets and leading dimensions in
+ * floats.  Counts one launch in the context statistics. */
+typedef struct cg__mat {
+    cl_mem mem;
+    size_t off, ld;
+} cg__mat;
+
+int cg__sgemm(cg_context *ctx, int ta, int tb, size_t m, size_t n, size_t k,
+              float alpha, cg__mat a, cg__mat b, float beta, cg__mat c);
+
 #endif

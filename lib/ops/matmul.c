@@ -147,6 +147,23 @@ gemm_prepare(cg_tensor *x, int trans, int nb, const int64_t *bshape,
     return CG_OK;
 }
 
+int
+cg__sgemm(cg_context *ctx, int ta, int tb, size_t m, size_t n, size_t k,
+          float alpha, cg__mat a, cg__mat b, float beta, cg__mat c)
+{
+    CLBlastStatusCode rc;
+
+    rc = CLBlastSgemm(CLBlastLayoutRowMajor,
+                      ta ? CLBlastTransposeYes : CLBlastTransposeNo,
+                      tb ? CLBlastTransposeYes : CLBlastTransposeNo, m, n, k,
+                      alpha, a.mem, a.off, a.ld, b.mem, b.off, b.ld, beta,
+                      c.mem, c.off, c.ld, &ctx->queue, NULL);
+    if (rc != CLBlastSuccess)
+        return clblast_fail(rc, "CLBlastSgemm");
+    ctx->stats.kernels_enqueued++;
+    return CG_OK;
+}
+
 /* c (contiguous [batch, m, n]) = op(a) op(b) for `batch` matrices. */
 static int
 gemm_run(cg_tensor *c, size_t batch, size_t m, size_t n, size_t k,

@@ -25,6 +25,8 @@ struct cg_tensor {
     int64_t offset;                 /* in elements */
     int requires_grad;
     struct cg__node *grad_fn;       /* owned reference; NULL for leaves */
+    int grad_slot;                  /* which of grad_fn's outputs: 0 the
+                                     * first, k its extra output k */
     cg_tensor *grad;                /* owned; leaves only */
 };
 

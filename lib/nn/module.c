@@ -1,0 +1,279 @@
+/*
+ * lib/nn/module.c - what every layer shares (parameters, names, training
+ * mode) and the two simplest layers, linear and embedding.
+ */
+#include "config.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/internal.h"
+#include "tensor/internal.h"
+
+cg_module *
+cg__module_new(cg_context *ctx, const char *kind)
+{
+    cg_module *m = calloc(1, sizeof *m);
+
+    if (!m) {
+        cg__error(CG_EHOSTMEM, "out of host memory for a %s layer", kind);
+        return NULL;
+    }
+    m->refs = 1;
+    m->kind = kind;
+    m->ctx = ctx;
+    m->training = 1;
+    return m;
+}
+
+int
+cg__module_add_param(cg_module *m, const char *name, int ndim,
+                     const int64_t *shape, float bound)
+{
+    cg_tensor *t;
+    char *copy;
+
+    if (m->nparams == CG__MODULE_MAX_PARAMS)
+        return cg__error(CG_EINVAL, "%s layer: more than %d parameters",
+                         m->kind, CG__MODULE_MAX_PARAMS);
+    t = bound < 0 ? cg_rand_normal(m->ctx, ndim, shape, 0.0f, 1.0f)
+                  : cg_rand_uniform(m->ctx, ndim, shape, -bound, bound);
+    if (!t)
+        return cg__last_status();
+    copy = strdup(name);
+    if (!copy) {
+        cg_tensor_free(t);
+        return cg__error(CG_EHOSTMEM, "out of host memory");
+    }
+    cg_tensor_set_requires_grad(t, 1);
+    m->params[m->nparams] = t;
+    m->names[m->nparams] = copy;
+    m->nparams++;
+    return CG_OK;
+}
+
+int
+cg__module_check(const cg_module *m, const char *kind)
+{
+    if (!m)
+        return cg__error(CG_EINVAL, "layer is NULL");
+    if (kind && strcmp(m->kind, kind) != 0)
+        return cg__error(CG_EINVAL, "a %s layer where a %s layer is needed",
+                         m->kind, kind);
+    return CG_OK;
+}
+
+cg_module *
+cg__module_ref(cg_module *m)
+{
+    m->refs++;
+    return m;
+}
+
+void
+cg__module_unref(cg_module *m)
+{
+    int i;
+
+    if (!m || --m->refs > 0)
+        return;
+    for (i = 0; i < m->nparams; i++) {
+        cg_tensor_free(m->params[i]);
+        free(m->names[i]);
+    }
+    cg__rnn_step_release(&m->step);
+    free(m);
+}
+
+void
+cg_module_free(cg_module *m)
+{
+    cg__module_unref(m);
+}
+
+const char *
+cg_module_kind(const cg_module *m)
+{
+    return m ? m->kind : NULL;
+}
+
+int
+cg_module_num_params(const cg_module *m)
+{
+    if (cg__module_check(m, NULL))
+        return -1;
+    return m->nparams;
+}
+
+cg_tensor *
+cg_module_param(const cg_module *m, int i, const char **name)
+{
+    if (cg__module_check(m, NULL))
+        return NULL;
+    if (i < 0 || i >= m->nparams) {
+        cg__error(CG_EINVAL, "%s layer has %d parameters, not %d", m->kind,
+                  m->nparams, i + 1);
+        return NULL;
+    }
+    if (name)
+        *name = m->names[i];
+    return m->params[i];
+}
+
+cg_tensor *
+cg_module_find_param(const cg_module *m, const char *name)
+{
+    int i;
+
+    if (cg__module_check(m, NULL))
+        return NULL;
+    if (!name) {
+        cg__error(CG_EINVAL, "parameter name is NULL");
+        return NULL;
+    }
+    for (i = 0; i < m->nparams; i++)
+        if (strcmp(m->names[i], name) == 0)
+            return m->params[i];
+    cg__error(CG_EINVAL, "%s layer has no parameter '%s'", m->kind, name);
+    return NULL;
+}
+
+int
+cg_module_set_training(cg_module *m, int training)
+{
+    int status = cg__module_check(m, NULL);
+
+    if (status == CG_OK)
+        m->training = training != 0;
+    return status;
+}
+
+int
+cg_module_zero_grad(cg_module *m)
+{
+    int i, status = cg__module_check(m, NULL);
+
+    for (i = 0; status == CG_OK && i < m->nparams; i++)
+        status = cg_tensor_zero_grad(m->params[i]);
+    return status;
+}
+
+/* ------------------------------------------------------------------------
+ * Linear
+ * ------------------------------------------------------------------------ */
+
+cg_module *
+cg_linear_new(cg_context *ctx, int in_features, int out_features, int bias)
+{
+    int64_t wshape[2] = { out_features, in_features };
+    float bound;
+    cg_module *m;
+
+    cg__error_clear();
+    if (!ctx) {
+        cg__error(CG_EINVAL, "context is NULL");
+        return NULL;
+    }
+    if (in_features < 1 || out_features < 1) {
+        cg__error(CG_EINVAL, "linear layer: in_features %d and out_features "
+                  "%d must be positive", in_features, out_features);
+        return NULL;
+    }
+    m = cg__module_new(ctx, "linear");
+    if (!m)
+        return NULL;
+    /* PyTorch: kaiming_uniform_(a = sqrt(5)) gives U(-1/sqrt(in),
+     * 1/sqrt(in)) for the weight, and the bias uses the same bound. */
+    bound = (float)(1.0 / sqrt((double)in_features));
+    m->bias = bias != 0;
+    if (cg__module_add_param(m, "weight", 2, wshape, bound) ||
+        (m->bias && cg__module_add_param(m, "bias", 1, wshape, bound))) {
+        cg__module_unref(m);
+        return NULL;
+    }
+    return m;
+}
+
+cg_tensor *
+cg_linear_forward(cg_module *m, cg_tensor *x)
+{
+    cg_tensor *w, *y, *yb;
+    char s1[128], s2[128];
+
+    cg__error_clear();
+    if (cg__module_check(m, "linear") || cg__check_tensor(x, "x", 0))
+        return NULL;
+    w = m->params[0];
+    if (x->ctx != m->ctx) {
+        cg__error(CG_ECONTEXT, "x and the linear layer belong to different "
+                  "contexts");
+        return NULL;
+    }
+    if (x->ndim < 1 || x->shape[x->ndim - 1] != w->shape[1]) {
+        cg__error(CG_ESHAPE, "linear layer: input of shape %s, weight %s "
+                  "wants [..., %lld]",
+                  cg__shape_str(x->ndim, x->shape, s1, sizeof s1),
+                  cg__shape_str(w->ndim, w->shape, s2, sizeof s2),
+                  (long long)w->shape[1]);
+        return NULL;
+    }
+    if (x->ndim == 1) {
+        /* [in] -> [1, in] -> [1, out] -> [out] */
+        int64_t row[2] = { 1, x->shape[0] };
+        cg_tensor *x2 = cg_reshape(x, 2, row), *y2;
+
+        if (!x2)
+            return NULL;
+        y2 = cg_matmul_t(x2, w, 0, 1);
+        cg_tensor_free(x2);
+        if (!y2)
+            return NULL;
+        y = cg_reshape(y2, 1, w->shape);
+        cg_tensor_free(y2);
+    } else {
+        y = cg_matmul_t(x, w, 0, 1);
+    }
+    if (!y || !m->bias)
+        return y;
+    yb = cg_add(y, m->params[1]);
+    cg_tensor_free(y);
+    return yb;
+}
+
+/* ------------------------------------------------------------------------
+ * Embedding
+ * ------------------------------------------------------------------------ */
+
+cg_module *
+cg_embedding_new(cg_context *ctx, int num_embeddings, int dim)
+{
+    int64_t shape[2] = { num_embeddings, dim };
+    cg_module *m;
+
+    cg__error_clear();
+    if (!ctx) {
+        cg__error(CG_EINVAL, "context is NULL");
+        return NULL;
+    }
+    if (num_embeddings < 1 || dim < 1) {
+        cg__error(CG_EINVAL, "embedding layer: num_embeddings %d and dim %d "
+                  "must be positive", num_embeddings, dim);
+        return NULL;
+    }
+    m = cg__module_new(ctx, "embedding");
+    if (m && cg__module_add_param(m, "weight", 2, shape, -1.0f)) {
+        cg__module_unref(m);
+        m = NULL;
+    }
+    return m;
+}
+
+cg_tensor *
+cg_embedding_forward(cg_module *m, cg_tensor *indices)
+{
+    cg__error_clear();
+    if (cg__module_check(m, "embedding"))
+        return NULL;
+    return cg_embedding(m->params[0], indices);
+}

@@ -1,0 +1,837 @@
+/*
+ * lib/nn/rnn.c - RNN (tanh, relu), LSTM and GRU layers with PyTorch's
+ * semantics, on the fused step kernels of kernels/rnn.cl.
+ *
+ * Each layer of a call is one graph node with both directions.  Forward:
+ *   1. xproj [T*B, D*G*H] = bias row, then += x W_ih^T for every step and
+ *      both directions in one GEMM (the directions' W_ih stacked);
+ *   2. per direction, one step launch per time step, reading xproj_t and
+ *      h_{t-1}, writing h_t into a state array and into its half of y.
+ * State arrays have T + 1 slots of [B, H] indexed by time: for the
+ * forward direction slot 0 is h0 and slot t + 1 is h_t; for the reverse
+ * direction slot T is h0 and slot t is h_t (the state after it has seen
+ * steps T-1 .. t).  So h_{t-1} of step t, in processing order, is slot t
+ * (forward) or t + 1 (reverse), and the T states that multiply W_hh are
+ * one contiguous [T*B, H] matrix either way: dW_hh is one GEMM.
+ * Backward runs the step kernels in reverse processing order, leaving the
+ * pre-activation gradients dg [T*B, G*H] indexed by time, then forms
+ * dW_hh, dW_ih, dx (one GEMM each per direction) and the bias gradients
+ * (column sums).
+ */
+#include "config.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "autograd/internal.h"
+#include "nn/internal.h"
+#include "ops/internal.h"
+
+/* Indices into a layer node's inputs and saved tensors. */
+#define IN_X 0
+#define IN_H0 1
+#define IN_C0 2
+#define IN_P(d, j) (3 + 4 * (d) + (j))  /* j: 0 W_ih, 1 W_hh, 2 b_ih, 3 b_hh */
+#define SV_X 0
+#define SV_LEN 1
+#define SV_HS(d) (2 + 3 * (d))
+#define SV_CS(d) (3 + 3 * (d))
+#define SV_G(d) (4 + 3 * (d))
+
+static const char *const mode_names[] = { "RNN_TANH", "RNN_RELU", "LSTM",
+                                          "GRU" };
+
+static cg__rnn_cell
+cell_of(cg_rnn_mode mode)
+{
+    switch (mode) {
+    case CG_RNN_RELU: return CG__RNN_RELU;
+    case CG_LSTM: return CG__RNN_LSTM;
+    case CG_GRU: return CG__RNN_GRU;
+    default: return CG__RNN_TANH;
+    }
+}
+
+static int
+ndirs(const cg_module *m)
+{
+    return m->rnn.bidirectional ? 2 : 1;
+}
+
+/* The parameter of layer l, direction d, j as IN_P. */
+static cg_tensor *
+param(const cg_module *m, int l, int d, int j)
+{
+    return m->params[(l * ndirs(m) + d) * 4 + j];
+}
+
+cg_module *
+cg_rnn_new(cg_context *ctx, const cg_rnn_options *options)
+{
+    static const char *const pname[4] = { "weight_ih", "weight_hh",
+                                          "bias_ih", "bias_hh" };
+    cg_rnn_options o;
+    cg_module *m;
+    int l, d, j, G, D;
+    float bound;
+
+    cg__error_clear();
+    if (!ctx || !options) {
+        cg__error(CG_EINVAL, "%s is NULL", ctx ? "options" : "context");
+        return NULL;
+    }
+    o = *options;
+    if (o.num_layers == 0)
+        o.num_layers = 1;
+    if ((int)o.mode < CG_RNN_TANH || (int)o.mode > CG_GRU) {
+        cg__error(CG_EINVAL, "rnn: unknown mode %d", (int)o.mode);
+        return NULL;
+    }
+    if (o.input_size < 1 || o.hidden_size < 1 || o.num_layers < 1) {
+        cg__error(CG_EINVAL, "rnn: input_size %d, hidden_size %d and "
+                  "num_layers %d must be positive", o.input_size,
+                  o.hidden_size, o.num_layers);
+        return NULL;
+    }
+    if (!(o.dropout >= 0.0f && o.dropout < 1.0f)) {
+        cg__error(CG_EINVAL, "rnn: dropout %g is not in [0, 1)",
+                  (double)o.dropout);
+        return NULL;
+    }
+    D = o.bidirectional ? 2 : 1;
+    if (o.num_layers * D * 4 > CG__MODULE_MAX_PARAMS) {
+        cg__error(CG_EINVAL, "rnn: %d layers%s are more than clgrad "
+                  "supports (%d)", o.num_layers,
+                  D == 2 ? " in two directions" : "",
+                  CG__MODULE_MAX_PARAMS / (4 * D));
+        return NULL;
+    }
+    o.bidirectional = D == 2;
+    o.batch_first = o.batch_first != 0;
+    m = cg__module_new(ctx, "rnn");
+    if (!m)
+        return NULL;
+    m->rnn = o;
+    if (cg__rnn_step_init(&m->step, ctx, cell_of(o.mode), NULL)) {
+        cg__module_unref(m);
+        return NULL;
+    }
+    G = m->step.gates;
+    bound = (float)(1.0 / sqrt((double)o.hidden_size));
+    for (l = 0; l < o.num_layers; l++)
+        for (d = 0; d < D; d++)
+            for (j = 0; j < 4; j++) {
+                int64_t shape[2];
+                char name[64];
+
+                shape[0] = (int64_t)G * o.hidden_size;
+                shape[1] = j == 0 ? (l ? D * o.hidden_size : o.input_size)
+                                  : o.hidden_size;
+                snprintf(name, sizeof name, "%s_l%d%s", pname[j], l,
+                         d ? "_reverse" : "");
+                if (cg__module_add_param(m, name, j < 2 ? 2 : 1, shape,
+                                         bound)) {
+                    cg__module_unref(m);
+                    return NULL;
+                }
+            }
+    return m;
+}
+
+/* ------------------------------------------------------------------------
+ * Small helpers over device tensors
+ * ------------------------------------------------------------------------ */
+
+static cg_tensor *
+empty1(cg_context *ctx, int64_t n)
+{
+    return cg__tensor_empty(ctx, CG_F32, 1, &n);
+}
+
+/* A contiguous [rows, cols] view of t's storage at element off (from the
+ * start of the storage). */
+static cg_tensor *
+view2(const cg_tensor *t, int64_t off, int64_t rows, int64_t cols)
+{
+    int64_t shape[2] = { rows, cols }, strides[2] = { cols, 1 };
+
+    return cg__tensor_view(t, 2, shape, strides, off);
+}
+
+/* dst's [B, H] slot at element off = src (a [B, H] tensor of any layout),
+ * or zeros if src is NULL. */
+static int
+set_state(cg_tensor *dst, int64_t off, int B, int H, const cg_tensor *src)
+{
+    cg_tensor *v = view2(dst, off, B, H);
+    int status;
+
+    if (!v)
+        return cg__last_status();
+    status = src ? cg__copy_into(v, src) : cg__fill(v, 0.0f);
+    cg_tensor_free(v);
+    return status;
+}
+
+/* t[d] of a [D, B, H] tensor t (any layout) as a [B, H] view. */
+static cg_tensor *
+dir_slice(const cg_tensor *t, int d)
+{
+    return cg__tensor_view(t, 2, t->shape + 1, t->strides + 1,
+                           t->offset + d * t->strides[0]);
+}
+
+static cg__rnn_buf
+at(const cg_tensor *t, int64_t off)
+{
+    cg__rnn_buf b;
+
+    b.mem = t ? cg__tensor_mem(t) : NULL;
+    b.off = t ? (cl_int)(t->offset + off) : 0;
+    return b;
+}
+
+static cg__mat
+mat(const cg_tensor *t, int64_t off, int64_t ld)
+{
+    cg__mat a;
+
+    a.mem = cg__tensor_mem(t);
+    a.off = (size_t)(t->offset + off);
+    a.ld = (size_t)ld;
+    return a;
+}
+
+/* ------------------------------------------------------------------------
+ * One layer, both directions
+ * ------------------------------------------------------------------------ */
+
+typedef struct layer_dims {
+    int T, B, I, H, G, D;
+} layer_dims;
+
+static int
+layer_backward(cg__node *n, cg_tensor *gy, cg_tensor **gin);
+
+/* Runs direction d's steps.  xproj [T*B, D*G*H]; hs, cs: T + 1 state
+ * slots; sv: T slots of 4H per row; y [T, B, D*H]. */
+static int
+run_forward(cg_module *m, const layer_dims *k, int d, cl_mem lengths,
+            const cg_tensor *wt, const cg_tensor *xproj, cg_tensor *b_hh,
+            cg_tensor *hs, cg_tensor *cs, cg_tensor *sv, cg_tensor *y)
+{
+    int64_t bh = (int64_t)k->B * k->H, DGH = (int64_t)k->D * k->G * k->H;
+    int64_t DH = (int64_t)k->D * k->H;
+    int s, status = CG_OK;
+
+    for (s = 0; s < k->T && status == CG_OK; s++) {
+        int t = d ? k->T - 1 - s : s;
+        int prev = d ? t + 1 : t, next = d ? t : t + 1;
+        cg__rnn_fwd_args f;
+
+        memset(&f, 0, sizeof f);
+        f.B = k->B;
+        f.H = k->H;
+        f.t = t;
+        f.lengths = lengths;
+        f.whh_t = cg__tensor_mem(wt);
+        f.xproj.mem = cg__tensor_mem(xproj);
+        f.xproj.off = (cl_int)(xproj->offset + t * k->B * DGH +
+                               (int64_t)d * k->G * k->H);
+        f.xproj.ld = (cl_int)DGH;
+        f.b_hn = at(b_hh, 2 * (int64_t)k->H);
+        f.h_prev = at(hs, prev * bh);
+        f.h_next = at(hs, next * bh);
+        if (cs) {
+            f.c_prev = at(cs, prev * bh);
+            f.c_next = at(cs, next * bh);
+        }
+        f.y.mem = cg__tensor_mem(y);
+        f.y.off = (cl_int)(y->offset + t * k->B * DH + (int64_t)d * k->H);
+        f.y.ld = (cl_int)DH;
+        if (sv)
+            f.saved = at(sv, t * bh * 4);
+        status = cg__rnn_forward_step(&m->step, &f);
+    }
+    return status;
+}
+
+/* Forward of layer l over x [T, B, I] (any layout) with initial states h0,
+ * c0 ([D, B, H] views or NULL).  Makes *y [T, B, D*H], *hn and *cn
+ * ([D, B, H]; cn only for LSTM) and records one node when needed. */
+static int
+layer_forward(cg_module *m, int l, cg_tensor *x, cg_tensor *h0,
+              cg_tensor *c0, cg_tensor *len, cg_tensor **y_out,
+              cg_tensor **hn_out, cg_tensor **cn_out)
+{
+    cg_context *ctx = m->ctx;
+    layer_dims k;
+    int lstm = m->rnn.mode == CG_LSTM, d, j, status = CG_OK;
+    int64_t TB, GH, bh, hp, shape[3];
+    cg_tensor *xd = NULL, *xproj = NULL, *wcat = NULL, *y = NULL;
+    cg_tensor *hn = NULL, *cn = NULL;
+    cg_tensor *hs[2] = { NULL }, *cs[2] = { NULL }, *sv[2] = { NULL };
+    cg_tensor *wt[2] = { NULL };
+    cg_tensor *inputs[3 + 8] = { NULL };
+    cg__node *node = NULL;
+
+    k.T = (int)x->shape[0];
+    k.B = (int)x->shape[1];
+    k.I = (int)x->shape[2];
+    k.H = m->rnn.hidden_size;
+    k.G = m->step.gates;
+    k.D = ndirs(m);
+    TB = (int64_t)k.T * k.B;
+    GH = (int64_t)k.G * k.H;
+    bh = (int64_t)k.B * k.H;
+    hp = cg__rnn_hpad(&m->step, k.H);
+
+    /* 1. The input projection: bias rows, then one GEMM. */
+    xd = cg__dense(x);
+    xproj = empty1(ctx, TB * k.D * GH);
+    if (!xd || !xproj)
+        goto fail;
+    for (d = 0; d < k.D && status == CG_OK; d++) {
+        cg__rnn_mat xm;
+
+        xm.mem = cg__tensor_mem(xproj);
+        xm.off = (cl_int)(d * GH);
+        xm.ld = (cl_int)(k.D * GH);
+        status = cg__rnn_bias_fill(&m->step, xm, (int)TB, k.H,
+                                   at(param(m, l, d, 2), 0),
+                                   at(param(m, l, d, 3), 0));
+    }
+    if (status)
+        goto fail;
+    if (k.D == 1) {
+        wcat = cg_tensor_ref(param(m, l, 0, 0));
+    } else {
+        wcat = empty1(ctx, k.D * GH * k.I);
+        for (d = 0; wcat && d < k.D && status == CG_OK; d++) {
+            cg_tensor *v = view2(wcat, d * GH * k.I, GH, k.I);
+
+            status = v ? cg__copy_into(v, param(m, l, d, 0))
+                       : cg__last_status();
+            cg_tensor_free(v);
+        }
+        if (!wcat || status)
+            goto fail;
+    }
+    status = cg__sgemm(ctx, 0, 1, (size_t)TB, (size_t)(k.D * GH),
+                       (size_t)k.I, 1.0f, mat(xd, 0, k.I),
+                       mat(wcat, 0, k.I), 1.0f, mat(xproj, 0, k.D * GH));
+    if (status)
+        goto fail;
+
+    /* 2. The steps. */
+    shape[0] = k.T;
+    shape[1] = k.B;
+    shape[2] = (int64_t)k.D * k.H;
+    y = cg__tensor_empty(ctx, CG_F32, 3, shape);
+    shape[0] = k.D;
+    shape[2] = k.H;
+    hn = cg__tensor_empty(ctx, CG_F32, 3, shape);
+    if (lstm)
+        cn = cg__tensor_empty(ctx, CG_F32, 3, shape);
+    if (!y || !hn || (lstm && !cn))
+        goto fail;
+    for (d = 0; d < k.D; d++) {
+        cg_tensor *h0d = NULL, *c0d = NULL;
+        int first = d ? k.T : 0, last = d ? 0 : k.T;
+
+        hs[d] = empty1(ctx, (k.T + 1) * bh);
+        if (lstm)
+            cs[d] = empty1(ctx, (k.T + 1) * bh);
+        if (k.G > 1)
+            sv[d] = empty1(ctx, TB * 4 * k.H);
+        wt[d] = empty1(ctx, (int64_t)k.H * k.G * hp);
+        if (!hs[d] || (lstm && !cs[d]) || (k.G > 1 && !sv[d]) || !wt[d])
+            goto fail;
+        status = cg__rnn_pack_whh(&m->step, at(param(m, l, d, 1), 0), k.H,
+                                  cg__tensor_mem(wt[d]), NULL);
+        if (status == CG_OK && h0 && !(h0d = dir_slice(h0, d)))
+            status = cg__last_status();
+        if (status == CG_OK && c0 && !(c0d = dir_slice(c0, d)))
+            status = cg__last_status();
+        if (status == CG_OK)
+            status = set_state(hs[d], first * bh, k.B, k.H, h0d);
+        if (status == CG_OK && lstm)
+            status = set_state(cs[d], first * bh, k.B, k.H, c0d);
+        cg_tensor_free(h0d);
+        cg_tensor_free(c0d);
+        if (status == CG_OK)
+            status = run_forward(m, &k, d, len ? cg__tensor_mem(len) : NULL,
+                                 wt[d], xproj, param(m, l, d, 3), hs[d],
+                                 cs[d], sv[d], y);
+        /* The final states: each row stopped changing at its own last
+         * step, so the last slot written holds it. */
+        if (status == CG_OK) {
+            cg_tensor *v = view2(hs[d], last * bh, k.B, k.H);
+
+            status = v ? set_state(hn, d * bh, k.B, k.H, v)
+                       : cg__last_status();
+            cg_tensor_free(v);
+        }
+        if (status == CG_OK && lstm) {
+            cg_tensor *v = view2(cs[d], last * bh, k.B, k.H);
+
+            status = v ? set_state(cn, d * bh, k.B, k.H, v)
+                       : cg__last_status();
+            cg_tensor_free(v);
+        }
+        if (status)
+            goto fail;
+    }
+
+    /* 3. The node. */
+    inputs[IN_X] = x;
+    inputs[IN_H0] = h0;
+    inputs[IN_C0] = c0;
+    for (d = 0; d < k.D; d++)
+        for (j = 0; j < 4; j++)
+            inputs[IN_P(d, j)] = param(m, l, d, j);
+    node = cg__record(y, "rnn_layer", layer_backward, 3 + 4 * k.D, inputs,
+                      &status);
+    if (node) {
+        node->i[0] = l;
+        node->i[1] = k.T;
+        node->i[2] = k.B;
+        node->i[3] = k.I;
+        node->keep = cg__module_ref(m);
+        node->keep_unref = (void (*)(void *))cg__module_unref;
+        status = cg__node_save(node, SV_X, xd);
+        if (status == CG_OK && len)
+            status = cg__node_save(node, SV_LEN, len);
+        for (d = 0; d < k.D && status == CG_OK; d++) {
+            status = cg__node_save(node, SV_HS(d), hs[d]);
+            if (status == CG_OK && cs[d])
+                status = cg__node_save(node, SV_CS(d), cs[d]);
+            if (status == CG_OK && sv[d])
+                status = cg__node_save(node, SV_G(d), sv[d]);
+        }
+        cg__record_extra(node, hn, 1);
+        if (cn)
+            cg__record_extra(node, cn, 2);
+    }
+    if (status)
+        goto fail;
+    *y_out = y;
+    *hn_out = hn;
+    *cn_out = cn;
+    y = hn = cn = NULL;
+fail:
+    if (status == CG_OK && (y || hn))
+        status = cg__last_status();
+    cg_tensor_free(xd);
+    cg_tensor_free(xproj);
+    cg_tensor_free(wcat);
+    cg_tensor_free(y);
+    cg_tensor_free(hn);
+    cg_tensor_free(cn);
+    for (d = 0; d < 2; d++) {
+        cg_tensor_free(hs[d]);
+        cg_tensor_free(cs[d]);
+        cg_tensor_free(sv[d]);
+        cg_tensor_free(wt[d]);
+    }
+    return status;
+}
+
+/* Backward of one direction: the step launches, then the gradients of
+ * its parameters, of h0 / c0 (into gh0[d], gc0[d]) and its part of dx. */
+static int
+direction_backward(cg__node *n, const layer_dims *k, int d, cg_tensor *gy,
+                   cg_tensor **gin, cg_tensor *dx, cg_tensor *gh0,
+                   cg_tensor *gc0)
+{
+    cg_module *m = n->keep;
+    cg_context *ctx = m->ctx;
+    int lstm = k->G == 4, gru = m->rnn.mode == CG_GRU, s, status = CG_OK;
+    int64_t bh = (int64_t)k->B * k->H, GH = (int64_t)k->G * k->H;
+    int64_t TB = (int64_t)k->T * k->B, DH = (int64_t)k->D * k->H;
+    cg_tensor *ghn = n->extra_acc[0], *gcn = n->extra_acc[1];
+    cg_tensor *hs = n->saved[SV_HS(d)], *cs = n->saved[SV_CS(d)];
+    cg_tensor *sv = n->saved[SV_G(d)], *xd = n->saved[SV_X];
+    cg_tensor *len = n->saved[SV_LEN];
+    cg_tensor *wih = n->inputs[IN_P(d, 0)], *whh = n->inputs[IN_P(d, 1)];
+    cg_tensor *wp, *dh, *dc = NULL, *dg, *dgi = NULL, *v = NULL, *dgw;
+
+    wp = empty1(ctx, GH * cg__rnn_hpad(&m->step, k->H));
+    dh = empty1(ctx, bh);
+    dg = empty1(ctx, TB * GH);
+    if (lstm)
+        dc = empty1(ctx, bh);
+    if (gru)
+        dgi = empty1(ctx, TB * GH);
+    if (!wp || !dh || !dg || (lstm && !dc) || (gru && !dgi)) {
+        status = cg__last_status();
+        goto out;
+    }
+    status = cg__rnn_pack_whh(&m->step, at(whh, 0), k->H, NULL,
+                              cg__tensor_mem(wp));
+    if (status == CG_OK && ghn && !(v = dir_slice(ghn, d)))
+        status = cg__last_status();
+    if (status == CG_OK)
+        status = set_state(dh, 0, k->B, k->H, v);
+    cg_tensor_free(v);
+    v = NULL;
+    if (status == CG_OK && lstm) {
+        if (gcn && !(v = dir_slice(gcn, d)))
+            status = cg__last_status();
+        if (status == CG_OK)
+            status = set_state(dc, 0, k->B, k->H, v);
+        cg_tensor_free(v);
+        v = NULL;
+    }
+    /* Reverse processing order: s = T-1 .. 0, then the closing launch. */
+    for (s = k->T - 1; s >= -1 && status == CG_OK; s--) {
+        int t = s < 0 ? -1 : d ? k->T - 1 - s : s;
+        cg__rnn_bwd_args b;
+
+        memset(&b, 0, sizeof b);
+        b.B = k->B;
+        b.H = k->H;
+        b.t = t;
+        b.lengths = len ? cg__tensor_mem(len) : NULL;
+        b.whh_p = cg__tensor_mem(wp);
+        if (s < k->T - 1) {
+            int tn = d ? k->T - 2 - s : s + 1;     /* step s + 1's time */
+
+            b.dg_next = at(dg, tn * k->B * GH);
+        }
+        if (gy && t >= 0) {
+            b.dy.mem = cg__tensor_mem(gy);
+            b.dy.off = (cl_int)(gy->offset + t * k->B * DH +
+                                (int64_t)d * k->H);
+            b.dy.ld = (cl_int)DH;
+        }
+        b.dh = cg__tensor_mem(dh);
+        b.dc = dc ? cg__tensor_mem(dc) : NULL;
+        if (t >= 0) {
+            int prev = d ? t + 1 : t, cur = d ? t : t + 1;
+
+            if (sv)
+                b.saved = at(sv, t * bh * 4);
+            b.h_prev = at(hs, prev * bh);
+            b.h_t = at(hs, cur * bh);
+            if (cs) {
+                b.c_prev = at(cs, prev * bh);
+                b.c_t = at(cs, cur * bh);
+            }
+            b.dg = at(dg, t * k->B * GH);
+            if (dgi)
+                b.dgi = at(dgi, t * k->B * GH);
+        }
+        status = cg__rnn_backward_step(&m->step, &b);
+    }
+    if (status)
+        goto out;
+    if (gh0 && !(v = view2(dh, 0, k->B, k->H)))
+        status = cg__last_status();
+    if (status == CG_OK && gh0)
+        status = set_state(gh0, d * bh, k->B, k->H, v);
+    cg_tensor_free(v);
+    v = NULL;
+    if (status == CG_OK && gc0 && !(v = view2(dc, 0, k->B, k->H)))
+        status = cg__last_status();
+    if (status == CG_OK && gc0)
+        status = set_state(gc0, d * bh, k->B, k->H, v);
+    cg_tensor_free(v);
+    v = NULL;
+    /* dgw: the pre-activation gradients that multiply W_ih (GRU: n_pre's
+     * own, not r * n_pre's). */
+    dgw = dgi ? dgi : dg;
+    if (status == CG_OK && n->needs[IN_P(d, 0)]) {
+        int64_t shape[2] = { GH, k->I };
+        cg_tensor *g = cg__tensor_empty(ctx, CG_F32, 2, shape);
+
+        status = g ? cg__sgemm(ctx, 1, 0, (size_t)GH, (size_t)k->I,
+                               (size_t)TB, 1.0f, mat(dgw, 0, GH),
+                               mat(xd, 0, k->I), 0.0f, mat(g, 0, k->I))
+                   : cg__last_status();
+        gin[IN_P(d, 0)] = g;
+    }
+    if (status == CG_OK && n->needs[IN_P(d, 1)]) {
+        int64_t shape[2] = { GH, k->H };
+        cg_tensor *g = cg__tensor_empty(ctx, CG_F32, 2, shape);
+
+        status = g ? cg__sgemm(ctx, 1, 0, (size_t)GH, (size_t)k->H,
+                               (size_t)TB, 1.0f, mat(dg, 0, GH),
+                               mat(hs, d ? bh : 0, k->H), 0.0f,
+                               mat(g, 0, k->H))
+                   : cg__last_status();
+        gin[IN_P(d, 1)] = g;
+    }
+    for (s = 2; s < 4 && status == CG_OK; s++) {
+        cg_tensor *rows;
+
+        if (!n->needs[IN_P(d, s)])
+            continue;
+        rows = view2(s == 2 ? dgw : dg, 0, TB, GH);
+        gin[IN_P(d, s)] = rows ? cg__sum_mask(rows, 1u, 0, 1.0f) : NULL;
+        cg_tensor_free(rows);
+        if (!gin[IN_P(d, s)])
+            status = cg__last_status();
+    }
+    if (status == CG_OK && dx)
+        status = cg__sgemm(ctx, 0, 0, (size_t)TB, (size_t)k->I, (size_t)GH,
+                           1.0f, mat(dgw, 0, GH), mat(wih, 0, k->I),
+                           d ? 1.0f : 0.0f, mat(dx, 0, k->I));
+out:
+    cg_tensor_free(wp);
+    cg_tensor_free(dh);
+    cg_tensor_free(dc);
+    cg_tensor_free(dg);
+    cg_tensor_free(dgi);
+    return status;
+}
+
+static int
+layer_backward(cg__node *n, cg_tensor *gy, cg_tensor **gin)
+{
+    cg_module *m = n->keep;
+    cg_context *ctx = m->ctx;
+    layer_dims k;
+    int64_t shape[3];
+    cg_tensor *dx = NULL, *gh0 = NULL, *gc0 = NULL;
+    int d, status = CG_OK;
+
+    k.T = (int)n->i[1];
+    k.B = (int)n->i[2];
+    k.I = (int)n->i[3];
+    k.H = m->rnn.hidden_size;
+    k.G = m->step.gates;
+    k.D = ndirs(m);
+    shape[0] = k.T;
+    shape[1] = k.B;
+    shape[2] = k.I;
+    if (n->needs[IN_X] && !(dx = cg__tensor_empty(ctx, CG_F32, 3, shape)))
+        return cg__last_status();
+    shape[0] = k.D;
+    shape[2] = k.H;
+    if (n->needs[IN_H0] && !(gh0 = cg__tensor_empty(ctx, CG_F32, 3, shape)))
+        status = cg__last_status();
+    if (status == CG_OK && n->needs[IN_C0] &&
+        !(gc0 = cg__tensor_empty(ctx, CG_F32, 3, shape)))
+        status = cg__last_status();
+    for (d = 0; d < k.D && status == CG_OK; d++)
+        status = direction_backward(n, &k, d, gy, gin, dx, gh0, gc0);
+    if (status) {
+        cg_tensor_free(dx);
+        cg_tensor_free(gh0);
+        cg_tensor_free(gc0);
+        return status;
+    }
+    gin[IN_X] = dx;
+    gin[IN_H0] = gh0;
+    gin[IN_C0] = gc0;
+    return CG_OK;
+}
+
+/* ------------------------------------------------------------------------
+ * The whole layer stack
+ * ------------------------------------------------------------------------ */
+
+static int
+check_state(const cg_module *m, const cg_tensor *x, const cg_tensor *s,
+            const char *name, int64_t B)
+{
+    int64_t want[3];
+    char s1[128], s2[128];
+    int status = cg__check_tensor(s, name, 0);
+
+    if (status)
+        return status;
+    if (s->ctx != x->ctx)
+        return cg__error(CG_ECONTEXT, "rnn: %s and x belong to different "
+                         "contexts", name);
+    want[0] = (int64_t)m->rnn.num_layers * ndirs(m);
+    want[1] = B;
+    want[2] = m->rnn.hidden_size;
+    if (s->ndim != 3 || memcmp(s->shape, want, sizeof want) != 0)
+        return cg__error(CG_ESHAPE, "rnn: %s has shape %s, want %s "
+                         "(layers * directions, batch, hidden_size)", name,
+                         cg__shape_str(s->ndim, s->shape, s1, sizeof s1),
+                         cg__shape_str(3, want, s2, sizeof s2));
+    return CG_OK;
+}
+
+static int
+check_args(const cg_module *m, const cg_tensor *x, const cg_tensor *h0,
+           const cg_tensor *c0, const int *lengths, cg_tensor **output,
+           cg_tensor **c_n, int64_t *T, int64_t *B)
+{
+    const cg_rnn_options *o;
+    char s1[128];
+    int64_t widest, b;
+    int status;
+
+    if ((status = cg__module_check(m, "rnn")))
+        return status;
+    o = &m->rnn;
+    if (!output)
+        return cg__error(CG_EINVAL, "rnn: output pointer is NULL");
+    if (o->mode != CG_LSTM && (c0 || c_n))
+        return cg__error(CG_EINVAL, "rnn: c0 and c_n are for LSTM only, "
+                         "not %s", mode_names[o->mode]);
+    if ((status = cg__check_tensor(x, "x", 0)))
+        return status;
+    if (x->ctx != m->ctx)
+        return cg__error(CG_ECONTEXT, "rnn: x and the layer belong to "
+                         "different contexts");
+    if (x->ndim != 3 || x->shape[2] != o->input_size || x->shape[0] < 1 ||
+        x->shape[1] < 1)
+        return cg__error(CG_ESHAPE, "rnn: x has shape %s, want %s with "
+                         "input_size %d", cg__shape_str(x->ndim, x->shape,
+                                                        s1, sizeof s1),
+                         o->batch_first ? "[B, T, input_size]"
+                                        : "[T, B, input_size]",
+                         o->input_size);
+    *T = x->shape[o->batch_first ? 1 : 0];
+    *B = x->shape[o->batch_first ? 0 : 1];
+    if (h0 && (status = check_state(m, x, h0, "h0", *B)))
+        return status;
+    if (c0 && (status = check_state(m, x, c0, "c0", *B)))
+        return status;
+    /* The kernels index with 32-bit offsets. */
+    widest = (int64_t)ndirs(m) * m->step.gates * o->hidden_size;
+    if (widest < 4 * (int64_t)o->hidden_size)
+        widest = 4 * (int64_t)o->hidden_size;
+    if (widest < o->input_size)
+        widest = o->input_size;
+    if ((*T + 1) * *B * widest > INT_MAX)
+        return cg__error(CG_EINVAL, "rnn: T %lld x B %lld x %lld elements "
+                         "exceed 32-bit indexing", (long long)*T,
+                         (long long)*B, (long long)widest);
+    if (lengths)
+        for (b = 0; b < *B; b++)
+            if (lengths[b] < 1 || lengths[b] > *T)
+                return cg__error(CG_EINVAL, "rnn: lengths[%lld] = %d is not "
+                                 "in 1..T = %lld", (long long)b, lengths[b],
+                                 (long long)*T);
+    return CG_OK;
+}
+
+/* t[l*D : (l+1)*D] as a recorded narrow, or NULL for a NULL t. */
+static int
+layer_state(cg_tensor *t, int l, int D, cg_tensor **out)
+{
+    *out = NULL;
+    if (!t)
+        return CG_OK;
+    *out = cg_narrow(t, 0, (int64_t)l * D, D);
+    return *out ? CG_OK : cg__last_status();
+}
+
+/* Joins the layers' [D, B, H] states into [L*D, B, H]; takes them. */
+static cg_tensor *
+join_states(cg_tensor **s, int L)
+{
+    cg_tensor *r;
+    int l;
+
+    if (L == 1) {
+        r = s[0];
+        s[0] = NULL;
+        return r;
+    }
+    r = cg_concat(s, L, 0);
+    for (l = 0; l < L; l++) {
+        cg_tensor_free(s[l]);
+        s[l] = NULL;
+    }
+    return r;
+}
+
+int
+cg_rnn_forward(cg_module *m, cg_tensor *x, cg_tensor *h0, cg_tensor *c0,
+               const int *lengths, cg_tensor **output, cg_tensor **h_n,
+               cg_tensor **c_n)
+{
+    cg_tensor *hn[CG__MODULE_MAX_PARAMS / 4] = { NULL };
+    cg_tensor *cn[CG__MODULE_MAX_PARAMS / 4] = { NULL };
+    cg_tensor *in = NULL, *len = NULL, *y = NULL, *r_h = NULL, *r_c = NULL;
+    int64_t T = 0, B = 0;
+    int l, L, D, status;
+
+    cg__error_clear();
+    status = check_args(m, x, h0, c0, lengths, output, c_n, &T, &B);
+    if (status)
+        return status;
+    L = m->rnn.num_layers;
+    D = ndirs(m);
+    if (lengths) {
+        int all = 1;
+
+        for (l = 0; l < B; l++)
+            all &= lengths[l] == T;
+        if (!all) {
+            len = cg_tensor_from_host(m->ctx, CG_I32, 1, &B, lengths);
+            if (!len)
+                return cg__last_status();
+        }
+    }
+    in = m->rnn.batch_first ? cg_transpose(x, 0, 1) : cg_tensor_ref(x);
+    if (!in)
+        status = cg__last_status();
+    for (l = 0; l < L && status == CG_OK; l++) {
+        cg_tensor *h0l = NULL, *c0l = NULL;
+
+        status = layer_state(h0, l, D, &h0l);
+        if (status == CG_OK)
+            status = layer_state(c0, l, D, &c0l);
+        if (status == CG_OK)
+            status = layer_forward(m, l, in, h0l, c0l, len, &y, &hn[l],
+                                   &cn[l]);
+        cg_tensor_free(h0l);
+        cg_tensor_free(c0l);
+        if (status)
+            break;
+        cg_tensor_free(in);
+        in = y;
+        y = NULL;
+        if (l < L - 1 && m->training && m->rnn.dropout > 0.0f) {
+            y = cg_dropout(in, m->rnn.dropout, 1);
+            cg_tensor_free(in);
+            in = y;
+            y = NULL;
+            if (!in)
+                status = cg__last_status();
+        }
+    }
+    if (status == CG_OK && m->rnn.batch_first) {
+        cg_tensor *t = cg_transpose(in, 0, 1);
+
+        y = t ? cg_contiguous(t) : NULL;
+        cg_tensor_free(t);
+        if (!y)
+            status = cg__last_status();
+    } else if (status == CG_OK) {
+        y = in;
+        in = NULL;
+    }
+    if (status == CG_OK && h_n && !(r_h = join_states(hn, L)))
+        status = cg__last_status();
+    if (status == CG_OK && c_n && !(r_c = join_states(cn, L)))
+        status = cg__last_status();
+    for (l = 0; l < L; l++) {
+        cg_tensor_free(hn[l]);
+        cg_tensor_free(cn[l]);
+    }
+    cg_tensor_free(in);
+    cg_tensor_free(len);
+    if (status) {
+        cg_tensor_free(y);
+        cg_tensor_free(r_h);
+        cg_tensor_free(r_c);
+        return status;
+    }
+    *output = y;
+    if (h_n)
+        *h_n = r_h;
+    if (c_n)
+        *c_n = r_c;
+    return CG_OK;
+}
