@@ -46,7 +46,15 @@
  *
  * Tunable: VW (1, 2, 4, 8, 16; default 4), RB (rows per item, default 2),
  * WG (work-group size, default 64).
+ *
+ * HPROJ=1 builds the forward kernels for the GEMM path: the recurrent
+ * product comes from a CLBlast GEMM per step (in wt, [B, G*H]) and the
+ * kernel only adds it and updates the cell.  Backward then runs with mode
+ * bit 1 clear after a GEMM has added dgates_{t+1} W_hh into dh.
  */
+#ifndef HPROJ
+#define HPROJ 0
+#endif
 #ifndef VW
 #define VW 4
 #endif
@@ -110,6 +118,22 @@ sigm(floatv x)
     return 1.0f / (1.0f + exp(-x));
 }
 
+#if HPROJ
+/* The GEMM variant (-DHPROJ=1): a GEMM has already formed the recurrent
+ * product h_{t-1} W_hh^T as a dense [B, G*H] array, passed as wt; the tile
+ * is loaded from it. */
+inline void
+tile_fwd(floatv *acc, const int G, const __global float *wt, int hpad,
+         const __global float *h, int H, int u0, int b0, int B)
+{
+    int g, r, n = min(VW, H - u0);
+
+    for (g = 0; g < G; g++)
+        for (r = 0; r < RB; r++)
+            acc[g * RB + r] = ldn(wt + (min(b0 + r, B - 1) * G + g) * H + u0,
+                                  n);
+}
+#else
 /* Forward tile: acc[g * RB + r] = sum_k h[b0 + r, k] W_hh[g*H + u0.., k]
  * from the transposed, padded wt ([H, G, hpad]). */
 inline void
@@ -132,6 +156,7 @@ tile_fwd(floatv *acc, const int G, const __global float *wt, int hpad,
         }
     }
 }
+#endif
 
 /* Backward tile: acc[r] = sum_j dg[b0 + r, j] W_hh[j, u0..] over the
  * gh = G*H rows of the padded wp ([G*H, hpad]). */

@@ -8,6 +8,8 @@
  *     reference, for every cell type, H = 3, 5 and T = 1, 4, one and two
  *     layers, both directions, variable lengths, and odd sizes (H = 33,
  *     B = 7);
+ *   - both ways of running a step: the fused kernel and the CLBlast GEMM
+ *     path (GEMM + cell kernel), each against PyTorch and the reference;
  *   - launches per step for a T = 64 LSTM, forward and backward;
  *   - truncated BPTT with a detached state; dropout between layers;
  *   - bad input is rejected with nothing changed.
@@ -18,6 +20,7 @@
 #include <string.h>
 
 #include "fixture.h"
+#include "nn/internal.h"
 #include "testutil.h"
 
 /* Parity with PyTorch: |clgrad - torch| <= FX_TOL * max(1, |torch|).  Both
@@ -36,6 +39,10 @@
  * propagated over <= 4 steps and 2 layers, stays near 1e-6. */
 #define TOL 2e-5
 #define FD_EPS 1e-6
+
+/* The step path the layers under test use (CG__RNN_PATH_*). */
+static int g_path = CG__RNN_PATH_FUSED;
+static const char *const path_name[] = { "auto", "fused", "gemm" };
 
 static const char *const mode_name[] = { "RNN_TANH", "RNN_RELU", "LSTM",
                                          "GRU" };
@@ -420,6 +427,7 @@ make_module(const rcase *c, float dropout)
     o.dropout = dropout;
     m = cg_rnn_new(tu_ctx(), &o);
     ck_assert_msg(m != NULL, "%s", TU_ERR);
+    ck_assert_int_eq(cg__rnn_set_path(m, g_path), CG_OK);
     ck_assert_int_eq(cg_module_num_params(m), c->np);
     for (i = 0; i < c->np; i++) {
         cg_tensor *p = cg_module_param(m, i, NULL);
@@ -539,9 +547,11 @@ pname(const rcase *c, int i, char *buf, size_t size)
     return buf;
 }
 
+#define NFIXTURES ((int)(sizeof fixtures / sizeof *fixtures))
+
 START_TEST(matches_pytorch_fixtures)
 {
-    const char *file = fixtures[_i], *mode;
+    const char *file = fixtures[_i % NFIXTURES], *mode;
     char err[512], name[80], gname[96];
     fx_file *f = fx_load_fixture(file, err, sizeof err);
     rcase c;
@@ -550,6 +560,7 @@ START_TEST(matches_pytorch_fixtures)
     int i, n;
 
     ck_assert_msg(f != NULL, "%s", err);
+    g_path = _i < NFIXTURES ? CG__RNN_PATH_FUSED : CG__RNN_PATH_GEMM;
     memset(&c, 0, sizeof c);
     memset(&r, 0, sizeof r);
     mode = fx_config_str(f, "mode");
@@ -602,7 +613,8 @@ START_TEST(matches_pytorch_fixtures)
         CMP(gname, r.gp[i], psize(&c, i));
     }
 #undef CMP
-    printf("pytorch parity %-28s max rel error %.2e\n", file, worst);
+    printf("pytorch parity %-5s %-28s max rel error %.2e\n",
+           path_name[g_path], file, worst);
     res_free(&r);
     case_free(&c);
     fx_free(f);
@@ -649,8 +661,9 @@ gradcheck(cg_rnn_mode mode, int I, int H, int L, int D, int bf, int T, int B,
 
     case_random(&c, mode, I, H, L, D, bf, T, B, len);
     memset(&r, 0, sizeof r);
-    snprintf(ctx, sizeof ctx, "%s I%d H%d L%d D%d bf%d T%d B%d%s",
-             mode_name[mode], I, H, L, D, bf, T, B, len ? " varlen" : "");
+    snprintf(ctx, sizeof ctx, "%s %s I%d H%d L%d D%d bf%d T%d B%d%s",
+             path_name[g_path], mode_name[mode], I, H, L, D, bf, T, B,
+             len ? " varlen" : "");
     dev_run(&c, &r);
     y = malloc(ysize(&c) * sizeof *y);
     hn = malloc(ssize(&c) * sizeof *hn);
@@ -667,7 +680,7 @@ gradcheck(cg_rnn_mode mode, int I, int H, int L, int D, int bf, int T, int B,
     for (i = 0; i < c.np; i++)
         fd_check(&c, pname(&c, i, name, sizeof name), ctx, c.p[i],
                  psize(&c, i), r.gp[i], stride, &wg);
-    printf("gradcheck %-40s fwd %.2e grad %.2e\n", ctx, wf, wg);
+    printf("gradcheck %-46s fwd %.2e grad %.2e\n", ctx, wf, wg);
     free(y);
     free(hn);
     free(cn);
@@ -678,8 +691,10 @@ gradcheck(cg_rnn_mode mode, int I, int H, int L, int D, int bf, int T, int B,
 START_TEST(gradcheck_small_every_cell)
 {
     static const int hs[] = { 3, 5 }, ts[] = { 1, 4 };
-    cg_rnn_mode mode = (cg_rnn_mode)_i;
+    cg_rnn_mode mode = (cg_rnn_mode)(_i % 4);
     int h, t;
+
+    g_path = _i < 4 ? CG__RNN_PATH_FUSED : CG__RNN_PATH_GEMM;
 
     for (h = 0; h < 2; h++)
         for (t = 0; t < 2; t++)
@@ -690,7 +705,9 @@ END_TEST
 START_TEST(gradcheck_two_layers_bidirectional_varlen)
 {
     static const int len[3] = { 2, 4, 1 };
-    cg_rnn_mode mode = (cg_rnn_mode)_i;
+    cg_rnn_mode mode = (cg_rnn_mode)(_i % 4);
+
+    g_path = _i < 4 ? CG__RNN_PATH_FUSED : CG__RNN_PATH_GEMM;
 
     gradcheck(mode, 3, 5, 2, 2, 0, 4, 3, len, 1);
     gradcheck(mode, 3, 3, 2, 2, 1, 4, 3, NULL, 1);
@@ -700,10 +717,52 @@ END_TEST
 START_TEST(gradcheck_odd_sizes_h33_b7)
 {
     static const int len[7] = { 3, 1, 2, 3, 3, 2, 1 };
-    cg_rnn_mode mode = (cg_rnn_mode)_i;
+    cg_rnn_mode mode = (cg_rnn_mode)(_i % 4);
+
+    g_path = _i < 4 ? CG__RNN_PATH_FUSED : CG__RNN_PATH_GEMM;
 
     /* Every 7th element: sizes are in the thousands. */
     gradcheck(mode, 6, 33, 1, 2, 0, 3, 7, len, 7);
+}
+END_TEST
+
+/* The fused kernel against the CLBlast GEMM path at a size where the
+ * register tiles are full (H = 128 is a multiple of every VW) and the
+ * batch (13) is not a multiple of the rows per work-item. */
+START_TEST(fused_path_matches_gemm_path)
+{
+    static const int len[13] = { 3, 1, 2, 3, 3, 2, 1, 3, 3, 2, 2, 1, 3 };
+    cg_rnn_mode mode = _i ? CG_GRU : CG_LSTM;
+    rcase c;
+    rres f, g;
+    char name[80];
+    double w = 0;
+    int i;
+
+    case_random(&c, mode, 20, 128, 1, 2, 0, 3, 13, len);
+    memset(&f, 0, sizeof f);
+    memset(&g, 0, sizeof g);
+    g_path = CG__RNN_PATH_FUSED;
+    dev_run(&c, &f);
+    g_path = CG__RNN_PATH_GEMM;
+    dev_run(&c, &g);
+    w = fmax(w, expect_close("output", "fused vs gemm", f.y, g.y, ysize(&c),
+                             TOL));
+    w = fmax(w, expect_close("h_n", "fused vs gemm", f.hn, g.hn, ssize(&c),
+                             TOL));
+    w = fmax(w, expect_close("dx", "fused vs gemm", f.gx, g.gx, xsize(&c),
+                             TOL));
+    w = fmax(w, expect_close("dh0", "fused vs gemm", f.gh0, g.gh0,
+                             ssize(&c), TOL));
+    for (i = 0; i < c.np; i++)
+        w = fmax(w, expect_close(pname(&c, i, name, sizeof name),
+                                 "fused vs gemm", f.gp[i], g.gp[i],
+                                 psize(&c, i), TOL));
+    printf("fused vs gemm %s H128 B13: max rel difference %.2e\n",
+           mode_name[mode], w);
+    res_free(&f);
+    res_free(&g);
+    case_free(&c);
 }
 END_TEST
 
@@ -721,7 +780,7 @@ launches(void)
 }
 
 static void
-count_launches(int D, uint64_t *fwd, uint64_t *bwd)
+count_launches(int D, int path, uint64_t *fwd, uint64_t *bwd)
 {
     enum { T = 64, B = 4, I = 8, H = 16 };
     cg_rnn_options o = { CG_LSTM, I, H, 1, 0, 0, 0.0f };
@@ -733,6 +792,7 @@ count_launches(int D, uint64_t *fwd, uint64_t *bwd)
     o.bidirectional = D == 2;
     m = cg_rnn_new(tu_ctx(), &o);
     ck_assert_msg(m != NULL, "%s", TU_ERR);
+    ck_assert_int_eq(cg__rnn_set_path(m, path), CG_OK);
     x = cg_rand_uniform(tu_ctx(), 3, xs, -1, 1);
     ck_assert_ptr_nonnull(x);
     k0 = launches();
@@ -754,9 +814,9 @@ START_TEST(launches_per_step_t64)
 {
     uint64_t f1, b1, f2, b2;
 
-    count_launches(1, &f1, &b1);
-    count_launches(2, &f2, &b2);
-    printf("LSTM T=64 launches: forward %llu, backward %llu (one "
+    count_launches(1, CG__RNN_PATH_FUSED, &f1, &b1);
+    count_launches(2, CG__RNN_PATH_FUSED, &f2, &b2);
+    printf("LSTM T=64 launches, fused: forward %llu, backward %llu (one "
            "direction); %llu, %llu (two)\n", (unsigned long long)f1,
            (unsigned long long)b1, (unsigned long long)f2,
            (unsigned long long)b2);
@@ -769,6 +829,17 @@ START_TEST(launches_per_step_t64)
     ck_assert_uint_le(b2, 2 * 65 + 28);
     ck_assert_uint_ge(f1, 64);
     ck_assert_uint_ge(b1, 65);
+    /* The GEMM path: two per step (GEMM + cell), within the bound of 3. */
+    count_launches(1, CG__RNN_PATH_GEMM, &f1, &b1);
+    count_launches(2, CG__RNN_PATH_GEMM, &f2, &b2);
+    printf("LSTM T=64 launches, gemm: forward %llu, backward %llu (one "
+           "direction); %llu, %llu (two)\n", (unsigned long long)f1,
+           (unsigned long long)b1, (unsigned long long)f2,
+           (unsigned long long)b2);
+    ck_assert_uint_le(f1, 2 * 64 + 8);
+    ck_assert_uint_le(b1, 2 * 64 + 16);
+    ck_assert_uint_le(f2, 4 * 64 + 12);
+    ck_assert_uint_le(b2, 4 * 64 + 28);
 }
 END_TEST
 
@@ -1112,11 +1183,12 @@ main(void)
     TCase *tc = tcase_create("rnn");
 
     tcase_set_timeout(tc, 600);
-    tcase_add_loop_test(tc, matches_pytorch_fixtures, 0,
-                        (int)(sizeof fixtures / sizeof *fixtures));
-    tcase_add_loop_test(tc, gradcheck_small_every_cell, 0, 4);
-    tcase_add_loop_test(tc, gradcheck_two_layers_bidirectional_varlen, 0, 4);
-    tcase_add_loop_test(tc, gradcheck_odd_sizes_h33_b7, 0, 4);
+    /* Each loop runs the fused path, then the GEMM path. */
+    tcase_add_loop_test(tc, matches_pytorch_fixtures, 0, 2 * NFIXTURES);
+    tcase_add_loop_test(tc, gradcheck_small_every_cell, 0, 8);
+    tcase_add_loop_test(tc, gradcheck_two_layers_bidirectional_varlen, 0, 8);
+    tcase_add_loop_test(tc, gradcheck_odd_sizes_h33_b7, 0, 8);
+    tcase_add_loop_test(tc, fused_path_matches_gemm_path, 0, 2);
     tcase_add_test(tc, launches_per_step_t64);
     tcase_add_test(tc, truncated_bptt_carries_detached_state);
     tcase_add_test(tc, dropout_between_layers_in_training_only);

@@ -22,6 +22,7 @@ typedef enum cg__rnn_cell {
  * WG work-items per work-group.  Zero fields take the defaults. */
 typedef struct cg__rnn_tune {
     int vw, rb, wg;
+    int hproj;          /* 1: the GEMM-path variant (HPROJ=1) */
 } cg__rnn_tune;
 
 /* A float array inside a device buffer: element (row r, column j) at
@@ -129,8 +130,20 @@ struct cg_module {
     char *names[CG__MODULE_MAX_PARAMS];         /* owned */
     int bias;                   /* linear: has a bias */
     cg_rnn_options rnn;         /* rnn: num_layers >= 1 filled in */
-    cg__rnn_step step;          /* rnn: the step kernels */
+    cg__rnn_step step;          /* rnn: the fused step kernels */
+    cg__rnn_step gstep;         /* rnn: the GEMM-path kernels, made on
+                                 * first use (gstep.ctx set) */
+    int path;                   /* rnn: CG__RNN_PATH_* */
 };
+
+/* How a recurrent layer forms h W_hh^T per step: in the fused kernel, or
+ * by a CLBlast GEMM followed by the cell kernel (2 launches per step).
+ * AUTO takes the GEMM path for hidden_size >= CG__RNN_GEMM_MIN_H, or
+ * $CLGRAD_RNN_GEMM_MIN_H when set. */
+enum { CG__RNN_PATH_AUTO, CG__RNN_PATH_FUSED, CG__RNN_PATH_GEMM };
+
+/* Forces a recurrent layer's path (tests and benchmarks). */
+int cg__rnn_set_path(cg_module *m, int path);
 
 /* A module of `kind` with no parameters; NULL on host memory failure. */
 cg_module *cg__module_new(cg_context *ctx, const char *kind);

@@ -23,6 +23,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "autograd/internal.h"
@@ -65,6 +66,47 @@ static cg_tensor *
 param(const cg_module *m, int l, int d, int j)
 {
     return m->params[(l * ndirs(m) + d) * 4 + j];
+}
+
+/* The GEMM path's threshold on hidden_size (see CG__RNN_PATH_AUTO). */
+#ifndef CG__RNN_GEMM_MIN_H
+#define CG__RNN_GEMM_MIN_H 1024
+#endif
+
+int
+cg__rnn_set_path(cg_module *m, int path)
+{
+    int status = cg__module_check(m, "rnn");
+
+    if (status == CG_OK && (path < CG__RNN_PATH_AUTO ||
+                            path > CG__RNN_PATH_GEMM))
+        status = cg__error(CG_EINVAL, "rnn: unknown path %d", path);
+    if (status == CG_OK)
+        m->path = path;
+    return status;
+}
+
+/* Whether layer m forms h W_hh^T with a GEMM; builds that path's kernels
+ * on first use. */
+static int
+use_gemm(cg_module *m, int *gemm)
+{
+    cg__rnn_tune tune;
+    const char *env;
+    long min_h = CG__RNN_GEMM_MIN_H;
+
+    *gemm = m->path == CG__RNN_PATH_GEMM;
+    if (m->path == CG__RNN_PATH_AUTO) {
+        env = getenv("CLGRAD_RNN_GEMM_MIN_H");
+        if (env && *env)
+            min_h = strtol(env, NULL, 10);
+        *gemm = min_h > 0 && m->rnn.hidden_size >= min_h;
+    }
+    if (!*gemm || m->gstep.ctx)
+        return CG_OK;
+    tune = m->step.tune;
+    tune.hproj = 1;
+    return cg__rnn_step_init(&m->gstep, m->ctx, m->step.cell, &tune);
 }
 
 cg_module *
@@ -216,12 +258,16 @@ static int
 layer_backward(cg__node *n, cg_tensor *gy, cg_tensor **gin);
 
 /* Runs direction d's steps.  xproj [T*B, D*G*H]; hs, cs: T + 1 state
- * slots; sv: T slots of 4H per row; y [T, B, D*H]. */
+ * slots; sv: T slots of 4H per row; y [T, B, D*H].  With hproj ([B, G*H])
+ * each step is a GEMM into hproj and the GEMM-path cell kernel, else one
+ * fused launch reading the packed wt. */
 static int
 run_forward(cg_module *m, const layer_dims *k, int d, cl_mem lengths,
-            const cg_tensor *wt, const cg_tensor *xproj, cg_tensor *b_hh,
-            cg_tensor *hs, cg_tensor *cs, cg_tensor *sv, cg_tensor *y)
+            const cg_tensor *wt, const cg_tensor *xproj, cg_tensor *w_hh,
+            cg_tensor *b_hh, cg_tensor *hs, cg_tensor *cs, cg_tensor *sv,
+            cg_tensor *y, cg_tensor *hproj)
 {
+    const cg__rnn_step *step = hproj ? &m->gstep : &m->step;
     int64_t bh = (int64_t)k->B * k->H, DGH = (int64_t)k->D * k->G * k->H;
     int64_t DH = (int64_t)k->D * k->H;
     int s, status = CG_OK;
@@ -236,7 +282,15 @@ run_forward(cg_module *m, const layer_dims *k, int d, cl_mem lengths,
         f.H = k->H;
         f.t = t;
         f.lengths = lengths;
-        f.whh_t = cg__tensor_mem(wt);
+        if (hproj) {
+            status = cg__sgemm(m->ctx, 0, 1, (size_t)k->B,
+                               (size_t)(k->G * k->H), (size_t)k->H, 1.0f,
+                               mat(hs, prev * bh, k->H), mat(w_hh, 0, k->H),
+                               0.0f, mat(hproj, 0, (int64_t)k->G * k->H));
+            if (status)
+                break;
+        }
+        f.whh_t = cg__tensor_mem(hproj ? hproj : wt);
         f.xproj.mem = cg__tensor_mem(xproj);
         f.xproj.off = (cl_int)(xproj->offset + t * k->B * DGH +
                                (int64_t)d * k->G * k->H);
@@ -253,7 +307,7 @@ run_forward(cg_module *m, const layer_dims *k, int d, cl_mem lengths,
         f.y.ld = (cl_int)DH;
         if (sv)
             f.saved = at(sv, t * bh * 4);
-        status = cg__rnn_forward_step(&m->step, &f);
+        status = cg__rnn_forward_step(step, &f);
     }
     return status;
 }
@@ -273,9 +327,10 @@ layer_forward(cg_module *m, int l, cg_tensor *x, cg_tensor *h0,
     cg_tensor *xd = NULL, *xproj = NULL, *wcat = NULL, *y = NULL;
     cg_tensor *hn = NULL, *cn = NULL;
     cg_tensor *hs[2] = { NULL }, *cs[2] = { NULL }, *sv[2] = { NULL };
-    cg_tensor *wt[2] = { NULL };
+    cg_tensor *wt[2] = { NULL }, *hproj = NULL;
     cg_tensor *inputs[3 + 8] = { NULL };
     cg__node *node = NULL;
+    int gemm;
 
     k.T = (int)x->shape[0];
     k.B = (int)x->shape[1];
@@ -288,6 +343,8 @@ layer_forward(cg_module *m, int l, cg_tensor *x, cg_tensor *h0,
     bh = (int64_t)k.B * k.H;
     hp = cg__rnn_hpad(&m->step, k.H);
 
+    if ((status = use_gemm(m, &gemm)))
+        return status;
     /* 1. The input projection: bias rows, then one GEMM. */
     xd = cg__dense(x);
     xproj = empty1(ctx, TB * k.D * GH);
@@ -346,11 +403,16 @@ layer_forward(cg_module *m, int l, cg_tensor *x, cg_tensor *h0,
             cs[d] = empty1(ctx, (k.T + 1) * bh);
         if (k.G > 1)
             sv[d] = empty1(ctx, TB * 4 * k.H);
-        wt[d] = empty1(ctx, (int64_t)k.H * k.G * hp);
-        if (!hs[d] || (lstm && !cs[d]) || (k.G > 1 && !sv[d]) || !wt[d])
+        if (gemm && !hproj)
+            hproj = empty1(ctx, (int64_t)k.B * GH);
+        else if (!gemm)
+            wt[d] = empty1(ctx, (int64_t)k.H * k.G * hp);
+        if (!hs[d] || (lstm && !cs[d]) || (k.G > 1 && !sv[d]) ||
+            (gemm ? !hproj : !wt[d]))
             goto fail;
-        status = cg__rnn_pack_whh(&m->step, at(param(m, l, d, 1), 0), k.H,
-                                  cg__tensor_mem(wt[d]), NULL);
+        if (!gemm)
+            status = cg__rnn_pack_whh(&m->step, at(param(m, l, d, 1), 0),
+                                      k.H, cg__tensor_mem(wt[d]), NULL);
         if (status == CG_OK && h0 && !(h0d = dir_slice(h0, d)))
             status = cg__last_status();
         if (status == CG_OK && c0 && !(c0d = dir_slice(c0, d)))
@@ -363,8 +425,9 @@ layer_forward(cg_module *m, int l, cg_tensor *x, cg_tensor *h0,
         cg_tensor_free(c0d);
         if (status == CG_OK)
             status = run_forward(m, &k, d, len ? cg__tensor_mem(len) : NULL,
-                                 wt[d], xproj, param(m, l, d, 3), hs[d],
-                                 cs[d], sv[d], y);
+                                 wt[d], xproj, param(m, l, d, 1),
+                                 param(m, l, d, 3), hs[d], cs[d], sv[d], y,
+                                 hproj);
         /* The final states: each row stopped changing at its own last
          * step, so the last slot written holds it. */
         if (status == CG_OK) {
@@ -399,6 +462,7 @@ layer_forward(cg_module *m, int l, cg_tensor *x, cg_tensor *h0,
         node->i[1] = k.T;
         node->i[2] = k.B;
         node->i[3] = k.I;
+        node->i[4] = gemm;
         node->keep = cg__module_ref(m);
         node->keep_unref = (void (*)(void *))cg__module_unref;
         status = cg__node_save(node, SV_X, xd);
@@ -427,6 +491,7 @@ fail:
     cg_tensor_free(xd);
     cg_tensor_free(xproj);
     cg_tensor_free(wcat);
+    cg_tensor_free(hproj);
     cg_tensor_free(y);
     cg_tensor_free(hn);
     cg_tensor_free(cn);
@@ -456,21 +521,25 @@ direction_backward(cg__node *n, const layer_dims *k, int d, cg_tensor *gy,
     cg_tensor *sv = n->saved[SV_G(d)], *xd = n->saved[SV_X];
     cg_tensor *len = n->saved[SV_LEN];
     cg_tensor *wih = n->inputs[IN_P(d, 0)], *whh = n->inputs[IN_P(d, 1)];
-    cg_tensor *wp, *dh, *dc = NULL, *dg, *dgi = NULL, *v = NULL, *dgw;
+    cg_tensor *wp = NULL, *dh, *dc = NULL, *dg, *dgi = NULL, *v = NULL;
+    cg_tensor *dgw;
+    int gemm = (int)n->i[4];
 
-    wp = empty1(ctx, GH * cg__rnn_hpad(&m->step, k->H));
+    if (!gemm && !(wp = empty1(ctx, GH * cg__rnn_hpad(&m->step, k->H))))
+        return cg__last_status();
     dh = empty1(ctx, bh);
     dg = empty1(ctx, TB * GH);
     if (lstm)
         dc = empty1(ctx, bh);
     if (gru)
         dgi = empty1(ctx, TB * GH);
-    if (!wp || !dh || !dg || (lstm && !dc) || (gru && !dgi)) {
+    if (!dh || !dg || (lstm && !dc) || (gru && !dgi)) {
         status = cg__last_status();
         goto out;
     }
-    status = cg__rnn_pack_whh(&m->step, at(whh, 0), k->H, NULL,
-                              cg__tensor_mem(wp));
+    if (!gemm)
+        status = cg__rnn_pack_whh(&m->step, at(whh, 0), k->H, NULL,
+                                  cg__tensor_mem(wp));
     if (status == CG_OK && ghn && !(v = dir_slice(ghn, d)))
         status = cg__last_status();
     if (status == CG_OK)
@@ -495,11 +564,22 @@ direction_backward(cg__node *n, const layer_dims *k, int d, cg_tensor *gy,
         b.H = k->H;
         b.t = t;
         b.lengths = len ? cg__tensor_mem(len) : NULL;
-        b.whh_p = cg__tensor_mem(wp);
+        b.whh_p = wp ? cg__tensor_mem(wp) : NULL;
         if (s < k->T - 1) {
             int tn = d ? k->T - 2 - s : s + 1;     /* step s + 1's time */
 
             b.dg_next = at(dg, tn * k->B * GH);
+            if (gemm) {
+                /* dh += dgates_{s+1} W_hh, and the kernel adds nothing. */
+                status = cg__sgemm(ctx, 0, 0, (size_t)k->B, (size_t)k->H,
+                                   (size_t)GH, 1.0f,
+                                   mat(dg, tn * k->B * GH, GH),
+                                   mat(whh, 0, k->H), 1.0f,
+                                   mat(dh, 0, k->H));
+                b.dg_next.mem = NULL;
+                if (status || s < 0)
+                    break;
+            }
         }
         if (gy && t >= 0) {
             b.dy.mem = cg__tensor_mem(gy);

@@ -53,7 +53,7 @@ cg__rnn_step_init(cg__rnn_step *s, cg_context *ctx, cg__rnn_cell cell,
                   const cg__rnn_tune *tune)
 {
     char opts[96], name[32];
-    cg__rnn_tune t = { DEFAULT_VW, DEFAULT_RB, DEFAULT_WG };
+    cg__rnn_tune t = { DEFAULT_VW, DEFAULT_RB, DEFAULT_WG, 0 };
     int status;
 
     memset(s, 0, sizeof *s);
@@ -61,6 +61,7 @@ cg__rnn_step_init(cg__rnn_step *s, cg_context *ctx, cg__rnn_cell cell,
         t.vw = tune->vw ? tune->vw : t.vw;
         t.rb = tune->rb ? tune->rb : t.rb;
         t.wg = tune->wg ? tune->wg : t.wg;
+        t.hproj = tune->hproj != 0;
     }
     /* VW must name an OpenCL vector type; RB and WG bound register and
      * work-group use to what every device offers. */
@@ -73,7 +74,8 @@ cg__rnn_step_init(cg__rnn_step *s, cg_context *ctx, cg__rnn_cell cell,
     s->cell = cell;
     s->gates = cg__rnn_gates(cell);
     s->tune = t;
-    snprintf(opts, sizeof opts, "-DVW=%d -DRB=%d -DWG=%d", t.vw, t.rb, t.wg);
+    snprintf(opts, sizeof opts, "-DVW=%d -DRB=%d -DWG=%d%s", t.vw, t.rb,
+             t.wg, t.hproj ? " -DHPROJ=1" : "");
     snprintf(name, sizeof name, "%s_fwd", kernel_prefix(cell));
     status = cg__kernel_create(ctx, "rnn", opts, name, &s->fwd);
     snprintf(name, sizeof name, "%s_bwd", kernel_prefix(cell));
