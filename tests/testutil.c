@@ -88,3 +88,11 @@ tu_run(Suite *s)
     shared_ctx = NULL;
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
+
+int
+tu_checker(void)
+{
+    const char *c = getenv("CLGRAD_TEST_CHECKER");
+
+    return c != NULL && *c != '\0';
+}

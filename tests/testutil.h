@@ -25,6 +25,13 @@ int tu_run(Suite *s);
 /* A fresh temporary directory (removed at exit with its contents). */
 const char *tu_tmpdir(void);
 
+/* Nonzero when the program runs under a memory checker (make
+ * check-valgrind, make check-oclgrind set CLGRAD_TEST_CHECKER), which makes
+ * it 20-100 times slower: tests then check fewer elements by finite
+ * differences and skip repeats that only add numerical coverage; every
+ * code path still runs. */
+int tu_checker(void);
+
 /* The last error, for ck_assert messages. */
 #define TU_ERR cg_last_error()
 
