@@ -349,6 +349,23 @@ case_name(const fx_file *f, int i, char *buf, size_t size)
  * Parity with PyTorch
  * ------------------------------------------------------------------------ */
 
+/* The optimizer's state tensor called `name`; fails if there is none. */
+static cg_tensor *
+find_state(const cg_optimizer *opt, const char *name)
+{
+    int j, n = cg_optim_state_count(opt);
+    const char *got;
+    cg_tensor *t;
+
+    for (j = 0; j < n; j++) {
+        ck_assert_int_eq(cg_optim_state_get(opt, j, &got, &t), CG_OK);
+        if (strcmp(got, name) == 0)
+            return t;
+    }
+    ck_abort_msg("no state %s", name);
+    return NULL;
+}
+
 START_TEST(ten_steps_match_pytorch)
 {
     int steps = fx_config_int(inputs, "steps", 0), ncases, c, k, s;
@@ -386,18 +403,8 @@ START_TEST(ten_steps_match_pytorch)
 
             if (strncmp(tn, name, len) == 0 && tn[len] == '.' &&
                 strncmp(tn + len + 1, "param.", 6) != 0) {
-                const char *want = tn + len + 1, *got;
-                cg_tensor *t = NULL;
-                int j, n = cg_optim_state_count(r.opt);
-
-                for (j = 0; j < n; j++) {
-                    ck_assert_int_eq(cg_optim_state_get(r.opt, j, &got, &t),
-                                     CG_OK);
-                    if (strcmp(got, want) == 0)
-                        break;
-                }
-                ck_assert_msg(j < n, "%s: no state %s", name, want);
-                e = rel_err(t, &results->tensors[i]);
+                e = rel_err(find_state(r.opt, tn + len + 1),
+                            &results->tensors[i]);
                 worst = fmax(worst, e);
                 nstate++;
             }
@@ -700,6 +707,7 @@ END_TEST
 START_TEST(defaults_and_explicit_zeros)
 {
     cg_adam_options ao = { .beta1 = CG_OPTIM_ZERO };
+    cg_memory_stats before, after;
     cg_optimizer *o;
     cg_tensor *p, *m;
     float *g, *mv;
@@ -715,10 +723,15 @@ START_TEST(defaults_and_explicit_zeros)
     ck_assert_double_eq(cg_optim_get_lr(o), 1e-2);
     ck_assert_int_eq(cg_optim_state_count(o), 1);
     cg_optim_free(o);
-    /* beta1 = 0 exactly: exp_avg is the last gradient. */
+    /* beta1 = 0 exactly: exp_avg is the last gradient.  A step is one
+     * launch per parameter; clipping by norm two per gradient and one. */
     o = cg_optim_adam_new(tu_ctx(), &p, 1, &ao);
     ck_assert_double_eq(cg_optim_get_lr(o), 1e-3);
+    ck_assert_int_eq(cg_context_stats(tu_ctx(), &before), CG_OK);
+    ck_assert_int_eq(cg_clip_grad_norm(&p, 1, 1e9, 2, NULL), CG_OK);
     ck_assert_int_eq(cg_optim_step(o), CG_OK);
+    ck_assert_int_eq(cg_context_stats(tu_ctx(), &after), CG_OK);
+    ck_assert_int_eq(after.kernels_enqueued - before.kernels_enqueued, 4);
     ck_assert_int_eq(cg_optim_state_get(o, 0, &name, &m), CG_OK);
     ck_assert_str_eq(name, "exp_avg.0");
     mv = host(m);
