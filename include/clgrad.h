@@ -750,6 +750,231 @@ int cg_rnn_forward(cg_module *m, cg_tensor *x, cg_tensor *h0, cg_tensor *c0,
                    const int *lengths, cg_tensor **output, cg_tensor **h_n,
                    cg_tensor **c_n);
 
+/* ------------------------------------------------------------------------
+ * Optimizers
+ *
+ * SGD, Adam, AdamW and RMSprop with PyTorch 1.13's semantics and float32
+ * arithmetic order (torch.optim's single-tensor code paths).  One
+ * optimizer updates one group of parameters with one learning rate.
+ *
+ * Parameters are float32, contiguous, leaf tensors that require grad, of
+ * one context, each named once.  The optimizer holds a reference to each;
+ * the caller keeps its own.  cg_optim_step updates every parameter that has
+ * a gradient, in place, with one kernel launch per parameter; parameters
+ * whose gradient is NULL are skipped (their state and step count do not
+ * change), as in PyTorch.  Steps are enqueued without waiting and record
+ * nothing in the graph.
+ *
+ * Hyper-parameters are doubles on the host, as PyTorch's Python floats are,
+ * and reach the kernels rounded to float32 the way PyTorch rounds them.
+ * In the options structs a zero field means PyTorch's default where the
+ * comment gives one; CG_OPTIM_ZERO (-0.0) asks for an exact zero in a
+ * field whose zero would otherwise mean the default (a beta of 0, say).
+ *
+ * State, for checkpoints: every state tensor has a name "KIND.INDEX", KIND
+ * being PyTorch's state key and INDEX the parameter's position in the
+ * params array given to the constructor:
+ *   SGD      momentum_buffer   (when momentum != 0, from the parameter's
+ *                               first step on, as PyTorch creates it then)
+ *   Adam(W)  exp_avg, exp_avg_sq, max_exp_avg_sq (amsgrad only)
+ *   RMSprop  square_avg, momentum_buffer (momentum > 0), grad_avg (centered)
+ * plus each parameter's step count.  Writing back what was read
+ * (cg_optim_state_set, cg_optim_set_step) into an optimizer made with the
+ * same options over parameters with the same values continues bit-for-bit
+ * as the original would have.
+ * ------------------------------------------------------------------------ */
+typedef struct cg_optimizer cg_optimizer;
+
+/* An explicit zero for an options field whose 0 means "default". */
+#define CG_OPTIM_ZERO (-0.0)
+
+/* SGD.  Defaults: lr 1e-3 (PyTorch >= 2.2; 1.13 had none), and zero for
+ * the rest.  With momentum m and dampening d the buffer starts as the first
+ * gradient and is then b = m b + (1 - d) g; nesterov (needs m > 0 and
+ * d = 0) steps along g + m b instead of b.  weight_decay adds wd * p to the
+ * gradient; maximize ascends. */
+typedef struct cg_sgd_options {
+    double lr;
+    double momentum;
+    double dampening;
+    double weight_decay;
+    int nesterov;
+    int maximize;
+} cg_sgd_options;
+
+/* Adam and AdamW.  Defaults: lr 1e-3, beta1 0.9, beta2 0.999, eps 1e-8;
+ * weight_decay 0 for Adam (an L2 term added to the gradient) and 1e-2 for
+ * AdamW (decoupled: p *= 1 - lr * wd before the update); amsgrad keeps the
+ * running maximum of exp_avg_sq and divides by it; maximize ascends. */
+typedef struct cg_adam_options {
+    double lr;
+    double beta1;
+    double beta2;
+    double eps;
+    double weight_decay;
+    int amsgrad;
+    int maximize;
+} cg_adam_options;
+
+/* RMSprop.  Defaults: lr 1e-2, alpha 0.99, eps 1e-8, and zero for the
+ * rest.  centered divides by the estimated variance instead of the raw
+ * second moment; momentum > 0 keeps a buffer of the scaled steps. */
+typedef struct cg_rmsprop_options {
+    double lr;
+    double alpha;
+    double eps;
+    double weight_decay;
+    double momentum;
+    int centered;
+    int maximize;
+} cg_rmsprop_options;
+
+/* Makes an optimizer over params[0..nparams-1] (nparams >= 1); opts may be
+ * NULL (all defaults).  A NULL, non-contiguous, non-leaf or repeated
+ * parameter, one that does not require grad, or an option outside
+ * PyTorch's range (lr, eps, weight_decay, momentum, dampening, alpha < 0
+ * or not finite, betas outside [0, 1), nesterov without momentum or with
+ * dampening) gives CG_EINVAL naming it; an int32 parameter CG_EDTYPE,
+ * a parameter of another context CG_ECONTEXT; the result is then NULL.
+ * The state is allocated on the device here (zeros).  The caller owns the
+ * optimizer; free it with cg_optim_free. */
+cg_optimizer *cg_optim_sgd_new(cg_context *ctx, cg_tensor *const *params,
+                               int nparams, const cg_sgd_options *opts);
+cg_optimizer *cg_optim_adam_new(cg_context *ctx, cg_tensor *const *params,
+                                int nparams, const cg_adam_options *opts);
+cg_optimizer *cg_optim_adamw_new(cg_context *ctx, cg_tensor *const *params,
+                                 int nparams, const cg_adam_options *opts);
+cg_optimizer *cg_optim_rmsprop_new(cg_context *ctx,
+                                   cg_tensor *const *params, int nparams,
+                                   const cg_rmsprop_options *opts);
+
+/* Drops the caller's reference: the optimizer, its state and its
+ * references to the parameters go when no schedule holds it either.  NULL
+ * is ignored. */
+void cg_optim_free(cg_optimizer *opt);
+
+/* One update of every parameter that has a gradient.  A gradient that is
+ * not a contiguous float32 tensor of its parameter's shape gives CG_ESHAPE
+ * (CG_EDTYPE) and nothing is enqueued; a launch failure part-way may leave
+ * earlier parameters updated. */
+int cg_optim_step(cg_optimizer *opt);
+
+/* Drops every parameter's gradient (cg_tensor_zero_grad: PyTorch's
+ * zero_grad(set_to_none=True)). */
+int cg_optim_zero_grad(cg_optimizer *opt);
+
+/* The learning rate of the next step.  set_lr takes a finite lr >= 0, else
+ * CG_EINVAL; a schedule overwrites it at its next step.  get_lr returns -1
+ * for a NULL optimizer. */
+int cg_optim_set_lr(cg_optimizer *opt, double lr);
+double cg_optim_get_lr(const cg_optimizer *opt);
+
+/* The number of parameters (the constructor's nparams), or -1 for NULL. */
+int cg_optim_param_count(const cg_optimizer *opt);
+
+/* The number of state tensors there are now (a kind PyTorch creates at a
+ * parameter's first step, SGD's momentum_buffer, appears then), or -1 for
+ * NULL; and state tensor i (0 <= i < count): its name ("exp_avg.3", valid
+ * until the optimizer is freed) and the tensor, borrowed: it is the live
+ * state (take cg_tensor_ref to keep it; cg_tensor_to_host reads it after
+ * the queued steps).  Either output may be NULL.  The order is by
+ * parameter, then kind. */
+int cg_optim_state_count(const cg_optimizer *opt);
+int cg_optim_state_get(const cg_optimizer *opt, int i, const char **name,
+                       cg_tensor **tensor);
+
+/* Copies `value` (float32, the parameter's shape, any layout, this
+ * context) into the state tensor `name`, creating it if the optimizer has
+ * that kind of state but the parameter has not made it yet.  An unknown
+ * name (or a kind these options do not use) gives CG_EINVAL, a wrong shape
+ * CG_ESHAPE.  Enqueued like an op: no wait. */
+int cg_optim_state_set(cg_optimizer *opt, const char *name,
+                       cg_tensor *value);
+
+/* Parameter `index`'s step count: the steps it has taken (Adam's bias
+ * corrections use it; SGD and RMSprop only count).  set_step takes
+ * step >= 0. */
+int cg_optim_get_step(const cg_optimizer *opt, int index, int64_t *step);
+int cg_optim_set_step(cg_optimizer *opt, int index, int64_t step);
+
+/* ------------------------------------------------------------------------
+ * Gradient clipping, as torch.nn.utils.clip_grad_norm_ and
+ * clip_grad_value_.  Tensors without a gradient are skipped; gradients
+ * are changed in place.
+ * ------------------------------------------------------------------------ */
+
+/* Scales the gradients of params[0..n-1] by min(1, max_norm / (total +
+ * 1e-6)), total being the norm of all of them together: norm_type p > 0
+ * ((sum |g|^p)^(1/p); 2 is usual) or INFINITY (the largest |g|).  The
+ * total and the scale are computed on the device by a fixed-order
+ * reduction (no atomics: bit-identical from run to run) and applied there,
+ * so nothing waits unless total_norm is non-NULL: then the total is read
+ * back into *total_norm (one synchronisation).  With no gradient at all
+ * the total is 0 and nothing is enqueued.  A NULL parameter, one of
+ * another context, a gradient of another dtype, max_norm < 0 or NaN, or
+ * norm_type <= 0 or NaN give CG_EINVAL (CG_ECONTEXT, CG_EDTYPE) and change
+ * nothing. */
+int cg_clip_grad_norm(cg_tensor *const *params, int n, double max_norm,
+                      double norm_type, float *total_norm);
+
+/* Clamps every gradient element of params[0..n-1] to [-clip, clip]
+ * (clip >= 0, else CG_EINVAL).  One launch per gradient, no wait. */
+int cg_clip_grad_value(cg_tensor *const *params, int n, double clip);
+
+/* ------------------------------------------------------------------------
+ * Learning-rate schedules
+ *
+ * A schedule sets its optimizer's lr from a position t (PyTorch's
+ * last_epoch): the constructor takes the optimizer's current lr as the base
+ * and sets lr(0); each cg_lr_schedule_step then advances t by one and sets
+ * lr(t), so call it after cg_optim_step, as in PyTorch.  Values come from
+ * closed forms in double, so they depend on t alone (PyTorch's recursive
+ * forms agree to about 1e-15 relative):
+ *   step         base * gamma^floor(t / step_size)           (StepLR)
+ *   exponential  base * gamma^t                              (ExponentialLR)
+ *   cosine       t < W:  base * (s + (1 - s) t / W)
+ *                t >= W: eta_min + (base - eta_min) (1 + cos(pi (t - W) /
+ *                        (T - W))) / 2
+ *                with W warm-up steps starting from factor s and T steps
+ *                in all (LinearLR then CosineAnnealingLR in a
+ *                SequentialLR); past T the cosine goes on (the lr rises
+ *                again), as PyTorch's does.
+ * The schedule holds a reference to its optimizer, so either may be freed
+ * first.  The caller owns the schedule; free it with cg_lr_schedule_free.
+ * ------------------------------------------------------------------------ */
+typedef struct cg_lr_schedule cg_lr_schedule;
+
+/* step_size >= 1 and a finite gamma > 0, else CG_EINVAL and NULL. */
+cg_lr_schedule *cg_lr_schedule_step_new(cg_optimizer *opt,
+                                        int64_t step_size, double gamma);
+/* A finite gamma > 0. */
+cg_lr_schedule *cg_lr_schedule_exponential_new(cg_optimizer *opt,
+                                               double gamma);
+/* 0 <= warmup_steps < total_steps, 0 <= warmup_start_factor <= 1 (unused
+ * when warmup_steps is 0), a finite eta_min >= 0. */
+cg_lr_schedule *cg_lr_schedule_cosine_new(cg_optimizer *opt,
+                                          int64_t warmup_steps,
+                                          double warmup_start_factor,
+                                          int64_t total_steps,
+                                          double eta_min);
+
+/* Advances the position by one and sets the optimizer's lr. */
+int cg_lr_schedule_step(cg_lr_schedule *sched);
+
+/* The position (0 after the constructor; -1 for NULL), and setting it
+ * (>= 0, for resuming from a checkpoint), which sets the optimizer's lr to
+ * lr(position). */
+int64_t cg_lr_schedule_get_position(const cg_lr_schedule *sched);
+int cg_lr_schedule_set_position(cg_lr_schedule *sched, int64_t position);
+
+/* The base lr (the optimizer's lr when the schedule was made; -1 for
+ * NULL). */
+double cg_lr_schedule_base_lr(const cg_lr_schedule *sched);
+
+/* Frees the schedule; the optimizer's lr stays as it is.  NULL is
+ * ignored. */
+void cg_lr_schedule_free(cg_lr_schedule *sched);
+
 #ifdef __cplusplus
 }
 #endif

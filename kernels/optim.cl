@@ -1,0 +1,238 @@
+/*
+ * kernels/optim.cl - optimizer updates and gradient clipping.
+ *
+ * Update kernels (sgd_step, adam_step, rmsprop_step): one launch per
+ * parameter, one work-item per element i < n (the global size is padded to
+ * the work-group size).  Each reads the parameter p and its gradient g
+ * (at element offsets po and go), updates its state in place and writes p.
+ * The arithmetic is PyTorch 1.13's single-tensor code written out one
+ * float32 operation at a time, in its order and with its roundings: its
+ * CPU kernels compute `x.add_(y, alpha=a)` as fma(a, y, x),
+ * `addcmul_(t1, t2, value=v)` as fma(v * t1, t2, x) and
+ * `addcdiv_(t1, t2, value=v)` as v * t1 / t2 + x, and the host rounds
+ * every scalar to float32 as PyTorch does (the bias corrections are
+ * computed in double on the host).  fma is exact in OpenCL C; implicit
+ * contraction is off, so every other operation rounds on its own.
+ *
+ * Clipping: grad_norm_partial writes, per gradient, NG partial results
+ * (sums of |g|^p, or maxima) from work-groups of RWG; grad_norm_finish, one
+ * work-group, combines all partials in a fixed order into the total norm
+ * and the scale min(1, max_norm / (total + 1e-6)); grad_scale multiplies a
+ * gradient by that scale, read from device memory, so the host never waits.
+ * clamp_inplace clamps a gradient to [lo, hi].  Every reduction has a fixed
+ * shape: results are bit-identical from run to run.
+ *
+ * Tunable: RWG, the reduction work-group size (a power of two, default 64).
+ */
+#pragma OPENCL FP_CONTRACT OFF
+
+#ifndef RWG
+#define RWG 64
+#endif
+
+/* SGD.  buf is the momentum buffer (unused, may be any buffer, when
+ * momentum is 0); init 1: the buffer starts as this step's direction.
+ * omd = 1 - dampening, neg_lr = -lr. */
+__kernel void
+sgd_step(__global float *p, int po, __global const float *g, int go,
+         __global float *buf, uint n, float momentum, float omd, float wd,
+         float neg_lr, int nesterov, int maximize, int init)
+{
+    uint i = get_global_id(0);
+    float d, pv, b;
+
+    if (i >= n)
+        return;
+    pv = p[po + i];
+    d = maximize ? -g[go + i] : g[go + i];
+    if (wd != 0.0f)
+        d = fma(wd, pv, d);
+    if (momentum != 0.0f) {
+        if (init) {
+            b = d;
+        } else {
+            b = buf[i] * momentum;
+            b = fma(omd, d, b);
+        }
+        buf[i] = b;
+        d = nesterov ? fma(momentum, b, d) : b;
+    }
+    p[po + i] = fma(neg_lr, d, pv);
+}
+
+/* Adam and AdamW.  pscale multiplies p first (AdamW's 1 - lr * wd, else
+ * 1); wd is Adam's L2 term (0 for AdamW).  omb1 = 1 - beta1,
+ * omb2 = 1 - beta2, bc2s = sqrt(1 - beta2^step), neg_step = -lr / (1 -
+ * beta1^step).  vmax is used only when amsgrad is set. */
+__kernel void
+adam_step(__global float *p, int po, __global const float *g, int go,
+          __global float *m, __global float *v, __global float *vmax,
+          uint n, float pscale, float wd, float beta1, float omb1,
+          float beta2, float omb2, float bc2s, float eps, float neg_step,
+          int amsgrad, int maximize)
+{
+    uint i = get_global_id(0);
+    float d, pv, mv, vv, den;
+
+    if (i >= n)
+        return;
+    pv = p[po + i] * pscale;
+    d = maximize ? -g[go + i] : g[go + i];
+    if (wd != 0.0f)
+        d = fma(wd, pv, d);
+    mv = m[i] * beta1;
+    mv = fma(omb1, d, mv);
+    vv = v[i] * beta2;
+    vv = fma(omb2 * d, d, vv);
+    m[i] = mv;
+    v[i] = vv;
+    if (amsgrad) {
+        float mx = vmax[i];
+
+        /* torch.maximum: NaN propagates. */
+        mx = (isnan(vv) || vv > mx) ? vv : mx;
+        vmax[i] = mx;
+        vv = mx;
+    }
+    den = sqrt(vv) / bc2s;
+    den = den + eps;
+    p[po + i] = neg_step * mv / den + pv;
+}
+
+/* RMSprop.  sq: square_avg; ga: grad_avg (centered only); buf: momentum
+ * buffer (momentum > 0 only).  oma = 1 - alpha, neg_lr = -lr. */
+__kernel void
+rmsprop_step(__global float *p, int po, __global const float *g, int go,
+             __global float *sq, __global float *ga, __global float *buf,
+             uint n, float alpha, float oma, float eps, float wd,
+             float momentum, float neg_lr, int centered, int maximize)
+{
+    uint i = get_global_id(0);
+    float d, pv, s, avg;
+
+    if (i >= n)
+        return;
+    pv = p[po + i];
+    d = maximize ? -g[go + i] : g[go + i];
+    if (wd != 0.0f)
+        d = fma(wd, pv, d);
+    s = sq[i] * alpha;
+    s = fma(oma * d, d, s);
+    sq[i] = s;
+    if (centered) {
+        float a = ga[i] * alpha;
+
+        a = fma(oma, d, a);
+        ga[i] = a;
+        avg = sqrt(fma(-a, a, s));
+    } else {
+        avg = sqrt(s);
+    }
+    avg = avg + eps;
+    if (momentum > 0.0f) {
+        float b = buf[i] * momentum;
+
+        b = d / avg + b;
+        buf[i] = b;
+        p[po + i] = fma(neg_lr, b, pv);
+    } else {
+        p[po + i] = neg_lr * d / avg + pv;
+    }
+}
+
+/* |x|^p for the norm kinds: kind 0 sum of squares, 1 maximum of |x|,
+ * 2 sum of |x|^p. */
+inline float
+cg_norm_term(float x, int kind, float p)
+{
+    return kind == 0 ? x * x : kind == 1 ? fabs(x) : pow(fabs(x), p);
+}
+
+/* Combines two partials: a sum, or a maximum in which NaN wins. */
+inline float
+cg_norm_combine(float a, float b, int kind)
+{
+    if (kind != 1)
+        return a + b;
+    return (isnan(a) || a >= b) ? a : b;
+}
+
+/* Work-group w of ng (global size ng * RWG) reduces elements w * RWG +
+ * lid, + ng * RWG, ... of g into part[pofs + w]. */
+__kernel __attribute__((reqd_work_group_size(RWG, 1, 1))) void
+grad_norm_partial(__global const float *g, int go, uint n,
+                  __global float *part, uint pofs, int kind, float p)
+{
+    __local float buf[RWG];
+    uint w = get_group_id(0), ng = get_num_groups(0);
+    uint lid = get_local_id(0), j, s;
+    float acc = 0.0f;
+
+    for (j = w * RWG + lid; j < n; j += ng * RWG)
+        acc = cg_norm_combine(acc, cg_norm_term(g[go + j], kind, p), kind);
+    buf[lid] = acc;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (s = RWG / 2; s > 0; s >>= 1) {
+        if (lid < s)
+            buf[lid] = cg_norm_combine(buf[lid], buf[lid + s], kind);
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lid == 0)
+        part[pofs + w] = buf[0];
+}
+
+/* One work-group of RWG: out[0] = the total norm of the npart partials,
+ * out[1] = min(1, max_norm / (total + 1e-6)). */
+__kernel __attribute__((reqd_work_group_size(RWG, 1, 1))) void
+grad_norm_finish(__global const float *part, uint npart,
+                 __global float *out, int kind, float p, float max_norm)
+{
+    __local float buf[RWG];
+    uint lid = get_local_id(0), j, s;
+    float acc = 0.0f, total, coef;
+
+    for (j = lid; j < npart; j += RWG)
+        acc = cg_norm_combine(acc, part[j], kind);
+    buf[lid] = acc;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (s = RWG / 2; s > 0; s >>= 1) {
+        if (lid < s)
+            buf[lid] = cg_norm_combine(buf[lid], buf[lid + s], kind);
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lid != 0)
+        return;
+    total = buf[0];
+    total = kind == 0 ? sqrt(total) : kind == 1 ? total
+                                    : pow(total, 1.0f / p);
+    /* PyTorch: max_norm / (total + 1e-6), a Python float over a tensor,
+     * which it computes as reciprocal(total + 1e-6) * max_norm. */
+    coef = 1.0f / (total + 1e-6f) * max_norm;
+    /* torch.clamp(max=1): NaN propagates. */
+    out[0] = total;
+    out[1] = coef > 1.0f ? 1.0f : coef;
+}
+
+/* g[go + i] *= coef[1] (grad_norm_finish's scale). */
+__kernel void
+grad_scale(__global float *g, int go, uint n, __global const float *coef)
+{
+    uint i = get_global_id(0);
+
+    if (i >= n)
+        return;
+    g[go + i] = g[go + i] * coef[1];
+}
+
+/* g[go + i] = clamp to [lo, hi] (NaN stays NaN, as torch.clamp). */
+__kernel void
+clamp_inplace(__global float *g, int go, uint n, float lo, float hi)
+{
+    uint i = get_global_id(0);
+    float x;
+
+    if (i >= n)
+        return;
+    x = g[go + i];
+    g[go + i] = x < lo ? lo : x > hi ? hi : x;
+}

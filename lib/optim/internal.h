@@ -1,0 +1,55 @@
+/*
+ * lib/optim/internal.h - optimizers and learning-rate schedules: what
+ * lib/optim/optim.c (optimizers, state), clip.c and schedule.c share.
+ */
+#ifndef CG_OPTIM_INTERNAL_H
+#define CG_OPTIM_INTERNAL_H
+
+#include "ops/internal.h"
+
+typedef enum cg__optim_kind {
+    CG__SGD,
+    CG__ADAM,
+    CG__ADAMW,
+    CG__RMSPROP
+} cg__optim_kind;
+
+/* Kinds of per-parameter state, named as PyTorch names them. */
+typedef enum cg__state_kind {
+    CG__MOMENTUM_BUFFER,
+    CG__EXP_AVG,
+    CG__EXP_AVG_SQ,
+    CG__MAX_EXP_AVG_SQ,
+    CG__SQUARE_AVG,
+    CG__GRAD_AVG,
+    CG__STATE_KINDS
+} cg__state_kind;
+
+#define CG__MAX_KINDS 3     /* state kinds one optimizer uses, at most */
+
+typedef struct cg__optim_param {
+    cg_tensor *p;                           /* a reference */
+    cg_tensor *state[CG__MAX_KINDS];        /* owned, contiguous */
+    int present[CG__MAX_KINDS];             /* visible (SGD's buffer: made) */
+    char *names[CG__MAX_KINDS];             /* "exp_avg.3" */
+    int64_t step;
+} cg__optim_param;
+
+struct cg_optimizer {
+    int refs;                   /* the caller's and each schedule's */
+    cg_context *ctx;
+    cg__optim_kind kind;
+    int nkinds;
+    cg__state_kind kinds[CG__MAX_KINDS];    /* PyTorch's state order */
+    int n;
+    cg__optim_param *params;
+    double lr;
+    double momentum, dampening, weight_decay;   /* SGD, RMSprop */
+    double beta1, beta2, eps, alpha;            /* Adam(W); RMSprop */
+    int nesterov, amsgrad, centered, maximize;
+};
+
+/* Takes a reference to the optimizer (a schedule holds one). */
+cg_optimizer *cg__optim_ref(cg_optimizer *opt);
+
+#endif

@@ -1,0 +1,646 @@
+/*
+ * lib/optim/optim.c - SGD, Adam, AdamW and RMSprop: construction and
+ * option checks, the per-parameter update launches, learning rate and the
+ * state a checkpoint saves.  Kernels: kernels/optim.cl.
+ */
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "optim/internal.h"
+
+static const char *const kind_names[CG__STATE_KINDS] = {
+    "momentum_buffer", "exp_avg", "exp_avg_sq", "max_exp_avg_sq",
+    "square_avg", "grad_avg"
+};
+
+/* ------------------------------------------------------------------------
+ * Options
+ * ------------------------------------------------------------------------ */
+
+/* A zero field means the default; -0.0 (CG_OPTIM_ZERO) means zero. */
+static double
+dflt(double v, double d)
+{
+    return v == 0.0 && !signbit(v) ? d : v;
+}
+
+/* Checks that v is finite, >= lo and, unless hi is NaN, < hi. */
+static int
+check_range(const char *opt, const char *field, double v, double lo,
+            double hi)
+{
+    if (isnan(hi) && !(isfinite(v) && v >= lo))
+        return cg__error(CG_EINVAL, "%s: %s = %g (must be finite and >= %g)",
+                         opt, field, v, lo);
+    if (!isnan(hi) && !(v >= lo && v < hi))
+        return cg__error(CG_EINVAL, "%s: %s = %g (must be in [%g, %g))",
+                         opt, field, v, lo, hi);
+    return CG_OK;
+}
+
+/* Checks params: non-NULL, float32, one context, contiguous, leaves that
+ * require grad, no two overlapping. */
+static int
+check_params(const char *opt, cg_context *ctx, cg_tensor *const *params,
+             int n)
+{
+    int i, j;
+
+    if (!ctx)
+        return cg__error(CG_EINVAL, "%s: ctx is NULL", opt);
+    if (!params || n < 1)
+        return cg__error(CG_EINVAL, "%s: an empty parameter list (params "
+                         "%s, nparams %d)", opt, params ? "set" : "NULL", n);
+    for (i = 0; i < n; i++) {
+        const cg_tensor *p = params[i];
+        char what[64];
+        int status;
+
+        snprintf(what, sizeof what, "%s: params[%d]", opt, i);
+        if ((status = cg__check_tensor(p, what, 0)))
+            return status;
+        if (p->ctx != ctx)
+            return cg__error(CG_ECONTEXT, "%s belongs to another context",
+                             what);
+        if (p->grad_fn)
+            return cg__error(CG_EINVAL, "%s is not a leaf (made by '%s'); "
+                             "optimize the tensors the computation starts "
+                             "from", what, p->grad_fn->op);
+        if (!p->requires_grad)
+            return cg__error(CG_EINVAL, "%s does not require grad", what);
+        if (!cg_tensor_is_contiguous(p))
+            return cg__error(CG_EINVAL, "%s is not contiguous", what);
+        for (j = 0; j < i; j++) {
+            const cg_tensor *q = params[j];
+
+            if (q->storage == p->storage &&
+                q->offset < p->offset + cg_tensor_numel(p) &&
+                p->offset < q->offset + cg_tensor_numel(q))
+                return cg__error(CG_EINVAL, "%s overlaps params[%d] (a "
+                                 "parameter given twice?)", what, j);
+        }
+    }
+    return CG_OK;
+}
+
+/* ------------------------------------------------------------------------
+ * Construction and release
+ * ------------------------------------------------------------------------ */
+
+static void
+optim_destroy(cg_optimizer *opt)
+{
+    int i, k;
+
+    for (i = 0; opt->params && i < opt->n; i++) {
+        cg__optim_param *pp = &opt->params[i];
+
+        cg_tensor_free(pp->p);
+        for (k = 0; k < CG__MAX_KINDS; k++) {
+            cg_tensor_free(pp->state[k]);
+            free(pp->names[k]);
+        }
+    }
+    free(opt->params);
+    free(opt);
+}
+
+/* Allocates the parameter table and zeroed state of each kind in
+ * opt->kinds; SGD's buffer becomes visible only at its first step. */
+static cg_optimizer *
+optim_finish(cg_optimizer *opt, cg_tensor *const *params, int n)
+{
+    int i, k;
+
+    opt->refs = 1;
+    opt->n = n;
+    opt->params = cg__calloc((size_t)n, sizeof *opt->params);
+    if (!opt->params)
+        goto fail;
+    for (i = 0; i < n; i++) {
+        cg__optim_param *pp = &opt->params[i];
+
+        pp->p = cg_tensor_ref(params[i]);
+        for (k = 0; k < opt->nkinds; k++) {
+            const char *kn = kind_names[opt->kinds[k]];
+            size_t len = strlen(kn) + 16;
+
+            pp->state[k] = cg_zeros(opt->ctx, pp->p->ndim, pp->p->shape);
+            pp->names[k] = cg__malloc(len);
+            if (!pp->state[k] || !pp->names[k])
+                goto fail;
+            snprintf(pp->names[k], len, "%s.%d", kn, i);
+            pp->present[k] = opt->kinds[k] != CG__MOMENTUM_BUFFER ||
+                             opt->kind != CG__SGD;
+        }
+    }
+    return opt;
+fail:
+    optim_destroy(opt);
+    return NULL;
+}
+
+static cg_optimizer *
+optim_alloc(cg_context *ctx, cg__optim_kind kind)
+{
+    cg_optimizer *opt = cg__calloc(1, sizeof *opt);
+
+    if (opt) {
+        opt->ctx = ctx;
+        opt->kind = kind;
+    }
+    return opt;
+}
+
+static void
+add_kind(cg_optimizer *opt, cg__state_kind k)
+{
+    opt->kinds[opt->nkinds++] = k;
+}
+
+cg_optimizer *
+cg_optim_sgd_new(cg_context *ctx, cg_tensor *const *params, int nparams,
+                 const cg_sgd_options *opts)
+{
+    static const cg_sgd_options none;
+    const cg_sgd_options *o = opts ? opts : &none;
+    double lr = dflt(o->lr, 1e-3);
+    cg_optimizer *opt;
+
+    cg__error_clear();
+    if (check_params("SGD", ctx, params, nparams) ||
+        check_range("SGD", "lr", lr, 0, NAN) ||
+        check_range("SGD", "momentum", o->momentum, 0, NAN) ||
+        check_range("SGD", "dampening", o->dampening, 0, NAN) ||
+        check_range("SGD", "weight_decay", o->weight_decay, 0, NAN))
+        return NULL;
+    if (o->nesterov && (o->momentum <= 0 || o->dampening != 0)) {
+        cg__error(CG_EINVAL, "SGD: Nesterov momentum needs momentum > 0 "
+                  "and dampening 0 (momentum %g, dampening %g)",
+                  o->momentum, o->dampening);
+        return NULL;
+    }
+    if (!(opt = optim_alloc(ctx, CG__SGD)))
+        return NULL;
+    opt->lr = lr;
+    opt->momentum = o->momentum;
+    opt->dampening = o->dampening;
+    opt->weight_decay = o->weight_decay;
+    opt->nesterov = o->nesterov != 0;
+    opt->maximize = o->maximize != 0;
+    if (o->momentum != 0)
+        add_kind(opt, CG__MOMENTUM_BUFFER);
+    return optim_finish(opt, params, nparams);
+}
+
+static cg_optimizer *
+adam_new(const char *name, cg__optim_kind kind, cg_context *ctx,
+         cg_tensor *const *params, int nparams, const cg_adam_options *opts)
+{
+    static const cg_adam_options none;
+    const cg_adam_options *o = opts ? opts : &none;
+    double lr = dflt(o->lr, 1e-3), beta1 = dflt(o->beta1, 0.9);
+    double beta2 = dflt(o->beta2, 0.999), eps = dflt(o->eps, 1e-8);
+    double wd = dflt(o->weight_decay, kind == CG__ADAMW ? 1e-2 : 0);
+    cg_optimizer *opt;
+
+    cg__error_clear();
+    if (check_params(name, ctx, params, nparams) ||
+        check_range(name, "lr", lr, 0, NAN) ||
+        check_range(name, "beta1", beta1, 0, 1) ||
+        check_range(name, "beta2", beta2, 0, 1) ||
+        check_range(name, "eps", eps, 0, NAN) ||
+        check_range(name, "weight_decay", wd, 0, NAN))
+        return NULL;
+    if (!(opt = optim_alloc(ctx, kind)))
+        return NULL;
+    opt->lr = lr;
+    opt->beta1 = beta1;
+    opt->beta2 = beta2;
+    opt->eps = eps;
+    opt->weight_decay = wd;
+    opt->amsgrad = o->amsgrad != 0;
+    opt->maximize = o->maximize != 0;
+    add_kind(opt, CG__EXP_AVG);
+    add_kind(opt, CG__EXP_AVG_SQ);
+    if (opt->amsgrad)
+        add_kind(opt, CG__MAX_EXP_AVG_SQ);
+    return optim_finish(opt, params, nparams);
+}
+
+cg_optimizer *
+cg_optim_adam_new(cg_context *ctx, cg_tensor *const *params, int nparams,
+                  const cg_adam_options *opts)
+{
+    return adam_new("Adam", CG__ADAM, ctx, params, nparams, opts);
+}
+
+cg_optimizer *
+cg_optim_adamw_new(cg_context *ctx, cg_tensor *const *params, int nparams,
+                   const cg_adam_options *opts)
+{
+    return adam_new("AdamW", CG__ADAMW, ctx, params, nparams, opts);
+}
+
+cg_optimizer *
+cg_optim_rmsprop_new(cg_context *ctx, cg_tensor *const *params, int nparams,
+                     const cg_rmsprop_options *opts)
+{
+    static const cg_rmsprop_options none;
+    const cg_rmsprop_options *o = opts ? opts : &none;
+    double lr = dflt(o->lr, 1e-2), alpha = dflt(o->alpha, 0.99);
+    double eps = dflt(o->eps, 1e-8);
+    cg_optimizer *opt;
+
+    cg__error_clear();
+    if (check_params("RMSprop", ctx, params, nparams) ||
+        check_range("RMSprop", "lr", lr, 0, NAN) ||
+        check_range("RMSprop", "alpha", alpha, 0, NAN) ||
+        check_range("RMSprop", "eps", eps, 0, NAN) ||
+        check_range("RMSprop", "weight_decay", o->weight_decay, 0, NAN) ||
+        check_range("RMSprop", "momentum", o->momentum, 0, NAN))
+        return NULL;
+    if (!(opt = optim_alloc(ctx, CG__RMSPROP)))
+        return NULL;
+    opt->lr = lr;
+    opt->alpha = alpha;
+    opt->eps = eps;
+    opt->weight_decay = o->weight_decay;
+    opt->momentum = o->momentum;
+    opt->centered = o->centered != 0;
+    opt->maximize = o->maximize != 0;
+    add_kind(opt, CG__SQUARE_AVG);
+    if (opt->momentum > 0)
+        add_kind(opt, CG__MOMENTUM_BUFFER);
+    if (opt->centered)
+        add_kind(opt, CG__GRAD_AVG);
+    return optim_finish(opt, params, nparams);
+}
+
+cg_optimizer *
+cg__optim_ref(cg_optimizer *opt)
+{
+    opt->refs++;
+    return opt;
+}
+
+void
+cg_optim_free(cg_optimizer *opt)
+{
+    if (opt && --opt->refs == 0)
+        optim_destroy(opt);
+}
+
+/* ------------------------------------------------------------------------
+ * Steps
+ * ------------------------------------------------------------------------ */
+
+/* The state tensor of kind k of parameter i, or NULL if unused. */
+static cg_tensor *
+state_of(const cg_optimizer *opt, int i, cg__state_kind kind)
+{
+    int k;
+
+    for (k = 0; k < opt->nkinds; k++)
+        if (opt->kinds[k] == kind)
+            return opt->params[i].state[k];
+    return NULL;
+}
+
+static int
+launch_sgd(cg_optimizer *opt, int i, cl_mem mp, cl_int po, cl_mem mg,
+           cl_int go, cl_uint n, cl_kernel *k)
+{
+    cg__optim_param *pp = &opt->params[i];
+    cg_tensor *b = state_of(opt, i, CG__MOMENTUM_BUFFER);
+    cl_mem mb = b ? cg__tensor_mem(b) : mg;
+    cl_float mom = (cl_float)opt->momentum;
+    cl_float omd = (cl_float)(1 - opt->dampening);
+    cl_float wd = (cl_float)opt->weight_decay, neg_lr = (cl_float)-opt->lr;
+    cl_int nesterov = opt->nesterov, maximize = opt->maximize;
+    cl_int init = b && !pp->present[0];
+    int status;
+
+    if (!*k && (status = cg__kernel(opt->ctx, "optim", "sgd_step", k)))
+        return status;
+    status = cg__args(*k, 13, CG_ARG(mp), CG_ARG(po), CG_ARG(mg), CG_ARG(go),
+                      CG_ARG(mb), CG_ARG(n), CG_ARG(mom), CG_ARG(omd),
+                      CG_ARG(wd), CG_ARG(neg_lr), CG_ARG(nesterov),
+                      CG_ARG(maximize), CG_ARG(init));
+    if (status == CG_OK)
+        status = cg__launch1d(opt->ctx, *k, n, CG_WG);
+    if (status == CG_OK && b)
+        pp->present[0] = 1;
+    return status;
+}
+
+static int
+launch_adam(cg_optimizer *opt, int i, cl_mem mp, cl_int po, cl_mem mg,
+            cl_int go, cl_uint n, cl_kernel *k)
+{
+    cg__optim_param *pp = &opt->params[i];
+    double step = (double)(pp->step + 1);
+    double bc1 = 1 - pow(opt->beta1, step), bc2 = 1 - pow(opt->beta2, step);
+    int adamw = opt->kind == CG__ADAMW;
+    cl_mem mm = cg__tensor_mem(pp->state[0]);
+    cl_mem mv = cg__tensor_mem(pp->state[1]);
+    cl_mem mx = opt->amsgrad ? cg__tensor_mem(pp->state[2]) : mv;
+    cl_float pscale = adamw ? (cl_float)(1 - opt->lr * opt->weight_decay)
+                            : 1.0f;
+    cl_float wd = adamw ? 0.0f : (cl_float)opt->weight_decay;
+    cl_float b1 = (cl_float)opt->beta1, omb1 = (cl_float)(1 - opt->beta1);
+    cl_float b2 = (cl_float)opt->beta2, omb2 = (cl_float)(1 - opt->beta2);
+    cl_float bc2s = (cl_float)sqrt(bc2), eps = (cl_float)opt->eps;
+    cl_float neg_step = (cl_float)-(opt->lr / bc1);
+    cl_int amsgrad = opt->amsgrad, maximize = opt->maximize;
+    int status;
+
+    if (!*k && (status = cg__kernel(opt->ctx, "optim", "adam_step", k)))
+        return status;
+    status = cg__args(*k, 19, CG_ARG(mp), CG_ARG(po), CG_ARG(mg), CG_ARG(go),
+                      CG_ARG(mm), CG_ARG(mv), CG_ARG(mx), CG_ARG(n),
+                      CG_ARG(pscale), CG_ARG(wd), CG_ARG(b1), CG_ARG(omb1),
+                      CG_ARG(b2), CG_ARG(omb2), CG_ARG(bc2s), CG_ARG(eps),
+                      CG_ARG(neg_step), CG_ARG(amsgrad), CG_ARG(maximize));
+    if (status == CG_OK)
+        status = cg__launch1d(opt->ctx, *k, n, CG_WG);
+    return status;
+}
+
+static int
+launch_rmsprop(cg_optimizer *opt, int i, cl_mem mp, cl_int po, cl_mem mg,
+               cl_int go, cl_uint n, cl_kernel *k)
+{
+    cg_tensor *sq = state_of(opt, i, CG__SQUARE_AVG);
+    cg_tensor *ga = state_of(opt, i, CG__GRAD_AVG);
+    cg_tensor *b = state_of(opt, i, CG__MOMENTUM_BUFFER);
+    cl_mem msq = cg__tensor_mem(sq);
+    cl_mem mga = ga ? cg__tensor_mem(ga) : msq;
+    cl_mem mb = b ? cg__tensor_mem(b) : msq;
+    cl_float alpha = (cl_float)opt->alpha, oma = (cl_float)(1 - opt->alpha);
+    cl_float eps = (cl_float)opt->eps, wd = (cl_float)opt->weight_decay;
+    cl_float mom = (cl_float)opt->momentum, neg_lr = (cl_float)-opt->lr;
+    cl_int centered = opt->centered, maximize = opt->maximize;
+    int status;
+
+    if (!*k && (status = cg__kernel(opt->ctx, "optim", "rmsprop_step", k)))
+        return status;
+    status = cg__args(*k, 16, CG_ARG(mp), CG_ARG(po), CG_ARG(mg), CG_ARG(go),
+                      CG_ARG(msq), CG_ARG(mga), CG_ARG(mb), CG_ARG(n),
+                      CG_ARG(alpha), CG_ARG(oma), CG_ARG(eps), CG_ARG(wd),
+                      CG_ARG(mom), CG_ARG(neg_lr), CG_ARG(centered),
+                      CG_ARG(maximize));
+    if (status == CG_OK)
+        status = cg__launch1d(opt->ctx, *k, n, CG_WG);
+    return status;
+}
+
+/* Checks every present gradient before anything is enqueued. */
+static int
+check_grads(const cg_optimizer *opt)
+{
+    char s1[96], s2[96];
+    int i;
+
+    for (i = 0; i < opt->n; i++) {
+        const cg_tensor *p = opt->params[i].p, *g = p->grad;
+
+        if (!g)
+            continue;
+        if (g->dtype != CG_F32)
+            return cg__error(CG_EDTYPE, "optimizer step: the gradient of "
+                             "parameter %d is not float32", i);
+        if (g->ndim != p->ndim ||
+            memcmp(g->shape, p->shape, sizeof(int64_t) * (size_t)p->ndim) ||
+            !cg_tensor_is_contiguous(g))
+            return cg__error(CG_ESHAPE, "optimizer step: the gradient of "
+                             "parameter %d has shape %s%s, the parameter %s",
+                             i, cg__shape_str(g->ndim, g->shape, s1,
+                                              sizeof s1),
+                             cg_tensor_is_contiguous(g) ? ""
+                                                        : " (not contiguous)",
+                             cg__shape_str(p->ndim, p->shape, s2, sizeof s2));
+    }
+    return CG_OK;
+}
+
+int
+cg_optim_step(cg_optimizer *opt)
+{
+    cl_kernel k = NULL;
+    int i, status;
+
+    cg__error_clear();
+    if (!opt)
+        return cg__error(CG_EINVAL, "optimizer step: opt is NULL");
+    if ((status = check_grads(opt)))
+        return status;
+    for (i = 0; i < opt->n; i++) {
+        cg__optim_param *pp = &opt->params[i];
+        cg_tensor *p = pp->p, *g = p->grad;
+        cl_mem mp = cg__tensor_mem(p), mg;
+        cl_int po = (cl_int)p->offset, go;
+        cl_uint n = (cl_uint)cg_tensor_numel(p);
+
+        if (!g)
+            continue;
+        mg = cg__tensor_mem(g);
+        go = (cl_int)g->offset;
+        switch (opt->kind) {
+        case CG__SGD:
+            status = launch_sgd(opt, i, mp, po, mg, go, n, &k);
+            break;
+        case CG__ADAM:
+        case CG__ADAMW:
+            status = launch_adam(opt, i, mp, po, mg, go, n, &k);
+            break;
+        default:
+            status = launch_rmsprop(opt, i, mp, po, mg, go, n, &k);
+            break;
+        }
+        if (status)
+            return status;
+        pp->step++;
+    }
+    return CG_OK;
+}
+
+int
+cg_optim_zero_grad(cg_optimizer *opt)
+{
+    int i;
+
+    cg__error_clear();
+    if (!opt)
+        return cg__error(CG_EINVAL, "zero_grad: opt is NULL");
+    for (i = 0; i < opt->n; i++)
+        cg_tensor_zero_grad(opt->params[i].p);
+    return CG_OK;
+}
+
+/* ------------------------------------------------------------------------
+ * Learning rate, steps and state
+ * ------------------------------------------------------------------------ */
+
+int
+cg_optim_set_lr(cg_optimizer *opt, double lr)
+{
+    cg__error_clear();
+    if (!opt)
+        return cg__error(CG_EINVAL, "set_lr: opt is NULL");
+    if (!isfinite(lr) || lr < 0)
+        return cg__error(CG_EINVAL, "set_lr: lr = %g (must be finite and "
+                         ">= 0)", lr);
+    opt->lr = lr;
+    return CG_OK;
+}
+
+double
+cg_optim_get_lr(const cg_optimizer *opt)
+{
+    return opt ? opt->lr : -1;
+}
+
+int
+cg_optim_param_count(const cg_optimizer *opt)
+{
+    return opt ? opt->n : -1;
+}
+
+int
+cg_optim_state_count(const cg_optimizer *opt)
+{
+    int i, k, count = 0;
+
+    if (!opt)
+        return -1;
+    for (i = 0; i < opt->n; i++)
+        for (k = 0; k < opt->nkinds; k++)
+            count += opt->params[i].present[k];
+    return count;
+}
+
+int
+cg_optim_state_get(const cg_optimizer *opt, int index, const char **name,
+                   cg_tensor **tensor)
+{
+    int i, k, seen = 0;
+
+    cg__error_clear();
+    if (!opt)
+        return cg__error(CG_EINVAL, "state_get: opt is NULL");
+    for (i = 0; i < opt->n; i++)
+        for (k = 0; k < opt->nkinds; k++) {
+            if (!opt->params[i].present[k] || seen++ != index)
+                continue;
+            if (name)
+                *name = opt->params[i].names[k];
+            if (tensor)
+                *tensor = opt->params[i].state[k];
+            return CG_OK;
+        }
+    return cg__error(CG_EINVAL, "state_get: index %d is out of range (%d "
+                     "state tensors)", index, seen);
+}
+
+/* Parses "KIND.INDEX" into the slot k and parameter i. */
+static int
+parse_state_name(const cg_optimizer *opt, const char *name, int *i, int *k)
+{
+    const char *dot = name ? strrchr(name, '.') : NULL;
+    char *end;
+    long idx;
+
+    if (!dot || dot[1] < '0' || dot[1] > '9')
+        return cg__error(CG_EINVAL, "state_set: name \"%s\" is not "
+                         "KIND.INDEX", name ? name : "(null)");
+    idx = strtol(dot + 1, &end, 10);
+    if (*end || idx >= opt->n)
+        return cg__error(CG_EINVAL, "state_set: \"%s\": no parameter %s "
+                         "(%d parameters)", name, dot + 1, opt->n);
+    for (*k = 0; *k < opt->nkinds; (*k)++) {
+        const char *kn = kind_names[opt->kinds[*k]];
+
+        if (strlen(kn) == (size_t)(dot - name) &&
+            memcmp(kn, name, (size_t)(dot - name)) == 0) {
+            *i = (int)idx;
+            return CG_OK;
+        }
+    }
+    return cg__error(CG_EINVAL, "state_set: \"%s\": this optimizer has no "
+                     "state of that kind", name);
+}
+
+int
+cg_optim_state_set(cg_optimizer *opt, const char *name, cg_tensor *value)
+{
+    char s1[96], s2[96];
+    cg_tensor *dst;
+    int i = 0, k = 0, status;
+
+    cg__error_clear();
+    if (!opt)
+        return cg__error(CG_EINVAL, "state_set: opt is NULL");
+    if ((status = parse_state_name(opt, name, &i, &k)) ||
+        (status = cg__check_tensor(value, "state_set: value", 0)))
+        return status;
+    if (value->ctx != opt->ctx)
+        return cg__error(CG_ECONTEXT, "state_set: value belongs to another "
+                         "context");
+    dst = opt->params[i].state[k];
+    if (value->ndim != dst->ndim ||
+        memcmp(value->shape, dst->shape, sizeof(int64_t) * (size_t)dst->ndim))
+        return cg__error(CG_ESHAPE, "state_set: \"%s\" has shape %s, value "
+                         "%s", name,
+                         cg__shape_str(dst->ndim, dst->shape, s1, sizeof s1),
+                         cg__shape_str(value->ndim, value->shape, s2,
+                                       sizeof s2));
+    if ((status = cg__copy_into(dst, value)))
+        return status;
+    opt->params[i].present[k] = 1;
+    return CG_OK;
+}
+
+static int
+check_index(const cg_optimizer *opt, int index, const char *fn)
+{
+    if (!opt)
+        return cg__error(CG_EINVAL, "%s: opt is NULL", fn);
+    if (index < 0 || index >= opt->n)
+        return cg__error(CG_EINVAL, "%s: parameter %d out of range (%d "
+                         "parameters)", fn, index, opt->n);
+    return CG_OK;
+}
+
+int
+cg_optim_get_step(const cg_optimizer *opt, int index, int64_t *step)
+{
+    int status;
+
+    cg__error_clear();
+    if ((status = check_index(opt, index, "get_step")))
+        return status;
+    if (!step)
+        return cg__error(CG_EINVAL, "get_step: step is NULL");
+    *step = opt->params[index].step;
+    return CG_OK;
+}
+
+int
+cg_optim_set_step(cg_optimizer *opt, int index, int64_t step)
+{
+    int status;
+
+    cg__error_clear();
+    if ((status = check_index(opt, index, "set_step")))
+        return status;
+    if (step < 0)
+        return cg__error(CG_EINVAL, "set_step: step %lld < 0",
+                         (long long)step);
+    opt->params[index].step = step;
+    return CG_OK;
+}
