@@ -975,6 +975,245 @@ double cg_lr_schedule_base_lr(const cg_lr_schedule *sched);
  * ignored. */
 void cg_lr_schedule_free(cg_lr_schedule *sched);
 
+/* ------------------------------------------------------------------------
+ * Checkpoints
+ *
+ * A checkpoint is an ordered set of named tensors and string metadata,
+ * saved as a safetensors file: an 8-byte little-endian header length N,
+ * N bytes of JSON (an object mapping each tensor's name to its "dtype"
+ * ("F32" or "I32"), "shape" and "data_offsets" [begin, end) within the
+ * data, and "__metadata__" to a string-to-string map), then the raw
+ * little-endian data.  The safetensors package and PyTorch read these
+ * files, and clgrad reads theirs when every tensor is F32 or I32.
+ * Parameters keep PyTorch's names (cg_checkpoint_add_module with prefix
+ * "lstm." gives "lstm.weight_ih_l0", as model.state_dict() does).
+ *
+ * Resuming a run: the model's and the optimizer's tensors go in as tensors,
+ * the generator's state with cg_checkpoint_add_generator, and the step
+ * count, schedule position, vocabulary and training configuration as
+ * metadata (cg_checkpoint_set_meta*, JSON text is fine as a value).
+ *
+ * A checkpoint holds host copies: adding a tensor copies its contents
+ * (waiting for the work that computes it), and nothing in a checkpoint
+ * refers to a context or a tensor afterwards.  Names and metadata are
+ * copied too.  Names and metadata must be valid UTF-8 (CG_EINVAL).
+ * ------------------------------------------------------------------------ */
+typedef struct cg_checkpoint cg_checkpoint;
+
+/* An empty checkpoint.  The caller owns it; free it with
+ * cg_checkpoint_free. */
+cg_checkpoint *cg_checkpoint_new(void);
+/* NULL is ignored. */
+void cg_checkpoint_free(cg_checkpoint *ck);
+
+/* Copies t's elements (any layout; row-major in the file) under `name`,
+ * replacing a tensor of that name.  Names are 1..1024 bytes and not
+ * "__metadata__". */
+int cg_checkpoint_add_tensor(cg_checkpoint *ck, const char *name,
+                             const cg_tensor *t);
+/* The same from host memory: numel(shape) elements of dtype, row-major.
+ * Dimensions may be 0 here (an empty tensor). */
+int cg_checkpoint_add_host(cg_checkpoint *ck, const char *name,
+                           cg_dtype dtype, int ndim, const int64_t *shape,
+                           const void *data);
+/* Every parameter of m as prefix + its name (prefix may be NULL or "").
+ * On error nothing was added. */
+int cg_checkpoint_add_module(cg_checkpoint *ck, const char *prefix,
+                             const cg_module *m);
+
+/* Sets metadata `key` (1..1024 bytes) to a copy of `value`, replacing any
+ * earlier value.  A checkpoint without a "format" key is saved with
+ * "format": "pt", as safetensors.torch writes. */
+int cg_checkpoint_set_meta(cg_checkpoint *ck, const char *key,
+                           const char *value);
+/* The same with a number written in decimal ("%.17g" for a double, which
+ * reads back exactly). */
+int cg_checkpoint_set_meta_int(cg_checkpoint *ck, const char *key,
+                               int64_t value);
+int cg_checkpoint_set_meta_double(cg_checkpoint *ck, const char *key,
+                                  double value);
+/* Stores the context's generator state (cg_generator_state) as metadata
+ * "clgrad.generator.seed" and "clgrad.generator.offset". */
+int cg_checkpoint_add_generator(cg_checkpoint *ck, const cg_context *ctx);
+
+/* Writes the checkpoint to `path` atomically: a temporary file beside it,
+ * fsync, rename over `path`, fsync of the directory.  A crash or an error
+ * at any point leaves the old file (or none) under `path`, never a
+ * partial one.  I/O failures give CG_EIO naming the file. */
+int cg_checkpoint_save(const cg_checkpoint *ck, const char *path);
+
+/* Reads and validates a whole safetensors file: the header length against
+ * the file's size, the JSON (strict, UTF-8, an object), every entry's
+ * fields and types, dtypes (F32, I32; others are named in the error),
+ * shapes against byte ranges, and that the ranges neither overlap, leave
+ * gaps nor run past the end of the file.  Any fault gives NULL with
+ * CG_EFORMAT and a message naming the file, the entry and the fault (CG_EIO
+ * if the file cannot be read).  The caller owns the result; free it with
+ * cg_checkpoint_free. */
+cg_checkpoint *cg_checkpoint_load(const char *path);
+
+/* The tensors, in file order: their number and the name of the i-th
+ * (NULL if i is out of range; valid as long as ck). */
+int cg_checkpoint_num_tensors(const cg_checkpoint *ck);
+const char *cg_checkpoint_tensor_name(const cg_checkpoint *ck, int i);
+/* Dtype, ndim and shape (up to CG_MAX_DIMS entries) of tensor `name`;
+ * any output may be NULL.  A missing name gives CG_EFORMAT. */
+int cg_checkpoint_tensor_info(const cg_checkpoint *ck, const char *name,
+                              cg_dtype *dtype, int *ndim, int64_t *shape);
+/* Its elements in host memory, row-major, in the host's byte order
+ * (borrowed: valid as long as ck), and their size in bytes if `bytes` is
+ * not NULL.  NULL with CG_EFORMAT if there is no such tensor. */
+const void *cg_checkpoint_tensor_data(const cg_checkpoint *ck,
+                                      const char *name, size_t *bytes);
+/* A new device tensor on ctx holding tensor `name` (caller owns).  A
+ * tensor with a dimension of 0 cannot be made (CG_ESHAPE). */
+cg_tensor *cg_checkpoint_tensor(const cg_checkpoint *ck, cg_context *ctx,
+                                const char *name);
+
+/* Metadata, in file order (a saved file keeps insertion order). */
+int cg_checkpoint_num_meta(const cg_checkpoint *ck);
+const char *cg_checkpoint_meta_key(const cg_checkpoint *ck, int i);
+/* The value of `key`, borrowed, or NULL (CG_EFORMAT) if it is absent. */
+const char *cg_checkpoint_get_meta(const cg_checkpoint *ck, const char *key);
+/* The value as a whole decimal number / a floating-point number: absent
+ * or not exactly that (trailing text, out of range) gives CG_EFORMAT and
+ * leaves *value unchanged. */
+int cg_checkpoint_get_meta_int(const cg_checkpoint *ck, const char *key,
+                               int64_t *value);
+int cg_checkpoint_get_meta_double(const cg_checkpoint *ck, const char *key,
+                                  double *value);
+
+/* Overwrites tensors[i] with checkpoint tensor names[i], for i < n.  Every
+ * name, dtype and shape is checked before anything is written: a missing
+ * name, another dtype or shape (CG_EFORMAT, naming both) or a non-
+ * contiguous target (CG_EINVAL) changes no tensor.  Only a device failure
+ * while writing could leave some tensors written. */
+int cg_checkpoint_restore(const cg_checkpoint *ck, int n,
+                          const char *const *names, cg_tensor *const *tensors);
+/* Restores every parameter of m from prefix + its name, with the same
+ * all-or-nothing checks; tensors the layer lacks are ignored (optimizer
+ * state, other layers). */
+int cg_checkpoint_restore_module(const cg_checkpoint *ck, const char *prefix,
+                                 cg_module *m);
+/* Sets ctx's generator from cg_checkpoint_add_generator's metadata
+ * (CG_EFORMAT if it is missing or malformed; the generator is then left
+ * alone). */
+int cg_checkpoint_restore_generator(const cg_checkpoint *ck, cg_context *ctx);
+
+/* ------------------------------------------------------------------------
+ * Data
+ *
+ * Loaders for training sets held in host memory, handing out batches as
+ * new device tensors: a CSV table of numeric features and an integer class
+ * label, and a text read as byte ids for character models.  data/ in the
+ * source tree (installed under $(datadir)/clgrad) holds digits.csv, the
+ * 8x8 handwritten digits, and kjv.txt, about 1 MB of English; data/README
+ * says where they come from.
+ *
+ * Shuffles are Fisher-Yates driven by SplitMix64 on the host, seeded by
+ * the caller and independent of the context's generator: an order depends
+ * only on (seed, epoch), so a resumed run sees the same batches.  Errors in
+ * a file give CG_EFORMAT (CG_EIO if it cannot be read) with the file name
+ * and line number in cg_last_error().
+ * ------------------------------------------------------------------------ */
+typedef struct cg_dataset cg_dataset;
+
+enum {
+    CG_CSV_HEADER_DETECT = 0,  /* a first row with a non-number is one */
+    CG_CSV_HEADER_NONE = 1,
+    CG_CSV_HEADER_PRESENT = 2
+};
+
+typedef struct cg_csv_options {
+    int label_column;  /* 0-based; negative counts from the end (-1: last) */
+    int header;        /* CG_CSV_HEADER_* */
+    char delimiter;    /* 0 means ',' */
+} cg_csv_options;
+
+/* Reads a CSV file: every row has the same number of fields (at least 2),
+ * each a finite number (spaces around it allowed; no quoting); the label
+ * column is an integer >= 0 and the others are the features, in file
+ * order.  Blank lines are skipped.  opts NULL means { -1,
+ * CG_CSV_HEADER_DETECT, ',' }.  A ragged row, a field that is not a
+ * number, a bad label or a file with no rows give CG_EFORMAT naming the
+ * file and line.  The caller owns the result; free it with
+ * cg_dataset_free. */
+cg_dataset *cg_csv_load(const char *path, const cg_csv_options *opts);
+/* NULL is ignored. */
+void cg_dataset_free(cg_dataset *ds);
+
+int64_t cg_dataset_rows(const cg_dataset *ds);
+int cg_dataset_features(const cg_dataset *ds);
+/* The largest label + 1 (of the file a split came from). */
+int cg_dataset_classes(const cg_dataset *ds);
+/* The table in host memory, borrowed: features [rows, features] row-
+ * major, labels [rows]. */
+const float *cg_dataset_feature_data(const cg_dataset *ds);
+const int32_t *cg_dataset_label_data(const cg_dataset *ds);
+
+/* Splits ds into two new datasets: round(holdout * rows) rows picked by a
+ * shuffle seeded by `seed` go to *test, the rest to *train, each keeping
+ * ds's row order.  Both parts must be non-empty (CG_EINVAL).  The caller
+ * owns both. */
+int cg_dataset_split(const cg_dataset *ds, double holdout, uint64_t seed,
+                     cg_dataset **train, cg_dataset **test);
+
+/* ceil(rows / batch_size): the last batch may be smaller. */
+int64_t cg_dataset_num_batches(const cg_dataset *ds, int batch_size);
+
+/* Batch `index` of an epoch: *x float32 [n, features] and *y int32 [n]
+ * (new tensors on ctx; the caller owns both), rows in file order or, with
+ * `shuffled`, in the order of (seed, epoch).  Returns n (1..batch_size),
+ * 0 with *x = *y = NULL when index is past the epoch's last batch, or a
+ * negative status.  ds keeps the current epoch's order between calls
+ * (so it is not const). */
+int cg_dataset_batch(cg_dataset *ds, cg_context *ctx, int batch_size,
+                     int shuffled, uint64_t seed, int64_t epoch,
+                     int64_t index, cg_tensor **x, cg_tensor **y);
+
+typedef struct cg_text cg_text;
+
+/* Reads a file as bytes.  vocab NULL: the vocabulary is the bytes present,
+ * in increasing order, id i for the i-th; otherwise it is a string from
+ * cg_text_vocab (as kept in a checkpoint's metadata), and a byte of the
+ * file not in it gives CG_EFORMAT naming the line.  An empty file gives
+ * CG_EFORMAT.  The caller owns the result; free it with cg_text_free. */
+cg_text *cg_text_load(const char *path, const char *vocab);
+/* NULL is ignored. */
+void cg_text_free(cg_text *t);
+
+int64_t cg_text_length(const cg_text *t);     /* in bytes (= ids) */
+int cg_text_vocab_size(const cg_text *t);
+/* The ids, borrowed. */
+const int32_t *cg_text_ids(const cg_text *t);
+/* The vocabulary as text, "[10,32,33,...]" (the byte of each id, as a JSON
+ * array), borrowed: store it with cg_checkpoint_set_meta. */
+const char *cg_text_vocab(const cg_text *t);
+/* Bytes to ids and back.  A byte outside the vocabulary, or an id outside
+ * 0..size-1, gives CG_EINVAL naming its position and writes nothing.
+ * decode writes n bytes and a terminating zero. */
+int cg_text_encode(const cg_text *t, const char *s, size_t n, int32_t *ids);
+int cg_text_decode(const cg_text *t, const int32_t *ids, size_t n,
+                   char *out);
+
+/* Splits t into its first part and its last round(holdout * length)
+ * bytes (*valid), with t's vocabulary; each must keep at least 2 bytes
+ * (CG_EINVAL).  The caller owns both. */
+int cg_text_split(const cg_text *t, double holdout, cg_text **train,
+                  cg_text **valid);
+
+/* Batches for truncated BPTT with `batch` parallel streams: stream b is
+ * the contiguous slice [b S, (b + 1) S) of the text, S = (length - 1) /
+ * batch, and batch i holds its steps [i T, i T + n) with T = steps (n < T
+ * only in the last batch).  *inputs and *targets are int32 [n, batch]
+ * (new tensors; the caller owns both), targets[k, b] being the id after
+ * inputs[k, b], so batch i + 1 continues every stream of batch i and the
+ * recurrent state carries over.  Returns n, 0 with NULL outputs past the
+ * last batch, or a negative status (CG_EINVAL if S < 1). */
+int64_t cg_text_num_batches(const cg_text *t, int steps, int batch);
+int cg_text_batch(const cg_text *t, cg_context *ctx, int steps, int batch,
+                  int64_t index, cg_tensor **inputs, cg_tensor **targets);
+
 #ifdef __cplusplus
 }
 #endif

@@ -56,7 +56,14 @@ char *cg__read_file(const char *path, size_t *len);
 int cg__mkdir_p(const char *path);
 
 /* Writes `len` bytes to `path` atomically: a temporary file in the same
- * directory, fsync, then rename over the target. */
+ * directory, fsync, rename over the target, fsync the directory.  A crash
+ * at any point leaves either the old file or the new one under `path`
+ * (and possibly a stray path.tmp.PID), never a partial one. */
 int cg__write_file_atomic(const char *path, const void *data, size_t len);
+
+/* The same for `nparts` pieces written one after another, creating the
+ * file with `mode` (before the umask). */
+int cg__write_parts_atomic(const char *path, int mode, int nparts,
+                           const void *const *parts, const size_t *lens);
 
 #endif

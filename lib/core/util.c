@@ -148,32 +148,69 @@ cg__mkdir_p(const char *path)
     return CG_OK;
 }
 
-int
-cg__write_file_atomic(const char *path, const void *data, size_t len)
+/* fsync on the directory makes a rename durable; some file systems refuse
+ * it (EINVAL), which is harmless. */
+static int
+sync_parent_dir(const char *path)
 {
-    char tmp[4096];
-    const char *p = data;
-    int fd;
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    size_t n = slash ? (size_t)(slash - path) : 0;
+    int fd, rc = CG_OK;
 
-    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >=
-        (int)sizeof tmp)
+    if (n >= sizeof dir)
         return cg__error(CG_EIO, "path too long: %s", path);
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (slash && n == 0)
+        n = 1;                       /* "/file": the root */
+    memcpy(dir, slash ? path : ".", slash ? n : 1);
+    dir[slash ? n : 1] = '\0';
+    fd = open(dir, O_RDONLY | O_DIRECTORY);
     if (fd < 0)
-        return cg__error(CG_EIO, "cannot create %s: %s", tmp,
+        return cg__error(CG_EIO, "cannot open directory %s: %s", dir,
                          strerror(errno));
+    if (fsync(fd) != 0 && errno != EINVAL && errno != EROFS)
+        rc = cg__error(CG_EIO, "cannot sync directory %s: %s", dir,
+                       strerror(errno));
+    close(fd);
+    return rc;
+}
+
+static int
+write_all(int fd, const char *tmp, const void *data, size_t len)
+{
+    const char *p = data;
+
     while (len > 0) {
         ssize_t w = write(fd, p, len);
 
         if (w < 0 && errno == EINTR)
             continue;
-        if (w <= 0) {
-            cg__error(CG_EIO, "cannot write %s: %s", tmp, strerror(errno));
-            goto fail;
-        }
+        if (w <= 0)
+            return cg__error(CG_EIO, "cannot write %s: %s", tmp,
+                             w < 0 ? strerror(errno) : "short write");
         p += w;
         len -= (size_t)w;
     }
+    return CG_OK;
+}
+
+int
+cg__write_parts_atomic(const char *path, int mode, int nparts,
+                       const void *const *parts, const size_t *lens)
+{
+    char tmp[4096];
+    int fd, i;
+
+    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >=
+        (int)sizeof tmp)
+        return cg__error(CG_EIO, "path too long: %s", path);
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, mode);
+    if (fd < 0)
+        return cg__error(CG_EIO, "cannot create %s: %s", tmp,
+                         strerror(errno));
+    for (i = 0; i < nparts; i++)
+        if (write_all(fd, tmp, parts[i], lens[i]) != CG_OK)
+            goto fail;
     if (fsync(fd) != 0) {
         cg__error(CG_EIO, "cannot sync %s: %s", tmp, strerror(errno));
         goto fail;
@@ -189,10 +226,16 @@ cg__write_file_atomic(const char *path, const void *data, size_t len)
                   strerror(errno));
         goto fail;
     }
-    return CG_OK;
+    return sync_parent_dir(path);
 fail:
     if (fd >= 0)
         close(fd);
     unlink(tmp);
     return CG_EIO;
+}
+
+int
+cg__write_file_atomic(const char *path, const void *data, size_t len)
+{
+    return cg__write_parts_atomic(path, 0600, 1, &data, &len);
 }

@@ -1,0 +1,125 @@
+#!/usr/bin/python3
+"""Checks clgrad's checkpoints against PyTorch (tests/test_io_python.c runs
+this with Debian's python3-torch).
+
+  io_interop.py check FILE   FILE was written by clgrad: it holds an LSTM
+                             ("lstm.*"), a linear layer ("fc.*"), an input x
+                             and clgrad's output y = fc(lstm(x)); PyTorch
+                             loads the weights with load_state_dict (strict),
+                             recomputes y and compares.
+  io_interop.py write FILE   writes such a file from PyTorch, for clgrad to
+                             load and recompute.
+
+The safetensors package is not in Debian bookworm and torch 1.13 has no
+safetensors reader, so the format is read and written here with struct and
+json, as the specification describes it: an 8-byte little-endian header
+length, a JSON header, then little-endian data.  Exit status 0 on success,
+1 with a message otherwise.
+"""
+import json
+import struct
+import sys
+
+import torch
+
+DTYPES = {"F32": torch.float32, "I32": torch.int32}
+NAMES = {v: k for k, v in DTYPES.items()}
+LITTLE = {torch.float32: "<f4", torch.int32: "<i4"}
+T, B, IN, H, OUT = 5, 2, 3, 4, 2
+
+
+def model():
+    lstm = torch.nn.LSTM(IN, H)
+    fc = torch.nn.Linear(H, OUT)
+    return lstm, fc
+
+
+def read(path):
+    with open(path, "rb") as f:
+        raw = f.read()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + n])
+    data = raw[8 + n:]
+    meta = header.pop("__metadata__", {}) or {}
+    tensors = {}
+    end = 0
+    for name, e in header.items():
+        b, e_ = e["data_offsets"]
+        t = torch.frombuffer(bytearray(data[b:e_]), dtype=DTYPES[e["dtype"]])
+        tensors[name] = t.reshape(e["shape"])
+        end = max(end, e_)
+    if end != len(data):
+        raise ValueError("data is %d bytes, tensors end at %d" % (len(data), end))
+    return tensors, meta
+
+
+def write(path, tensors, meta):
+    header = {"__metadata__": meta}
+    blobs = []
+    offset = 0
+    for name, t in tensors.items():
+        blob = t.contiguous().numpy().astype(LITTLE[t.dtype]).tobytes()
+        header[name] = {"dtype": NAMES[t.dtype], "shape": list(t.shape),
+                        "data_offsets": [offset, offset + len(blob)]}
+        blobs.append(blob)
+        offset += len(blob)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-(8 + len(text)) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+
+
+def forward(lstm, fc, x):
+    with torch.no_grad():
+        return fc(lstm(x)[0])
+
+
+def check(path):
+    tensors, meta = read(path)
+    lstm, fc = model()
+    lstm.load_state_dict({k[5:]: v for k, v in tensors.items()
+                          if k.startswith("lstm.")}, strict=True)
+    fc.load_state_dict({k[3:]: v for k, v in tensors.items()
+                        if k.startswith("fc.")}, strict=True)
+    y = forward(lstm, fc, tensors["x"])
+    err = (y - tensors["y"]).abs().max().item()
+    scale = tensors["y"].abs().max().item()
+    print("max |y_torch - y_clgrad| = %.3g (max |y| %.3g)" % (err, scale))
+    if err > 1e-5 * max(scale, 1):
+        raise ValueError("outputs differ")
+    ids = tensors["ids"]
+    if ids.dtype != torch.int32 or ids.tolist() != [3, -1, 2147483647]:
+        raise ValueError("ids: %r" % ids)
+    if meta.get("step") != "12" or meta.get("format") != "pt":
+        raise ValueError("metadata: %r" % meta)
+    if json.loads(meta["config"])["hidden"] != H:
+        raise ValueError("config: %r" % meta["config"])
+
+
+def make(path):
+    torch.manual_seed(0)
+    lstm, fc = model()
+    x = torch.randn(T, B, IN)
+    tensors = {"lstm." + k: v for k, v in lstm.state_dict().items()}
+    tensors.update({"fc." + k: v for k, v in fc.state_dict().items()})
+    tensors["x"] = x
+    tensors["y"] = forward(lstm, fc, x)
+    tensors["ids"] = torch.tensor([[1, 2], [-3, 2147483647]], dtype=torch.int32)
+    write(path, tensors, {"format": "pt", "step": "7", "writer": "torch " + torch.__version__})
+
+
+def main():
+    if len(sys.argv) != 3 or sys.argv[1] not in ("check", "write"):
+        print(__doc__, file=sys.stderr)
+        return 2
+    try:
+        (check if sys.argv[1] == "check" else make)(sys.argv[2])
+    except Exception as e:  # any failure is the test's failure
+        print("io_interop.py %s: %s: %s" % (sys.argv[1], type(e).__name__, e),
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
