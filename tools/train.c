@@ -1,0 +1,1267 @@
+/*
+ * tools/train.c - clgrad-train's engine.
+ *
+ * Models:
+ *   mlp        x [B, F] -> (linear, relu) per hidden width -> linear -> C
+ *              class logits; cross-entropy.
+ *   char-lstm  ids [T, B] -> embedding [V, E] -> LSTM (layers, hidden) ->
+ *              linear -> V logits per step; cross-entropy over all T*B
+ *              positions; B streams read consecutive slices of the text,
+ *              and the LSTM state is carried (detached) from one batch to
+ *              the next: truncated BPTT.
+ * Every step is queued without waiting except for reading the loss (one
+ * synchronisation per step, for the progress line and the NaN check).
+ */
+#include "config.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "train.h"
+
+/* ------------------------------------------------------------------------
+ * Configuration
+ * ------------------------------------------------------------------------ */
+
+void
+tr_config_defaults(tr_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->layers = 2;
+    cfg->embed = 64;
+    cfg->seq_len = 100;
+    cfg->seed = 1;
+    cfg->save_every = 500;
+    cfg->sample = 200;
+    cfg->sample_every = 500;
+    cfg->log_every = 50;
+    cfg->holdout = 0.2;
+    cfg->momentum = -1;
+    cfg->clip = -1;
+    cfg->temperature = 0.8;
+    cfg->prime = "\n";
+    snprintf(cfg->optimizer, sizeof cfg->optimizer, "adam");
+    snprintf(cfg->schedule, sizeof cfg->schedule, "constant");
+}
+
+int
+tr_optimizer_kind(const char *name)
+{
+    static const char *const names[] = { "adam", "adamw", "sgd", "rmsprop" };
+    int i;
+
+    for (i = 0; i < 4; i++)
+        if (strcmp(name, names[i]) == 0)
+            return i;
+    return -1;
+}
+
+/* Fills in the defaults that depend on the model. */
+static void
+resolve(tr_config *c)
+{
+    int opt = tr_optimizer_kind(c->optimizer);
+
+    if (!c->hidden_set) {
+        c->hidden[0] = 256;
+        c->hidden[1] = 256;
+        c->nhidden = c->model == TR_MLP ? 2 : 1;
+    }
+    if (!c->batch)
+        c->batch = c->model == TR_MLP ? 64 : 32;
+    if (!c->epochs)
+        c->epochs = c->model == TR_MLP ? 20 : 1000000;
+    if (c->lr == 0)
+        c->lr = opt == 2 ? 0.1 : opt == 3 ? 1e-3
+                : c->model == TR_MLP ? 1e-3 : 2e-3;
+    if (c->momentum < 0)
+        c->momentum = opt == 2 ? 0.9 : 0;
+    if (c->clip < 0)
+        c->clip = c->model == TR_CHAR_LSTM ? 5 : 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Messages
+ * ------------------------------------------------------------------------ */
+
+static void
+fail(const char *fmt, ...)
+{
+    va_list ap;
+
+    fprintf(stderr, "clgrad-train: ");
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n");
+}
+
+static double
+now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Host random numbers (shuffles, sampling): splitmix64, whose state is
+ * saved in checkpoints. */
+static uint64_t
+rng_next(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ULL);
+
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+static double
+rng_uniform(uint64_t *s)
+{
+    return (double)(rng_next(s) >> 11) / 9007199254740992.0;
+}
+
+/* ------------------------------------------------------------------------
+ * Models
+ * ------------------------------------------------------------------------ */
+
+typedef struct tr_model {
+    tr_model_kind kind;
+    int nmods;
+    cg_module *mods[TR_MAX_HIDDEN + 2];
+    char prefix[TR_MAX_HIDDEN + 2][16];
+    int nparams;
+    cg_tensor *params[TR_MAX_PARAMS];   /* borrowed from the modules */
+    char names[TR_MAX_PARAMS][64];      /* "lstm.weight_ih_l0" */
+} tr_model;
+
+static int
+add_module(tr_model *m, const char *prefix, cg_module *mod)
+{
+    int i, n;
+
+    if (!mod)
+        return -1;
+    m->mods[m->nmods] = mod;
+    snprintf(m->prefix[m->nmods], sizeof m->prefix[0], "%s", prefix);
+    m->nmods++;
+    n = cg_module_num_params(mod);
+    for (i = 0; i < n && m->nparams < TR_MAX_PARAMS; i++) {
+        const char *name;
+
+        m->params[m->nparams] = cg_module_param(mod, i, &name);
+        snprintf(m->names[m->nparams], sizeof m->names[0], "%s.%s", prefix,
+                 name);
+        m->nparams++;
+    }
+    return 0;
+}
+
+static void
+model_free(tr_model *m)
+{
+    int i;
+
+    for (i = 0; i < m->nmods; i++)
+        cg_module_free(m->mods[i]);
+    memset(m, 0, sizeof *m);
+}
+
+/* The MLP: fc0 .. fcN. */
+static int
+mlp_new(tr_model *m, cg_context *ctx, const tr_config *c, int in, int out)
+{
+    char name[16];
+    int i, width = in;
+
+    memset(m, 0, sizeof *m);
+    m->kind = TR_MLP;
+    for (i = 0; i <= c->nhidden; i++) {
+        int next = i < c->nhidden ? c->hidden[i] : out;
+
+        snprintf(name, sizeof name, "fc%d", i);
+        if (add_module(m, name, cg_linear_new(ctx, width, next, 1)))
+            return -1;
+        width = next;
+    }
+    return 0;
+}
+
+static cg_tensor *
+mlp_forward(tr_model *m, cg_tensor *x)
+{
+    cg_tensor *h = cg_tensor_ref(x);
+    int i;
+
+    for (i = 0; h && i < m->nmods; i++) {
+        cg_tensor *y = cg_linear_forward(m->mods[i], h);
+
+        cg_tensor_free(h);
+        h = y;
+        if (h && i < m->nmods - 1) {
+            y = cg_relu(h);
+            cg_tensor_free(h);
+            h = y;
+        }
+    }
+    return h;
+}
+
+/* The character LSTM: embed, lstm, head. */
+static int
+lstm_new(tr_model *m, cg_context *ctx, const tr_config *c, int vocab)
+{
+    cg_rnn_options o;
+
+    memset(m, 0, sizeof *m);
+    memset(&o, 0, sizeof o);
+    m->kind = TR_CHAR_LSTM;
+    o.mode = CG_LSTM;
+    o.input_size = (int)c->embed;
+    o.hidden_size = c->hidden[0];
+    o.num_layers = (int)c->layers;
+    o.dropout = (float)c->dropout;
+    if (add_module(m, "embed", cg_embedding_new(ctx, vocab, (int)c->embed)) ||
+        add_module(m, "lstm", cg_rnn_new(ctx, &o)) ||
+        add_module(m, "head", cg_linear_new(ctx, c->hidden[0], vocab, 1)))
+        return -1;
+    return 0;
+}
+
+/* Logits [T*B, V] for ids [T, B]; the final states replace *h and *c
+ * (detached when `detach`). */
+static cg_tensor *
+lstm_forward(tr_model *m, cg_tensor *ids, cg_tensor **h, cg_tensor **c,
+             int detach)
+{
+    cg_tensor *e, *y = NULL, *hn = NULL, *cn = NULL, *flat, *logits;
+    int64_t shape[3];
+    int status;
+
+    e = cg_embedding_forward(m->mods[0], ids);
+    if (!e)
+        return NULL;
+    status = cg_rnn_forward(m->mods[1], e, *h, *c, NULL, &y, &hn, &cn);
+    cg_tensor_free(e);
+    if (status)
+        return NULL;
+    cg_tensor_free(*h);
+    cg_tensor_free(*c);
+    *h = detach ? cg_detach(hn) : cg_tensor_ref(hn);
+    *c = detach ? cg_detach(cn) : cg_tensor_ref(cn);
+    cg_tensor_free(hn);
+    cg_tensor_free(cn);
+    cg_tensor_shape(y, shape);
+    shape[0] *= shape[1];
+    shape[1] = shape[2];
+    flat = cg_reshape(y, 2, shape);
+    cg_tensor_free(y);
+    if (!flat)
+        return NULL;
+    logits = cg_linear_forward(m->mods[2], flat);
+    cg_tensor_free(flat);
+    return logits;
+}
+
+static int
+model_set_training(tr_model *m, int training)
+{
+    int i;
+
+    for (i = 0; i < m->nmods; i++)
+        cg_module_set_training(m->mods[i], training);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Optimizer and schedule
+ * ------------------------------------------------------------------------ */
+
+static cg_optimizer *
+make_optimizer(cg_context *ctx, const tr_config *c, tr_model *m)
+{
+    switch (tr_optimizer_kind(c->optimizer)) {
+    case 2: {
+        cg_sgd_options o;
+
+        memset(&o, 0, sizeof o);
+        o.lr = c->lr;
+        o.momentum = c->momentum > 0 ? c->momentum : CG_OPTIM_ZERO;
+        o.weight_decay = c->weight_decay;
+        return cg_optim_sgd_new(ctx, m->params, m->nparams, &o);
+    }
+    case 3: {
+        cg_rmsprop_options o;
+
+        memset(&o, 0, sizeof o);
+        o.lr = c->lr;
+        o.momentum = c->momentum;
+        o.weight_decay = c->weight_decay;
+        return cg_optim_rmsprop_new(ctx, m->params, m->nparams, &o);
+    }
+    default: {
+        cg_adam_options o;
+        int w = tr_optimizer_kind(c->optimizer) == 1;
+
+        memset(&o, 0, sizeof o);
+        o.lr = c->lr;
+        o.weight_decay = c->weight_decay > 0 ? c->weight_decay
+                                             : w ? 0 : CG_OPTIM_ZERO;
+        return w ? cg_optim_adamw_new(ctx, m->params, m->nparams, &o)
+                 : cg_optim_adam_new(ctx, m->params, m->nparams, &o);
+    }
+    }
+}
+
+/* NULL for "constant". */
+static cg_lr_schedule *
+make_schedule(const tr_config *c, cg_optimizer *opt, int64_t total,
+              int *status)
+{
+    cg_lr_schedule *s = NULL;
+
+    *status = 0;
+    if (strcmp(c->schedule, "step") == 0)
+        s = cg_lr_schedule_step_new(opt, total / 3 > 0 ? total / 3 : 1, 0.1);
+    else if (strcmp(c->schedule, "exp") == 0)
+        s = cg_lr_schedule_exponential_new(opt, pow(0.01, 1.0 /
+                                                    (double)total));
+    else if (strcmp(c->schedule, "cosine") == 0)
+        s = cg_lr_schedule_cosine_new(opt, c->warmup < total ? c->warmup : 0,
+                                      0.0, total, 0.0);
+    else
+        return NULL;
+    if (!s)
+        *status = -1;
+    return s;
+}
+
+/* ------------------------------------------------------------------------
+ * Progress and log
+ * ------------------------------------------------------------------------ */
+
+typedef struct progress {
+    const tr_config *cfg;
+    FILE *log;
+    int tty;
+    double t0, last_print;
+    int64_t total;              /* steps planned, or 0 if unknown */
+} progress;
+
+static void
+fmt_time(double s, char *buf, size_t n)
+{
+    if (!isfinite(s) || s < 0)
+        snprintf(buf, n, "?");
+    else if (s < 60)
+        snprintf(buf, n, "%.0fs", s);
+    else if (s < 3600)
+        snprintf(buf, n, "%dm%02ds", (int)s / 60, (int)s % 60);
+    else
+        snprintf(buf, n, "%dh%02dm", (int)s / 3600, (int)s % 3600 / 60);
+}
+
+/* One step done: loss, accuracy (NAN if none), lr, items per second. */
+static void
+progress_step(progress *p, int64_t step, double loss, double acc, double lr,
+              double rate, const char *unit, int force)
+{
+    double el = now() - p->t0;
+    char eta[32], elapsed[32];
+
+    if (p->log) {
+        char a[32] = "";
+
+        if (!isnan(acc))
+            snprintf(a, sizeof a, "%.4f", acc);
+        fprintf(p->log, "%lld,%.6f,%s,%.6g,%.1f,%.3f\n", (long long)step,
+                loss, a, lr, rate, el);
+    }
+    if (p->cfg->quiet)
+        return;
+    fmt_time(el, elapsed, sizeof elapsed);
+    fmt_time(p->total > step ? el / (double)step * (double)(p->total - step)
+                             : NAN, eta, sizeof eta);
+    if (p->tty) {
+        int w = 24, filled = p->total ? (int)(w * step / p->total) : 0, i;
+        char bar[32];
+
+        if (!force && now() - p->last_print < 0.2)
+            return;
+        p->last_print = now();
+        for (i = 0; i < w; i++)
+            bar[i] = i < filled ? '#' : '.';
+        bar[w] = 0;
+        fprintf(stderr, "\r[%s] step %lld%s%lld loss %.4f  %.0f %s/s  "
+                "%s  ETA %s   ", bar, (long long)step,
+                p->total ? "/" : "", (long long)p->total, loss, rate, unit,
+                elapsed, eta);
+        fflush(stderr);
+    } else if (force || step % p->cfg->log_every == 0) {
+        printf("step %lld loss %.4f lr %.3g %.0f %s/s elapsed %s\n",
+               (long long)step, loss, lr, rate, unit, elapsed);
+        fflush(stdout);
+    }
+}
+
+/* Ends a progress line before other output. */
+static void
+progress_break(progress *p)
+{
+    if (p->tty && !p->cfg->quiet)
+        fprintf(stderr, "\n");
+}
+
+/* ------------------------------------------------------------------------
+ * Checks
+ * ------------------------------------------------------------------------ */
+
+/* The first parameter whose gradient has a non-finite element, or NULL. */
+static const char *
+first_bad_grad(tr_model *m)
+{
+    int i;
+
+    for (i = 0; i < m->nparams; i++) {
+        cg_tensor *g = cg_tensor_grad(m->params[i]);
+        int64_t n, j;
+        float *v;
+
+        if (!g)
+            continue;
+        n = cg_tensor_numel(g);
+        v = malloc((size_t)n * sizeof *v);
+        if (!v || cg_tensor_to_host(g, v, (size_t)n * sizeof *v)) {
+            free(v);
+            continue;
+        }
+        for (j = 0; j < n && isfinite(v[j]); j++)
+            ;
+        free(v);
+        if (j < n)
+            return m->names[i];
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------
+ * A training run's state, and checkpoints
+ * ------------------------------------------------------------------------ */
+
+typedef struct run {
+    tr_config cfg;
+    cg_context *ctx;
+    tr_model model;
+    cg_optimizer *opt;
+    cg_lr_schedule *sched;
+    int64_t step;               /* optimizer steps done */
+    int64_t epoch, index;       /* next batch: epoch and batch index */
+    int64_t total;              /* steps planned */
+    /* mlp */
+    cg_dataset *train, *test;
+    cg_tensor *mean, *inv_std;  /* feature normalisation [F] */
+    int features, classes;
+    /* char-lstm */
+    cg_text *text;
+    cg_tensor *h, *c;           /* carried (detached) LSTM state */
+    progress prog;
+} run;
+
+static int
+ck_fail(const char *what, const char *path)
+{
+    fail("%s %s: %s", what, path, cg_last_error());
+    return -1;
+}
+
+static int
+save_checkpoint(run *r, const char *path)
+{
+    cg_checkpoint *ck = cg_checkpoint_new();
+    char key[96], hid[128] = "";
+    int i, n, status = ck ? CG_OK : -1;
+
+    for (i = 0; status == CG_OK && i < r->model.nmods; i++) {
+        snprintf(key, sizeof key, "%s.", r->model.prefix[i]);
+        status = cg_checkpoint_add_module(ck, key, r->model.mods[i]);
+    }
+    n = cg_optim_state_count(r->opt);
+    for (i = 0; status == CG_OK && i < n; i++) {
+        const char *name;
+        cg_tensor *t;
+
+        status = cg_optim_state_get(r->opt, i, &name, &t);
+        snprintf(key, sizeof key, "optim.%s", name);
+        if (status == CG_OK)
+            status = cg_checkpoint_add_tensor(ck, key, t);
+    }
+    for (i = 0; status == CG_OK && i < r->model.nparams; i++) {
+        int64_t st;
+
+        snprintf(key, sizeof key, "optim.step.%d", i);
+        status = cg_optim_get_step(r->opt, i, &st);
+        if (status == CG_OK)
+            status = cg_checkpoint_set_meta_int(ck, key, st);
+    }
+    if (status == CG_OK && r->mean)
+        status = cg_checkpoint_add_tensor(ck, "data.mean", r->mean);
+    if (status == CG_OK && r->inv_std)
+        status = cg_checkpoint_add_tensor(ck, "data.inv_std", r->inv_std);
+    if (status == CG_OK && r->h)
+        status = cg_checkpoint_add_tensor(ck, "train.state.h", r->h);
+    if (status == CG_OK && r->c)
+        status = cg_checkpoint_add_tensor(ck, "train.state.c", r->c);
+    for (i = 0; i < r->cfg.nhidden; i++)
+        snprintf(hid + strlen(hid), sizeof hid - strlen(hid), "%s%d",
+                 i ? "," : "", r->cfg.hidden[i]);
+#define META(k, v) if (status == CG_OK) status = cg_checkpoint_set_meta(ck, k, v)
+#define IMETA(k, v) if (status == CG_OK) \
+        status = cg_checkpoint_set_meta_int(ck, k, (int64_t)(v))
+#define DMETA(k, v) if (status == CG_OK) \
+        status = cg_checkpoint_set_meta_double(ck, k, v)
+    META("clgrad.model", r->model.kind == TR_MLP ? "mlp" : "char-lstm");
+    META("config.hidden", hid);
+    IMETA("config.layers", r->cfg.layers);
+    IMETA("config.embed", r->cfg.embed);
+    DMETA("config.dropout", r->cfg.dropout);
+    IMETA("config.seq_len", r->cfg.seq_len);
+    IMETA("config.batch", r->cfg.batch);
+    META("config.optimizer", r->cfg.optimizer);
+    META("config.schedule", r->cfg.schedule);
+    DMETA("config.lr", r->cfg.lr);
+    DMETA("config.momentum", r->cfg.momentum);
+    DMETA("config.weight_decay", r->cfg.weight_decay);
+    DMETA("config.clip", r->cfg.clip);
+    DMETA("config.holdout", r->cfg.holdout);
+    IMETA("config.warmup", r->cfg.warmup);
+    IMETA("config.seed", r->cfg.seed);
+    IMETA("train.total", r->total);
+    IMETA("train.step", r->step);
+    IMETA("train.epoch", r->epoch);
+    IMETA("train.index", r->index);
+    IMETA("train.schedule", r->sched ? cg_lr_schedule_get_position(r->sched)
+                                     : 0);
+    IMETA("data.features", r->features);
+    IMETA("data.classes", r->classes);
+    if (r->text)
+        META("data.vocab", cg_text_vocab(r->text));
+#undef META
+#undef IMETA
+#undef DMETA
+    if (status == CG_OK)
+        status = cg_checkpoint_add_generator(ck, r->ctx);
+    if (status == CG_OK)
+        status = cg_checkpoint_save(ck, path);
+    cg_checkpoint_free(ck);
+    return status == CG_OK ? 0 : ck_fail("saving", path);
+}
+
+/* Reads the model's shape and the training configuration of a checkpoint
+ * into cfg, before anything is built. */
+static int
+read_config(const cg_checkpoint *ck, tr_config *cfg, const char *path)
+{
+    const char *model = cg_checkpoint_get_meta(ck, "clgrad.model");
+    const char *s;
+    int64_t v;
+
+    if (!model || (strcmp(model, "mlp") && strcmp(model, "char-lstm"))) {
+        fail("%s is not a clgrad-train checkpoint (no clgrad.model)", path);
+        return -1;
+    }
+    cfg->model = strcmp(model, "mlp") == 0 ? TR_MLP : TR_CHAR_LSTM;
+    s = cg_checkpoint_get_meta(ck, "config.hidden");
+    if (!s || (cfg->nhidden = 0, sscanf(s, "%d", &cfg->hidden[0]) != 1)) {
+        fail("%s: bad config.hidden", path);
+        return -1;
+    }
+    while (s && *s && cfg->nhidden < TR_MAX_HIDDEN) {
+        cfg->hidden[cfg->nhidden++] = atoi(s);
+        s = strchr(s, ',');
+        s = s ? s + 1 : NULL;
+    }
+    cfg->hidden_set = 1;
+#define GETI(k, f) if (cg_checkpoint_get_meta_int(ck, k, &v) == CG_OK) f = v
+#define GETD(k, f) cg_checkpoint_get_meta_double(ck, k, &f)
+    GETI("config.layers", cfg->layers);
+    GETI("config.embed", cfg->embed);
+    GETI("config.seq_len", cfg->seq_len);
+    GETI("config.batch", cfg->batch);
+    GETI("config.warmup", cfg->warmup);
+    GETI("config.seed", cfg->seed);
+    GETD("config.dropout", cfg->dropout);
+    GETD("config.lr", cfg->lr);
+    GETD("config.momentum", cfg->momentum);
+    GETD("config.weight_decay", cfg->weight_decay);
+    GETD("config.clip", cfg->clip);
+    GETD("config.holdout", cfg->holdout);
+#undef GETI
+#undef GETD
+    if ((s = cg_checkpoint_get_meta(ck, "config.optimizer")) &&
+        tr_optimizer_kind(s) >= 0)
+        snprintf(cfg->optimizer, sizeof cfg->optimizer, "%s", s);
+    if ((s = cg_checkpoint_get_meta(ck, "config.schedule")))
+        snprintf(cfg->schedule, sizeof cfg->schedule, "%s", s);
+    return 0;
+}
+
+/* Restores parameters, optimizer state, the generator and the position
+ * from ck into the freshly built run. */
+static int
+restore(run *r, const cg_checkpoint *ck, const char *path)
+{
+    char key[96];
+    int i, n = cg_checkpoint_num_tensors(ck);
+    int64_t v;
+
+    for (i = 0; i < r->model.nmods; i++) {
+        snprintf(key, sizeof key, "%s.", r->model.prefix[i]);
+        if (cg_checkpoint_restore_module(ck, key, r->model.mods[i]))
+            return ck_fail("restoring the model from", path);
+    }
+    for (i = 0; i < n; i++) {
+        const char *name = cg_checkpoint_tensor_name(ck, i);
+        cg_tensor *t;
+        int status;
+
+        if (strncmp(name, "optim.", 6) != 0)
+            continue;
+        t = cg_checkpoint_tensor(ck, r->ctx, name);
+        status = t ? cg_optim_state_set(r->opt, name + 6, t) : -1;
+        cg_tensor_free(t);
+        if (status)
+            return ck_fail("restoring the optimizer from", path);
+    }
+    for (i = 0; i < r->model.nparams; i++) {
+        snprintf(key, sizeof key, "optim.step.%d", i);
+        if (cg_checkpoint_get_meta_int(ck, key, &v) ||
+            cg_optim_set_step(r->opt, i, v))
+            return ck_fail("restoring the optimizer from", path);
+    }
+    if (r->mean) {
+        const char *names[2] = { "data.mean", "data.inv_std" };
+        cg_tensor *ts[2] = { r->mean, r->inv_std };
+
+        if (cg_checkpoint_restore(ck, 2, names, ts))
+            return ck_fail("restoring the normalisation from", path);
+    }
+    if (cg_checkpoint_tensor_info(ck, "train.state.h", NULL, NULL, NULL) ==
+        CG_OK) {
+        r->h = cg_checkpoint_tensor(ck, r->ctx, "train.state.h");
+        r->c = cg_checkpoint_tensor(ck, r->ctx, "train.state.c");
+        if (!r->h || !r->c)
+            return ck_fail("restoring the LSTM state from", path);
+    }
+    if (cg_checkpoint_get_meta_int(ck, "train.step", &r->step) ||
+        cg_checkpoint_get_meta_int(ck, "train.epoch", &r->epoch) ||
+        cg_checkpoint_get_meta_int(ck, "train.index", &r->index) ||
+        cg_checkpoint_restore_generator(ck, r->ctx))
+        return ck_fail("restoring the position from", path);
+    if (r->sched &&
+        (cg_checkpoint_get_meta_int(ck, "train.schedule", &v) ||
+         cg_lr_schedule_set_position(r->sched, v)))
+        return ck_fail("restoring the schedule from", path);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * One optimizer step
+ * ------------------------------------------------------------------------ */
+
+/* Backward from loss, clipping, the update and the schedule; reads the
+ * loss into *value.  Returns 0, or -1 after a message (a non-finite loss
+ * names the step and the first parameter with a non-finite gradient). */
+static int
+update(run *r, cg_tensor *loss, float *value)
+{
+    const char *bad;
+
+    if (cg_backward(loss, NULL, 0) || cg_tensor_item(loss, value)) {
+        fail("step %lld: %s", (long long)r->step + 1, cg_last_error());
+        return -1;
+    }
+    if (!isfinite(*value)) {
+        bad = first_bad_grad(&r->model);
+        progress_break(&r->prog);
+        fail("step %lld: the loss is %f; stopping%s%s", (long long)r->step + 1,
+             (double)*value, bad ? ". First parameter with a non-finite "
+             "gradient: " : " (every gradient is finite)", bad ? bad : "");
+        return -1;
+    }
+    if ((r->cfg.clip > 0 &&
+         cg_clip_grad_norm(r->model.params, r->model.nparams, r->cfg.clip,
+                           2.0, NULL)) ||
+        cg_optim_step(r->opt) || cg_optim_zero_grad(r->opt) ||
+        (r->sched && cg_lr_schedule_step(r->sched))) {
+        fail("step %lld: %s", (long long)r->step + 1, cg_last_error());
+        return -1;
+    }
+    r->step++;
+    return 0;
+}
+
+/* Whether --stop-at's step is reached. */
+static int
+at_stop(const run *r)
+{
+    return r->cfg.stop_at > 0 && r->step >= r->cfg.stop_at;
+}
+
+/* Saves when asked to at this step; returns -1 on failure. */
+static int
+maybe_save(run *r, int force)
+{
+    if (!r->cfg.checkpoint)
+        return 0;
+    if (!force && r->step % r->cfg.save_every != 0)
+        return 0;
+    return save_checkpoint(r, r->cfg.checkpoint);
+}
+
+/* ------------------------------------------------------------------------
+ * MLP
+ * ------------------------------------------------------------------------ */
+
+/* Per-feature mean and 1 / std of the training rows (std 0 -> 1). */
+static int
+normalisation(run *r)
+{
+    int64_t rows = cg_dataset_rows(r->train), i, shape = r->features;
+    const float *x = cg_dataset_feature_data(r->train);
+    float *mean = calloc((size_t)r->features, sizeof *mean);
+    float *inv = calloc((size_t)r->features, sizeof *inv);
+    int j;
+
+    if (!mean || !inv) {
+        free(mean);
+        free(inv);
+        return -1;
+    }
+    for (j = 0; j < r->features; j++) {
+        double s = 0, ss = 0;
+
+        for (i = 0; i < rows; i++)
+            s += x[i * r->features + j];
+        s /= (double)rows;
+        for (i = 0; i < rows; i++) {
+            double d = x[i * r->features + j] - s;
+
+            ss += d * d;
+        }
+        ss = sqrt(ss / (double)rows);
+        mean[j] = (float)s;
+        inv[j] = (float)(ss > 1e-8 ? 1 / ss : 1);
+    }
+    r->mean = cg_tensor_from_host(r->ctx, CG_F32, 1, &shape, mean);
+    r->inv_std = cg_tensor_from_host(r->ctx, CG_F32, 1, &shape, inv);
+    free(mean);
+    free(inv);
+    return r->mean && r->inv_std ? 0 : -1;
+}
+
+static cg_tensor *
+mlp_logits(run *r, cg_tensor *x)
+{
+    cg_tensor *d = cg_sub(x, r->mean), *n, *y;
+
+    if (!d)
+        return NULL;
+    n = cg_mul(d, r->inv_std);
+    cg_tensor_free(d);
+    if (!n)
+        return NULL;
+    y = mlp_forward(&r->model, n);
+    cg_tensor_free(n);
+    return y;
+}
+
+/* Held-out accuracy in [0, 1], or -1 on error. */
+static double
+mlp_accuracy(run *r)
+{
+    int64_t nb = cg_dataset_num_batches(r->test, (int)r->cfg.batch), b;
+    int64_t right = 0, seen = 0;
+    float *lg = malloc((size_t)r->cfg.batch * r->classes * sizeof *lg);
+    int32_t *lab = malloc((size_t)r->cfg.batch * sizeof *lab);
+    int ok = lg && lab;
+
+    model_set_training(&r->model, 0);
+    cg_no_grad_enter();
+    for (b = 0; ok && b < nb; b++) {
+        cg_tensor *x, *y, *out;
+        int n = cg_dataset_batch(r->test, r->ctx, (int)r->cfg.batch, 0, 0, 0,
+                                 b, &x, &y), i, k;
+
+        if (n <= 0) {
+            ok = n == 0;
+            break;
+        }
+        out = mlp_logits(r, x);
+        ok = out && cg_tensor_to_host(out, lg, (size_t)n * r->classes *
+                                      sizeof *lg) == CG_OK &&
+             cg_tensor_to_host(y, lab, (size_t)n * sizeof *lab) == CG_OK;
+        for (i = 0; ok && i < n; i++) {
+            int best = 0;
+
+            for (k = 1; k < r->classes; k++)
+                if (lg[i * r->classes + k] > lg[i * r->classes + best])
+                    best = k;
+            right += best == lab[i];
+        }
+        seen += n;
+        cg_tensor_free(out);
+        cg_tensor_free(x);
+        cg_tensor_free(y);
+    }
+    cg_no_grad_leave();
+    model_set_training(&r->model, 1);
+    free(lg);
+    free(lab);
+    if (!ok) {
+        fail("evaluating: %s", cg_last_error());
+        return -1;
+    }
+    return seen ? (double)right / (double)seen : 0;
+}
+
+static int
+run_mlp(run *r, volatile sig_atomic_t *stop)
+{
+    double t_last = now();
+    int64_t rows_since = 0;
+    float loss_v = NAN;
+
+    while (r->epoch < r->cfg.epochs && !*stop) {
+        cg_tensor *x = NULL, *y = NULL, *logits, *loss;
+        int n = cg_dataset_batch(r->train, r->ctx, (int)r->cfg.batch, 1,
+                                 (uint64_t)r->cfg.seed, r->epoch, r->index,
+                                 &x, &y);
+
+        if (n < 0) {
+            fail("%s", cg_last_error());
+            return 1;
+        }
+        if (n > 0 && (r->step >= r->total || at_stop(r))) {
+            cg_tensor_free(x);
+            cg_tensor_free(y);
+            break;
+        }
+        if (n == 0) {           /* end of an epoch */
+            double acc = mlp_accuracy(r);
+
+            if (acc < 0)
+                return 1;
+            if (!r->cfg.quiet) {
+                progress_break(&r->prog);
+                printf("epoch %lld: loss %.4f, held-out accuracy %.2f%% "
+                       "(%lld rows)\n", (long long)r->epoch + 1,
+                       (double)loss_v, 100 * acc,
+                       (long long)cg_dataset_rows(r->test));
+                fflush(stdout);
+            }
+            if (r->prog.log)
+                fprintf(r->prog.log, "%lld,%.6f,%.4f,%.6g,,%.3f\n",
+                        (long long)r->step, (double)loss_v, acc,
+                        cg_optim_get_lr(r->opt), now() - r->prog.t0);
+            r->epoch++;
+            r->index = 0;
+            continue;
+        }
+        logits = mlp_logits(r, x);
+        loss = logits ? cg_cross_entropy(logits, y, CG_REDUCTION_MEAN,
+                                         CG_IGNORE_INDEX, 0.0f) : NULL;
+        cg_tensor_free(logits);
+        cg_tensor_free(x);
+        cg_tensor_free(y);
+        if (!loss) {
+            fail("step %lld: %s", (long long)r->step + 1, cg_last_error());
+            return 1;
+        }
+        if (update(r, loss, &loss_v)) {
+            cg_tensor_free(loss);
+            return 1;
+        }
+        cg_tensor_free(loss);
+        r->index++;
+        rows_since += n;
+        {
+            double t = now();
+
+            progress_step(&r->prog, r->step, loss_v, NAN,
+                          cg_optim_get_lr(r->opt), rows_since / (t - t_last +
+                                                                 1e-9),
+                          "rows", 0);
+            if (t - t_last > 1) {
+                t_last = t;
+                rows_since = 0;
+            }
+        }
+        if (maybe_save(r, 0))
+            return 1;
+    }
+    progress_break(&r->prog);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Character LSTM
+ * ------------------------------------------------------------------------ */
+
+/* Prints n characters sampled after `prime` at temperature temp. */
+static int
+sample(run *r, int64_t n, uint64_t seed)
+{
+    int V = cg_text_vocab_size(r->text), status = CG_OK;
+    size_t plen = strlen(r->cfg.prime);
+    int32_t *ids = malloc((plen ? plen : 1) * sizeof *ids);
+    float *p = malloc((size_t)V * sizeof *p);
+    cg_tensor *h = NULL, *c = NULL, *logits = NULL;
+    uint64_t rng = seed;
+    int64_t i, one[2] = { 1, 1 };
+    int32_t cur;
+    char ch[2];
+
+    if (!ids || !p)
+        status = -1;
+    if (status == CG_OK && plen &&
+        cg_text_encode(r->text, r->cfg.prime, plen, ids) != CG_OK)
+        status = -1;
+    if (status == CG_OK && !plen)
+        ids[0] = 0;
+    model_set_training(&r->model, 0);
+    cg_no_grad_enter();
+    if (status == CG_OK) {
+        int64_t shape = (int64_t)(plen ? plen : 1);
+        int64_t s2[2] = { shape, 1 };
+        cg_tensor *in = cg_tensor_from_host(r->ctx, CG_I32, 2, s2, ids);
+        cg_tensor *all = in ? lstm_forward(&r->model, in, &h, &c, 0) : NULL;
+
+        /* The prime's last position's logits. */
+        logits = all ? cg_narrow(all, 0, shape - 1, 1) : NULL;
+        cg_tensor_free(in);
+        cg_tensor_free(all);
+        if (!logits)
+            status = -1;
+        fputs(r->cfg.prime, stdout);
+    }
+    for (i = 0; status == CG_OK && i < n; i++) {
+        cg_tensor *scaled = cg_mul_scalar(logits, (float)(1 / r->cfg.temperature));
+        cg_tensor *pr = scaled ? cg_softmax(scaled, -1) : NULL, *in;
+        double u, acc = 0;
+        int k;
+
+        cg_tensor_free(scaled);
+        if (!pr || cg_tensor_to_host(pr, p, (size_t)V * sizeof *p)) {
+            cg_tensor_free(pr);
+            status = -1;
+            break;
+        }
+        cg_tensor_free(pr);
+        u = rng_uniform(&rng);
+        for (k = 0; k < V - 1; k++) {
+            acc += p[k];
+            if (u < acc)
+                break;
+        }
+        cur = k;
+        if (cg_text_decode(r->text, &cur, 1, ch) == CG_OK)
+            putchar(ch[0]);
+        in = cg_tensor_from_host(r->ctx, CG_I32, 2, one, &cur);
+        cg_tensor_free(logits);
+        logits = in ? lstm_forward(&r->model, in, &h, &c, 0) : NULL;
+        cg_tensor_free(in);
+        if (!logits)
+            status = -1;
+    }
+    cg_no_grad_leave();
+    model_set_training(&r->model, 1);
+    putchar('\n');
+    fflush(stdout);
+    cg_tensor_free(logits);
+    cg_tensor_free(h);
+    cg_tensor_free(c);
+    free(ids);
+    free(p);
+    if (status)
+        fail("sampling: %s", cg_last_error());
+    return status ? -1 : 0;
+}
+
+static int
+show_sample(run *r)
+{
+    if (r->cfg.sample <= 0)
+        return 0;
+    progress_break(&r->prog);
+    printf("--- sample after step %lld (temperature %.2f) ---\n",
+           (long long)r->step, r->cfg.temperature);
+    return sample(r, r->cfg.sample, (uint64_t)r->cfg.seed * 1000003u +
+                                    (uint64_t)r->step);
+}
+
+static int
+run_char_lstm(run *r, volatile sig_atomic_t *stop)
+{
+    int T = (int)r->cfg.seq_len, B = (int)r->cfg.batch;
+    int64_t nb = cg_text_num_batches(r->text, T, B);
+    double t_last = now();
+    int64_t tok_since = 0;
+    float loss_v;
+
+    if (nb <= 0) {
+        fail("%s: too short for --batch %d: %s", r->cfg.data, B,
+             cg_last_error());
+        return 1;
+    }
+    while (r->step < r->total && !at_stop(r) && !*stop) {
+        cg_tensor *in = NULL, *tg = NULL, *flat, *logits, *loss;
+        int64_t n1;
+        int n;
+
+        if (r->index >= nb) {   /* a new pass: the state starts at zero */
+            r->epoch++;
+            r->index = 0;
+            cg_tensor_free(r->h);
+            cg_tensor_free(r->c);
+            r->h = r->c = NULL;
+            if (r->epoch >= r->cfg.epochs)
+                break;
+        }
+        n = cg_text_batch(r->text, r->ctx, T, B, r->index, &in, &tg);
+        if (n <= 0) {
+            fail("batch %lld: %s", (long long)r->index, cg_last_error());
+            return 1;
+        }
+        n1 = (int64_t)n * B;
+        flat = cg_reshape(tg, 1, &n1);
+        logits = lstm_forward(&r->model, in, &r->h, &r->c, 1);
+        loss = logits && flat ? cg_cross_entropy(logits, flat,
+                                                 CG_REDUCTION_MEAN,
+                                                 CG_IGNORE_INDEX, 0.0f)
+                              : NULL;
+        cg_tensor_free(logits);
+        cg_tensor_free(flat);
+        cg_tensor_free(in);
+        cg_tensor_free(tg);
+        if (!loss) {
+            fail("step %lld: %s", (long long)r->step + 1, cg_last_error());
+            return 1;
+        }
+        if (update(r, loss, &loss_v)) {
+            cg_tensor_free(loss);
+            return 1;
+        }
+        cg_tensor_free(loss);
+        r->index++;
+        tok_since += n1;
+        {
+            double t = now();
+
+            progress_step(&r->prog, r->step, loss_v, NAN,
+                          cg_optim_get_lr(r->opt),
+                          tok_since / (t - t_last + 1e-9), "tok", 0);
+            if (t - t_last > 2) {
+                t_last = t;
+                tok_since = 0;
+            }
+        }
+        if (maybe_save(r, 0))
+            return 1;
+        if (r->step % r->cfg.sample_every == 0 && r->step < r->total &&
+            show_sample(r))
+            return 1;
+    }
+    progress_break(&r->prog);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * The run
+ * ------------------------------------------------------------------------ */
+
+static void
+run_free(run *r)
+{
+    cg_lr_schedule_free(r->sched);
+    cg_optim_free(r->opt);
+    model_free(&r->model);
+    cg_tensor_free(r->mean);
+    cg_tensor_free(r->inv_std);
+    cg_tensor_free(r->h);
+    cg_tensor_free(r->c);
+    cg_dataset_free(r->train);
+    cg_dataset_free(r->test);
+    cg_text_free(r->text);
+    if (r->prog.log)
+        fclose(r->prog.log);
+    cg_context_free(r->ctx);
+}
+
+int
+tr_run(const tr_config *given, volatile sig_atomic_t *stop)
+{
+    run r;
+    cg_checkpoint *ck = NULL;
+    int status = 1, sched_status;
+    int64_t total_saved = 0;
+
+    memset(&r, 0, sizeof r);
+    r.cfg = *given;
+    if (r.cfg.resume) {
+        ck = cg_checkpoint_load(r.cfg.resume);
+        if (!ck) {
+            ck_fail("loading", r.cfg.resume);
+            return 1;
+        }
+        if (read_config(ck, &r.cfg, r.cfg.resume))
+            goto out;
+        cg_checkpoint_get_meta_int(ck, "train.total", &total_saved);
+        if (given->model != TR_NONE && given->model != r.cfg.model) {
+            fail("%s holds a %s model, not the --model given",
+                 r.cfg.resume, r.cfg.model == TR_MLP ? "mlp" : "char-lstm");
+            goto out;
+        }
+    }
+    if (r.cfg.model == TR_NONE) {
+        fail("say --model mlp or --model char-lstm (or --resume)");
+        goto out;
+    }
+    if (!r.cfg.data && !(r.cfg.sample_only && ck)) {
+        fail("--data FILE is needed");
+        goto out;
+    }
+    if (r.cfg.sample_only && (r.cfg.model != TR_CHAR_LSTM || !ck)) {
+        fail("--sample-only needs --resume with a char-lstm checkpoint");
+        goto out;
+    }
+    resolve(&r.cfg);
+    r.ctx = cg_context_new(r.cfg.device);
+    if (!r.ctx) {
+        fail("%s", cg_last_error());
+        goto out;
+    }
+    cg_manual_seed(r.ctx, (uint64_t)r.cfg.seed);
+
+    /* Data, then the model it implies. */
+    if (r.cfg.model == TR_MLP) {
+        cg_dataset *all = cg_csv_load(r.cfg.data, NULL);
+
+        if (!all || cg_dataset_split(all, r.cfg.holdout,
+                                     (uint64_t)r.cfg.seed, &r.train,
+                                     &r.test)) {
+            fail("%s", cg_last_error());
+            cg_dataset_free(all);
+            goto out;
+        }
+        r.features = cg_dataset_features(all);
+        r.classes = cg_dataset_classes(all);
+        cg_dataset_free(all);
+        if (normalisation(&r) ||
+            mlp_new(&r.model, r.ctx, &r.cfg, r.features, r.classes)) {
+            fail("%s", cg_last_error());
+            goto out;
+        }
+        r.total = r.cfg.epochs * cg_dataset_num_batches(r.train,
+                                                        (int)r.cfg.batch);
+    } else {
+        const char *vocab = ck ? cg_checkpoint_get_meta(ck, "data.vocab")
+                               : NULL;
+
+        if (r.cfg.sample_only && !r.cfg.data) {
+            /* The vocabulary alone: a text made of it. */
+            fail("--sample-only needs --data (the text, for its "
+                 "vocabulary)");
+            goto out;
+        }
+        r.text = cg_text_load(r.cfg.data, vocab);
+        if (!r.text || lstm_new(&r.model, r.ctx, &r.cfg,
+                                cg_text_vocab_size(r.text))) {
+            fail("%s", cg_last_error());
+            goto out;
+        }
+        r.total = r.cfg.epochs * cg_text_num_batches(r.text,
+                                                     (int)r.cfg.seq_len,
+                                                     (int)r.cfg.batch);
+    }
+    if (given->steps)
+        r.total = given->steps;
+    else if (total_saved)
+        r.total = total_saved;
+    r.opt = make_optimizer(r.ctx, &r.cfg, &r.model);
+    if (!r.opt) {
+        fail("%s", cg_last_error());
+        goto out;
+    }
+    r.sched = make_schedule(&r.cfg, r.opt, r.total, &sched_status);
+    if (sched_status) {
+        fail("%s", cg_last_error());
+        goto out;
+    }
+    if (ck && restore(&r, ck, r.cfg.resume))
+        goto out;
+    cg_checkpoint_free(ck);
+    ck = NULL;
+
+    if (r.cfg.sample_only) {
+        status = sample(&r, r.cfg.sample, (uint64_t)r.cfg.seed) ? 1 : 0;
+        goto out;
+    }
+    r.prog.cfg = &r.cfg;
+    r.prog.tty = isatty(2);
+    r.prog.total = r.total;
+    r.prog.t0 = now();
+    if (r.cfg.log) {
+        r.prog.log = fopen(r.cfg.log, r.cfg.resume ? "a" : "w");
+        if (!r.prog.log) {
+            fail("%s: cannot write the log", r.cfg.log);
+            goto out;
+        }
+        if (!r.cfg.resume)
+            fprintf(r.prog.log, "step,loss,accuracy,lr,items_per_s,"
+                    "elapsed_s\n");
+    }
+    if (!r.cfg.quiet) {
+        cg_device_info info;
+        int64_t n = 0;
+        int i;
+
+        cg_context_device_info(r.ctx, &info);
+        for (i = 0; i < r.model.nparams; i++)
+            n += cg_tensor_numel(r.model.params[i]);
+        printf("clgrad-train: %s on %s, %lld parameters, %lld steps%s\n",
+               r.cfg.model == TR_MLP ? "mlp" : "char-lstm", info.name,
+               (long long)n, (long long)r.total,
+               r.step ? " (resumed)" : "");
+        fflush(stdout);
+    }
+    status = r.cfg.model == TR_MLP ? run_mlp(&r, stop)
+                                   : run_char_lstm(&r, stop);
+    if (*stop && !r.cfg.quiet)
+        fprintf(stderr, "clgrad-train: interrupted after step %lld%s\n",
+                (long long)r.step, r.cfg.checkpoint ? ", saving" : "");
+    if (status == 0 && maybe_save(&r, 1))
+        status = 1;
+    if (status == 0 && r.cfg.model == TR_CHAR_LSTM && !*stop &&
+        !at_stop(&r) && show_sample(&r))
+        status = 1;
+    if (status == 0 && r.cfg.model == TR_MLP && !*stop && !at_stop(&r) &&
+        !r.cfg.quiet) {
+        double acc = mlp_accuracy(&r);
+
+        if (acc < 0)
+            status = 1;
+        else
+            printf("final held-out accuracy: %.2f%%\n", 100 * acc);
+    }
+out:
+    cg_checkpoint_free(ck);
+    run_free(&r);
+    return status;
+}
