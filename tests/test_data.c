@@ -193,6 +193,8 @@ START_TEST(split_is_deterministic_and_partitions_the_rows)
     ck_assert_int_eq(cg_dataset_split(ds, 0.2, 8, &tr3, &te3), CG_OK);
     ck_assert(memcmp(cg_dataset_feature_data(te),
                      cg_dataset_feature_data(te3), 20 * sizeof(float)) != 0);
+    cg_dataset_free(tr3);
+    cg_dataset_free(te3);
     ck_assert_int_eq(cg_dataset_split(ds, 0.0, 7, &tr3, &te3), CG_EINVAL);
     ck_assert_int_eq(cg_dataset_split(ds, 1.0, 7, &tr3, &te3), CG_EINVAL);
     ck_assert_int_eq(cg_dataset_split(ds, 0.001, 7, &tr3, &te3), CG_EINVAL);
