@@ -4,13 +4,14 @@
 #
 # Valgrind hides CPU features it cannot emulate (AVX-512), so under it PoCL
 # names and compiles for another CPU ("pthread-haswell-..." instead of
-# "pthread-skylake-avx512-...") and finds none of its cached kernels:
-# LLVM then compiles every kernel under valgrind, minutes each.  make
-# check-valgrind first runs the tests natively with POCL_LLVM_CPU_NAME set
-# to this name, which fills PoCL's and clgrad's caches for that CPU.
-#
-# PoCL names its device "pthread-<llvm cpu>-<model>"; the model is the
-# common tail of the native and the valgrind names.
+# "pthread-skylake-avx512-...") and finds none of the kernels compiled by
+# a native run, neither in its cache nor in clgrad's (keyed by the device
+# name): memcheck would then run LLVM on every kernel, minutes each.  make
+# check-valgrind therefore first runs the tests under valgrind --tool=none
+# (same CPU as memcheck sees, a few times faster) when this prints a name,
+# which fills both caches for that CPU.  (POCL_LLVM_CPU_NAME is no
+# substitute: PoCL then compiles for that CPU but keeps the native device
+# name, so clgrad's cache keys still differ.)
 set -u
 libtool=${1:-./libtool}
 native=$(./tools/clgrad-info --list 2>/dev/null | sed -n '1s/.*\(pthread-[^(]*\) (.*/\1/p')

@@ -3,6 +3,7 @@
  * out-of-memory handling, and host transfers.
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
