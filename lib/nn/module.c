@@ -83,6 +83,7 @@ cg__module_unref(cg_module *m)
         free(m->names[i]);
     }
     cg__rnn_step_release(&m->step);
+    cg__rnn_step_release(&m->gstep);
     free(m);
 }
 
