@@ -55,8 +55,9 @@ cmp "$tmp/m30.st" "$tmp/m13+17.st" ||
     fail "mlp: 13 + 17 steps differ from 30 steps"
 
 # --- sampling from a checkpoint
+# (the vocabulary comes from the checkpoint: no --data needed)
 out=$("$train" --model char-lstm --sample-only --resume "$tmp/l20.st" \
-      --data "$top/data/kjv.txt" --sample 40 --prime "And " 2>&1) ||
+      --sample 40 --prime "And " 2>&1) ||
     fail "sample-only: $out"
 case $out in
 "And "?????????????????????????????????????*) ;;
@@ -114,6 +115,8 @@ expect_error "truncated checkpoint" "cut.st" --resume "$tmp/cut.st" \
     --data "$top/data/kjv.txt"
 expect_error "wrong model" "holds a char-lstm model" --model mlp \
     --resume "$tmp/l20.st" --data "$top/data/digits.csv"
+expect_error "prime outside the vocabulary" "not in the vocabulary" \
+    --sample-only --resume "$tmp/l20.st" --prime "{"
 
 [ $fails -eq 0 ] || exit 1
 echo "all clgrad-train checks passed"

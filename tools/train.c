@@ -470,6 +470,9 @@ typedef struct run {
     int features, classes;
     /* char-lstm */
     cg_text *text;
+    int nvocab;                 /* the vocabulary: id -> byte, byte -> id */
+    unsigned char vocab[256];
+    int id_of[256];
     cg_tensor *h, *c;           /* carried (detached) LSTM state */
     progress prog;
 } run;
@@ -914,11 +917,39 @@ run_mlp(run *r, volatile sig_atomic_t *stop)
  * Character LSTM
  * ------------------------------------------------------------------------ */
 
+/* Reads a vocabulary as cg_text_vocab writes it ("[10,32,...]": the
+ * byte of each id) into r. */
+static int
+parse_vocab(run *r, const char *s)
+{
+    int i;
+
+    for (i = 0; i < 256; i++)
+        r->id_of[i] = -1;
+    r->nvocab = 0;
+    if (!s || *s++ != '[')
+        return -1;
+    while (*s && *s != ']') {
+        char *end;
+        long b = strtol(s, &end, 10);
+
+        if (end == s || b < 0 || b > 255 || r->nvocab == 256 ||
+            r->id_of[b] >= 0)
+            return -1;
+        r->id_of[b] = r->nvocab;
+        r->vocab[r->nvocab++] = (unsigned char)b;
+        s = end;
+        if (*s == ',')
+            s++;
+    }
+    return *s == ']' && r->nvocab > 0 ? 0 : -1;
+}
+
 /* Prints n characters sampled after `prime` at temperature temp. */
 static int
 sample(run *r, int64_t n, uint64_t seed)
 {
-    int V = cg_text_vocab_size(r->text), status = CG_OK;
+    int V = r->nvocab, status = CG_OK;
     size_t plen = strlen(r->cfg.prime);
     int32_t *ids = malloc((plen ? plen : 1) * sizeof *ids);
     float *p = malloc((size_t)V * sizeof *p);
@@ -926,13 +957,17 @@ sample(run *r, int64_t n, uint64_t seed)
     uint64_t rng = seed;
     int64_t i, one[2] = { 1, 1 };
     int32_t cur;
-    char ch[2];
 
     if (!ids || !p)
         status = -1;
-    if (status == CG_OK && plen &&
-        cg_text_encode(r->text, r->cfg.prime, plen, ids) != CG_OK)
-        status = -1;
+    for (i = 0; status == CG_OK && i < (int64_t)plen; i++) {
+        ids[i] = r->id_of[(unsigned char)r->cfg.prime[i]];
+        if (ids[i] < 0) {
+            fail("--prime: the character '%c' is not in the vocabulary",
+                 r->cfg.prime[i]);
+            status = -2;
+        }
+    }
     if (status == CG_OK && !plen)
         ids[0] = 0;
     model_set_training(&r->model, 0);
@@ -971,8 +1006,7 @@ sample(run *r, int64_t n, uint64_t seed)
                 break;
         }
         cur = k;
-        if (cg_text_decode(r->text, &cur, 1, ch) == CG_OK)
-            putchar(ch[0]);
+        putchar(r->vocab[cur]);
         in = cg_tensor_from_host(r->ctx, CG_I32, 2, one, &cur);
         cg_tensor_free(logits);
         logits = in ? lstm_forward(&r->model, in, &h, &c, 0) : NULL;
@@ -989,7 +1023,7 @@ sample(run *r, int64_t n, uint64_t seed)
     cg_tensor_free(c);
     free(ids);
     free(p);
-    if (status)
+    if (status == -1)
         fail("sampling: %s", cg_last_error());
     return status ? -1 : 0;
 }
@@ -1174,21 +1208,23 @@ tr_run(const tr_config *given, volatile sig_atomic_t *stop)
         const char *vocab = ck ? cg_checkpoint_get_meta(ck, "data.vocab")
                                : NULL;
 
-        if (r.cfg.sample_only && !r.cfg.data) {
-            /* The vocabulary alone: a text made of it. */
-            fail("--sample-only needs --data (the text, for its "
-                 "vocabulary)");
-            goto out;
-        }
-        r.text = cg_text_load(r.cfg.data, vocab);
-        if (!r.text || lstm_new(&r.model, r.ctx, &r.cfg,
-                                cg_text_vocab_size(r.text))) {
+        /* Sampling needs the checkpoint's vocabulary only. */
+        if (r.cfg.data && !(r.text = cg_text_load(r.cfg.data, vocab))) {
             fail("%s", cg_last_error());
             goto out;
         }
-        r.total = r.cfg.epochs * cg_text_num_batches(r.text,
-                                                     (int)r.cfg.seq_len,
-                                                     (int)r.cfg.batch);
+        if (parse_vocab(&r, r.text ? cg_text_vocab(r.text) : vocab)) {
+            fail("%s: no valid vocabulary (data.vocab)", r.cfg.resume);
+            goto out;
+        }
+        if (lstm_new(&r.model, r.ctx, &r.cfg, r.nvocab)) {
+            fail("%s", cg_last_error());
+            goto out;
+        }
+        if (r.text)
+            r.total = r.cfg.epochs * cg_text_num_batches(r.text,
+                                                         (int)r.cfg.seq_len,
+                                                         (int)r.cfg.batch);
     }
     if (given->steps)
         r.total = given->steps;
