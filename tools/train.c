@@ -353,6 +353,8 @@ typedef struct progress {
     int tty;
     double t0, last_print;
     int64_t total;              /* steps planned, or 0 if unknown */
+    double rate_t0;             /* throughput: items since rate_t0 */
+    int64_t rate_items;
 } progress;
 
 static void
@@ -728,6 +730,38 @@ maybe_save(run *r, int force)
     return save_checkpoint(r, r->cfg.checkpoint);
 }
 
+/* The end of one training step shared by both models: the update from
+ * `loss` (taken: freed here; NULL reports the last error), the progress
+ * line with the throughput of `items` per step in `unit`s (averaged over
+ * `window` seconds), and a checkpoint when one is due.  Returns 0 or -1. */
+static int
+finish_step(run *r, cg_tensor *loss, int64_t items, const char *unit,
+            double window, float *loss_v)
+{
+    progress *p = &r->prog;
+    double t;
+    int status;
+
+    if (!loss) {
+        fail("step %lld: %s", (long long)r->step + 1, cg_last_error());
+        return -1;
+    }
+    status = update(r, loss, loss_v);
+    cg_tensor_free(loss);
+    if (status)
+        return -1;
+    r->index++;
+    p->rate_items += items;
+    t = now();
+    progress_step(p, r->step, *loss_v, NAN, cg_optim_get_lr(r->opt),
+                  p->rate_items / (t - p->rate_t0 + 1e-9), unit, 0);
+    if (t - p->rate_t0 > window) {
+        p->rate_t0 = t;
+        p->rate_items = 0;
+    }
+    return maybe_save(r, 0);
+}
+
 /* ------------------------------------------------------------------------
  * MLP
  * ------------------------------------------------------------------------ */
@@ -837,8 +871,6 @@ mlp_accuracy(run *r)
 static int
 run_mlp(run *r, volatile sig_atomic_t *stop)
 {
-    double t_last = now();
-    int64_t rows_since = 0;
     float loss_v = NAN;
 
     while (r->epoch < r->cfg.epochs && !*stop) {
@@ -883,30 +915,7 @@ run_mlp(run *r, volatile sig_atomic_t *stop)
         cg_tensor_free(logits);
         cg_tensor_free(x);
         cg_tensor_free(y);
-        if (!loss) {
-            fail("step %lld: %s", (long long)r->step + 1, cg_last_error());
-            return 1;
-        }
-        if (update(r, loss, &loss_v)) {
-            cg_tensor_free(loss);
-            return 1;
-        }
-        cg_tensor_free(loss);
-        r->index++;
-        rows_since += n;
-        {
-            double t = now();
-
-            progress_step(&r->prog, r->step, loss_v, NAN,
-                          cg_optim_get_lr(r->opt), rows_since / (t - t_last +
-                                                                 1e-9),
-                          "rows", 0);
-            if (t - t_last > 1) {
-                t_last = t;
-                rows_since = 0;
-            }
-        }
-        if (maybe_save(r, 0))
+        if (finish_step(r, loss, n, "rows", 1, &loss_v))
             return 1;
     }
     progress_break(&r->prog);
@@ -1045,8 +1054,6 @@ run_char_lstm(run *r, volatile sig_atomic_t *stop)
 {
     int T = (int)r->cfg.seq_len, B = (int)r->cfg.batch;
     int64_t nb = cg_text_num_batches(r->text, T, B);
-    double t_last = now();
-    int64_t tok_since = 0;
     float loss_v;
 
     if (nb <= 0) {
@@ -1084,29 +1091,7 @@ run_char_lstm(run *r, volatile sig_atomic_t *stop)
         cg_tensor_free(flat);
         cg_tensor_free(in);
         cg_tensor_free(tg);
-        if (!loss) {
-            fail("step %lld: %s", (long long)r->step + 1, cg_last_error());
-            return 1;
-        }
-        if (update(r, loss, &loss_v)) {
-            cg_tensor_free(loss);
-            return 1;
-        }
-        cg_tensor_free(loss);
-        r->index++;
-        tok_since += n1;
-        {
-            double t = now();
-
-            progress_step(&r->prog, r->step, loss_v, NAN,
-                          cg_optim_get_lr(r->opt),
-                          tok_since / (t - t_last + 1e-9), "tok", 0);
-            if (t - t_last > 2) {
-                t_last = t;
-                tok_since = 0;
-            }
-        }
-        if (maybe_save(r, 0))
+        if (finish_step(r, loss, n1, "tok", 2, &loss_v))
             return 1;
         if (r->step % r->cfg.sample_every == 0 && r->step < r->total &&
             show_sample(r))
@@ -1252,7 +1237,7 @@ tr_run(const tr_config *given, volatile sig_atomic_t *stop)
     r.prog.cfg = &r.cfg;
     r.prog.tty = isatty(2);
     r.prog.total = r.total;
-    r.prog.t0 = now();
+    r.prog.t0 = r.prog.rate_t0 = now();
     if (r.cfg.log) {
         r.prog.log = fopen(r.cfg.log, r.cfg.resume ? "a" : "w");
         if (!r.prog.log) {

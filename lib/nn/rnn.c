@@ -225,6 +225,37 @@ dir_slice(const cg_tensor *t, int d)
                            t->offset + d * t->strides[0]);
 }
 
+/* dst's [B, H] slot at element off = t[d] of a [D, B, H] tensor t (any
+ * layout), or zeros if t is NULL. */
+static int
+set_state_dir(cg_tensor *dst, int64_t off, int B, int H, const cg_tensor *t,
+              int d)
+{
+    cg_tensor *v = NULL;
+    int status;
+
+    if (t && !(v = dir_slice(t, d)))
+        return cg__last_status();
+    status = set_state(dst, off, B, H, v);
+    cg_tensor_free(v);
+    return status;
+}
+
+/* dst's [B, H] slot at element doff = src's dense [B, H] slot at soff. */
+static int
+copy_slot(cg_tensor *dst, int64_t doff, const cg_tensor *src, int64_t soff,
+          int B, int H)
+{
+    cg_tensor *v = view2(src, soff, B, H);
+    int status;
+
+    if (!v)
+        return cg__last_status();
+    status = set_state(dst, doff, B, H, v);
+    cg_tensor_free(v);
+    return status;
+}
+
 static cg__rnn_buf
 at(const cg_tensor *t, int64_t off)
 {
@@ -395,7 +426,6 @@ layer_forward(cg_module *m, int l, cg_tensor *x, cg_tensor *h0,
     if (!y || !hn || (lstm && !cn))
         goto fail;
     for (d = 0; d < k.D; d++) {
-        cg_tensor *h0d = NULL, *c0d = NULL;
         int first = d ? k.T : 0, last = d ? 0 : k.T;
 
         hs[d] = empty1(ctx, (k.T + 1) * bh);
@@ -413,16 +443,10 @@ layer_forward(cg_module *m, int l, cg_tensor *x, cg_tensor *h0,
         if (!gemm)
             status = cg__rnn_pack_whh(&m->step, at(param(m, l, d, 1), 0),
                                       k.H, cg__tensor_mem(wt[d]), NULL);
-        if (status == CG_OK && h0 && !(h0d = dir_slice(h0, d)))
-            status = cg__last_status();
-        if (status == CG_OK && c0 && !(c0d = dir_slice(c0, d)))
-            status = cg__last_status();
         if (status == CG_OK)
-            status = set_state(hs[d], first * bh, k.B, k.H, h0d);
+            status = set_state_dir(hs[d], first * bh, k.B, k.H, h0, d);
         if (status == CG_OK && lstm)
-            status = set_state(cs[d], first * bh, k.B, k.H, c0d);
-        cg_tensor_free(h0d);
-        cg_tensor_free(c0d);
+            status = set_state_dir(cs[d], first * bh, k.B, k.H, c0, d);
         if (status == CG_OK)
             status = run_forward(m, &k, d, len ? cg__tensor_mem(len) : NULL,
                                  wt[d], xproj, param(m, l, d, 1),
@@ -430,20 +454,10 @@ layer_forward(cg_module *m, int l, cg_tensor *x, cg_tensor *h0,
                                  hproj);
         /* The final states: each row stopped changing at its own last
          * step, so the last slot written holds it. */
-        if (status == CG_OK) {
-            cg_tensor *v = view2(hs[d], last * bh, k.B, k.H);
-
-            status = v ? set_state(hn, d * bh, k.B, k.H, v)
-                       : cg__last_status();
-            cg_tensor_free(v);
-        }
-        if (status == CG_OK && lstm) {
-            cg_tensor *v = view2(cs[d], last * bh, k.B, k.H);
-
-            status = v ? set_state(cn, d * bh, k.B, k.H, v)
-                       : cg__last_status();
-            cg_tensor_free(v);
-        }
+        if (status == CG_OK)
+            status = copy_slot(hn, d * bh, hs[d], last * bh, k.B, k.H);
+        if (status == CG_OK && lstm)
+            status = copy_slot(cn, d * bh, cs[d], last * bh, k.B, k.H);
         if (status)
             goto fail;
     }
@@ -521,7 +535,7 @@ direction_backward(cg__node *n, const layer_dims *k, int d, cg_tensor *gy,
     cg_tensor *sv = n->saved[SV_G(d)], *xd = n->saved[SV_X];
     cg_tensor *len = n->saved[SV_LEN];
     cg_tensor *wih = n->inputs[IN_P(d, 0)], *whh = n->inputs[IN_P(d, 1)];
-    cg_tensor *wp = NULL, *dh, *dc = NULL, *dg, *dgi = NULL, *v = NULL;
+    cg_tensor *wp = NULL, *dh, *dc = NULL, *dg, *dgi = NULL;
     cg_tensor *dgw;
     int gemm = (int)n->i[4];
 
@@ -540,20 +554,10 @@ direction_backward(cg__node *n, const layer_dims *k, int d, cg_tensor *gy,
     if (!gemm)
         status = cg__rnn_pack_whh(&m->step, at(whh, 0), k->H, NULL,
                                   cg__tensor_mem(wp));
-    if (status == CG_OK && ghn && !(v = dir_slice(ghn, d)))
-        status = cg__last_status();
     if (status == CG_OK)
-        status = set_state(dh, 0, k->B, k->H, v);
-    cg_tensor_free(v);
-    v = NULL;
-    if (status == CG_OK && lstm) {
-        if (gcn && !(v = dir_slice(gcn, d)))
-            status = cg__last_status();
-        if (status == CG_OK)
-            status = set_state(dc, 0, k->B, k->H, v);
-        cg_tensor_free(v);
-        v = NULL;
-    }
+        status = set_state_dir(dh, 0, k->B, k->H, ghn, d);
+    if (status == CG_OK && lstm)
+        status = set_state_dir(dc, 0, k->B, k->H, gcn, d);
     /* Reverse processing order: s = T-1 .. 0, then the closing launch. */
     for (s = k->T - 1; s >= -1 && status == CG_OK; s--) {
         int t = s < 0 ? -1 : d ? k->T - 1 - s : s;
@@ -608,18 +612,10 @@ direction_backward(cg__node *n, const layer_dims *k, int d, cg_tensor *gy,
     }
     if (status)
         goto out;
-    if (gh0 && !(v = view2(dh, 0, k->B, k->H)))
-        status = cg__last_status();
-    if (status == CG_OK && gh0)
-        status = set_state(gh0, d * bh, k->B, k->H, v);
-    cg_tensor_free(v);
-    v = NULL;
-    if (status == CG_OK && gc0 && !(v = view2(dc, 0, k->B, k->H)))
-        status = cg__last_status();
+    if (gh0)
+        status = copy_slot(gh0, d * bh, dh, 0, k->B, k->H);
     if (status == CG_OK && gc0)
-        status = set_state(gc0, d * bh, k->B, k->H, v);
-    cg_tensor_free(v);
-    v = NULL;
+        status = copy_slot(gc0, d * bh, dc, 0, k->B, k->H);
     /* dgw: the pre-activation gradients that multiply W_ih (GRU: n_pre's
      * own, not r * n_pre's). */
     dgw = dgi ? dgi : dg;
