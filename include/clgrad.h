@@ -149,6 +149,8 @@ typedef struct cg_context cg_context;
 typedef struct cg_context_options {
     const char *device;   /* a selector, or NULL for the default */
     int profiling;        /* nonzero: the queue records event timings */
+    int no_tuning;        /* nonzero: built-in kernel parameters only, no
+                           * tuning database (see Tuning) */
 } cg_context_options;
 
 /* Creates a context on the device picked by `selector` (NULL: default).
@@ -1213,6 +1215,131 @@ int cg_text_split(const cg_text *t, double holdout, cg_text **train,
 int64_t cg_text_num_batches(const cg_text *t, int steps, int batch);
 int cg_text_batch(const cg_text *t, cg_context *ctx, int steps, int batch,
                   int64_t index, cg_tensor **inputs, cg_tensor **targets);
+
+/* ------------------------------------------------------------------------
+ * Tuning
+ *
+ * A tuning database holds, per device, the kernel parameters that
+ * clgrad-tune measured fastest.  An entry names a kernel, a shape class,
+ * and parameter values:
+ *   "clblast.Xgemm", "clblast.XgemmDirect", "clblast.Copy", "clblast.Pad",
+ *   "clblast.Transpose", "clblast.Padtranspose", "clblast.GemmRoutine"
+ *       CLBlast's single-precision kernel parameters (its names: KWG, MWG,
+ *       ..., XGEMM_MIN_INDIRECT_SIZE), shape "any": CLBlast keeps one set
+ *       per device.  Applied with CLBlastOverrideParameters, which holds
+ *       for every context of the process on that device.
+ *   "rnn.lstm", "rnn.gru", "rnn.rnn"
+ *       the fused recurrent step kernels' VW, RB and WG (kernels/rnn.cl),
+ *       shape "H<hidden size>"; a layer takes the entry whose hidden size
+ *       is nearest to its own (on a log scale).  They become -D build
+ *       options, so they are part of the program-cache key.
+ *   "rnn.path"
+ *       gemm_min_h: the hidden size from which an RNN layer forms the
+ *       recurrent product with a CLBlast GEMM per step (0: never).
+ * An entry for clgrad's own kernels records the hash of the kernel file it
+ * was measured with (cg_kernel_source_hash); when the file has changed
+ * since, the entry is stale and ignored.
+ *
+ * Files: one JSON file per device in cg_tuning_dir() (written by
+ * clgrad-tune), plus the read-only entries shipped with clgrad in
+ * data/tuning/ (built into the library, and installed).  When a context is
+ * made, every file is matched against its device: the same platform,
+ * device name and driver version (CG_TUNING_EXACT), the same platform and
+ * device name (CG_TUNING_DEVICE), the same platform vendor and device type
+ * (CG_TUNING_VENDOR).  For each kernel and shape the best match wins, a
+ * user file before a shipped one at the same level; kernels with no entry
+ * keep the built-in defaults.  A file that is unreadable, not valid JSON,
+ * of another format version, or with a bad entry, and a stale entry, are
+ * skipped: the context is still made, and cg_last_error() then starts with
+ * "warning:" and says what was skipped and why.
+ * ------------------------------------------------------------------------ */
+#define CG_TUNING_MAX_PARAMS 24
+
+typedef enum cg_tuning_match {
+    CG_TUNING_NONE = 0,       /* not in force / built-in default */
+    CG_TUNING_VENDOR = 1,     /* platform vendor and device type */
+    CG_TUNING_DEVICE = 2,     /* platform and device name */
+    CG_TUNING_EXACT = 3       /* platform, device name and driver version */
+} cg_tuning_match;
+
+typedef struct cg_tuning_entry {
+    char kernel[48];          /* "clblast.Xgemm", "rnn.lstm", ... */
+    char shape[48];           /* shape class: "any", "H256", ... */
+    int nparams;
+    char names[CG_TUNING_MAX_PARAMS][40];
+    long values[CG_TUNING_MAX_PARAMS];
+    double time_us;           /* measured with these parameters */
+    double default_time_us;   /* measured with the built-in defaults */
+    char source_hash[33];     /* own kernels: cg_kernel_source_hash */
+    char note[128];           /* free text: what was timed */
+    /* Set by lookups, ignored when saving: */
+    cg_tuning_match match;
+    char origin[256];         /* the file it came from, or "shipped:NAME" */
+} cg_tuning_entry;
+
+/* The device a database file is for. */
+typedef struct cg_tuning_device {
+    char name[256];
+    char vendor[256];
+    char platform_name[256];
+    char platform_vendor[256];
+    char driver_version[256];
+    cg_device_type type;
+} cg_tuning_device;
+
+typedef struct cg_tuning_db cg_tuning_db;
+
+/* The user's tuning directory: $CLGRAD_TUNING_DIR, else
+ * $XDG_DATA_HOME/clgrad/tuning, else ~/.local/share/clgrad/tuning. */
+int cg_tuning_dir(char *out, size_t size);
+
+/* The user's database file for a device: cg_tuning_dir()/<platform>-<device
+ * name>.json, the names reduced to [A-Za-z0-9._-]. */
+int cg_tuning_path(const cg_device_info *dev, char *out, size_t size);
+
+/* The hash of kernels/<file>.cl as this library builds it (32 hex digits
+ * and a zero), to tie a tuning entry to the source it was measured with. */
+int cg_kernel_source_hash(const char *file, char out[33]);
+
+/* An empty database for `dev`.  The caller owns it (cg_tuning_db_free). */
+cg_tuning_db *cg_tuning_db_new(const cg_device_info *dev);
+
+/* Reads a database file; NULL with a message naming the file and what is
+ * wrong with it if it cannot be read or is not a valid database. */
+cg_tuning_db *cg_tuning_db_load(const char *path);
+
+/* Adds an entry, replacing one of the same kernel and shape. */
+int cg_tuning_db_put(cg_tuning_db *db, const cg_tuning_entry *e);
+
+int cg_tuning_db_count(const cg_tuning_db *db);
+int cg_tuning_db_entry(const cg_tuning_db *db, int i, cg_tuning_entry *out);
+int cg_tuning_db_device(const cg_tuning_db *db, cg_tuning_device *out);
+
+/* Writes the database atomically (a temporary file, then rename),
+ * creating the directory if needed. */
+int cg_tuning_db_save(const cg_tuning_db *db, const char *path);
+
+void cg_tuning_db_free(cg_tuning_db *db);
+
+/* The entries in force in a context: *count of them, and entry i. */
+int cg_context_tuning_count(const cg_context *ctx, int *count);
+int cg_context_tuning_entry(const cg_context *ctx, int i,
+                            cg_tuning_entry *out);
+
+/* Looks up the databases for the context's device and puts what matches in
+ * force (what cg_context_new does unless options.no_tuning is set). */
+int cg_context_apply_tuning(cg_context *ctx);
+
+/* Puts one entry in force, replacing one of the same kernel and shape:
+ * CLBlast parameters at once, clgrad's own for layers made afterwards.
+ * A CLBlast parameter set CLBlast rejects is an error and changes
+ * nothing.  For clgrad-tune, which times candidates this way. */
+int cg_context_set_tuning(cg_context *ctx, const cg_tuning_entry *e);
+
+/* Takes clgrad's own entries out of force (built-in defaults for layers
+ * made afterwards).  CLBlast parameters already applied stay, as CLBlast
+ * cannot reset them. */
+int cg_context_clear_tuning(cg_context *ctx);
 
 #ifdef __cplusplus
 }
