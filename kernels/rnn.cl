@@ -44,8 +44,13 @@
  * result; units past H are neither loaded from nor stored to the unpadded
  * arrays.  The host pads the global size to a multiple of WG.
  *
- * Tunable: VW (1, 2, 4, 8, 16; default 4), RB (rows per item, default 2),
- * WG (work-group size, default 64).
+ * Tunable: VW (vector width), RB (rows per item), WG (work-group size).
+ * clgrad-tune reads its candidates from these lines, "@tunable NAME
+ * DEFAULT: VALUES" (keep the defaults equal to the #defines below and to
+ * lib/nn/rnn_step.c's; RB is at most 8 and WG at most 256 there):
+ * @tunable VW 4: 1 2 4 8 16
+ * @tunable RB 2: 1 2 4 8
+ * @tunable WG 64: 8 16 32 64 128 256
  *
  * HPROJ=1 builds the forward kernels for the GEMM path: the recurrent
  * product comes from a CLBlast GEMM per step (in wt, [B, G*H]) and the
