@@ -1,0 +1,146 @@
+/*
+ * tools/tune.h - clgrad-tune's engine: the configuration, the run state
+ * (budget, interruption, progress, report, results) and the stages:
+ * clgrad's own recurrent kernels (tune_rnn.c) and CLBlast's kernels
+ * (tune_clblast.c, with the C++ tuner behind tools/clblast_tune.cpp).
+ */
+#ifndef CG_TUNE_H
+#define CG_TUNE_H
+
+#include <signal.h>
+#include <stddef.h>
+
+#include <json-c/json.h>
+
+#include "clgrad.h"
+
+#define TU_MAX_SHAPES 16
+#define TU_MAX_PATH 8
+#define TU_MAX_RESULTS 64
+
+/* Stages, in the order they run; --only takes their names. */
+enum {
+    TU_RNN = 1,             /* "rnn": VW, RB, WG per cell and shape */
+    TU_XGEMM = 2,           /* "clblast.Xgemm" */
+    TU_XGEMM_DIRECT = 4,    /* "clblast.XgemmDirect" */
+    TU_GEMM_ROUTINE = 8,    /* "clblast.GemmRoutine" */
+    TU_COPY = 16,           /* "clblast.copy-kernels" */
+    TU_RNN_PATH = 32,       /* "rnn.path" */
+    TU_ALL = 63
+};
+
+/* A recurrent layer to tune for: cell mode, batch, hidden, input, steps. */
+typedef struct tu_shape {
+    cg_rnn_mode mode;
+    int B, H, I, T;
+} tu_shape;
+
+typedef struct tu_config {
+    const char *device;
+    double budget;              /* seconds for everything */
+    double fraction;            /* CLBlast's random-search fraction */
+    tu_shape shapes[TU_MAX_SHAPES];
+    int nshapes;
+    int path_h[TU_MAX_PATH];    /* rnn.path hidden sizes */
+    int npath;
+    unsigned only;              /* TU_* bits */
+    const char *output;         /* NULL: cg_tuning_path */
+    int dry_run, json, quiet;
+    int max_candidates;         /* per kernel and shape; 0: no limit */
+    int gemm_size;              /* SGEMM tuning size; 0: by budget */
+    const char *self;           /* this program, for the search child */
+} tu_config;
+
+/* Parameters of one candidate, as a tuning entry without times. */
+typedef cg_tuning_entry tu_params;
+
+typedef struct tu_run {
+    const tu_config *cfg;
+    cg_context *ctx;
+    cg_device_info dev;
+    volatile sig_atomic_t *stop;    /* Ctrl-C or the budget's end */
+    double t0, deadline;            /* cg__now() seconds */
+    double stage_end;               /* the current stage's share */
+    int tty, interrupted;
+    double last_print;
+    json_object *report;            /* array of per-kernel objects */
+    cg_tuning_entry results[TU_MAX_RESULTS];
+    int nresults;
+    /* CLBlast parameters this process has applied that differ from what
+     * the run will write (a candidate lost to the defaults, which CLBlast
+     * cannot restore): names of kernels, for the notes. */
+    char clblast_dirty[128];
+} tu_run;
+
+/* ---- run state (clgrad-tune.c) ---- */
+
+double tu_now(void);
+/* Seconds left in the current stage (never past the deadline). */
+double tu_left(const tu_run *r);
+/* Whether the run must stop now (interrupted, or the budget is spent). */
+int tu_stopped(tu_run *r);
+/* Whether a step estimated to take `est` seconds fits in the stage. */
+int tu_fits(tu_run *r, double est);
+
+/* Progress on stderr: a bar on a terminal, plain lines otherwise. */
+void tu_progress(tu_run *r, const char *kernel, const char *shape, int i,
+                 int n, double best_us, double default_us);
+/* A message on stderr (ends a progress line first); not when --quiet. */
+void tu_say(tu_run *r, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* The report: one object per kernel and shape. */
+json_object *tu_report_kernel(tu_run *r, const char *kernel,
+                              const char *shape, const char *note);
+/* A candidate: timed (skipped NULL) or skipped, and why; source (may be
+ * NULL) says where it came from ("curated", "clblast-search"). */
+void tu_report_candidate(json_object *k, const tu_params *p,
+                         double time_us, const char *skipped,
+                         const char *source);
+void tu_report_result(json_object *k, double default_us,
+                      const tu_params *best, double best_us,
+                      const char *outcome);
+
+/* Keeps an entry for the database (replacing one of the same kernel and
+ * shape). */
+void tu_keep(tu_run *r, const cg_tuning_entry *e);
+
+/* Entry helpers. */
+void tu_params_init(tu_params *p, const char *kernel, const char *shape);
+void tu_params_add(tu_params *p, const char *name, long value);
+long tu_params_get(const tu_params *p, const char *name, long dflt);
+/* "VW=16 RB=4 WG=8" into buf. */
+const char *tu_params_str(const tu_params *p, char *buf, size_t n);
+
+/* Median of n doubles (reorders them). */
+double tu_median(double *v, int n);
+
+/* ---- stages ---- */
+
+/* clgrad's own kernels: every shape, then (TU_RNN_PATH) the path. */
+int tu_stage_rnn(tu_run *r);
+int tu_stage_rnn_path(tu_run *r);
+
+/* CLBlast: Xgemm, XgemmDirect, GemmRoutine, the copy kernels. */
+int tu_stage_xgemm(tu_run *r);
+int tu_stage_xgemm_direct(tu_run *r);
+int tu_stage_gemm_routine(tu_run *r);
+int tu_stage_copy(tu_run *r);
+
+/* The hidden search child (--clblast-child): runs CLBlast's own tuner
+ * for `kernel` and prints each round's best parameters as a JSON line on
+ * stdout.  Returns the exit status. */
+int tu_clblast_child(const char *device, const char *kernel, size_t m,
+                     size_t n, size_t k, double fraction);
+
+/* ---- tools/clblast_tune.cpp ---- */
+
+/* Runs clblast::Tune<kernel><float> on `queue`; fills names/values (up to
+ * max) and *count.  Returns CLBlast's status (0: success); on an
+ * exception, -1 with the message in why. */
+int tu_clblast_tune(void *queue, const char *kernel, size_t m, size_t n,
+                    size_t k, double fraction, char names[][40],
+                    long *values, int max, int *count, char *why,
+                    size_t whylen);
+
+#endif

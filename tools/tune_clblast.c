@@ -1,0 +1,874 @@
+/*
+ * tools/tune_clblast.c - clgrad-tune's stages for CLBlast's kernels.
+ *
+ * CLBlast keeps one parameter set per kernel and device for the whole
+ * process and cannot go back to its defaults once overridden, so each
+ * stage times the defaults first (and keeps their result as the
+ * reference), then applies candidates one after another with
+ * cg_context_set_tuning and times SGEMM with each, the first call (which
+ * compiles) not counted.  At the end of a stage the best set is applied
+ * again; when no candidate beat the defaults, the process keeps running
+ * with a candidate (noted in later stages' notes).
+ *
+ * CLBlast's own random search compiles every candidate and cannot be
+ * interrupted, so it runs in a child process (this program with the
+ * hidden option --clblast-child) that the parent kills at its deadline.
+ * The child searches growing fractions of the space (each a prefix of the
+ * previous one's shuffled order) and prints the best after each round, so
+ * that a child killed early still leaves an answer; the parent then times
+ * and verifies that answer like any other candidate.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <clblast_c.h>
+
+#include "tune.h"
+#include "cl/internal.h"
+
+#define REPS 5
+
+/* ------------------------------------------------------------------------
+ * Timing one SGEMM shape
+ * ------------------------------------------------------------------------ */
+
+typedef struct bench {
+    size_t m, n, k;
+    cg_buffer *a, *b, *c;
+    float *ref;             /* the defaults' result */
+    float *out;
+} bench;
+
+static void
+bench_free(bench *b)
+{
+    cg_buffer_free(b->a);
+    cg_buffer_free(b->b);
+    cg_buffer_free(b->c);
+    free(b->ref);
+    free(b->out);
+    memset(b, 0, sizeof *b);
+}
+
+/* A and B from a fixed seed, uniform in [-1, 1]. */
+static int
+bench_init(tu_run *r, bench *b, size_t m, size_t n, size_t k)
+{
+    size_t na = m * k, nb = k * n, i;
+    float *h = malloc((na > nb ? na : nb) * sizeof *h);
+    unsigned s = 12345;
+    int status = CG_OK;
+
+    memset(b, 0, sizeof *b);
+    b->m = m;
+    b->n = n;
+    b->k = k;
+    b->ref = malloc(m * n * sizeof(float));
+    b->out = malloc(m * n * sizeof(float));
+    b->a = cg_buffer_new(r->ctx, na * sizeof(float));
+    b->b = cg_buffer_new(r->ctx, nb * sizeof(float));
+    b->c = cg_buffer_new(r->ctx, m * n * sizeof(float));
+    if (!h || !b->ref || !b->out || !b->a || !b->b || !b->c)
+        status = CG_ENOMEM;
+    for (i = 0; status == CG_OK && i < (na > nb ? na : nb); i++) {
+        s = s * 1103515245u + 12345u;
+        h[i] = (float)((s >> 8) & 0xffff) / 32768.0f - 1.0f;
+    }
+    if (status == CG_OK)
+        status = cg_buffer_write(b->a, 0, h, na * sizeof(float));
+    if (status == CG_OK)
+        status = cg_buffer_write(b->b, 0, h, nb * sizeof(float));
+    free(h);
+    if (status != CG_OK)
+        bench_free(b);
+    return status;
+}
+
+static int
+sgemm(tu_run *r, bench *b, char *why, size_t whylen)
+{
+    CLBlastStatusCode rc;
+    cl_int crc;
+
+    rc = CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo,
+                      CLBlastTransposeNo, b->m, b->n, b->k, 1.0f,
+                      cg__buffer_mem(b->a), 0, b->k, cg__buffer_mem(b->b), 0,
+                      b->n, 0.0f, cg__buffer_mem(b->c), 0, b->n,
+                      &r->ctx->queue, NULL);
+    if (rc != CLBlastSuccess) {
+        snprintf(why, whylen, "CLBlastSgemm failed with CLBlast status %d",
+                 (int)rc);
+        return -1;
+    }
+    crc = clFinish(r->ctx->queue);
+    if (crc != CL_SUCCESS) {
+        snprintf(why, whylen, "clFinish failed with OpenCL status %d",
+                 (int)crc);
+        return -1;
+    }
+    return 0;
+}
+
+/* One untimed call (it compiles), its result into `into`, then up to
+ * REPS timed calls: *us is their median. */
+static int
+bench_run(tu_run *r, bench *b, float *into, double *us, char *why,
+          size_t whylen)
+{
+    double times[REPS];
+    int i, n = 0;
+
+    if (sgemm(r, b, why, whylen) ||
+        cg_buffer_read(b->c, 0, into, b->m * b->n * sizeof(float)))
+        return -1;
+    for (i = 0; i < REPS; i++) {
+        double t;
+
+        if (i > 0 && (tu_stopped(r) || tu_left(r) < times[0]))
+            break;
+        t = tu_now();
+        if (sgemm(r, b, why, whylen))
+            return -1;
+        times[n++] = tu_now() - t;
+    }
+    *us = tu_median(times, n) * 1e6;
+    return 0;
+}
+
+/* Largest difference relative to the largest reference value. */
+static double
+bench_error(const bench *b)
+{
+    double scale = 1e-30, err = 0;
+    size_t i;
+
+    for (i = 0; i < b->m * b->n; i++) {
+        double d = fabs((double)b->out[i] - b->ref[i]);
+
+        scale = fmax(scale, fabs((double)b->ref[i]));
+        err = isnan(d) ? INFINITY : fmax(err, d);
+    }
+    return err / scale;
+}
+
+/* Float sums of K terms in another order: allow more for larger K. */
+static double
+tolerance(size_t k)
+{
+    return 1e-4 * fmax(1.0, (double)k / 256.0);
+}
+
+/* ------------------------------------------------------------------------
+ * One kernel's candidates
+ * ------------------------------------------------------------------------ */
+
+typedef struct stage {
+    const char *kernel;         /* "clblast.Xgemm" */
+    bench *b;
+    json_object *k;
+    double def_us, best_us, est;
+    tu_params best, last_ok;
+    int have_best, have_ok, applied, applied_is_best;
+} stage;
+
+/* Times the defaults; keeps their result as the reference. */
+static int
+stage_begin(tu_run *r, stage *st, const char *kernel, bench *b,
+            const char *note)
+{
+    char why[512];
+    double t0 = tu_now();
+
+    memset(st, 0, sizeof *st);
+    st->kernel = kernel;
+    st->b = b;
+    st->k = tu_report_kernel(r, kernel, "any", note);
+    tu_progress(r, kernel, "any", 0, 0, 0, 0);
+    if (bench_run(r, b, b->ref, &st->def_us, why, sizeof why)) {
+        tu_say(r, "%s: the defaults failed: %s", kernel, why);
+        tu_report_result(st->k, 0, NULL, 0, why);
+        return -1;
+    }
+    st->best_us = st->def_us;
+    st->est = tu_now() - t0;
+    return 0;
+}
+
+/* Applies, times and verifies one candidate. */
+static void
+stage_try(tu_run *r, stage *st, const tu_params *p, const char *source)
+{
+    char why[512];
+    double us = 0, err, t0 = tu_now();
+
+    if (cg_context_set_tuning(r->ctx, p) != CG_OK) {
+        snprintf(why, sizeof why, "%s", cg_last_error());
+        tu_report_candidate(st->k, p, 0, why, source);
+        return;
+    }
+    st->applied = 1;
+    st->applied_is_best = 0;
+    if (bench_run(r, st->b, st->b->out, &us, why, sizeof why)) {
+        tu_report_candidate(st->k, p, 0, why, source);
+    } else if ((err = bench_error(st->b)) > tolerance(st->b->k)) {
+        snprintf(why, sizeof why, "does not verify: relative error %.3g "
+                 "against the defaults", err);
+        tu_report_candidate(st->k, p, 0, why, source);
+    } else {
+        tu_report_candidate(st->k, p, us, NULL, source);
+        st->last_ok = *p;
+        st->have_ok = 1;
+        if (us < st->best_us) {
+            st->best = *p;
+            st->best_us = us;
+            st->have_best = 1;
+            st->applied_is_best = 1;
+        }
+    }
+    st->est = fmax(st->est, tu_now() - t0);
+}
+
+static void
+mark_dirty(tu_run *r, const char *what)
+{
+    size_t len = strlen(r->clblast_dirty);
+
+    snprintf(r->clblast_dirty + len, sizeof r->clblast_dirty - len, "%s%s",
+             len ? ", " : "", what);
+}
+
+/* Puts the best set back in force and keeps it for the database. */
+static void
+stage_end(tu_run *r, stage *st, const char *note)
+{
+    char buf[512];
+
+    if (st->have_best) {
+        if (!st->applied_is_best)
+            cg_context_set_tuning(r->ctx, &st->best);
+        st->best.time_us = st->best_us;
+        st->best.default_time_us = st->def_us;
+        snprintf(st->best.note, sizeof st->best.note, "%s", note);
+        tu_keep(r, &st->best);
+        tu_report_result(st->k, st->def_us, &st->best, st->best_us, "tuned");
+        tu_say(r, "%s: %s, %.1f us (defaults %.1f us)", st->kernel,
+               tu_params_str(&st->best, buf, sizeof buf), st->best_us,
+               st->def_us);
+        return;
+    }
+    tu_report_result(st->k, st->def_us, NULL, 0, st->applied
+                     ? "the defaults are the fastest" : "no candidate tried");
+    if (st->applied) {
+        /* CLBlast cannot go back to its defaults: run on with a working
+         * set at least. */
+        if (st->have_ok)
+            cg_context_set_tuning(r->ctx, &st->last_ok);
+        mark_dirty(r, st->kernel + strlen("clblast."));
+    }
+}
+
+/* ------------------------------------------------------------------------
+ * The search child
+ * ------------------------------------------------------------------------ */
+
+/* Reads the child's lines until it exits or `end`; keeps the last one. */
+static void
+read_child(tu_run *r, int fd, pid_t pid, double end, char *last,
+           size_t lastlen)
+{
+    char buf[8192];
+    size_t len = 0;
+    int killed = 0;
+
+    last[0] = '\0';
+    for (;;) {
+        struct pollfd pfd = { fd, POLLIN, 0 };
+        ssize_t got;
+        char *nl;
+
+        if (!killed && (tu_stopped(r) || tu_now() >= end)) {
+            kill(pid, SIGKILL);
+            killed = 1;
+        }
+        if (poll(&pfd, 1, 200) <= 0)
+            continue;
+        got = read(fd, buf + len, sizeof buf - 1 - len);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            break;
+        len += (size_t)got;
+        buf[len] = '\0';
+        while ((nl = strchr(buf, '\n'))) {
+            *nl = '\0';
+            if (buf[0] == '{')
+                snprintf(last, lastlen, "%s", buf);
+            len -= (size_t)(nl + 1 - buf);
+            memmove(buf, nl + 1, len + 1);
+        }
+        if (len == sizeof buf - 1)
+            len = 0;
+    }
+}
+
+/* Runs CLBlast's search for `name` until `end`; its best into *p. */
+static int
+child_search(tu_run *r, const char *kernel, const char *name, size_t m,
+             size_t n, size_t k, double end, tu_params *p, char *why,
+             size_t whylen)
+{
+    char dev[16], sm[24], sn[24], sk[24], sf[32], last[8192];
+    char *argv[9];
+    json_object *o = NULL, *params = NULL;
+    int fds[2], status;
+    pid_t pid;
+
+    snprintf(dev, sizeof dev, "%d", r->dev.index);
+    snprintf(sm, sizeof sm, "%zu", m);
+    snprintf(sn, sizeof sn, "%zu", n);
+    snprintf(sk, sizeof sk, "%zu", k);
+    snprintf(sf, sizeof sf, "%.17g", r->cfg->fraction);
+    argv[0] = (char *)"clgrad-tune";
+    argv[1] = (char *)"--clblast-child";
+    argv[2] = dev;
+    argv[3] = (char *)name;
+    argv[4] = sm;
+    argv[5] = sn;
+    argv[6] = sk;
+    argv[7] = sf;
+    argv[8] = NULL;
+    if (pipe(fds)) {
+        snprintf(why, whylen, "pipe: %s", strerror(errno));
+        return -1;
+    }
+    fflush(NULL);
+    pid = fork();
+    if (pid < 0) {
+        snprintf(why, whylen, "fork: %s", strerror(errno));
+        close(fds[0]);
+        close(fds[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+
+        dup2(fds[1], 1);
+        if (null >= 0 && !getenv("CLGRAD_TUNE_CHILD_STDERR"))
+            dup2(null, 2);
+        close(fds[0]);
+        execv("/proc/self/exe", argv);
+        execvp(r->cfg->self, argv);
+        _exit(127);
+    }
+    close(fds[1]);
+    read_child(r, fds[0], pid, end, last, sizeof last);
+    close(fds[0]);
+    waitpid(pid, &status, 0);
+    if (last[0])
+        o = json_tokener_parse(last);
+    if (!o || !json_object_object_get_ex(o, "parameters", &params)) {
+        snprintf(why, whylen, "CLBlast's search gave no result (%s)",
+                 WIFSIGNALED(status) ? "stopped at its deadline"
+                 : "it found no valid candidate");
+        json_object_put(o);
+        return -1;
+    }
+    tu_params_init(p, kernel, "any");
+    json_object_object_foreach(params, key, val)
+        tu_params_add(p, key, (long)json_object_get_int64(val));
+    json_object_put(o);
+    return 0;
+}
+
+int
+tu_clblast_child(const char *device, const char *kernel, size_t m, size_t n,
+                 size_t k, double fraction)
+{
+    cg_context_options opts = { device, 0, 1 };
+    cg_context *ctx = cg_context_new_with(&opts);
+    char names[CG_TUNING_MAX_PARAMS][40], why[512];
+    long values[CG_TUNING_MAX_PARAMS];
+    int out, null, round, count, i;
+    FILE *f;
+
+    if (!ctx) {
+        fprintf(stderr, "clgrad-tune: %s\n", cg_last_error());
+        return 1;
+    }
+    /* Only the result lines go to the parent. */
+    out = dup(1);
+    null = open("/dev/null", O_WRONLY);
+    if (out < 0 || null < 0 || dup2(null, 1) < 0 || !(f = fdopen(out, "w")))
+        return 1;
+    for (round = 2; round >= 0; round--) {
+        double fr = fraction / (double)(1 << (2 * round));
+        int rc = tu_clblast_tune(&ctx->queue, kernel, m, n, k, fr, names,
+                                 values, CG_TUNING_MAX_PARAMS, &count, why,
+                                 sizeof why);
+        json_object *o, *p;
+
+        if (!count)
+            continue;
+        o = json_object_new_object();
+        p = json_object_new_object();
+        for (i = 0; i < count; i++)
+            json_object_object_add(p, names[i],
+                                   json_object_new_int64(values[i]));
+        json_object_object_add(o, "fraction", json_object_new_double(fr));
+        json_object_object_add(o, "status", json_object_new_int(rc));
+        json_object_object_add(o, "parameters", p);
+        fprintf(f, "%s\n", json_object_to_json_string_ext(
+                    o, JSON_C_TO_STRING_PLAIN));
+        fflush(f);
+        json_object_put(o);
+    }
+    fclose(f);
+    cg_context_free(ctx);
+    return 0;
+}
+
+/* The search in the child for what is left of the stage (less the time to
+ * time its answer), then its answer as a candidate. */
+static void
+search(tu_run *r, stage *st, const char *name, size_t m, size_t n,
+       size_t k)
+{
+    double end = r->stage_end - st->est;
+    tu_params p;
+    char why[512];
+
+    if (end - tu_now() < 5 || tu_stopped(r)) {
+        tu_params_init(&p, st->kernel, "any");
+        tu_report_candidate(st->k, &p, 0, "CLBlast's search: not enough "
+                            "time left", "clblast-search");
+        return;
+    }
+    tu_progress(r, st->kernel, "search", 0, 0, st->best_us, st->def_us);
+    if (child_search(r, st->kernel, name, m, n, k, end, &p, why,
+                     sizeof why)) {
+        tu_params_init(&p, st->kernel, "any");
+        tu_report_candidate(st->k, &p, 0, why, "clblast-search");
+        return;
+    }
+    if (!tu_stopped(r))
+        stage_try(r, st, &p, "clblast-search");
+}
+
+/* ------------------------------------------------------------------------
+ * Xgemm
+ * ------------------------------------------------------------------------ */
+
+static const char *const xgemm_names[16] = {
+    "GEMMK", "KREG", "KWG", "KWI", "MDIMA", "MDIMC", "MWG", "NDIMB",
+    "NDIMC", "NWG", "SA", "SB", "STRM", "STRN", "VWM", "VWN"
+};
+
+/* Curated sets, in xgemm_names' order; cpu: small work-groups, wide
+ * vectors, no local memory; the rest GPU-like. */
+static const struct {
+    int cpu;
+    long v[16];
+} xgemm_sets[] = {
+    /*  G KR KWG KWI MDA MDC MWG NDB NDC NWG SA SB SM SN VWM VWN */
+    { 1, { 0, 1, 32, 2, 8, 8, 64, 8, 8, 64, 0, 0, 0, 0, 4, 4 } },
+    { 1, { 0, 1, 32, 2, 8, 8, 128, 8, 8, 128, 0, 0, 0, 0, 8, 8 } },
+    { 1, { 0, 1, 16, 2, 4, 4, 64, 4, 4, 64, 0, 0, 0, 0, 8, 8 } },
+    { 1, { 0, 1, 16, 2, 4, 4, 32, 4, 4, 32, 0, 0, 0, 0, 4, 4 } },
+    { 1, { 0, 1, 32, 2, 8, 8, 64, 8, 8, 64, 0, 0, 0, 0, 8, 8 } },
+    { 1, { 0, 1, 32, 2, 16, 16, 128, 8, 8, 64, 0, 0, 0, 0, 8, 8 } },
+    { 1, { 0, 1, 32, 2, 8, 8, 64, 8, 8, 64, 1, 1, 0, 0, 4, 4 } },
+    { 1, { 1, 4, 1, 1, 8, 8, 64, 8, 8, 64, 0, 0, 0, 0, 4, 4 } },
+    { 0, { 0, 1, 16, 2, 16, 16, 64, 16, 16, 64, 1, 1, 0, 0, 2, 2 } },
+    { 0, { 0, 1, 16, 2, 16, 16, 128, 16, 16, 128, 1, 1, 0, 0, 4, 4 } },
+    { 0, { 0, 1, 32, 2, 16, 16, 64, 16, 16, 128, 1, 1, 0, 0, 2, 4 } },
+    { 0, { 0, 1, 32, 2, 8, 8, 32, 8, 8, 32, 1, 1, 0, 0, 1, 1 } },
+};
+
+#define P(name) tu_params_get(p, name, 0)
+
+static const char *
+too_big(const tu_run *r, long wx, long wy, long local_bytes, char *buf,
+        size_t n)
+{
+    const cg_device_info *d = &r->dev;
+
+    if ((size_t)(wx * wy) > d->max_work_group_size ||
+        (size_t)wx > d->max_work_item_sizes[0] ||
+        (size_t)wy > d->max_work_item_sizes[1])
+        snprintf(buf, n, "work-group %ld x %ld exceeds the device's limits",
+                 wx, wy);
+    else if ((uint64_t)local_bytes > d->local_mem_size)
+        snprintf(buf, n, "needs %ld bytes of local memory, the device has "
+                 "%llu", local_bytes, (unsigned long long)d->local_mem_size);
+    else
+        return NULL;
+    return buf;
+}
+
+/* Why CLBlast cannot run this Xgemm set on the device, or NULL. */
+static const char *
+xgemm_invalid(const tu_run *r, const tu_params *p, char *buf, size_t n)
+{
+    long mdimc = P("MDIMC"), ndimc = P("NDIMC"), mdima = P("MDIMA"),
+         ndimb = P("NDIMB"), kwg = P("KWG"), mwg = P("MWG"), nwg = P("NWG"),
+         vwm = P("VWM"), vwn = P("VWN");
+
+    if (!kwg || !P("KWI") || !mdimc || !ndimc || !mdima || !ndimb || !vwm ||
+        !vwn || kwg % P("KWI") || mwg % (mdimc * vwm) ||
+        nwg % (ndimc * vwn) || mwg % (mdima * vwm) || nwg % (ndimb * vwn) ||
+        (P("GEMMK") == 0 && (kwg % (mdimc * ndimc / mdima) ||
+                             kwg % (mdimc * ndimc / ndimb))) ||
+        (P("GEMMK") == 1 && (P("KREG") % vwn || mdima != mdimc ||
+                             ndimb != ndimc))) {
+        snprintf(buf, n, "violates CLBlast's Xgemm constraints");
+        return buf;
+    }
+    return too_big(r, mdimc, ndimc,
+                   4 * (P("SA") * kwg * mwg + P("SB") * kwg * nwg), buf, n);
+}
+
+static size_t
+gemm_size(const tu_run *r)
+{
+    if (r->cfg->gemm_size)
+        return (size_t)r->cfg->gemm_size;
+    return r->cfg->budget >= 120 ? 1024 : r->cfg->budget >= 40 ? 512 : 256;
+}
+
+/* The curated sets of one table, the device's kind first, while the
+ * stage has more than `keep` seconds left. */
+static void
+try_curated(tu_run *r, stage *st, const char *const *names, int nnames,
+            const long (*sets)[16], const int *cpu, int nsets,
+            const char *(*invalid)(const tu_run *, const tu_params *,
+                                   char *, size_t), double keep)
+{
+    int pass, i, tried = 0, max = r->cfg->max_candidates;
+    int want_cpu = r->dev.type == CG_DEVICE_CPU;
+    char buf[256];
+
+    for (pass = 0; pass < 2; pass++)
+        for (i = 0; i < nsets; i++) {
+            tu_params p;
+            const char *why;
+            int j;
+
+            if ((cpu[i] == want_cpu) != (pass == 0))
+                continue;
+            tu_params_init(&p, st->kernel, "any");
+            for (j = 0; j < nnames; j++)
+                tu_params_add(&p, names[j], sets[i][j]);
+            if ((why = invalid(r, &p, buf, sizeof buf))) {
+                tu_report_candidate(st->k, &p, 0, why, "curated");
+                continue;
+            }
+            if ((max && tried >= max) || !tu_fits(r, st->est + keep))
+                return;
+            tu_progress(r, st->kernel, "any", tried + 1, nsets, st->best_us,
+                        st->def_us);
+            stage_try(r, st, &p, "curated");
+            tried++;
+        }
+}
+
+int
+tu_stage_xgemm(tu_run *r)
+{
+    static long sets[sizeof xgemm_sets / sizeof xgemm_sets[0]][16];
+    static int cpu[sizeof xgemm_sets / sizeof xgemm_sets[0]];
+    int nsets = (int)(sizeof xgemm_sets / sizeof xgemm_sets[0]), i;
+    size_t N = gemm_size(r);
+    char note[128];
+    bench b;
+    stage st;
+
+    for (i = 0; i < nsets; i++) {
+        memcpy(sets[i], xgemm_sets[i].v, sizeof sets[i]);
+        cpu[i] = xgemm_sets[i].cpu;
+    }
+    snprintf(note, sizeof note, "SGEMM %zux%zux%zu, median of %d", N, N, N,
+             REPS);
+    if (bench_init(r, &b, N, N, N) != CG_OK) {
+        tu_say(r, "clblast.Xgemm: %s", cg_last_error());
+        return -1;
+    }
+    if (stage_begin(r, &st, "clblast.Xgemm", &b, note)) {
+        bench_free(&b);
+        return -1;
+    }
+    /* Half the stage for the curated sets, the rest for the search. */
+    try_curated(r, &st, xgemm_names, 16, (const long (*)[16])sets, cpu,
+                nsets, xgemm_invalid, 0.5 * tu_left(r));
+    search(r, &st, "Xgemm", 256, 256, 256);
+    stage_end(r, &st, note);
+    bench_free(&b);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * XgemmDirect, and when CLBlast uses it
+ * ------------------------------------------------------------------------ */
+
+static const char *const direct_names[10] = {
+    "KWID", "MDIMAD", "MDIMCD", "NDIMBD", "NDIMCD", "PADA", "PADB", "VWMD",
+    "VWND", "WGD"
+};
+
+static const struct {
+    int cpu;
+    long v[10];
+} direct_sets[] = {
+    /* KWID MDAD MDCD NDBD NDCD PADA PADB VWMD VWND WGD */
+    { 1, { 2, 8, 8, 8, 8, 1, 1, 4, 4, 32 } },
+    { 1, { 2, 4, 4, 4, 4, 1, 1, 4, 4, 16 } },
+    { 1, { 2, 4, 4, 4, 4, 1, 1, 8, 8, 32 } },
+    { 1, { 2, 8, 8, 8, 8, 1, 1, 8, 8, 64 } },
+    { 1, { 2, 8, 8, 8, 8, 1, 1, 1, 1, 8 } },
+    { 0, { 2, 16, 16, 16, 16, 1, 1, 2, 2, 32 } },
+    { 0, { 2, 8, 8, 8, 8, 1, 1, 2, 2, 16 } },
+    { 0, { 8, 16, 16, 16, 16, 1, 1, 4, 4, 64 } },
+};
+
+static const char *
+direct_invalid(const tu_run *r, const tu_params *p, char *buf, size_t n)
+{
+    long wgd = P("WGD"), mdc = P("MDIMCD"), ndc = P("NDIMCD"),
+         mda = P("MDIMAD"), ndb = P("NDIMBD"), vwm = P("VWMD"),
+         vwn = P("VWND");
+
+    if (!wgd || !P("KWID") || !mdc || !ndc || !mda || !ndb || !vwm ||
+        !vwn || wgd % P("KWID") || wgd % (mdc * vwm) || wgd % (ndc * vwn) ||
+        wgd % (mda * vwm) || wgd % (ndb * vwn) ||
+        wgd % (mdc * ndc / mda) || wgd % (mdc * ndc / ndb)) {
+        snprintf(buf, n, "violates CLBlast's XgemmDirect constraints");
+        return buf;
+    }
+    return too_big(r, mdc, ndc, 4 * (wgd * (wgd + P("PADA")) +
+                                     wgd * (wgd + P("PADB"))), buf, n);
+}
+
+/* The recurrent product of a model shape's step: B x G*H x H. */
+static void
+step_shape(const tu_shape *s, size_t *m, size_t *n, size_t *k)
+{
+    int G = s->mode == CG_LSTM ? 4 : s->mode == CG_GRU ? 3 : 1;
+
+    *m = (size_t)s->B;
+    *n = (size_t)(G * s->H);
+    *k = (size_t)s->H;
+}
+
+int
+tu_stage_xgemm_direct(tu_run *r)
+{
+    static long sets[sizeof direct_sets / sizeof direct_sets[0]][16];
+    static int cpu[sizeof direct_sets / sizeof direct_sets[0]];
+    int nsets = (int)(sizeof direct_sets / sizeof direct_sets[0]), i;
+    char note[128];
+    size_t m, n, k;
+    bench b;
+    stage st;
+
+    for (i = 0; i < nsets; i++) {
+        memcpy(sets[i], direct_sets[i].v, sizeof direct_sets[i].v);
+        cpu[i] = direct_sets[i].cpu;
+    }
+    step_shape(&r->cfg->shapes[0], &m, &n, &k);
+    snprintf(note, sizeof note, "SGEMM %zux%zux%zu (recurrent step), "
+             "median of %d%s%.40s", m, n, k, REPS,
+             r->clblast_dirty[0] ? "; CLBlast: " : "", r->clblast_dirty);
+    if (bench_init(r, &b, m, n, k) != CG_OK) {
+        tu_say(r, "clblast.XgemmDirect: %s", cg_last_error());
+        return -1;
+    }
+    if (stage_begin(r, &st, "clblast.XgemmDirect", &b, note)) {
+        bench_free(&b);
+        return -1;
+    }
+    try_curated(r, &st, direct_names, 10, (const long (*)[16])sets, cpu,
+                nsets, direct_invalid, 0.5 * tu_left(r));
+    search(r, &st, "XgemmDirect", 256, 256, 256);
+    stage_end(r, &st, note);
+    bench_free(&b);
+    return 0;
+}
+
+#define MAX_ROUTINE_SHAPES (TU_MAX_SHAPES + 3)
+
+/* XGEMM_MIN_INDIRECT_SIZE: CLBlast runs XgemmDirect when m n k is below
+ * its cube.  Times every step shape and three cubes with each kernel and
+ * takes the smallest size from which Xgemm wins at every larger one. */
+int
+tu_stage_gemm_routine(tu_run *r)
+{
+    size_t sh[MAX_ROUTINE_SHAPES][3], cubes[3] = { 128, 256, 512 };
+    double us[MAX_ROUTINE_SHAPES][3], side[MAX_ROUTINE_SHAPES];
+    bench bs[MAX_ROUTINE_SHAPES];
+    int ns = 0, i, j, mode, complete = 1;
+    long thr;
+    double sum = 0, def_sum = 0;
+    char note[128], why[512];
+    json_object *k;
+    tu_params e, c;
+
+    for (i = 0; i < r->cfg->nshapes && ns < MAX_ROUTINE_SHAPES - 3; i++) {
+        step_shape(&r->cfg->shapes[i], &sh[ns][0], &sh[ns][1], &sh[ns][2]);
+        for (j = 0; j < ns; j++)
+            if (!memcmp(sh[j], sh[ns], sizeof sh[ns]))
+                break;
+        ns += j == ns;
+    }
+    for (i = 0; i < 3; i++, ns++)
+        sh[ns][0] = sh[ns][1] = sh[ns][2] = cubes[i];
+    snprintf(note, sizeof note, "SGEMM at %d sizes (steps, 128-512 cubes), "
+             "sum of medians%s%.40s", ns, r->clblast_dirty[0] ? "; CLBlast: "
+             : "", r->clblast_dirty);
+    k = tu_report_kernel(r, "clblast.GemmRoutine", "any", note);
+    memset(bs, 0, sizeof bs);
+    for (i = 0; i < ns; i++)
+        if (bench_init(r, &bs[i], sh[i][0], sh[i][1], sh[i][2]) != CG_OK) {
+            tu_report_result(k, 0, NULL, 0, cg_last_error());
+            while (i-- > 0)
+                bench_free(&bs[i]);
+            return -1;
+        }
+    /* Mode 0: the defaults (first, before any override); 1: XgemmDirect
+     * everywhere; 2: Xgemm everywhere. */
+    for (mode = 0; mode < 3 && complete; mode++) {
+        tu_params_init(&c, "clblast.GemmRoutine", "any");
+        tu_params_add(&c, "XGEMM_MIN_INDIRECT_SIZE", mode == 1 ? 16384 : 1);
+        if (mode && cg_context_set_tuning(r->ctx, &c) != CG_OK) {
+            snprintf(why, sizeof why, "%s", cg_last_error());
+            tu_report_candidate(k, &c, 0, why, NULL);
+            complete = 0;
+            break;
+        }
+        for (i = 0; i < ns && complete; i++) {
+            tu_progress(r, "clblast.GemmRoutine", "any", mode * ns + i + 1,
+                        3 * ns, 0, 0);
+            if (tu_stopped(r)) {
+                complete = 0;
+            } else if (bench_run(r, &bs[i], mode ? bs[i].out : bs[i].ref,
+                                 &us[i][mode], why, sizeof why)) {
+                if (mode)
+                    tu_report_candidate(k, &c, 0, why, NULL);
+                complete = 0;
+            } else if (mode && bench_error(&bs[i]) > tolerance(bs[i].k)) {
+                tu_report_candidate(k, &c, 0, "does not verify against "
+                                    "the defaults", NULL);
+                complete = 0;
+            }
+        }
+        if (mode && complete) {
+            double t = 0;
+
+            for (i = 0; i < ns; i++)
+                t += us[i][mode];
+            tu_report_candidate(k, &c, t, NULL, NULL);
+        }
+    }
+    for (i = 0; i < ns; i++)
+        bench_free(&bs[i]);
+    if (!complete) {
+        tu_report_result(k, 0, NULL, 0, "incomplete");
+        if (mode > 1) {
+            /* CLBlast cannot go back to its own choice. */
+            mark_dirty(r, "GemmRoutine");
+        }
+        return 0;
+    }
+    for (i = 0; i < ns; i++)
+        side[i] = cbrt((double)sh[i][0] * sh[i][1] * sh[i][2]);
+    /* Sizes in increasing order of volume, with their times. */
+    for (i = 1; i < ns; i++)
+        for (j = i; j > 0 && side[j] < side[j - 1]; j--) {
+            double ts = side[j], tu[3];
+            size_t tsh[3];
+
+            side[j] = side[j - 1];
+            side[j - 1] = ts;
+            memcpy(tu, us[j], sizeof tu);
+            memcpy(us[j], us[j - 1], sizeof tu);
+            memcpy(us[j - 1], tu, sizeof tu);
+            memcpy(tsh, sh[j], sizeof tsh);
+            memcpy(sh[j], sh[j - 1], sizeof tsh);
+            memcpy(sh[j - 1], tsh, sizeof tsh);
+        }
+    thr = (long)ceil(side[ns - 1]) * 2;
+    for (i = ns - 1; i >= 0 && us[i][2] <= us[i][1]; i--)
+        thr = (long)floor(side[i]);
+    for (i = 0; i < ns; i++) {
+        sum += us[i][side[i] < (double)thr ? 1 : 2];
+        def_sum += us[i][0];
+    }
+    tu_params_init(&e, "clblast.GemmRoutine", "any");
+    tu_params_add(&e, "XGEMM_MIN_INDIRECT_SIZE", thr);
+    cg_context_set_tuning(r->ctx, &e);
+    if (sum >= def_sum) {
+        tu_report_result(k, def_sum, NULL, 0, "the defaults are the fastest");
+        mark_dirty(r, "GemmRoutine");
+        return 0;
+    }
+    e.time_us = sum;
+    e.default_time_us = def_sum;
+    snprintf(e.note, sizeof e.note, "%s", note);
+    tu_keep(r, &e);
+    tu_report_result(k, def_sum, &e, sum, "tuned");
+    tu_say(r, "clblast.GemmRoutine: XGEMM_MIN_INDIRECT_SIZE=%ld", thr);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Copy, Pad, Transpose, Padtranspose
+ * ------------------------------------------------------------------------ */
+
+int
+tu_stage_copy(tu_run *r)
+{
+    static const char *const names[4] = { "Copy", "Pad", "Transpose",
+                                          "Padtranspose" };
+    size_t N = gemm_size(r) > 64 ? gemm_size(r) - 24 : 40;
+    char note[128], kernel[48];
+    double start_us = 0, t0;
+    bench b;
+    int i;
+
+    snprintf(note, sizeof note, "SGEMM %dx%dx%d (padded), median of %d%s"
+             "%.40s", (int)N, (int)N, (int)N, REPS, r->clblast_dirty[0] ? "; CLBlast: " : "",
+             r->clblast_dirty);
+    if (bench_init(r, &b, N, N, N) != CG_OK) {
+        tu_say(r, "clblast.copy-kernels: %s", cg_last_error());
+        return -1;
+    }
+    for (i = 0; i < 4 && !tu_stopped(r); i++) {
+        stage st;
+        double share = tu_left(r) / (4 - i);
+
+        snprintf(kernel, sizeof kernel, "clblast.%s", names[i]);
+        t0 = tu_now();
+        /* The reference (and the time to beat) is the state before this
+         * kernel's search: the earlier kernels' winners are in force. */
+        if (stage_begin(r, &st, kernel, &b, note))
+            break;
+        if (i == 0)
+            start_us = st.def_us;
+        st.def_us = i ? start_us : st.def_us;
+        {
+            double save = r->stage_end;
+
+            r->stage_end = t0 + share;
+            search(r, &st, names[i], 1024, 1024, 1);
+            r->stage_end = save;
+        }
+        stage_end(r, &st, note);
+    }
+    bench_free(&b);
+    return 0;
+}

@@ -1,0 +1,562 @@
+/*
+ * tools/tune_rnn.c - clgrad-tune's stages for clgrad's own kernels: the
+ * fused recurrent step kernels' VW, RB and WG (their candidates are the
+ * @tunable lines of kernels/rnn.cl's banner), and the hidden size from
+ * which a layer takes the GEMM path.  A candidate is timed on a whole
+ * layer, forward and backward over T steps, with weights, input and output
+ * gradient drawn from the same seed as the defaults' run, and must give
+ * the defaults' output and gradients.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tune.h"
+#include "nn/internal.h"
+
+#define MAX_TUNABLES 4
+#define MAX_VALUES 16
+#define MAX_GRID 1024
+#define MAX_REPS 5
+#define MAX_SEGS 24
+
+/* The default of lib/nn/rnn.c's CG__RNN_GEMM_MIN_H, which the library does
+ * not export: the policy an rnn.path entry is compared with. */
+#define LIB_GEMM_MIN_H 1024
+
+typedef struct tunable {
+    char name[16];
+    int def;
+    int vals[MAX_VALUES];
+    int n;
+} tunable;
+
+/* Host copies of a run's output and gradients, as segments of one array,
+ * so that each tensor is compared against its own scale. */
+typedef struct rnn_out {
+    float *data;
+    size_t n;
+    size_t off[MAX_SEGS + 1];
+    int nseg;
+} rnn_out;
+
+/* Parses " * @tunable NAME DEFAULT: V V V ..." lines. */
+static int
+parse_tunables(const char *src, tunable *t, int max)
+{
+    const char *p = src;
+    int n = 0;
+
+    while ((p = strstr(p, "@tunable")) && n < max) {
+        const char *eol = strchr(p, '\n');
+        char line[256], *q, *end;
+        long v;
+
+        snprintf(line, sizeof line, "%.*s",
+                 (int)(eol ? eol - p : (long)strlen(p)), p);
+        p += 8;
+        q = line + 8;
+        if (sscanf(q, " %15[A-Za-z_0-9] %d:", t[n].name, &t[n].def) != 2)
+            continue;
+        q = strchr(q, ':') + 1;
+        t[n].n = 0;
+        while (t[n].n < MAX_VALUES && (v = strtol(q, &end, 10), end != q)) {
+            t[n].vals[t[n].n++] = (int)v;
+            q = end;
+        }
+        if (t[n].n)
+            n++;
+    }
+    return n;
+}
+
+static const char *
+kernel_name(cg_rnn_mode mode)
+{
+    return mode == CG_LSTM ? "rnn.lstm" : mode == CG_GRU ? "rnn.gru"
+                                                          : "rnn.rnn";
+}
+
+static const char *
+cell_name(cg_rnn_mode mode)
+{
+    return mode == CG_LSTM ? "LSTM" : mode == CG_GRU ? "GRU"
+         : mode == CG_RNN_RELU ? "RNN-relu" : "RNN";
+}
+
+static void
+out_free(rnn_out *o)
+{
+    free(o->data);
+    memset(o, 0, sizeof *o);
+}
+
+/* Appends t's elements as a segment. */
+static int
+out_add(rnn_out *o, const cg_tensor *t)
+{
+    size_t n = (size_t)cg_tensor_numel(t);
+    float *d;
+
+    if (o->nseg == MAX_SEGS)
+        return CG_OK;
+    d = realloc(o->data, (o->n + n) * sizeof *d);
+    if (!d)
+        return CG_ENOMEM;
+    o->data = d;
+    o->off[o->nseg] = o->n;
+    if (cg_tensor_to_host(t, d + o->n, n * sizeof *d) != CG_OK)
+        return -1;
+    o->n += n;
+    o->off[++o->nseg] = o->n;
+    return CG_OK;
+}
+
+/* The largest error of any segment relative to that segment's largest
+ * reference value. */
+static double
+out_error(const rnn_out *a, const rnn_out *ref)
+{
+    double worst = 0;
+    int s;
+
+    if (a->n != ref->n || a->nseg != ref->nseg)
+        return INFINITY;
+    for (s = 0; s < ref->nseg; s++) {
+        double scale = 1e-30, err = 0;
+        size_t i;
+
+        for (i = ref->off[s]; i < ref->off[s + 1]; i++) {
+            double d = fabs((double)a->data[i] - ref->data[i]);
+
+            scale = fmax(scale, fabs((double)ref->data[i]));
+            err = isnan(d) ? INFINITY : fmax(err, d);
+        }
+        worst = fmax(worst, err / scale);
+    }
+    return worst;
+}
+
+/* One forward and backward pass; waits for the device. */
+static int
+pass(cg_context *ctx, cg_module *m, cg_tensor *x, cg_tensor *dy,
+     cg_tensor **y)
+{
+    int status = cg_rnn_forward(m, x, NULL, NULL, NULL, y, NULL, NULL);
+
+    if (status == CG_OK)
+        status = cg_backward(*y, dy, 0);
+    if (status == CG_OK)
+        status = cg_context_finish(ctx);
+    return status;
+}
+
+/* Builds a layer of shape s with the tuning in force (p, or the defaults
+ * when p is NULL; path a CG__RNN_PATH_*), runs it once (compiling), keeps
+ * the output and gradients in *out (if not NULL), then times up to `reps`
+ * passes: *us is the median per time step.  On failure, why says what. */
+static int
+measure(tu_run *r, const tu_shape *s, const tu_params *p, int path,
+        int reps, double *us, rnn_out *out, char *why, size_t whylen)
+{
+    cg_rnn_options o = { s->mode, s->I, s->H, 1, 0, 0, 0.0f };
+    int64_t xs[3] = { s->T, s->B, s->I }, ys[3] = { s->T, s->B, s->H };
+    cg_module *m = NULL;
+    cg_tensor *x = NULL, *dy = NULL, *y = NULL;
+    double times[MAX_REPS];
+    int status, i, done = 0;
+
+    status = p ? cg_context_set_tuning(r->ctx, p)
+               : cg_context_clear_tuning(r->ctx);
+    if (status == CG_OK)
+        status = cg_manual_seed(r->ctx, 20261123);
+    if (status == CG_OK && !(m = cg_rnn_new(r->ctx, &o)))
+        status = -1;
+    if (status == CG_OK && path != CG__RNN_PATH_AUTO)
+        status = cg__rnn_set_path(m, path);
+    if (status == CG_OK &&
+        (!(x = cg_rand_uniform(r->ctx, 3, xs, -1, 1)) ||
+         !(dy = cg_rand_uniform(r->ctx, 3, ys, -1, 1))))
+        status = -1;
+    if (status == CG_OK)
+        status = cg_tensor_set_requires_grad(x, 1);
+    if (status == CG_OK)
+        status = pass(r->ctx, m, x, dy, &y);
+    if (status == CG_OK && out) {
+        int j, np = cg_module_num_params(m);
+
+        status = out_add(out, y);
+        for (j = 0; j < np && status == CG_OK; j++)
+            status = out_add(out, cg_tensor_grad(cg_module_param(m, j,
+                                                                 NULL)));
+        if (status == CG_OK)
+            status = out_add(out, cg_tensor_grad(x));
+    }
+    for (i = 0; i < reps && status == CG_OK; i++) {
+        double t;
+
+        if (i > 0 && (tu_stopped(r) || tu_left(r) < times[0]))
+            break;
+        cg_tensor_free(y);
+        y = NULL;
+        t = tu_now();
+        status = pass(r->ctx, m, x, dy, &y);
+        times[done++] = tu_now() - t;
+    }
+    if (status != CG_OK)
+        snprintf(why, whylen, "%s", cg_last_error());
+    else if (!done) {
+        snprintf(why, whylen, "interrupted");
+        status = -1;
+    } else
+        *us = tu_median(times, done) / s->T * 1e6;
+    cg_tensor_free(y);
+    cg_tensor_free(dy);
+    cg_tensor_free(x);
+    cg_module_free(m);
+    return status;
+}
+
+/* ------------------------------------------------------------------------
+ * The step kernels' VW, RB, WG
+ * ------------------------------------------------------------------------ */
+
+typedef struct grid {
+    int vals[MAX_GRID][MAX_TUNABLES];
+    int n;
+} grid;
+
+/* Earlier measurements of the fused LSTM step on a 2-core CPU (PoCL):
+ * these came out 3.7-5x faster than the defaults at B 32, H 256. */
+static const int cpu_first[][3] = { { 16, 4, 8 }, { 16, 8, 8 } };
+
+static int
+grid_has(const grid *g, const int *v, int nt)
+{
+    int i;
+
+    for (i = 0; i < g->n; i++)
+        if (memcmp(g->vals[i], v, sizeof(int) * (size_t)nt) == 0)
+            return 1;
+    return 0;
+}
+
+static double
+distance(const int *a, const int *b, int nt)
+{
+    double d = 0;
+    int i;
+
+    for (i = 0; i < nt; i++)
+        d += fabs(log2((double)a[i]) - log2((double)b[i]));
+    return d;
+}
+
+static const int *sort_origin;
+static int sort_nt;
+
+static int
+cmp_distance(const void *a, const void *b)
+{
+    double x = distance(a, sort_origin, sort_nt),
+           y = distance(b, sort_origin, sort_nt);
+
+    return x < y ? -1 : x > y;
+}
+
+/* The candidates in the order they are tried: the curated ones (on a
+ * CPU), then the rest of the grid, nearest to the first tried first. */
+static void
+make_grid(const tunable *t, int nt, const tu_run *r, grid *g)
+{
+    int idx[MAX_TUNABLES] = { 0 }, v[MAX_TUNABLES], def[MAX_TUNABLES];
+    int i, j, first;
+
+    g->n = 0;
+    for (j = 0; j < nt; j++)
+        def[j] = t[j].def;
+    if (r->dev.type == CG_DEVICE_CPU && nt == 3 &&
+        strcmp(t[0].name, "VW") == 0 && strcmp(t[1].name, "RB") == 0 &&
+        strcmp(t[2].name, "WG") == 0)
+        for (i = 0; i < (int)(sizeof cpu_first / sizeof cpu_first[0]); i++)
+            memcpy(g->vals[g->n++], cpu_first[i], sizeof cpu_first[i]);
+    first = g->n;
+    for (;;) {
+        for (j = 0; j < nt; j++)
+            v[j] = t[j].vals[idx[j]];
+        if (memcmp(v, def, sizeof(int) * (size_t)nt) != 0 &&
+            !grid_has(g, v, nt) && g->n < MAX_GRID)
+            memcpy(g->vals[g->n++], v, sizeof(int) * (size_t)nt);
+        for (j = nt - 1; j >= 0 && ++idx[j] == t[j].n; j--)
+            idx[j] = 0;
+        if (j < 0)
+            break;
+    }
+    sort_origin = first ? g->vals[0] : def;
+    sort_nt = nt;
+    qsort(g->vals[first], (size_t)(g->n - first), sizeof g->vals[0],
+          cmp_distance);
+}
+
+/* Why candidate v cannot run for shape s, or NULL. */
+static const char *
+unfit(const tunable *t, int nt, const int *v, const tu_shape *s,
+      const tu_run *r, char *buf, size_t n)
+{
+    int j;
+
+    for (j = 0; j < nt; j++) {
+        if (strcmp(t[j].name, "WG") == 0 &&
+            (size_t)v[j] > r->dev.max_work_group_size) {
+            snprintf(buf, n, "WG %d is above the device's maximum "
+                     "work-group size %zu", v[j],
+                     r->dev.max_work_group_size);
+            return buf;
+        }
+        if (strcmp(t[j].name, "RB") == 0 && v[j] > s->B) {
+            snprintf(buf, n, "RB %d is above the batch size %d", v[j], s->B);
+            return buf;
+        }
+        if (strcmp(t[j].name, "VW") == 0 && v[j] > s->H) {
+            snprintf(buf, n, "VW %d is above the hidden size %d", v[j],
+                     s->H);
+            return buf;
+        }
+    }
+    return NULL;
+}
+
+static void
+params_of(tu_params *p, const char *kernel, const char *shape,
+          const tunable *t, int nt, const int *v, const char *hash)
+{
+    int j;
+
+    tu_params_init(p, kernel, shape);
+    for (j = 0; j < nt; j++)
+        tu_params_add(p, t[j].name, v[j]);
+    snprintf(p->source_hash, sizeof p->source_hash, "%s", hash);
+}
+
+/* Tunes one shape; returns nonzero if the defaults could not run. */
+static int
+tune_shape(tu_run *r, const tu_shape *s, const tunable *t, int nt,
+           const char *hash)
+{
+    static grid g;
+    const char *kernel = kernel_name(s->mode);
+    char shape[48], note[128], why[512], buf[256];
+    int def[MAX_TUNABLES], j, i, tried = 0, n;
+    rnn_out ref = { 0 };
+    tu_params best, cand;
+    double def_us = 0, best_us, est, t0;
+    json_object *k;
+
+    snprintf(shape, sizeof shape, "H%d", s->H);
+    snprintf(note, sizeof note, "%s B%d I%d H%d T%d: forward+backward per "
+             "step, median of up to %d", cell_name(s->mode), s->B, s->I,
+             s->H, s->T, MAX_REPS);
+    k = tu_report_kernel(r, kernel, shape, note);
+    for (j = 0; j < nt; j++)
+        def[j] = t[j].def;
+    params_of(&best, kernel, shape, t, nt, def, hash);
+    tu_progress(r, kernel, shape, 0, 0, 0, 0);
+    t0 = tu_now();
+    if (measure(r, s, NULL, CG__RNN_PATH_FUSED, MAX_REPS, &def_us, &ref,
+                why, sizeof why) != CG_OK) {
+        tu_say(r, "%s %s: the defaults failed: %s", kernel, shape, why);
+        tu_report_result(k, 0, NULL, 0, why);
+        out_free(&ref);
+        return -1;
+    }
+    est = tu_now() - t0;
+    best_us = def_us;
+    make_grid(t, nt, r, &g);
+    n = g.n;
+    if (r->cfg->max_candidates && n > r->cfg->max_candidates)
+        n = r->cfg->max_candidates;
+    for (i = 0; i < n; i++) {
+        rnn_out o = { 0 };
+        double us = 0, err;
+        const char *skip;
+
+        params_of(&cand, kernel, shape, t, nt, g.vals[i], hash);
+        if ((skip = unfit(t, nt, g.vals[i], s, r, buf, sizeof buf))) {
+            tu_report_candidate(k, &cand, 0, skip, NULL);
+            continue;
+        }
+        if (!tu_fits(r, est))
+            break;
+        tu_progress(r, kernel, shape, i + 1, n, best_us, def_us);
+        t0 = tu_now();
+        if (measure(r, s, &cand, CG__RNN_PATH_FUSED, MAX_REPS, &us, &o,
+                    why, sizeof why) != CG_OK) {
+            tu_report_candidate(k, &cand, 0, why, NULL);
+        } else if ((err = out_error(&o, &ref)) > 1e-5) {
+            snprintf(buf, sizeof buf, "does not verify: relative error "
+                     "%.3g against the defaults", err);
+            tu_report_candidate(k, &cand, 0, buf, NULL);
+        } else {
+            tu_report_candidate(k, &cand, us, NULL, NULL);
+            tried++;
+            if (us < best_us) {
+                best = cand;
+                best_us = us;
+            }
+        }
+        est = fmax(est, tu_now() - t0);
+        out_free(&o);
+    }
+    out_free(&ref);
+    if (!tried) {
+        tu_report_result(k, def_us, NULL, 0, "no candidate measured");
+        return 0;
+    }
+    best.time_us = best_us;
+    best.default_time_us = def_us;
+    snprintf(best.note, sizeof best.note, "%s", note);
+    tu_keep(r, &best);
+    tu_report_result(k, def_us, &best, best_us, best_us < def_us
+                     ? "tuned" : "the defaults are the fastest");
+    tu_say(r, "%s %s: %s, %.1f us per step (defaults %.1f us)", kernel,
+           shape, tu_params_str(&best, buf, sizeof buf), best_us, def_us);
+    return 0;
+}
+
+int
+tu_stage_rnn(tu_run *r)
+{
+    tunable t[MAX_TUNABLES];
+    char hash[33], *src = NULL;
+    int nt, i, failed = 0;
+
+    if (cg__kernel_source("rnn", &src) != CG_OK ||
+        cg_kernel_source_hash("rnn", hash) != CG_OK) {
+        tu_say(r, "rnn: %s", cg_last_error());
+        free(src);
+        return -1;
+    }
+    nt = parse_tunables(src, t, MAX_TUNABLES);
+    free(src);
+    if (nt == 0) {
+        tu_say(r, "rnn: kernels/rnn.cl declares no @tunable parameters");
+        return -1;
+    }
+    for (i = 0; i < r->cfg->nshapes && !tu_stopped(r); i++)
+        if (tune_shape(r, &r->cfg->shapes[i], t, nt, hash))
+            failed = 1;
+    cg_context_clear_tuning(r->ctx);
+    return failed;
+}
+
+/* ------------------------------------------------------------------------
+ * The path: fused kernel or a GEMM per step
+ * ------------------------------------------------------------------------ */
+
+static int
+cmp_int(const void *a, const void *b)
+{
+    return *(const int *)a - *(const int *)b;
+}
+
+/* Puts the step-kernel entries found so far in force. */
+static void
+apply_rnn_results(tu_run *r)
+{
+    int i;
+
+    cg_context_clear_tuning(r->ctx);
+    for (i = 0; i < r->nresults; i++)
+        if (strncmp(r->results[i].kernel, "rnn.", 4) == 0 &&
+            strcmp(r->results[i].kernel, "rnn.path") != 0)
+            cg_context_set_tuning(r->ctx, &r->results[i]);
+}
+
+int
+tu_stage_rnn_path(tu_run *r)
+{
+    const tu_shape *first = &r->cfg->shapes[0];
+    int hs[TU_MAX_PATH], nh = r->cfg->npath, i, p, min_h = 0, def_h;
+    double us[TU_MAX_PATH][2], sum = 0, def_sum = 0;
+    char note[128], why[512], buf[64], hash[33];
+    const char *env = getenv("CLGRAD_RNN_GEMM_MIN_H");
+    tu_params e;
+    json_object *k;
+
+    memcpy(hs, r->cfg->path_h, sizeof(int) * (size_t)nh);
+    qsort(hs, (size_t)nh, sizeof hs[0], cmp_int);
+    snprintf(note, sizeof note, "%s B%d I=H T%d: forward+backward per "
+             "step, mean over H", cell_name(first->mode), first->B,
+             first->T < 16 ? first->T : 16);
+    if (r->clblast_dirty[0]) {
+        size_t len = strlen(note);
+
+        snprintf(note + len, sizeof note - len, " (CLBlast: %.*s)",
+                 (int)(sizeof note - len - 13), r->clblast_dirty);
+    }
+    k = tu_report_kernel(r, "rnn.path", "any", note);
+    apply_rnn_results(r);
+    for (i = 0; i < nh; i++) {
+        tu_shape s = { first->mode, first->B, hs[i], hs[i],
+                       first->T < 16 ? first->T : 16 };
+        rnn_out ref = { 0 }, o = { 0 };
+        double err;
+
+        for (p = 0; p < 2; p++) {
+            tu_params c;
+
+            tu_params_init(&c, "rnn.path", "any");
+            tu_params_add(&c, "H", hs[i]);
+            tu_params_add(&c, "gemm", p);
+            if (tu_stopped(r))
+                break;
+            tu_progress(r, "rnn.path", "any", 2 * i + p + 1, 2 * nh, 0, 0);
+            if (measure(r, &s, NULL, p ? CG__RNN_PATH_GEMM
+                                       : CG__RNN_PATH_FUSED, 3, &us[i][p],
+                        p ? &o : &ref, why, sizeof why) != CG_OK) {
+                tu_report_candidate(k, &c, 0, why, NULL);
+                break;
+            }
+            tu_report_candidate(k, &c, us[i][p], NULL, NULL);
+        }
+        err = p == 2 ? out_error(&o, &ref) : 0;
+        out_free(&o);
+        out_free(&ref);
+        if (p < 2) {
+            tu_report_result(k, 0, NULL, 0, tu_stopped(r)
+                             ? "incomplete: out of time" : why);
+            cg_context_clear_tuning(r->ctx);
+            return tu_stopped(r) ? 0 : -1;
+        }
+        if (err > 1e-4) {
+            snprintf(why, sizeof why, "the GEMM path does not verify at H "
+                     "%d: relative error %.3g", hs[i], err);
+            tu_report_result(k, 0, NULL, 0, why);
+            tu_say(r, "rnn.path: %s", why);
+            cg_context_clear_tuning(r->ctx);
+            return -1;
+        }
+    }
+    cg_context_clear_tuning(r->ctx);
+    /* The smallest H from which the GEMM path wins at every larger size
+     * measured. */
+    for (i = nh - 1; i >= 0 && us[i][1] < us[i][0]; i--)
+        min_h = hs[i];
+    def_h = env && *env ? atoi(env) : LIB_GEMM_MIN_H;
+    for (i = 0; i < nh; i++) {
+        sum += us[i][min_h > 0 && hs[i] >= min_h];
+        def_sum += us[i][def_h > 0 && hs[i] >= def_h];
+    }
+    tu_params_init(&e, "rnn.path", "any");
+    tu_params_add(&e, "gemm_min_h", min_h);
+    e.time_us = sum / nh;
+    e.default_time_us = def_sum / nh;
+    if (cg_kernel_source_hash("rnn", hash) == CG_OK)
+        snprintf(e.source_hash, sizeof e.source_hash, "%s", hash);
+    snprintf(e.note, sizeof e.note, "%s", note);
+    tu_keep(r, &e);
+    tu_report_result(k, e.default_time_us, &e, e.time_us, "tuned");
+    tu_say(r, "rnn.path: %s", tu_params_str(&e, buf, sizeof buf));
+    return 0;
+}
