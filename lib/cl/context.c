@@ -59,7 +59,8 @@ cg_context_new_with(const cg_context_options *opts)
     CHECK_CL(rc, "clCreateCommandQueue");
     /* The tuning database (lib/tune) decides the kernels' parameters; a
      * bad or stale file only leaves a warning in cg_last_error. */
-    if (!(opts && opts->no_tuning))
+    if (!(opts && opts->no_tuning) &&
+        !(getenv("CLGRAD_TUNING") && strcmp(getenv("CLGRAD_TUNING"), "0") == 0))
         cg_context_apply_tuning(ctx);
     return ctx;
 fail:
