@@ -1251,7 +1251,8 @@ int cg_text_batch(const cg_text *t, cg_context *ctx, int steps, int batch,
  * keep the built-in defaults.  A file that is unreadable, not valid JSON,
  * of another format version, or with a bad entry, and a stale entry, are
  * skipped: the context is still made, and cg_last_error() then starts with
- * "warning:" and says what was skipped and why.
+ * "warning:" and says what was skipped and why.  CLGRAD_TUNING=0 in the
+ * environment when a context is made works as options.no_tuning.
  * ------------------------------------------------------------------------ */
 #define CG_TUNING_MAX_PARAMS 24
 

@@ -88,6 +88,30 @@ START_TEST(json_report_parses_and_matches_the_library)
             get(m, "launch_queued_us")), 0);
         ck_assert_double_gt(json_object_get_double(
             get(m, "sgemm_1024_gflops")), 0);
+        ck_assert_double_gt(json_object_get_double(
+            get(m, "sgemm_1024_untuned_gflops")), 0);
+        /* The tuning entries in force, as the library reports them. */
+        {
+            json_object *es = get(get(d, "tuning"), "entries");
+            cg_context *ctx;
+            int k, count;
+
+            ck_assert(json_object_is_type(es, json_type_array));
+            ctx = cg_context_new(NULL);
+            ck_assert_ptr_nonnull(ctx);
+            ck_assert_int_eq(cg_context_tuning_count(ctx, &count), CG_OK);
+            if (i == 0)
+                ck_assert_int_eq((int)json_object_array_length(es), count);
+            for (k = 0; k < (int)json_object_array_length(es); k++) {
+                json_object *e = json_object_array_get_idx(es, (size_t)k);
+
+                ck_assert(json_object_is_type(get(e, "params"),
+                                              json_type_object));
+                get(e, "kernel");
+                get(e, "origin");
+            }
+            cg_context_free(ctx);
+        }
     }
     json_object_put(root);
     free(out);

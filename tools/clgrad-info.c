@@ -20,7 +20,9 @@ usage(FILE *f)
     fprintf(f,
 "Usage: %s [OPTION]...\n"
 "Report every OpenCL platform and device, as clgrad sees them, and measure\n"
-"each device's bandwidth, kernel launch cost and SGEMM throughput.\n"
+"each device's bandwidth, kernel launch cost and SGEMM throughput (with\n"
+"CLBlast's built-in parameters, then with the tuning database), and show\n"
+"the tuning entries in force for each device (see clgrad-tune).\n"
 "\n"
 "  -l, --list           list devices, one line each, and exit\n"
 "  -d, --device SEL     report only the device SEL selects (P:D, an index,\n"
@@ -31,7 +33,7 @@ usage(FILE *f)
 "  -V, --version        show the version and exit\n"
 "\n"
 "Environment: CLGRAD_DEVICE (default selector), CLGRAD_CACHE_DIR,\n"
-"CLGRAD_CACHE=0, CLGRAD_KERNEL_DIR.\n", prog);
+"CLGRAD_CACHE=0, CLGRAD_KERNEL_DIR, CLGRAD_TUNING_DIR.\n", prog);
 }
 
 static void
@@ -101,7 +103,7 @@ print_device(const cg_device_info *d)
 }
 
 static void
-print_measure(const cg_measurements *m)
+print_measure(const cg_measurements *m, double untuned)
 {
     printf("  Measured\n");
     row("  Host to device", "%.2f GB/s", m->h2d_gbps);
@@ -109,7 +111,8 @@ print_measure(const cg_measurements *m)
     row("  Device copy (read + write)", "%.2f GB/s", m->copy_gbps);
     row("  Launch latency (enqueue + wait)", "%.1f us", m->launch_latency_us);
     row("  Launch, queued (per kernel)", "%.2f us", m->launch_queued_us);
-    row("  SGEMM 1024^3 (CLBlast)", "%.1f GFLOP/s", m->sgemm_gflops);
+    row("  SGEMM 1024^3 (CLBlast), tuned", "%.1f GFLOP/s", m->sgemm_gflops);
+    row("  SGEMM 1024^3 (CLBlast), untuned", "%.1f GFLOP/s", untuned);
 }
 
 static json_object *
@@ -170,7 +173,7 @@ device_json(const cg_device_info *d)
 }
 
 static json_object *
-measure_json(const cg_measurements *m)
+measure_json(const cg_measurements *m, double untuned)
 {
     json_object *o = json_object_new_object();
 
@@ -181,25 +184,109 @@ measure_json(const cg_measurements *m)
     JD("launch_latency_us", m->launch_latency_us);
     JD("launch_queued_us", m->launch_queued_us);
     JD("sgemm_1024_gflops", m->sgemm_gflops);
+    JD("sgemm_1024_untuned_gflops", untuned);
 #undef JD
     return o;
 }
 
-/* Measures device `index`; on failure reports and returns nonzero. */
-static int
-measure(int index, cg_measurements *m)
+static const char *const match_name[] = { "none", "vendor", "device",
+                                          "exact" };
+
+/* The tuning entries in force on ctx, as text or JSON. */
+static void
+print_tuning(cg_context *ctx, const char *warning)
 {
-    char sel[16];
+    cg_tuning_entry e;
+    int i, j, n = 0;
+
+    cg_context_tuning_count(ctx, &n);
+    printf("  Tuning in force (%d %s)\n", n, n == 1 ? "entry" : "entries");
+    for (i = 0; i < n; i++) {
+        if (cg_context_tuning_entry(ctx, i, &e) != CG_OK)
+            continue;
+        printf("    %-20s %-6s %-6s", e.kernel, e.shape, match_name[e.match]);
+        for (j = 0; j < e.nparams; j++)
+            printf(" %s=%ld", e.names[j], e.values[j]);
+        if (e.time_us > 0 && e.default_time_us > 0)
+            printf("  (%.2fx the default)", e.default_time_us / e.time_us);
+        printf("\n      from %s\n", e.origin);
+    }
+    if (n == 0)
+        printf("    none: built-in defaults (clgrad-tune makes a database)\n");
+    if (warning && *warning)
+        printf("    %s\n", warning);
+}
+
+static json_object *
+tuning_json(cg_context *ctx, const char *warning)
+{
+    json_object *o = json_object_new_object(), *arr = json_object_new_array();
+    cg_tuning_entry e;
+    int i, j, n = 0;
+
+    cg_context_tuning_count(ctx, &n);
+    for (i = 0; i < n; i++) {
+        json_object *eo = json_object_new_object(),
+                    *p = json_object_new_object();
+
+        if (cg_context_tuning_entry(ctx, i, &e) != CG_OK)
+            continue;
+        json_object_object_add(eo, "kernel", json_object_new_string(e.kernel));
+        json_object_object_add(eo, "shape", json_object_new_string(e.shape));
+        for (j = 0; j < e.nparams; j++)
+            json_object_object_add(p, e.names[j],
+                                   json_object_new_int64(e.values[j]));
+        json_object_object_add(eo, "params", p);
+        json_object_object_add(eo, "match",
+                               json_object_new_string(match_name[e.match]));
+        json_object_object_add(eo, "origin", json_object_new_string(e.origin));
+        json_object_object_add(eo, "time_us", json_object_new_double(e.time_us));
+        json_object_object_add(eo, "default_time_us",
+                               json_object_new_double(e.default_time_us));
+        json_object_array_add(arr, eo);
+    }
+    json_object_object_add(o, "entries", arr);
+    if (warning && *warning)
+        json_object_object_add(o, "warning", json_object_new_string(warning));
+    return o;
+}
+
+/* Measures device `index` (SGEMM first with built-in parameters, then
+ * with the tuning database in force: CLBlast's parameters, once set, hold
+ * for the whole process) and reports the tuning in force; on failure
+ * reports and returns nonzero. */
+static int
+measure(int index, int do_measure, cg_measurements *m, double *untuned,
+        int json, json_object **tuning)
+{
+    cg_context_options opts = { NULL, 0, 1 };
+    cg_measurements tuned;
+    char sel[16], warning[1024];
     cg_context *ctx;
-    int status;
+    int status = CG_OK;
 
     snprintf(sel, sizeof sel, "%d", index);
-    ctx = cg_context_new(sel);
+    opts.device = sel;
+    ctx = cg_context_new_with(&opts);
     if (!ctx) {
         fprintf(stderr, "%s: device %d: %s\n", prog, index, cg_last_error());
         return 1;
     }
-    status = cg_context_measure(ctx, CG_MEASURE_ALL, m);
+    if (do_measure)
+        status = cg_context_measure(ctx, CG_MEASURE_ALL, m);
+    if (status == CG_OK) {
+        *untuned = m->sgemm_gflops;
+        cg_context_apply_tuning(ctx);
+        snprintf(warning, sizeof warning, "%s", cg_last_error());
+        if (json)
+            *tuning = tuning_json(ctx, warning);
+        else
+            print_tuning(ctx, warning);
+    }
+    if (status == CG_OK && do_measure) {
+        status = cg_context_measure(ctx, CG_MEASURE_SGEMM, &tuned);
+        m->sgemm_gflops = tuned.sgemm_gflops;
+    }
     if (status)
         fprintf(stderr, "%s: measuring device %d: %s\n", prog, index,
                 cg_last_error());
@@ -265,7 +352,8 @@ main(int argc, char **argv)
     }
     for (i = first; i <= last; i++) {
         cg_measurements m;
-        json_object *dj;
+        json_object *dj, *tuning = NULL;
+        double untuned = 0;
         int measured = 0;
 
         memset(&m, 0, sizeof m);
@@ -286,18 +374,22 @@ main(int argc, char **argv)
             print_device(&info);
             fflush(stdout);
         }
-        if (!list && do_measure) {
-            if (measure(i, &m) != 0)
+        if (!list) {
+            if (measure(i, do_measure, &m, &untuned, json, &tuning) != 0)
                 failed = 1;
             else
-                measured = 1;
+                measured = do_measure;
             if (measured && !json)
-                print_measure(&m);
+                print_measure(&m, untuned);
         }
         if (json) {
             dj = device_json(&info);
+            if (tuning)
+                json_object_object_add(dj, "tuning", tuning);
+            tuning = NULL;
             if (measured)
-                json_object_object_add(dj, "measured", measure_json(&m));
+                json_object_object_add(dj, "measured",
+                                       measure_json(&m, untuned));
             json_object_array_add(devs, dj);
         }
     }

@@ -22,7 +22,7 @@ cg__now(void)
 cg_context *
 cg_context_new(const char *selector)
 {
-    cg_context_options opts = { selector, 0 };
+    cg_context_options opts = { selector, 0, 0 };
 
     return cg_context_new_with(&opts);
 }
@@ -57,6 +57,11 @@ cg_context_new_with(const cg_context_options *opts)
         props |= CL_QUEUE_PROFILING_ENABLE;
     ctx->queue = clCreateCommandQueue(ctx->context, ctx->device, props, &rc);
     CHECK_CL(rc, "clCreateCommandQueue");
+    /* The tuning database (lib/tune) decides the kernels' parameters; a
+     * bad or stale file only leaves a warning in cg_last_error. */
+    if (!(opts && opts->no_tuning) &&
+        !(getenv("CLGRAD_TUNING") && strcmp(getenv("CLGRAD_TUNING"), "0") == 0))
+        cg_context_apply_tuning(ctx);
     return ctx;
 fail:
     (void)status;
@@ -77,6 +82,7 @@ cg_context_free(cg_context *ctx)
     clReleaseCommandQueue(ctx->queue);
     clReleaseContext(ctx->context);
     free(ctx->build_defines);
+    free(ctx->tuning);
     free(ctx);
 }
 

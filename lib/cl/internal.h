@@ -76,6 +76,8 @@ struct cg_context {
     cg_buffer *live;        /* buffers not yet freed */
     cg_memory_stats stats;
     char *build_defines;    /* -D options every program gets (tuning) */
+    cg_tuning_entry *tuning;    /* the tuning entries in force (lib/tune) */
+    int ntuning;
     uint64_t rng_seed;      /* the Philox generator: key and counter */
     uint64_t rng_offset;
 };

@@ -134,12 +134,15 @@ struct cg_module {
     cg__rnn_step gstep;         /* rnn: the GEMM-path kernels, made on
                                  * first use (gstep.ctx set) */
     int path;                   /* rnn: CG__RNN_PATH_* */
+    long gemm_min_h;            /* rnn: the AUTO threshold in force when
+                                 * the layer was made (tuning "rnn.path") */
 };
 
 /* How a recurrent layer forms h W_hh^T per step: in the fused kernel, or
  * by a CLBlast GEMM followed by the cell kernel (2 launches per step).
- * AUTO takes the GEMM path for hidden_size >= CG__RNN_GEMM_MIN_H, or
- * $CLGRAD_RNN_GEMM_MIN_H when set. */
+ * AUTO takes the GEMM path for hidden_size >= gemm_min_h of the tuning
+ * entry "rnn.path" in force when the layer was made (else
+ * CG__RNN_GEMM_MIN_H), or $CLGRAD_RNN_GEMM_MIN_H when set; 0 means never. */
 enum { CG__RNN_PATH_AUTO, CG__RNN_PATH_FUSED, CG__RNN_PATH_GEMM };
 
 /* Forces a recurrent layer's path (tests and benchmarks). */

@@ -28,6 +28,7 @@
 
 #include "autograd/internal.h"
 #include "nn/internal.h"
+#include "tune/internal.h"
 #include "ops/internal.h"
 
 /* Indices into a layer node's inputs and saved tensors. */
@@ -93,7 +94,7 @@ use_gemm(cg_module *m, int *gemm)
 {
     cg__rnn_tune tune;
     const char *env;
-    long min_h = CG__RNN_GEMM_MIN_H;
+    long min_h = m->gemm_min_h;
 
     *gemm = m->path == CG__RNN_PATH_GEMM;
     if (m->path == CG__RNN_PATH_AUTO) {
@@ -107,6 +108,33 @@ use_gemm(cg_module *m, int *gemm)
     tune = m->step.tune;
     tune.hproj = 1;
     return cg__rnn_step_init(&m->gstep, m->ctx, m->step.cell, &tune);
+}
+
+/* Builds m's step kernels with the tuning in force for its cell and
+ * hidden size, and takes the path threshold. */
+static int
+rnn_tuning(cg_module *m, cg_context *ctx, cg__rnn_cell cell)
+{
+    static const char *const kernel[] = { "rnn.rnn", "rnn.rnn", "rnn.lstm",
+                                          "rnn.gru" };
+    const cg_tuning_entry *e;
+    cg__rnn_tune tune = { 0, 0, 0, 0 };
+    long v;
+
+    e = cg__tuning_find_h(ctx, kernel[cell], m->rnn.hidden_size);
+    if (e) {
+        if (cg__tuning_param(e, "VW", &v))
+            tune.vw = (int)v;
+        if (cg__tuning_param(e, "RB", &v))
+            tune.rb = (int)v;
+        if (cg__tuning_param(e, "WG", &v))
+            tune.wg = (int)v;
+    }
+    m->gemm_min_h = CG__RNN_GEMM_MIN_H;
+    e = cg__tuning_find_h(ctx, "rnn.path", m->rnn.hidden_size);
+    if (e && cg__tuning_param(e, "gemm_min_h", &v))
+        m->gemm_min_h = v;
+    return cg__rnn_step_init(&m->step, ctx, cell, &tune);
 }
 
 cg_module *
@@ -156,7 +184,7 @@ cg_rnn_new(cg_context *ctx, const cg_rnn_options *options)
     if (!m)
         return NULL;
     m->rnn = o;
-    if (cg__rnn_step_init(&m->step, ctx, cell_of(o.mode), NULL)) {
+    if (rnn_tuning(m, ctx, cell_of(o.mode))) {
         cg__module_unref(m);
         return NULL;
     }

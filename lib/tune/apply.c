@@ -1,0 +1,457 @@
+/*
+ * lib/tune/apply.c - putting tuning entries in force in a context: the
+ * lookup over the user's database files and the shipped ones, CLBlast's
+ * parameters through CLBlastOverrideParameters, and the queries the layers
+ * make (cg__tuning_find_h).
+ */
+#include "config.h"
+
+#include <clblast_c.h>
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tune/internal.h"
+
+#define CLBLAST_PREFIX "clblast."
+
+/* clgrad's own tunable kernels: entry name, kernel file, parameters. */
+typedef struct {
+    const char *kernel;
+    const char *file;
+    const char *params[3];
+} own_kernel;
+
+static const own_kernel own_kernels[] = {
+    { "rnn.lstm", "rnn", { "VW", "RB", "WG" } },
+    { "rnn.gru", "rnn", { "VW", "RB", "WG" } },
+    { "rnn.rnn", "rnn", { "VW", "RB", "WG" } },
+    { "rnn.path", "rnn", { "gemm_min_h", NULL, NULL } },
+};
+#define NOWN (sizeof own_kernels / sizeof own_kernels[0])
+
+int
+cg_kernel_source_hash(const char *file, char out[33])
+{
+    char *src;
+    cg__hash h;
+    int status;
+
+    cg__error_clear();
+    if (!file || !out)
+        return cg__error(CG_EINVAL, "%s is NULL", file ? "out" : "file");
+    status = cg__kernel_source(file, &src);
+    if (status)
+        return status;
+    cg__hash_init(&h);
+    cg__hash_str(&h, src);
+    cg__hash_hex(&h, out);
+    free(src);
+    return CG_OK;
+}
+
+int
+cg__tuning_param(const cg_tuning_entry *e, const char *name, long *value)
+{
+    int i;
+
+    for (i = 0; i < e->nparams; i++)
+        if (strcmp(e->names[i], name) == 0) {
+            *value = e->values[i];
+            return 1;
+        }
+    return 0;
+}
+
+static const own_kernel *
+own_of(const char *kernel)
+{
+    size_t i;
+
+    for (i = 0; i < NOWN; i++)
+        if (strcmp(own_kernels[i].kernel, kernel) == 0)
+            return &own_kernels[i];
+    return NULL;
+}
+
+/* "H<n>" -> n, "any" -> 0, else -1. */
+static long
+shape_h(const char *shape)
+{
+    char *end;
+    long h;
+
+    if (strcmp(shape, "any") == 0)
+        return 0;
+    if (shape[0] != 'H')
+        return -1;
+    h = strtol(shape + 1, &end, 10);
+    return *end || h < 1 ? -1 : h;
+}
+
+/* Whether entry e can be put in force on ctx's device; if not, a message
+ * saying why.  `hash` is the current source hash of kernels/rnn.cl. */
+static int
+entry_usable(const cg_context *ctx, const cg_tuning_entry *e,
+             const char *hash)
+{
+    const own_kernel *k;
+    long v;
+    int i, j;
+
+    if (strncmp(e->kernel, CLBLAST_PREFIX, strlen(CLBLAST_PREFIX)) == 0) {
+        if (strcmp(e->shape, "any") != 0)
+            return cg__error(CG_EINVAL, "%s has shape \"%s\": CLBlast "
+                             "parameters hold for every shape (\"any\")",
+                             e->kernel, e->shape);
+        return CG_OK;
+    }
+    k = own_of(e->kernel);
+    if (!k)
+        return cg__error(CG_EINVAL, "unknown kernel \"%s\"", e->kernel);
+    if (shape_h(e->shape) < 0)
+        return cg__error(CG_EINVAL, "%s: shape \"%s\" is neither \"any\" "
+                         "nor H<hidden size>", e->kernel, e->shape);
+    if (hash && strcmp(e->source_hash, hash) != 0)
+        return cg__error(CG_EINVAL, "%s %s is stale: tuned for kernels/%s.cl "
+                         "with hash %s, this library's is %s", e->kernel,
+                         e->shape, k->file, e->source_hash[0]
+                         ? e->source_hash : "(none)", hash);
+    for (i = 0; i < e->nparams; i++) {
+        for (j = 0; j < 3 && k->params[j]; j++)
+            if (strcmp(e->names[i], k->params[j]) == 0)
+                break;
+        if (j == 3 || !k->params[j])
+            return cg__error(CG_EINVAL, "%s: unknown parameter %s",
+                             e->kernel, e->names[i]);
+    }
+    if (cg__tuning_param(e, "VW", &v) && v != 1 && v != 2 && v != 4 &&
+        v != 8 && v != 16)
+        return cg__error(CG_EINVAL, "%s: VW = %ld (1, 2, 4, 8 or 16)",
+                         e->kernel, v);
+    if (cg__tuning_param(e, "RB", &v) && (v < 1 || v > 8))
+        return cg__error(CG_EINVAL, "%s: RB = %ld (1 to 8)", e->kernel, v);
+    if (cg__tuning_param(e, "WG", &v) &&
+        (v < 1 || v > 256 || (size_t)v > ctx->info.max_work_group_size))
+        return cg__error(CG_EINVAL, "%s: WG = %ld (1 to %zu on this device)",
+                         e->kernel, v, ctx->info.max_work_group_size < 256
+                         ? ctx->info.max_work_group_size : (size_t)256);
+    return CG_OK;
+}
+
+static int
+clblast_apply(cg_context *ctx, const cg_tuning_entry *e)
+{
+    const char *names[CG_TUNING_MAX_PARAMS];
+    size_t values[CG_TUNING_MAX_PARAMS];
+    CLBlastStatusCode rc;
+    int i;
+
+    for (i = 0; i < e->nparams; i++) {
+        names[i] = e->names[i];
+        values[i] = (size_t)e->values[i];
+    }
+    rc = CLBlastOverrideParameters(ctx->device,
+                                   e->kernel + strlen(CLBLAST_PREFIX),
+                                   CLBlastPrecisionSingle,
+                                   (size_t)e->nparams, names, values);
+    if (rc != CLBlastSuccess)
+        return cg__error(CG_EINVAL, "CLBlast rejected the parameters of %s "
+                         "(CLBlastOverrideParameters status %d: a kernel "
+                         "name CLBlast does not know, or not exactly its "
+                         "set of parameters)", e->kernel, (int)rc);
+    return CG_OK;
+}
+
+/* Puts e in force (already checked), replacing one of the same kernel
+ * and shape. */
+static int
+put_in_force(cg_context *ctx, const cg_tuning_entry *e)
+{
+    int i;
+
+    if (strncmp(e->kernel, CLBLAST_PREFIX, strlen(CLBLAST_PREFIX)) == 0) {
+        int status = clblast_apply(ctx, e);
+
+        if (status)
+            return status;
+    }
+    for (i = 0; i < ctx->ntuning; i++)
+        if (strcmp(ctx->tuning[i].kernel, e->kernel) == 0 &&
+            strcmp(ctx->tuning[i].shape, e->shape) == 0)
+            break;
+    if (i == ctx->ntuning) {
+        cg_tuning_entry *n = realloc(ctx->tuning,
+                                     (size_t)(i + 1) * sizeof *n);
+
+        if (!n)
+            return cg__error(CG_EHOSTMEM, "out of host memory");
+        ctx->tuning = n;
+        ctx->ntuning++;
+    }
+    ctx->tuning[i] = *e;
+    return CG_OK;
+}
+
+int
+cg_context_set_tuning(cg_context *ctx, const cg_tuning_entry *e)
+{
+    cg_tuning_entry copy;
+    int status;
+
+    cg__error_clear();
+    if (!ctx || !e)
+        return cg__error(CG_EINVAL, "%s is NULL", ctx ? "entry" : "ctx");
+    copy = *e;
+    if (copy.nparams < 1 || copy.nparams > CG_TUNING_MAX_PARAMS)
+        return cg__error(CG_EINVAL, "%s: %d parameters (1 to %d)",
+                         copy.kernel, copy.nparams, CG_TUNING_MAX_PARAMS);
+    status = entry_usable(ctx, &copy, NULL);
+    if (status)
+        return status;
+    if (!copy.origin[0])
+        snprintf(copy.origin, sizeof copy.origin, "cg_context_set_tuning");
+    return put_in_force(ctx, &copy);
+}
+
+int
+cg_context_clear_tuning(cg_context *ctx)
+{
+    int i, n = 0;
+
+    cg__error_clear();
+    if (!ctx)
+        return cg__error(CG_EINVAL, "ctx is NULL");
+    for (i = 0; i < ctx->ntuning; i++)
+        if (strncmp(ctx->tuning[i].kernel, CLBLAST_PREFIX,
+                    strlen(CLBLAST_PREFIX)) == 0)
+            ctx->tuning[n++] = ctx->tuning[i];
+    ctx->ntuning = n;
+    return CG_OK;
+}
+
+int
+cg_context_tuning_count(const cg_context *ctx, int *count)
+{
+    cg__error_clear();
+    if (!ctx || !count)
+        return cg__error(CG_EINVAL, "%s is NULL", ctx ? "count" : "ctx");
+    *count = ctx->ntuning;
+    return CG_OK;
+}
+
+int
+cg_context_tuning_entry(const cg_context *ctx, int i, cg_tuning_entry *out)
+{
+    cg__error_clear();
+    if (!ctx || !out)
+        return cg__error(CG_EINVAL, "%s is NULL", ctx ? "out" : "ctx");
+    if (i < 0 || i >= ctx->ntuning)
+        return cg__error(CG_EINVAL, "tuning entry %d of %d", i,
+                         ctx->ntuning);
+    *out = ctx->tuning[i];
+    return CG_OK;
+}
+
+const cg_tuning_entry *
+cg__tuning_find_h(const cg_context *ctx, const char *kernel, long h)
+{
+    const cg_tuning_entry *best = NULL;
+    double best_d = HUGE_VAL;
+    int i;
+
+    for (i = 0; i < ctx->ntuning; i++) {
+        const cg_tuning_entry *e = &ctx->tuning[i];
+        long eh;
+        double d;
+
+        if (strcmp(e->kernel, kernel) != 0)
+            continue;
+        eh = shape_h(e->shape);
+        /* "any" only when no H<n> entry exists. */
+        d = eh > 0 && h > 0 ? fabs(log((double)eh / (double)h)) : 1e300;
+        if (!best || d < best_d) {
+            best = e;
+            best_d = d;
+        }
+    }
+    return best;
+}
+
+/* ------------------------------------------------------------ lookup */
+
+/* The warnings of one lookup, collected for cg_last_error. */
+typedef struct {
+    char text[2048];
+    size_t len;
+    int count;
+} warnings;
+
+static void
+warn(warnings *w, const char *what)
+{
+    int n;
+
+    w->count++;
+    if (w->len + 8 >= sizeof w->text)
+        return;
+    n = snprintf(w->text + w->len, sizeof w->text - w->len, "%s%s",
+                 w->count > 1 ? "; " : "", what);
+    if (n > 0)
+        w->len += (size_t)n < sizeof w->text - w->len
+                  ? (size_t)n : sizeof w->text - w->len - 1;
+}
+
+/* Candidates: every usable entry of every matching file. */
+typedef struct {
+    cg_tuning_entry e;
+    int user;             /* from the user's directory */
+} candidate;
+
+typedef struct {
+    candidate *c;
+    int n, cap;
+} candidates;
+
+static void
+consider(cg_context *ctx, cg_tuning_db *db, int user, const char *origin,
+         const char *hash, candidates *cs, warnings *w)
+{
+    cg_tuning_match m = cg__tuning_match(&db->device, &ctx->info);
+    char msg[600];
+    int i;
+
+    if (m == CG_TUNING_NONE)
+        return;
+    for (i = 0; i < db->count; i++) {
+        cg_tuning_entry *e = &db->entries[i];
+
+        if (entry_usable(ctx, e, hash)) {
+            snprintf(msg, sizeof msg, "%.250s: %.48s skipped (%.280s)", origin,
+                     e->kernel, cg_last_error());
+            warn(w, msg);
+            continue;
+        }
+        if (cs->n == cs->cap) {
+            int cap = cs->cap ? 2 * cs->cap : 16;
+            candidate *n = realloc(cs->c, (size_t)cap * sizeof *n);
+
+            if (!n) {
+                warn(w, "out of host memory");
+                return;
+            }
+            cs->c = n;
+            cs->cap = cap;
+        }
+        cs->c[cs->n].e = *e;
+        cs->c[cs->n].e.match = m;
+        snprintf(cs->c[cs->n].e.origin, sizeof cs->c[cs->n].e.origin, "%s",
+                 origin);
+        cs->c[cs->n].user = user;
+        cs->n++;
+    }
+}
+
+static int
+is_json(const struct dirent *d)
+{
+    size_t n = strlen(d->d_name);
+
+    return d->d_name[0] != '.' && n > 5 &&
+           strcmp(d->d_name + n - 5, ".json") == 0;
+}
+
+static void
+scan_user_dir(cg_context *ctx, const char *hash, candidates *cs,
+              warnings *w)
+{
+    struct dirent **names = NULL;
+    char dir[3072], path[4096], msg[800];
+    int i, n;
+
+    if (cg_tuning_dir(dir, sizeof dir))
+        return;
+    n = scandir(dir, &names, is_json, alphasort);
+    for (i = 0; i < n; i++) {
+        cg_tuning_db *db;
+
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]->d_name);
+        db = cg_tuning_db_load(path);
+        if (!db) {
+            snprintf(msg, sizeof msg, "%.400s ignored (%.380s)", path,
+                     cg_last_error());
+            warn(w, msg);
+        } else {
+            consider(ctx, db, 1, path, hash, cs, w);
+            cg_tuning_db_free(db);
+        }
+        free(names[i]);
+    }
+    free(names);
+}
+
+/* Whether a beats b for the same kernel and shape. */
+static int
+better(const candidate *a, const candidate *b)
+{
+    if (a->e.match != b->e.match)
+        return a->e.match > b->e.match;
+    return a->user > b->user;
+}
+
+int
+cg_context_apply_tuning(cg_context *ctx)
+{
+    candidates cs = { NULL, 0, 0 };
+    warnings w;
+    char hash[33], origin[96], msg[600];
+    const char *h = hash;
+    int i, j;
+
+    cg__error_clear();
+    if (!ctx)
+        return cg__error(CG_EINVAL, "ctx is NULL");
+    memset(&w, 0, sizeof w);
+    if (cg_kernel_source_hash("rnn", hash))
+        h = NULL;   /* cannot happen with embedded kernels */
+    cg_context_clear_tuning(ctx);
+    scan_user_dir(ctx, h, &cs, &w);
+    for (i = 0; cg__tuning_embedded[i].name; i++) {
+        cg_tuning_db *db;
+
+        snprintf(origin, sizeof origin, "shipped:%s",
+                 cg__tuning_embedded[i].name);
+        db = cg__tuning_db_parse(cg__tuning_embedded[i].text, origin);
+        if (!db) {
+            snprintf(msg, sizeof msg, "%s ignored (%s)", origin,
+                     cg_last_error());
+            warn(&w, msg);
+            continue;
+        }
+        consider(ctx, db, 0, origin, h, &cs, &w);
+        cg_tuning_db_free(db);
+    }
+    /* The best candidate of each kernel and shape; the first wins ties. */
+    for (i = 0; i < cs.n; i++) {
+        for (j = 0; j < cs.n; j++)
+            if (j != i && strcmp(cs.c[j].e.kernel, cs.c[i].e.kernel) == 0 &&
+                strcmp(cs.c[j].e.shape, cs.c[i].e.shape) == 0 &&
+                (better(&cs.c[j], &cs.c[i]) ||
+                 (j < i && !better(&cs.c[i], &cs.c[j]))))
+                break;
+        if (j < cs.n)
+            continue;
+        if (put_in_force(ctx, &cs.c[i].e)) {
+            snprintf(msg, sizeof msg, "%.250s: %.48s skipped (%.280s)",
+                     cs.c[i].e.origin, cs.c[i].e.kernel, cg_last_error());
+            warn(&w, msg);
+        }
+    }
+    free(cs.c);
+    cg__error_clear();
+    if (w.count)
+        cg__error_append("warning: tuning: %s", w.text);
+    return CG_OK;
+}

@@ -1,0 +1,48 @@
+/*
+ * lib/tune/internal.h - the tuning database inside the library: parsing
+ * and writing database files (db.c), and the lookup that puts entries in
+ * force in a context (apply.c).  Layers below (cl) keep the entries in
+ * force as plain data; layers above (nn) ask for their parameters here.
+ */
+#ifndef CG_TUNE_INTERNAL_H
+#define CG_TUNE_INTERNAL_H
+
+#include "cl/internal.h"
+
+#define CG__TUNING_FORMAT "clgrad-tuning"
+#define CG__TUNING_VERSION 1
+
+struct cg_tuning_db {
+    cg_tuning_device device;
+    cg_tuning_entry *entries;
+    int count, cap;
+};
+
+/* Parses a database from JSON text; `what` names it in messages. */
+cg_tuning_db *cg__tuning_db_parse(const char *text, const char *what);
+
+/* The device block describing `dev`. */
+void cg__tuning_device_of(const cg_device_info *dev, cg_tuning_device *out);
+
+/* How well a database's device matches `dev`. */
+cg_tuning_match cg__tuning_match(const cg_tuning_device *db,
+                                 const cg_device_info *dev);
+
+/* The entry in force for `kernel` whose shape is "H<n>" with n nearest to
+ * `h` on a log scale (or "any"); NULL if none. */
+const cg_tuning_entry *cg__tuning_find_h(const cg_context *ctx,
+                                         const char *kernel, long h);
+
+/* Parameter `name` of entry e into *value; 0 if e lacks it. */
+int cg__tuning_param(const cg_tuning_entry *e, const char *name,
+                     long *value);
+
+/* The shipped databases, built into the library from data/tuning/ by
+ * build-aux/json2c.sh: { name, text }, ended by { NULL, NULL }. */
+typedef struct {
+    const char *name;
+    const char *text;
+} cg__embedded_tuning;
+extern const cg__embedded_tuning cg__tuning_embedded[];
+
+#endif

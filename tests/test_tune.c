@@ -1,0 +1,618 @@
+/*
+ * tests/test_tune.c - the tuning database: files round-trip, the lookup
+ * order (exact device and driver, then device, then vendor and type, then
+ * built-in defaults; a user file before a shipped one), bad and stale
+ * files are skipped with a warning, and what is in force is really used:
+ * the recurrent kernels are built with its -D options (so the program-cache
+ * key changes) and CLBlast runs with its parameters and stays correct.
+ */
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+#include "tune/internal.h"
+
+static char rnn_hash[33];
+
+/* A directory of its own for each use, set as CLGRAD_TUNING_DIR. */
+static const char *
+fresh_dir(const char *name)
+{
+    static char dir[512];
+    char cmd[1100];
+
+    snprintf(dir, sizeof dir, "%s/%s", tu_tmpdir(), name);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", dir, dir);
+    ck_assert_int_eq(system(cmd), 0);
+    setenv("CLGRAD_TUNING_DIR", dir, 1);
+    return dir;
+}
+
+static cg_tuning_entry
+rnn_entry(const char *kernel, const char *shape, int vw, int rb, int wg)
+{
+    cg_tuning_entry e;
+
+    memset(&e, 0, sizeof e);
+    snprintf(e.kernel, sizeof e.kernel, "%s", kernel);
+    snprintf(e.shape, sizeof e.shape, "%s", shape);
+    e.nparams = 3;
+    strcpy(e.names[0], "VW");
+    strcpy(e.names[1], "RB");
+    strcpy(e.names[2], "WG");
+    e.values[0] = vw;
+    e.values[1] = rb;
+    e.values[2] = wg;
+    e.time_us = 100.5;
+    e.default_time_us = 400.25;
+    memcpy(e.source_hash, rnn_hash, sizeof rnn_hash);
+    snprintf(e.note, sizeof e.note, "test entry");
+    return e;
+}
+
+/* Writes a database for a device described by `dev` holding e. */
+static void
+write_db(const char *path, const cg_tuning_device *dev,
+         const cg_tuning_entry *e, int n)
+{
+    cg_device_info info;
+    cg_tuning_db *db;
+    int i;
+
+    memset(&info, 0, sizeof info);
+    snprintf(info.name, sizeof info.name, "%s", dev->name);
+    snprintf(info.vendor, sizeof info.vendor, "%s", dev->vendor);
+    snprintf(info.platform_name, sizeof info.platform_name, "%s",
+             dev->platform_name);
+    snprintf(info.platform_vendor, sizeof info.platform_vendor, "%s",
+             dev->platform_vendor);
+    snprintf(info.driver_version, sizeof info.driver_version, "%s",
+             dev->driver_version);
+    info.type = dev->type;
+    db = cg_tuning_db_new(&info);
+    ck_assert_ptr_nonnull(db);
+    for (i = 0; i < n; i++)
+        ck_assert_int_eq(cg_tuning_db_put(db, &e[i]), CG_OK);
+    ck_assert_msg(cg_tuning_db_save(db, path) == CG_OK, "%s", TU_ERR);
+    cg_tuning_db_free(db);
+}
+
+static void
+write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* The entry in force for kernel and shape in ctx, or NULL. */
+static int
+in_force(cg_context *ctx, const char *kernel, const char *shape,
+         cg_tuning_entry *out)
+{
+    int i, n;
+
+    ck_assert_int_eq(cg_context_tuning_count(ctx, &n), CG_OK);
+    for (i = 0; i < n; i++) {
+        ck_assert_int_eq(cg_context_tuning_entry(ctx, i, out), CG_OK);
+        if (strcmp(out->kernel, kernel) == 0 &&
+            strcmp(out->shape, shape) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+static cg_context *
+new_ctx(void)
+{
+    cg_context *ctx = cg_context_new(NULL);
+
+    ck_assert_msg(ctx != NULL, "%s", TU_ERR);
+    return ctx;
+}
+
+START_TEST(database_round_trip)
+{
+    const char *dir = fresh_dir("roundtrip");
+    cg_device_info info;
+    cg_tuning_entry e[3], got;
+    cg_tuning_device dev;
+    cg_tuning_db *db;
+    char path[600];
+    int i, j;
+
+    cg_context_device_info(tu_ctx(), &info);
+    e[0] = rnn_entry("rnn.lstm", "H256", 16, 4, 8);
+    e[1] = rnn_entry("rnn.gru", "H128", 8, 2, 32);
+    memset(&e[2], 0, sizeof e[2]);
+    strcpy(e[2].kernel, "clblast.GemmRoutine");
+    strcpy(e[2].shape, "any");
+    e[2].nparams = 1;
+    strcpy(e[2].names[0], "XGEMM_MIN_INDIRECT_SIZE");
+    e[2].values[0] = 384;
+    e[2].time_us = 0.125;
+    ck_assert_int_eq(cg_tuning_path(&info, path, sizeof path), CG_OK);
+    ck_assert_msg(strncmp(path, dir, strlen(dir)) == 0 &&
+                  strstr(path, ".json") && !strchr(path + strlen(dir) + 1,
+                                                   ' '), "%s", path);
+    db = cg_tuning_db_new(&info);
+    for (i = 0; i < 3; i++)
+        ck_assert_int_eq(cg_tuning_db_put(db, &e[i]), CG_OK);
+    /* The same kernel and shape replaces. */
+    e[0].values[2] = 16;
+    ck_assert_int_eq(cg_tuning_db_put(db, &e[0]), CG_OK);
+    ck_assert_int_eq(cg_tuning_db_count(db), 3);
+    ck_assert_msg(cg_tuning_db_save(db, path) == CG_OK, "%s", TU_ERR);
+    cg_tuning_db_free(db);
+
+    db = cg_tuning_db_load(path);
+    ck_assert_msg(db != NULL, "%s", TU_ERR);
+    ck_assert_int_eq(cg_tuning_db_count(db), 3);
+    ck_assert_int_eq(cg_tuning_db_device(db, &dev), CG_OK);
+    ck_assert_str_eq(dev.name, info.name);
+    ck_assert_str_eq(dev.driver_version, info.driver_version);
+    ck_assert_str_eq(dev.platform_vendor, info.platform_vendor);
+    ck_assert_int_eq(dev.type, info.type);
+    for (i = 0; i < 3; i++) {
+        ck_assert_int_eq(cg_tuning_db_entry(db, i, &got), CG_OK);
+        ck_assert_str_eq(got.kernel, e[i].kernel);
+        ck_assert_str_eq(got.shape, e[i].shape);
+        ck_assert_str_eq(got.source_hash, e[i].source_hash);
+        ck_assert_str_eq(got.note, e[i].note);
+        ck_assert_int_eq(got.nparams, e[i].nparams);
+        for (j = 0; j < got.nparams; j++) {
+            ck_assert_str_eq(got.names[j], e[i].names[j]);
+            ck_assert_int_eq(got.values[j], e[i].values[j]);
+        }
+        ck_assert_double_eq_tol(got.time_us, e[i].time_us, 1e-9);
+        ck_assert_double_eq_tol(got.default_time_us, e[i].default_time_us,
+                                1e-9);
+    }
+    ck_assert_int_eq(cg_tuning_db_entry(db, 3, &got), CG_EINVAL);
+    cg_tuning_db_free(db);
+    /* Bad entries are refused and change nothing. */
+    db = cg_tuning_db_new(&info);
+    e[0].nparams = 0;
+    ck_assert_int_eq(cg_tuning_db_put(db, &e[0]), CG_EINVAL);
+    e[0].nparams = 3;
+    strcpy(e[0].names[1], "VW");
+    ck_assert_int_eq(cg_tuning_db_put(db, &e[0]), CG_EINVAL);
+    ck_assert_int_eq(cg_tuning_db_count(db), 0);
+    cg_tuning_db_free(db);
+    ck_assert_ptr_null(cg_tuning_db_load(NULL));
+}
+END_TEST
+
+/* Three files for this device at three levels, each with its own VW for
+ * rnn.lstm H7 (a shape no shipped entry has). */
+START_TEST(lookup_order)
+{
+    const char *dir = fresh_dir("order");
+    cg_device_info info;
+    cg_tuning_device exact, device, vendor, other;
+    cg_tuning_entry e, got;
+    cg_context *ctx;
+    char path[3][700];
+
+    cg_context_device_info(tu_ctx(), &info);
+    cg__tuning_device_of(&info, &exact);
+    device = exact;
+    snprintf(device.driver_version, sizeof device.driver_version,
+             "some other driver");
+    vendor = device;
+    snprintf(vendor.name, sizeof vendor.name, "another device");
+    other = vendor;
+    snprintf(other.platform_vendor, sizeof other.platform_vendor,
+             "another vendor");
+    snprintf(path[0], sizeof path[0], "%s/a-exact.json", dir);
+    snprintf(path[1], sizeof path[1], "%s/b-device.json", dir);
+    snprintf(path[2], sizeof path[2], "%s/c-vendor.json", dir);
+    /* The vendor file is alphabetically last, the exact one first: order
+     * of reading must not matter. */
+    e = rnn_entry("rnn.lstm", "H7", 1, 1, 1);
+    write_db(path[0], &exact, &e, 1);
+    e = rnn_entry("rnn.lstm", "H7", 2, 2, 2);
+    write_db(path[1], &device, &e, 1);
+    e = rnn_entry("rnn.lstm", "H7", 4, 4, 4);
+    write_db(path[2], &vendor, &e, 1);
+    {
+        char p[700];
+
+        snprintf(p, sizeof p, "%s/d-other.json", dir);
+        e = rnn_entry("rnn.lstm", "H7", 8, 8, 8);
+        write_db(p, &other, &e, 1);
+    }
+
+    ctx = new_ctx();
+    ck_assert_msg(strncmp(cg_last_error(), "warning", 7) != 0, "%s", TU_ERR);
+    ck_assert(in_force(ctx, "rnn.lstm", "H7", &got));
+    ck_assert_int_eq(got.values[0], 1);
+    ck_assert_int_eq(got.match, CG_TUNING_EXACT);
+    ck_assert_str_eq(got.origin, path[0]);
+    cg_context_free(ctx);
+
+    remove(path[0]);
+    ctx = new_ctx();
+    ck_assert(in_force(ctx, "rnn.lstm", "H7", &got));
+    ck_assert_int_eq(got.values[0], 2);
+    ck_assert_int_eq(got.match, CG_TUNING_DEVICE);
+    cg_context_free(ctx);
+
+    remove(path[1]);
+    ctx = new_ctx();
+    ck_assert(in_force(ctx, "rnn.lstm", "H7", &got));
+    ck_assert_int_eq(got.values[0], 4);
+    ck_assert_int_eq(got.match, CG_TUNING_VENDOR);
+    /* no_tuning: nothing in force. */
+    cg_context_free(ctx);
+    {
+        cg_context_options o = { NULL, 0, 1 };
+        int n;
+
+        ctx = cg_context_new_with(&o);
+        ck_assert_ptr_nonnull(ctx);
+        ck_assert_int_eq(cg_context_tuning_count(ctx, &n), CG_OK);
+        ck_assert_int_eq(n, 0);
+        cg_context_free(ctx);
+    }
+
+    remove(path[2]);
+    ctx = new_ctx();
+    /* Only the other vendor's file is left: defaults for H7. */
+    ck_assert(!in_force(ctx, "rnn.lstm", "H7", &got));
+    cg_context_free(ctx);
+}
+END_TEST
+
+/* A user file beats a shipped one at the same level: the shipped entries
+ * for this device are overridden by a user file for the same device. */
+START_TEST(user_file_beats_shipped)
+{
+    const char *dir = fresh_dir("user");
+    cg_tuning_entry e, got;
+    cg_tuning_device dev;
+    cg_device_info info;
+    cg_context *ctx;
+    cg_tuning_db *db;
+    char path[700];
+    int i, n, found = 0;
+
+    cg_context_device_info(tu_ctx(), &info);
+    for (i = 0; cg__tuning_embedded[i].name; i++) {
+        db = cg__tuning_db_parse(cg__tuning_embedded[i].text, "shipped");
+        ck_assert_msg(db != NULL, "%s", TU_ERR);
+        if (cg__tuning_match(&db->device, &info) == CG_TUNING_NONE ||
+            db->count == 0) {
+            cg_tuning_db_free(db);
+            continue;
+        }
+        /* The same device block, every entry changed. */
+        dev = db->device;
+        for (n = 0; n < db->count; n++) {
+            e = db->entries[n];
+            if (strncmp(e.kernel, "rnn.lstm", 8) == 0) {
+                e = rnn_entry(e.kernel, e.shape, 1, 1, 1);
+                snprintf(path, sizeof path, "%s/mine.json", dir);
+                write_db(path, &dev, &e, 1);
+                found = 1;
+                break;
+            }
+        }
+        cg_tuning_db_free(db);
+        if (found)
+            break;
+    }
+    if (!found)
+        return;     /* no shipped entry for this device */
+    ctx = new_ctx();
+    ck_assert(in_force(ctx, "rnn.lstm", e.shape, &got));
+    ck_assert_int_eq(got.values[0], 1);
+    ck_assert_str_eq(got.origin, path);
+    cg_context_free(ctx);
+}
+END_TEST
+
+/* A corrupted file, another format version, a stale entry and an entry
+ * for an unknown kernel are skipped with a warning; the rest applies. */
+START_TEST(bad_and_stale_files_are_skipped_with_a_warning)
+{
+    const char *dir = fresh_dir("bad");
+    cg_device_info info;
+    cg_tuning_device dev;
+    cg_tuning_entry e[3], got;
+    cg_context *ctx;
+    char path[700];
+
+    cg_context_device_info(tu_ctx(), &info);
+    cg__tuning_device_of(&info, &dev);
+    snprintf(path, sizeof path, "%s/corrupt.json", dir);
+    write_text(path, "{\"format\": \"clgrad-tuning\", \"version\": 1, \"dev");
+    snprintf(path, sizeof path, "%s/future.json", dir);
+    write_text(path, "{\"format\": \"clgrad-tuning\", \"version\": 99, "
+               "\"device\": {}, \"entries\": []}");
+    snprintf(path, sizeof path, "%s/badparam.json", dir);
+    write_text(path, "{\"format\": \"clgrad-tuning\", \"version\": 1, "
+               "\"device\": {\"name\": \"x\", \"platform_name\": \"p\", "
+               "\"platform_vendor\": \"v\", \"driver_version\": \"1\", "
+               "\"type\": \"GPU\"}, \"entries\": [{\"kernel\": \"rnn.lstm\","
+               " \"shape\": \"H5\", \"params\": {\"VW\": \"four\"}}]}");
+    e[0] = rnn_entry("rnn.lstm", "H9", 2, 1, 16);       /* good */
+    e[1] = rnn_entry("rnn.gru", "H9", 2, 1, 16);        /* stale */
+    strcpy(e[1].source_hash, "0123456789abcdef0123456789abcdef");
+    e[2] = rnn_entry("rnn.lstm_v2", "H9", 2, 1, 16);    /* unknown */
+    snprintf(path, sizeof path, "%s/mixed.json", dir);
+    write_db(path, &dev, e, 3);
+
+    ctx = new_ctx();
+    ck_assert_msg(strncmp(cg_last_error(), "warning: tuning:", 16) == 0,
+                  "%s", TU_ERR);
+    ck_assert_msg(strstr(cg_last_error(), "corrupt.json ignored") &&
+                  strstr(cg_last_error(), "not valid JSON"), "%s", TU_ERR);
+    ck_assert_msg(strstr(cg_last_error(), "future.json ignored") &&
+                  strstr(cg_last_error(), "version 99"), "%s", TU_ERR);
+    ck_assert_msg(strstr(cg_last_error(), "badparam.json ignored") &&
+                  strstr(cg_last_error(), "VW is not an integer"), "%s",
+                  TU_ERR);
+    ck_assert_msg(strstr(cg_last_error(), "rnn.gru skipped") &&
+                  strstr(cg_last_error(), "stale"), "%s", TU_ERR);
+    ck_assert_msg(strstr(cg_last_error(), "unknown kernel \"rnn.lstm_v2\""),
+                  "%s", TU_ERR);
+    ck_assert(in_force(ctx, "rnn.lstm", "H9", &got));
+    ck_assert(!in_force(ctx, "rnn.gru", "H9", &got));
+    ck_assert(!in_force(ctx, "rnn.lstm_v2", "H9", &got));
+    /* The context works. */
+    {
+        int64_t s[1] = { 5 };
+        cg_tensor *t = cg_ones(ctx, 1, s);
+        float v[5];
+
+        ck_assert_ptr_nonnull(t);
+        ck_assert_int_eq(cg_tensor_to_host(t, v, sizeof v), CG_OK);
+        ck_assert(v[4] == 1.0f);
+        cg_tensor_free(t);
+    }
+    cg_context_free(ctx);
+    ck_assert_ptr_null(cg_tuning_db_load("/nonexistent/x.json"));
+}
+END_TEST
+
+/* The program list holds an "rnn" program built with these options. */
+static int
+has_rnn_program(cg_context *ctx, const char *defs)
+{
+    cg__program *p;
+
+    for (p = ctx->programs; p; p = p->next)
+        if (strcmp(p->name, "rnn") == 0 && strstr(p->options, defs))
+            return 1;
+    return 0;
+}
+
+/* LSTM output of a fresh layer (seed 7) on fixed input. */
+static void
+lstm_run(cg_context *ctx, int H, float *out, size_t n)
+{
+    cg_rnn_options o = { CG_LSTM, 5, 0, 1, 0, 0, 0 };
+    int64_t xs[3] = { 3, 4, 5 };
+    cg_tensor *x, *y = NULL;
+    cg_module *m;
+
+    o.hidden_size = H;
+    ck_assert_int_eq(cg_manual_seed(ctx, 7), CG_OK);
+    m = cg_rnn_new(ctx, &o);
+    ck_assert_msg(m != NULL, "%s", TU_ERR);
+    x = cg_rand_uniform(ctx, 3, xs, -1, 1);
+    ck_assert_msg(cg_rnn_forward(m, x, NULL, NULL, NULL, &y, NULL, NULL)
+                  == CG_OK, "%s", TU_ERR);
+    ck_assert_int_eq(cg_tensor_numel(y), (int64_t)n);
+    ck_assert_int_eq(cg_tensor_to_host(y, out, n * sizeof *out), CG_OK);
+    cg_tensor_free(x);
+    cg_tensor_free(y);
+    cg_module_free(m);
+}
+
+START_TEST(own_parameters_become_build_options)
+{
+    const char *dir = fresh_dir("apply");
+    cg_device_info info;
+    cg_tuning_device dev;
+    cg_tuning_entry e[2];
+    cg_context *ctx;
+    char path[700];
+    float a[3 * 4 * 11], b[3 * 4 * 11];
+    int i;
+
+    cg_context_device_info(tu_ctx(), &info);
+    cg__tuning_device_of(&info, &dev);
+    /* Two shapes: a layer takes the nearest hidden size. */
+    e[0] = rnn_entry("rnn.lstm", "H10", 2, 3, 16);
+    e[1] = rnn_entry("rnn.lstm", "H1000", 8, 1, 32);
+    snprintf(path, sizeof path, "%s/t.json", dir);
+    write_db(path, &dev, e, 2);
+    lstm_run(tu_ctx(), 11, a, sizeof a / sizeof a[0]);
+
+    ctx = new_ctx();
+    lstm_run(ctx, 11, b, sizeof b / sizeof b[0]);
+    ck_assert_msg(has_rnn_program(ctx, "-DVW=2 -DRB=3 -DWG=16"),
+                  "the H10 entry was not used");
+    ck_assert(!has_rnn_program(ctx, "-DVW=8"));
+    for (i = 0; i < (int)(sizeof a / sizeof a[0]); i++)
+        ck_assert_msg(fabsf(a[i] - b[i]) <= 1e-6f * (1 + fabsf(a[i])),
+                      "output %d: %g with defaults, %g tuned", i, a[i],
+                      b[i]);
+    /* cg_context_set_tuning: layers made afterwards use it; bad values are
+     * refused. */
+    e[0] = rnn_entry("rnn.lstm", "H10", 4, 1, 8);
+    ck_assert_int_eq(cg_context_set_tuning(ctx, &e[0]), CG_OK);
+    lstm_run(ctx, 11, b, sizeof b / sizeof b[0]);
+    ck_assert(has_rnn_program(ctx, "-DVW=4 -DRB=1 -DWG=8"));
+    e[0].values[0] = 3;
+    ck_assert_int_eq(cg_context_set_tuning(ctx, &e[0]), CG_EINVAL);
+    ck_assert_msg(strstr(cg_last_error(), "VW = 3"), "%s", TU_ERR);
+    /* clear: defaults again. */
+    ck_assert_int_eq(cg_context_clear_tuning(ctx), CG_OK);
+    ck_assert(!in_force(ctx, "rnn.lstm", "H10", &e[1]));
+    cg_context_free(ctx);
+}
+END_TEST
+
+/* C = A B on the host in double. */
+static void
+ref_gemm(const float *A, const float *B, double *C, int M, int N, int K)
+{
+    int i, j, k;
+
+    for (i = 0; i < M; i++)
+        for (j = 0; j < N; j++) {
+            double s = 0;
+
+            for (k = 0; k < K; k++)
+                s += (double)A[i * K + k] * B[k * N + j];
+            C[i * N + j] = s;
+        }
+}
+
+/* cg_matmul of M x K by K x N against the reference: CG_OK and the max
+ * error, or the failure status. */
+static int
+check_gemm(cg_context *ctx, int M, int N, int K, double *err)
+{
+    int64_t as[2] = { M, K }, bs[2] = { K, N };
+    float *A = malloc(sizeof *A * M * K), *B = malloc(sizeof *B * K * N);
+    float *C = malloc(sizeof *C * M * N);
+    double *R = malloc(sizeof *R * M * N);
+    cg_tensor *a, *b, *c;
+    int i, status = CG_OK;
+
+    for (i = 0; i < M * K; i++)
+        A[i] = (float)((i * 37 % 101) - 50) / 50.0f;
+    for (i = 0; i < K * N; i++)
+        B[i] = (float)((i * 53 % 97) - 48) / 48.0f;
+    a = cg_tensor_from_host(ctx, CG_F32, 2, as, A);
+    b = cg_tensor_from_host(ctx, CG_F32, 2, bs, B);
+    ck_assert(a && b);
+    c = cg_matmul(a, b);
+    if (!c || cg_tensor_to_host(c, C, sizeof *C * M * N) != CG_OK) {
+        status = cg__last_status() ? cg__last_status() : CG_EINVAL;
+    } else {
+        ref_gemm(A, B, R, M, N, K);
+        *err = 0;
+        for (i = 0; i < M * N; i++) {
+            double d = fabs(C[i] - R[i]) / (1 + fabs(R[i]));
+
+            if (d > *err)
+                *err = d;
+        }
+    }
+    cg_tensor_free(a);
+    cg_tensor_free(b);
+    cg_tensor_free(c);
+    free(A);
+    free(B);
+    free(C);
+    free(R);
+    return status;
+}
+
+static cg_tuning_entry
+xgemm_entry(long mdimc, long ndimc, long mwg, long nwg, long kwg, long vw)
+{
+    static const char *const names[16] = {
+        "GEMMK", "KREG", "KWG", "KWI", "MDIMA", "MDIMC", "MWG", "NDIMB",
+        "NDIMC", "NWG", "SA", "SB", "STRM", "STRN", "VWM", "VWN"
+    };
+    long values[16] = { 0, 1, kwg, 2, mdimc, mdimc, mwg, ndimc, ndimc, nwg,
+                        0, 0, 0, 0, vw, vw };
+    cg_tuning_entry e;
+    int i;
+
+    memset(&e, 0, sizeof e);
+    strcpy(e.kernel, "clblast.Xgemm");
+    strcpy(e.shape, "any");
+    e.nparams = 16;
+    for (i = 0; i < 16; i++) {
+        strcpy(e.names[i], names[i]);
+        e.values[i] = values[i];
+    }
+    return e;
+}
+
+/* CLBlast parameters are applied: with the indirect path forced from 64^3
+ * up (GemmRoutine), an Xgemm set that needs more work-items per group than
+ * the device has makes the GEMM fail, a valid one works and is correct; a
+ * set CLBlast does not know is refused. */
+START_TEST(clblast_parameters_are_applied)
+{
+    cg_context *ctx = tu_ctx();
+    cg_device_info info;
+    cg_tuning_entry e;
+    double err = 1;
+    int n = 160, status;
+
+    cg_context_device_info(ctx, &info);
+    ck_assert_int_eq(check_gemm(ctx, n, n, n, &err), CG_OK);
+    ck_assert_msg(err < 1e-5, "untuned error %g", err);
+    /* GEMMs from 64^3 up take the indirect path, which runs Xgemm. */
+    memset(&e, 0, sizeof e);
+    strcpy(e.kernel, "clblast.GemmRoutine");
+    strcpy(e.shape, "any");
+    e.nparams = 1;
+    strcpy(e.names[0], "XGEMM_MIN_INDIRECT_SIZE");
+    e.values[0] = 64;
+    ck_assert_msg(cg_context_set_tuning(ctx, &e) == CG_OK, "%s", TU_ERR);
+
+    e = xgemm_entry(8, 8, 32, 32, 16, 4);
+    strcpy(e.names[3], "KWJ");
+    ck_assert_int_eq(cg_context_set_tuning(ctx, &e), CG_EINVAL);
+    ck_assert_msg(strstr(cg_last_error(), "CLBlast rejected"), "%s", TU_ERR);
+    e.nparams = 15;
+    strcpy(e.names[3], "KWI");
+    ck_assert_int_eq(cg_context_set_tuning(ctx, &e), CG_EINVAL);
+
+    if (info.max_work_group_size < 8192) {
+        /* 64 x 128 = 8192 work-items per group. */
+        e = xgemm_entry(64, 128, 64, 128, 128, 1);
+        ck_assert_msg(cg_context_set_tuning(ctx, &e) == CG_OK, "%s",
+                      TU_ERR);
+        status = check_gemm(ctx, n, n, n, &err);
+        ck_assert_msg(status != CG_OK, "a GEMM with an impossible "
+                      "work-group size ran: parameters not applied");
+    }
+    e = xgemm_entry(8, 8, 32, 32, 16, 4);
+    ck_assert_msg(cg_context_set_tuning(ctx, &e) == CG_OK, "%s", TU_ERR);
+    ck_assert_msg(check_gemm(ctx, n, n, n, &err) == CG_OK, "%s", TU_ERR);
+    ck_assert_msg(err < 1e-5, "tuned error %g", err);
+    /* Odd sizes (padding kernels) too. */
+    ck_assert_msg(check_gemm(ctx, 37, 531, 300, &err) == CG_OK, "%s",
+                  TU_ERR);
+    ck_assert_msg(err < 1e-5, "tuned error %g", err);
+}
+END_TEST
+
+int
+main(void)
+{
+    Suite *s = suite_create("tune");
+    TCase *tc = tcase_create("tune");
+
+    tu_require_device();
+    if (cg_kernel_source_hash("rnn", rnn_hash) != CG_OK) {
+        fprintf(stderr, "%s\n", cg_last_error());
+        return 1;
+    }
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, database_round_trip);
+    tcase_add_test(tc, lookup_order);
+    tcase_add_test(tc, user_file_beats_shipped);
+    tcase_add_test(tc, bad_and_stale_files_are_skipped_with_a_warning);
+    tcase_add_test(tc, own_parameters_become_build_options);
+    tcase_add_test(tc, clblast_parameters_are_applied);
+    suite_add_tcase(s, tc);
+    return tu_run(s);
+}
