@@ -140,23 +140,26 @@ void
 tu_progress(tu_run *r, const char *kernel, const char *shape, int i, int n,
             double best_us, double default_us)
 {
-    char left[32], best[64] = "";
+    char left[32], what[64], best[80] = "";
 
     if (r->cfg->quiet)
         return;
     fmt_time(r->deadline - tu_now(), left, sizeof left);
+    if (n > 0)
+        snprintf(what, sizeof what, "candidate %d/%d", i, n);
+    else
+        snprintf(what, sizeof what, "%s", i ? "CLBlast's search"
+                                            : "timing the defaults");
     if (best_us > 0 && default_us > 0)
-        snprintf(best, sizeof best, "best %.1f us (default %.1f, %.2fx)",
-                 best_us, default_us, default_us / best_us);
-    else if (default_us > 0)
-        snprintf(best, sizeof best, "default %.1f us", default_us);
+        snprintf(best, sizeof best, ", best %.1f us (defaults %.1f, "
+                 "%.2fx)", best_us, default_us, default_us / best_us);
     if (r->tty) {
-        fprintf(stderr, "\r\033[K%s %s  candidate %d/%d  %s  %s left",
-                kernel, shape, i, n, best, left);
+        fprintf(stderr, "\r\033[K%s %s: %s%s, %s left", kernel, shape, what,
+                best, left);
         r->last_print = 1;
     } else {
-        fprintf(stderr, "%s: %s %s candidate %d/%d %s, %s left\n", prog,
-                kernel, shape, i, n, best, left);
+        fprintf(stderr, "%s: %s %s: %s%s, %s left\n", prog, kernel, shape,
+                what, best, left);
     }
     fflush(stderr);
 }

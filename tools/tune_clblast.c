@@ -450,7 +450,7 @@ search(tu_run *r, stage *st, const char *name, size_t m, size_t n,
                             "time left", "clblast-search");
         return;
     }
-    tu_progress(r, st->kernel, "search", 0, 0, st->best_us, st->def_us);
+    tu_progress(r, st->kernel, "any", 1, 0, st->best_us, st->def_us);
     if (child_search(r, st->kernel, name, m, n, k, end, &p, why,
                      sizeof why)) {
         tu_params_init(&p, st->kernel, "any");
@@ -852,14 +852,24 @@ tu_stage_copy(tu_run *r)
         double share = tu_left(r) / (4 - i);
 
         snprintf(kernel, sizeof kernel, "clblast.%s", names[i]);
+        if (share < 10) {
+            tu_params p;
+            json_object *k = tu_report_kernel(r, kernel, "any", note);
+
+            tu_params_init(&p, kernel, "any");
+            tu_report_candidate(k, &p, 0, "CLBlast's search: not enough "
+                                "time left", "clblast-search");
+            tu_report_result(k, 0, NULL, 0, "no candidate tried");
+            continue;
+        }
         t0 = tu_now();
         /* The reference (and the time to beat) is the state before this
          * kernel's search: the earlier kernels' winners are in force. */
         if (stage_begin(r, &st, kernel, &b, note))
             break;
-        if (i == 0)
+        if (start_us == 0)
             start_us = st.def_us;
-        st.def_us = i ? start_us : st.def_us;
+        st.def_us = start_us;
         {
             double save = r->stage_end;
 

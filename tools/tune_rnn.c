@@ -376,7 +376,7 @@ tune_shape(tu_run *r, const tu_shape *s, const tunable *t, int nt,
     n = g.n;
     if (r->cfg->max_candidates && n > r->cfg->max_candidates)
         n = r->cfg->max_candidates;
-    for (i = 0; i < n; i++) {
+    for (i = 0, j = 0; i < g.n && j < n; i++) {
         rnn_out o = { 0 };
         double us = 0, err;
         const char *skip;
@@ -388,7 +388,7 @@ tune_shape(tu_run *r, const tu_shape *s, const tunable *t, int nt,
         }
         if (!tu_fits(r, est))
             break;
-        tu_progress(r, kernel, shape, i + 1, n, best_us, def_us);
+        tu_progress(r, kernel, shape, ++j, n, best_us, def_us);
         t0 = tu_now();
         if (measure(r, s, &cand, CG__RNN_PATH_FUSED, MAX_REPS, &us, &o,
                     why, sizeof why) != CG_OK) {
