@@ -1,0 +1,245 @@
+/*
+ * tests/test_tune_tool.c - clgrad-tune end to end, on a tiny LSTM with a
+ * small budget and a candidate or two (each new kernel variant costs PoCL
+ * seconds to compile): the database file it writes loads, its entries are
+ * sane and a new context puts them in force; a second run merges into the
+ * file; --dry-run writes nothing; options and exit statuses.  No timing
+ * is checked: which candidate wins depends on the machine.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <json-c/json.h>
+
+#include "testutil.h"
+
+#define LSTM_SHAPE "lstm:B=4,H=16,I=8,T=4"
+
+/* Runs clgrad-tune with `args` (CLGRAD_TUNING_DIR set to `dir` if not
+ * NULL); returns its stdout (caller frees), *status its exit status. */
+static char *
+run_tune(const char *dir, const char *args, int *status)
+{
+    const char *bld = getenv("TEST_BUILDDIR");
+    char cmd[2048];
+    size_t cap = 1 << 16, len = 0, n;
+    char *out = malloc(cap);
+    FILE *p;
+    int rc;
+
+    snprintf(cmd, sizeof cmd, "%s%s%s'%s/tools/clgrad-tune' %s 2>/dev/null",
+             dir ? "CLGRAD_TUNING_DIR='" : "", dir ? dir : "",
+             dir ? "' " : "", bld ? bld : ".", args);
+    p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    while ((n = fread(out + len, 1, cap - len - 1, p)) > 0) {
+        len += n;
+        if (len + 1 == cap)
+            out = realloc(out, cap *= 2);
+    }
+    out[len] = '\0';
+    rc = pclose(p);
+    *status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+    return out;
+}
+
+static json_object *
+get(json_object *o, const char *key)
+{
+    json_object *v = NULL;
+
+    ck_assert_msg(json_object_object_get_ex(o, key, &v), "no key '%s'", key);
+    return v;
+}
+
+static long
+param(const cg_tuning_entry *e, const char *name)
+{
+    int i;
+
+    for (i = 0; i < e->nparams; i++)
+        if (strcmp(e->names[i], name) == 0)
+            return e->values[i];
+    ck_abort_msg("%s %s has no parameter %s", e->kernel, e->shape, name);
+    return 0;
+}
+
+/* Entry `kernel` `shape` of db, which must be there. */
+static void
+find_entry(const cg_tuning_db *db, const char *kernel, const char *shape,
+           cg_tuning_entry *out)
+{
+    int i, n = cg_tuning_db_count(db);
+
+    for (i = 0; i < n; i++) {
+        ck_assert_int_eq(cg_tuning_db_entry(db, i, out), CG_OK);
+        if (strcmp(out->kernel, kernel) == 0 &&
+            strcmp(out->shape, shape) == 0)
+            return;
+    }
+    ck_abort_msg("no entry %s %s in the database", kernel, shape);
+}
+
+/* A step-kernel entry as clgrad-tune must write it. */
+static void
+check_rnn_entry(const cg_tuning_entry *e)
+{
+    char hash[33];
+    long vw = param(e, "VW"), rb = param(e, "RB"), wg = param(e, "WG");
+
+    ck_assert_int_eq(e->nparams, 3);
+    ck_assert(vw == 1 || vw == 2 || vw == 4 || vw == 8 || vw == 16);
+    ck_assert(rb >= 1 && rb <= 8);
+    ck_assert(wg >= 1 && wg <= 256);
+    ck_assert(e->time_us > 0 && e->default_time_us > 0);
+    ck_assert(e->time_us <= e->default_time_us);
+    ck_assert_int_eq(cg_kernel_source_hash("rnn", hash), CG_OK);
+    ck_assert_str_eq(e->source_hash, hash);
+    ck_assert_msg(strstr(e->note, "forward+backward") != NULL, "note: %s",
+                  e->note);
+}
+
+START_TEST(a_tiny_run_writes_a_database_that_contexts_use)
+{
+    char dir[512], args[1024], *out;
+    const char *path;
+    json_object *root, *kernels, *k0;
+    cg_tuning_db *db;
+    cg_tuning_entry e, in_force;
+    cg_context *ctx;
+    int status, i, n, found = 0;
+
+    snprintf(dir, sizeof dir, "%s/tuning", tu_tmpdir());
+    snprintf(args, sizeof args, "--budget 40 --only rnn --model-shape "
+             LSTM_SHAPE " --max-candidates 2 --json --quiet");
+    out = run_tune(dir, args, &status);
+    ck_assert_int_eq(status, 0);
+    root = json_tokener_parse(out);
+    ck_assert_msg(root != NULL, "not JSON: %.200s", out);
+    ck_assert(json_object_get_boolean(get(root, "written")));
+    path = json_object_get_string(get(root, "output"));
+    ck_assert_msg(strncmp(path, dir, strlen(dir)) == 0, "output %s", path);
+    kernels = get(root, "kernels");
+    ck_assert_int_ge(json_object_array_length(kernels), 1);
+    k0 = json_object_array_get_idx(kernels, 0);
+    ck_assert_str_eq(json_object_get_string(get(k0, "kernel")), "rnn.lstm");
+    ck_assert_str_eq(json_object_get_string(get(k0, "shape")), "H16");
+    ck_assert_int_ge(json_object_array_length(get(k0, "candidates")), 1);
+    ck_assert_double_gt(json_object_get_double(get(k0, "default_time_us")),
+                        0);
+    get(k0, "best");
+
+    /* The file loads and holds the entry. */
+    db = cg_tuning_db_load(path);
+    ck_assert_msg(db != NULL, "%s", TU_ERR);
+    find_entry(db, "rnn.lstm", "H16", &e);
+    check_rnn_entry(&e);
+    cg_tuning_db_free(db);
+
+    /* A context made with that tuning directory has it in force. */
+    ck_assert_int_eq(setenv("CLGRAD_TUNING_DIR", dir, 1), 0);
+    ctx = cg_context_new(NULL);
+    ck_assert_msg(ctx != NULL, "%s", TU_ERR);
+    ck_assert_int_eq(cg_context_tuning_count(ctx, &n), CG_OK);
+    for (i = 0; i < n; i++) {
+        ck_assert_int_eq(cg_context_tuning_entry(ctx, i, &in_force), CG_OK);
+        if (strcmp(in_force.kernel, "rnn.lstm") == 0 &&
+            strcmp(in_force.shape, "H16") == 0) {
+            found = 1;
+            ck_assert_int_eq(in_force.match, CG_TUNING_EXACT);
+            ck_assert_str_eq(in_force.origin, path);
+            ck_assert_int_eq(param(&in_force, "VW"), param(&e, "VW"));
+            ck_assert_int_eq(param(&in_force, "RB"), param(&e, "RB"));
+            ck_assert_int_eq(param(&in_force, "WG"), param(&e, "WG"));
+        }
+    }
+    ck_assert_msg(found, "rnn.lstm H16 is not in force");
+    cg_context_free(ctx);
+    json_object_put(root);
+    free(out);
+
+    /* A second run for another cell adds to the file. */
+    out = run_tune(dir, "--budget 40 --only rnn --model-shape "
+                   "gru:B=3,H=8,I=4,T=3 --max-candidates 1 --quiet",
+                   &status);
+    ck_assert_int_eq(status, 0);
+    db = cg_tuning_db_load(path);
+    ck_assert_msg(db != NULL, "%s", TU_ERR);
+    find_entry(db, "rnn.lstm", "H16", &e);
+    check_rnn_entry(&e);
+    find_entry(db, "rnn.gru", "H8", &e);
+    check_rnn_entry(&e);
+    cg_tuning_db_free(db);
+    free(out);
+}
+END_TEST
+
+START_TEST(dry_run_writes_nothing)
+{
+    char dir[512], file[600];
+    char *out;
+    int status;
+    struct stat st;
+
+    snprintf(dir, sizeof dir, "%s/dry", tu_tmpdir());
+    snprintf(file, sizeof file, "%s/db.json", dir);
+    {
+        char args[1024];
+
+        snprintf(args, sizeof args, "--budget 30 --only rnn --model-shape "
+                 LSTM_SHAPE " --max-candidates 1 --dry-run --quiet "
+                 "--output '%s'", file);
+        out = run_tune(dir, args, &status);
+    }
+    ck_assert_int_eq(status, 0);
+    ck_assert_int_ne(stat(file, &st), 0);
+    ck_assert_int_ne(stat(dir, &st), 0);
+    free(out);
+}
+END_TEST
+
+START_TEST(help_version_and_usage_errors)
+{
+    static const char *const bad[] = {
+        "--no-such-option", "--budget -3", "--budget x", "--fraction 2",
+        "--only rnn,bogus", "--model-shape lstm:B=x", "--model-shape cnn",
+        "--max-candidates -1", "extra-argument",
+    };
+    char *out;
+    int status;
+    size_t i;
+
+    out = run_tune(NULL, "--help", &status);
+    ck_assert_int_eq(status, 0);
+    ck_assert(strstr(out, "Usage: clgrad-tune") != NULL);
+    ck_assert(strstr(out, "--budget") != NULL);
+    free(out);
+    out = run_tune(NULL, "--version", &status);
+    ck_assert_int_eq(status, 0);
+    ck_assert(strstr(out, cg_version()) != NULL);
+    free(out);
+    for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        out = run_tune(NULL, bad[i], &status);
+        ck_assert_msg(status == 2, "%s: exit status %d", bad[i], status);
+        free(out);
+    }
+}
+END_TEST
+
+int
+main(void)
+{
+    Suite *s = suite_create("tune_tool");
+    TCase *tc = tcase_create("tune_tool");
+
+    tu_require_device();
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, help_version_and_usage_errors);
+    tcase_add_test(tc, a_tiny_run_writes_a_database_that_contexts_use);
+    tcase_add_test(tc, dry_run_writes_nothing);
+    suite_add_tcase(s, tc);
+    return tu_run(s);
+}
