@@ -621,6 +621,29 @@ write_db(tu_run *r, const char *path)
     return status == CG_OK ? 0 : -1;
 }
 
+/* The entries of an earlier run's file for this device and driver. */
+static void
+load_previous(tu_run *r, const char *path)
+{
+    cg_tuning_db *db;
+    cg_tuning_device od;
+    int i, n;
+
+    if (access(path, F_OK) != 0 || !(db = cg_tuning_db_load(path)))
+        return;
+    if (cg_tuning_db_device(db, &od) == CG_OK &&
+        strcmp(od.name, r->dev.name) == 0 &&
+        strcmp(od.platform_name, r->dev.platform_name) == 0 &&
+        strcmp(od.driver_version, r->dev.driver_version) == 0) {
+        n = cg_tuning_db_count(db);
+        for (i = 0; i < n && r->nprevious < TU_MAX_RESULTS; i++)
+            if (cg_tuning_db_entry(db, i, &r->previous[r->nprevious]) ==
+                CG_OK)
+                r->nprevious++;
+    }
+    cg_tuning_db_free(db);
+}
+
 static json_object *
 entry_json(const cg_tuning_entry *e)
 {
@@ -775,6 +798,7 @@ main(int argc, char **argv)
         cg_context_free(r.ctx);
         return 1;
     }
+    load_previous(&r, path);
     tu_say(&r, "tuning %s (%s) for up to %.0f s; results go to %s",
            r.dev.name, r.dev.platform_name, cfg.budget,
            cfg.dry_run ? "nowhere (--dry-run)" : path);

@@ -66,6 +66,10 @@ typedef struct tu_run {
     json_object *report;            /* array of per-kernel objects */
     cg_tuning_entry results[TU_MAX_RESULTS];
     int nresults;
+    /* The entries of the output file from an earlier run (same device
+     * and driver): tried first, so that a new run starts from them. */
+    cg_tuning_entry previous[TU_MAX_RESULTS];
+    int nprevious;
     /* CLBlast parameters this process has applied that differ from what
      * the run will write (a candidate lost to the defaults, which CLBlast
      * cannot restore): names of kernels, for the notes. */

@@ -554,6 +554,23 @@ try_curated(tu_run *r, stage *st, const char *const *names, int nnames,
     int want_cpu = r->dev.type == CG_DEVICE_CPU;
     char buf[256];
 
+    /* An earlier run's set first. */
+    for (i = 0; i < r->nprevious; i++) {
+        const tu_params *e = &r->previous[i];
+
+        if (strcmp(e->kernel, st->kernel) != 0)
+            continue;
+        if (invalid(r, e, buf, sizeof buf)) {
+            tu_report_candidate(st->k, e, 0, buf, "earlier run");
+            break;
+        }
+        if (tu_fits(r, st->est + keep)) {
+            tu_progress(r, st->kernel, "any", 0, nsets, st->best_us,
+                        st->def_us);
+            stage_try(r, st, e, "earlier run");
+        }
+        break;
+    }
     for (pass = 0; pass < 2; pass++)
         for (i = 0; i < nsets; i++) {
             tu_params p;

@@ -265,10 +265,12 @@ cmp_distance(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* The candidates in the order they are tried: the curated ones (on a
- * CPU), then the rest of the grid, nearest to the first tried first. */
+/* The candidates in the order they are tried: an earlier run's, the
+ * curated ones (on a CPU), then the rest of the grid, nearest to the
+ * first tried first. */
 static void
-make_grid(const tunable *t, int nt, const tu_run *r, grid *g)
+make_grid(const tunable *t, int nt, const tu_run *r, const char *kernel,
+          grid *g)
 {
     int idx[MAX_TUNABLES] = { 0 }, v[MAX_TUNABLES], def[MAX_TUNABLES];
     int i, j, first;
@@ -276,11 +278,25 @@ make_grid(const tunable *t, int nt, const tu_run *r, grid *g)
     g->n = 0;
     for (j = 0; j < nt; j++)
         def[j] = t[j].def;
+    /* An earlier run's choices for this cell, nearest hidden size first
+     * (the caller's order of r->previous is the file's). */
+    for (i = 0; i < r->nprevious && g->n < MAX_GRID; i++) {
+        const tu_params *e = &r->previous[i];
+
+        if (strcmp(e->kernel, kernel) != 0)
+            continue;
+        for (j = 0; j < nt; j++)
+            v[j] = (int)tu_params_get(e, t[j].name, t[j].def);
+        if (memcmp(v, def, sizeof(int) * (size_t)nt) != 0 &&
+            !grid_has(g, v, nt))
+            memcpy(g->vals[g->n++], v, sizeof(int) * (size_t)nt);
+    }
     if (r->dev.type == CG_DEVICE_CPU && nt == 3 &&
         strcmp(t[0].name, "VW") == 0 && strcmp(t[1].name, "RB") == 0 &&
         strcmp(t[2].name, "WG") == 0)
         for (i = 0; i < (int)(sizeof cpu_first / sizeof cpu_first[0]); i++)
-            memcpy(g->vals[g->n++], cpu_first[i], sizeof cpu_first[i]);
+            if (!grid_has(g, cpu_first[i], nt))
+                memcpy(g->vals[g->n++], cpu_first[i], sizeof cpu_first[i]);
     first = g->n;
     for (;;) {
         for (j = 0; j < nt; j++)
@@ -372,7 +388,7 @@ tune_shape(tu_run *r, const tu_shape *s, const tunable *t, int nt,
     }
     est = tu_now() - t0;
     best_us = def_us;
-    make_grid(t, nt, r, &g);
+    make_grid(t, nt, r, kernel, &g);
     n = g.n;
     if (r->cfg->max_candidates && n > r->cfg->max_candidates)
         n = r->cfg->max_candidates;
