@@ -446,6 +446,7 @@ tu_stage_rnn(tu_run *r)
     tunable t[MAX_TUNABLES];
     char hash[33], *src = NULL;
     int nt, i, failed = 0;
+    double end;
 
     if (cg__kernel_source("rnn", &src) != CG_OK ||
         cg_kernel_source_hash("rnn", hash) != CG_OK) {
@@ -459,9 +460,14 @@ tu_stage_rnn(tu_run *r)
         tu_say(r, "rnn: kernels/rnn.cl declares no @tunable parameters");
         return -1;
     }
-    for (i = 0; i < r->cfg->nshapes && !tu_stopped(r); i++)
+    /* Each shape gets an equal share of what is left. */
+    end = r->stage_end;
+    for (i = 0; i < r->cfg->nshapes && !tu_stopped(r); i++) {
+        r->stage_end = tu_now() + (end - tu_now()) / (r->cfg->nshapes - i);
         if (tune_shape(r, &r->cfg->shapes[i], t, nt, hash))
             failed = 1;
+    }
+    r->stage_end = end;
     cg_context_clear_tuning(r->ctx);
     return failed;
 }
