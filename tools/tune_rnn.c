@@ -152,8 +152,8 @@ pass(cg_context *ctx, cg_module *m, cg_tensor *x, cg_tensor *dy,
     return status;
 }
 
-/* Builds a layer of shape s with the tuning in force (p, or the defaults
- * when p is NULL; path a CG__RNN_PATH_*), runs it once (compiling), keeps
+/* Builds a layer of shape s with p put in force (if not NULL) and path
+ * (a CG__RNN_PATH_*), runs it once (compiling), keeps
  * the output and gradients in *out (if not NULL), then times up to `reps`
  * passes: *us is the median per time step.  On failure, why says what. */
 static int
@@ -167,8 +167,7 @@ measure(tu_run *r, const tu_shape *s, const tu_params *p, int path,
     double times[MAX_REPS];
     int status, i, done = 0;
 
-    status = p ? cg_context_set_tuning(r->ctx, p)
-               : cg_context_clear_tuning(r->ctx);
+    status = p ? cg_context_set_tuning(r->ctx, p) : CG_OK;
     if (status == CG_OK)
         status = cg_manual_seed(r->ctx, 20261123);
     if (status == CG_OK && !(m = cg_rnn_new(r->ctx, &o)))
@@ -379,7 +378,8 @@ tune_shape(tu_run *r, const tu_shape *s, const tunable *t, int nt,
     params_of(&best, kernel, shape, t, nt, def, hash);
     tu_progress(r, kernel, shape, 0, 0, 0, 0);
     t0 = tu_now();
-    if (measure(r, s, NULL, CG__RNN_PATH_FUSED, MAX_REPS, &def_us, &ref,
+    if (cg_context_clear_tuning(r->ctx) != CG_OK ||
+        measure(r, s, NULL, CG__RNN_PATH_FUSED, MAX_REPS, &def_us, &ref,
                 why, sizeof why) != CG_OK) {
         tu_say(r, "%s %s: the defaults failed: %s", kernel, shape, why);
         tu_report_result(k, 0, NULL, 0, why);
@@ -500,8 +500,8 @@ tu_stage_rnn_path(tu_run *r)
 {
     const tu_shape *first = &r->cfg->shapes[0];
     int hs[TU_MAX_PATH], nh = r->cfg->npath, i, p, min_h = 0, def_h;
-    double us[TU_MAX_PATH][2], sum = 0, def_sum = 0;
-    char note[128], why[512], buf[64], hash[33];
+    double us[TU_MAX_PATH][2], sum = 0, def_sum = 0, last = 0, t0;
+    char note[128], why[512] = "", buf[64], hash[33];
     const char *env = getenv("CLGRAD_RNN_GEMM_MIN_H");
     tu_params e;
     json_object *k;
@@ -531,9 +531,11 @@ tu_stage_rnn_path(tu_run *r)
             tu_params_init(&c, "rnn.path", "any");
             tu_params_add(&c, "H", hs[i]);
             tu_params_add(&c, "gemm", p);
-            if (tu_stopped(r))
+            /* The next size costs about 4 times the last (H^2). */
+            if (!tu_fits(r, last * (p ? 1.5 : 4)))
                 break;
             tu_progress(r, "rnn.path", "any", 2 * i + p + 1, 2 * nh, 0, 0);
+            t0 = tu_now();
             if (measure(r, &s, NULL, p ? CG__RNN_PATH_GEMM
                                        : CG__RNN_PATH_FUSED, 3, &us[i][p],
                         p ? &o : &ref, why, sizeof why) != CG_OK) {
@@ -541,15 +543,20 @@ tu_stage_rnn_path(tu_run *r)
                 break;
             }
             tu_report_candidate(k, &c, us[i][p], NULL, NULL);
+            last = tu_now() - t0;
         }
         err = p == 2 ? out_error(&o, &ref) : 0;
         out_free(&o);
         out_free(&ref);
         if (p < 2) {
-            tu_report_result(k, 0, NULL, 0, tu_stopped(r)
-                             ? "incomplete: out of time" : why);
+            int late = tu_stopped(r) || tu_left(r) < last * 4;
+
+            tu_report_result(k, 0, NULL, 0, late ? "incomplete: out of time"
+                                                 : why);
+            if (late)
+                tu_say(r, "rnn.path: out of time at H %d", hs[i]);
             cg_context_clear_tuning(r->ctx);
-            return tu_stopped(r) ? 0 : -1;
+            return late ? 0 : -1;
         }
         if (err > 1e-4) {
             snprintf(why, sizeof why, "the GEMM path does not verify at H "
