@@ -45,11 +45,11 @@ usage(FILE *f)
 "                        recurrent product B x 4H x H\n"
 "  clblast.GemmRoutine   the size from which CLBlast uses Xgemm rather than\n"
 "                        XgemmDirect (XGEMM_MIN_INDIRECT_SIZE)\n"
-"  clblast.copy-kernels  CLBlast's Copy, Pad, Transpose and Padtranspose\n"
-"                        (its own search in the child; only with time left)\n"
 "  rnn.path              the hidden size from which a recurrent layer uses a\n"
 "                        GEMM per step instead of the fused kernel\n"
-"Default: all of them, rnn first and rnn.path last.\n"
+"  clblast.copy-kernels  CLBlast's Copy, Pad, Transpose and Padtranspose\n"
+"                        (its own search in the child; only with time left)\n"
+"Default: all of them, in this order.\n"
 "\n"
 "Options:\n"
 "  -d, --device SEL         the device (P:D, an index, gpu/cpu/accelerator,\n"
@@ -340,8 +340,8 @@ static const struct {
     { "clblast.Xgemm", TU_XGEMM },
     { "clblast.XgemmDirect", TU_XGEMM_DIRECT },
     { "clblast.GemmRoutine", TU_GEMM_ROUTINE },
-    { "clblast.copy-kernels", TU_COPY },
     { "rnn.path", TU_RNN_PATH },
+    { "clblast.copy-kernels", TU_COPY },
 };
 #define NSTAGES (int)(sizeof stage_names / sizeof stage_names[0])
 
@@ -713,8 +713,8 @@ static const struct {
     { TU_XGEMM, 25, tu_stage_xgemm },
     { TU_XGEMM_DIRECT, 10, tu_stage_xgemm_direct },
     { TU_GEMM_ROUTINE, 5, tu_stage_gemm_routine },
-    { TU_COPY, 5, tu_stage_copy },
     { TU_RNN_PATH, 20, tu_stage_rnn_path },
+    { TU_COPY, 5, tu_stage_copy },
 };
 
 /* Runs the selected stages, each with its weight's share of the time

@@ -24,8 +24,8 @@ enum {
     TU_XGEMM = 2,           /* "clblast.Xgemm" */
     TU_XGEMM_DIRECT = 4,    /* "clblast.XgemmDirect" */
     TU_GEMM_ROUTINE = 8,    /* "clblast.GemmRoutine" */
-    TU_COPY = 16,           /* "clblast.copy-kernels" */
-    TU_RNN_PATH = 32,       /* "rnn.path" */
+    TU_RNN_PATH = 16,       /* "rnn.path" */
+    TU_COPY = 32,           /* "clblast.copy-kernels": with the time left */
     TU_ALL = 63
 };
 
