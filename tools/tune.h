@@ -93,6 +93,11 @@ void tu_progress(tu_run *r, const char *kernel, const char *shape, int i,
 void tu_say(tu_run *r, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* ---- parameters, report, results (tune_report.c) ---- */
+
+/* The parameters as a JSON object; the caller owns it. */
+json_object *tu_params_json(const tu_params *p);
+
 /* The report: one object per kernel and shape. */
 json_object *tu_report_kernel(tu_run *r, const char *kernel,
                               const char *shape, const char *note);
@@ -130,6 +135,15 @@ int tu_stage_xgemm(tu_run *r);
 int tu_stage_xgemm_direct(tu_run *r);
 int tu_stage_gemm_routine(tu_run *r);
 int tu_stage_copy(tu_run *r);
+
+/* ---- the search child (tune_child.c) ---- */
+
+/* Runs CLBlast's search for its kernel `name` (for the entry `kernel`) in
+ * a child until `end` (tu_now() seconds); its best parameters into *p.
+ * On failure (nothing found in time, no child) why says what. */
+int tu_child_search(tu_run *r, const char *kernel, const char *name,
+                    size_t m, size_t n, size_t k, double end, tu_params *p,
+                    char *why, size_t whylen);
 
 /* The hidden search child (--clblast-child): runs CLBlast's own tuner
  * for `kernel` and prints each round's best parameters as a JSON line on

@@ -1,0 +1,153 @@
+/*
+ * tools/tune_report.c - clgrad-tune's bookkeeping: candidates' parameter
+ * sets, the JSON report of everything tried, and the entries kept for the
+ * database.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tune.h"
+
+void
+tu_params_init(tu_params *p, const char *kernel, const char *shape)
+{
+    memset(p, 0, sizeof *p);
+    snprintf(p->kernel, sizeof p->kernel, "%s", kernel);
+    snprintf(p->shape, sizeof p->shape, "%s", shape);
+}
+
+void
+tu_params_add(tu_params *p, const char *name, long value)
+{
+    int i;
+
+    for (i = 0; i < p->nparams; i++)
+        if (strcmp(p->names[i], name) == 0)
+            break;
+    if (i == CG_TUNING_MAX_PARAMS)
+        return;
+    snprintf(p->names[i], sizeof p->names[i], "%s", name);
+    p->values[i] = value;
+    if (i == p->nparams)
+        p->nparams++;
+}
+
+long
+tu_params_get(const tu_params *p, const char *name, long dflt)
+{
+    int i;
+
+    for (i = 0; i < p->nparams; i++)
+        if (strcmp(p->names[i], name) == 0)
+            return p->values[i];
+    return dflt;
+}
+
+const char *
+tu_params_str(const tu_params *p, char *buf, size_t n)
+{
+    size_t len = 0;
+    int i;
+
+    buf[0] = '\0';
+    for (i = 0; i < p->nparams && len + 1 < n; i++)
+        len += (size_t)snprintf(buf + len, n - len, "%s%s=%ld",
+                                i ? " " : "", p->names[i], p->values[i]);
+    return buf;
+}
+
+static int
+cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+
+    return x < y ? -1 : x > y;
+}
+
+double
+tu_median(double *v, int n)
+{
+    if (n <= 0)
+        return NAN;
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+json_object *
+tu_params_json(const tu_params *p)
+{
+    json_object *o = json_object_new_object();
+    int i;
+
+    for (i = 0; i < p->nparams; i++)
+        json_object_object_add(o, p->names[i],
+                               json_object_new_int64(p->values[i]));
+    return o;
+}
+
+json_object *
+tu_report_kernel(tu_run *r, const char *kernel, const char *shape,
+                 const char *note)
+{
+    json_object *k = json_object_new_object();
+
+    json_object_object_add(k, "kernel", json_object_new_string(kernel));
+    json_object_object_add(k, "shape", json_object_new_string(shape));
+    json_object_object_add(k, "note", json_object_new_string(note));
+    json_object_object_add(k, "candidates", json_object_new_array());
+    json_object_array_add(r->report, k);
+    return k;
+}
+
+void
+tu_report_candidate(json_object *k, const tu_params *p, double time_us,
+                    const char *skipped, const char *source)
+{
+    json_object *c = json_object_new_object(), *arr = NULL;
+
+    json_object_object_add(c, "parameters", tu_params_json(p));
+    if (source)
+        json_object_object_add(c, "source", json_object_new_string(source));
+    if (skipped) {
+        json_object_object_add(c, "skipped",
+                               json_object_new_string(skipped));
+    } else {
+        json_object_object_add(c, "time_us",
+                               json_object_new_double(time_us));
+    }
+    json_object_object_get_ex(k, "candidates", &arr);
+    json_object_array_add(arr, c);
+}
+
+void
+tu_report_result(json_object *k, double default_us, const tu_params *best,
+                 double best_us, const char *outcome)
+{
+    if (default_us > 0)
+        json_object_object_add(k, "default_time_us",
+                               json_object_new_double(default_us));
+    if (best) {
+        json_object_object_add(k, "best", tu_params_json(best));
+        json_object_object_add(k, "best_time_us",
+                               json_object_new_double(best_us));
+    }
+    json_object_object_add(k, "outcome", json_object_new_string(outcome));
+}
+
+void
+tu_keep(tu_run *r, const cg_tuning_entry *e)
+{
+    int i;
+
+    for (i = 0; i < r->nresults; i++)
+        if (strcmp(r->results[i].kernel, e->kernel) == 0 &&
+            strcmp(r->results[i].shape, e->shape) == 0)
+            break;
+    if (i == TU_MAX_RESULTS)
+        return;
+    r->results[i] = *e;
+    if (i == r->nresults)
+        r->nresults++;
+}
