@@ -528,11 +528,12 @@ write_csv(const bench *b, json_object *s, const int *ts, const int *bs,
             "CPU (dashed)'\n"
             "plot ", b->csv_dir, b->quick ? 16 : 64, b->quick ? 32 : 256);
     for (k = 0; k < nb; k++)
-        fprintf(out, "%s'%s/scaling.csv' using ($2==%d?$1:1/0):3 with "
-                "linespoints lc %d title 'clgrad B=%d', '%s/scaling.csv' "
-                "using ($2==%d?$1:1/0):6 with linespoints dt 2 lc %d title "
-                "'PyTorch B=%d'", k ? ", " : "", b->csv_dir, bs[k], k + 1,
-                bs[k], b->csv_dir, bs[k], k + 1, bs[k]);
+        fprintf(out, "%s'%s/scaling.csv' skip 1 every %d::%d using 1:3 "
+                "with linespoints lc %d title 'clgrad B=%d', "
+                "'%s/scaling.csv' skip 1 every %d::%d using 1:6 with "
+                "linespoints dt 2 lc %d title 'PyTorch B=%d'", k ? ", " : "",
+                b->csv_dir, nb, k, k + 1, bs[k], b->csv_dir, nb, k, k + 1,
+                bs[k]);
     fputc('\n', out);
     fclose(out);
     snprintf(cmd, sizeof cmd, "gnuplot '%s' 2>&1", path);

@@ -380,7 +380,7 @@ print_extra(json_object *row)
             col = 0;
         }
         if (col == 0)
-            col = printf("  %30s", "");
+            col = printf("  %38s", "");
         if (json_object_is_type(val, json_type_double))
             col += printf(" %s %.4g", key, json_object_get_double(val));
         else if (json_object_is_type(val, json_type_object)) {
@@ -416,7 +416,7 @@ print_suite(const char *name, json_object *s)
     putchar('\n');
     if (json_object_object_get_ex(s, "ratio_meaning", &v))
         printf("  ratio: %s\n", json_object_get_string(v));
-    printf("  %-30s %11s %11s %9s %19s\n", "case", "clgrad ms", "ref ms",
+    printf("  %-38s %11s %11s %9s %19s\n", "case", "clgrad ms", "ref ms",
            "ratio", "ratio min-max");
     json_object_object_get_ex(s, "rows", &rows);
     for (i = 0; rows && i < json_object_array_length(rows); i++) {
@@ -431,7 +431,7 @@ print_suite(const char *name, json_object *s)
             json_object_object_get_ex(rv, "max", &hi))
             snprintf(range, sizeof range, "%.3f-%.3f",
                      json_object_get_double(lo), json_object_get_double(hi));
-        printf("  %-30s %11.3f %11.3f %9.3f %19s", json_object_get_string(c),
+        printf("  %-38s %11.3f %11.3f %9.3f %19s", json_object_get_string(c),
                get_median(r, "clgrad_ms"), get_median(r, "reference_ms"),
                get_median(r, rk), range);
         putchar('\n');
