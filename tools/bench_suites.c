@@ -84,40 +84,64 @@ suite_add(json_object *s, json_object *row)
 }
 
 /* ------------------------------------------------------------------------
- * fp32 FMA peak: a custom op whose work-items run independent chains of
- * float8 multiply-adds (mad: one FMA where the device has them).
+ * fp32 FMA peak: custom ops whose work-items run independent chains of
+ * multiply-adds (mad: one FMA where the device has them).  Which vector
+ * width and how many chains keep a device's FMA units busy differs (a CPU
+ * through PoCL wants wide vectors and enough chains to cover the FMA
+ * latency, a GPU scalars and many work-items), so a few shapes are timed
+ * and the best one counts: a peak, not a typical figure.
  * ------------------------------------------------------------------------ */
 
-#define FMA_CHAINS 4
-static const char fma_source[] =
-    "__kernel void fma_peak(__global const float *x, __global float *y,\n"
-    "                       uint n_y, __global const int *shapes,\n"
-    "                       __global const float *params)\n"
-    "{\n"
-    "    uint i = get_global_id(0);\n"
-    "    int k, iters = (int)params[0];\n"
-    "    float8 a0, a1, a2, a3, m = (float8)(params[1]),\n"
-    "           c = (float8)(params[2]);\n"
-    "    if (i >= n_y) return;\n"
-    "    a0 = (float8)(x[i]); a1 = a0 + 1.0f; a2 = a0 + 2.0f;\n"
-    "    a3 = a0 + 3.0f;\n"
-    "    for (k = 0; k < iters; k++) {\n"
-    "        a0 = mad(a0, m, c); a1 = mad(a1, m, c);\n"
-    "        a2 = mad(a2, m, c); a3 = mad(a3, m, c);\n"
-    "    }\n"
-    "    a0 += a1 + a2 + a3;\n"
-    "    y[i] = a0.s0 + a0.s1 + a0.s2 + a0.s3 + a0.s4 + a0.s5 + a0.s6\n"
-    "           + a0.s7;\n"
-    "}\n"
-    "__kernel void fma_peak_b(__global const float *x,\n"
-    "                         __global const float *y,\n"
-    "                         __global const float *gy, __global float *gx,\n"
-    "                         uint n_x, __global const int *shapes,\n"
-    "                         __global const float *params)\n"
-    "{\n"
-    "    uint i = get_global_id(0);\n"
-    "    if (i < n_x) gx[i] = 0.0f;\n"
-    "}\n";
+#define FMA_ITEMS 65536
+#define FMA_PER_ITEM 16384      /* multiply-adds per work-item */
+
+/* The source for `chains` chains of float`width` (width 1: float). */
+static void
+fma_source(char *src, size_t size, int width, int chains)
+{
+    char vt[16];
+    size_t n;
+    int c;
+
+    snprintf(vt, sizeof vt, width > 1 ? "float%d" : "float", width);
+    n = (size_t)snprintf(src, size,
+        "__kernel void fma_peak(__global const float *x,\n"
+        "    __global float *y, uint n_y, __global const int *shapes,\n"
+        "    __global const float *params)\n"
+        "{\n"
+        "    uint i = get_global_id(0);\n"
+        "    int k, iters = (int)params[0];\n"
+        "    %s m = (%s)(params[1]), c = (%s)(params[2]), s;\n",
+        vt, vt, vt);
+    for (c = 0; c < chains; c++)
+        n += (size_t)snprintf(src + n, size - n,
+                              "    %s a%d = (%s)(x[i] + %d.0f);\n", vt, c,
+                              vt, c);
+    n += (size_t)snprintf(src + n, size - n,
+        "    if (i >= n_y) return;\n"
+        "    for (k = 0; k < iters; k++) {\n");
+    for (c = 0; c < chains; c++)
+        n += (size_t)snprintf(src + n, size - n,
+                              "        a%d = mad(a%d, m, c);\n", c, c);
+    n += (size_t)snprintf(src + n, size - n, "    }\n    s = a0");
+    for (c = 1; c < chains; c++)
+        n += (size_t)snprintf(src + n, size - n, " + a%d", c);
+    /* every lane reaches y: a compiler may drop the work of dead lanes */
+    n += (size_t)snprintf(src + n, size - n, ";\n    y[i] = %s;\n}\n",
+                          width == 16 ? "dot(s.lo.lo + s.lo.hi + s.hi.lo + "
+                                        "s.hi.hi, (float4)(1.0f))" :
+                          width == 8 ? "dot(s.lo + s.hi, (float4)(1.0f))" :
+                          width == 4 ? "dot(s, (float4)(1.0f))" : "s");
+    snprintf(src + n, size - n,
+        "__kernel void fma_peak_b(__global const float *x,\n"
+        "    __global const float *y, __global const float *gy,\n"
+        "    __global float *gx, uint n_x, __global const int *shapes,\n"
+        "    __global const float *params)\n"
+        "{\n"
+        "    uint i = get_global_id(0);\n"
+        "    if (i < n_x) gx[i] = 0.0f;\n"
+        "}\n");
+}
 
 typedef struct fma_run {
     cg_custom_op *op;
@@ -138,35 +162,48 @@ int
 bench_fma_peak(cg_context *ctx, double *gflops)
 {
     static const char *const back[] = { "fma_peak_b" };
-    const float params[3] = { 4096, 0.999f, 0.001f };
-    const int64_t items = 16384;
+    static const int shapes[][2] = {    /* width (1, 4, 8, 16), chains */
+        { 1, 16 }, { 4, 16 }, { 8, 16 }, { 16, 8 }, { 16, 16 }
+    };
+    const int64_t items = FMA_ITEMS;
+    char src[4096], name[64];
     cg_custom_op_def def;
     bench quiet;
     fma_run r;
     bstat st;
-    int status = -1;
+    size_t v;
+    int status = 0;
 
-    memset(&def, 0, sizeof def);
-    def.name = "bench.fma_peak";
-    def.source = fma_source;
-    def.forward_kernel = "fma_peak";
-    def.backward_kernels = back;
-    def.ninputs = 1;
-    def.params = params;
-    def.nparams = 3;
-    r.op = cg_custom_op_new(ctx, &def);
-    r.x = r.op ? cg_full(ctx, 1, &items, 0.5f) : NULL;
+    *gflops = 0;
     memset(&quiet, 0, sizeof quiet);
     quiet.warmup = 1;
     quiet.repeat = 3;
-    if (r.x && bench_time(&quiet, ctx, fma_step, &r, &st) == 0) {
-        /* the best run: a peak, not a typical figure */
-        *gflops = (double)items * params[0] * FMA_CHAINS * 8 * 2 / st.min *
-                  1e-9;
-        status = 0;
+    r.x = cg_full(ctx, 1, &items, 0.5f);
+    if (!r.x)
+        return -1;
+    for (v = 0; v < sizeof shapes / sizeof shapes[0] && !status; v++) {
+        int lanes = shapes[v][0] * shapes[v][1];
+        float params[3] = { (float)(FMA_PER_ITEM / lanes), 0.999f, 0.001f };
+
+        fma_source(src, sizeof src, shapes[v][0], shapes[v][1]);
+        snprintf(name, sizeof name, "bench.fma_peak_w%d_c%d", shapes[v][0],
+                 shapes[v][1]);
+        memset(&def, 0, sizeof def);
+        def.name = name;
+        def.source = src;
+        def.forward_kernel = "fma_peak";
+        def.backward_kernels = back;
+        def.ninputs = 1;
+        def.params = params;
+        def.nparams = 3;
+        r.op = cg_custom_op_new(ctx, &def);
+        status = r.op ? bench_time(&quiet, ctx, fma_step, &r, &st) : -1;
+        if (status == 0 && (double)items * FMA_PER_ITEM * 2 / st.min *
+            1e-9 > *gflops)
+            *gflops = (double)items * FMA_PER_ITEM * 2 / st.min * 1e-9;
+        cg_custom_op_free(r.op);
     }
     cg_tensor_free(r.x);
-    cg_custom_op_free(r.op);
     return status;
 }
 
