@@ -95,7 +95,8 @@ fi
 # --- everything, quick, JSON
 "$bench" --quick --json --csv "$tmp/csv" > "$tmp/all.json" 2> "$tmp/all.err" ||
     fail "--quick --json: exit status $? ($(cat "$tmp/all.err"))"
-check_json "$tmp/all.json" "$all" "$torch" || fail "--quick --json: bad results"
+check_json "$tmp/all.json" "$all" "$torch" ||
+    fail "--quick --json: bad results"
 if [ $torch = yes ]; then
     [ "$(head -1 "$tmp/csv/scaling.csv" 2>/dev/null | cut -c1-4)" = "T,B," ] ||
         fail "--csv: no scaling.csv"
@@ -107,7 +108,8 @@ fi
 CLGRAD_BENCH_PYTHON=/nonexistent "$bench" --quick --json --suite mlp \
     --suite lstm --suite scaling --repeat 1 > "$tmp/nopy.json" ||
     fail "no PyTorch: exit status $?"
-check_json "$tmp/nopy.json" mlp,lstm,scaling no || fail "no PyTorch: bad results"
+check_json "$tmp/nopy.json" mlp,lstm,scaling no ||
+    fail "no PyTorch: bad results"
 grep -q '"skipped": *".*nonexistent' "$tmp/nopy.json" ||
     fail "no PyTorch: the message does not name the python"
 

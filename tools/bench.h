@@ -56,6 +56,10 @@ json_object *bench_ms_json(const bstat *st);
  * clgrad is faster).  More fields may be added to the returned object. */
 json_object *bench_row(const char *name, const bstat *clg, const bstat *ref,
                        const char *ratio_key);
+/* A suite's object: its reference, what its ratio means, no rows yet. */
+json_object *bench_suite_new(const char *reference, const char *meaning);
+/* Appends a row (taken) to the suite's rows. */
+void bench_suite_add(json_object *s, json_object *row);
 void bench_add_double(json_object *o, const char *key, double v);
 void bench_add_int(json_object *o, const char *key, int64_t v);
 

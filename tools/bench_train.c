@@ -333,12 +333,7 @@ model_row(bench *b, cg_context *ctx, model *m, const char *name,
     }
     if (rc == 0 && b->profile)
         rc = model_phases(b, m, row);
-    {
-        json_object *rows;
-
-        json_object_object_get_ex(s, "rows", &rows);
-        json_object_array_add(rows, row);
-    }
+    bench_suite_add(s, row);
 done:
     if (rc)
         bench_fail("%s: %s", name, cg_last_error());
@@ -364,11 +359,7 @@ train_suite(bench *b, const char *what, int nspecs, char **specs,
         return NULL;
     snprintf(ref_name, sizeof ref_name, "PyTorch %s CPU, %d threads: %s",
              b->torch_version, b->threads, what);
-    s = json_object_new_object();
-    json_object_object_add(s, "reference", json_object_new_string(ref_name));
-    json_object_object_add(s, "ratio_meaning",
-                           json_object_new_string(SPEEDUP_MEANING));
-    json_object_object_add(s, "rows", json_object_new_array());
+    s = bench_suite_new(ref_name, SPEEDUP_MEANING);
     if (b->profile)
         json_object_object_add(s, "note",
                                json_object_new_string(PROFILE_NOTE));

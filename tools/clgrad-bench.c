@@ -197,6 +197,27 @@ bench_row(const char *name, const bstat *clg, const bstat *ref,
     return o;
 }
 
+json_object *
+bench_suite_new(const char *reference, const char *meaning)
+{
+    json_object *o = json_object_new_object();
+
+    json_object_object_add(o, "reference", json_object_new_string(reference));
+    json_object_object_add(o, "ratio_meaning",
+                           json_object_new_string(meaning));
+    json_object_object_add(o, "rows", json_object_new_array());
+    return o;
+}
+
+void
+bench_suite_add(json_object *s, json_object *row)
+{
+    json_object *rows;
+
+    json_object_object_get_ex(s, "rows", &rows);
+    json_object_array_add(rows, row);
+}
+
 /* ------------------------------------------------------------------------
  * The PyTorch reference
  * ------------------------------------------------------------------------ */
@@ -407,8 +428,10 @@ print_suite(const char *name, json_object *s)
     size_t i;
 
     printf("\n%s", name);
-    if (json_object_object_get_ex(s, "skipped", &v)) {
-        printf(": skipped: %s\n", json_object_get_string(v));
+    if (json_object_object_get_ex(s, "skipped", &v) ||
+        json_object_object_get_ex(s, "failed", &v)) {
+        printf(": %s: %s\n", json_object_object_get_ex(s, "failed", NULL)
+               ? "failed" : "skipped", json_object_get_string(v));
         return;
     }
     if (json_object_object_get_ex(s, "reference", &v))
