@@ -21,6 +21,10 @@
 #define PROFILE_NOTE "profile_phases_ms: medians of forward (with the " \
     "loss), backward and optimizer, timed with cg_context_finish between " \
     "them in extra steps (phase timings, not a per-op profile)"
+#define LSTM_NOTE "tokens: T * B per step; launches_per_step: kernel " \
+    "launches of one whole step; forward_launches_per_time_step: those " \
+    "of cg_rnn_forward alone / T; peak_device_bytes: the pool's peak " \
+    "(block sizes) in a context that holds only this model"
 #define MAX_PARAMS 32
 
 typedef enum { M_MLP, M_LSTM, M_CHAR } model_kind;
@@ -454,6 +458,8 @@ suite_lstm(bench *b)
     }
     json_object_object_add(s, "embedding_dim",
                            json_object_new_int(ms[1].embed));
+    json_object_object_add(s, "note", json_object_new_string(
+        b->profile ? LSTM_NOTE "; " PROFILE_NOTE : LSTM_NOTE));
     return s;
 }
 
