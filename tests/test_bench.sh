@@ -113,6 +113,16 @@ check_json "$tmp/nopy.json" mlp,lstm,scaling no ||
 grep -q '"skipped": *".*nonexistent' "$tmp/nopy.json" ||
     fail "no PyTorch: the message does not name the python"
 
+# --- --profile: phases and the kernels with the most device time
+if [ $torch = yes ]; then
+    "$bench" --quick --suite lstm --repeat 1 --profile > "$tmp/prof.txt" ||
+        fail "--profile: exit status $?"
+    grep -q "kernels_ms_per_step: .*lstm_fwd" "$tmp/prof.txt" ||
+        fail "--profile: no per-kernel times ($(cat "$tmp/prof.txt"))"
+    grep -q "profile_phases_ms: forward" "$tmp/prof.txt" ||
+        fail "--profile: no phase times"
+fi
+
 # --- the table, one suite
 "$bench" --quick --suite bandwidth --repeat 1 > "$tmp/table.txt" ||
     fail "table: exit status $?"

@@ -20,7 +20,8 @@
     "(above 1: clgrad is faster)"
 #define PROFILE_NOTE "profile_phases_ms: medians of forward (with the " \
     "loss), backward and optimizer, timed with cg_context_finish between " \
-    "them in extra steps (phase timings, not a per-op profile)"
+    "them in extra steps; kernels_ms_per_step: the device time of the 8 " \
+    "kernels that took most in those steps (OpenCL events)"
 #define LSTM_NOTE "tokens: T * B per step; launches_per_step: kernel " \
     "launches of one whole step; forward_launches_per_time_step: those " \
     "of cg_rnn_forward alone / T; peak_device_bytes: the pool's peak " \
@@ -268,6 +269,10 @@ model_phases(const bench *b, model *m, json_object *row)
     bstat st;
     int r, k, rc = 0;
 
+    cg_profile_entry pe[8];
+    int np = 0;
+
+    rc = cg_context_finish(m->ctx) || cg_context_profile_reset(m->ctx);
     for (r = 0; r < b->repeat && rc == 0; r++) {
         cg_tensor *loss;
 
@@ -296,6 +301,15 @@ model_phases(const bench *b, model *m, json_object *row)
         bench_add_double(o, names[k], st.med * 1e3);
     }
     json_object_object_add(row, "profile_phases_ms", o);
+    /* The kernels with the most device time in those steps. */
+    if (cg_context_profile(m->ctx, pe, 8, &np)) {
+        bench_fail("profile: %s", cg_last_error());
+        return -1;
+    }
+    o = json_object_new_object();
+    for (k = 0; k < np && k < 8; k++)
+        bench_add_double(o, pe[k].name, pe[k].total_us / 1e3 / b->repeat);
+    json_object_object_add(row, "kernels_ms_per_step", o);
     return 0;
 }
 

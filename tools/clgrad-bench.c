@@ -59,7 +59,10 @@ usage(FILE *f)
 "  -j, --json           write the results as JSON\n"
 "  -c, --csv DIR        write DIR/scaling.csv, and DIR/scaling.svg when\n"
 "                       gnuplot is installed\n"
-"  -p, --profile        also time the phases of each training step\n"
+"  -p, --profile        also time the phases of each training step, and\n"
+"                       give the kernels with the most device time per\n"
+"                       step (OpenCL events; profiling adds host time to\n"
+"                       every launch, so compare timings without it)\n"
 "                       (forward, backward, optimizer), with a wait\n"
 "                       between phases\n"
 "  -h, --help           show this help and exit\n"
@@ -499,6 +502,7 @@ bench_context(const bench *b, int no_tuning)
     memset(&o, 0, sizeof o);
     o.device = b->device;
     o.no_tuning = no_tuning;
+    o.profiling = b->profile;
     ctx = cg_context_new_with(&o);
     if (!ctx)
         bench_fail("%s", cg_last_error());
