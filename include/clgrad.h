@@ -218,6 +218,29 @@ typedef struct cg_memory_stats {
     uint64_t kernels_enqueued; /* kernel launches on the context's queue */
 } cg_memory_stats;
 
+/* Per-kernel device times, for a context made with options.profiling:
+ * every launch records an OpenCL event, and these sum them by kernel
+ * function name (CLBlast's GEMMs as "clblast.sgemm" and
+ * "clblast.sgemm_batched", timed by the event CLBlast returns, which
+ * covers its last kernel only: an indirect GEMM's padding and transposes
+ * before it are not counted).  Profiling costs host time per launch; the
+ * times are device times (CL_PROFILING_COMMAND_START to END). */
+typedef struct cg_profile_entry {
+    char name[64];
+    uint64_t launches;
+    double total_us;
+    double max_us;
+} cg_profile_entry;
+
+/* Waits for the queued work, then gives the kernels timed since the
+ * context was made or last reset, largest total first: *count of them,
+ * the first `max` into out.  CG_EINVAL without options.profiling. */
+int cg_context_profile(cg_context *ctx, cg_profile_entry *out, int max,
+                       int *count);
+
+/* Forgets the times recorded so far. */
+int cg_context_profile_reset(cg_context *ctx);
+
 /* Reads the context's memory and launch statistics. */
 int cg_context_stats(const cg_context *ctx, cg_memory_stats *stats);
 

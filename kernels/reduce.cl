@@ -39,6 +39,31 @@ reduce_sum(__global const float *x, int xo, int8 kshape, int8 kst, int knd,
         y[o] = buf[0] * scale;
 }
 
+/* Column sums of a row-major [R, C] matrix with row stride ld (the sum
+ * over leading dimensions of a contiguous tensor: bias gradients).  One
+ * work-item per column c and chunk of rows: part[chunk * C + c] = scale *
+ * sum of rows chunk * rows .. (chunk + 1) * rows - 1, in order, so the
+ * result is the same on every run.  Neighbouring work-items read
+ * neighbouring columns (coalesced), unlike reduce_sum's one work-group per
+ * column.  A second launch with R = nchunk adds the chunks up. */
+__kernel void
+reduce_cols(__global const float *x, int xo, int ld, int R, int C, int rows,
+            __global float *part, float scale)
+{
+    int c = get_global_id(0), chunk = get_global_id(1), r, end;
+    __global const float *p;
+    float acc = 0.0f;
+
+    if (c >= C)
+        return;
+    r = chunk * rows;
+    end = min(R, r + rows);
+    p = x + xo + (long)r * ld + c;
+    for (; r < end; r++, p += ld)
+        acc += *p;
+    part[(long)chunk * C + c] = acc * scale;
+}
+
 /* Is (v, i) a better maximum than (bv, bi)?  NaN wins (it propagates, as
  * in PyTorch), then the larger value, then the smaller index. */
 inline int

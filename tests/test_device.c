@@ -149,7 +149,7 @@ resident_kib(void)
 
 START_TEST(contexts_are_created_and_freed_in_a_loop)
 {
-    cg_context_options opts = { "0", 1 };
+    cg_context_options opts = { "0", 1, 0 };
     cg_device_info a, b;
     long warm = 0;
     int i;
@@ -183,6 +183,56 @@ START_TEST(contexts_are_created_and_freed_in_a_loop)
 }
 END_TEST
 
+/* A profiling context times every launch by kernel name; CLBlast's GEMM
+ * under its own name. */
+START_TEST(profiles_count_every_launch)
+{
+    cg_context_options opts = { NULL, 1, 0 };
+    int64_t s2[2] = { 33, 17 };
+    cg_profile_entry e[32];
+    cg_memory_stats st0, st1;
+    cg_context *ctx = cg_context_new_with(&opts);
+    cg_tensor *a, *b, *c, *d, *t;
+    uint64_t launches = 0;
+    int i, n = 0, sgemm = 0;
+
+    ck_assert_msg(ctx != NULL, "%s", cg_last_error());
+    ck_assert_int_eq(cg_context_profile(tu_ctx(), e, 32, &n), CG_EINVAL);
+    ck_assert_msg(strstr(cg_last_error(), "profiling"), "%s",
+                  cg_last_error());
+    a = cg_ones(ctx, 2, s2);
+    ck_assert_int_eq(cg_context_profile_reset(ctx), CG_OK);
+    cg_context_stats(ctx, &st0);
+    b = cg_add(a, a);
+    c = cg_mul(b, a);
+    t = cg_transpose(c, 0, 1);
+    d = cg_matmul(c, t);
+    ck_assert_msg(b && c && t && d, "%s", cg_last_error());
+    cg_context_stats(ctx, &st1);
+    ck_assert_int_eq(cg_context_profile(ctx, e, 32, &n), CG_OK);
+    ck_assert_int_ge(n, 2);
+    for (i = 0; i < n && i < 32; i++) {
+        launches += e[i].launches;
+        ck_assert(e[i].total_us >= 0 && e[i].max_us <= e[i].total_us);
+        if (i > 0)
+            ck_assert(e[i].total_us <= e[i - 1].total_us);
+        if (strcmp(e[i].name, "clblast.sgemm") == 0)
+            sgemm = (int)e[i].launches;
+    }
+    ck_assert_int_eq(sgemm, 1);
+    ck_assert_uint_eq(launches, st1.kernels_enqueued - st0.kernels_enqueued);
+    ck_assert_int_eq(cg_context_profile_reset(ctx), CG_OK);
+    ck_assert_int_eq(cg_context_profile(ctx, e, 32, &n), CG_OK);
+    ck_assert_int_eq(n, 0);
+    cg_tensor_free(a);
+    cg_tensor_free(b);
+    cg_tensor_free(c);
+    cg_tensor_free(d);
+    cg_tensor_free(t);
+    cg_context_free(ctx);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -196,6 +246,7 @@ main(void)
     tcase_add_test(tc, default_and_environment_selection);
     tcase_add_test(tc, bad_selectors_fail_and_list_devices);
     tcase_add_test(tc, contexts_are_created_and_freed_in_a_loop);
+    tcase_add_test(tc, profiles_count_every_launch);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

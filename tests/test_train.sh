@@ -5,7 +5,8 @@
 #     checkpoints (parameters, optimizer state, generator, position), for
 #     the character LSTM (dropout, cosine schedule with warm-up, clipping,
 #     carried state) and the MLP (across an epoch boundary);
-#   - --sample-only generates text from a checkpoint;
+#   - --sample-only generates text from a checkpoint; --profile prints
+#     device time per kernel;
 #   - Ctrl-C saves a checkpoint and exits cleanly;
 #   - a diverging run stops at a non-finite loss naming the step;
 #   - bad arguments and a corrupt checkpoint give messages, not crashes.
@@ -62,6 +63,15 @@ out=$("$train" --model char-lstm --sample-only --resume "$tmp/l20.st" \
 case $out in
 "And "?????????????????????????????????????*) ;;
 *) fail "sample-only printed '$out'" ;;
+esac
+
+# --- --profile: device time per kernel, the recurrent kernels among them
+out=$("$train" --model char-lstm --data "$top/data/kjv.txt" --layers 1 \
+      --hidden 16 --embed 8 --seq-len 8 --batch 2 --steps 3 --sample 0 \
+      --quiet --profile 2>&1) || fail "profile: $out"
+case $out in
+*"device time by kernel"*lstm_fwd*) ;;
+*) fail "--profile printed '$out'" ;;
 esac
 
 # --- Ctrl-C: a checkpoint, exit 0

@@ -80,6 +80,8 @@ usage(FILE *f)
 "  --log FILE.csv      step, loss, accuracy, lr, tokens/s, elapsed\n"
 "  --log-every N       plain progress lines every N steps (default 50)\n"
 "  --quiet             no progress output\n"
+"  --profile           time every kernel on the device (OpenCL events) and\n"
+"                      print the kernels that took the most time at the end\n"
 "  --help, --version\n");
 }
 
@@ -124,7 +126,7 @@ enum {
     O_SEQ, O_BATCH, O_OPT, O_LR, O_MOMENTUM, O_WD, O_SCHEDULE, O_WARMUP,
     O_CLIP, O_EPOCHS, O_STEPS, O_SEED, O_DEVICE, O_CKPT, O_SAVE_EVERY,
     O_RESUME, O_SAMPLE, O_SAMPLE_EVERY, O_TEMP, O_PRIME, O_SAMPLE_ONLY,
-    O_LOG, O_LOG_EVERY, O_QUIET, O_HELP, O_VERSION, O_STOP_AT
+    O_LOG, O_LOG_EVERY, O_QUIET, O_PROFILE, O_HELP, O_VERSION, O_STOP_AT
 };
 
 static const struct option long_opts[] = {
@@ -160,6 +162,7 @@ static const struct option long_opts[] = {
     { "log", required_argument, NULL, O_LOG },
     { "log-every", required_argument, NULL, O_LOG_EVERY },
     { "quiet", no_argument, NULL, O_QUIET },
+    { "profile", no_argument, NULL, O_PROFILE },
     { "help", no_argument, NULL, O_HELP },
     { "version", no_argument, NULL, O_VERSION },
     { NULL, 0, NULL, 0 }
@@ -255,6 +258,7 @@ parse_args(int argc, char **argv, tr_config *cfg)
         case O_SAMPLE_ONLY: cfg->sample_only = 1; break;
         case O_LOG: cfg->log = a; break;
         case O_QUIET: cfg->quiet = 1; break;
+        case O_PROFILE: cfg->profile = 1; break;
         case O_HELP: usage(stdout); return 1;
         case O_VERSION: printf("clgrad-train %s\n", PACKAGE_VERSION);
             return 1;

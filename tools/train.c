@@ -464,6 +464,7 @@ typedef struct run {
     cg_optimizer *opt;
     cg_lr_schedule *sched;
     int64_t step;               /* optimizer steps done */
+    int64_t first_step;         /* step when this process started */
     int64_t epoch, index;       /* next batch: epoch and batch index */
     int64_t total;              /* steps planned */
     /* mlp */
@@ -1123,6 +1124,44 @@ run_free(run *r)
     cg_context_free(r->ctx);
 }
 
+/* --profile: the kernels that took the most device time. */
+static int
+print_profile(run *r)
+{
+    cg_profile_entry e[24];
+    double total = 0, steps = r->step - r->first_step > 0
+                              ? (double)(r->step - r->first_step) : 1;
+    int i, n;
+
+    if (cg_context_profile(r->ctx, e, 24, &n)) {
+        fail("profile: %s", cg_last_error());
+        return 1;
+    }
+    /* e holds the largest; the total needs all of them. */
+    {
+        cg_profile_entry *all = malloc((size_t)(n > 0 ? n : 1) * sizeof *all);
+
+        if (!all || cg_context_profile(r->ctx, all, n, &n)) {
+            free(all);
+            fail("profile: out of memory");
+            return 1;
+        }
+        for (i = 0; i < n; i++)
+            total += all[i].total_us;
+        free(all);
+    }
+    printf("device time by kernel (%d kernels, %.1f ms per step over %.0f "
+           "steps, sampling included):\n", n, total / steps / 1e3, steps);
+    printf("  %-28s %10s %9s %12s %6s\n", "kernel", "launches", "per step",
+           "ms per step", "share");
+    for (i = 0; i < n && i < 24; i++)
+        printf("  %-28s %10llu %9.1f %12.3f %5.1f%%\n", e[i].name,
+               (unsigned long long)e[i].launches,
+               (double)e[i].launches / steps, e[i].total_us / steps / 1e3,
+               total > 0 ? 100 * e[i].total_us / total : 0.0);
+    return 0;
+}
+
 int
 tr_run(const tr_config *given, volatile sig_atomic_t *stop)
 {
@@ -1161,7 +1200,11 @@ tr_run(const tr_config *given, volatile sig_atomic_t *stop)
         goto out;
     }
     resolve(&r.cfg);
-    r.ctx = cg_context_new(r.cfg.device);
+    {
+        cg_context_options o = { r.cfg.device, r.cfg.profile, 0 };
+
+        r.ctx = cg_context_new_with(&o);
+    }
     if (!r.ctx) {
         fail("%s", cg_last_error());
         goto out;
@@ -1229,6 +1272,7 @@ tr_run(const tr_config *given, volatile sig_atomic_t *stop)
         goto out;
     cg_checkpoint_free(ck);
     ck = NULL;
+    r.first_step = r.step;
 
     if (r.cfg.sample_only) {
         status = sample(&r, r.cfg.sample, (uint64_t)r.cfg.seed) ? 1 : 0;
@@ -1281,6 +1325,8 @@ tr_run(const tr_config *given, volatile sig_atomic_t *stop)
         else
             printf("final held-out accuracy: %.2f%%\n", 100 * acc);
     }
+    if (status == 0 && r.cfg.profile && print_profile(&r))
+        status = 1;
 out:
     cg_checkpoint_free(ck);
     run_free(&r);

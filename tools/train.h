@@ -23,7 +23,7 @@ typedef struct tr_config {
     double dropout, holdout, lr, momentum, weight_decay, clip, temperature;
     char optimizer[16], schedule[16];
     const char *data, *device, *checkpoint, *resume, *prime, *log;
-    int sample_only, quiet;
+    int sample_only, quiet, profile;
 } tr_config;
 
 void tr_config_defaults(tr_config *cfg);

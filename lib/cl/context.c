@@ -77,6 +77,7 @@ cg_context_free(cg_context *ctx)
     if (!ctx)
         return;
     clFinish(ctx->queue);
+    cg__profile_free(ctx);
     cg__pool_destroy(ctx);
     cg__programs_free(ctx);
     clReleaseCommandQueue(ctx->queue);
@@ -125,10 +126,20 @@ cg__launch(cg_context *ctx, cl_kernel kernel, cl_uint dims,
 {
     int status = CG_OK;
 
+    cl_event ev = NULL;
+
     CHECK_CL(clEnqueueNDRangeKernel(ctx->queue, kernel, dims, NULL, global,
-                                    local, 0, NULL, event),
+                                    local, 0, NULL,
+                                    ctx->profiling ? &ev : event),
              "clEnqueueNDRangeKernel");
     ctx->stats.kernels_enqueued++;
+    if (ctx->profiling) {
+        if (event) {
+            clRetainEvent(ev);
+            *event = ev;
+        }
+        status = cg__profile_kernel(ctx, kernel, ev);
+    }
 fail:
     return status;
 }

@@ -60,6 +60,17 @@ struct cg_buffer {
     struct cg_buffer *prev, *next;  /* the context's live buffers */
 };
 
+/* Per-kernel device times (lib/cl/profile.c), with options.profiling. */
+typedef struct cg__profile {
+    struct {
+        cl_event event;
+        char name[64];
+    } *pending;             /* launched, not yet read */
+    int npending;
+    cg_profile_entry *entries;  /* sums per kernel name */
+    int nentries;
+} cg__profile;
+
 struct cg_context {
     cg_device_info info;
     cl_platform_id platform;
@@ -78,6 +89,7 @@ struct cg_context {
     char *build_defines;    /* -D options every program gets (tuning) */
     cg_tuning_entry *tuning;    /* the tuning entries in force (lib/tune) */
     int ntuning;
+    cg__profile prof;       /* with profiling (lib/cl/profile.c) */
     uint64_t rng_seed;      /* the Philox generator: key and counter */
     uint64_t rng_offset;
 };
@@ -145,6 +157,12 @@ void cg__programs_free(cg_context *ctx);
 
 /* Releases every block of the pool, live or cached (context teardown). */
 void cg__pool_destroy(cg_context *ctx);
+
+/* With profiling: records a launch's event (taking it over) under the
+ * kernel's function name, or under `name`.  Without: never called. */
+int cg__profile_kernel(cg_context *ctx, cl_kernel kernel, cl_event event);
+int cg__profile_event(cg_context *ctx, cl_event event, const char *name);
+void cg__profile_free(cg_context *ctx);
 
 /* Seconds on a monotonic clock. */
 double cg__now(void);

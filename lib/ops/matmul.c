@@ -152,16 +152,18 @@ cg__sgemm(cg_context *ctx, int ta, int tb, size_t m, size_t n, size_t k,
           float alpha, cg__mat a, cg__mat b, float beta, cg__mat c)
 {
     CLBlastStatusCode rc;
+    cl_event ev = NULL;
 
     rc = CLBlastSgemm(CLBlastLayoutRowMajor,
                       ta ? CLBlastTransposeYes : CLBlastTransposeNo,
                       tb ? CLBlastTransposeYes : CLBlastTransposeNo, m, n, k,
                       alpha, a.mem, a.off, a.ld, b.mem, b.off, b.ld, beta,
-                      c.mem, c.off, c.ld, &ctx->queue, NULL);
+                      c.mem, c.off, c.ld, &ctx->queue,
+                      ctx->profiling ? &ev : NULL);
     if (rc != CLBlastSuccess)
         return clblast_fail(rc, "CLBlastSgemm");
     ctx->stats.kernels_enqueued++;
-    return CG_OK;
+    return ev ? cg__profile_event(ctx, ev, "clblast.sgemm") : CG_OK;
 }
 
 /* c (contiguous [batch, m, n]) = op(a) op(b) for `batch` matrices. */
@@ -173,6 +175,7 @@ gemm_run(cg_tensor *c, size_t batch, size_t m, size_t n, size_t k,
     cl_mem ma = cg__tensor_mem(a->t), mb = cg__tensor_mem(b->t);
     cl_mem mc = cg__tensor_mem(c);
     CLBlastStatusCode rc;
+    cl_event ev = NULL;
 
     /* A batch of row-major, untransposed, packed a against one b is a
      * single taller GEMM: the common x @ W of a layer. */
@@ -184,19 +187,22 @@ gemm_run(cg_tensor *c, size_t batch, size_t m, size_t n, size_t k,
     if (batch == 1)
         rc = CLBlastSgemm(CLBlastLayoutRowMajor, a->trans, b->trans, m, n, k,
                           1.0f, ma, a->offset, a->ld, mb, b->offset, b->ld,
-                          0.0f, mc, (size_t)c->offset, n, &ctx->queue, NULL);
+                          0.0f, mc, (size_t)c->offset, n, &ctx->queue,
+                          ctx->profiling ? &ev : NULL);
     else
         rc = CLBlastSgemmStridedBatched(CLBlastLayoutRowMajor, a->trans,
                                         b->trans, m, n, k, 1.0f, ma,
                                         a->offset, a->ld, a->stride, mb,
                                         b->offset, b->ld, b->stride, 0.0f, mc,
                                         (size_t)c->offset, n, m * n, batch,
-                                        &ctx->queue, NULL);
+                                        &ctx->queue,
+                                        ctx->profiling ? &ev : NULL);
     if (rc != CLBlastSuccess)
         return clblast_fail(rc, batch == 1 ? "CLBlastSgemm"
                             : "CLBlastSgemmStridedBatched");
     ctx->stats.kernels_enqueued++;
-    return CG_OK;
+    return ev ? cg__profile_event(ctx, ev, batch == 1 ? "clblast.sgemm"
+                                  : "clblast.sgemm_batched") : CG_OK;
 }
 
 /* Checks the operands and computes the output shape (batch dims, then

@@ -5,6 +5,7 @@
  */
 #include "config.h"
 
+#include <stdint.h>
 #include <string.h>
 
 #include "ops/internal.h"
@@ -81,6 +82,75 @@ split_layout(const cg_tensor *x, unsigned mask, cg__layout *k, cg__layout *r,
     *nred = cg__numel(nr, rshape);
 }
 
+/* Rows per work-item of reduce_cols: short enough that a [2048, 1024]
+ * bias gradient has 32 x 1024 work-items and float sums stay accurate,
+ * long enough that the second pass is small. */
+#define COL_ROWS 64
+#define COL_WG 64
+
+/* Whether sum over `mask` of x is a column sum: x contiguous, the reduced
+ * dimensions a nonempty prefix, something kept.  Then R x C. */
+static int
+is_col_sum(const cg_tensor *x, unsigned mask, int64_t *R, int64_t *C)
+{
+    int d, k = 0;
+
+    while (k < x->ndim && (mask & (1u << k)))
+        k++;
+    if (k == 0 || k == x->ndim || (mask >> k) != 0 ||
+        !cg_tensor_is_contiguous(x))
+        return 0;
+    *R = 1;
+    *C = 1;
+    for (d = 0; d < x->ndim; d++)
+        *(d < k ? R : C) *= x->shape[d];
+    return *R > 1 && *C > 0 && *R * *C <= INT32_MAX;
+}
+
+/* y (new, so contiguous at offset 0, C elements) = scale * column sums of x's [R, C] view:
+ * one pass of chunks of COL_ROWS rows, and a second over the chunks. */
+static int
+col_sum(cg_tensor *x, int64_t R64, int64_t C64, float scale, cg_tensor *y)
+{
+    cl_int xo = (cl_int)x->offset, R = (cl_int)R64, C = (cl_int)C64;
+    cl_int rows = COL_ROWS, nchunk = (R + COL_ROWS - 1) / COL_ROWS, zero = 0;
+    int64_t pshape[2] = { nchunk, C };
+    cg_tensor *part = NULL;
+    cl_mem mx = cg__tensor_mem(x), my = cg__tensor_mem(y), mp;
+    size_t global[2], local[2] = { COL_WG, 1 };
+    float one = 1.0f, first;
+    cl_kernel k;
+    int status;
+
+    status = cg__kernel(x->ctx, "reduce", "reduce_cols", &k);
+    if (status)
+        return status;
+    if (nchunk > 1) {
+        part = cg__tensor_empty(x->ctx, CG_F32, 2, pshape);
+        if (!part)
+            return cg__last_status();
+    }
+    mp = part ? cg__tensor_mem(part) : my;
+    global[0] = ((size_t)C + COL_WG - 1) / COL_WG * COL_WG;
+    global[1] = (size_t)nchunk;
+    first = part ? one : scale;
+    status = cg__args(k, 8, CG_ARG(mx), CG_ARG(xo), CG_ARG(C), CG_ARG(R),
+                      CG_ARG(C), CG_ARG(rows), CG_ARG(mp),
+                      CG_ARG(first));
+    if (status == CG_OK)
+        status = cg__launch(x->ctx, k, 2, global, local, NULL);
+    if (status == CG_OK && part) {
+        global[1] = 1;
+        status = cg__args(k, 8, CG_ARG(mp), CG_ARG(zero), CG_ARG(C),
+                          CG_ARG(nchunk), CG_ARG(C), CG_ARG(nchunk),
+                          CG_ARG(my), CG_ARG(scale));
+        if (status == CG_OK)
+            status = cg__launch(x->ctx, k, 2, global, local, NULL);
+    }
+    cg_tensor_free(part);
+    return status;
+}
+
 /* Runs one reduction; y (and am for max) are new tensors. */
 static int
 reduce(int kind, cg_tensor *x, unsigned mask, int keepdim, float param,
@@ -102,6 +172,16 @@ reduce(int kind, cg_tensor *x, unsigned mask, int keepdim, float param,
     if (!*y)
         return cg__last_status();
     my = cg__tensor_mem(*y);
+    if (kind == RED_SUM) {
+        int64_t R, C;
+
+        if (is_col_sum(x, mask, &R, &C)) {
+            status = col_sum(x, R, C, param, *y);
+            if (status == CG_OK)
+                return CG_OK;
+            goto fail;
+        }
+    }
     if (kind == RED_MAX) {
         *am = cg__tensor_empty(x->ctx, CG_I32, ndim, shape);
         if (!*am) {

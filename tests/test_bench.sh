@@ -1,0 +1,148 @@
+#!/bin/sh
+# tests/test_bench.sh - clgrad-bench end to end, at --quick sizes.  It
+# proves the tool works, never how fast anything is: no timing threshold.
+#   - --quick --json: valid JSON in which every suite that ran reports, in
+#     every row, a field whose name contains "ratio" with a positive
+#     median, min and max; the device's FMA peak and copy bandwidth and
+#     OpenBLAS's core and threads are there; where PyTorch can be
+#     imported (always in CI) no suite is skipped;
+#   - without PyTorch (CLGRAD_BENCH_PYTHON=/nonexistent) the PyTorch
+#     suites are skipped with a message and the run still succeeds;
+#   - the human table, --suite, --csv (the scaling CSV), bad arguments.
+set -u
+bld=${TEST_BUILDDIR:-.}
+bench="$bld/tools/clgrad-bench"
+py=/usr/bin/python3
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/test_bench.XXXXXX") || exit 99
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+
+fail() {
+    echo "FAIL: $*"
+    fails=$((fails + 1))
+}
+
+if ! "$bld/tools/clgrad-info" --list 2>/dev/null | grep -q .; then
+    echo "no OpenCL device"
+    if [ -n "${CI:-}" ]; then exit 1; fi
+    exit 77
+fi
+if ! [ -x "$py" ]; then
+    echo "$py is needed to read the JSON"
+    exit 77
+fi
+
+# check_json FILE SUITES TORCH: every suite in SUITES is there; those that
+# ran have positive ratios in every row; TORCH=yes: none may be skipped,
+# TORCH=no: the PyTorch suites must be skipped.
+check_json() {
+    "$py" - "$@" <<'EOF'
+import json, sys
+path, suites, torch = sys.argv[1], sys.argv[2].split(","), sys.argv[3]
+doc = json.load(open(path))
+bad = []
+dev = doc.get("device", {})
+for k in ("fp32_fma_peak_gflops", "copy_gbps"):
+    if not dev.get(k, 0) > 0:
+        bad.append("device.%s missing or not positive" % k)
+ob = doc.get("openblas", {})
+if not ob.get("core") or not ob.get("threads", 0) >= 1:
+    bad.append("openblas core/threads missing: %r" % ob)
+for name in suites:
+    s = doc.get("suites", {}).get(name)
+    if s is None:
+        bad.append("%s: missing" % name)
+        continue
+    if "skipped" in s:
+        if torch == "yes" or name in ("gemm", "bandwidth"):
+            bad.append("%s: skipped: %s" % (name, s["skipped"]))
+        elif not s["skipped"]:
+            bad.append("%s: skipped with no message" % name)
+        continue
+    if torch == "no" and name not in ("gemm", "bandwidth"):
+        bad.append("%s: ran without PyTorch" % name)
+    rows = s.get("rows") or []
+    if not rows:
+        bad.append("%s: no rows (%r)" % (name, s))
+    for r in rows:
+        keys = [k for k in r if "ratio" in k]
+        if not keys:
+            bad.append("%s/%s: no ratio field" % (name, r.get("case")))
+        for k in keys:
+            v = r[k]
+            for f in ("median", "min", "max"):
+                x = v.get(f) if isinstance(v, dict) else None
+                if not isinstance(x, (int, float)) or not x > 0:
+                    bad.append("%s/%s: %s.%s = %r" % (name, r.get("case"),
+                                                      k, f, x))
+for b in bad:
+    print("FAIL: " + b)
+sys.exit(1 if bad else 0)
+EOF
+}
+
+all=gemm,bandwidth,mlp,lstm,scaling
+if "$py" -c 'import torch' 2>/dev/null; then
+    torch=yes
+elif [ -n "${CI:-}" ]; then
+    fail "$py cannot import torch in CI (install python3-torch)"
+    torch=no
+else
+    echo "note: $py cannot import torch: the PyTorch suites must skip"
+    torch=no
+fi
+
+# --- everything, quick, JSON
+"$bench" --quick --json --csv "$tmp/csv" > "$tmp/all.json" 2> "$tmp/all.err" ||
+    fail "--quick --json: exit status $? ($(cat "$tmp/all.err"))"
+check_json "$tmp/all.json" "$all" "$torch" ||
+    fail "--quick --json: bad results"
+if [ $torch = yes ]; then
+    [ "$(head -1 "$tmp/csv/scaling.csv" 2>/dev/null | cut -c1-4)" = "T,B," ] ||
+        fail "--csv: no scaling.csv"
+    [ "$(wc -l < "$tmp/csv/scaling.csv")" -eq 5 ] ||
+        fail "--csv: scaling.csv should have a header and 4 rows"
+fi
+
+# --- without PyTorch: skipped with a message, exit 0
+CLGRAD_BENCH_PYTHON=/nonexistent "$bench" --quick --json --suite mlp \
+    --suite lstm --suite scaling --repeat 1 > "$tmp/nopy.json" ||
+    fail "no PyTorch: exit status $?"
+check_json "$tmp/nopy.json" mlp,lstm,scaling no ||
+    fail "no PyTorch: bad results"
+grep -q '"skipped": *".*nonexistent' "$tmp/nopy.json" ||
+    fail "no PyTorch: the message does not name the python"
+
+# --- --profile: phases and the kernels with the most device time
+if [ $torch = yes ]; then
+    "$bench" --quick --suite lstm --repeat 1 --profile > "$tmp/prof.txt" ||
+        fail "--profile: exit status $?"
+    grep -q "kernels_ms_per_step: .*lstm_fwd" "$tmp/prof.txt" ||
+        fail "--profile: no per-kernel times ($(cat "$tmp/prof.txt"))"
+    grep -q "profile_phases_ms: forward" "$tmp/prof.txt" ||
+        fail "--profile: no phase times"
+fi
+
+# --- the table, one suite
+"$bench" --quick --suite bandwidth --repeat 1 > "$tmp/table.txt" ||
+    fail "table: exit status $?"
+grep -q "^bandwidth" "$tmp/table.txt" || fail "table: no bandwidth suite"
+grep -q "copy bandwidth" "$tmp/table.txt" || fail "table: no copy bandwidth"
+grep -q "^gemm" "$tmp/table.txt" && fail "--suite bandwidth ran gemm"
+
+# --- bad arguments: exit status 2 and a message
+for args in "--suite nope" "--repeat 0" "--threads x" "extra"; do
+    # shellcheck disable=SC2086
+    out=$("$bench" $args 2>&1)
+    status=$?
+    [ $status -eq 2 ] || fail "'$args': exit status $status, not 2"
+    case $out in
+    *clgrad-bench:*) ;;
+    *) fail "'$args': no message: $out" ;;
+    esac
+done
+"$bench" --help | grep -q -- "--quick" || fail "--help"
+"$bench" --version | grep -q "clgrad" || fail "--version"
+
+[ $fails -eq 0 ] || exit 1
+echo "all clgrad-bench checks passed"

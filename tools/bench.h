@@ -1,0 +1,89 @@
+/*
+ * tools/bench.h - clgrad-bench's pieces shared between the driver
+ * (clgrad-bench.c: options, references, output) and the suites
+ * (bench_suites.c).
+ */
+#ifndef CLGRAD_BENCH_H
+#define CLGRAD_BENCH_H
+
+#include <json-c/json.h>
+
+#include "clgrad.h"
+
+#define BENCH_MAX_REPEAT 100
+
+typedef struct bench {
+    /* options */
+    const char *device;
+    int quick, json, profile, repeat, warmup, threads;
+    const char *csv_dir;
+    /* the device and its limits, measured at start */
+    cg_device_info info;
+    double copy_gbps, fma_gflops;
+    /* the PyTorch reference: python, script, and why it cannot run ("" if
+     * it can) */
+    char python[1024], script[1024], torch_missing[2048];
+    int torch_checked;
+    char torch_version[64];
+} bench;
+
+/* Median, min and max of repeated timings, in seconds. */
+typedef struct bstat {
+    double med, min, max;
+} bstat;
+
+/* A step to time: enqueues its work; the timer waits for it. */
+typedef int (*bench_fn)(void *arg);
+
+/* Diagnostics: "clgrad-bench: ..." on stderr; progress on a terminal. */
+void bench_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void bench_progress(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
+
+double bench_now(void);
+
+/* Runs fn `warmup` times, then `repeat` times each timed to completion
+ * (cg_context_finish when ctx is not NULL); *st gets the statistics.
+ * Returns 0, or -1 after a message. */
+int bench_time(const bench *b, cg_context *ctx, bench_fn fn, void *arg,
+               bstat *st);
+void bench_stat(const double *times, int n, bstat *st);
+
+/* {"median": ms, "min": ms, "max": ms} from seconds. */
+json_object *bench_ms_json(const bstat *st);
+/* A result row: its case name, clgrad's and the reference's times and
+ * their ratio under `ratio_key` (reference time / clgrad time: above 1,
+ * clgrad is faster).  More fields may be added to the returned object. */
+json_object *bench_row(const char *name, const bstat *clg, const bstat *ref,
+                       const char *ratio_key);
+/* A suite's object: its reference, what its ratio means, no rows yet. */
+json_object *bench_suite_new(const char *reference, const char *meaning);
+/* Appends a row (taken) to the suite's rows. */
+void bench_suite_add(json_object *s, json_object *row);
+void bench_add_double(json_object *o, const char *key, double v);
+void bench_add_int(json_object *o, const char *key, int64_t v);
+
+/* Runs the PyTorch side on `n` cases (bench_torch.py's MODEL:SPEC form);
+ * fills st[i] per case.  Returns 0, or 1 with b->torch_missing set when
+ * PyTorch cannot run here (the suite is then skipped), or -1 on failure. */
+int bench_torch(bench *b, int n, char *const *specs, bstat *st);
+
+/* A context on the benchmarked device, tuned unless no_tuning. */
+cg_context *bench_context(const bench *b, int no_tuning);
+
+/* The suites: each returns its JSON object ({"skipped": why} when it could
+ * not run), or NULL after a message on failure.  The GEMM suite times
+ * `untuned` (made with no_tuning, before any tuned context: CLBlast's
+ * parameters are process-wide), then makes a tuned context of its own;
+ * bandwidth and scaling use ctx (tuned); mlp and lstm make one context per
+ * model so that peak memory is the model's own. */
+json_object *suite_gemm(bench *b, cg_context *untuned);
+json_object *suite_bandwidth(bench *b, cg_context *ctx);
+json_object *suite_mlp(bench *b);
+json_object *suite_lstm(bench *b);
+json_object *suite_scaling(bench *b, cg_context *ctx);
+
+/* The fp32 FMA peak of ctx's device, GFLOP/s. */
+int bench_fma_peak(cg_context *ctx, double *gflops);
+
+#endif

@@ -1,0 +1,436 @@
+/*
+ * tools/bench_suites.c - clgrad-bench's suites: GEMM, bandwidth, MLP,
+ * LSTM, scaling.  Each builds the same work for clgrad and its reference,
+ * times both with the same warm-up and repeats, and returns a JSON object
+ * with one row per case.
+ */
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cblas.h>
+
+#include "bench.h"
+
+#define SPEEDUP "speedup_ratio"
+#define SPEEDUP_MEANING "speed-up = reference time / clgrad time (above 1: " \
+    "clgrad is faster)"
+
+/* Host random numbers for inputs: splitmix64. */
+static uint64_t rng_state = 42;
+
+static uint64_t
+rng_next(void)
+{
+    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ULL);
+
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+static float *
+rand_floats(size_t n)
+{
+    float *v = malloc(n * sizeof *v);
+    size_t i;
+
+    for (i = 0; v && i < n; i++)
+        v[i] = (float)((double)(rng_next() >> 11) / 9007199254740992.0 * 2 -
+                       1);
+    return v;
+}
+
+/* A device tensor of uniform [-1, 1) floats from the host generator (the
+ * same stream whatever the device). */
+static cg_tensor *
+rand_tensor(cg_context *ctx, int ndim, const int64_t *shape)
+{
+    int64_t n = 1;
+    cg_tensor *t;
+    float *v;
+    int i;
+
+    for (i = 0; i < ndim; i++)
+        n *= shape[i];
+    v = rand_floats((size_t)n);
+    t = v ? cg_tensor_from_host(ctx, CG_F32, ndim, shape, v) : NULL;
+    free(v);
+    return t;
+}
+
+/* ------------------------------------------------------------------------
+ * fp32 FMA peak: custom ops whose work-items run independent chains of
+ * multiply-adds (mad: one FMA where the device has them).  Which vector
+ * width and how many chains keep a device's FMA units busy differs (a CPU
+ * through PoCL wants wide vectors and enough chains to cover the FMA
+ * latency, a GPU scalars and many work-items), so a few shapes are timed
+ * and the best one counts: a peak, not a typical figure.
+ * ------------------------------------------------------------------------ */
+
+#define FMA_ITEMS 65536
+#define FMA_PER_ITEM 16384      /* multiply-adds per work-item */
+
+/* The source for `chains` chains of float`width` (width 1: float). */
+static void
+fma_source(char *src, size_t size, int width, int chains)
+{
+    char vt[16];
+    size_t n;
+    int c;
+
+    snprintf(vt, sizeof vt, width > 1 ? "float%d" : "float", width);
+    n = (size_t)snprintf(src, size,
+        "__kernel void fma_peak(__global const float *x,\n"
+        "    __global float *y, uint n_y, __global const int *shapes,\n"
+        "    __global const float *params)\n"
+        "{\n"
+        "    uint i = get_global_id(0);\n"
+        "    int k, iters = (int)params[0];\n"
+        "    %s m = (%s)(params[1]), c = (%s)(params[2]), s;\n",
+        vt, vt, vt);
+    for (c = 0; c < chains; c++)
+        n += (size_t)snprintf(src + n, size - n,
+                              "    %s a%d = (%s)(x[i] + %d.0f);\n", vt, c,
+                              vt, c);
+    n += (size_t)snprintf(src + n, size - n,
+        "    if (i >= n_y) return;\n"
+        "    for (k = 0; k < iters; k++) {\n");
+    for (c = 0; c < chains; c++)
+        n += (size_t)snprintf(src + n, size - n,
+                              "        a%d = mad(a%d, m, c);\n", c, c);
+    n += (size_t)snprintf(src + n, size - n, "    }\n    s = a0");
+    for (c = 1; c < chains; c++)
+        n += (size_t)snprintf(src + n, size - n, " + a%d", c);
+    /* every lane reaches y: a compiler may drop the work of dead lanes */
+    n += (size_t)snprintf(src + n, size - n, ";\n    y[i] = %s;\n}\n",
+                          width == 16 ? "dot(s.lo.lo + s.lo.hi + s.hi.lo + "
+                                        "s.hi.hi, (float4)(1.0f))" :
+                          width == 8 ? "dot(s.lo + s.hi, (float4)(1.0f))" :
+                          width == 4 ? "dot(s, (float4)(1.0f))" : "s");
+    snprintf(src + n, size - n,
+        "__kernel void fma_peak_b(__global const float *x,\n"
+        "    __global const float *y, __global const float *gy,\n"
+        "    __global float *gx, uint n_x, __global const int *shapes,\n"
+        "    __global const float *params)\n"
+        "{\n"
+        "    uint i = get_global_id(0);\n"
+        "    if (i < n_x) gx[i] = 0.0f;\n"
+        "}\n");
+}
+
+typedef struct fma_run {
+    cg_custom_op *op;
+    cg_tensor *x;
+} fma_run;
+
+static int
+fma_step(void *arg)
+{
+    fma_run *r = arg;
+    cg_tensor *y = cg_custom_op_apply(r->op, 1, &r->x);
+
+    cg_tensor_free(y);
+    return y ? 0 : -1;
+}
+
+int
+bench_fma_peak(cg_context *ctx, double *gflops)
+{
+    static const char *const back[] = { "fma_peak_b" };
+    static const int shapes[][2] = {    /* width (1, 4, 8, 16), chains */
+        { 1, 16 }, { 4, 16 }, { 8, 16 }, { 16, 8 }, { 16, 16 }
+    };
+    const int64_t items = FMA_ITEMS;
+    char src[4096], name[64];
+    cg_custom_op_def def;
+    bench quiet;
+    fma_run r;
+    bstat st;
+    size_t v;
+    int status = 0;
+
+    *gflops = 0;
+    memset(&quiet, 0, sizeof quiet);
+    quiet.warmup = 1;
+    quiet.repeat = 3;
+    r.x = cg_full(ctx, 1, &items, 0.5f);
+    if (!r.x)
+        return -1;
+    for (v = 0; v < sizeof shapes / sizeof shapes[0] && !status; v++) {
+        int lanes = shapes[v][0] * shapes[v][1];
+        float params[3] = { (float)(FMA_PER_ITEM / lanes), 0.999f, 0.001f };
+
+        fma_source(src, sizeof src, shapes[v][0], shapes[v][1]);
+        snprintf(name, sizeof name, "bench.fma_peak_w%d_c%d", shapes[v][0],
+                 shapes[v][1]);
+        memset(&def, 0, sizeof def);
+        def.name = name;
+        def.source = src;
+        def.forward_kernel = "fma_peak";
+        def.backward_kernels = back;
+        def.ninputs = 1;
+        def.params = params;
+        def.nparams = 3;
+        r.op = cg_custom_op_new(ctx, &def);
+        status = r.op ? bench_time(&quiet, ctx, fma_step, &r, &st) : -1;
+        if (status == 0 && (double)items * FMA_PER_ITEM * 2 / st.min *
+            1e-9 > *gflops)
+            *gflops = (double)items * FMA_PER_ITEM * 2 / st.min * 1e-9;
+        cg_custom_op_free(r.op);
+    }
+    cg_tensor_free(r.x);
+    return status;
+}
+
+/* ------------------------------------------------------------------------
+ * gemm: CLBlast SGEMM through cg_matmul vs OpenBLAS cblas_sgemm
+ * ------------------------------------------------------------------------ */
+
+typedef struct gemm_case {
+    const char *label;
+    int m, n, k;
+} gemm_case;
+
+typedef struct gemm_run {
+    int m, n, k;
+    const float *a, *b;
+    float *c;
+    cg_tensor *ta, *tb, *tc;
+} gemm_run;
+
+static int
+gemm_blas_step(void *arg)
+{
+    gemm_run *g = arg;
+
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g->m, g->n, g->k,
+                1.0f, g->a, g->k, g->b, g->n, 0.0f, g->c, g->n);
+    return 0;
+}
+
+static int
+gemm_clgrad_step(void *arg)
+{
+    gemm_run *g = arg;
+
+    cg_tensor_free(g->tc);
+    g->tc = cg_matmul(g->ta, g->tb);
+    return g->tc ? 0 : -1;
+}
+
+/* Times clgrad on ctx for case g (already holding the host inputs and
+ * OpenBLAS's result in ref); adds a row. */
+static int
+gemm_row(bench *b, cg_context *ctx, const gemm_case *gc, gemm_run *g,
+         const float *ref, const bstat *ref_st, const char *variant,
+         json_object *s)
+{
+    int64_t sa[2] = { gc->m, gc->k }, sb[2] = { gc->k, gc->n };
+    size_t n = (size_t)gc->m * (size_t)gc->n, i;
+    double err = 0, scale = 0;
+    char name[80];
+    json_object *row;
+    bstat st;
+    float *c = malloc(n * sizeof *c);
+    int rc = -1;
+
+    bench_progress("gemm %s %s", gc->label, variant);
+    g->ta = cg_tensor_from_host(ctx, CG_F32, 2, sa, g->a);
+    g->tb = cg_tensor_from_host(ctx, CG_F32, 2, sb, g->b);
+    g->tc = NULL;
+    if (!c || !g->ta || !g->tb ||
+        bench_time(b, ctx, gemm_clgrad_step, g, &st) ||
+        cg_tensor_to_host(g->tc, c, n * sizeof *c))
+        goto done;
+    for (i = 0; i < n; i++) {
+        err = fmax(err, fabs((double)c[i] - ref[i]));
+        scale = fmax(scale, fabs((double)ref[i]));
+    }
+    snprintf(name, sizeof name, "%s %s", gc->label, variant);
+    row = bench_row(name, &st, ref_st, SPEEDUP);
+    bench_add_double(row, "clgrad_gflops", 2.0 * gc->m * gc->n * gc->k /
+                     st.med * 1e-9);
+    bench_add_double(row, "max_rel_err", scale > 0 ? err / scale : err);
+    bench_suite_add(s, row);
+    rc = 0;
+done:
+    if (rc)
+        bench_fail("gemm %s: %s", gc->label, cg_last_error());
+    cg_tensor_free(g->ta);
+    cg_tensor_free(g->tb);
+    cg_tensor_free(g->tc);
+    free(c);
+    return rc;
+}
+
+json_object *
+suite_gemm(bench *b, cg_context *untuned)
+{
+    static const gemm_case full[] = {
+        { "256^3", 256, 256, 256 },
+        { "1024^3", 1024, 1024, 1024 },
+        { "2048^3", 2048, 2048, 2048 },
+        { "lstm H256 B32 (32x1024x256)", 32, 1024, 256 },
+        { "lstm H512 B32 (32x2048x512)", 32, 2048, 512 },
+    };
+    static const gemm_case quick[] = {
+        { "64^3", 64, 64, 64 },
+        { "lstm H32 B4 (4x128x32)", 4, 128, 32 },
+    };
+    const gemm_case *cases = b->quick ? quick : full;
+    int ncases = b->quick ? 2 : 5, i, pass;
+    float *a[5] = { 0 }, *bm[5] = { 0 }, *ref[5] = { 0 };
+    bstat ref_st[5];
+    json_object *s;
+    char what[256];
+    cg_context *tuned = NULL;
+
+    snprintf(what, sizeof what, "OpenBLAS cblas_sgemm (core %s, %d threads)",
+             openblas_get_corename(), openblas_get_num_threads());
+    s = bench_suite_new(what, SPEEDUP_MEANING);
+    json_object_object_add(s, "note", json_object_new_string(
+        "max_rel_err: max |clgrad - OpenBLAS| / max |OpenBLAS|; untuned: "
+        "the context made with no_tuning (built-in parameters)"));
+    for (i = 0; i < ncases; i++) {
+        gemm_run g;
+
+        memset(&g, 0, sizeof g);
+        g.m = cases[i].m;
+        g.n = cases[i].n;
+        g.k = cases[i].k;
+        a[i] = rand_floats((size_t)g.m * (size_t)g.k);
+        bm[i] = rand_floats((size_t)g.k * (size_t)g.n);
+        ref[i] = malloc((size_t)g.m * (size_t)g.n * sizeof(float));
+        if (!a[i] || !bm[i] || !ref[i])
+            goto fail;
+        g.a = a[i];
+        g.b = bm[i];
+        g.c = ref[i];
+        bench_progress("gemm %s OpenBLAS", cases[i].label);
+        if (bench_time(b, NULL, gemm_blas_step, &g, &ref_st[i]))
+            goto fail;
+    }
+    /* OpenBLAS's idle threads spin for a while before they sleep: let
+     * them settle before the OpenCL runtime's threads are timed. */
+    usleep(300000);
+    for (pass = 0; pass < 2; pass++) {
+        cg_context *ctx = untuned;
+
+        if (pass == 1 && !(ctx = tuned = bench_context(b, 0)))
+            goto fail;
+        for (i = 0; i < ncases; i++) {
+            gemm_run g;
+
+            memset(&g, 0, sizeof g);
+            g.a = a[i];
+            g.b = bm[i];
+            if (gemm_row(b, ctx, &cases[i], &g, ref[i], &ref_st[i],
+                         pass ? "tuned" : "untuned", s))
+                goto fail;
+        }
+    }
+    if (0) {
+fail:
+        json_object_put(s);
+        s = NULL;
+    }
+    cg_context_free(tuned);
+    for (i = 0; i < ncases; i++) {
+        free(a[i]);
+        free(bm[i]);
+        free(ref[i]);
+    }
+    return s;
+}
+
+/* ------------------------------------------------------------------------
+ * bandwidth: memory-bound kernels vs the device's copy bandwidth
+ * ------------------------------------------------------------------------ */
+
+typedef struct bw_run {
+    int kind;                   /* 0 add, 1 sum, 2 adam */
+    cg_tensor *a, *b;
+    cg_optimizer *opt;
+} bw_run;
+
+static int
+bw_step(void *arg)
+{
+    bw_run *r = arg;
+    cg_tensor *y;
+
+    if (r->kind == 2)
+        return cg_optim_step(r->opt);
+    y = r->kind == 0 ? cg_add(r->a, r->b) : cg_sum(r->a, 0, NULL, 0);
+    cg_tensor_free(y);
+    return y ? 0 : -1;
+}
+
+json_object *
+suite_bandwidth(bench *b, cg_context *ctx)
+{
+    static const char *const names[3] = {
+        "elementwise add (r 2N, w N)", "reduction sum (r N)",
+        "adam step (r 4N, w 3N)"
+    };
+    static const double traffic[3] = { 3, 1, 7 };  /* floats moved per N */
+    int64_t n = b->quick ? (1 << 18) : (16 << 20);
+    json_object *s;
+    char what[128], name[96];
+    int k, rc = 0;
+
+    snprintf(what, sizeof what, "the device's copy bandwidth, %.2f GB/s "
+             "(cg_context_measure)", b->copy_gbps);
+    s = bench_suite_new(what, "fraction of copy bandwidth = achieved GB/s "
+                        "/ copy GB/s (reference time: the bytes moved at "
+                        "copy bandwidth)");
+    for (k = 0; k < 3 && rc == 0; k++) {
+        bw_run r;
+        bstat st, ref;
+        double bytes = traffic[k] * (double)n * sizeof(float);
+        json_object *row;
+
+        memset(&r, 0, sizeof r);
+        r.kind = k;
+        bench_progress("bandwidth %s", names[k]);
+        r.a = rand_tensor(ctx, 1, &n);
+        r.b = r.a ? rand_tensor(ctx, 1, &n) : NULL;
+        rc = r.b ? 0 : -1;
+        if (rc == 0 && k == 2) {
+            /* a gradient of ones, kept: every step updates with it */
+            cg_tensor *loss;
+
+            rc = cg_tensor_set_requires_grad(r.a, 1);
+            loss = rc ? NULL : cg_sum(r.a, 0, NULL, 0);
+            rc = loss ? cg_backward(loss, NULL, 0) : -1;
+            cg_tensor_free(loss);
+            r.opt = rc ? NULL : cg_optim_adam_new(ctx, &r.a, 1, NULL);
+            rc = r.opt ? 0 : -1;
+        }
+        if (rc == 0)
+            rc = bench_time(b, ctx, bw_step, &r, &st);
+        else
+            bench_fail("bandwidth: %s", cg_last_error());
+        if (rc == 0) {
+            ref.med = ref.min = ref.max = bytes / (b->copy_gbps * 1e9);
+            snprintf(name, sizeof name, "%s", names[k]);
+            row = bench_row(name, &st, &ref, "copy_bandwidth_ratio");
+            bench_add_double(row, "clgrad_gbps", bytes / st.med * 1e-9);
+            bench_add_int(row, "elements", n);
+            bench_suite_add(s, row);
+        }
+        cg_optim_free(r.opt);
+        cg_tensor_free(r.a);
+        cg_tensor_free(r.b);
+    }
+    if (rc) {
+        json_object_put(s);
+        return NULL;
+    }
+    return s;
+}

@@ -1,0 +1,114 @@
+#!/usr/bin/python3
+"""tools/bench_torch.py - the PyTorch CPU side of clgrad-bench.
+
+clgrad-bench runs this with /usr/bin/python3 (Debian's python3-torch) and
+OMP_NUM_THREADS=N OMP_WAIT_POLICY=passive in the environment, so that
+PyTorch's threads sleep instead of spinning against the OpenCL runtime's.
+It times the same training steps as clgrad-bench - same shapes, same loss,
+Adam with PyTorch's defaults (lr 1e-3) - with the same warm-up and repeats,
+and prints one JSON object on stdout:
+
+  {"torch_version": "1.13.1", "threads": 2,
+   "results": [{"name": "...", "times_s": [...]}, ...]}
+
+Usage: bench_torch.py --threads N --warmup W --repeat R MODEL:SPEC...
+  mlp:B:IN:H1:H2:OUT                     linear/relu MLP, cross-entropy
+  lstm:T:B:IN:H:LAYERS                   LSTM, MSE against a fixed target
+  charlstm:T:B:VOCAB:EMBED:H:LAYERS      embedding, LSTM, linear head,
+                                         cross-entropy over all T*B steps
+"""
+import argparse
+import json
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+
+def mlp_case(b, n_in, h1, h2, n_out):
+    model = torch.nn.Sequential(
+        torch.nn.Linear(n_in, h1), torch.nn.ReLU(),
+        torch.nn.Linear(h1, h2), torch.nn.ReLU(),
+        torch.nn.Linear(h2, n_out))
+    x = torch.rand(b, n_in) * 2 - 1
+    y = torch.randint(0, n_out, (b,))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+    def step():
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+    return step
+
+
+def lstm_case(t, b, n_in, h, layers):
+    lstm = torch.nn.LSTM(n_in, h, layers)
+    x = torch.rand(t, b, n_in) * 2 - 1
+    target = torch.rand(t, b, h) * 2 - 1
+    opt = torch.optim.Adam(lstm.parameters(), lr=1e-3)
+
+    def step():
+        y, _ = lstm(x)
+        loss = F.mse_loss(y, target)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+    return step
+
+
+def charlstm_case(t, b, vocab, embed, h, layers):
+    emb = torch.nn.Embedding(vocab, embed)
+    lstm = torch.nn.LSTM(embed, h, layers)
+    head = torch.nn.Linear(h, vocab)
+    ids = torch.randint(0, vocab, (t, b))
+    targets = torch.randint(0, vocab, (t * b,))
+    params = list(emb.parameters()) + list(lstm.parameters()) + \
+        list(head.parameters())
+    opt = torch.optim.Adam(params, lr=1e-3)
+
+    def step():
+        y, _ = lstm(emb(ids))
+        loss = F.cross_entropy(head(y.reshape(t * b, h)), targets)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+    return step
+
+
+CASES = {"mlp": (mlp_case, 5), "lstm": (lstm_case, 5),
+         "charlstm": (charlstm_case, 6)}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--threads", type=int, required=True)
+    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("specs", nargs="+")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(1)
+    results = []
+    for spec in args.specs:
+        kind, *dims = spec.split(":")
+        if kind not in CASES or len(dims) != CASES[kind][1]:
+            sys.exit("bench_torch.py: bad case '%s'" % spec)
+        step = CASES[kind][0](*map(int, dims))
+        for _ in range(args.warmup):
+            step()
+        times = []
+        for _ in range(args.repeat):
+            t0 = time.perf_counter()
+            step()
+            times.append(time.perf_counter() - t0)
+        results.append({"name": spec, "times_s": times})
+    json.dump({"torch_version": torch.__version__,
+               "threads": torch.get_num_threads(), "results": results},
+              sys.stdout)
+    print()
+
+
+if __name__ == "__main__":
+    main()
