@@ -88,7 +88,8 @@ usage(FILE *f)
 "2 usage.\n"
 "\n"
 "Environment: CLGRAD_TUNING_DIR (where the databases live), CLGRAD_DEVICE,\n"
-"CLGRAD_CACHE_DIR, CLGRAD_KERNEL_DIR.\n", prog);
+"CLGRAD_CACHE_DIR, CLGRAD_KERNEL_DIR; CLGRAD_TUNE_CHILD_STDERR=1 shows the\n"
+"search child's messages.\n", prog);
 }
 
 /* ------------------------------------------------------------------------
@@ -154,8 +155,16 @@ tu_progress(tu_run *r, const char *kernel, const char *shape, int i, int n,
         snprintf(best, sizeof best, ", best %.1f us (defaults %.1f, "
                  "%.2fx)", best_us, default_us, default_us / best_us);
     if (r->tty) {
-        fprintf(stderr, "\r\033[K%s %s: %s%s, %s left", kernel, shape, what,
-                best, left);
+        /* The bar is the budget spent. */
+        int w = 20, filled = (int)(w * (tu_now() - r->t0) / r->cfg->budget);
+        char bar[24];
+        int j;
+
+        for (j = 0; j < w; j++)
+            bar[j] = j < filled ? '#' : '.';
+        bar[w] = '\0';
+        fprintf(stderr, "\r\033[K[%s] %s %s: %s%s, %s left", bar, kernel,
+                shape, what, best, left);
         r->last_print = 1;
     } else {
         fprintf(stderr, "%s: %s %s: %s%s, %s left\n", prog, kernel, shape,
@@ -619,7 +628,7 @@ main(int argc, char **argv)
 {
     tu_config cfg;
     tu_run r;
-    cg_context_options opts = { NULL, 0, 1 };
+    cg_context_options opts;
     char path[4096];
     json_object *root;
     int rc, failed, written = 0;
@@ -638,7 +647,9 @@ main(int argc, char **argv)
     signal(SIGINT, on_sigint);
     /* Built-in parameters only: "default" must mean the defaults, not an
      * earlier run's entries. */
+    memset(&opts, 0, sizeof opts);
     opts.device = cfg.device;
+    opts.no_tuning = 1;
     r.ctx = cg_context_new_with(&opts);
     if (!r.ctx || cg_context_device_info(r.ctx, &r.dev) != CG_OK) {
         fprintf(stderr, "%s: %s\n", prog, cg_last_error());

@@ -16,6 +16,9 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 
 #include "tune.h"
 #include "cl/internal.h"
@@ -68,7 +71,7 @@ tu_child_search(tu_run *r, const char *kernel, const char *name, size_t m,
     char dev[16], sm[24], sn[24], sk[24], sf[32], last[8192];
     char *argv[9];
     json_object *o = NULL, *params = NULL;
-    int fds[2], status;
+    int fds[2], status, quiet;
     pid_t pid;
 
     snprintf(dev, sizeof dev, "%d", r->dev.index);
@@ -89,6 +92,7 @@ tu_child_search(tu_run *r, const char *kernel, const char *name, size_t m,
         snprintf(why, whylen, "pipe: %s", strerror(errno));
         return -1;
     }
+    quiet = !getenv("CLGRAD_TUNE_CHILD_STDERR");
     fflush(NULL);
     pid = fork();
     if (pid < 0) {
@@ -100,8 +104,12 @@ tu_child_search(tu_run *r, const char *kernel, const char *name, size_t m,
     if (pid == 0) {
         int null = open("/dev/null", O_WRONLY);
 
+#ifdef __linux__
+        /* Not to outlive a parent killed outright. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+#endif
         dup2(fds[1], 1);
-        if (null >= 0 && !getenv("CLGRAD_TUNE_CHILD_STDERR"))
+        if (null >= 0 && quiet)
             dup2(null, 2);
         close(fds[0]);
         execv("/proc/self/exe", argv);
@@ -132,13 +140,17 @@ int
 tu_clblast_child(const char *device, const char *kernel, size_t m, size_t n,
                  size_t k, double fraction)
 {
-    cg_context_options opts = { device, 0, 1 };
-    cg_context *ctx = cg_context_new_with(&opts);
+    cg_context_options opts;
+    cg_context *ctx;
     char names[CG_TUNING_MAX_PARAMS][40], why[512];
     long values[CG_TUNING_MAX_PARAMS];
     int out, null, round, count, i;
     FILE *f;
 
+    memset(&opts, 0, sizeof opts);
+    opts.device = device;
+    opts.no_tuning = 1;
+    ctx = cg_context_new_with(&opts);
     if (!ctx) {
         fprintf(stderr, "clgrad-tune: %s\n", cg_last_error());
         return 1;
@@ -146,8 +158,11 @@ tu_clblast_child(const char *device, const char *kernel, size_t m, size_t n,
     /* Only the result lines go to the parent. */
     out = dup(1);
     null = open("/dev/null", O_WRONLY);
-    if (out < 0 || null < 0 || dup2(null, 1) < 0 || !(f = fdopen(out, "w")))
+    if (out < 0 || null < 0 || dup2(null, 1) < 0 ||
+        !(f = fdopen(out, "w"))) {
+        cg_context_free(ctx);
         return 1;
+    }
     for (round = 2; round >= 0; round--) {
         double fr = fraction / (double)(1 << (2 * round));
         int rc = tu_clblast_tune(&ctx->queue, kernel, m, n, k, fr, names,
