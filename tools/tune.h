@@ -146,8 +146,9 @@ int tu_child_search(tu_run *r, const char *kernel, const char *name,
                     char *why, size_t whylen);
 
 /* The hidden search child (--clblast-child): runs CLBlast's own tuner
- * for `kernel` and prints each round's best parameters as a JSON line on
- * stdout.  Returns the exit status. */
+ * for `kernel` (rounds of growing fractions, see tune_child.c) and prints
+ * each round's best parameters as a JSON line on stdout.  Returns the
+ * exit status. */
 int tu_clblast_child(const char *device, const char *kernel, size_t m,
                      size_t n, size_t k, double fraction);
 

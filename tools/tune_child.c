@@ -3,10 +3,12 @@
  * CLBlast's tuner compiles every candidate and cannot be interrupted, so
  * clgrad-tune runs it in a child (this program with the hidden option
  * --clblast-child) that the parent kills at its deadline.  The child
- * searches growing fractions of the space (each a prefix of the previous
- * one's shuffled order: CLBlast shuffles with a fixed seed) and prints the
- * best after each round as a JSON line, so that a child killed early still
- * leaves an answer.
+ * searches growing fractions of the space, F/16, F/4, F (--fraction), then
+ * 4F, 16F, ... up to the whole space while the parent lets it run (each a
+ * prefix of the next one's shuffled order: CLBlast shuffles with a fixed
+ * seed), and prints the best after each round as a JSON line, so that a
+ * child killed early still leaves an answer, and a small space (the copy
+ * kernels') is covered when F of it is not one candidate.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -144,7 +146,8 @@ tu_clblast_child(const char *device, const char *kernel, size_t m, size_t n,
     cg_context *ctx;
     char names[CG_TUNING_MAX_PARAMS][40], why[512];
     long values[CG_TUNING_MAX_PARAMS];
-    int out, null, round, count, i;
+    int out, null, count, i;
+    double fr;
     FILE *f;
 
     memset(&opts, 0, sizeof opts);
@@ -163,27 +166,32 @@ tu_clblast_child(const char *device, const char *kernel, size_t m, size_t n,
         cg_context_free(ctx);
         return 1;
     }
-    for (round = 2; round >= 0; round--) {
-        double fr = fraction / (double)(1 << (2 * round));
-        int rc = tu_clblast_tune(&ctx->queue, kernel, m, n, k, fr, names,
-                                 values, CG_TUNING_MAX_PARAMS, &count, why,
-                                 sizeof why);
+    for (fr = fraction / 16;; fr *= 4) {
+        int rc;
         json_object *o, *p;
 
-        if (!count)
-            continue;
-        o = json_object_new_object();
-        p = json_object_new_object();
-        for (i = 0; i < count; i++)
-            json_object_object_add(p, names[i],
-                                   json_object_new_int64(values[i]));
-        json_object_object_add(o, "fraction", json_object_new_double(fr));
-        json_object_object_add(o, "status", json_object_new_int(rc));
-        json_object_object_add(o, "parameters", p);
-        fprintf(f, "%s\n", json_object_to_json_string_ext(
-                    o, JSON_C_TO_STRING_PLAIN));
-        fflush(f);
-        json_object_put(o);
+        if (fr > 1)
+            fr = 1;
+        rc = tu_clblast_tune(&ctx->queue, kernel, m, n, k, fr, names,
+                             values, CG_TUNING_MAX_PARAMS, &count, why,
+                             sizeof why);
+        if (count) {
+            o = json_object_new_object();
+            p = json_object_new_object();
+            for (i = 0; i < count; i++)
+                json_object_object_add(p, names[i],
+                                       json_object_new_int64(values[i]));
+            json_object_object_add(o, "fraction",
+                                   json_object_new_double(fr));
+            json_object_object_add(o, "status", json_object_new_int(rc));
+            json_object_object_add(o, "parameters", p);
+            fprintf(f, "%s\n", json_object_to_json_string_ext(
+                        o, JSON_C_TO_STRING_PLAIN));
+            fflush(f);
+            json_object_put(o);
+        }
+        if (fr >= 1)
+            break;
     }
     fclose(f);
     cg_context_free(ctx);
