@@ -1259,6 +1259,11 @@ int cg_text_batch(const cg_text *t, cg_context *ctx, int steps, int batch,
  *   "rnn.path"
  *       gemm_min_h: the hidden size from which an RNN layer forms the
  *       recurrent product with a CLBlast GEMM per step (0: never).
+ *   "reduce" (RWG), "softmax" (SWG), "layer_norm" (LWG), "loss" (LWG),
+ *   "optim" (RWG)
+ *       the work-group size of a kernel file's tree reductions (a power
+ *       of two), shape "any": every kernel of the file is built with it
+ *       as a -D option and launched with it.
  * An entry for clgrad's own kernels records the hash of the kernel file it
  * was measured with (cg_kernel_source_hash); when the file has changed
  * since, the entry is stale and ignored.

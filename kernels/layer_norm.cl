@@ -22,7 +22,9 @@
  * adds its column's rows in increasing r - again a fixed order, no atomics.
  *
  * Tunable: LWG, the work-group size of the row kernels (a power of two,
- * default 64; the host must launch with the same value).
+ * default 64; the host launches with the value in force).
+ *
+ * @tunable LWG 64: 16 32 64 128 256
  */
 #ifndef LWG
 #define LWG 64

@@ -21,6 +21,8 @@
  * work-item per output element, padded to whole work-groups.
  *
  * Tunable: LWG, the work-group size of ce_f (a power of two, default 64).
+ *
+ * @tunable LWG 64: 16 32 64 128 256
  */
 #ifndef LWG
 #define LWG 64

@@ -23,6 +23,8 @@
  * shape: results are bit-identical from run to run.
  *
  * Tunable: RWG, the reduction work-group size (a power of two, default 64).
+ *
+ * @tunable RWG 64: 16 32 64 128 256
  */
 #pragma OPENCL FP_CONTRACT OFF
 

@@ -11,6 +11,8 @@
  * results are bit-identical from run to run.
  *
  * Tunable: RWG, the work-group size (a power of two, default 64).
+ *
+ * @tunable RWG 64: 16 32 64 128 256
  */
 #ifndef RWG
 #define RWG 64

@@ -13,6 +13,8 @@
  * exp, so no finite input overflows.
  *
  * Tunable: SWG, the work-group size (a power of two, default 64).
+ *
+ * @tunable SWG 64: 16 32 64 128 256
  */
 #ifndef SWG
 #define SWG 64

@@ -595,6 +595,189 @@ START_TEST(clblast_parameters_are_applied)
 }
 END_TEST
 
+/* Host copy of a tensor (n floats). */
+static void
+to_host(cg_tensor *t, float *out, size_t n)
+{
+    ck_assert_ptr_nonnull(t);
+    ck_assert_int_eq(cg_tensor_numel(t), (int64_t)n);
+    ck_assert_int_eq(cg_tensor_to_host(t, out, n * sizeof *out), CG_OK);
+}
+
+static int
+has_program(cg_context *ctx, const char *name, const char *defs)
+{
+    cg__program *p;
+
+    for (p = ctx->programs; p; p = p->next)
+        if (strcmp(p->name, name) == 0 && strstr(p->options, defs))
+            return 1;
+    return 0;
+}
+
+static void
+close_to(const float *got, const double *want, int n, const char *what)
+{
+    int i;
+
+    for (i = 0; i < n; i++)
+        ck_assert_msg(fabs(got[i] - want[i]) <= 2e-6 * (1 + fabs(want[i])),
+                      "%s[%d]: %.9g, reference %.9g", what, i, got[i],
+                      want[i]);
+}
+
+/* The work-group sizes of the reduction kernel files: a tuning entry for
+ * the file builds all its kernels with the -D option and the host launches
+ * with the same size; results match a double reference with each size. */
+START_TEST(file_work_group_sizes_are_applied)
+{
+    static const struct { const char *file, *param; } files[] = {
+        { "reduce", "RWG" }, { "softmax", "SWG" }, { "layer_norm", "LWG" },
+        { "loss", "LWG" }, { "optim", "RWG" }
+    };
+    static const long sizes[] = { 16, 128 };
+    enum { R = 7, C = 77 };
+    cg_context_options o = { NULL, 0, 1 };
+    cg_context *ctx = cg_context_new_with(&o);
+    int64_t xs[2] = { R, C }, ts[1] = { R }, ns[1] = { C };
+    float x[R * C], out[R * C];
+    double ref[R * C];
+    int32_t tg[R];
+    int f, z, i, j;
+
+    ck_assert_msg(ctx != NULL, "%s", TU_ERR);
+    for (i = 0; i < R * C; i++)
+        x[i] = (float)(((i * 7919) % 1000) / 250.0 - 2.0);
+    for (i = 0; i < R; i++)
+        tg[i] = (i * 11) % C;
+    for (z = 0; z < 2; z++)
+        for (f = 0; f < 5; f++) {
+            cg_tuning_entry e;
+            cg_tensor *t = cg_tensor_from_host(ctx, CG_F32, 2, xs, x), *y;
+            char defs[32];
+
+            memset(&e, 0, sizeof e);
+            strcpy(e.kernel, files[f].file);
+            strcpy(e.shape, "any");
+            e.nparams = 1;
+            strcpy(e.names[0], files[f].param);
+            e.values[0] = sizes[z];
+            ck_assert_int_eq(cg_kernel_source_hash(files[f].file,
+                                                   e.source_hash), CG_OK);
+            ck_assert_msg(cg_context_set_tuning(ctx, &e) == CG_OK, "%s",
+                          TU_ERR);
+            switch (f) {
+            case 0: {                       /* row sums */
+                int axis = 1;
+
+                y = cg_sum(t, 1, &axis, 0);
+                to_host(y, out, R);
+                for (i = 0; i < R; i++) {
+                    ref[i] = 0;
+                    for (j = 0; j < C; j++)
+                        ref[i] += x[i * C + j];
+                }
+                close_to(out, ref, R, "sum");
+                break;
+            }
+            case 1:                         /* softmax over rows */
+                y = cg_softmax(t, 1);
+                to_host(y, out, R * C);
+                for (i = 0; i < R; i++) {
+                    double m = -1e30, s = 0;
+
+                    for (j = 0; j < C; j++)
+                        m = x[i * C + j] > m ? x[i * C + j] : m;
+                    for (j = 0; j < C; j++)
+                        s += exp(x[i * C + j] - m);
+                    for (j = 0; j < C; j++)
+                        ref[i * C + j] = exp(x[i * C + j] - m) / s;
+                }
+                close_to(out, ref, R * C, "softmax");
+                break;
+            case 2:                         /* layer norm over rows */
+                y = cg_layer_norm(t, 1, ns, NULL, NULL, 1e-5f);
+                to_host(y, out, R * C);
+                for (i = 0; i < R; i++) {
+                    double m = 0, v = 0;
+
+                    for (j = 0; j < C; j++)
+                        m += x[i * C + j];
+                    m /= C;
+                    for (j = 0; j < C; j++)
+                        v += (x[i * C + j] - m) * (x[i * C + j] - m);
+                    v /= C;
+                    for (j = 0; j < C; j++)
+                        ref[i * C + j] = (x[i * C + j] - m) / sqrt(v + 1e-5);
+                }
+                close_to(out, ref, R * C, "layer_norm");
+                break;
+            case 3: {                       /* cross-entropy, summed */
+                cg_tensor *tt = cg_tensor_from_host(ctx, CG_I32, 1, ts, tg);
+                double s = 0;
+
+                y = cg_cross_entropy(t, tt, CG_REDUCTION_SUM,
+                                     CG_IGNORE_INDEX, 0.0f);
+                to_host(y, out, 1);
+                for (i = 0; i < R; i++) {
+                    double m = -1e30, z2 = 0;
+
+                    for (j = 0; j < C; j++)
+                        m = x[i * C + j] > m ? x[i * C + j] : m;
+                    for (j = 0; j < C; j++)
+                        z2 += exp(x[i * C + j] - m);
+                    s += m + log(z2) - x[i * C + tg[i]];
+                }
+                ref[0] = s;
+                close_to(out, ref, 1, "cross_entropy");
+                cg_tensor_free(tt);
+                break;
+            }
+            default: {                      /* gradient norm */
+                cg_tensor *sq;
+                float norm = 0;
+                double s = 0;
+
+                ck_assert_int_eq(cg_tensor_set_requires_grad(t, 1), CG_OK);
+                sq = cg_mul(t, t);
+                y = cg_sum(sq, 0, NULL, 0);
+                ck_assert_int_eq(cg_backward(y, NULL, 0), CG_OK);
+                ck_assert_msg(cg_clip_grad_norm(&t, 1, 1e30, 2.0, &norm)
+                              == CG_OK, "%s", TU_ERR);
+                for (i = 0; i < R * C; i++)
+                    s += 4.0 * x[i] * x[i];
+                ref[0] = sqrt(s);
+                out[0] = norm;
+                close_to(out, ref, 1, "grad norm");
+                cg_tensor_free(sq);
+                break;
+            }
+            }
+            snprintf(defs, sizeof defs, "-D%s=%ld", files[f].param,
+                     sizes[z]);
+            ck_assert_msg(has_program(ctx, files[f].file, defs),
+                          "no %s program built with %s", files[f].file,
+                          defs);
+            cg_tensor_free(y);
+            cg_tensor_free(t);
+        }
+    /* Not a power of two: refused. */
+    {
+        cg_tuning_entry e;
+
+        memset(&e, 0, sizeof e);
+        strcpy(e.kernel, "softmax");
+        strcpy(e.shape, "any");
+        e.nparams = 1;
+        strcpy(e.names[0], "SWG");
+        e.values[0] = 48;
+        ck_assert_int_eq(cg_context_set_tuning(ctx, &e), CG_EINVAL);
+        ck_assert_msg(strstr(cg_last_error(), "power of two"), "%s", TU_ERR);
+    }
+    cg_context_free(ctx);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -612,6 +795,7 @@ main(void)
     tcase_add_test(tc, user_file_beats_shipped);
     tcase_add_test(tc, bad_and_stale_files_are_skipped_with_a_warning);
     tcase_add_test(tc, own_parameters_become_build_options);
+    tcase_add_test(tc, file_work_group_sizes_are_applied);
     tcase_add_test(tc, clblast_parameters_are_applied);
     suite_add_tcase(s, tc);
     return tu_run(s);

@@ -115,10 +115,17 @@ int cg__program_get_source(cg_context *ctx, const char *name,
 int cg__kernel_create(cg_context *ctx, const char *name, const char *options,
                       const char *kernel, cl_kernel *out);
 
-/* The context's cached kernel `kernel` of program `name` built with no
- * extra options (borrowed: the context owns it). */
+/* The context's cached kernel `kernel` of program `name`, built with the
+ * -D options of the tuning entry in force for that file (entry kernel
+ * "reduce" for kernels/reduce.cl, say), else none (borrowed: the context
+ * owns it). */
 int cg__kernel(cg_context *ctx, const char *name, const char *kernel,
                cl_kernel *out);
+
+/* Parameter `param` of the tuning entry in force for kernel file `file`,
+ * else dflt: the work-group size a host launch must match. */
+long cg__tuned(const cg_context *ctx, const char *file, const char *param,
+               long dflt);
 
 /* Sets kernel arguments 0..n-1 from (size, pointer) pairs; use CG_ARG(x)
  * for each: cg__args(k, 2, CG_ARG(mem), CG_ARG(n)). */

@@ -421,6 +421,46 @@ cg__kernel_create(cg_context *ctx, const char *name, const char *options,
     return CG_OK;
 }
 
+long
+cg__tuned(const cg_context *ctx, const char *file, const char *param,
+          long dflt)
+{
+    int i, j;
+
+    for (i = 0; i < ctx->ntuning; i++) {
+        const cg_tuning_entry *e = &ctx->tuning[i];
+
+        if (strcmp(e->kernel, file) != 0)
+            continue;
+        for (j = 0; j < e->nparams; j++)
+            if (strcmp(e->names[j], param) == 0)
+                return e->values[j];
+    }
+    return dflt;
+}
+
+/* The -D options of the tuning entry in force for kernel file `name`
+ * ("reduce": "-DRWG=128"), or NULL if there is none. */
+static const char *
+file_defines(const cg_context *ctx, const char *name, char *buf,
+             size_t size)
+{
+    size_t n = 0;
+    int i, j;
+
+    for (i = 0; i < ctx->ntuning; i++) {
+        const cg_tuning_entry *e = &ctx->tuning[i];
+
+        if (strcmp(e->kernel, name) != 0)
+            continue;
+        for (j = 0; j < e->nparams && n < size; j++)
+            n += (size_t)snprintf(buf + n, size - n, "%s-D%s=%ld",
+                                  n ? " " : "", e->names[j], e->values[j]);
+        return n && n < size ? buf : NULL;
+    }
+    return NULL;
+}
+
 int
 cg__kernel(cg_context *ctx, const char *name, const char *kernel,
            cl_kernel *out)
@@ -429,8 +469,10 @@ cg__kernel(cg_context *ctx, const char *name, const char *kernel,
     cg__program *p;
     cl_int rc;
     int status;
+    char defs[256];
 
-    status = cg__program_get(ctx, name, NULL, &p);
+    status = cg__program_get(ctx, name, ctx->ntuning ? file_defines(ctx,
+                             name, defs, sizeof defs) : NULL, &p);
     if (status)
         return status;
     for (e = p->kernels; e; e = e->next)

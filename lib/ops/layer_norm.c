@@ -10,7 +10,9 @@
 
 #include "ops/internal.h"
 
-#define LWG 64          /* must match the kernel's default */
+/* kernels/layer_norm.cl's work-group size: its default, or the tuning
+ * entry "layer_norm" in force. */
+#define LWG(ctx) ((size_t)cg__tuned(ctx, "layer_norm", "LWG", 64))
 
 enum { LN_WEIGHT = 1, LN_BIAS = 2 };
 
@@ -65,7 +67,7 @@ ln_backward_x(cg__node *node, cg_tensor *g, cg_tensor **gx)
     cl_mem mr = cg__tensor_mem(node->saved[3]), mg = cg__tensor_mem(g), mgx;
     cl_int flags = w ? LN_WEIGHT : 0;
     cl_uint N = (cl_uint)node->i[1];
-    size_t global = (size_t)node->i[0] * LWG, local = LWG;
+    size_t local = LWG(g->ctx), global = (size_t)node->i[0] * local;
     cl_kernel k;
     int status;
 
@@ -136,7 +138,7 @@ ln_forward(cg_tensor *x, cg_tensor *w, cg_tensor *b, int64_t rows,
     cl_mem mx = cg__tensor_mem(x), mw = w ? cg__tensor_mem(w) : mx;
     cl_mem mb = b ? cg__tensor_mem(b) : mx, my, mm, mr;
     cl_int flags = (w ? LN_WEIGHT : 0) | (b ? LN_BIAS : 0);
-    size_t global = (size_t)rows * LWG, local = LWG;
+    size_t local = LWG(x->ctx), global = (size_t)rows * local;
     cl_kernel k;
     int status;
 

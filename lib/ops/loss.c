@@ -19,7 +19,9 @@
 
 #include "ops/internal.h"
 
-#define LWG 64          /* must match the kernel's default */
+/* kernels/loss.cl's work-group size of ce_f: its default, or the tuning
+ * entry "loss" in force. */
+#define LWG(ctx) ((size_t)cg__tuned(ctx, "loss", "LWG", 64))
 
 /* The sum (times scale) of every element of rows, or rows itself for
  * reduction none; takes over the caller's reference to rows. */
@@ -198,7 +200,7 @@ cg_cross_entropy(cg_tensor *input, cg_tensor *target, cg_reduction reduction,
     cl_float eps = label_smoothing;
     cl_kernel k;
     int64_t count;
-    size_t global, local = LWG;
+    size_t global, local;
     float scale;
     int status;
 
@@ -227,7 +229,8 @@ cg_cross_entropy(cg_tensor *input, cg_tensor *target, cg_reduction reduction,
     if (status == CG_OK)
         status = cg__args(k, 6, CG_ARG(mx), CG_ARG(mt), CG_ARG(p),
                           CG_ARG(eps), CG_ARG(mr), CG_ARG(ml));
-    global = (size_t)cg_tensor_numel(target) * LWG;
+    local = LWG(input->ctx);
+    global = (size_t)cg_tensor_numel(target) * local;
     if (status == CG_OK)
         status = cg__launch(input->ctx, k, 1, &global, &local, NULL);
     if (status) {

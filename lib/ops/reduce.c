@@ -10,7 +10,9 @@
 
 #include "ops/internal.h"
 
-#define RWG 64          /* must match the kernel's default */
+/* kernels/reduce.cl's work-group size: its default, or the tuning
+ * entry "reduce" in force. */
+#define RWG(ctx) ((size_t)cg__tuned(ctx, "reduce", "RWG", 64))
 
 enum { RED_SUM, RED_MAX, RED_VAR };
 
@@ -163,7 +165,7 @@ reduce(int kind, cg_tensor *x, unsigned mask, int keepdim, float param,
     cl_int xo = (cl_int)x->offset;
     cl_uint n;
     int ndim, status;
-    size_t global, local = RWG;
+    size_t global, local = RWG(x->ctx);
 
     out_shape(x, mask, keepdim, &ndim, shape);
     split_layout(x, mask, &kl, &rl, &nred);
@@ -207,7 +209,7 @@ reduce(int kind, cg_tensor *x, unsigned mask, int keepdim, float param,
                               CG_ARG(rl.strides[0]), CG_ARG(rl.nd),
                               CG_ARG(n), CG_ARG(my), CG_ARG(param));
     }
-    global = (size_t)kl.numel * RWG;
+    global = (size_t)kl.numel * local;
     if (status == CG_OK)
         status = cg__launch(x->ctx, k, 1, &global, &local, NULL);
     if (status == CG_OK)

@@ -7,7 +7,9 @@
 
 #include "ops/internal.h"
 
-#define SWG 64          /* must match the kernel's default */
+/* kernels/softmax.cl's work-group size: its default, or the tuning
+ * entry "softmax" in force. */
+#define SWG(ctx) ((size_t)cg__tuned(ctx, "softmax", "SWG", 64))
 
 /* The rows of x along `dim`: the layout of the other dimensions with x's
  * strides (operand 0) and the contiguous strides (operand 1), the row
@@ -44,7 +46,7 @@ softmax_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
     cg_tensor *y = node->saved[0], *gx;
     cl_int logmode = (cl_int)node->i[1];
     cl_mem my = cg__tensor_mem(y), mg = cg__tensor_mem(g), mgx;
-    size_t global, local = SWG;
+    size_t global, local = SWG(y->ctx);
     cl_kernel k;
     rows r;
     int status;
@@ -61,7 +63,7 @@ softmax_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
                           CG_ARG(r.l.shape), CG_ARG(r.l.strides[1]),
                           CG_ARG(r.l.nd), CG_ARG(r.n), CG_ARG(r.ys),
                           CG_ARG(logmode));
-    global = (size_t)r.l.numel * SWG;
+    global = (size_t)r.l.numel * local;
     if (status == CG_OK)
         status = cg__launch(y->ctx, k, 1, &global, &local, NULL);
     if (status) {
@@ -80,7 +82,7 @@ softmax_op(const char *op, cg_tensor *x, int dim, cl_int logmode)
     cl_kernel k;
     cl_mem mx, my;
     cl_int xo;
-    size_t global, local = SWG;
+    size_t global, local;
     rows r;
     int d, status;
 
@@ -96,6 +98,7 @@ softmax_op(const char *op, cg_tensor *x, int dim, cl_int logmode)
     y = cg__tensor_empty(x->ctx, CG_F32, x->ndim, x->shape);
     if (!y)
         return NULL;
+    local = SWG(x->ctx);
     rows_of(x, d, &r);
     mx = cg__tensor_mem(x);
     my = cg__tensor_mem(y);
@@ -106,7 +109,7 @@ softmax_op(const char *op, cg_tensor *x, int dim, cl_int logmode)
                           CG_ARG(r.l.strides[0]), CG_ARG(r.l.strides[1]),
                           CG_ARG(r.l.nd), CG_ARG(r.n), CG_ARG(r.xs),
                           CG_ARG(r.ys), CG_ARG(my), CG_ARG(logmode));
-    global = (size_t)r.l.numel * SWG;
+    global = (size_t)r.l.numel * local;
     if (status == CG_OK)
         status = cg__launch(x->ctx, k, 1, &global, &local, NULL);
     if (status == CG_OK) {

@@ -11,8 +11,9 @@
 
 #include "optim/internal.h"
 
-/* kernels/optim.cl's default RWG, which the programs are built with. */
-#define NORM_RWG 64
+/* kernels/optim.cl's reduction work-group size: its default, or the
+ * tuning entry "optim" in force (the programs are built with it). */
+#define NORM_RWG(ctx) ((int64_t)cg__tuned(ctx, "optim", "RWG", 64))
 /* At most this many partial results per gradient. */
 #define NORM_MAX_GROUPS 64
 
@@ -54,7 +55,8 @@ collect_grads(const char *fn, cg_tensor *const *params, int n,
 static cl_uint
 norm_groups(const cg_tensor *g)
 {
-    int64_t n = cg_tensor_numel(g), ng = (n + NORM_RWG - 1) / NORM_RWG;
+    int64_t wg = NORM_RWG(g->ctx), n = cg_tensor_numel(g),
+            ng = (n + wg - 1) / wg;
 
     return (cl_uint)(ng < NORM_MAX_GROUPS ? ng : NORM_MAX_GROUPS);
 }
@@ -66,7 +68,7 @@ enqueue_clip(cg_context *ctx, cg_tensor **grads, int count, cl_mem part,
              cl_uint npart, cl_mem out, cl_int kind, cl_float p,
              cl_float max_norm)
 {
-    size_t global, local = NORM_RWG;
+    size_t global, local = (size_t)NORM_RWG(ctx);
     cl_kernel kp, kf, ks;
     cl_uint pofs = 0;
     int i, status;
@@ -81,7 +83,7 @@ enqueue_clip(cg_context *ctx, cg_tensor **grads, int count, cl_mem part,
         cl_uint n = (cl_uint)cg_tensor_numel(grads[i]);
         cl_uint ng = norm_groups(grads[i]);
 
-        global = (size_t)ng * NORM_RWG;
+        global = (size_t)ng * local;
         if ((status = cg__args(kp, 7, CG_ARG(mg), CG_ARG(go), CG_ARG(n),
                                CG_ARG(part), CG_ARG(pofs), CG_ARG(kind),
                                CG_ARG(p))) ||
@@ -89,7 +91,7 @@ enqueue_clip(cg_context *ctx, cg_tensor **grads, int count, cl_mem part,
             return status;
         pofs += ng;
     }
-    global = NORM_RWG;
+    global = local;
     if ((status = cg__args(kf, 6, CG_ARG(part), CG_ARG(npart), CG_ARG(out),
                            CG_ARG(kind), CG_ARG(p), CG_ARG(max_norm))) ||
         (status = cg__launch(ctx, kf, 1, &global, &local, NULL)))

@@ -29,6 +29,14 @@ static const own_kernel own_kernels[] = {
     { "rnn.gru", "rnn", { "VW", "RB", "WG" } },
     { "rnn.rnn", "rnn", { "VW", "RB", "WG" } },
     { "rnn.path", "rnn", { "gemm_min_h", NULL, NULL } },
+    /* Whole kernel files: the entry's parameters become -D options of
+     * every kernel of the file (cg__kernel), and the host launches with
+     * the same work-group size (cg__tuned). */
+    { "reduce", "reduce", { "RWG", NULL, NULL } },
+    { "softmax", "softmax", { "SWG", NULL, NULL } },
+    { "layer_norm", "layer_norm", { "LWG", NULL, NULL } },
+    { "loss", "loss", { "LWG", NULL, NULL } },
+    { "optim", "optim", { "RWG", NULL, NULL } },
 };
 #define NOWN (sizeof own_kernels / sizeof own_kernels[0])
 
@@ -92,12 +100,15 @@ shape_h(const char *shape)
 }
 
 /* Whether entry e can be put in force on ctx's device; if not, a message
- * saying why.  `hash` is the current source hash of kernels/rnn.cl. */
+ * saying why.  With check_hash, an entry for clgrad's own kernels must
+ * name the current hash of its kernel file. */
 static int
 entry_usable(const cg_context *ctx, const cg_tuning_entry *e,
-             const char *hash)
+             int check_hash)
 {
     const own_kernel *k;
+    char hashbuf[33];
+    const char *hash = NULL;
     long v;
     int i, j;
 
@@ -114,6 +125,8 @@ entry_usable(const cg_context *ctx, const cg_tuning_entry *e,
     if (shape_h(e->shape) < 0)
         return cg__error(CG_EINVAL, "%s: shape \"%s\" is neither \"any\" "
                          "nor H<hidden size>", e->kernel, e->shape);
+    if (check_hash && cg_kernel_source_hash(k->file, hashbuf) == CG_OK)
+        hash = hashbuf;
     if (hash && strcmp(e->source_hash, hash) != 0)
         return cg__error(CG_EINVAL, "%s %s is stale: tuned for kernels/%s.cl "
                          "with hash %s, this library's is %s", e->kernel,
@@ -138,6 +151,21 @@ entry_usable(const cg_context *ctx, const cg_tuning_entry *e,
         return cg__error(CG_EINVAL, "%s: WG = %ld (1 to %zu on this device)",
                          e->kernel, v, ctx->info.max_work_group_size < 256
                          ? ctx->info.max_work_group_size : (size_t)256);
+    /* The tree reductions' work-group sizes: a power of two. */
+    for (i = 0; i < e->nparams; i++) {
+        const char *n = e->names[i];
+
+        if (strcmp(n, "RWG") != 0 && strcmp(n, "SWG") != 0 &&
+            strcmp(n, "LWG") != 0)
+            continue;
+        v = e->values[i];
+        if (v < 1 || v > 256 || (v & (v - 1)) ||
+            (size_t)v > ctx->info.max_work_group_size)
+            return cg__error(CG_EINVAL, "%s: %s = %ld (a power of two, 1 to "
+                             "%zu on this device)", e->kernel, n, v,
+                             ctx->info.max_work_group_size < 256
+                             ? ctx->info.max_work_group_size : (size_t)256);
+    }
     return CG_OK;
 }
 
@@ -208,7 +236,7 @@ cg_context_set_tuning(cg_context *ctx, const cg_tuning_entry *e)
     if (copy.nparams < 1 || copy.nparams > CG_TUNING_MAX_PARAMS)
         return cg__error(CG_EINVAL, "%s: %d parameters (1 to %d)",
                          copy.kernel, copy.nparams, CG_TUNING_MAX_PARAMS);
-    status = entry_usable(ctx, &copy, NULL);
+    status = entry_usable(ctx, &copy, 0);
     if (status)
         return status;
     if (!copy.origin[0])
@@ -317,7 +345,7 @@ typedef struct {
 
 static void
 consider(cg_context *ctx, cg_tuning_db *db, int user, const char *origin,
-         const char *hash, candidates *cs, warnings *w)
+         candidates *cs, warnings *w)
 {
     cg_tuning_match m = cg__tuning_match(&db->device, &ctx->info);
     char msg[600];
@@ -328,7 +356,7 @@ consider(cg_context *ctx, cg_tuning_db *db, int user, const char *origin,
     for (i = 0; i < db->count; i++) {
         cg_tuning_entry *e = &db->entries[i];
 
-        if (entry_usable(ctx, e, hash)) {
+        if (entry_usable(ctx, e, 1)) {
             snprintf(msg, sizeof msg, "%.250s: %.48s skipped (%.280s)", origin,
                      e->kernel, cg_last_error());
             warn(w, msg);
@@ -364,7 +392,7 @@ is_json(const struct dirent *d)
 }
 
 static void
-scan_user_dir(cg_context *ctx, const char *hash, candidates *cs,
+scan_user_dir(cg_context *ctx, candidates *cs,
               warnings *w)
 {
     struct dirent **names = NULL;
@@ -384,7 +412,7 @@ scan_user_dir(cg_context *ctx, const char *hash, candidates *cs,
                      cg_last_error());
             warn(w, msg);
         } else {
-            consider(ctx, db, 1, path, hash, cs, w);
+            consider(ctx, db, 1, path, cs, w);
             cg_tuning_db_free(db);
         }
         free(names[i]);
@@ -406,18 +434,15 @@ cg_context_apply_tuning(cg_context *ctx)
 {
     candidates cs = { NULL, 0, 0 };
     warnings w;
-    char hash[33], origin[96], msg[600];
-    const char *h = hash;
+    char origin[96], msg[600];
     int i, j;
 
     cg__error_clear();
     if (!ctx)
         return cg__error(CG_EINVAL, "ctx is NULL");
     memset(&w, 0, sizeof w);
-    if (cg_kernel_source_hash("rnn", hash))
-        h = NULL;   /* cannot happen with embedded kernels */
     cg_context_clear_tuning(ctx);
-    scan_user_dir(ctx, h, &cs, &w);
+    scan_user_dir(ctx, &cs, &w);
     for (i = 0; cg__tuning_embedded[i].name; i++) {
         cg_tuning_db *db;
 
@@ -425,12 +450,12 @@ cg_context_apply_tuning(cg_context *ctx)
                  cg__tuning_embedded[i].name);
         db = cg__tuning_db_parse(cg__tuning_embedded[i].text, origin);
         if (!db) {
-            snprintf(msg, sizeof msg, "%s ignored (%s)", origin,
+            snprintf(msg, sizeof msg, "%.90s ignored (%.400s)", origin,
                      cg_last_error());
             warn(&w, msg);
             continue;
         }
-        consider(ctx, db, 0, origin, h, &cs, &w);
+        consider(ctx, db, 0, origin, &cs, &w);
         cg_tuning_db_free(db);
     }
     /* The best candidate of each kernel and shape; the first wins ties. */
