@@ -3,7 +3,8 @@
  * small budget and a candidate or two (each new kernel variant costs PoCL
  * seconds to compile): the database file it writes loads, its entries are
  * sane and a new context puts them in force; a second run merges into the
- * file; --dry-run writes nothing; options and exit statuses.  No timing
+ * file; the stage "kernels" writes an entry per reduction kernel file;
+ * --dry-run writes nothing; options and exit statuses.  No timing
  * is checked: which candidate wins depends on the machine.
  */
 #include <stdio.h>
@@ -177,6 +178,82 @@ START_TEST(a_tiny_run_writes_a_database_that_contexts_use)
 }
 END_TEST
 
+/* The stage "kernels": an entry per reduction kernel file, loaded and in
+ * force (an exact match) in a new context. */
+START_TEST(the_kernels_stage_writes_an_entry_per_file)
+{
+    static const struct { const char *file, *param; } files[] = {
+        { "reduce", "RWG" }, { "softmax", "SWG" }, { "layer_norm", "LWG" },
+        { "loss", "LWG" }, { "optim", "RWG" }
+    };
+    char dir[512], hash[33], *out;
+    const char *path;
+    json_object *root, *kernels;
+    cg_tuning_db *db;
+    cg_tuning_entry e[5], in_force;
+    cg_context *ctx;
+    int status, f, i, n, found;
+
+    snprintf(dir, sizeof dir, "%s/kernels", tu_tmpdir());
+    out = run_tune(dir, "--budget 60 --only kernels --model-shape "
+                   "lstm:B=2,H=16,I=8,T=4 --max-candidates 1 --json "
+                   "--quiet", &status);
+    ck_assert_int_eq(status, 0);
+    root = json_tokener_parse(out);
+    ck_assert_msg(root != NULL, "not JSON: %.200s", out);
+    ck_assert(json_object_get_boolean(get(root, "written")));
+    path = json_object_get_string(get(root, "output"));
+    kernels = get(root, "kernels");
+    ck_assert_int_eq(json_object_array_length(kernels), 5);
+    db = cg_tuning_db_load(path);
+    ck_assert_msg(db != NULL, "%s", TU_ERR);
+    for (f = 0; f < 5; f++) {
+        json_object *k = json_object_array_get_idx(kernels, (size_t)f);
+        long v;
+
+        ck_assert_str_eq(json_object_get_string(get(k, "kernel")),
+                         files[f].file);
+        ck_assert_int_eq(json_object_array_length(get(k, "candidates")), 1);
+        find_entry(db, files[f].file, "any", &e[f]);
+        ck_assert_int_eq(e[f].nparams, 1);
+        v = param(&e[f], files[f].param);
+        ck_assert_msg(v >= 1 && v <= 256 && (v & (v - 1)) == 0,
+                      "%s %s=%ld", files[f].file, files[f].param, v);
+        ck_assert(e[f].time_us > 0 && e[f].default_time_us > 0);
+        ck_assert(e[f].time_us <= e[f].default_time_us);
+        ck_assert_int_eq(cg_kernel_source_hash(files[f].file, hash), CG_OK);
+        ck_assert_str_eq(e[f].source_hash, hash);
+        ck_assert_msg(strstr(e[f].note, "[8,") || strstr(e[f].note, "H16"),
+                      "note: %s", e[f].note);
+    }
+    cg_tuning_db_free(db);
+
+    ck_assert_int_eq(setenv("CLGRAD_TUNING_DIR", dir, 1), 0);
+    ctx = cg_context_new(NULL);
+    ck_assert_msg(ctx != NULL, "%s", TU_ERR);
+    ck_assert_int_eq(cg_context_tuning_count(ctx, &n), CG_OK);
+    for (f = 0; f < 5; f++) {
+        found = 0;
+        for (i = 0; i < n; i++) {
+            ck_assert_int_eq(cg_context_tuning_entry(ctx, i, &in_force),
+                             CG_OK);
+            if (strcmp(in_force.kernel, files[f].file) != 0 ||
+                strcmp(in_force.shape, "any") != 0)
+                continue;
+            found = 1;
+            ck_assert_int_eq(in_force.match, CG_TUNING_EXACT);
+            ck_assert_str_eq(in_force.origin, path);
+            ck_assert_int_eq(param(&in_force, files[f].param),
+                             param(&e[f], files[f].param));
+        }
+        ck_assert_msg(found, "%s is not in force", files[f].file);
+    }
+    cg_context_free(ctx);
+    json_object_put(root);
+    free(out);
+}
+END_TEST
+
 START_TEST(dry_run_writes_nothing)
 {
     char dir[512], file[600];
@@ -216,6 +293,7 @@ START_TEST(help_version_and_usage_errors)
     ck_assert_int_eq(status, 0);
     ck_assert(strstr(out, "Usage: clgrad-tune") != NULL);
     ck_assert(strstr(out, "--budget") != NULL);
+    ck_assert(strstr(out, "\n  kernels ") != NULL);
     free(out);
     out = run_tune(NULL, "--version", &status);
     ck_assert_int_eq(status, 0);
@@ -239,6 +317,7 @@ main(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, help_version_and_usage_errors);
     tcase_add_test(tc, a_tiny_run_writes_a_database_that_contexts_use);
+    tcase_add_test(tc, the_kernels_stage_writes_an_entry_per_file);
     tcase_add_test(tc, dry_run_writes_nothing);
     suite_add_tcase(s, tc);
     return tu_run(s);

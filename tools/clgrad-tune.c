@@ -1,8 +1,8 @@
 /*
  * clgrad-tune - measures kernel parameters for one device within a time
  * budget and writes the fastest into the device's tuning database (see
- * Tuning in clgrad.h): CLBlast's GEMM kernels and clgrad's fused recurrent
- * step kernels.  Every candidate is timed after a warm-up call (the first
+ * Tuning in clgrad.h): CLBlast's GEMM kernels, clgrad's fused recurrent
+ * step kernels and the work-group sizes of its reduction kernel files.  Every candidate is timed after a warm-up call (the first
  * call compiles, which is not counted) and checked against the result with
  * the built-in defaults; the defaults are measured first, as CLBlast's
  * parameters, once overridden, hold for the rest of the process.
@@ -47,6 +47,10 @@ usage(FILE *f)
 "                        XgemmDirect (XGEMM_MIN_INDIRECT_SIZE)\n"
 "  rnn.path              the hidden size from which a recurrent layer uses a\n"
 "                        GEMM per step instead of the fused kernel\n"
+"  kernels               the work-group size of clgrad's reduction kernel\n"
+"                        files reduce, softmax, layer_norm, loss and optim\n"
+"                        (their @tunable lines), each timed on an operation\n"
+"                        of the first --model-shape's size (B*T rows)\n"
 "  clblast.copy-kernels  CLBlast's Copy, Pad, Transpose and Padtranspose\n"
 "                        (its own search in the child; only with time left)\n"
 "Default: all of them, in this order.\n"
@@ -83,11 +87,11 @@ usage(FILE *f)
 "  -h, --help               show this help and exit\n"
 "  -V, --version            show the version and exit\n"
 "\n"
-"Times are per SGEMM call, or per time step of forward plus backward, the\n"
-"median of several runs after a warm-up.  Ctrl-C stops the current\n"
-"candidate and writes what was found so far; a second Ctrl-C quits at once\n"
-"without writing.  Exit status: 0 done (also when interrupted), 1 failure,\n"
-"2 usage.\n"
+"Times are per SGEMM call, per time step of forward plus backward, or per\n"
+"operation (kernels), the median of several runs after a warm-up.  Ctrl-C\n"
+"stops the current candidate and writes what was found so far; a second\n"
+"Ctrl-C quits at once without writing.  Exit status: 0 done (also when\n"
+"interrupted), 1 failure, 2 usage.\n"
 "\n"
 "Environment: CLGRAD_TUNING_DIR (where the databases live), CLGRAD_DEVICE,\n"
 "CLGRAD_CACHE_DIR, CLGRAD_KERNEL_DIR; CLGRAD_TUNE_CHILD_STDERR=1 shows the\n"
@@ -206,6 +210,7 @@ static const struct {
     { "clblast.XgemmDirect", TU_XGEMM_DIRECT },
     { "clblast.GemmRoutine", TU_GEMM_ROUTINE },
     { "rnn.path", TU_RNN_PATH },
+    { "kernels", TU_KERNELS },
     { "clblast.copy-kernels", TU_COPY },
 };
 #define NSTAGES (int)(sizeof stage_names / sizeof stage_names[0])
@@ -579,6 +584,7 @@ static const struct {
     { TU_XGEMM_DIRECT, 10, tu_stage_xgemm_direct },
     { TU_GEMM_ROUTINE, 5, tu_stage_gemm_routine },
     { TU_RNN_PATH, 20, tu_stage_rnn_path },
+    { TU_KERNELS, 5, tu_stage_kernels },
     { TU_COPY, 5, tu_stage_copy },
 };
 

@@ -1,7 +1,8 @@
 /*
  * tools/tune.h - clgrad-tune's engine: the configuration, the run state
  * (budget, interruption, progress, report, results) and the stages:
- * clgrad's own recurrent kernels (tune_rnn.c) and CLBlast's kernels
+ * clgrad's own recurrent kernels (tune_rnn.c), the work-group sizes of its
+ * reduction kernel files (tune_kernels.c) and CLBlast's kernels
  * (tune_clblast.c, with the C++ tuner behind tools/clblast_tune.cpp).
  */
 #ifndef CG_TUNE_H
@@ -26,7 +27,8 @@ enum {
     TU_GEMM_ROUTINE = 8,    /* "clblast.GemmRoutine" */
     TU_RNN_PATH = 16,       /* "rnn.path" */
     TU_COPY = 32,           /* "clblast.copy-kernels": with the time left */
-    TU_ALL = 63
+    TU_KERNELS = 64,        /* "kernels": reduction kernel files' WG */
+    TU_ALL = 127
 };
 
 /* A recurrent layer to tune for: cell mode, batch, hidden, input, steps. */
@@ -124,11 +126,50 @@ const char *tu_params_str(const tu_params *p, char *buf, size_t n);
 /* Median of n doubles (reorders them). */
 double tu_median(double *v, int n);
 
+/* ---- candidates and outputs of clgrad's own kernels (tune_rnn.c) ---- */
+
+#define TU_MAX_VALUES 16
+#define TU_MAX_SEGS 24
+
+/* A parameter declared by a kernel file's banner line
+ * " * @tunable NAME DEFAULT: V V V ...". */
+typedef struct tu_tunable {
+    char name[16];
+    int def;
+    int vals[TU_MAX_VALUES];
+    int n;
+} tu_tunable;
+
+/* Parses the @tunable lines of a kernel file's source into t (up to max);
+ * returns how many. */
+int tu_parse_tunables(const char *src, tu_tunable *t, int max);
+
+/* Host copies of a run's outputs, as segments of one array, so that each
+ * tensor is compared against its own scale. */
+typedef struct tu_out {
+    float *data;
+    size_t n;
+    size_t off[TU_MAX_SEGS + 1];
+    int nseg;
+} tu_out;
+
+void tu_out_free(tu_out *o);
+/* Appends t's elements as a segment. */
+int tu_out_add(tu_out *o, const cg_tensor *t);
+/* The largest error of any segment relative to that segment's largest
+ * reference value (INFINITY for a NaN or a different layout). */
+double tu_out_error(const tu_out *a, const tu_out *ref);
+
 /* ---- stages ---- */
 
 /* clgrad's own kernels: every shape, then (TU_RNN_PATH) the path. */
 int tu_stage_rnn(tu_run *r);
 int tu_stage_rnn_path(tu_run *r);
+
+/* The work-group sizes of the reduction kernel files (reduce, softmax,
+ * layer_norm, loss, optim), timed on operations of the first model
+ * shape's size (tune_kernels.c). */
+int tu_stage_kernels(tu_run *r);
 
 /* CLBlast: Xgemm, XgemmDirect, GemmRoutine, the copy kernels. */
 int tu_stage_xgemm(tu_run *r);

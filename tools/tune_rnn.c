@@ -5,7 +5,8 @@
  * which a layer takes the GEMM path.  A candidate is timed on a whole
  * layer, forward and backward over T steps, with weights, input and output
  * gradient drawn from the same seed as the defaults' run, and must give
- * the defaults' output and gradients.
+ * the defaults' output and gradients.  The @tunable parser and the output
+ * helpers (tu_parse_tunables, tu_out_*) serve tune_kernels.c too.
  */
 #include <math.h>
 #include <stdio.h>
@@ -16,34 +17,18 @@
 #include "nn/internal.h"
 
 #define MAX_TUNABLES 4
-#define MAX_VALUES 16
 #define MAX_GRID 1024
 #define MAX_REPS 5
-#define MAX_SEGS 24
 
 /* The default of lib/nn/rnn.c's CG__RNN_GEMM_MIN_H, which the library does
  * not export: the policy an rnn.path entry is compared with. */
 #define LIB_GEMM_MIN_H 1024
 
-typedef struct tunable {
-    char name[16];
-    int def;
-    int vals[MAX_VALUES];
-    int n;
-} tunable;
+typedef tu_tunable tunable;
+typedef tu_out rnn_out;
 
-/* Host copies of a run's output and gradients, as segments of one array,
- * so that each tensor is compared against its own scale. */
-typedef struct rnn_out {
-    float *data;
-    size_t n;
-    size_t off[MAX_SEGS + 1];
-    int nseg;
-} rnn_out;
-
-/* Parses " * @tunable NAME DEFAULT: V V V ..." lines. */
-static int
-parse_tunables(const char *src, tunable *t, int max)
+int
+tu_parse_tunables(const char *src, tunable *t, int max)
 {
     const char *p = src;
     int n = 0;
@@ -61,7 +46,8 @@ parse_tunables(const char *src, tunable *t, int max)
             continue;
         q = strchr(q, ':') + 1;
         t[n].n = 0;
-        while (t[n].n < MAX_VALUES && (v = strtol(q, &end, 10), end != q)) {
+        while (t[n].n < TU_MAX_VALUES &&
+               (v = strtol(q, &end, 10), end != q)) {
             t[n].vals[t[n].n++] = (int)v;
             q = end;
         }
@@ -85,21 +71,20 @@ cell_name(cg_rnn_mode mode)
          : mode == CG_RNN_RELU ? "RNN-relu" : "RNN";
 }
 
-static void
-out_free(rnn_out *o)
+void
+tu_out_free(rnn_out *o)
 {
     free(o->data);
     memset(o, 0, sizeof *o);
 }
 
-/* Appends t's elements as a segment. */
-static int
-out_add(rnn_out *o, const cg_tensor *t)
+int
+tu_out_add(rnn_out *o, const cg_tensor *t)
 {
     size_t n = (size_t)cg_tensor_numel(t);
     float *d;
 
-    if (o->nseg == MAX_SEGS)
+    if (o->nseg == TU_MAX_SEGS)
         return CG_OK;
     d = realloc(o->data, (o->n + n) * sizeof *d);
     if (!d)
@@ -113,10 +98,8 @@ out_add(rnn_out *o, const cg_tensor *t)
     return CG_OK;
 }
 
-/* The largest error of any segment relative to that segment's largest
- * reference value. */
-static double
-out_error(const rnn_out *a, const rnn_out *ref)
+double
+tu_out_error(const rnn_out *a, const rnn_out *ref)
 {
     double worst = 0;
     int s;
@@ -185,12 +168,12 @@ measure(tu_run *r, const tu_shape *s, const tu_params *p, int path,
     if (status == CG_OK && out) {
         int j, np = cg_module_num_params(m);
 
-        status = out_add(out, y);
+        status = tu_out_add(out, y);
         for (j = 0; j < np && status == CG_OK; j++)
-            status = out_add(out, cg_tensor_grad(cg_module_param(m, j,
+            status = tu_out_add(out, cg_tensor_grad(cg_module_param(m, j,
                                                                  NULL)));
         if (status == CG_OK)
-            status = out_add(out, cg_tensor_grad(x));
+            status = tu_out_add(out, cg_tensor_grad(x));
     }
     for (i = 0; i < reps && status == CG_OK; i++) {
         double t;
@@ -383,7 +366,7 @@ tune_shape(tu_run *r, const tu_shape *s, const tunable *t, int nt,
                 why, sizeof why) != CG_OK) {
         tu_say(r, "%s %s: the defaults failed: %s", kernel, shape, why);
         tu_report_result(k, 0, NULL, 0, why);
-        out_free(&ref);
+        tu_out_free(&ref);
         return -1;
     }
     est = tu_now() - t0;
@@ -409,7 +392,7 @@ tune_shape(tu_run *r, const tu_shape *s, const tunable *t, int nt,
         if (measure(r, s, &cand, CG__RNN_PATH_FUSED, MAX_REPS, &us, &o,
                     why, sizeof why) != CG_OK) {
             tu_report_candidate(k, &cand, 0, why, NULL);
-        } else if ((err = out_error(&o, &ref)) > 1e-5) {
+        } else if ((err = tu_out_error(&o, &ref)) > 1e-5) {
             snprintf(buf, sizeof buf, "does not verify: relative error "
                      "%.3g against the defaults", err);
             tu_report_candidate(k, &cand, 0, buf, NULL);
@@ -422,9 +405,9 @@ tune_shape(tu_run *r, const tu_shape *s, const tunable *t, int nt,
             }
         }
         est = fmax(est, tu_now() - t0);
-        out_free(&o);
+        tu_out_free(&o);
     }
-    out_free(&ref);
+    tu_out_free(&ref);
     if (!tried) {
         tu_report_result(k, def_us, NULL, 0, "no candidate measured");
         return 0;
@@ -454,7 +437,7 @@ tu_stage_rnn(tu_run *r)
         free(src);
         return -1;
     }
-    nt = parse_tunables(src, t, MAX_TUNABLES);
+    nt = tu_parse_tunables(src, t, MAX_TUNABLES);
     free(src);
     if (nt == 0) {
         tu_say(r, "rnn: kernels/rnn.cl declares no @tunable parameters");
@@ -545,9 +528,9 @@ tu_stage_rnn_path(tu_run *r)
             tu_report_candidate(k, &c, us[i][p], NULL, NULL);
             last = tu_now() - t0;
         }
-        err = p == 2 ? out_error(&o, &ref) : 0;
-        out_free(&o);
-        out_free(&ref);
+        err = p == 2 ? tu_out_error(&o, &ref) : 0;
+        tu_out_free(&o);
+        tu_out_free(&ref);
         if (p < 2) {
             int late = tu_stopped(r) || tu_left(r) < last * 4;
 

@@ -1,0 +1,454 @@
+/*
+ * tools/tune_kernels.c - clgrad-tune's stage "kernels": the work-group size
+ * of the reduction kernel files, one entry per file (kernel "reduce",
+ * "softmax", "layer_norm", "loss", "optim", shape "any"), whose candidates
+ * are the @tunable line of each file's banner.  Each file is timed on a
+ * representative operation of the size a training run of the first
+ * --model-shape uses (B*T rows, H, 4H, I, a 65-character vocabulary):
+ *   reduce      row sums, cg_sum over the last axis of [B*T, 4H]
+ *   softmax     cg_softmax forward+backward over the last axis of
+ *               [B*T, 65] and of [B*T, 4H] (the sum of both)
+ *   layer_norm  cg_layer_norm forward+backward over the last dim of [B*T, H]
+ *   loss        cg_cross_entropy (mean) forward+backward of [B*T, 65]
+ *   optim       cg_clip_grad_norm over an LSTM layer's gradients (4H x I,
+ *               4H x H, 4H, 4H)
+ * Inputs come from the same seed for the defaults and every candidate, and
+ * a candidate's outputs (and input gradients) must match the defaults'.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tune.h"
+#include "cl/internal.h"
+
+#define MAX_REPS 7
+#define MAX_INNER 32
+#define SAMPLE_S 0.002      /* a timed sample runs the operation this long */
+#define VOCAB 65            /* a character vocabulary */
+#define TOLERANCE 1e-5
+
+enum { K_REDUCE, K_SOFTMAX, K_LAYER_NORM, K_LOSS, K_OPTIM, K_N };
+
+static const char *const file_names[K_N] = {
+    "reduce", "softmax", "layer_norm", "loss", "optim"
+};
+
+/* The sizes timed. */
+typedef struct ksize {
+    int64_t rows, H, I;
+} ksize;
+
+/* One file's operation: its inputs, made from the same seed each time. */
+typedef struct kwork {
+    int which;
+    ksize sz;
+    cg_tensor *x[2], *dy[2], *target;
+    cg_tensor *params[4];
+} kwork;
+
+static void
+work_free(kwork *w)
+{
+    int i;
+
+    for (i = 0; i < 2; i++) {
+        cg_tensor_free(w->x[i]);
+        cg_tensor_free(w->dy[i]);
+    }
+    cg_tensor_free(w->target);
+    for (i = 0; i < 4; i++)
+        cg_tensor_free(w->params[i]);
+    memset(w, 0, sizeof *w);
+}
+
+/* Gives each of the n leaves the gradient 2 p (backward of sum(p * p)). */
+static int
+make_grads(cg_tensor **p, int n)
+{
+    int i, status = CG_OK;
+
+    for (i = 0; i < n && status == CG_OK; i++) {
+        cg_tensor *sq = cg_mul(p[i], p[i]), *s = sq ? cg_sum(sq, 0, NULL, 0)
+                                                   : NULL;
+
+        status = s ? cg_backward(s, NULL, 0) : -1;
+        cg_tensor_free(s);
+        cg_tensor_free(sq);
+    }
+    return status;
+}
+
+/* Makes the inputs of w->which's operation. */
+static int
+work_init(cg_context *ctx, kwork *w, int which, const ksize *sz)
+{
+    int64_t r = sz->rows, h4 = 4 * sz->H;
+    int64_t shapes[2][2] = { { r, h4 }, { r, 0 } };
+    int i, nx = 1, status;
+
+    memset(w, 0, sizeof *w);
+    w->which = which;
+    w->sz = *sz;
+    if ((status = cg_manual_seed(ctx, 20261123)) != CG_OK)
+        return status;
+    switch (which) {
+    case K_SOFTMAX:
+        shapes[0][1] = VOCAB;
+        shapes[1][1] = h4;
+        nx = 2;
+        break;
+    case K_LAYER_NORM:
+        shapes[0][1] = sz->H;
+        break;
+    case K_LOSS:
+        shapes[0][1] = VOCAB;
+        break;
+    case K_OPTIM: {
+        int64_t ps[4][2] = { { h4, sz->I }, { h4, sz->H }, { h4 }, { h4 } };
+
+        for (i = 0; i < 4; i++) {
+            w->params[i] = cg_rand_uniform(ctx, i < 2 ? 2 : 1, ps[i], -1, 1);
+            if (!w->params[i] ||
+                cg_tensor_set_requires_grad(w->params[i], 1) != CG_OK)
+                return -1;
+        }
+        return make_grads(w->params, 4);
+    }
+    default:
+        break;
+    }
+    for (i = 0; i < nx; i++) {
+        w->x[i] = cg_rand_uniform(ctx, 2, shapes[i], -2, 2);
+        if (!w->x[i])
+            return -1;
+        if (which == K_REDUCE || which == K_LOSS)
+            continue;
+        if (!(w->dy[i] = cg_rand_uniform(ctx, 2, shapes[i], -1, 1)) ||
+            cg_tensor_set_requires_grad(w->x[i], 1) != CG_OK)
+            return -1;
+    }
+    if (which == K_LOSS) {
+        int32_t *t = malloc((size_t)r * sizeof *t);
+        int64_t i64;
+
+        if (!t)
+            return CG_ENOMEM;
+        for (i64 = 0; i64 < r; i64++)
+            t[i64] = (int32_t)((i64 * 31 + 7) % VOCAB);
+        w->target = cg_tensor_from_host(ctx, CG_I32, 1, &r, t);
+        free(t);
+        if (!w->target || cg_tensor_set_requires_grad(w->x[0], 1) != CG_OK)
+            return -1;
+    }
+    return CG_OK;
+}
+
+/* Runs the operation once (enqueued; the caller waits); with out, keeps
+ * its outputs and input gradients there. */
+static int
+work_run(cg_context *ctx, kwork *w, tu_out *out)
+{
+    int i, status = CG_OK, axis = 1;
+    cg_tensor *y = NULL;
+
+    switch (w->which) {
+    case K_REDUCE:
+        if (!(y = cg_sum(w->x[0], 1, &axis, 0)))
+            return -1;
+        if (out)
+            status = tu_out_add(out, y);
+        break;
+    case K_OPTIM: {
+        float norm = 0;
+        int64_t one = 1;
+        cg_tensor *n;
+
+        status = cg_clip_grad_norm(w->params, 4, 1e30, 2.0, &norm);
+        if (status != CG_OK || !out)
+            break;
+        if (!(n = cg_tensor_from_host(ctx, CG_F32, 1, &one, &norm)))
+            return -1;
+        status = tu_out_add(out, n);
+        cg_tensor_free(n);
+        for (i = 0; i < 4 && status == CG_OK; i++)
+            status = tu_out_add(out, cg_tensor_grad(w->params[i]));
+        break;
+    }
+    default:    /* forward and backward */
+        for (i = 0; i < 2 && w->x[i] && status == CG_OK; i++) {
+            int64_t h = w->sz.H;
+
+            if ((status = cg_tensor_zero_grad(w->x[i])) != CG_OK)
+                break;
+            y = w->which == K_SOFTMAX ? cg_softmax(w->x[i], -1)
+              : w->which == K_LAYER_NORM
+                ? cg_layer_norm(w->x[i], 1, &h, NULL, NULL, 1e-5f)
+                : cg_cross_entropy(w->x[i], w->target, CG_REDUCTION_MEAN,
+                                   CG_IGNORE_INDEX, 0.0f);
+            if (!y)
+                return -1;
+            status = cg_backward(y, w->dy[i], 0);
+            if (status == CG_OK && out)
+                status = tu_out_add(out, y);
+            if (status == CG_OK && out)
+                status = tu_out_add(out, cg_tensor_grad(w->x[i]));
+            cg_tensor_free(y);
+            y = NULL;
+        }
+    }
+    cg_tensor_free(y);
+    return status;
+}
+
+/* Puts p in force (NULL: the defaults), makes the inputs, runs the
+ * operation once (compiling; its outputs into *out), then times up to
+ * MAX_REPS samples of *inner runs each (*inner 0: chosen here from one
+ * timed run, so that a sample lasts about SAMPLE_S): *us is the median
+ * per run.  On failure, why says what. */
+static int
+measure(tu_run *r, int which, const ksize *sz, const tu_params *p,
+        int *inner, double *us, tu_out *out, char *why, size_t whylen)
+{
+    kwork w;
+    double times[MAX_REPS], t;
+    int status, i, j, done = 0;
+
+    memset(&w, 0, sizeof w);
+    status = p ? cg_context_set_tuning(r->ctx, p)
+               : cg_context_clear_tuning(r->ctx);
+    if (status == CG_OK)
+        status = work_init(r->ctx, &w, which, sz);
+    if (status == CG_OK)
+        status = work_run(r->ctx, &w, out);
+    if (status == CG_OK)
+        status = cg_context_finish(r->ctx);
+    if (status == CG_OK && *inner <= 0) {
+        t = tu_now();
+        status = work_run(r->ctx, &w, NULL);
+        if (status == CG_OK)
+            status = cg_context_finish(r->ctx);
+        t = tu_now() - t;
+        *inner = t <= 0 ? MAX_INNER : (int)ceil(SAMPLE_S / t);
+        *inner = *inner < 1 ? 1 : *inner > MAX_INNER ? MAX_INNER : *inner;
+    }
+    for (i = 0; i < MAX_REPS && status == CG_OK; i++) {
+        if (i > 0 && (tu_stopped(r) || tu_left(r) < times[0] * *inner))
+            break;
+        t = tu_now();
+        for (j = 0; j < *inner && status == CG_OK; j++)
+            status = work_run(r->ctx, &w, NULL);
+        if (status == CG_OK)
+            status = cg_context_finish(r->ctx);
+        times[done++] = (tu_now() - t) / *inner;
+    }
+    if (status != CG_OK)
+        snprintf(why, whylen, "%s", cg_last_error());
+    else if (!done) {
+        snprintf(why, whylen, "interrupted");
+        status = -1;
+    } else
+        *us = tu_median(times, done) * 1e6;
+    work_free(&w);
+    return status;
+}
+
+static void
+describe(int which, const ksize *sz, char *buf, size_t n)
+{
+    long long r = (long long)sz->rows, h = (long long)sz->H;
+
+    switch (which) {
+    case K_REDUCE:
+        snprintf(buf, n, "cg_sum, last axis of [%lld,%lld]", r, 4 * h);
+        break;
+    case K_SOFTMAX:
+        snprintf(buf, n, "cg_softmax fwd+bwd, last axis of [%lld,%d] + "
+                 "[%lld,%lld]", r, VOCAB, r, 4 * h);
+        break;
+    case K_LAYER_NORM:
+        snprintf(buf, n, "cg_layer_norm fwd+bwd, [%lld,%lld]", r, h);
+        break;
+    case K_LOSS:
+        snprintf(buf, n, "cg_cross_entropy fwd+bwd, [%lld,%d]", r, VOCAB);
+        break;
+    default:
+        snprintf(buf, n, "cg_clip_grad_norm, LSTM layer H%lld I%lld", h,
+                 (long long)sz->I);
+    }
+}
+
+static double
+distance(int v, int def)
+{
+    return fabs(log2((double)v) - log2((double)def));
+}
+
+/* The candidates in the order they are tried: an earlier run's choice,
+ * then the declared values, nearest the default first; the default itself
+ * is the baseline, not a candidate. */
+static int
+order_candidates(const tu_run *r, const char *file, const tu_tunable *t,
+                 int *vals)
+{
+    int n = 0, first, i, j;
+    long prev = t->def;
+
+    for (i = 0; i < r->nprevious; i++)
+        if (strcmp(r->previous[i].kernel, file) == 0)
+            prev = tu_params_get(&r->previous[i], t->name, t->def);
+    for (i = 0; i < t->n; i++)
+        if (t->vals[i] == prev && prev != t->def) {
+            vals[n++] = (int)prev;
+            break;
+        }
+    first = n;
+    for (i = 0; i < t->n; i++) {
+        int v = t->vals[i], dup = v == t->def || v <= 0;
+
+        for (j = 0; j < n && !dup; j++)
+            dup = vals[j] == v;
+        if (dup)
+            continue;
+        /* Insertion sort, stable: after every value as near. */
+        for (j = n; j > first && distance(vals[j - 1], t->def) >
+             distance(v, t->def); j--)
+            vals[j] = vals[j - 1];
+        vals[j] = v;
+        n++;
+    }
+    return n;
+}
+
+/* Tunes one file; returns nonzero if it could not be tuned at all. */
+static int
+tune_file(tu_run *r, int which, const ksize *sz)
+{
+    const char *file = file_names[which];
+    char *src = NULL, hash[33], what[96], note[128], why[512], buf[256];
+    tu_tunable t;
+    tu_out ref = { 0 };
+    tu_params best, cand;
+    int vals[TU_MAX_VALUES], n, i, tried = 0, inner = 0, limit;
+    double def_us = 0, best_us, est, t0;
+    json_object *k;
+
+    describe(which, sz, what, sizeof what);
+    snprintf(note, sizeof note, "%s; per call, median of up to %d", what,
+             MAX_REPS);
+    k = tu_report_kernel(r, file, "any", note);
+    if (cg__kernel_source(file, &src) != CG_OK ||
+        cg_kernel_source_hash(file, hash) != CG_OK) {
+        snprintf(why, sizeof why, "%s", cg_last_error());
+        free(src);
+        tu_say(r, "%s: %s", file, why);
+        tu_report_result(k, 0, NULL, 0, why);
+        return -1;
+    }
+    n = tu_parse_tunables(src, &t, 1);
+    free(src);
+    if (n != 1) {
+        snprintf(why, sizeof why, "kernels/%s.cl declares no @tunable "
+                 "parameter", file);
+        tu_say(r, "%s: %s", file, why);
+        tu_report_result(k, 0, NULL, 0, why);
+        return -1;
+    }
+    tu_params_init(&best, file, "any");
+    tu_params_add(&best, t.name, t.def);
+    snprintf(best.source_hash, sizeof best.source_hash, "%s", hash);
+    tu_progress(r, file, "any", 0, 0, 0, 0);
+    t0 = tu_now();
+    if (measure(r, which, sz, NULL, &inner, &def_us, &ref, why,
+                sizeof why) != CG_OK) {
+        tu_say(r, "%s: the defaults failed: %s", file, why);
+        tu_report_result(k, 0, NULL, 0, why);
+        tu_out_free(&ref);
+        return -1;
+    }
+    est = tu_now() - t0;
+    best_us = def_us;
+    n = order_candidates(r, file, &t, vals);
+    limit = r->cfg->max_candidates ? r->cfg->max_candidates : n;
+    for (i = 0; i < n; i++) {
+        tu_out o = { 0 };
+        double us = 0, err;
+
+        cand = best;
+        tu_params_add(&cand, t.name, vals[i]);
+        if ((size_t)vals[i] > r->dev.max_work_group_size) {
+            snprintf(buf, sizeof buf, "%s %d is above the device's maximum "
+                     "work-group size %zu", t.name, vals[i],
+                     r->dev.max_work_group_size);
+            tu_report_candidate(k, &cand, 0, buf, NULL);
+            continue;
+        }
+        if (limit-- <= 0)
+            break;
+        if (!tu_fits(r, est)) {
+            tu_report_candidate(k, &cand, 0, r->interrupted
+                                ? "not tried: interrupted"
+                                : "not tried: out of time", NULL);
+            continue;
+        }
+        tu_progress(r, file, "any", i + 1, n, best_us, def_us);
+        t0 = tu_now();
+        if (measure(r, which, sz, &cand, &inner, &us, &o, why,
+                    sizeof why) != CG_OK) {
+            tu_report_candidate(k, &cand, 0, why, NULL);
+            tu_say(r, "%s: %s=%d failed: %s", file, t.name, vals[i], why);
+        } else if ((err = tu_out_error(&o, &ref)) > TOLERANCE) {
+            snprintf(buf, sizeof buf, "does not verify: relative error "
+                     "%.3g against the defaults", err);
+            tu_report_candidate(k, &cand, 0, buf, NULL);
+            tu_say(r, "%s: %s=%d %s", file, t.name, vals[i], buf);
+        } else {
+            tu_report_candidate(k, &cand, us, NULL, NULL);
+            tried++;
+            if (us < best_us) {
+                best = cand;
+                best_us = us;
+            }
+        }
+        est = fmax(est, tu_now() - t0);
+        tu_out_free(&o);
+    }
+    tu_out_free(&ref);
+    cg_context_clear_tuning(r->ctx);
+    if (!tried) {
+        tu_report_result(k, def_us, NULL, 0, "no candidate measured");
+        return 0;
+    }
+    best.time_us = best_us;
+    best.default_time_us = def_us;
+    snprintf(best.note, sizeof best.note, "%s", note);
+    tu_keep(r, &best);
+    tu_report_result(k, def_us, &best, best_us, best_us < def_us
+                     ? "tuned" : "the defaults are the fastest");
+    tu_say(r, "%s: %s, %.1f us per call (defaults %.1f us)", file,
+           tu_params_str(&best, buf, sizeof buf), best_us, def_us);
+    return 0;
+}
+
+int
+tu_stage_kernels(tu_run *r)
+{
+    const tu_shape *s = &r->cfg->shapes[0];
+    ksize sz;
+    double end = r->stage_end;
+    int i, failed = 0;
+
+    sz.rows = (int64_t)s->B * s->T;
+    sz.H = s->H;
+    sz.I = s->I;
+    /* Each file gets an equal share of what is left. */
+    for (i = 0; i < K_N && !tu_stopped(r); i++) {
+        r->stage_end = tu_now() + (end - tu_now()) / (K_N - i);
+        if (tune_file(r, i, &sz))
+            failed = 1;
+    }
+    r->stage_end = end;
+    cg_context_clear_tuning(r->ctx);
+    return failed;
+}
