@@ -103,10 +103,23 @@ check_rnn_entry(const cg_tuning_entry *e)
                   e->note);
 }
 
+/* The tool runs natively; under valgrind this program sees the CPU
+ * PoCL names under valgrind (build-aux/valgrind-cpu.sh), so the file
+ * matches by platform vendor and type only. */
+static void
+assert_match(cg_tuning_match m)
+{
+    if (tu_checker())
+        ck_assert_int_ge(m, CG_TUNING_VENDOR);
+    else
+        ck_assert_int_eq(m, CG_TUNING_EXACT);
+}
+
 START_TEST(a_tiny_run_writes_a_database_that_contexts_use)
 {
     char dir[512], args[1024], *out;
     const char *path;
+    char pathbuf[4096];
     json_object *root, *kernels, *k0;
     cg_tuning_db *db;
     cg_tuning_entry e, in_force;
@@ -121,7 +134,10 @@ START_TEST(a_tiny_run_writes_a_database_that_contexts_use)
     root = json_tokener_parse(out);
     ck_assert_msg(root != NULL, "not JSON: %.200s", out);
     ck_assert(json_object_get_boolean(get(root, "written")));
-    path = json_object_get_string(get(root, "output"));
+    /* A copy: root is freed before the second run reads the file. */
+    snprintf(pathbuf, sizeof pathbuf, "%s",
+             json_object_get_string(get(root, "output")));
+    path = pathbuf;
     ck_assert_msg(strncmp(path, dir, strlen(dir)) == 0, "output %s", path);
     kernels = get(root, "kernels");
     ck_assert_int_ge(json_object_array_length(kernels), 1);
@@ -150,7 +166,7 @@ START_TEST(a_tiny_run_writes_a_database_that_contexts_use)
         if (strcmp(in_force.kernel, "rnn.lstm") == 0 &&
             strcmp(in_force.shape, "H16") == 0) {
             found = 1;
-            ck_assert_int_eq(in_force.match, CG_TUNING_EXACT);
+            assert_match(in_force.match);
             ck_assert_str_eq(in_force.origin, path);
             ck_assert_int_eq(param(&in_force, "VW"), param(&e, "VW"));
             ck_assert_int_eq(param(&in_force, "RB"), param(&e, "RB"));
@@ -241,7 +257,7 @@ START_TEST(the_kernels_stage_writes_an_entry_per_file)
                 strcmp(in_force.shape, "any") != 0)
                 continue;
             found = 1;
-            ck_assert_int_eq(in_force.match, CG_TUNING_EXACT);
+            assert_match(in_force.match);
             ck_assert_str_eq(in_force.origin, path);
             ck_assert_int_eq(param(&in_force, files[f].param),
                              param(&e[f], files[f].param));
