@@ -99,16 +99,39 @@ shape_h(const char *shape)
     return *end || h < 1 ? -1 : h;
 }
 
+/* The source hashes of the kernel files, each computed once per lookup
+ * (several entries name the same file). */
+typedef struct {
+    int n;
+    struct {
+        const char *file;
+        char hash[33];
+    } f[NOWN];
+} file_hashes;
+
+static const char *
+file_hash(file_hashes *fh, const char *file)
+{
+    int i;
+
+    for (i = 0; i < fh->n; i++)
+        if (strcmp(fh->f[i].file, file) == 0)
+            return fh->f[i].hash;
+    if (fh->n == (int)NOWN || cg_kernel_source_hash(file, fh->f[fh->n].hash))
+        return NULL;
+    fh->f[fh->n].file = file;
+    return fh->f[fh->n++].hash;
+}
+
 /* Whether entry e can be put in force on ctx's device; if not, a message
- * saying why.  With check_hash, an entry for clgrad's own kernels must
- * name the current hash of its kernel file. */
+ * saying why.  With hashes, an entry for clgrad's own kernels must name
+ * the current hash of its kernel file. */
 static int
 entry_usable(const cg_context *ctx, const cg_tuning_entry *e,
-             int check_hash)
+             file_hashes *hashes)
 {
     const own_kernel *k;
-    char hashbuf[33];
-    const char *hash = NULL;
+    const char *hash;
     long v;
     int i, j;
 
@@ -125,8 +148,7 @@ entry_usable(const cg_context *ctx, const cg_tuning_entry *e,
     if (shape_h(e->shape) < 0)
         return cg__error(CG_EINVAL, "%s: shape \"%s\" is neither \"any\" "
                          "nor H<hidden size>", e->kernel, e->shape);
-    if (check_hash && cg_kernel_source_hash(k->file, hashbuf) == CG_OK)
-        hash = hashbuf;
+    hash = hashes ? file_hash(hashes, k->file) : NULL;
     if (hash && strcmp(e->source_hash, hash) != 0)
         return cg__error(CG_EINVAL, "%s %s is stale: tuned for kernels/%s.cl "
                          "with hash %s, this library's is %s", e->kernel,
@@ -236,7 +258,7 @@ cg_context_set_tuning(cg_context *ctx, const cg_tuning_entry *e)
     if (copy.nparams < 1 || copy.nparams > CG_TUNING_MAX_PARAMS)
         return cg__error(CG_EINVAL, "%s: %d parameters (1 to %d)",
                          copy.kernel, copy.nparams, CG_TUNING_MAX_PARAMS);
-    status = entry_usable(ctx, &copy, 0);
+    status = entry_usable(ctx, &copy, NULL);
     if (status)
         return status;
     if (!copy.origin[0])
@@ -345,7 +367,7 @@ typedef struct {
 
 static void
 consider(cg_context *ctx, cg_tuning_db *db, int user, const char *origin,
-         candidates *cs, warnings *w)
+         file_hashes *fh, candidates *cs, warnings *w)
 {
     cg_tuning_match m = cg__tuning_match(&db->device, &ctx->info);
     char msg[600];
@@ -356,7 +378,7 @@ consider(cg_context *ctx, cg_tuning_db *db, int user, const char *origin,
     for (i = 0; i < db->count; i++) {
         cg_tuning_entry *e = &db->entries[i];
 
-        if (entry_usable(ctx, e, 1)) {
+        if (entry_usable(ctx, e, fh)) {
             snprintf(msg, sizeof msg, "%.250s: %.48s skipped (%.280s)", origin,
                      e->kernel, cg_last_error());
             warn(w, msg);
@@ -392,7 +414,7 @@ is_json(const struct dirent *d)
 }
 
 static void
-scan_user_dir(cg_context *ctx, candidates *cs,
+scan_user_dir(cg_context *ctx, file_hashes *fh, candidates *cs,
               warnings *w)
 {
     struct dirent **names = NULL;
@@ -412,7 +434,7 @@ scan_user_dir(cg_context *ctx, candidates *cs,
                      cg_last_error());
             warn(w, msg);
         } else {
-            consider(ctx, db, 1, path, cs, w);
+            consider(ctx, db, 1, path, fh, cs, w);
             cg_tuning_db_free(db);
         }
         free(names[i]);
@@ -433,6 +455,7 @@ int
 cg_context_apply_tuning(cg_context *ctx)
 {
     candidates cs = { NULL, 0, 0 };
+    file_hashes fh;
     warnings w;
     char origin[96], msg[600];
     int i, j;
@@ -441,8 +464,9 @@ cg_context_apply_tuning(cg_context *ctx)
     if (!ctx)
         return cg__error(CG_EINVAL, "ctx is NULL");
     memset(&w, 0, sizeof w);
+    fh.n = 0;
     cg_context_clear_tuning(ctx);
-    scan_user_dir(ctx, &cs, &w);
+    scan_user_dir(ctx, &fh, &cs, &w);
     for (i = 0; cg__tuning_embedded[i].name; i++) {
         cg_tuning_db *db;
 
@@ -455,7 +479,7 @@ cg_context_apply_tuning(cg_context *ctx)
             warn(&w, msg);
             continue;
         }
-        consider(ctx, db, 0, origin, &cs, &w);
+        consider(ctx, db, 0, origin, &fh, &cs, &w);
         cg_tuning_db_free(db);
     }
     /* The best candidate of each kernel and shape; the first wins ties. */
