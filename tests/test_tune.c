@@ -382,14 +382,15 @@ START_TEST(bad_and_stale_files_are_skipped_with_a_warning)
 }
 END_TEST
 
-/* The program list holds an "rnn" program built with these options. */
+/* The program list holds a program of kernel file `name` built with
+ * these options. */
 static int
-has_rnn_program(cg_context *ctx, const char *defs)
+has_program(cg_context *ctx, const char *name, const char *defs)
 {
     cg__program *p;
 
     for (p = ctx->programs; p; p = p->next)
-        if (strcmp(p->name, "rnn") == 0 && strstr(p->options, defs))
+        if (strcmp(p->name, name) == 0 && strstr(p->options, defs))
             return 1;
     return 0;
 }
@@ -439,9 +440,9 @@ START_TEST(own_parameters_become_build_options)
 
     ctx = new_ctx();
     lstm_run(ctx, 11, b, sizeof b / sizeof b[0]);
-    ck_assert_msg(has_rnn_program(ctx, "-DVW=2 -DRB=3 -DWG=16"),
+    ck_assert_msg(has_program(ctx, "rnn", "-DVW=2 -DRB=3 -DWG=16"),
                   "the H10 entry was not used");
-    ck_assert(!has_rnn_program(ctx, "-DVW=8"));
+    ck_assert(!has_program(ctx, "rnn", "-DVW=8"));
     for (i = 0; i < (int)(sizeof a / sizeof a[0]); i++)
         ck_assert_msg(fabsf(a[i] - b[i]) <= 1e-6f * (1 + fabsf(a[i])),
                       "output %d: %g with defaults, %g tuned", i, a[i],
@@ -451,7 +452,7 @@ START_TEST(own_parameters_become_build_options)
     e[0] = rnn_entry("rnn.lstm", "H10", 4, 1, 8);
     ck_assert_int_eq(cg_context_set_tuning(ctx, &e[0]), CG_OK);
     lstm_run(ctx, 11, b, sizeof b / sizeof b[0]);
-    ck_assert(has_rnn_program(ctx, "-DVW=4 -DRB=1 -DWG=8"));
+    ck_assert(has_program(ctx, "rnn", "-DVW=4 -DRB=1 -DWG=8"));
     e[0].values[0] = 3;
     ck_assert_int_eq(cg_context_set_tuning(ctx, &e[0]), CG_EINVAL);
     ck_assert_msg(strstr(cg_last_error(), "VW = 3"), "%s", TU_ERR);
@@ -606,17 +607,6 @@ to_host(cg_tensor *t, float *out, size_t n)
     ck_assert_ptr_nonnull(t);
     ck_assert_int_eq(cg_tensor_numel(t), (int64_t)n);
     ck_assert_int_eq(cg_tensor_to_host(t, out, n * sizeof *out), CG_OK);
-}
-
-static int
-has_program(cg_context *ctx, const char *name, const char *defs)
-{
-    cg__program *p;
-
-    for (p = ctx->programs; p; p = p->next)
-        if (strcmp(p->name, name) == 0 && strstr(p->options, defs))
-            return 1;
-    return 0;
 }
 
 static void
