@@ -16,26 +16,7 @@
 static char *
 run_info(const char *args, int *status)
 {
-    const char *dir = getenv("TEST_BUILDDIR");
-    char cmd[1024];
-    size_t cap = 1 << 16, len = 0, n;
-    char *out = malloc(cap);
-    FILE *p;
-    int rc;
-
-    snprintf(cmd, sizeof cmd, "'%s/tools/clgrad-info' %s 2>/dev/null",
-             dir ? dir : ".", args);
-    p = popen(cmd, "r");
-    ck_assert_ptr_nonnull(p);
-    while ((n = fread(out + len, 1, cap - len - 1, p)) > 0) {
-        len += n;
-        if (len + 1 == cap)
-            out = realloc(out, cap *= 2);
-    }
-    out[len] = '\0';
-    rc = pclose(p);
-    *status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-    return out;
+    return tu_run_tool(NULL, "clgrad-info", args, status);
 }
 
 static json_object *

@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 
 #include <json-c/json.h>
 
@@ -24,27 +23,11 @@
 static char *
 run_tune(const char *dir, const char *args, int *status)
 {
-    const char *bld = getenv("TEST_BUILDDIR");
-    char cmd[2048];
-    size_t cap = 1 << 16, len = 0, n;
-    char *out = malloc(cap);
-    FILE *p;
-    int rc;
+    char env[1100];
 
-    snprintf(cmd, sizeof cmd, "%s%s%s'%s/tools/clgrad-tune' %s 2>/dev/null",
-             dir ? "CLGRAD_TUNING_DIR='" : "", dir ? dir : "",
-             dir ? "' " : "", bld ? bld : ".", args);
-    p = popen(cmd, "r");
-    ck_assert_ptr_nonnull(p);
-    while ((n = fread(out + len, 1, cap - len - 1, p)) > 0) {
-        len += n;
-        if (len + 1 == cap)
-            out = realloc(out, cap *= 2);
-    }
-    out[len] = '\0';
-    rc = pclose(p);
-    *status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-    return out;
+    if (dir)
+        snprintf(env, sizeof env, "CLGRAD_TUNING_DIR='%s'", dir);
+    return tu_run_tool(dir ? env : NULL, "clgrad-tune", args, status);
 }
 
 static json_object *

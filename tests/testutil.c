@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "testutil.h"
@@ -95,4 +96,32 @@ tu_checker(void)
     const char *c = getenv("CLGRAD_TEST_CHECKER");
 
     return c != NULL && *c != '\0';
+}
+
+char *
+tu_run_tool(const char *env, const char *tool, const char *args, int *status)
+{
+    const char *bld = getenv("TEST_BUILDDIR");
+    char cmd[2048];
+    size_t cap = 1 << 16, len = 0, n;
+    char *out = malloc(cap);
+    FILE *p;
+    int rc;
+
+    ck_assert_ptr_nonnull(out);
+    snprintf(cmd, sizeof cmd, "%s%s'%s/tools/%s' %s 2>/dev/null",
+             env ? env : "", env ? " " : "", bld ? bld : ".", tool, args);
+    p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    while ((n = fread(out + len, 1, cap - len - 1, p)) > 0) {
+        len += n;
+        if (len + 1 == cap) {
+            out = realloc(out, cap *= 2);
+            ck_assert_ptr_nonnull(out);
+        }
+    }
+    out[len] = '\0';
+    rc = pclose(p);
+    *status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+    return out;
 }

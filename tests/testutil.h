@@ -32,6 +32,13 @@ const char *tu_tmpdir(void);
  * code path still runs. */
 int tu_checker(void);
 
+/* Runs $TEST_BUILDDIR/tools/<tool> (or ./tools/<tool>) with `args`,
+ * stderr discarded, `env` ("VAR='value' ..." or NULL) set for it; returns
+ * its stdout (the caller frees it) and sets *status to its exit status
+ * (-1 if it did not exit). */
+char *tu_run_tool(const char *env, const char *tool, const char *args,
+                  int *status);
+
 /* The last error, for ck_assert messages. */
 #define TU_ERR cg_last_error()
 
