@@ -108,6 +108,15 @@ json_object *tu_report_kernel(tu_run *r, const char *kernel,
 void tu_report_candidate(json_object *k, const tu_params *p,
                          double time_us, const char *skipped,
                          const char *source);
+/* Judges a measured candidate of the rnn and kernels stages and reports
+ * it: `status` is how measuring went (why: the message if it failed),
+ * err its output's relative error against the defaults' (read only when
+ * status is CG_OK), tol the most allowed.  A timed candidate faster than
+ * *best_us becomes *best.  Returns 1 if the candidate was timed, 0 if
+ * measuring failed, -1 if it did not verify (msg then says by how much). */
+int tu_judge(json_object *k, const tu_params *cand, int status,
+             const char *why, double us, double err, double tol,
+             tu_params *best, double *best_us, char *msg, size_t msglen);
 void tu_report_result(json_object *k, double default_us,
                       const tu_params *best, double best_us,
                       const char *outcome);

@@ -373,7 +373,8 @@ tune_file(tu_run *r, int which, const ksize *sz)
     limit = r->cfg->max_candidates ? r->cfg->max_candidates : n;
     for (i = 0; i < n; i++) {
         tu_out o = { 0 };
-        double us = 0, err;
+        double us = 0;
+        int st, verdict;
 
         cand = best;
         tu_params_add(&cand, t.name, vals[i]);
@@ -394,23 +395,16 @@ tune_file(tu_run *r, int which, const ksize *sz)
         }
         tu_progress(r, file, "any", i + 1, n, best_us, def_us);
         t0 = tu_now();
-        if (measure(r, which, sz, &cand, &inner, &us, &o, why,
-                    sizeof why) != CG_OK) {
-            tu_report_candidate(k, &cand, 0, why, NULL);
-            tu_say(r, "%s: %s=%d failed: %s", file, t.name, vals[i], why);
-        } else if ((err = tu_out_error(&o, &ref)) > TOLERANCE) {
-            snprintf(buf, sizeof buf, "does not verify: relative error "
-                     "%.3g against the defaults", err);
-            tu_report_candidate(k, &cand, 0, buf, NULL);
-            tu_say(r, "%s: %s=%d %s", file, t.name, vals[i], buf);
-        } else {
-            tu_report_candidate(k, &cand, us, NULL, NULL);
+        st = measure(r, which, sz, &cand, &inner, &us, &o, why, sizeof why);
+        verdict = tu_judge(k, &cand, st, why, us, st == CG_OK
+                           ? tu_out_error(&o, &ref) : 0, TOLERANCE, &best,
+                           &best_us, buf, sizeof buf);
+        if (verdict == 1)
             tried++;
-            if (us < best_us) {
-                best = cand;
-                best_us = us;
-            }
-        }
+        else if (verdict == 0)
+            tu_say(r, "%s: %s=%d failed: %s", file, t.name, vals[i], why);
+        else
+            tu_say(r, "%s: %s=%d %s", file, t.name, vals[i], buf);
         est = fmax(est, tu_now() - t0);
         tu_out_free(&o);
     }

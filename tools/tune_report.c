@@ -121,6 +121,29 @@ tu_report_candidate(json_object *k, const tu_params *p, double time_us,
     json_object_array_add(arr, c);
 }
 
+int
+tu_judge(json_object *k, const tu_params *cand, int status, const char *why,
+         double us, double err, double tol, tu_params *best, double *best_us,
+         char *msg, size_t msglen)
+{
+    if (status != CG_OK) {
+        tu_report_candidate(k, cand, 0, why, NULL);
+        return 0;
+    }
+    if (err > tol) {
+        snprintf(msg, msglen, "does not verify: relative error %.3g against "
+                 "the defaults", err);
+        tu_report_candidate(k, cand, 0, msg, NULL);
+        return -1;
+    }
+    tu_report_candidate(k, cand, us, NULL, NULL);
+    if (us < *best_us) {
+        *best = *cand;
+        *best_us = us;
+    }
+    return 1;
+}
+
 void
 tu_report_result(json_object *k, double default_us, const tu_params *best,
                  double best_us, const char *outcome)

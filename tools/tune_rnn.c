@@ -377,8 +377,9 @@ tune_shape(tu_run *r, const tu_shape *s, const tunable *t, int nt,
         n = r->cfg->max_candidates;
     for (i = 0, j = 0; i < g.n && j < n; i++) {
         rnn_out o = { 0 };
-        double us = 0, err;
+        double us = 0;
         const char *skip;
+        int st;
 
         params_of(&cand, kernel, shape, t, nt, g.vals[i], hash);
         if ((skip = unfit(t, nt, g.vals[i], s, r, buf, sizeof buf))) {
@@ -389,21 +390,12 @@ tune_shape(tu_run *r, const tu_shape *s, const tunable *t, int nt,
             break;
         tu_progress(r, kernel, shape, ++j, n, best_us, def_us);
         t0 = tu_now();
-        if (measure(r, s, &cand, CG__RNN_PATH_FUSED, MAX_REPS, &us, &o,
-                    why, sizeof why) != CG_OK) {
-            tu_report_candidate(k, &cand, 0, why, NULL);
-        } else if ((err = tu_out_error(&o, &ref)) > 1e-5) {
-            snprintf(buf, sizeof buf, "does not verify: relative error "
-                     "%.3g against the defaults", err);
-            tu_report_candidate(k, &cand, 0, buf, NULL);
-        } else {
-            tu_report_candidate(k, &cand, us, NULL, NULL);
+        st = measure(r, s, &cand, CG__RNN_PATH_FUSED, MAX_REPS, &us, &o,
+                     why, sizeof why);
+        if (tu_judge(k, &cand, st, why, us, st == CG_OK
+                     ? tu_out_error(&o, &ref) : 0, 1e-5, &best, &best_us,
+                     buf, sizeof buf) == 1)
             tried++;
-            if (us < best_us) {
-                best = cand;
-                best_us = us;
-            }
-        }
         est = fmax(est, tu_now() - t0);
         tu_out_free(&o);
     }
