@@ -1,9 +1,25 @@
 /*
  * kernels/elementwise.cl - elementwise forward and backward kernels.
  *
- * Index space: one work-item per element of the (contiguous) output,
- * n of them, padded to the work-group size; operands are read through the
+ * Index space of the strided kernels (NAME_f, NAME_b, where*, copy32,
+ * axpy, arange): one work-item per element of the (contiguous) output, n
+ * of them, padded to the work-group size; operands are read through the
  * strided layout of common.cl, so views and broadcasts need no copies.
+ *
+ * Index space of the row kernels (NAME_fv, NAME_bv): the output seen as
+ * rows of len elements (the innermost dimension of the coalesced layout),
+ * where every operand's innermost stride is 1 or 0 (broadcast).  Work-item
+ * (c, r) handles elements c * ch .. c * ch + ch - 1 of row r (global size
+ * ceil(len / ch) padded to the work-group size, by the number of rows):
+ * VW at a time as vectors, the rest of a short chunk one at a time.  The
+ * operands' row starts come from the outer dimensions (nd - 1 of them)
+ * once per work-item, not once per element.  Explicit vectors and a
+ * contiguous chunk per work-item are what lets a CPU device stream at
+ * memory bandwidth (one float per work-item and per-element index
+ * arithmetic ran at a fifth of it on PoCL); vloadn needs only element
+ * alignment, so tensors at any element offset take this path.  The same
+ * expression text serves both widths: the macros below are written for
+ * float and float vectors alike, so both paths give the same roundings.
  *
  * Unary op NAME:   NAME_f:  y[i] = F(x)                (p0, p1: parameters)
  *                  NAME_b:  gx[i] = G(x, y, g)         (gx over x's shape)
@@ -11,8 +27,22 @@
  *                  NAME_b:  ga[i], gb[i] over the output's shape (the host
  *                           sums over broadcast dimensions); `want` bit 0
  *                           asks for ga, bit 1 for gb.
- * No tunable parameters here: the work-group size is the host's.
+ * No tunable parameters here: the work-group size and ch (a multiple of
+ * 16) are the host's.
  */
+
+#define VW 8
+#define VF float8
+#define VLOAD vload8
+#define VSTORE vstore8
+
+/* VW elements of an operand with innermost stride s (1, or 0: the same
+ * element VW times). */
+inline __attribute__((always_inline)) VF
+cg_vld(__global const float *p, int s)
+{
+    return s ? VLOAD(0, p) : (VF)(*p);
+}
 
 #define UNARY(NAME, FWD, BWD)                                                \
 __kernel void NAME##_f(__global const float *x, int xo, int8 shape,         \
@@ -41,6 +71,56 @@ __kernel void NAME##_b(__global const float *x, int xo, int8 shape,         \
     y_ = yv[i];                                                              \
     g_ = g[i];                                                               \
     gx[i] = (BWD);                                                           \
+}                                                                            \
+__kernel void NAME##_fv(__global const float *x, int xo, int8 shape,        \
+                        int8 sx, int nd, int ix, __global float *yv,        \
+                        uint len, uint ch, float p0_, float p1_)            \
+{                                                                            \
+    uint c = get_global_id(0) * ch, r = get_global_id(1), e, k;             \
+    __global const float *px;                                                \
+    __global float *py;                                                      \
+                                                                             \
+    if (c >= len)                                                            \
+        return;                                                              \
+    px = x + xo + cg_off(r, shape, sx, nd - 1) + (int)c * ix;                \
+    py = yv + (size_t)r * len + c;                                           \
+    e = min(ch, len - c);                                                    \
+    for (k = 0; k + VW <= e; k += VW) {                                      \
+        VF p0 = p0_, p1 = p1_, x_ = cg_vld(px + (int)k * ix, ix);            \
+                                                                             \
+        VSTORE((FWD), 0, py + k);                                            \
+    }                                                                        \
+    for (; k < e; k++) {                                                     \
+        float p0 = p0_, p1 = p1_, x_ = px[(int)k * ix];                      \
+                                                                             \
+        py[k] = (FWD);                                                       \
+    }                                                                        \
+}                                                                            \
+__kernel void NAME##_bv(__global const float *x, int xo, int8 shape,        \
+                        int8 sx, int nd, int ix, __global const float *yv,  \
+                        __global const float *g, __global float *gx,        \
+                        uint len, uint ch, float p0_, float p1_)            \
+{                                                                            \
+    uint c = get_global_id(0) * ch, r = get_global_id(1), e, k;             \
+    size_t o = (size_t)r * len + c;                                          \
+    __global const float *px;                                                \
+                                                                             \
+    if (c >= len)                                                            \
+        return;                                                              \
+    px = x + xo + cg_off(r, shape, sx, nd - 1) + (int)c * ix;                \
+    e = min(ch, len - c);                                                    \
+    for (k = 0; k + VW <= e; k += VW) {                                      \
+        VF p0 = p0_, p1 = p1_, x_ = cg_vld(px + (int)k * ix, ix);            \
+        VF y_ = VLOAD(0, yv + o + k), g_ = VLOAD(0, g + o + k);              \
+                                                                             \
+        VSTORE((BWD), 0, gx + o + k);                                        \
+    }                                                                        \
+    for (; k < e; k++) {                                                     \
+        float p0 = p0_, p1 = p1_, x_ = px[(int)k * ix];                      \
+        float y_ = yv[o + k], g_ = g[o + k];                                 \
+                                                                             \
+        gx[o + k] = (BWD);                                                   \
+    }                                                                        \
 }
 
 #define CG_1_SQRT2PI 0.39894228040143268f  /* 1 / sqrt(2 pi) */
@@ -99,6 +179,73 @@ __kernel void NAME##_b(__global const float *a, int ao,                     \
         ga[i] = (GA);                                                        \
     if (want & 2)                                                            \
         gb[i] = (GB);                                                        \
+}                                                                            \
+__kernel void NAME##_fv(__global const float *a, int ao,                    \
+                        __global const float *b, int bo, int8 shape,        \
+                        int8 sa, int8 sb, int nd, int ia, int ib,           \
+                        __global float *yv, uint len, uint ch)              \
+{                                                                            \
+    uint c = get_global_id(0) * ch, r = get_global_id(1), e, k;             \
+    __global const float *pa, *pb;                                           \
+    __global float *py;                                                      \
+    int2 o;                                                                  \
+                                                                             \
+    if (c >= len)                                                            \
+        return;                                                              \
+    o = cg_off2(r, shape, sa, sb, nd - 1);                                   \
+    pa = a + ao + o.x + (int)c * ia;                                         \
+    pb = b + bo + o.y + (int)c * ib;                                         \
+    py = yv + (size_t)r * len + c;                                           \
+    e = min(ch, len - c);                                                    \
+    for (k = 0; k + VW <= e; k += VW) {                                      \
+        VF a_ = cg_vld(pa + (int)k * ia, ia);                                \
+        VF b_ = cg_vld(pb + (int)k * ib, ib);                                \
+                                                                             \
+        VSTORE((FWD), 0, py + k);                                            \
+    }                                                                        \
+    for (; k < e; k++) {                                                     \
+        float a_ = pa[(int)k * ia], b_ = pb[(int)k * ib];                    \
+                                                                             \
+        py[k] = (FWD);                                                       \
+    }                                                                        \
+}                                                                            \
+__kernel void NAME##_bv(__global const float *a, int ao,                    \
+                        __global const float *b, int bo, int8 shape,        \
+                        int8 sa, int8 sb, int nd, int ia, int ib,           \
+                        __global const float *yv, __global const float *g,  \
+                        __global float *ga, __global float *gb, uint len,   \
+                        uint ch, int want)                                  \
+{                                                                            \
+    uint c = get_global_id(0) * ch, r = get_global_id(1), e, k;             \
+    size_t q = (size_t)r * len + c;                                          \
+    __global const float *pa, *pb;                                           \
+    int2 o;                                                                  \
+                                                                             \
+    if (c >= len)                                                            \
+        return;                                                              \
+    o = cg_off2(r, shape, sa, sb, nd - 1);                                   \
+    pa = a + ao + o.x + (int)c * ia;                                         \
+    pb = b + bo + o.y + (int)c * ib;                                         \
+    e = min(ch, len - c);                                                    \
+    for (k = 0; k + VW <= e; k += VW) {                                      \
+        VF a_ = cg_vld(pa + (int)k * ia, ia);                                \
+        VF b_ = cg_vld(pb + (int)k * ib, ib);                                \
+        VF y_ = VLOAD(0, yv + q + k), g_ = VLOAD(0, g + q + k);              \
+                                                                             \
+        if (want & 1)                                                        \
+            VSTORE((GA), 0, ga + q + k);                                     \
+        if (want & 2)                                                        \
+            VSTORE((GB), 0, gb + q + k);                                     \
+    }                                                                        \
+    for (; k < e; k++) {                                                     \
+        float a_ = pa[(int)k * ia], b_ = pb[(int)k * ib];                    \
+        float y_ = yv[q + k], g_ = g[q + k];                                 \
+                                                                             \
+        if (want & 1)                                                        \
+            ga[q + k] = (GA);                                                \
+        if (want & 2)                                                        \
+            gb[q + k] = (GB);                                                \
+    }                                                                        \
 }
 
 BINARY(add, a_ + b_, g_, g_)

@@ -109,11 +109,14 @@ oc_report(void)
     fflush(stdout);
 }
 
+enum { PLAIN, TRANSPOSED, OFFSET };
+
+/* The shape in s, and its layout prefix: T transposed, O offset. */
 static void
-parse_shape(const char *s, oc_tensor *t, int *transposed)
+parse_shape(const char *s, oc_tensor *t, int *layout)
 {
-    *transposed = *s == 'T';
-    if (*transposed)
+    *layout = *s == 'T' ? TRANSPOSED : *s == 'O' ? OFFSET : PLAIN;
+    if (*layout != PLAIN)
         s++;
     t->ndim = 0;
     while (*s) {
@@ -125,17 +128,44 @@ parse_shape(const char *s, oc_tensor *t, int *transposed)
     }
 }
 
-/* A device tensor holding t's values (float32 or int32); transposed: the
- * same values through a transposed view of a contiguous tensor. */
+/* Elements before an OFFSET view's first: odd, so that the view is not
+ * aligned to any vector width. */
+#define OFFSET_PAD 3
+
+/* A device tensor holding t's values (float32 or int32); layout
+ * TRANSPOSED: the same values through a transposed view of a contiguous
+ * tensor; OFFSET: through a contiguous view that starts OFFSET_PAD
+ * elements into its storage. */
 static cg_tensor *
-to_device(const oc_tensor *t, cg_dtype dtype, int transposed)
+to_device(const oc_tensor *t, cg_dtype dtype, int layout)
 {
     int64_t shape[CG_MAX_DIMS];
-    int nd = t->ndim, i;
-    void *host = malloc((size_t)t->numel * 4 + 4);
+    int nd = t->ndim, i, transposed = layout == TRANSPOSED;
+    int pad = layout == OFFSET ? OFFSET_PAD : 0;
+    char *host = calloc((size_t)(t->numel + pad) * 4 + 4, 1);
+    void *vals = host + pad * 4;
     cg_tensor *base, *view;
 
     memcpy(shape, t->shape, sizeof shape);
+    if (layout == OFFSET) {
+        for (i = 0; i < t->numel; i++) {
+            if (dtype == CG_F32)
+                ((float *)vals)[i] = (float)t->data[i];
+            else
+                ((int32_t *)vals)[i] = (int32_t)t->data[i];
+        }
+        shape[0] = t->numel + pad;
+        base = cg_tensor_from_host(tu_ctx(), dtype, 1, shape, host);
+        free(host);
+        ck_assert_msg(base != NULL, "%s", cg_last_error());
+        view = cg_narrow(base, 0, pad, t->numel);
+        cg_tensor_free(base);
+        ck_assert_msg(view != NULL, "%s", cg_last_error());
+        base = cg_reshape(view, nd, t->shape);
+        cg_tensor_free(view);
+        ck_assert_msg(base != NULL, "%s", cg_last_error());
+        return base;
+    }
     if (transposed) {
         /* Store the transpose of the last two dimensions, then view it
          * transposed back. */

@@ -55,7 +55,8 @@ void oc_alloc(oc_tensor *out);
 
 /* Checks `op` for inputs of the given shapes: strings like "7,33", "" for
  * a 0-d tensor; a leading 'T' passes a non-contiguous (transposed) view of
- * that shape. */
+ * that shape, a leading 'O' a contiguous view at an odd element offset
+ * into its storage (no vector alignment). */
 void oc_check(const oc_op *op, const void *param, ...);
 
 /* Row-major offset into t of the multi-index of element i of the shape

@@ -77,8 +77,11 @@ static void
 check_unary(const char *name, int kind, float p0, float p1, double lo,
             double hi)
 {
+    /* 257 and rows of 75 and 130: whole chunks of the row kernels, a
+     * chunk with vectors and single elements, a chunk of single elements;
+     * O: at an element offset that no vector width divides. */
     static const char *shapes[] = { "1", "7", "33", "257", "7,33", "3,5,7",
-                                    "T7,33", "" };
+                                    "T7,33", "", "O257", "5,75", "O3,130" };
     oc_op op = { 0 };
     uparam p = { kind, p0, p1 };
     size_t s;
@@ -167,7 +170,8 @@ check_binary(const char *name, int kind, double alo, double ahi, double blo,
         { "1", "1" }, { "7", "7" }, { "257", "257" }, { "7,33", "7,33" },
         { "7,33", "33" }, { "33", "7,33" }, { "7,1", "1,33" },
         { "3,1,5", "4,5" }, { "1", "257" }, { "T7,33", "7,33" },
-        { "5,7", "T5,7" }, { "", "3,4" }
+        { "5,7", "T5,7" }, { "", "3,4" }, { "O257", "257" },
+        { "O3,130", "O130" }, { "5,75", "O" }, { "O5,1", "75" }
     };
     oc_op op = { 0 };
     size_t s;

@@ -136,6 +136,15 @@ int cg__args(cl_kernel k, int n, ...);
  * of the work-group size `local`; kernels guard with `if (i >= n)`. */
 int cg__launch1d(cg_context *ctx, cl_kernel k, size_t n, size_t local);
 
+/* Enqueues a 2-D launch for kernels that give each work-item a chunk of
+ * ch consecutive elements of a row: ceil(len / ch) work-items per row,
+ * padded up to the work-group size (the smallest power of two up to
+ * `local` that covers a row, so short rows waste few work-items), by rows
+ * rows.  Kernels guard with `if (chunk * ch >= len)`.  Nothing to do when
+ * len or rows is 0. */
+int cg__launch_chunks(cg_context *ctx, cl_kernel k, size_t len, size_t rows,
+                      size_t ch, size_t local);
+
 /* Enqueues a 1- to 3-dimensional launch and counts it.  A NULL local size
  * lets the implementation choose. */
 int cg__launch(cg_context *ctx, cl_kernel kernel, cl_uint dims,

@@ -531,6 +531,21 @@ cg__launch1d(cg_context *ctx, cl_kernel k, size_t n, size_t local)
     return cg__launch(ctx, k, 1, &global, &local, NULL);
 }
 
+int
+cg__launch_chunks(cg_context *ctx, cl_kernel k, size_t len, size_t rows,
+                  size_t ch, size_t local)
+{
+    size_t n = (len + ch - 1) / ch, wg[2] = { 1, 1 }, global[2];
+
+    if (n == 0 || rows == 0)
+        return CG_OK;
+    while (wg[0] < local && wg[0] < n)
+        wg[0] <<= 1;
+    global[0] = (n + wg[0] - 1) / wg[0] * wg[0];
+    global[1] = rows;
+    return cg__launch(ctx, k, 2, global, wg, NULL);
+}
+
 void
 cg__programs_free(cg_context *ctx)
 {

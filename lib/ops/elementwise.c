@@ -9,6 +9,47 @@
 
 #include "ops/internal.h"
 
+/* Elements per work-item of the row kernels (NAME_fv, NAME_bv of
+ * kernels/elementwise.cl): a multiple of their vector width, long enough
+ * that a CPU work-item streams several cache lines, short enough that
+ * rows of a few hundred elements still spread over work-items. */
+#define EW_CHUNK 64
+
+/* Whether the row kernels can run over layout l: something to do, and
+ * every operand's innermost stride 1 or 0 (set in inner[]). */
+static int
+rows_ok(const cg__layout *l, int nops, cl_int *inner)
+{
+    int k;
+
+    if (l->numel == 0)
+        return 0;
+    for (k = 0; k < nops; k++) {
+        cl_int s = l->strides[k].s[l->nd - 1];
+
+        if (s != 0 && s != 1)
+            return 0;
+        inner[k] = s;
+    }
+    return 1;
+}
+
+/* A row kernel's row length (the innermost coalesced dimension). */
+static cl_uint
+row_len(const cg__layout *l)
+{
+    return (cl_uint)l->shape.s[l->nd - 1];
+}
+
+static int
+launch_rows(cg_context *ctx, cl_kernel k, const cg__layout *l)
+{
+    size_t len = row_len(l);
+
+    return cg__launch_chunks(ctx, k, len, (size_t)l->numel / len, EW_CHUNK,
+                             CG_WG);
+}
+
 /* ------------------------------------------------------------------------
  * Unary: y = F(x; p0, p1).  Backward: gx = G(x, y, g; p0, p1).
  * ------------------------------------------------------------------------ */
@@ -21,21 +62,37 @@ cg__unary(const char *name, cg_tensor *x, float p0, float p1)
     cg_tensor *y;
     cl_kernel k;
     cl_mem mx, my;
-    cl_uint n;
+    cl_uint n, len, ch = EW_CHUNK;
+    cl_int ix;
+    int vec, status;
 
     y = cg__tensor_empty(x->ctx, CG_F32, x->ndim, x->shape);
     if (!y)
         return NULL;
     cg__layout_make(&l, x->ndim, x->shape, 1, (const cg_tensor **)&x);
     n = (cl_uint)l.numel;
+    vec = rows_ok(&l, 1, &ix);
+    len = row_len(&l);
     mx = cg__tensor_mem(x);
     my = cg__tensor_mem(y);
-    snprintf(kname, sizeof kname, "%s_f", name);
-    if (cg__kernel(x->ctx, "elementwise", kname, &k) ||
-        cg__args(k, 9, CG_ARG(mx), CG_ARG(l.offset[0]), CG_ARG(l.shape),
-                 CG_ARG(l.strides[0]), CG_ARG(l.nd), CG_ARG(my), CG_ARG(n),
-                 CG_ARG(p0), CG_ARG(p1)) ||
-        cg__launch1d(x->ctx, k, n, CG_WG)) {
+    snprintf(kname, sizeof kname, vec ? "%s_fv" : "%s_f", name);
+    status = cg__kernel(x->ctx, "elementwise", kname, &k);
+    if (status == CG_OK && vec) {
+        status = cg__args(k, 11, CG_ARG(mx), CG_ARG(l.offset[0]),
+                          CG_ARG(l.shape), CG_ARG(l.strides[0]),
+                          CG_ARG(l.nd), CG_ARG(ix), CG_ARG(my), CG_ARG(len),
+                          CG_ARG(ch), CG_ARG(p0), CG_ARG(p1));
+        if (status == CG_OK)
+            status = launch_rows(x->ctx, k, &l);
+    } else if (status == CG_OK) {
+        status = cg__args(k, 9, CG_ARG(mx), CG_ARG(l.offset[0]),
+                          CG_ARG(l.shape), CG_ARG(l.strides[0]),
+                          CG_ARG(l.nd), CG_ARG(my), CG_ARG(n), CG_ARG(p0),
+                          CG_ARG(p1));
+        if (status == CG_OK)
+            status = cg__launch1d(x->ctx, k, n, CG_WG);
+    }
+    if (status) {
         cg_tensor_free(y);
         return NULL;
     }
@@ -50,28 +107,40 @@ unary_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
     cg__layout l;
     cl_kernel k;
     cl_mem mx, my, mg, mgx;
-    cl_uint n;
+    cl_uint n, len, ch = EW_CHUNK;
     cl_float p0 = (cl_float)node->f[0], p1 = (cl_float)node->f[1];
-    int status;
+    cl_int ix;
+    int vec, status;
 
     gx = cg__tensor_empty(x->ctx, CG_F32, x->ndim, x->shape);
     if (!gx)
         return cg__last_status();
     cg__layout_make(&l, x->ndim, x->shape, 1, (const cg_tensor **)&x);
     n = (cl_uint)l.numel;
+    vec = rows_ok(&l, 1, &ix);
+    len = row_len(&l);
     mx = cg__tensor_mem(x);
     my = cg__tensor_mem(y);
     mg = cg__tensor_mem(g);
     mgx = cg__tensor_mem(gx);
-    snprintf(kname, sizeof kname, "%s_b", node->kname);
+    snprintf(kname, sizeof kname, vec ? "%s_bv" : "%s_b", node->kname);
     status = cg__kernel(x->ctx, "elementwise", kname, &k);
-    if (status == CG_OK)
+    if (status == CG_OK && vec) {
+        status = cg__args(k, 13, CG_ARG(mx), CG_ARG(l.offset[0]),
+                          CG_ARG(l.shape), CG_ARG(l.strides[0]),
+                          CG_ARG(l.nd), CG_ARG(ix), CG_ARG(my), CG_ARG(mg),
+                          CG_ARG(mgx), CG_ARG(len), CG_ARG(ch), CG_ARG(p0),
+                          CG_ARG(p1));
+        if (status == CG_OK)
+            status = launch_rows(x->ctx, k, &l);
+    } else if (status == CG_OK) {
         status = cg__args(k, 11, CG_ARG(mx), CG_ARG(l.offset[0]),
                           CG_ARG(l.shape), CG_ARG(l.strides[0]),
                           CG_ARG(l.nd), CG_ARG(my), CG_ARG(mg), CG_ARG(mgx),
                           CG_ARG(n), CG_ARG(p0), CG_ARG(p1));
-    if (status == CG_OK)
-        status = cg__launch1d(x->ctx, k, n, CG_WG);
+        if (status == CG_OK)
+            status = cg__launch1d(x->ctx, k, n, CG_WG);
+    }
     if (status) {
         cg_tensor_free(gx);
         return status;
@@ -169,9 +238,10 @@ binary_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
     cg__layout l;
     cl_kernel k;
     cl_mem ma, mb, my, mg, mga, mgb;
-    cl_uint n;
+    cl_uint n, len, ch = EW_CHUNK;
     cl_int want = (node->needs[0] ? 1 : 0) | (node->needs[1] ? 2 : 0);
-    int status = CG_OK, j;
+    cl_int inner[2];
+    int status = CG_OK, j, vec;
 
     for (j = 0; j < 2; j++)
         if (node->needs[j] &&
@@ -181,22 +251,34 @@ binary_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
         }
     cg__layout_make(&l, g->ndim, g->shape, 2, ops);
     n = (cl_uint)l.numel;
+    vec = rows_ok(&l, 2, inner);
+    len = row_len(&l);
     ma = cg__tensor_mem(a);
     mb = cg__tensor_mem(b);
     my = cg__tensor_mem(y);
     mg = cg__tensor_mem(g);
     mga = cg__tensor_mem(full[0] ? full[0] : full[1]);
     mgb = cg__tensor_mem(full[1] ? full[1] : full[0]);
-    snprintf(kname, sizeof kname, "%s_b", node->kname);
+    snprintf(kname, sizeof kname, vec ? "%s_bv" : "%s_b", node->kname);
     status = cg__kernel(g->ctx, "elementwise", kname, &k);
-    if (status == CG_OK)
+    if (status == CG_OK && vec) {
+        status = cg__args(k, 17, CG_ARG(ma), CG_ARG(l.offset[0]), CG_ARG(mb),
+                          CG_ARG(l.offset[1]), CG_ARG(l.shape),
+                          CG_ARG(l.strides[0]), CG_ARG(l.strides[1]),
+                          CG_ARG(l.nd), CG_ARG(inner[0]), CG_ARG(inner[1]),
+                          CG_ARG(my), CG_ARG(mg), CG_ARG(mga), CG_ARG(mgb),
+                          CG_ARG(len), CG_ARG(ch), CG_ARG(want));
+        if (status == CG_OK)
+            status = launch_rows(g->ctx, k, &l);
+    } else if (status == CG_OK) {
         status = cg__args(k, 14, CG_ARG(ma), CG_ARG(l.offset[0]), CG_ARG(mb),
                           CG_ARG(l.offset[1]), CG_ARG(l.shape),
                           CG_ARG(l.strides[0]), CG_ARG(l.strides[1]),
                           CG_ARG(l.nd), CG_ARG(my), CG_ARG(mg), CG_ARG(mga),
                           CG_ARG(mgb), CG_ARG(n), CG_ARG(want));
-    if (status == CG_OK)
-        status = cg__launch1d(g->ctx, k, n, CG_WG);
+        if (status == CG_OK)
+            status = cg__launch1d(g->ctx, k, n, CG_WG);
+    }
     for (j = 0; j < 2 && status == CG_OK; j++) {
         const cg_tensor *in = ops[j];
 
@@ -223,8 +305,9 @@ binary_op(const char *name, cg_tensor *a, cg_tensor *b)
     cg__node *node;
     cl_kernel k;
     cl_mem ma, mb, my;
-    cl_uint n;
-    int ndim, status;
+    cl_uint n, len, ch = EW_CHUNK;
+    cl_int inner[2];
+    int ndim, status, vec;
 
     cg__error_clear();
     if (binary_check(a, b, &ndim, shape))
@@ -234,18 +317,29 @@ binary_op(const char *name, cg_tensor *a, cg_tensor *b)
         return NULL;
     cg__layout_make(&l, ndim, shape, 2, ops);
     n = (cl_uint)l.numel;
+    vec = rows_ok(&l, 2, inner);
+    len = row_len(&l);
     ma = cg__tensor_mem(a);
     mb = cg__tensor_mem(b);
     my = cg__tensor_mem(y);
-    snprintf(kname, sizeof kname, "%s_f", name);
+    snprintf(kname, sizeof kname, vec ? "%s_fv" : "%s_f", name);
     status = cg__kernel(a->ctx, "elementwise", kname, &k);
-    if (status == CG_OK)
+    if (status == CG_OK && vec) {
+        status = cg__args(k, 13, CG_ARG(ma), CG_ARG(l.offset[0]), CG_ARG(mb),
+                          CG_ARG(l.offset[1]), CG_ARG(l.shape),
+                          CG_ARG(l.strides[0]), CG_ARG(l.strides[1]),
+                          CG_ARG(l.nd), CG_ARG(inner[0]), CG_ARG(inner[1]),
+                          CG_ARG(my), CG_ARG(len), CG_ARG(ch));
+        if (status == CG_OK)
+            status = launch_rows(a->ctx, k, &l);
+    } else if (status == CG_OK) {
         status = cg__args(k, 10, CG_ARG(ma), CG_ARG(l.offset[0]), CG_ARG(mb),
                           CG_ARG(l.offset[1]), CG_ARG(l.shape),
                           CG_ARG(l.strides[0]), CG_ARG(l.strides[1]),
                           CG_ARG(l.nd), CG_ARG(my), CG_ARG(n));
-    if (status == CG_OK)
-        status = cg__launch1d(a->ctx, k, n, CG_WG);
+        if (status == CG_OK)
+            status = cg__launch1d(a->ctx, k, n, CG_WG);
+    }
     if (status == CG_OK) {
         node = cg__record(y, name, binary_backward, 2, in, &status);
         if (node) {
