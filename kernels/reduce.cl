@@ -2,13 +2,25 @@
  * kernels/reduce.cl - deterministic reductions: sum (and mean), max with
  * argmax, variance.
  *
- * Index space: one work-group of RWG work-items per output element o (the
- * global size is n_out * RWG).  The input is strided: the kept dimensions
- * (kshape/kst, knd of them) locate row o, the reduced dimensions
- * (rshape/rst, rnd) its nred elements.  Each work-item accumulates the
- * elements lid, lid + RWG, ... in order, then a fixed-shape tree in local
- * memory combines them: the same order on every run, no atomics, so
- * results are bit-identical from run to run.
+ * reduce_sum, reduce_max, reduce_var, any layout: one work-group of RWG
+ * work-items per output element o (the global size is n_out * RWG).  The
+ * input is strided: the kept dimensions (kshape/kst, knd of them) locate
+ * row o, the reduced dimensions (rshape/rst, rnd) its nred elements.  Each
+ * work-item accumulates the elements lid, lid + RWG, ... in order, then a
+ * fixed-shape tree in local memory combines them: the same order on every
+ * run, no atomics, so results are bit-identical from run to run.
+ *
+ * reduce_rows, sums of contiguous rows (a full sum is one row): ng
+ * work-groups of RWG per row (global size ng * RWG by the number of rows),
+ * each work-item a contiguous run of elements, VW at a time; the partial
+ * sums then take a second launch over rows of ng.  reduce_cols, column
+ * sums of a row-major matrix: COLS columns per work-item as vectors, a
+ * chunk of rows each, and a second launch over the chunks.  Both read
+ * memory as a CPU streams it (one work-item's loads are consecutive) and
+ * use explicit vectors, which PoCL needs to reach memory bandwidth; vloadn
+ * needs only element alignment, so any element offset and row length
+ * take this path.  Their summation orders depend only on the sizes (and
+ * RWG): deterministic too.
  *
  * Tunable: RWG, the work-group size (a power of two, default 64).
  *
@@ -41,29 +53,102 @@ reduce_sum(__global const float *x, int xo, int8 kshape, int8 kst, int knd,
         y[o] = buf[0] * scale;
 }
 
+#define VW 8
+#define VF float8
+#define VLOAD vload8
+#define VSTORE vstore8
+
+/* Columns per work-item of reduce_cols (lib/ops/reduce.c's COL_BLOCK):
+ * four vectors, so that a CPU work-item reads whole cache lines of a row. */
+#define COLS (4 * VW)
+
+/* The sum of v's lanes, in a fixed order. */
+inline float
+cg_hsum(VF v)
+{
+    float4 h = v.lo + v.hi;
+
+    return (h.s0 + h.s2) + (h.s1 + h.s3);
+}
+
+/* part[o * ng + w] = scale * the sum of elements w * chunk ..
+ * min(len, (w + 1) * chunk) - 1 of row o of x (rows of len elements from
+ * element xo, contiguous): work-group (w, o), each work-item a run of
+ * chunk / RWG elements (chunk a multiple of RWG * VW), the runs then
+ * combined by reduce_sum's tree. */
+__kernel __attribute__((reqd_work_group_size(RWG, 1, 1))) void
+reduce_rows(__global const float *x, int xo, uint len, uint chunk,
+            __global float *part, float scale)
+{
+    __local float buf[RWG];
+    uint w = get_group_id(0), ng = get_num_groups(0), o = get_global_id(1);
+    uint lid = get_local_id(0), run = chunk / RWG, s;
+    uint j = w * chunk + lid * run, e = min(len, j + run);
+    __global const float *p = x + xo + (size_t)o * len;
+    VF v = 0.0f;
+    float acc = 0.0f;
+
+    for (; j + VW <= e; j += VW)
+        v += VLOAD(0, p + j);
+    for (; j < e; j++)
+        acc += p[j];
+    buf[lid] = cg_hsum(v) + acc;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (s = RWG / 2; s > 0; s >>= 1) {
+        if (lid < s)
+            buf[lid] += buf[lid + s];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lid == 0)
+        part[(size_t)o * ng + w] = buf[0] * scale;
+}
+
 /* Column sums of a row-major [R, C] matrix with row stride ld (the sum
- * over leading dimensions of a contiguous tensor: bias gradients).  One
- * work-item per column c and chunk of rows: part[chunk * C + c] = scale *
- * sum of rows chunk * rows .. (chunk + 1) * rows - 1, in order, so the
- * result is the same on every run.  Neighbouring work-items read
- * neighbouring columns (coalesced), unlike reduce_sum's one work-group per
- * column.  A second launch with R = nchunk adds the chunks up. */
+ * over leading dimensions of a contiguous tensor: bias gradients).
+ * Work-item (b, chunk) handles columns b * COLS .. b * COLS + COLS - 1
+ * and rows chunk * rows .. (chunk + 1) * rows - 1: part[chunk * C + c] =
+ * scale * the sum of those rows of column c, in row order, so the result
+ * is the same on every run.  A work-item's loads along a row are
+ * consecutive vectors; the last, partial block of columns goes one column
+ * at a time.  A second launch with R = nchunk adds the chunks up. */
 __kernel void
 reduce_cols(__global const float *x, int xo, int ld, int R, int C, int rows,
             __global float *part, float scale)
 {
-    int c = get_global_id(0), chunk = get_global_id(1), r, end;
+    int c = get_global_id(0) * COLS, chunk = get_global_id(1), r, end, k;
     __global const float *p;
-    float acc = 0.0f;
+    __global float *q;
 
     if (c >= C)
         return;
     r = chunk * rows;
     end = min(R, r + rows);
     p = x + xo + (long)r * ld + c;
-    for (; r < end; r++, p += ld)
-        acc += *p;
-    part[(long)chunk * C + c] = acc * scale;
+    q = part + (long)chunk * C + c;
+    if (c + COLS <= C) {
+        VF a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+
+        for (; r < end; r++, p += ld) {
+            a0 += VLOAD(0, p);
+            a1 += VLOAD(1, p);
+            a2 += VLOAD(2, p);
+            a3 += VLOAD(3, p);
+        }
+        VSTORE(a0 * scale, 0, q);
+        VSTORE(a1 * scale, 1, q);
+        VSTORE(a2 * scale, 2, q);
+        VSTORE(a3 * scale, 3, q);
+        return;
+    }
+    for (k = 0; c + k < C; k++) {
+        __global const float *pk = p + k;
+        float acc = 0.0f;
+        int i;
+
+        for (i = r; i < end; i++, pk += ld)
+            acc += *pk;
+        q[k] = acc * scale;
+    }
 }
 
 /* Is (v, i) a better maximum than (bv, bi)?  NaN wins (it propagates, as

@@ -350,7 +350,8 @@ check_reduce(const char *name, int kind)
         { "7,33", 1, { 0 } }, { "7,33", 1, { -1 } }, { "3,5,7", 2, { 0, 2 } },
         { "3,5,7", 1, { 1 } }, { "T7,33", 1, { 1 } }, { "T5,9", 1, { 0 } },
         { "2,3,4,5", 3, { 3, 0, 1 } }, { "33,257", 1, { 1 } },
-        { "257,7", 1, { 0 } }
+        { "257,7", 1, { 0 } }, { "O257", 0, { 0 } }, { "O3,130", 1, { 1 } },
+        { "70,41", 1, { 0 } }, { "O70,41", 1, { 0 } }
     };
     oc_op op = { 0 };
     size_t c;
@@ -402,6 +403,80 @@ START_TEST(reductions_are_bit_identical_between_runs)
             cg_tensor_free(s);
         }
     cg_tensor_free(x);
+}
+END_TEST
+
+/* Sums too large for the finite differences of oc_check: the full sum and
+ * row sums that take reduce_rows's two passes, column sums of many chunks
+ * of rows with a partial block of columns, at element offsets that no
+ * vector width divides; forward only, against sums in double.  The error
+ * is normalised by the sum of |x| (float32 sums of n terms in any order
+ * stay within a few n * 6e-8 of it; these orders, vectors and trees, stay
+ * far below 1e-5). */
+static void
+check_large_sum(int64_t R, int64_t C, int which, int offset, int mean)
+{
+    int64_t n = R * C, i, r, c, nout = which == 0 ? 1 : which == 1 ? R : C;
+    int64_t full = n + offset, shape[2] = { R, C };
+    float *host = malloc((size_t)full * sizeof *host);
+    float *got = malloc((size_t)nout * sizeof *got);
+    double *ref = calloc((size_t)nout, sizeof *ref);
+    double *mag = calloc((size_t)nout, sizeof *mag);
+    int axes[1] = { which == 1 ? 1 : 0 };
+    cg_tensor *base, *flat, *x, *y;
+
+    for (i = 0; i < full; i++)
+        host[i] = (float)oc_uniform(-2, 2);
+    for (r = 0; r < R; r++)
+        for (c = 0; c < C; c++) {
+            double v = host[offset + r * C + c];
+            int64_t o = which == 0 ? 0 : which == 1 ? r : c;
+
+            ref[o] += v;
+            mag[o] += fabs(v);
+        }
+    base = cg_tensor_from_host(tu_ctx(), CG_F32, 1, &full, host);
+    ck_assert_msg(base != NULL, "%s", cg_last_error());
+    flat = cg_narrow(base, 0, offset, n);
+    ck_assert_ptr_nonnull(flat);
+    x = cg_reshape(flat, 2, shape);
+    ck_assert_ptr_nonnull(x);
+    y = mean ? cg_mean(x, which ? 1 : 0, axes, 0)
+             : cg_sum(x, which ? 1 : 0, axes, 0);
+    ck_assert_msg(y != NULL, "%s", cg_last_error());
+    ck_assert_int_eq(cg_tensor_numel(y), nout);
+    ck_assert_int_eq(cg_tensor_to_host(y, got, (size_t)nout * sizeof *got),
+                     CG_OK);
+    for (i = 0; i < nout; i++) {
+        double div = mean ? (double)(n / nout) : 1.0;
+        double err = fabs(got[i] - ref[i] / div) / (mag[i] / div + 1e-30);
+
+        ck_assert_msg(err < 1e-5, "%s [%lld,%lld] over %s, offset %d: "
+                      "output %lld is %.9g, not %.9g (error %.3g)",
+                      mean ? "mean" : "sum", (long long)R, (long long)C,
+                      which == 0 ? "all" : which == 1 ? "rows" : "columns",
+                      offset, (long long)i, got[i], ref[i] / div, err);
+    }
+    cg_tensor_free(y);
+    cg_tensor_free(x);
+    cg_tensor_free(flat);
+    cg_tensor_free(base);
+    free(host);
+    free(got);
+    free(ref);
+    free(mag);
+}
+
+START_TEST(large_sums_match_reference)
+{
+    check_large_sum(1, 32775, 0, 0, 0);
+    check_large_sum(1, 32775, 0, 3, 1);
+    check_large_sum(1000, 1003, 0, 1, 0);
+    check_large_sum(3, 40001, 1, 5, 0);
+    check_large_sum(3, 40001, 1, 0, 1);
+    check_large_sum(2049, 77, 2, 3, 0);
+    check_large_sum(3001, 1, 0, 0, 0);
+    check_large_sum(1001, 64, 2, 0, 1);
 }
 END_TEST
 
@@ -602,6 +677,7 @@ main(void)
     tcase_add_test(tc, where_selects_and_routes_gradients);
     tcase_add_test(tc, reductions_over_any_axes);
     tcase_add_test(tc, reductions_are_bit_identical_between_runs);
+    tcase_add_test(tc, large_sums_match_reference);
     tcase_add_test(tc, views_and_their_gradients);
     tcase_add_test(tc, print_error_table);
     suite_add_tcase(s, tc);

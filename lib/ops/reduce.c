@@ -1,7 +1,9 @@
 /*
  * lib/ops/reduce.c - sum, mean, max and var over any set of axes.
  * Kernels: kernels/reduce.cl (one work-group per output element, fixed
- * tree order: deterministic).
+ * tree order: deterministic; sums of contiguous rows and columns, the
+ * full sum among them, have their own vectorised kernels, also with
+ * orders fixed by the sizes).
  */
 #include "config.h"
 
@@ -85,10 +87,21 @@ split_layout(const cg_tensor *x, unsigned mask, cg__layout *k, cg__layout *r,
 }
 
 /* Rows per work-item of reduce_cols: short enough that a [2048, 1024]
- * bias gradient has 32 x 1024 work-items and float sums stay accurate,
- * long enough that the second pass is small. */
+ * bias gradient has 32 chunks of rows and float sums stay accurate, long
+ * enough that the second pass is small.  COL_BLOCK: the columns of a
+ * work-item, kernels/reduce.cl's COLS; COL_WG: at most so many work-items
+ * of a chunk of rows per work-group. */
 #define COL_ROWS 64
-#define COL_WG 64
+#define COL_BLOCK 32
+#define COL_WG 16
+
+/* reduce_rows's vector width (kernels/reduce.cl's VW); a row shorter than
+ * ROW_SPLIT elements takes one work-group, a longer one a work-group per
+ * ROW_SPLIT elements or so (at most ROW_PARTS), so that a full sum keeps
+ * every compute unit busy, and the second pass is one short row. */
+#define ROW_VW 8
+#define ROW_SPLIT 16384
+#define ROW_PARTS 256
 
 /* Whether sum over `mask` of x is a column sum: x contiguous, the reduced
  * dimensions a nonempty prefix, something kept.  Then R x C. */
@@ -109,6 +122,26 @@ is_col_sum(const cg_tensor *x, unsigned mask, int64_t *R, int64_t *C)
     return *R > 1 && *C > 0 && *R * *C <= INT32_MAX;
 }
 
+/* Whether sum over `mask` of x is a row sum: x contiguous, the reduced
+ * dimensions a nonempty suffix (all of them: a full sum, one row).  Then
+ * R rows of C. */
+static int
+is_row_sum(const cg_tensor *x, unsigned mask, int64_t *R, int64_t *C)
+{
+    int d, k = x->ndim;
+
+    while (k > 0 && (mask & (1u << (k - 1))))
+        k--;
+    if (k == x->ndim || (mask & ((1u << k) - 1)) != 0 ||
+        !cg_tensor_is_contiguous(x))
+        return 0;
+    *R = 1;
+    *C = 1;
+    for (d = 0; d < x->ndim; d++)
+        *(d < k ? R : C) *= x->shape[d];
+    return *R > 0 && *C > 0 && *R * *C <= INT32_MAX;
+}
+
 /* y (new, so contiguous at offset 0, C elements) = scale * column sums of x's [R, C] view:
  * one pass of chunks of COL_ROWS rows, and a second over the chunks. */
 static int
@@ -119,7 +152,6 @@ col_sum(cg_tensor *x, int64_t R64, int64_t C64, float scale, cg_tensor *y)
     int64_t pshape[2] = { nchunk, C };
     cg_tensor *part = NULL;
     cl_mem mx = cg__tensor_mem(x), my = cg__tensor_mem(y), mp;
-    size_t global[2], local[2] = { COL_WG, 1 };
     float one = 1.0f, first;
     cl_kernel k;
     int status;
@@ -133,22 +165,78 @@ col_sum(cg_tensor *x, int64_t R64, int64_t C64, float scale, cg_tensor *y)
             return cg__last_status();
     }
     mp = part ? cg__tensor_mem(part) : my;
-    global[0] = ((size_t)C + COL_WG - 1) / COL_WG * COL_WG;
-    global[1] = (size_t)nchunk;
     first = part ? one : scale;
     status = cg__args(k, 8, CG_ARG(mx), CG_ARG(xo), CG_ARG(C), CG_ARG(R),
                       CG_ARG(C), CG_ARG(rows), CG_ARG(mp),
                       CG_ARG(first));
     if (status == CG_OK)
-        status = cg__launch(x->ctx, k, 2, global, local, NULL);
+        status = cg__launch_chunks(x->ctx, k, (size_t)C, (size_t)nchunk,
+                                   COL_BLOCK, COL_WG);
     if (status == CG_OK && part) {
-        global[1] = 1;
         status = cg__args(k, 8, CG_ARG(mp), CG_ARG(zero), CG_ARG(C),
                           CG_ARG(nchunk), CG_ARG(C), CG_ARG(nchunk),
                           CG_ARG(my), CG_ARG(scale));
         if (status == CG_OK)
-            status = cg__launch(x->ctx, k, 2, global, local, NULL);
+            status = cg__launch_chunks(x->ctx, k, (size_t)C, 1, COL_BLOCK,
+                                       COL_WG);
     }
+    cg_tensor_free(part);
+    return status;
+}
+
+/* One launch of reduce_rows: part[o * ng + w] = scale * the sum of the
+ * w-th of ng pieces of row o of src (R rows of len from element off). */
+static int
+rows_pass(cg_context *ctx, cl_kernel k, cl_mem src, cl_int off, cl_uint len,
+          cl_uint ng, size_t R, cl_mem part, float scale)
+{
+    size_t wg = RWG(ctx), global[2], local[2] = { wg, 1 };
+    size_t piece = wg * ROW_VW;
+    cl_uint chunk = (cl_uint)(((len + ng - 1) / ng + piece - 1) / piece *
+                              piece);
+    int status;
+
+    global[0] = ng * wg;
+    global[1] = R;
+    status = cg__args(k, 6, CG_ARG(src), CG_ARG(off), CG_ARG(len),
+                      CG_ARG(chunk), CG_ARG(part), CG_ARG(scale));
+    if (status == CG_OK)
+        status = cg__launch(ctx, k, 2, global, local, NULL);
+    return status;
+}
+
+/* y (new, R elements) = scale * the sums of x's R contiguous rows of C:
+ * one pass if a row is short, else ng partial sums per row and a second
+ * pass over them. */
+static int
+row_sum(cg_tensor *x, int64_t R, int64_t C, float scale, cg_tensor *y)
+{
+    cl_uint ng = C < 2 * ROW_SPLIT ? 1 : (cl_uint)(C / ROW_SPLIT);
+    cl_mem mx = cg__tensor_mem(x), my = cg__tensor_mem(y);
+    cg_tensor *part = NULL;
+    cl_kernel k;
+    int status;
+
+    if (ng > ROW_PARTS)
+        ng = ROW_PARTS;
+    status = cg__kernel(x->ctx, "reduce", "reduce_rows", &k);
+    if (status)
+        return status;
+    if (ng == 1)
+        return rows_pass(x->ctx, k, mx, (cl_int)x->offset, (cl_uint)C, 1,
+                         (size_t)R, my, scale);
+    {
+        int64_t pshape[2] = { R, ng };
+
+        part = cg__tensor_empty(x->ctx, CG_F32, 2, pshape);
+    }
+    if (!part)
+        return cg__last_status();
+    status = rows_pass(x->ctx, k, mx, (cl_int)x->offset, (cl_uint)C, ng,
+                       (size_t)R, cg__tensor_mem(part), 1.0f);
+    if (status == CG_OK)
+        status = rows_pass(x->ctx, k, cg__tensor_mem(part), 0, ng, 1,
+                           (size_t)R, my, scale);
     cg_tensor_free(part);
     return status;
 }
@@ -176,9 +264,11 @@ reduce(int kind, cg_tensor *x, unsigned mask, int keepdim, float param,
     my = cg__tensor_mem(*y);
     if (kind == RED_SUM) {
         int64_t R, C;
+        int col = is_col_sum(x, mask, &R, &C);
 
-        if (is_col_sum(x, mask, &R, &C)) {
-            status = col_sum(x, R, C, param, *y);
+        if (col || is_row_sum(x, mask, &R, &C)) {
+            status = col ? col_sum(x, R, C, param, *y)
+                         : row_sum(x, R, C, param, *y);
             if (status == CG_OK)
                 return CG_OK;
             goto fail;
