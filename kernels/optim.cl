@@ -2,9 +2,15 @@
  * kernels/optim.cl - optimizer updates and gradient clipping.
  *
  * Update kernels (sgd_step, adam_step, rmsprop_step): one launch per
- * parameter, one work-item per element i < n (the global size is padded to
- * the work-group size).  Each reads the parameter p and its gradient g
- * (at element offsets po and go), updates its state in place and writes p.
+ * parameter, one work-item per ch consecutive elements (ch a multiple of
+ * VW; ceil(n / ch) work-items, padded to the work-group size), VW at a
+ * time as vectors and the rest of the last chunk one at a time.  Each
+ * reads the parameter p and its gradient g (at element offsets po and go,
+ * which need no alignment: vloadn needs only the element's), updates its
+ * state in place and writes p.  Explicit vectors and a contiguous chunk
+ * per work-item are what lets PoCL stream at memory bandwidth; the update
+ * is written once, as a macro over the element type, so both widths do
+ * the same float32 operations.
  * The arithmetic is PyTorch 1.13's single-tensor code written out one
  * float32 operation at a time, in its order and with its roundings: its
  * CPU kernels compute `x.add_(y, alpha=a)` as fma(a, y, x),
@@ -32,114 +38,138 @@
 #define RWG 64
 #endif
 
+#define VW 8
+#define VF float8
+#define LD_V(q) vload8(0, (q))
+#define ST_V(x, q) vstore8((x), 0, (q))
+#define LD_1(q) (*(q))
+#define ST_1(x, q) (*(q) = (x))
+
+/* Runs UPDATE(T, LD, ST, i) over elements i of the chunk of ch that
+ * work-item gets, VW at a time while whole vectors remain. */
+#define FOR_CHUNK(UPDATE)                                                    \
+    uint i0 = get_global_id(0) * ch, e, i;                                   \
+                                                                             \
+    if (i0 >= n)                                                             \
+        return;                                                              \
+    e = min(n, i0 + ch);                                                     \
+    for (i = i0; i + VW <= e; i += VW)                                       \
+        UPDATE(VF, LD_V, ST_V, i);                                           \
+    for (; i < e; i++)                                                       \
+        UPDATE(float, LD_1, ST_1, i)
+
 /* SGD.  buf is the momentum buffer (unused, may be any buffer, when
  * momentum is 0); init 1: the buffer starts as this step's direction.
  * omd = 1 - dampening, neg_lr = -lr. */
+#define SGD(T, LD, ST, i)                                                    \
+    do {                                                                     \
+        T pv = LD(p + po + i), gv = LD(g + go + i), d = maximize ? -gv : gv; \
+        T b;                                                                 \
+                                                                             \
+        if (wd != 0.0f)                                                      \
+            d = fma((T)wd, pv, d);                                           \
+        if (momentum != 0.0f) {                                              \
+            if (init) {                                                      \
+                b = d;                                                       \
+            } else {                                                         \
+                b = LD(buf + i) * momentum;                                  \
+                b = fma((T)omd, d, b);                                       \
+            }                                                                \
+            ST(b, buf + i);                                                  \
+            d = nesterov ? fma((T)momentum, b, d) : b;                       \
+        }                                                                    \
+        ST(fma((T)neg_lr, d, pv), p + po + i);                               \
+    } while (0)
+
 __kernel void
 sgd_step(__global float *p, int po, __global const float *g, int go,
          __global float *buf, uint n, float momentum, float omd, float wd,
-         float neg_lr, int nesterov, int maximize, int init)
+         float neg_lr, int nesterov, int maximize, int init, uint ch)
 {
-    uint i = get_global_id(0);
-    float d, pv, b;
-
-    if (i >= n)
-        return;
-    pv = p[po + i];
-    d = maximize ? -g[go + i] : g[go + i];
-    if (wd != 0.0f)
-        d = fma(wd, pv, d);
-    if (momentum != 0.0f) {
-        if (init) {
-            b = d;
-        } else {
-            b = buf[i] * momentum;
-            b = fma(omd, d, b);
-        }
-        buf[i] = b;
-        d = nesterov ? fma(momentum, b, d) : b;
-    }
-    p[po + i] = fma(neg_lr, d, pv);
+    FOR_CHUNK(SGD);
 }
 
 /* Adam and AdamW.  pscale multiplies p first (AdamW's 1 - lr * wd, else
  * 1); wd is Adam's L2 term (0 for AdamW).  omb1 = 1 - beta1,
  * omb2 = 1 - beta2, bc2s = sqrt(1 - beta2^step), neg_step = -lr / (1 -
- * beta1^step).  vmax is used only when amsgrad is set. */
+ * beta1^step).  vmax is used only when amsgrad is set; torch.maximum
+ * there: NaN propagates. */
+#define ADAM(T, LD, ST, i)                                                   \
+    do {                                                                     \
+        T pv = LD(p + po + i) * pscale, gv = LD(g + go + i);                 \
+        T d = maximize ? -gv : gv, mv, vv, den;                              \
+                                                                             \
+        if (wd != 0.0f)                                                      \
+            d = fma((T)wd, pv, d);                                           \
+        mv = LD(m + i) * beta1;                                              \
+        mv = fma((T)omb1, d, mv);                                            \
+        vv = LD(v + i) * beta2;                                              \
+        vv = fma(omb2 * d, d, vv);                                           \
+        ST(mv, m + i);                                                       \
+        ST(vv, v + i);                                                       \
+        if (amsgrad) {                                                       \
+            T mx = LD(vmax + i);                                             \
+                                                                             \
+            mx = (isnan(vv) || vv > mx) ? vv : mx;                           \
+            ST(mx, vmax + i);                                                \
+            vv = mx;                                                         \
+        }                                                                    \
+        den = sqrt(vv) / bc2s;                                               \
+        den = den + eps;                                                     \
+        ST(neg_step * mv / den + pv, p + po + i);                            \
+    } while (0)
+
 __kernel void
 adam_step(__global float *p, int po, __global const float *g, int go,
           __global float *m, __global float *v, __global float *vmax,
           uint n, float pscale, float wd, float beta1, float omb1,
           float beta2, float omb2, float bc2s, float eps, float neg_step,
-          int amsgrad, int maximize)
+          int amsgrad, int maximize, uint ch)
 {
-    uint i = get_global_id(0);
-    float d, pv, mv, vv, den;
-
-    if (i >= n)
-        return;
-    pv = p[po + i] * pscale;
-    d = maximize ? -g[go + i] : g[go + i];
-    if (wd != 0.0f)
-        d = fma(wd, pv, d);
-    mv = m[i] * beta1;
-    mv = fma(omb1, d, mv);
-    vv = v[i] * beta2;
-    vv = fma(omb2 * d, d, vv);
-    m[i] = mv;
-    v[i] = vv;
-    if (amsgrad) {
-        float mx = vmax[i];
-
-        /* torch.maximum: NaN propagates. */
-        mx = (isnan(vv) || vv > mx) ? vv : mx;
-        vmax[i] = mx;
-        vv = mx;
-    }
-    den = sqrt(vv) / bc2s;
-    den = den + eps;
-    p[po + i] = neg_step * mv / den + pv;
+    FOR_CHUNK(ADAM);
 }
 
 /* RMSprop.  sq: square_avg; ga: grad_avg (centered only); buf: momentum
  * buffer (momentum > 0 only).  oma = 1 - alpha, neg_lr = -lr. */
+#define RMSPROP(T, LD, ST, i)                                                \
+    do {                                                                     \
+        T pv = LD(p + po + i), gv = LD(g + go + i), d = maximize ? -gv : gv; \
+        T s, avg;                                                            \
+                                                                             \
+        if (wd != 0.0f)                                                      \
+            d = fma((T)wd, pv, d);                                           \
+        s = LD(sq + i) * alpha;                                              \
+        s = fma(oma * d, d, s);                                              \
+        ST(s, sq + i);                                                       \
+        if (centered) {                                                      \
+            T a = LD(ga + i) * alpha;                                        \
+                                                                             \
+            a = fma((T)oma, d, a);                                           \
+            ST(a, ga + i);                                                   \
+            avg = sqrt(fma(-a, a, s));                                       \
+        } else {                                                             \
+            avg = sqrt(s);                                                   \
+        }                                                                    \
+        avg = avg + eps;                                                     \
+        if (momentum > 0.0f) {                                               \
+            T b = LD(buf + i) * momentum;                                    \
+                                                                             \
+            b = d / avg + b;                                                 \
+            ST(b, buf + i);                                                  \
+            ST(fma((T)neg_lr, b, pv), p + po + i);                           \
+        } else {                                                             \
+            ST(neg_lr * d / avg + pv, p + po + i);                           \
+        }                                                                    \
+    } while (0)
+
 __kernel void
 rmsprop_step(__global float *p, int po, __global const float *g, int go,
              __global float *sq, __global float *ga, __global float *buf,
              uint n, float alpha, float oma, float eps, float wd,
-             float momentum, float neg_lr, int centered, int maximize)
+             float momentum, float neg_lr, int centered, int maximize,
+             uint ch)
 {
-    uint i = get_global_id(0);
-    float d, pv, s, avg;
-
-    if (i >= n)
-        return;
-    pv = p[po + i];
-    d = maximize ? -g[go + i] : g[go + i];
-    if (wd != 0.0f)
-        d = fma(wd, pv, d);
-    s = sq[i] * alpha;
-    s = fma(oma * d, d, s);
-    sq[i] = s;
-    if (centered) {
-        float a = ga[i] * alpha;
-
-        a = fma(oma, d, a);
-        ga[i] = a;
-        avg = sqrt(fma(-a, a, s));
-    } else {
-        avg = sqrt(s);
-    }
-    avg = avg + eps;
-    if (momentum > 0.0f) {
-        float b = buf[i] * momentum;
-
-        b = d / avg + b;
-        buf[i] = b;
-        p[po + i] = fma(neg_lr, b, pv);
-    } else {
-        p[po + i] = neg_lr * d / avg + pv;
-    }
+    FOR_CHUNK(RMSPROP);
 }
 
 /* |x|^p for the norm kinds: kind 0 sum of squares, 1 maximum of |x|,

@@ -704,6 +704,80 @@ START_TEST(clip_norm_is_deterministic_and_exact_on_large_gradients)
 }
 END_TEST
 
+/* A parameter of n elements holding vals: at offset 0 of its own storage,
+ * or (offset 3) a view 3 elements into a larger tensor, which no vector
+ * width divides; its gradient set to grad. */
+static cg_tensor *
+param_at(int64_t n, int offset, const float *vals, const float *grad)
+{
+    int64_t full = n + offset;
+    float *h = calloc((size_t)full, sizeof *h);
+    cg_tensor *base, *p, *gt;
+
+    ck_assert_ptr_nonnull(h);
+    memcpy(h + offset, vals, (size_t)n * sizeof *h);
+    base = cg_tensor_from_host(tu_ctx(), CG_F32, 1, &full, h);
+    free(h);
+    ck_assert_ptr_nonnull(base);
+    p = cg_narrow(base, 0, offset, n);
+    cg_tensor_free(base);
+    ck_assert_ptr_nonnull(p);
+    ck_assert_int_eq(cg_tensor_set_requires_grad(p, 1), CG_OK);
+    gt = cg_tensor_from_host(tu_ctx(), CG_F32, 1, &n, grad);
+    ck_assert_int_eq(cg_backward(p, gt, 0), CG_OK);
+    cg_tensor_free(gt);
+    return p;
+}
+
+/* The update kernels take parameters at any element offset: each
+ * optimizer, with every state buffer in use, gives the same bits for a
+ * parameter 3 elements into its storage as for one at element 0, over a
+ * size with whole vectors, whole chunks and a remainder.  (Offset 0 is
+ * what ten_steps_match_pytorch checks against PyTorch.) */
+START_TEST(updates_at_an_element_offset_match_offset_zero)
+{
+    const int64_t n = 1001;
+    cg_sgd_options sgd = { 0.1, 0.9, 0, 0.01, 1, 0 };
+    cg_adam_options adam = { 1e-2, 0.9, 0.999, 1e-8, 0.01, 1, 1 };
+    cg_rmsprop_options rms = { 1e-2, 0.99, 1e-8, 0.01, 0.9, 1, 0 };
+    float *vals = malloc((size_t)n * sizeof *vals);
+    float *grad = malloc((size_t)n * sizeof *grad);
+    unsigned seed = 11;
+    int kind, off, step;
+    int64_t i;
+
+    ck_assert(vals && grad);
+    for (i = 0; i < n; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        vals[i] = (float)((seed >> 8) / 16777216.0 - 0.5) * 2.0f;
+        seed = seed * 1664525u + 1013904223u;
+        grad[i] = (float)((seed >> 8) / 16777216.0 - 0.5) * 3.0f;
+    }
+    for (kind = 0; kind < 3; kind++) {
+        cg_tensor *p[2];
+        cg_optimizer *opt[2];
+
+        for (off = 0; off < 2; off++) {
+            p[off] = param_at(n, off ? 3 : 0, vals, grad);
+            opt[off] = kind == 0 ? cg_optim_sgd_new(tu_ctx(), &p[off], 1, &sgd)
+                     : kind == 1 ? cg_optim_adam_new(tu_ctx(), &p[off], 1,
+                                                     &adam)
+                     : cg_optim_rmsprop_new(tu_ctx(), &p[off], 1, &rms);
+            ck_assert_msg(opt[off] != NULL, "%s", cg_last_error());
+            for (step = 0; step < 3; step++)
+                ck_assert_int_eq(cg_optim_step(opt[off]), CG_OK);
+        }
+        assert_same_bits(p[0], p[1], "a parameter at an offset");
+        for (off = 0; off < 2; off++) {
+            cg_optim_free(opt[off]);
+            cg_tensor_free(p[off]);
+        }
+    }
+    free(vals);
+    free(grad);
+}
+END_TEST
+
 START_TEST(defaults_and_explicit_zeros)
 {
     cg_adam_options ao = { .beta1 = CG_OPTIM_ZERO };
@@ -919,6 +993,7 @@ main(void)
     tcase_add_loop_test(tc, exported_state_resumes_bit_for_bit, 0,
                         2 * NROUNDTRIP);
     tcase_add_test(tc, clip_norm_is_deterministic_and_exact_on_large_gradients);
+    tcase_add_test(tc, updates_at_an_element_offset_match_offset_zero);
     tcase_add_test(tc, defaults_and_explicit_zeros);
     tcase_add_test(tc, bad_input_is_refused_and_changes_nothing);
     suite_add_tcase(s, tc);

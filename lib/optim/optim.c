@@ -299,6 +299,10 @@ cg_optim_free(cg_optimizer *opt)
  * Steps
  * ------------------------------------------------------------------------ */
 
+/* Elements per work-item of the update kernels (kernels/optim.cl): a
+ * multiple of their vector width; a few cache lines of each operand. */
+#define OPT_CHUNK 64
+
 /* The state tensor of kind k of parameter i, or NULL if unused. */
 static cg_tensor *
 state_of(const cg_optimizer *opt, int i, cg__state_kind kind)
@@ -323,16 +327,17 @@ launch_sgd(cg_optimizer *opt, int i, cl_mem mp, cl_int po, cl_mem mg,
     cl_float wd = (cl_float)opt->weight_decay, neg_lr = (cl_float)-opt->lr;
     cl_int nesterov = opt->nesterov, maximize = opt->maximize;
     cl_int init = b && !pp->present[0];
+    cl_uint ch = OPT_CHUNK;
     int status;
 
     if (!*k && (status = cg__kernel(opt->ctx, "optim", "sgd_step", k)))
         return status;
-    status = cg__args(*k, 13, CG_ARG(mp), CG_ARG(po), CG_ARG(mg), CG_ARG(go),
+    status = cg__args(*k, 14, CG_ARG(mp), CG_ARG(po), CG_ARG(mg), CG_ARG(go),
                       CG_ARG(mb), CG_ARG(n), CG_ARG(mom), CG_ARG(omd),
                       CG_ARG(wd), CG_ARG(neg_lr), CG_ARG(nesterov),
-                      CG_ARG(maximize), CG_ARG(init));
+                      CG_ARG(maximize), CG_ARG(init), CG_ARG(ch));
     if (status == CG_OK)
-        status = cg__launch1d(opt->ctx, *k, n, CG_WG);
+        status = cg__launch_chunks(opt->ctx, *k, n, 1, ch, CG_WG);
     if (status == CG_OK && b)
         pp->present[0] = 1;
     return status;
@@ -357,17 +362,19 @@ launch_adam(cg_optimizer *opt, int i, cl_mem mp, cl_int po, cl_mem mg,
     cl_float bc2s = (cl_float)sqrt(bc2), eps = (cl_float)opt->eps;
     cl_float neg_step = (cl_float)-(opt->lr / bc1);
     cl_int amsgrad = opt->amsgrad, maximize = opt->maximize;
+    cl_uint ch = OPT_CHUNK;
     int status;
 
     if (!*k && (status = cg__kernel(opt->ctx, "optim", "adam_step", k)))
         return status;
-    status = cg__args(*k, 19, CG_ARG(mp), CG_ARG(po), CG_ARG(mg), CG_ARG(go),
+    status = cg__args(*k, 20, CG_ARG(mp), CG_ARG(po), CG_ARG(mg), CG_ARG(go),
                       CG_ARG(mm), CG_ARG(mv), CG_ARG(mx), CG_ARG(n),
                       CG_ARG(pscale), CG_ARG(wd), CG_ARG(b1), CG_ARG(omb1),
                       CG_ARG(b2), CG_ARG(omb2), CG_ARG(bc2s), CG_ARG(eps),
-                      CG_ARG(neg_step), CG_ARG(amsgrad), CG_ARG(maximize));
+                      CG_ARG(neg_step), CG_ARG(amsgrad), CG_ARG(maximize),
+                      CG_ARG(ch));
     if (status == CG_OK)
-        status = cg__launch1d(opt->ctx, *k, n, CG_WG);
+        status = cg__launch_chunks(opt->ctx, *k, n, 1, ch, CG_WG);
     return status;
 }
 
@@ -385,17 +392,18 @@ launch_rmsprop(cg_optimizer *opt, int i, cl_mem mp, cl_int po, cl_mem mg,
     cl_float eps = (cl_float)opt->eps, wd = (cl_float)opt->weight_decay;
     cl_float mom = (cl_float)opt->momentum, neg_lr = (cl_float)-opt->lr;
     cl_int centered = opt->centered, maximize = opt->maximize;
+    cl_uint ch = OPT_CHUNK;
     int status;
 
     if (!*k && (status = cg__kernel(opt->ctx, "optim", "rmsprop_step", k)))
         return status;
-    status = cg__args(*k, 16, CG_ARG(mp), CG_ARG(po), CG_ARG(mg), CG_ARG(go),
+    status = cg__args(*k, 17, CG_ARG(mp), CG_ARG(po), CG_ARG(mg), CG_ARG(go),
                       CG_ARG(msq), CG_ARG(mga), CG_ARG(mb), CG_ARG(n),
                       CG_ARG(alpha), CG_ARG(oma), CG_ARG(eps), CG_ARG(wd),
                       CG_ARG(mom), CG_ARG(neg_lr), CG_ARG(centered),
-                      CG_ARG(maximize));
+                      CG_ARG(maximize), CG_ARG(ch));
     if (status == CG_OK)
-        status = cg__launch1d(opt->ctx, *k, n, CG_WG);
+        status = cg__launch_chunks(opt->ctx, *k, n, 1, ch, CG_WG);
     return status;
 }
 
