@@ -4,10 +4,12 @@
  * the last step), and the helpers that lay out W_hh for them.
  *
  * Forward, step t (lstm_fwd, gru_fwd, rnn_fwd):
- *     a = xproj_t + h_{t-1} W_hh^T    (G gate blocks of H units each)
- * then the cell update.  xproj_t already holds W_ih x_t + b_ih + b_hh,
- * except that for GRU the n block holds W_in x_t + b_in only and b_hn is
- * added inside r * (W_hn h + b_hn), as PyTorch does.  Gate order: LSTM
+ *     a = xproj_t + b_ih + b_hh + h_{t-1} W_hh^T    (G gate blocks of H units)
+ * then the cell update.  xproj_t holds W_ih x_t (one GEMM over all steps);
+ * the biases are added here rather than written into every row of xproj
+ * first, which cost a pass over T*B*G*H floats.  For GRU the n block takes
+ * b_in only and b_hn is added inside r * (W_hn h + b_hn), as PyTorch does.
+ * A NULL bias reads as zero.  Gate order: LSTM
  * i, f, g, o; GRU r, z, n.  Each step writes h_t to its state slot and to
  * the output sequence, and saves what backward needs: LSTM the activated
  * gates i, f, g, o and c_t; GRU r, z, n and W_hn h + b_hn (4H per row); RNN
@@ -85,10 +87,14 @@ typedef CG_CAT(float, VW) floatv;
 /* Zero, as a vector: OpenCL C widens scalars in arithmetic, not in calls. */
 #define ZV ((floatv)(0.0f))
 
+/* Helpers are forced inline: a tile's accumulators must become registers,
+ * which they do not while the tile is a call taking them by pointer. */
+#define INLINE inline __attribute__((always_inline))
+
 #define KERNEL __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void
 
 /* VW values from p of which the first n (<= VW) exist; the rest read 0. */
-inline floatv
+INLINE floatv
 ldn(const __global float *p, int n)
 {
     float t[VW];
@@ -102,7 +108,7 @@ ldn(const __global float *p, int n)
 }
 
 /* Stores the first n lanes of v at p. */
-inline void
+INLINE void
 stn(floatv v, __global float *p, int n)
 {
     float t[VW];
@@ -117,17 +123,28 @@ stn(floatv v, __global float *p, int n)
         p[j] = t[j];
 }
 
-inline floatv
+INLINE floatv
 sigm(floatv x)
 {
     return 1.0f / (1.0f + exp(-x));
+}
+
+/* The n units at j of b_ih (and of b_hh unless hh is 0): the bias of one
+ * gate block; NULL vectors read as zero. */
+INLINE floatv
+bias(const __global float *bi, int bio, const __global float *bh, int bho,
+     int j, int n, int hh)
+{
+    floatv v = bi != 0 ? ldn(bi + bio + j, n) : ZV;
+
+    return hh && bh != 0 ? v + ldn(bh + bho + j, n) : v;
 }
 
 #if HPROJ
 /* The GEMM variant (-DHPROJ=1): a GEMM has already formed the recurrent
  * product h_{t-1} W_hh^T as a dense [B, G*H] array, passed as wt; the tile
  * is loaded from it. */
-inline void
+INLINE void
 tile_fwd(floatv *acc, const int G, const __global float *wt, int hpad,
          const __global float *h, int H, int u0, int b0, int B)
 {
@@ -141,21 +158,25 @@ tile_fwd(floatv *acc, const int G, const __global float *wt, int hpad,
 #else
 /* Forward tile: acc[g * RB + r] = sum_k h[b0 + r, k] W_hh[g*H + u0.., k]
  * from the transposed, padded wt ([H, G, hpad]). */
-inline void
+INLINE void
 tile_fwd(floatv *acc, const int G, const __global float *wt, int hpad,
          const __global float *h, int H, int u0, int b0, int B)
 {
     floatv w[4];
     int k, g, r;
 
+#pragma unroll
     for (r = 0; r < G * RB; r++)
         acc[r] = ZV;
     for (k = 0; k < H; k++) {
+#pragma unroll
         for (g = 0; g < G; g++)
             w[g] = LDV(wt + (k * G + g) * hpad + u0);
+#pragma unroll
         for (r = 0; r < RB; r++) {
             floatv hv = (floatv)(h[min(b0 + r, B - 1) * H + k]);
 
+#pragma unroll
             for (g = 0; g < G; g++)
                 acc[g * RB + r] += w[g] * hv;
         }
@@ -165,17 +186,19 @@ tile_fwd(floatv *acc, const int G, const __global float *wt, int hpad,
 
 /* Backward tile: acc[r] = sum_j dg[b0 + r, j] W_hh[j, u0..] over the
  * gh = G*H rows of the padded wp ([G*H, hpad]). */
-inline void
+INLINE void
 tile_bwd(floatv *acc, const __global float *wp, int hpad,
          const __global float *dg, int gh, int u0, int b0, int B)
 {
     int j, r;
 
+#pragma unroll
     for (r = 0; r < RB; r++)
         acc[r] = ZV;
     for (j = 0; j < gh; j++) {
         floatv w = LDV(wp + j * hpad + u0);
 
+#pragma unroll
         for (r = 0; r < RB; r++)
             acc[r] += w * (floatv)(dg[min(b0 + r, B - 1) * gh + j]);
     }
@@ -197,6 +220,7 @@ tile_bwd(floatv *acc, const __global float *wp, int hpad,
 
 KERNEL
 lstm_fwd(const __global float *xp, int xo, int ldx, const __global float *wt,
+         const __global float *bi, int bio, const __global float *bh, int bho,
          const __global float *hp, int hpo, __global float *hn, int hno,
          const __global float *cp, int cpo, __global float *cn, int cno,
          __global float *y, int yo, int ldy, __global float *sv, int svo,
@@ -206,7 +230,11 @@ lstm_fwd(const __global float *xp, int xo, int ldx, const __global float *wt,
     int r;
     ITEM(B, H);
 
+    floatv bs[4];
+
     tile_fwd(acc, 4, wt, hpad, hp + hpo, H, u0, b0, B);
+    for (r = 0; r < 4; r++)
+        bs[r] = bias(bi, bio, bh, bho, r * H + u0, n, 1);
     for (r = 0; r < RB && b0 + r < B; r++) {
         int b = b0 + r, o = b * H + u0;
         const __global float *x = xp + xo + b * ldx + u0;
@@ -223,10 +251,10 @@ lstm_fwd(const __global float *xp, int xo, int ldx, const __global float *wt,
             stn(ZV, s + 3 * H, n);
             continue;
         }
-        ig = sigm(acc[0 * RB + r] + ldn(x, n));
-        fg = sigm(acc[1 * RB + r] + ldn(x + H, n));
-        gg = tanh(acc[2 * RB + r] + ldn(x + 2 * H, n));
-        og = sigm(acc[3 * RB + r] + ldn(x + 3 * H, n));
+        ig = sigm(acc[0 * RB + r] + ldn(x, n) + bs[0]);
+        fg = sigm(acc[1 * RB + r] + ldn(x + H, n) + bs[1]);
+        gg = tanh(acc[2 * RB + r] + ldn(x + 2 * H, n) + bs[2]);
+        og = sigm(acc[3 * RB + r] + ldn(x + 3 * H, n) + bs[3]);
         c = fg * ldn(cp + cpo + o, n) + ig * gg;
         stn(c, cn + cno + o, n);
         stn(og * tanh(c), hn + hno + o, n);
@@ -240,7 +268,7 @@ lstm_fwd(const __global float *xp, int xo, int ldx, const __global float *wt,
 
 KERNEL
 gru_fwd(const __global float *xp, int xo, int ldx, const __global float *wt,
-        const __global float *bhn, int bho,
+        const __global float *bi, int bio, const __global float *bh, int bho,
         const __global float *hp, int hpo, __global float *hn, int hno,
         __global float *y, int yo, int ldy, __global float *sv, int svo,
         const __global int *len, int t, int B, int H)
@@ -249,7 +277,13 @@ gru_fwd(const __global float *xp, int xo, int ldx, const __global float *wt,
     int r;
     ITEM(B, H);
 
+    floatv bs[4];
+
     tile_fwd(acc, 3, wt, hpad, hp + hpo, H, u0, b0, B);
+    bs[0] = bias(bi, bio, bh, bho, u0, n, 1);
+    bs[1] = bias(bi, bio, bh, bho, H + u0, n, 1);
+    bs[2] = bias(bi, bio, bh, bho, 2 * H + u0, n, 0);
+    bs[3] = bias(bh, bho, bh, bho, 2 * H + u0, n, 0);     /* b_hn */
     for (r = 0; r < RB && b0 + r < B; r++) {
         int b = b0 + r, o = b * H + u0;
         const __global float *x = xp + xo + b * ldx + u0;
@@ -265,10 +299,10 @@ gru_fwd(const __global float *xp, int xo, int ldx, const __global float *wt,
             stn(ZV, s + 3 * H, n);
             continue;
         }
-        rg = sigm(acc[0 * RB + r] + ldn(x, n));
-        zg = sigm(acc[1 * RB + r] + ldn(x + H, n));
-        hh = acc[2 * RB + r] + ldn(bhn + bho + u0, n);
-        ng = tanh(ldn(x + 2 * H, n) + rg * hh);
+        rg = sigm(acc[0 * RB + r] + ldn(x, n) + bs[0]);
+        zg = sigm(acc[1 * RB + r] + ldn(x + H, n) + bs[1]);
+        hh = acc[2 * RB + r] + bs[3];
+        ng = tanh(ldn(x + 2 * H, n) + bs[2] + rg * hh);
         h = (1.0f - zg) * ng + zg * h0;
         stn(h, hn + hno + o, n);
         stn(h, y + yo + b * ldy + u0, n);
@@ -282,6 +316,7 @@ gru_fwd(const __global float *xp, int xo, int ldx, const __global float *wt,
 /* relu != 0: h = max(a, 0), else tanh(a). */
 KERNEL
 rnn_fwd(const __global float *xp, int xo, int ldx, const __global float *wt,
+        const __global float *bi, int bio, const __global float *bh, int bho,
         const __global float *hp, int hpo, __global float *hn, int hno,
         __global float *y, int yo, int ldy, int relu,
         const __global int *len, int t, int B, int H)
@@ -289,6 +324,8 @@ rnn_fwd(const __global float *xp, int xo, int ldx, const __global float *wt,
     floatv acc[RB];
     int r;
     ITEM(B, H);
+
+    floatv bs = bias(bi, bio, bh, bho, u0, n, 1);
 
     tile_fwd(acc, 1, wt, hpad, hp + hpo, H, u0, b0, B);
     for (r = 0; r < RB && b0 + r < B; r++) {
@@ -300,7 +337,7 @@ rnn_fwd(const __global float *xp, int xo, int ldx, const __global float *wt,
             stn(ZV, y + yo + b * ldy + u0, n);
             continue;
         }
-        a = acc[r] + ldn(xp + xo + b * ldx + u0, n);
+        a = acc[r] + ldn(xp + xo + b * ldx + u0, n) + bs;
         h = relu ? fmax(a, 0.0f) : tanh(a);
         stn(h, hn + hno + o, n);
         stn(h, y + yo + b * ldy + u0, n);
@@ -471,23 +508,4 @@ rnn_pack(const __global float *w, int wo, int G, int H, __global float *wp)
     if (i >= G * H * hpad)
         return;
     wp[i] = u < H ? w[wo + i / hpad * H + u] : 0.0f;
-}
-
-/* The input projection's bias, written before the GEMM adds W_ih x:
- * x[xo + r * ld + j] = b_ih[j] + b_hh[j] for rows r < rows and j < G*H,
- * except that b_hh is left out for j >= nhh (GRU: its n block, where b_hn
- * is added inside r * (W_hn h + b_hn) by the step kernel).  One work-item
- * per element, any work-group size. */
-__kernel void
-rnn_bias_fill(__global float *x, int xo, int ld,
-              const __global float *bih, int bio,
-              const __global float *bhh, int bho, int GH, int nhh, int rows)
-{
-    int i = get_global_id(0), r, j;
-
-    if (i >= rows * GH)
-        return;
-    r = i / GH;
-    j = i - r * GH;
-    x[xo + r * ld + j] = bih[bio + j] + (j < nhh ? bhh[bho + j] : 0.0f);
 }

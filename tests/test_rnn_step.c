@@ -34,7 +34,8 @@
 /* Strides of the device layout, deliberately not dense: xproj rows carry
  * XPAD extra floats (the layer's [T*B, D*G*H] projection), the output slot
  * starts YOFF floats into rows of H + YPAD (a direction's half of [T, B,
- * 2H]), W_hh and b_hn sit at an offset in a larger parameter buffer. */
+ * 2H]), W_hh and the biases sit at an offset in a larger parameter
+ * buffer. */
 #define XPAD 3
 #define YOFF 1
 #define YPAD 2
@@ -46,7 +47,7 @@ typedef struct prob {
     int T, B, H, G, varlen;
     int len[64];
     /* inputs */
-    double *xp, *w, *bhn, *h0, *c0, *dy, *dhn, *dcn;
+    double *xp, *w, *bih, *bhh, *h0, *c0, *dy, *dhn, *dcn;
     /* reference forward: states per step, saved gates, output */
     double *hs, *cs, *sv, *y;
     /* reference backward */
@@ -102,7 +103,8 @@ prob_init(prob *p, cg__rnn_cell cell, int T, int B, int H, const int *len)
         p->len[b] = len ? len[b] : T;
     p->xp = darr(tb * gh, -1, 1);
     p->w = darr(gh * H, -r, r);
-    p->bhn = darr(H, -r, r);
+    p->bih = darr(gh, -r, r);
+    p->bhh = darr(gh, -r, r);
     p->h0 = darr((size_t)B * H, -1, 1);
     p->c0 = darr((size_t)B * H, -1, 1);
     p->dy = darr(tb * H, -1, 1);
@@ -121,7 +123,7 @@ prob_init(prob *p, cg__rnn_cell cell, int T, int B, int H, const int *len)
 static void
 prob_free(prob *p)
 {
-    double *a[] = { p->xp, p->w, p->bhn, p->h0, p->c0, p->dy, p->dhn,
+    double *a[] = { p->xp, p->w, p->bih, p->bhh, p->h0, p->c0, p->dy, p->dhn,
                     p->dcn, p->hs, p->cs, p->sv, p->y, p->dg, p->dgi,
                     p->dh0, p->dc0 };
     size_t i;
@@ -146,9 +148,9 @@ ref_cell(const prob *p, int t, int b)
     size_t row = (size_t)t * p->B + b;
     const double *hp = prev_row(p, p->hs, p->h0, t, b);
     const double *cp = prev_row(p, p->cs, p->c0, t, b);
-    const double *x = p->xp + row * G * H;
+    const double *xr = p->xp + row * G * H;
     double *h = p->hs + row * H, *c = p->cs + row * H, *y = p->y + row * H;
-    double *s = p->sv + row * 4 * H, a[4];
+    double *s = p->sv + row * 4 * H, a[4], x[4];
 
     for (u = 0; u < H; u++) {
         if (t >= p->len[b]) {
@@ -157,26 +159,32 @@ ref_cell(const prob *p, int t, int b)
             y[u] = s[u] = s[H + u] = s[2 * H + u] = s[3 * H + u] = 0;
             continue;
         }
+        /* x: W_ih x + b_ih + b_hh per gate, but GRU's b_hn goes inside
+         * r * (W_hn h + b_hn). */
         for (j = 0; j < G; j++) {
+            size_t q = (size_t)j * H + u;
+
             a[j] = 0;
             for (k = 0; k < H; k++)
-                a[j] += p->w[((size_t)j * H + u) * H + k] * hp[k];
+                a[j] += p->w[q * H + k] * hp[k];
+            x[j] = xr[q] + p->bih[q] +
+                   (p->cell == CG__RNN_GRU && j == 2 ? 0 : p->bhh[q]);
         }
         if (p->cell == CG__RNN_LSTM) {
-            double i_ = sig(a[0] + x[u]), f = sig(a[1] + x[H + u]);
-            double g = tanh(a[2] + x[2 * H + u]), o = sig(a[3] + x[3 * H + u]);
+            double i_ = sig(a[0] + x[0]), f = sig(a[1] + x[1]);
+            double g = tanh(a[2] + x[2]), o = sig(a[3] + x[3]);
 
             c[u] = f * cp[u] + i_ * g;
             h[u] = o * tanh(c[u]);
             s[u] = i_, s[H + u] = f, s[2 * H + u] = g, s[3 * H + u] = o;
         } else if (p->cell == CG__RNN_GRU) {
-            double r = sig(a[0] + x[u]), z = sig(a[1] + x[H + u]);
-            double hn = a[2] + p->bhn[u], n = tanh(x[2 * H + u] + r * hn);
+            double r = sig(a[0] + x[0]), z = sig(a[1] + x[1]);
+            double hn = a[2] + p->bhh[2 * H + u], n = tanh(x[2] + r * hn);
 
             h[u] = (1 - z) * n + z * hp[u];
             s[u] = r, s[H + u] = z, s[2 * H + u] = n, s[3 * H + u] = hn;
         } else {
-            double v = a[0] + x[u];
+            double v = a[0] + x[0];
 
             h[u] = p->cell == CG__RNN_RELU ? (v > 0 ? v : 0) : tanh(v);
         }
@@ -339,7 +347,7 @@ dev_run(const prob *p, const cg__rnn_tune *tune, devout *d)
     int T = p->T, B = p->B, H = p->H, G = p->G, GH = G * H, ldx = GH + XPAD;
     int ldy = H + YPAD, t, hp;
     size_t bh = (size_t)B * H, tb = (size_t)T * B;
-    cg_buffer *xp, *w, *wt, *wp, *bhn, *h0, *c0, *hs, *cs, *sv, *y, *len;
+    cg_buffer *xp, *w, *wt, *wp, *bih, *bhh, *h0, *c0, *hs, *cs, *sv, *y, *len;
     cg_buffer *dy, *dh, *dc, *dg, *dgi;
     cg__rnn_step s;
     uint64_t k0;
@@ -349,7 +357,8 @@ dev_run(const prob *p, const cg__rnn_tune *tune, devout *d)
     hp = cg__rnn_hpad(&s, H);
     xp = upload(ctx, p->xp, tb * GH, 0, ldx, tb, GH);
     w = upload(ctx, p->w, (size_t)GH * H, WOFF, H, GH, H);
-    bhn = upload(ctx, p->bhn, H, BOFF, H, 1, H);
+    bih = upload(ctx, p->bih, GH, BOFF, GH, 1, GH);
+    bhh = upload(ctx, p->bhh, GH, BOFF, GH, 1, GH);
     wt = dense(ctx, NULL, (size_t)H * G * hp);
     wp = dense(ctx, NULL, (size_t)GH * hp);
     h0 = dense(ctx, p->h0, bh);
@@ -381,7 +390,8 @@ dev_run(const prob *p, const cg__rnn_tune *tune, devout *d)
         f.xproj.mem = cg__buffer_mem(xp);
         f.xproj.off = (cl_int)((size_t)t * B * ldx);
         f.xproj.ld = ldx;
-        f.b_hn = at(bhn, BOFF);
+        f.b_ih = at(bih, BOFF);
+        f.b_hh = at(bhh, BOFF);
         f.h_prev = t ? at(hs, (t - 1) * bh) : at(h0, 0);
         f.h_next = at(hs, t * bh);
         f.c_prev = t ? at(cs, (t - 1) * bh) : at(c0, 0);
@@ -431,7 +441,7 @@ dev_run(const prob *p, const cg__rnn_tune *tune, devout *d)
     d->dh0 = download(dh, 0, H, B, H);
     d->dc0 = download(dc, 0, H, B, H);
     {
-        cg_buffer *all[] = { xp, w, wt, wp, bhn, h0, c0, hs, cs, sv, y, len,
+        cg_buffer *all[] = { xp, w, wt, wp, bih, bhh, h0, c0, hs, cs, sv, y, len,
                              dy, dh, dc, dg, dgi };
         size_t i;
 
@@ -582,8 +592,9 @@ fd_expect(const prob *p, const char *what, size_t i, double analytic,
                   p->B, p->H, p->varlen, what, i, analytic, numeric);
 }
 
-/* Every input's gradient from the kernels' backward (W_hh and b_hn
- * assembled as the layer will: a sum over steps of dgates x h_{t-1})
+/* Every input's gradient from the kernels' backward (W_hh and the biases
+ * assembled as the layer will: sums over steps of dgates x h_{t-1} and of
+ * dgates; GRU's b_ih from dgi, its b_hh from dg)
  * against finite differences through the reference forward; every
  * `step`-th element of each input (each difference costs two reference
  * runs). */
@@ -614,12 +625,16 @@ gradcheck(cg__rnn_cell cell, int T, int B, int H, const int *len, int step)
             }
         fd_expect(&p, "W_hh", i, g, fd(&p, &p.w[i]));
     }
-    for (i = 0; cell == CG__RNN_GRU && i < (size_t)H; i += step) {
-        double g = 0;
+    for (i = 0; i < gh; i += step) {
+        const float *gi = cell == CG__RNN_GRU ? d.dgi : d.dg;
+        double g = 0, g_i = 0;
 
-        for (t = 0; t < (int)tb; t++)
-            g += d.dg[t * gh + 2 * H + i];
-        fd_expect(&p, "b_hn", i, g, fd(&p, &p.bhn[i]));
+        for (t = 0; t < (int)tb; t++) {
+            g += d.dg[t * gh + i];
+            g_i += gi[t * gh + i];
+        }
+        fd_expect(&p, "b_ih", i, g_i, fd(&p, &p.bih[i]));
+        fd_expect(&p, "b_hh", i, g, fd(&p, &p.bhh[i]));
     }
     for (i = 0; i < bh; i += step) {
         fd_expect(&p, "h0", i, d.dh0[i], fd(&p, &p.h0[i]));

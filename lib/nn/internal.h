@@ -44,7 +44,7 @@ typedef struct cg__rnn_step {
     cg__rnn_cell cell;
     int gates;                  /* G: 1, 3 or 4 */
     cg__rnn_tune tune;          /* defaults filled in */
-    cl_kernel fwd, bwd, pack_t, pack, bias;     /* owned */
+    cl_kernel fwd, bwd, pack_t, pack;   /* owned */
 } cg__rnn_step;
 
 /* Builds (or finds in the context's programs) the step kernels for `cell`
@@ -67,12 +67,6 @@ int cg__rnn_hpad(const cg__rnn_step *s, int H);
 int cg__rnn_pack_whh(const cg__rnn_step *s, cg__rnn_buf w, int H, cl_mem wt,
                      cl_mem wp);
 
-/* Fills rows [0, rows) of x (x.mem at x.off, leading dimension x.ld) with
- * the bias row b_ih + b_hh ([G*H] each, dense from their offsets); for GRU
- * the n block takes b_in only (b_hn goes inside r * (W_hn h + b_hn)). */
-int cg__rnn_bias_fill(const cg__rnn_step *s, cg__rnn_mat x, int rows, int H,
-                      cg__rnn_buf b_ih, cg__rnn_buf b_hh);
-
 /* One forward step t.  States and saved arrays are dense [B, H] / [B, 4H].
  * h_next and c_next must not alias h_prev and c_prev (other work-items
  * still read h_prev); c may be updated in place only if the caller does
@@ -81,8 +75,10 @@ typedef struct cg__rnn_fwd_args {
     int B, H, t;
     cl_mem lengths;     /* int32 [B]; NULL: every row runs every step */
     cl_mem whh_t;       /* wt from cg__rnn_pack_whh */
-    cg__rnn_mat xproj;  /* [B, G*H]: W_ih x_t + b_ih + b_hh (GRU: no b_hn) */
-    cg__rnn_buf b_hn;   /* GRU: b_hh[2H..3H) */
+    cg__rnn_mat xproj;  /* [B, G*H]: W_ih x_t, without the biases */
+    cg__rnn_buf b_ih, b_hh;     /* [G*H] each, added by the step (GRU:
+                                 * b_hn inside r * (W_hn h + b_hn)); a NULL
+                                 * mem reads as zeros */
     cg__rnn_buf h_prev, h_next;
     cg__rnn_buf c_prev, c_next;     /* LSTM */
     cg__rnn_mat y;      /* the output sequence's slot for step t, [B, H] */

@@ -323,7 +323,7 @@ layer_backward(cg__node *n, cg_tensor *gy, cg_tensor **gin);
 static int
 run_forward(cg_module *m, const layer_dims *k, int d, cl_mem lengths,
             const cg_tensor *wt, const cg_tensor *xproj, cg_tensor *w_hh,
-            cg_tensor *b_hh, cg_tensor *hs, cg_tensor *cs, cg_tensor *sv,
+            cg_tensor *b_ih, cg_tensor *b_hh, cg_tensor *hs, cg_tensor *cs, cg_tensor *sv,
             cg_tensor *y, cg_tensor *hproj)
 {
     const cg__rnn_step *step = hproj ? &m->gstep : &m->step;
@@ -354,7 +354,8 @@ run_forward(cg_module *m, const layer_dims *k, int d, cl_mem lengths,
         f.xproj.off = (cl_int)(xproj->offset + t * k->B * DGH +
                                (int64_t)d * k->G * k->H);
         f.xproj.ld = (cl_int)DGH;
-        f.b_hn = at(b_hh, 2 * (int64_t)k->H);
+        f.b_ih = at(b_ih, 0);
+        f.b_hh = at(b_hh, 0);
         f.h_prev = at(hs, prev * bh);
         f.h_next = at(hs, next * bh);
         if (cs) {
@@ -404,22 +405,11 @@ layer_forward(cg_module *m, int l, cg_tensor *x, cg_tensor *h0,
 
     if ((status = use_gemm(m, &gemm)))
         return status;
-    /* 1. The input projection: bias rows, then one GEMM. */
+    /* 1. The input projection: one GEMM (the step kernels add the
+     * biases). */
     xd = cg__dense(x);
     xproj = empty1(ctx, TB * k.D * GH);
     if (!xd || !xproj)
-        goto fail;
-    for (d = 0; d < k.D && status == CG_OK; d++) {
-        cg__rnn_mat xm;
-
-        xm.mem = cg__tensor_mem(xproj);
-        xm.off = (cl_int)(d * GH);
-        xm.ld = (cl_int)(k.D * GH);
-        status = cg__rnn_bias_fill(&m->step, xm, (int)TB, k.H,
-                                   at(param(m, l, d, 2), 0),
-                                   at(param(m, l, d, 3), 0));
-    }
-    if (status)
         goto fail;
     if (k.D == 1) {
         wcat = cg_tensor_ref(param(m, l, 0, 0));
@@ -437,7 +427,7 @@ layer_forward(cg_module *m, int l, cg_tensor *x, cg_tensor *h0,
     }
     status = cg__sgemm(ctx, 0, 1, (size_t)TB, (size_t)(k.D * GH),
                        (size_t)k.I, 1.0f, mat(xd, 0, k.I),
-                       mat(wcat, 0, k.I), 1.0f, mat(xproj, 0, k.D * GH));
+                       mat(wcat, 0, k.I), 0.0f, mat(xproj, 0, k.D * GH));
     if (status)
         goto fail;
 
@@ -478,7 +468,8 @@ layer_forward(cg_module *m, int l, cg_tensor *x, cg_tensor *h0,
         if (status == CG_OK)
             status = run_forward(m, &k, d, len ? cg__tensor_mem(len) : NULL,
                                  wt[d], xproj, param(m, l, d, 1),
-                                 param(m, l, d, 3), hs[d], cs[d], sv[d], y,
+                                 param(m, l, d, 2), param(m, l, d, 3),
+                                 hs[d], cs[d], sv[d], y,
                                  hproj);
         /* The final states: each row stopped changing at its own last
          * step, so the last slot written holds it. */

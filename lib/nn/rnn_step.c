@@ -38,10 +38,10 @@ kernel_prefix(cg__rnn_cell cell)
 void
 cg__rnn_step_release(cg__rnn_step *s)
 {
-    cl_kernel *ks[5] = { &s->fwd, &s->bwd, &s->pack_t, &s->pack, &s->bias };
+    cl_kernel *ks[4] = { &s->fwd, &s->bwd, &s->pack_t, &s->pack };
     int j;
 
-    for (j = 0; j < 5; j++) {
+    for (j = 0; j < 4; j++) {
         if (*ks[j])
             clReleaseKernel(*ks[j]);
         *ks[j] = NULL;
@@ -86,9 +86,6 @@ cg__rnn_step_init(cg__rnn_step *s, cg_context *ctx, cg__rnn_cell cell,
                                    &s->pack_t);
     if (status == CG_OK)
         status = cg__kernel_create(ctx, "rnn", opts, "rnn_pack", &s->pack);
-    if (status == CG_OK)
-        status = cg__kernel_create(ctx, "rnn", opts, "rnn_bias_fill",
-                                   &s->bias);
     if (status)
         cg__rnn_step_release(s);
     return status;
@@ -186,27 +183,6 @@ cg__rnn_pack_whh(const cg__rnn_step *s, cg__rnn_buf w, int H, cl_mem wt,
 }
 
 int
-cg__rnn_bias_fill(const cg__rnn_step *s, cg__rnn_mat x, int rows, int H,
-                  cg__rnn_buf b_ih, cg__rnn_buf b_hh)
-{
-    argset a = { s->bias, 0, CG_OK };
-    cl_int GH = s->gates * H, r = rows;
-    cl_int nhh = s->cell == CG__RNN_GRU ? 2 * H : GH;
-
-    if (check_sizes("rnn bias", rows, H))
-        return CG_ESHAPE;
-    arg_mat(&a, &x);
-    arg_buf(&a, &b_ih);
-    arg_buf(&a, &b_hh);
-    ARG(&a, GH);
-    ARG(&a, nhh);
-    ARG(&a, r);
-    if (a.status)
-        return a.status;
-    return cg__launch1d(s->ctx, s->bias, (size_t)rows * (size_t)GH, 64);
-}
-
-int
 cg__rnn_forward_step(const cg__rnn_step *s, const cg__rnn_fwd_args *f)
 {
     argset a = { s->fwd, 0, CG_OK };
@@ -216,8 +192,8 @@ cg__rnn_forward_step(const cg__rnn_step *s, const cg__rnn_fwd_args *f)
         return CG_ESHAPE;
     arg_mat(&a, &f->xproj);
     ARG(&a, f->whh_t);
-    if (s->cell == CG__RNN_GRU)
-        arg_buf(&a, &f->b_hn);
+    arg_buf(&a, &f->b_ih);
+    arg_buf(&a, &f->b_hh);
     arg_buf(&a, &f->h_prev);
     arg_buf(&a, &f->h_next);
     if (s->cell == CG__RNN_LSTM) {
