@@ -239,12 +239,21 @@ topo_sort(cg__node *root, node_list *order)
     return status;
 }
 
-/* acc += g, or acc = a copy of g when acc is empty. */
+/* acc += g, or when acc is empty acc = g itself if nothing else can see
+ * it (the caller's reference is the only one to g and to its storage, and
+ * it is contiguous: later accumulation writes into it in place), else a
+ * contiguous copy of g.  Taking it saves a copy launch per node and leaf
+ * on the common path, where every node passes back fresh gradients. */
 static int
 accumulate(cg_tensor **acc, cg_tensor *g)
 {
     cg_tensor *sum;
 
+    if (!*acc && g->refs == 1 && g->storage->refs == 1 && !g->grad_fn &&
+        cg_tensor_is_contiguous(g)) {
+        *acc = cg_tensor_ref(g);
+        return CG_OK;
+    }
     if (!*acc) {
         *acc = cg__copy_contiguous(g);
         return *acc ? CG_OK : cg__last_status();
