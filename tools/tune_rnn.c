@@ -457,13 +457,20 @@ cmp_int(const void *a, const void *b)
     return *(const int *)a - *(const int *)b;
 }
 
-/* Puts the step-kernel entries found so far in force. */
+/* Puts the step-kernel entries in force: an earlier run's (still valid
+ * for this kernel file), then those found so far in this run, which
+ * replace them.  Without the earlier ones a run of rnn.path alone timed
+ * the fused path with default parameters against the GEMM path. */
 static void
 apply_rnn_results(tu_run *r)
 {
     int i;
 
     cg_context_clear_tuning(r->ctx);
+    for (i = 0; i < r->nprevious; i++)
+        if (strncmp(r->previous[i].kernel, "rnn.", 4) == 0 &&
+            strcmp(r->previous[i].kernel, "rnn.path") != 0)
+            cg_context_set_tuning(r->ctx, &r->previous[i]);
     for (i = 0; i < r->nresults; i++)
         if (strncmp(r->results[i].kernel, "rnn.", 4) == 0 &&
             strcmp(r->results[i].kernel, "rnn.path") != 0)
