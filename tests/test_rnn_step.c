@@ -701,6 +701,31 @@ START_TEST(bad_tuning_is_rejected)
 }
 END_TEST
 
+/* The tuner's timing of the step kernels runs every cell at odd sizes,
+ * leaves the context usable, and rejects what it cannot time. */
+START_TEST(step_timing_runs_and_rejects_bad_sizes)
+{
+    static const cg__rnn_tune other = { 4, 2, 8, 0 }, bad = { 3, 1, 8, 0 };
+    /* Under a memory checker, no extra build (each takes minutes). */
+    const cg__rnn_tune *tune = tu_checker() ? NULL : &other;
+    cg_context *ctx = tu_ctx();
+    double f = -1, b = -1;
+
+    ck_assert_msg(cg__rnn_time_steps(ctx, cells[_i], tune, 3, 5, 2, &f,
+                                     &b) == CG_OK, "%s", TU_ERR);
+    ck_assert(f > 0 && b > 0);
+    ck_assert_msg(cg__rnn_time_steps(ctx, cells[_i], NULL, 1, 1, 1, &f,
+                                     &b) == CG_OK, "%s", TU_ERR);
+    ck_assert_int_eq(cg__rnn_time_steps(ctx, cells[_i], tune, 0, 5, 2, &f,
+                                        &b), CG_EINVAL);
+    ck_assert_int_eq(cg__rnn_time_steps(ctx, cells[_i], tune, 3, 5, 0, &f,
+                                        &b), CG_EINVAL);
+    ck_assert_int_eq(cg__rnn_time_steps(ctx, cells[_i], &bad, 3, 5, 2, &f,
+                                        &b), CG_EINVAL);
+    ck_assert_int_eq(cg_context_finish(ctx), CG_OK);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -721,6 +746,8 @@ main(void)
                         NCELLS);
     tcase_add_loop_test(tc, every_tuning_variant_matches, 0, NCELLS);
     tcase_add_test(tc, bad_tuning_is_rejected);
+    tcase_add_loop_test(tc, step_timing_runs_and_rejects_bad_sizes, 0,
+                        NCELLS);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

@@ -87,10 +87,12 @@ sgemm(tu_run *r, bench *b, char *why, size_t whylen)
     CLBlastStatusCode rc;
     cl_int crc;
 
-    rc = CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo,
-                      CLBlastTransposeNo, b->m, b->n, b->k, 1.0f,
-                      cg__buffer_mem(b->a), 0, b->k, cg__buffer_mem(b->b), 0,
-                      b->n, 0.0f, cg__buffer_mem(b->c), 0, b->n,
+    /* Row-major C = A B asked for column-major, as the library's
+     * matmul calls CLBlast (lib/ops/matmul.c, cg__sgemm). */
+    rc = CLBlastSgemm(CLBlastLayoutColMajor, CLBlastTransposeNo,
+                      CLBlastTransposeNo, b->n, b->m, b->k, 1.0f,
+                      cg__buffer_mem(b->b), 0, b->n, cg__buffer_mem(b->a), 0,
+                      b->k, 0.0f, cg__buffer_mem(b->c), 0, b->n,
                       &r->ctx->queue, NULL);
     if (rc != CLBlastSuccess) {
         snprintf(why, whylen, "CLBlastSgemm failed with CLBlast status %d",

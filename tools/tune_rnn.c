@@ -135,13 +135,41 @@ pass(cg_context *ctx, cg_module *m, cg_tensor *x, cg_tensor *dy,
     return status;
 }
 
+/* Times s's step kernels alone with p's VW, RB, WG (NULL: defaults):
+ * *sec, forward plus backward per time step. */
+static int
+time_steps(tu_run *r, const tu_shape *s, const tu_params *p, double *sec)
+{
+    cg__rnn_cell cell = s->mode == CG_LSTM ? CG__RNN_LSTM
+                      : s->mode == CG_GRU ? CG__RNN_GRU
+                      : s->mode == CG_RNN_RELU ? CG__RNN_RELU : CG__RNN_TANH;
+    cg__rnn_tune t = { 0, 0, 0, 0 };
+    double f = 0, b = 0;
+    int status;
+
+    if (p) {
+        t.vw = (int)tu_params_get(p, "VW", 0);
+        t.rb = (int)tu_params_get(p, "RB", 0);
+        t.wg = (int)tu_params_get(p, "WG", 0);
+    }
+    status = cg__rnn_time_steps(r->ctx, cell, &t, s->B, s->H, s->T, &f, &b);
+    *sec = (f + b) * 1e-3;
+    return status;
+}
+
 /* Builds a layer of shape s with p put in force (if not NULL) and path
  * (a CG__RNN_PATH_*), runs it once (compiling), keeps
  * the output and gradients in *out (if not NULL), then times up to `reps`
- * passes: *us is the median per time step.  On failure, why says what. */
+ * passes: *us is the median per time step.  With steps_only, a pass is
+ * T forward and T backward launches of the step kernels alone (see
+ * cg__rnn_time_steps): a layer's pass is mostly its GEMMs (all the more
+ * with CLBlast untuned, as in this process until its stages run), whose
+ * time and noise buried the differences between step variants.  On
+ * failure, why says what. */
 static int
 measure(tu_run *r, const tu_shape *s, const tu_params *p, int path,
-        int reps, double *us, rnn_out *out, char *why, size_t whylen)
+        int steps_only, int reps, double *us, rnn_out *out, char *why,
+        size_t whylen)
 {
     cg_rnn_options o = { s->mode, s->I, s->H, 1, 0, 0, 0.0f };
     int64_t xs[3] = { s->T, s->B, s->I }, ys[3] = { s->T, s->B, s->H };
@@ -180,6 +208,11 @@ measure(tu_run *r, const tu_shape *s, const tu_params *p, int path,
 
         if (i > 0 && (tu_stopped(r) || tu_left(r) < times[0]))
             break;
+        if (steps_only) {
+            status = time_steps(r, s, p, &t);
+            times[done++] = t * s->T;
+            continue;
+        }
         cg_tensor_free(y);
         y = NULL;
         t = tu_now();
@@ -352,9 +385,9 @@ tune_shape(tu_run *r, const tu_shape *s, const tunable *t, int nt,
     json_object *k;
 
     snprintf(shape, sizeof shape, "H%d", s->H);
-    snprintf(note, sizeof note, "%s B%d I%d H%d T%d: forward+backward per "
-             "step, median of up to %d", cell_name(s->mode), s->B, s->I,
-             s->H, s->T, MAX_REPS);
+    snprintf(note, sizeof note, "%s B%d H%d: step kernels, forward+"
+             "backward per step over %d steps, median of up to %d",
+             cell_name(s->mode), s->B, s->H, s->T, MAX_REPS);
     k = tu_report_kernel(r, kernel, shape, note);
     for (j = 0; j < nt; j++)
         def[j] = t[j].def;
@@ -362,8 +395,8 @@ tune_shape(tu_run *r, const tu_shape *s, const tunable *t, int nt,
     tu_progress(r, kernel, shape, 0, 0, 0, 0);
     t0 = tu_now();
     if (cg_context_clear_tuning(r->ctx) != CG_OK ||
-        measure(r, s, NULL, CG__RNN_PATH_FUSED, MAX_REPS, &def_us, &ref,
-                why, sizeof why) != CG_OK) {
+        measure(r, s, NULL, CG__RNN_PATH_FUSED, 1, MAX_REPS, &def_us,
+                &ref, why, sizeof why) != CG_OK) {
         tu_say(r, "%s %s: the defaults failed: %s", kernel, shape, why);
         tu_report_result(k, 0, NULL, 0, why);
         tu_out_free(&ref);
@@ -390,7 +423,7 @@ tune_shape(tu_run *r, const tu_shape *s, const tunable *t, int nt,
             break;
         tu_progress(r, kernel, shape, ++j, n, best_us, def_us);
         t0 = tu_now();
-        st = measure(r, s, &cand, CG__RNN_PATH_FUSED, MAX_REPS, &us, &o,
+        st = measure(r, s, &cand, CG__RNN_PATH_FUSED, 1, MAX_REPS, &us, &o,
                      why, sizeof why);
         if (tu_judge(k, &cand, st, why, us, st == CG_OK
                      ? tu_out_error(&o, &ref) : 0, 1e-5, &best, &best_us,
@@ -519,7 +552,7 @@ tu_stage_rnn_path(tu_run *r)
             tu_progress(r, "rnn.path", "any", 2 * i + p + 1, 2 * nh, 0, 0);
             t0 = tu_now();
             if (measure(r, &s, NULL, p ? CG__RNN_PATH_GEMM
-                                       : CG__RNN_PATH_FUSED, 3, &us[i][p],
+                                       : CG__RNN_PATH_FUSED, 0, 3, &us[i][p],
                         p ? &o : &ref, why, sizeof why) != CG_OK) {
                 tu_report_candidate(k, &c, 0, why, NULL);
                 break;

@@ -167,9 +167,11 @@ measure_sgemm(cg_context *ctx, cg_measurements *out)
                                  0, NULL, NULL), "clEnqueueFillBuffer");
     for (i = 0; i <= GEMM_REPS; i++) {
         t = cg__now();
-        rc = CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo,
+        /* Column-major, as cg__sgemm calls CLBlast: C = A B row-major
+         * is C^T = B^T A^T. */
+        rc = CLBlastSgemm(CLBlastLayoutColMajor, CLBlastTransposeNo,
                           CLBlastTransposeNo, n, n, n, 1.0f,
-                          cg__buffer_mem(a), 0, n, cg__buffer_mem(b), 0, n,
+                          cg__buffer_mem(b), 0, n, cg__buffer_mem(a), 0, n,
                           0.0f, cg__buffer_mem(c), 0, n, &ctx->queue, NULL);
         if (rc != CLBlastSuccess) {
             status = cg__error(CG_EUNSUPPORTED, "CLBlastSgemm failed with "

@@ -110,6 +110,17 @@ typedef struct cg__rnn_bwd_args {
 
 int cg__rnn_backward_step(const cg__rnn_step *s, const cg__rnn_bwd_args *a);
 
+/* Times the step kernels of `cell` built with `tune` (NULL: defaults) at
+ * batch B and hidden size H, as a layer queues them: `steps` forward
+ * launches back to back after a warm-up, then `steps` backward ones, on
+ * scratch buffers of pseudo-random values; *fwd_ms and *bwd_ms get the
+ * wall time to cg_context_finish per launch.  For clgrad-tune and
+ * tests/bench_rnn_step: the step kernels alone, without a layer's GEMMs,
+ * whose time would bury the differences between variants. */
+int cg__rnn_time_steps(cg_context *ctx, cg__rnn_cell cell,
+                       const cg__rnn_tune *tune, int B, int H, int steps,
+                       double *fwd_ms, double *bwd_ms);
+
 /* ------------------------------------------------------------------------
  * Layers
  * ------------------------------------------------------------------------ */

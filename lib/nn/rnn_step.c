@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "nn/internal.h"
@@ -257,4 +258,121 @@ cg__rnn_backward_step(const cg__rnn_step *s, const cg__rnn_bwd_args *b)
     if (a.status)
         return a.status;
     return launch_step(s, s->bwd, B, H);
+}
+
+/* A scratch buffer of `floats` values in [-0.5, 0.5). */
+static cg_buffer *
+scratch(cg_context *ctx, size_t floats)
+{
+    float *z = malloc(floats * sizeof *z);
+    cg_buffer *b = z ? cg_buffer_new(ctx, floats * sizeof *z) : NULL;
+    size_t i;
+
+    if (!z) {
+        cg__error(CG_EHOSTMEM, "out of host memory");
+        return NULL;
+    }
+    for (i = 0; b && i < floats; i++)
+        z[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
+    if (b && cg_buffer_write(b, 0, z, floats * sizeof *z) != CG_OK) {
+        cg_buffer_free(b);
+        b = NULL;
+    }
+    free(z);
+    return b;
+}
+
+#define NSCRATCH 12
+
+int
+cg__rnn_time_steps(cg_context *ctx, cg__rnn_cell cell,
+                   const cg__rnn_tune *tune, int B, int H, int steps,
+                   double *fwd_ms, double *bwd_ms)
+{
+    size_t bh, gh, hp;
+    cg_buffer *bufs[NSCRATCH] = { NULL };
+    cl_mem m[NSCRATCH];
+    cg__rnn_step s;
+    double t0 = 0;
+    int i, status;
+
+    if (B < 1 || H < 1 || steps < 1)
+        return cg__error(CG_EINVAL, "rnn step timing: B %d, H %d and steps "
+                         "%d must be positive", B, H, steps);
+    if ((status = cg__rnn_step_init(&s, ctx, cell, tune)))
+        return status;
+    bh = (size_t)B * H;
+    gh = (size_t)s.gates * H;
+    hp = (size_t)cg__rnn_hpad(&s, H);
+    {
+        /* xproj, W_hh, wt, wp, h (2 slots), c (2), y, saved, dh, dc,
+         * dgates (2 slots), dgi. */
+        size_t n[NSCRATCH] = { bh * gh / H, gh * H, H * s.gates * hp,
+                               gh * hp, 2 * bh, 2 * bh, bh, 4 * bh, bh, bh,
+                               2 * bh * s.gates, bh * s.gates };
+
+        for (i = 0; i < NSCRATCH; i++) {
+            if (!(bufs[i] = scratch(ctx, n[i]))) {
+                status = cg__last_status();
+                goto out;
+            }
+            m[i] = cg__buffer_mem(bufs[i]);
+        }
+    }
+    {
+        cg__rnn_buf wb = { m[1], 0 };
+
+        if ((status = cg__rnn_pack_whh(&s, wb, H, m[2], m[3])))
+            goto out;
+    }
+    /* A warm-up (the first launches compile and fault pages in), then the
+     * timed ones; states ping-pong between two slots. */
+    for (i = -10; i < steps && status == CG_OK; i++) {
+        cl_int cur = (cl_int)((i & 1) * bh), nxt = (cl_int)((~i & 1) * bh);
+        cg__rnn_fwd_args f;
+
+        if (i == 0 && (status = cg_context_finish(ctx)) == CG_OK)
+            t0 = cg__now();
+        memset(&f, 0, sizeof f);
+        f.B = B, f.H = H;
+        f.whh_t = m[2];
+        f.xproj.mem = m[0], f.xproj.ld = (cl_int)gh;
+        f.h_prev.mem = f.h_next.mem = m[4];
+        f.c_prev.mem = f.c_next.mem = m[5];
+        f.h_prev.off = f.c_prev.off = cur;
+        f.h_next.off = f.c_next.off = nxt;
+        f.y.mem = m[6], f.y.ld = H;
+        f.saved.mem = m[7];
+        if (status == CG_OK)
+            status = cg__rnn_forward_step(&s, &f);
+    }
+    if (status == CG_OK && (status = cg_context_finish(ctx)) == CG_OK)
+        *fwd_ms = (cg__now() - t0) * 1e3 / steps;
+    for (i = -10; i < steps && status == CG_OK; i++) {
+        cl_int cur = (cl_int)((i & 1) * bh * s.gates);
+        cl_int nxt = (cl_int)((~i & 1) * bh * s.gates);
+        cg__rnn_bwd_args b;
+
+        if (i == 0 && (status = cg_context_finish(ctx)) == CG_OK)
+            t0 = cg__now();
+        memset(&b, 0, sizeof b);
+        b.B = B, b.H = H;
+        b.whh_p = m[3];
+        b.dg_next.mem = m[10], b.dg_next.off = cur;
+        b.dh = m[8], b.dc = m[9];
+        b.saved.mem = m[7];
+        b.h_prev.mem = b.h_t.mem = m[4];
+        b.c_prev.mem = b.c_t.mem = m[5];
+        b.dg.mem = m[10], b.dg.off = nxt;
+        b.dgi.mem = m[11];
+        if (status == CG_OK)
+            status = cg__rnn_backward_step(&s, &b);
+    }
+    if (status == CG_OK && (status = cg_context_finish(ctx)) == CG_OK)
+        *bwd_ms = (cg__now() - t0) * 1e3 / steps;
+out:
+    for (i = 0; i < NSCRATCH; i++)
+        cg_buffer_free(bufs[i]);
+    cg__rnn_step_release(&s);
+    return status;
 }
