@@ -22,6 +22,7 @@
 
 #include "tune.h"
 #include "cl/internal.h"
+#include "nn/internal.h"
 
 #define REPS 5
 
@@ -507,7 +508,7 @@ direct_invalid(const tu_run *r, const tu_params *p, char *buf, size_t n)
 static void
 step_shape(const tu_shape *s, size_t *m, size_t *n, size_t *k)
 {
-    int G = s->mode == CG_LSTM ? 4 : s->mode == CG_GRU ? 3 : 1;
+    int G = cg__rnn_gates(cg__rnn_cell_of(s->mode));
 
     *m = (size_t)s->B;
     *n = (size_t)(G * s->H);

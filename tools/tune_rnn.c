@@ -140,9 +140,7 @@ pass(cg_context *ctx, cg_module *m, cg_tensor *x, cg_tensor *dy,
 static int
 time_steps(tu_run *r, const tu_shape *s, const tu_params *p, double *sec)
 {
-    cg__rnn_cell cell = s->mode == CG_LSTM ? CG__RNN_LSTM
-                      : s->mode == CG_GRU ? CG__RNN_GRU
-                      : s->mode == CG_RNN_RELU ? CG__RNN_RELU : CG__RNN_TANH;
+    cg__rnn_cell cell = cg__rnn_cell_of(s->mode);
     cg__rnn_tune t = { 0, 0, 0, 0 };
     double f = 0, b = 0;
     int status;
@@ -433,16 +431,8 @@ tune_shape(tu_run *r, const tu_shape *s, const tunable *t, int nt,
         tu_out_free(&o);
     }
     tu_out_free(&ref);
-    if (!tried) {
-        tu_report_result(k, def_us, NULL, 0, "no candidate measured");
+    if (!tu_conclude(r, k, tried, &best, best_us, def_us, note))
         return 0;
-    }
-    best.time_us = best_us;
-    best.default_time_us = def_us;
-    snprintf(best.note, sizeof best.note, "%s", note);
-    tu_keep(r, &best);
-    tu_report_result(k, def_us, &best, best_us, best_us < def_us
-                     ? "tuned" : "the defaults are the fastest");
     tu_say(r, "%s %s: %s, %.1f us per step (defaults %.1f us)", kernel,
            shape, tu_params_str(&best, buf, sizeof buf), best_us, def_us);
     return 0;

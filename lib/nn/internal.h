@@ -55,6 +55,9 @@ int cg__rnn_step_init(cg__rnn_step *s, cg_context *ctx, cg__rnn_cell cell,
 /* Releases the kernels; s may be zeroed or already released. */
 void cg__rnn_step_release(cg__rnn_step *s);
 
+/* The step kernels' cell of a public cg_rnn_mode. */
+cg__rnn_cell cg__rnn_cell_of(cg_rnn_mode mode);
+
 /* The gate count G of a cell. */
 int cg__rnn_gates(cg__rnn_cell cell);
 

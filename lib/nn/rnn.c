@@ -45,17 +45,6 @@
 static const char *const mode_names[] = { "RNN_TANH", "RNN_RELU", "LSTM",
                                           "GRU" };
 
-static cg__rnn_cell
-cell_of(cg_rnn_mode mode)
-{
-    switch (mode) {
-    case CG_RNN_RELU: return CG__RNN_RELU;
-    case CG_LSTM: return CG__RNN_LSTM;
-    case CG_GRU: return CG__RNN_GRU;
-    default: return CG__RNN_TANH;
-    }
-}
-
 static int
 ndirs(const cg_module *m)
 {
@@ -184,7 +173,7 @@ cg_rnn_new(cg_context *ctx, const cg_rnn_options *options)
     if (!m)
         return NULL;
     m->rnn = o;
-    if (rnn_tuning(m, ctx, cell_of(o.mode))) {
+    if (rnn_tuning(m, ctx, cg__rnn_cell_of(o.mode))) {
         cg__module_unref(m);
         return NULL;
     }

@@ -17,6 +17,17 @@
 #define DEFAULT_RB 2
 #define DEFAULT_WG 64
 
+cg__rnn_cell
+cg__rnn_cell_of(cg_rnn_mode mode)
+{
+    switch (mode) {
+    case CG_RNN_RELU: return CG__RNN_RELU;
+    case CG_LSTM: return CG__RNN_LSTM;
+    case CG_GRU: return CG__RNN_GRU;
+    default: return CG__RNN_TANH;
+    }
+}
+
 int
 cg__rnn_gates(cg__rnn_cell cell)
 {
