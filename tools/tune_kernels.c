@@ -410,16 +410,8 @@ tune_file(tu_run *r, int which, const ksize *sz)
     }
     tu_out_free(&ref);
     cg_context_clear_tuning(r->ctx);
-    if (!tried) {
-        tu_report_result(k, def_us, NULL, 0, "no candidate measured");
+    if (!tu_conclude(r, k, tried, &best, best_us, def_us, note))
         return 0;
-    }
-    best.time_us = best_us;
-    best.default_time_us = def_us;
-    snprintf(best.note, sizeof best.note, "%s", note);
-    tu_keep(r, &best);
-    tu_report_result(k, def_us, &best, best_us, best_us < def_us
-                     ? "tuned" : "the defaults are the fastest");
     tu_say(r, "%s: %s, %.1f us per call (defaults %.1f us)", file,
            tu_params_str(&best, buf, sizeof buf), best_us, def_us);
     return 0;

@@ -144,6 +144,23 @@ tu_judge(json_object *k, const tu_params *cand, int status, const char *why,
     return 1;
 }
 
+int
+tu_conclude(tu_run *r, json_object *k, int tried, tu_params *best,
+            double best_us, double def_us, const char *note)
+{
+    if (!tried) {
+        tu_report_result(k, def_us, NULL, 0, "no candidate measured");
+        return 0;
+    }
+    best->time_us = best_us;
+    best->default_time_us = def_us;
+    snprintf(best->note, sizeof best->note, "%s", note);
+    tu_keep(r, best);
+    tu_report_result(k, def_us, best, best_us, best_us < def_us
+                     ? "tuned" : "the defaults are the fastest");
+    return 1;
+}
+
 void
 tu_report_result(json_object *k, double default_us, const tu_params *best,
                  double best_us, const char *outcome)
