@@ -30,27 +30,39 @@
 #define RWG 64
 #endif
 
-__kernel __attribute__((reqd_work_group_size(RWG, 1, 1))) void
-reduce_sum(__global const float *x, int xo, int8 kshape, int8 kst, int knd,
-           int8 rshape, int8 rst, int rnd, uint nred, __global float *y,
-           float scale)
+/* The sum of buf[0 .. RWG - 1], each work-item having stored its own
+ * buf[lid]: a fixed-shape tree, the same order on every run.  Every
+ * work-item of the group calls it and gets the sum. */
+inline __attribute__((always_inline)) float
+tree_sum(__local float *buf, uint lid)
 {
-    __local float buf[RWG];
-    uint o = get_group_id(0), lid = get_local_id(0), j, s;
-    int base = xo + cg_off(o, kshape, kst, knd);
-    float acc = 0.0f;
+    uint s;
 
-    for (j = lid; j < nred; j += RWG)
-        acc += x[base + cg_off(j, rshape, rst, rnd)];
-    buf[lid] = acc;
     barrier(CLK_LOCAL_MEM_FENCE);
     for (s = RWG / 2; s > 0; s >>= 1) {
         if (lid < s)
             buf[lid] += buf[lid + s];
         barrier(CLK_LOCAL_MEM_FENCE);
     }
+    return buf[0];
+}
+
+__kernel __attribute__((reqd_work_group_size(RWG, 1, 1))) void
+reduce_sum(__global const float *x, int xo, int8 kshape, int8 kst, int knd,
+           int8 rshape, int8 rst, int rnd, uint nred, __global float *y,
+           float scale)
+{
+    __local float buf[RWG];
+    uint o = get_group_id(0), lid = get_local_id(0), j;
+    int base = xo + cg_off(o, kshape, kst, knd);
+    float acc = 0.0f;
+
+    for (j = lid; j < nred; j += RWG)
+        acc += x[base + cg_off(j, rshape, rst, rnd)];
+    buf[lid] = acc;
+    acc = tree_sum(buf, lid);
     if (lid == 0)
-        y[o] = buf[0] * scale;
+        y[o] = acc * scale;
 }
 
 #define VW 8
@@ -82,7 +94,7 @@ reduce_rows(__global const float *x, int xo, uint len, uint chunk,
 {
     __local float buf[RWG];
     uint w = get_group_id(0), ng = get_num_groups(0), o = get_global_id(1);
-    uint lid = get_local_id(0), run = chunk / RWG, s;
+    uint lid = get_local_id(0), run = chunk / RWG;
     uint j = w * chunk + lid * run, e = min(len, j + run);
     __global const float *p = x + xo + (size_t)o * len;
     VF v = 0.0f;
@@ -93,14 +105,9 @@ reduce_rows(__global const float *x, int xo, uint len, uint chunk,
     for (; j < e; j++)
         acc += p[j];
     buf[lid] = cg_hsum(v) + acc;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (s = RWG / 2; s > 0; s >>= 1) {
-        if (lid < s)
-            buf[lid] += buf[lid + s];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
+    acc = tree_sum(buf, lid);
     if (lid == 0)
-        part[(size_t)o * ng + w] = buf[0] * scale;
+        part[(size_t)o * ng + w] = acc * scale;
 }
 
 /* Column sums of a row-major [R, C] matrix with row stride ld (the sum
@@ -220,20 +227,14 @@ reduce_var(__global const float *x, int xo, int8 kshape, int8 kst, int knd,
            float correction)
 {
     __local float buf[RWG];
-    uint o = get_group_id(0), lid = get_local_id(0), j, s;
+    uint o = get_group_id(0), lid = get_local_id(0), j;
     int base = xo + cg_off(o, kshape, kst, knd);
     float acc = 0.0f, mean;
 
     for (j = lid; j < nred; j += RWG)
         acc += x[base + cg_off(j, rshape, rst, rnd)];
     buf[lid] = acc;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (s = RWG / 2; s > 0; s >>= 1) {
-        if (lid < s)
-            buf[lid] += buf[lid + s];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    mean = buf[0] / (float)nred;
+    mean = tree_sum(buf, lid) / (float)nred;
     barrier(CLK_LOCAL_MEM_FENCE);
     acc = 0.0f;
     for (j = lid; j < nred; j += RWG) {
@@ -242,12 +243,7 @@ reduce_var(__global const float *x, int xo, int8 kshape, int8 kst, int knd,
         acc += d * d;
     }
     buf[lid] = acc;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (s = RWG / 2; s > 0; s >>= 1) {
-        if (lid < s)
-            buf[lid] += buf[lid + s];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
+    acc = tree_sum(buf, lid);
     if (lid == 0)
-        y[o] = buf[0] / ((float)nred - correction);
+        y[o] = acc / ((float)nred - correction);
 }
