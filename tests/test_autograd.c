@@ -1,13 +1,15 @@
 /*
  * tests/test_autograd.c - the define-by-run graph: the PyTorch tutorial
- * example, gradient accumulation, retain_graph, no-grad mode, detach, the
- * DOT export, bad input, memory that does not grow over iterations, and
- * tensor creation and random numbers.
+ * example, gradient accumulation, retain_graph, host allocation failure
+ * in backward, no-grad mode, detach, the DOT export, bad input, memory
+ * that does not grow over iterations, and tensor creation and random
+ * numbers.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "autograd/internal.h"
 #include "testutil.h"
 
 static cg_tensor *
@@ -137,6 +139,72 @@ START_TEST(shared_subexpressions_sum_their_gradients)
     cg_tensor_free(a);
     cg_tensor_free(b);
     cg_tensor_free(s);
+    cg_tensor_free(y);
+    cg_tensor_free(x);
+}
+END_TEST
+
+/* Runs y's backward with the host allocation number `n` failing and
+ * returns its status; after a failure the graph must be as before: no
+ * node left marked (backward skips marked nodes: wrong gradients) and no
+ * reference taken.  *fired is whether the failure happened. */
+static int
+backward_failing_at(cg_tensor *y, cg__node *const *nodes, int nnodes,
+                    long n, int *fired)
+{
+    int refs[8], status, k;
+
+    for (k = 0; k < nnodes; k++)
+        refs[k] = nodes[k]->refs;
+    cg__alloc_fail_after(n);
+    status = cg_backward(y, NULL, 1);
+    *fired = cg__alloc_fail_after(-1) < 0;
+    if (status != CG_OK) {
+        ck_assert_int_eq(status, CG_EHOSTMEM);
+        ck_assert_ptr_nonnull(strstr(cg_last_error(), "host memory"));
+    }
+    for (k = 0; k < nnodes; k++) {
+        ck_assert_int_eq(nodes[k]->mark, 0);
+        ck_assert_int_eq(nodes[k]->refs, refs[k]);
+    }
+    return status;
+}
+
+/* Fails each host allocation of a backward in turn, the topological
+ * sort's first among them; after each failure a backward computes the
+ * right gradients.  The leaf's gradient is zeroed before it, as a failed
+ * backward may have added to it. */
+START_TEST(backward_recovers_from_host_allocation_failure)
+{
+    static const float xs[4] = { 0.5f, -1, 2, 3 };
+    cg_tensor *x = vec(xs, 4), *a, *b, *y;
+    cg__node *nodes[3];
+    int fired = 1, failures = 0, i;
+    long n;
+    float g[4];
+
+    cg_tensor_set_requires_grad(x, 1);
+    a = cg_mul(x, x);
+    b = cg_add(a, x);
+    y = cg_sum(b, 0, NULL, 0);
+    ck_assert_ptr_nonnull(y);
+    nodes[0] = y->grad_fn;
+    nodes[1] = b->grad_fn;
+    nodes[2] = a->grad_fn;
+    for (n = 0; fired; n++) {
+        ck_assert_msg(n < 10000, "backward allocates without end");
+        if (backward_failing_at(y, nodes, 3, n, &fired) != CG_OK)
+            failures++;
+        cg_tensor_zero_grad(x);
+        ck_assert_msg(cg_backward(y, NULL, 1) == CG_OK, "%s", TU_ERR);
+        read_vec(cg_tensor_grad(x), g, 4);
+        for (i = 0; i < 4; i++)
+            ck_assert_float_eq_tol(g[i], 2 * xs[i] + 1, 1e-6f);
+        cg_tensor_zero_grad(x);
+    }
+    ck_assert_int_gt(failures, 0);
+    cg_tensor_free(a);
+    cg_tensor_free(b);
     cg_tensor_free(y);
     cg_tensor_free(x);
 }
@@ -443,6 +511,7 @@ main(void)
     tcase_add_test(tc, gradients_accumulate_until_zeroed);
     tcase_add_test(tc, retain_graph_allows_a_second_backward);
     tcase_add_test(tc, shared_subexpressions_sum_their_gradients);
+    tcase_add_test(tc, backward_recovers_from_host_allocation_failure);
     tcase_add_test(tc, no_grad_mode_and_detach_record_nothing);
     tcase_add_test(tc, graph_exports_as_dot);
     tcase_add_test(tc, bad_input_is_reported_and_changes_nothing);

@@ -193,10 +193,10 @@ push(node_list *l, cg__node *n)
 {
     if (l->n == l->cap) {
         size_t cap = l->cap ? 2 * l->cap : 64;
-        cg__node **v = realloc(l->v, cap * sizeof *v);
+        cg__node **v = cg__realloc(l->v, cap * sizeof *v);
 
         if (!v)
-            return cg__error(CG_EHOSTMEM, "out of host memory in backward");
+            return CG_EHOSTMEM;
         l->v = v;
         l->cap = cap;
     }
@@ -204,37 +204,44 @@ push(node_list *l, cg__node *n)
     return CG_OK;
 }
 
-/* Post-order DFS from root without recursion: `order` ends with every node
- * after all nodes it depends on... reversed, i.e. order[i] comes before its
- * inputs' nodes when walked from the end.  Each node gets a reference. */
+/* Depth-first from root without recursion, filling `order` in post-order:
+ * every node comes after the nodes of its inputs, so walking `order` from
+ * the end visits a node before the nodes it passes gradients to.  A node
+ * is marked 1 while on the stack and 2 once in `order`, where it holds a
+ * reference; the caller unmarks and unreferences `order`.  A node is
+ * marked only once pushed and leaves the stack only once in `order`, so on
+ * failure the marked nodes are those of `order` and of the stack; this
+ * unmarks the stack's, or a later backward would skip them. */
 static int
 topo_sort(cg__node *root, node_list *order)
 {
     node_list stack = { 0 };
-    int status = CG_OK;
+    int status;
+    size_t i;
 
-    root->mark = 1;
-    status = push(&stack, root);
+    if ((status = push(&stack, root)) == CG_OK)
+        root->mark = 1;
     while (status == CG_OK && stack.n > 0) {
-        cg__node *n = stack.v[stack.n - 1];
-        int k, pushed = 0;
+        cg__node *n = stack.v[stack.n - 1], *next = NULL;
+        int k;
 
-        for (k = 0; k < n->ninputs && !pushed; k++) {
+        for (k = 0; k < n->ninputs && !next; k++) {
             cg_tensor *in = n->inputs[k];
 
-            if (n->needs[k] && in && in->grad_fn && !in->grad_fn->mark) {
-                in->grad_fn->mark = 1;
-                status = push(&stack, in->grad_fn);
-                pushed = 1;
-            }
+            if (n->needs[k] && in && in->grad_fn && !in->grad_fn->mark)
+                next = in->grad_fn;
         }
-        if (status == CG_OK && !pushed) {
+        if (next) {
+            if ((status = push(&stack, next)) == CG_OK)
+                next->mark = 1;
+        } else if ((status = push(order, n)) == CG_OK) {
             stack.n--;
             n->refs++;
             n->mark = 2;
-            status = push(order, n);
         }
     }
+    for (i = 0; i < stack.n; i++)
+        stack.v[i]->mark = 0;
     free(stack.v);
     return status;
 }

@@ -43,10 +43,18 @@ void cg__hash_update(cg__hash *h, const void *data, size_t len);
 void cg__hash_str(cg__hash *h, const char *s);
 void cg__hash_hex(const cg__hash *h, char out[33]);
 
-/* Host allocation that records CG_EHOSTMEM on failure. */
+/* Host allocation that records CG_EHOSTMEM on failure.  cg__realloc
+ * leaves `p` as it was when it fails, like realloc. */
 void *cg__malloc(size_t bytes);
 void *cg__calloc(size_t n, size_t size);
+void *cg__realloc(void *p, size_t bytes);
 char *cg__strdup(const char *s);
+
+/* For tests of the out-of-memory paths: after `n` more allocations through
+ * the functions above on this thread, the next one fails, once; n < 0 (the
+ * default) injects nothing.  Returns the previous countdown, -1 when no
+ * failure was pending, so a test can tell whether its failure happened. */
+long cg__alloc_fail_after(long n);
 
 /* Reads a whole file into a new NUL-terminated buffer (caller frees);
  * NULL with CG_EIO set if it cannot. */

@@ -59,10 +59,32 @@ cg__hash_hex(const cg__hash *h, char out[33])
              (unsigned long long)h->lo);
 }
 
+/* The countdown of cg__alloc_fail_after: one thread-local compare per
+ * allocation when off, so it stays compiled in. */
+static _Thread_local long fail_countdown = -1;
+
+long
+cg__alloc_fail_after(long n)
+{
+    long old = fail_countdown;
+
+    fail_countdown = n < 0 ? -1 : n;
+    return old;
+}
+
+/* Nonzero when this allocation is the one a test asked to fail. */
+static int
+injected_failure(void)
+{
+    if (fail_countdown < 0)
+        return 0;
+    return fail_countdown-- == 0;
+}
+
 void *
 cg__malloc(size_t bytes)
 {
-    void *p = malloc(bytes ? bytes : 1);
+    void *p = injected_failure() ? NULL : malloc(bytes ? bytes : 1);
 
     if (!p)
         cg__error(CG_EHOSTMEM, "cannot allocate %zu bytes of host memory",
@@ -73,12 +95,23 @@ cg__malloc(size_t bytes)
 void *
 cg__calloc(size_t n, size_t size)
 {
-    void *p = calloc(n ? n : 1, size ? size : 1);
+    void *p = injected_failure() ? NULL : calloc(n ? n : 1, size ? size : 1);
 
     if (!p)
         cg__error(CG_EHOSTMEM, "cannot allocate %zu x %zu bytes of host "
                   "memory", n, size);
     return p;
+}
+
+void *
+cg__realloc(void *p, size_t bytes)
+{
+    void *q = injected_failure() ? NULL : realloc(p, bytes ? bytes : 1);
+
+    if (!q)
+        cg__error(CG_EHOSTMEM, "cannot allocate %zu bytes of host memory",
+                  bytes);
+    return q;
 }
 
 char *
