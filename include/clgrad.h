@@ -1,6 +1,6 @@
 /*
  * clgrad.h - the public interface of libclgrad, a deep-learning runtime on
- * OpenCL.  Read it top to bottom: status codes and errors, devices,
+ * OpenCL.  Read it top to bottom: status codes and errors, logging, devices,
  * contexts, device memory, measurements, tensors, autograd, ops and
  * custom ops.
  *
@@ -68,6 +68,35 @@ const char *cg_last_error(void);
 
 /* The library's version, "MAJOR.MINOR.PATCH". */
 const char *cg_version(void);
+
+/* ------------------------------------------------------------------------
+ * Logging
+ *
+ * What the library has to say outside of a failure (a tuning file it
+ * skipped, and why) goes to a log callback that the application sets,
+ * never to a stream and never into cg_last_error() after a success.  With
+ * no callback set, the default, such messages are dropped.
+ * ------------------------------------------------------------------------ */
+typedef enum cg_log_level {
+    /* Something was skipped or fell back to a default; results are still
+     * right.  Later levels may be added: treat unknown ones as notes. */
+    CG_LOG_WARNING = 1
+} cg_log_level;
+
+/* Receives one message: a single line without a trailing newline, valid
+ * only during the call, and the `user` pointer given to cg_set_log.  It is
+ * called on the thread that logs, in the middle of a clgrad call, so it
+ * must not call clgrad itself. */
+typedef void (*cg_log_fn)(cg_log_level level, const char *message,
+                          void *user);
+
+/* Sets the process-wide log callback and its user data; fn NULL turns
+ * logging off.  Thread-safe: it may be called at any time from any thread
+ * (but not from the callback).  Messages come from every thread that uses
+ * clgrad, but clgrad calls the callback under a lock, one call at a time,
+ * so the callback need not be thread-safe; once cg_set_log returns, the
+ * previous callback is not called again.  Cannot fail. */
+void cg_set_log(cg_log_fn fn, void *user);
 
 /* ------------------------------------------------------------------------
  * Devices
@@ -1278,8 +1307,9 @@ int cg_text_batch(const cg_text *t, cg_context *ctx, int steps, int batch,
  * user file before a shipped one at the same level; kernels with no entry
  * keep the built-in defaults.  A file that is unreadable, not valid JSON,
  * of another format version, or with a bad entry, and a stale entry, are
- * skipped: the context is still made, and cg_last_error() then starts with
- * "warning:" and says what was skipped and why.  CLGRAD_TUNING=0 in the
+ * skipped: the context is still made, and each one is logged as a
+ * CG_LOG_WARNING ("tuning: ...", see cg_set_log) that says what was skipped
+ * and why.  CLGRAD_TUNING=0 in the
  * environment when a context is made works as options.no_tuning.
  * ------------------------------------------------------------------------ */
 #define CG_TUNING_MAX_PARAMS 24

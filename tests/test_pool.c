@@ -1,12 +1,13 @@
 /*
  * tests/test_pool.c - the caching allocator: reuse, statistics, release,
- * out-of-memory handling, and host transfers.
+ * out-of-memory handling (device and host), and host transfers.
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/internal.h"
 #include "testutil.h"
 
 START_TEST(freed_blocks_are_reused_and_counted)
@@ -82,6 +83,35 @@ START_TEST(size_classes_waste_at_most_a_quarter)
                       (unsigned long long)block);
         cg_buffer_free(b);
     }
+}
+END_TEST
+
+/* Host memory running out is CG_EHOSTMEM, not the device's CG_ENOMEM,
+ * whichever of a buffer's host allocations fails: the handle's, or the
+ * block's, asked for only when the cache has none to give. */
+START_TEST(host_allocation_failure_is_ehostmem)
+{
+    cg_context *ctx = tu_ctx();
+    cg_memory_stats s0, s;
+    cg_buffer *b;
+    long n;
+
+    for (n = 0; n < 2; n++) {
+        cg_context_release_cache(ctx);
+        cg_context_stats(ctx, &s0);
+        cg__alloc_fail_after(n);
+        b = cg_buffer_new(ctx, 12345);
+        ck_assert_int_eq(cg__alloc_fail_after(-1), -1);
+        ck_assert_ptr_null(b);
+        ck_assert_int_eq(cg__last_status(), CG_EHOSTMEM);
+        ck_assert_msg(strstr(cg_last_error(), "host memory"), "%s", TU_ERR);
+        cg_context_stats(ctx, &s);
+        ck_assert_uint_eq(s.bytes_in_use, s0.bytes_in_use);
+        ck_assert_uint_eq(s.allocations, s0.allocations);
+    }
+    b = cg_buffer_new(ctx, 12345);
+    ck_assert_msg(b != NULL, "%s", TU_ERR);
+    cg_buffer_free(b);
 }
 END_TEST
 
@@ -174,6 +204,7 @@ main(void)
     tcase_add_test(tc, freed_blocks_are_reused_and_counted);
     tcase_add_test(tc, size_classes_waste_at_most_a_quarter);
     tcase_add_test(tc, impossible_allocation_is_enomem_and_context_survives);
+    tcase_add_test(tc, host_allocation_failure_is_ehostmem);
     tcase_add_test(tc, transfers_check_their_ranges);
     suite_add_tcase(s, tc);
     return tu_run(s);

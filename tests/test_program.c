@@ -1,7 +1,8 @@
 /*
  * tests/test_program.c - kernels: the embedded sources build and run, the
  * CLGRAD_KERNEL_DIR override, the program binary cache (miss, hit,
- * corruption, off switch) and build failures with their log.
+ * corruption, off switch, the error state left alone) and build failures
+ * with their log.
  */
 #include <dirent.h>
 #include <stdio.h>
@@ -201,6 +202,38 @@ START_TEST(corrupted_cache_files_are_rebuilt)
 }
 END_TEST
 
+/* The cache's file I/O, a miss, a write, a hit, and a write that fails,
+ * leaves the error state as it was: a long message (a build log runs to
+ * kilobytes) whole, and its status. */
+START_TEST(cache_io_leaves_the_error_state_alone)
+{
+    static char msg[8000];
+    const char *dirs[3] = { NULL, NULL, "/dev/null/not-a-dir" };
+    char dir[512];
+    cg_context *ctx;
+    cg__program *p;
+    int i;
+
+    memset(msg, 'x', sizeof msg - 4);
+    memcpy(msg + sizeof msg - 4, "end", 4);
+    use_cache_dir("quiet", dir, sizeof dir);
+    dirs[0] = dirs[1] = dir;
+    for (i = 0; i < 3; i++) {
+        setenv("CLGRAD_CACHE_DIR", dirs[i], 1);
+        ctx = cg_context_new(NULL);
+        ck_assert_ptr_nonnull(ctx);
+        cg__error(CG_EIO, "%s", msg);
+        ck_assert_int_eq(cg__program_get_source(ctx, "twice", src_a,
+                                                "-DQUIET=1", &p), CG_OK);
+        ck_assert_int_eq(p->from_cache, i == 1);
+        ck_assert_int_eq(cg__last_status(), CG_EIO);
+        ck_assert_str_eq(cg_last_error() + strlen("CG_EIO: "), msg);
+        cg_context_free(ctx);
+    }
+    setenv("CLGRAD_CACHE_DIR", dir, 1);
+}
+END_TEST
+
 START_TEST(cache_can_be_switched_off)
 {
     char dir[512], file[600];
@@ -268,6 +301,7 @@ main(void)
     tcase_add_test(tc, cache_misses_then_hits);
     tcase_add_test(tc, corrupted_cache_files_are_rebuilt);
     tcase_add_test(tc, cache_can_be_switched_off);
+    tcase_add_test(tc, cache_io_leaves_the_error_state_alone);
     tcase_add_test(tc, syntax_error_reports_the_build_log);
     tcase_add_test(tc, cache_directory_follows_the_environment);
     suite_add_tcase(s, tc);

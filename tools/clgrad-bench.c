@@ -18,6 +18,7 @@
 #include <cblas.h>
 
 #include "bench.h"
+#include "log.h"
 
 /* OpenBLAS's own entry points (declared by its cblas.h on Debian, but not
  * by every cblas.h). */
@@ -642,6 +643,7 @@ main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    cg_set_log(tool_log, (void *)prog);
     for (i = 0; i < NSUITES; i++)
         want[i] = want[i] || !any;
     if (!b.repeat)

@@ -11,6 +11,7 @@
 #include <json-c/json.h>
 
 #include "clgrad.h"
+#include "log.h"
 
 static const char *prog = "clgrad-info";
 
@@ -192,6 +193,24 @@ measure_json(const cg_measurements *m, double untuned)
 static const char *const match_name[] = { "none", "vendor", "device",
                                           "exact" };
 
+/* The library's log: what cg_context_apply_tuning skips is collected
+ * here for the tuning report; anything else goes to stderr. */
+static char tuning_warning[1024];
+static int collecting;
+
+static void
+on_log(cg_log_level level, const char *message, void *user)
+{
+    size_t n = strlen(tuning_warning);
+
+    if (!collecting) {
+        tool_log(level, message, user);
+        return;
+    }
+    snprintf(tuning_warning + n, sizeof tuning_warning - n, "%s%s",
+             n ? "; " : "warning: ", message);
+}
+
 /* The tuning entries in force on ctx, as text or JSON. */
 static void
 print_tuning(cg_context *ctx, const char *warning)
@@ -261,7 +280,7 @@ measure(int index, int do_measure, cg_measurements *m, double *untuned,
 {
     cg_context_options opts = { NULL, 0, 1 };
     cg_measurements tuned;
-    char sel[16], warning[1024];
+    char sel[16];
     cg_context *ctx;
     int status = CG_OK;
 
@@ -276,12 +295,14 @@ measure(int index, int do_measure, cg_measurements *m, double *untuned,
         status = cg_context_measure(ctx, CG_MEASURE_ALL, m);
     if (status == CG_OK) {
         *untuned = m->sgemm_gflops;
+        tuning_warning[0] = '\0';
+        collecting = 1;
         cg_context_apply_tuning(ctx);
-        snprintf(warning, sizeof warning, "%s", cg_last_error());
+        collecting = 0;
         if (json)
-            *tuning = tuning_json(ctx, warning);
+            *tuning = tuning_json(ctx, tuning_warning);
         else
-            print_tuning(ctx, warning);
+            print_tuning(ctx, tuning_warning);
     }
     if (status == CG_OK && do_measure) {
         status = cg_context_measure(ctx, CG_MEASURE_SGEMM, &tuned);
@@ -327,6 +348,7 @@ main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    cg_set_log(on_log, (void *)prog);
     if (cg_device_count(&n) != CG_OK || n == 0) {
         fprintf(stderr, "%s: %s\n", prog, n == 0 && cg_last_error()[0] == 0
                 ? "the OpenCL platforms offer no device" : cg_last_error());

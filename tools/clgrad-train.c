@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "clgrad.h"
+#include "log.h"
 #include "train.h"
 
 static volatile sig_atomic_t interrupted;
@@ -281,6 +282,7 @@ main(int argc, char **argv)
 
     if (r)
         return r > 0 ? 0 : 2;
+    cg_set_log(tool_log, (void *)"clgrad-train");
     signal(SIGINT, on_sigint);
     return tr_run(&cfg, &interrupted);
 }

@@ -17,6 +17,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "tune.h"
 #include "cl/internal.h"
 
@@ -642,6 +643,7 @@ main(int argc, char **argv)
     json_object *root;
     int rc, failed, written = 0;
 
+    cg_set_log(tool_log, (void *)prog);
     if (argc > 1 && strcmp(argv[1], "--clblast-child") == 0)
         return child_main(argc, argv);
     rc = parse_args(argc, argv, &cfg);

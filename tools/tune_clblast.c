@@ -66,7 +66,9 @@ bench_init(tu_run *r, bench *b, size_t m, size_t n, size_t k)
     b->a = cg_buffer_new(r->ctx, na * sizeof(float));
     b->b = cg_buffer_new(r->ctx, nb * sizeof(float));
     b->c = cg_buffer_new(r->ctx, m * n * sizeof(float));
-    if (!h || !b->ref || !b->out || !b->a || !b->b || !b->c)
+    if (!h || !b->ref || !b->out)
+        status = CG_EHOSTMEM;
+    else if (!b->a || !b->b || !b->c)
         status = CG_ENOMEM;
     for (i = 0; status == CG_OK && i < (na > nb ? na : nb); i++) {
         s = s * 1103515245u + 12345u;

@@ -134,7 +134,7 @@ work_init(cg_context *ctx, kwork *w, int which, const ksize *sz)
         int64_t i64;
 
         if (!t)
-            return CG_ENOMEM;
+            return CG_EHOSTMEM;
         for (i64 = 0; i64 < r; i64++)
             t[i64] = (int32_t)((i64 * 31 + 7) % VOCAB);
         w->target = cg_tensor_from_host(ctx, CG_I32, 1, &r, t);

@@ -88,7 +88,7 @@ tu_out_add(rnn_out *o, const cg_tensor *t)
         return CG_OK;
     d = realloc(o->data, (o->n + n) * sizeof *d);
     if (!d)
-        return CG_ENOMEM;
+        return CG_EHOSTMEM;
     o->data = d;
     o->off[o->nseg] = o->n;
     if (cg_tensor_to_host(t, d + o->n, n * sizeof *d) != CG_OK)

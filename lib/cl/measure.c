@@ -36,7 +36,7 @@ measure_transfer(cg_context *ctx, cg_measurements *out)
     buf = cg_buffer_new(ctx, BW_BYTES);
     if (!buf) {
         free(host);
-        return CG_ENOMEM;
+        return cg__last_status();
     }
     for (i = 0; i <= BW_REPS && status == CG_OK; i++) {
         t = cg__now();
@@ -77,7 +77,7 @@ measure_copy(cg_context *ctx, cg_measurements *out)
     a = cg_buffer_new(ctx, BW_BYTES);
     b = a ? cg_buffer_new(ctx, BW_BYTES) : NULL;
     if (!b) {
-        status = CG_ENOMEM;
+        status = cg__last_status();
         goto fail;
     }
     ma = cg__buffer_mem(a);
@@ -156,7 +156,7 @@ measure_sgemm(cg_context *ctx, cg_measurements *out)
     b = a ? cg_buffer_new(ctx, bytes) : NULL;
     c = b ? cg_buffer_new(ctx, bytes) : NULL;
     if (!c) {
-        status = CG_ENOMEM;
+        status = cg__last_status();
         goto fail;
     }
     CHECK_CL(clEnqueueFillBuffer(ctx->queue, cg__buffer_mem(a),

@@ -68,7 +68,8 @@ enomem(cg_context *ctx, size_t bytes, const char *why)
                      (unsigned long long)ctx->stats.bytes_in_use);
 }
 
-/* Asks the device for a block; *why says what refused. */
+/* Asks the device for a block; *why says what refused, or is NULL when
+ * host memory ran out (then the error is recorded: CG_EHOSTMEM). */
 static cg__block *
 device_block(cg_context *ctx, size_t size, const char **why)
 {
@@ -84,9 +85,9 @@ device_block(cg_context *ctx, size_t size, const char **why)
         *why = "more than the device memory left";
         return NULL;
     }
-    b = malloc(sizeof *b);
+    b = cg__malloc(sizeof *b);
     if (!b) {
-        *why = "out of host memory";
+        *why = NULL;
         return NULL;
     }
     b->mem = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE, size, NULL, &rc);
@@ -133,13 +134,14 @@ cg_buffer_new(cg_context *ctx, size_t bytes)
         ctx->stats.reuses++;
     } else {
         b = device_block(ctx, size, &why);
-        if (!b) {
+        if (!b && why) {
             /* Give the cache back to the device and try once more. */
             cg_context_release_cache(ctx);
             b = device_block(ctx, size, &why);
         }
         if (!b) {
-            enomem(ctx, bytes, why);
+            if (why)
+                enomem(ctx, bytes, why);
             free(buf);
             return NULL;
         }

@@ -178,13 +178,11 @@ cache_load(cg_context *ctx, const char *path, const cg__hash *key,
     cg__hash sum;
     cl_program prog;
     cl_int rc, bin_rc;
-    char saved[256];
 
     /* A missing file is the ordinary miss: keep the caller's error text. */
-    snprintf(saved, sizeof saved, "%s", cg_last_error());
+    cg__error_quiet_enter();
     data = (unsigned char *)cg__read_file(path, &len);
-    cg__error_clear();
-    cg__error_append("%s", saved);
+    cg__error_quiet_leave();
     if (!data)
         return NULL;
     prog = NULL;
@@ -228,9 +226,8 @@ cache_store(cg_context *ctx, cl_program prog, const char *dir,
     size_t binlen = 0;
     unsigned char *file = NULL, *bin;
     cg__hash sum;
-    char saved[256];
 
-    snprintf(saved, sizeof saved, "%s", cg_last_error());
+    cg__error_quiet_enter();
     if (clGetProgramInfo(prog, CL_PROGRAM_BINARY_SIZES, sizeof binlen,
                          &binlen, NULL) != CL_SUCCESS || binlen == 0)
         goto out;
@@ -251,8 +248,7 @@ cache_store(cg_context *ctx, cl_program prog, const char *dir,
         cg__write_file_atomic(path, file, CACHE_HEADER + binlen);
 out:
     free(file);
-    cg__error_clear();
-    cg__error_append("%s", saved);
+    cg__error_quiet_leave();
     (void)ctx;
 }
 

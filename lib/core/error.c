@@ -15,6 +15,8 @@
 
 static _Thread_local char last_error[CG_ERROR_MAX];
 static _Thread_local int last_status;
+/* Nonzero while cg__error_quiet_enter is in effect on this thread. */
+static _Thread_local int quiet;
 
 /* Every OpenCL 1.2 error code, with the text clgrad shows for it. */
 #define CG_CL_ERROR_LIST(X)                                                  \
@@ -147,8 +149,23 @@ cg_version(void)
 }
 
 void
+cg__error_quiet_enter(void)
+{
+    quiet++;
+}
+
+void
+cg__error_quiet_leave(void)
+{
+    if (quiet > 0)
+        quiet--;
+}
+
+void
 cg__error_clear(void)
 {
+    if (quiet)
+        return;
     last_error[0] = '\0';
     last_status = CG_OK;
 }
@@ -165,6 +182,8 @@ cg__error(int status, const char *fmt, ...)
     va_list ap;
     int n;
 
+    if (quiet)
+        return status;
     last_status = status;
     n = snprintf(last_error, sizeof last_error, "%s: ",
                  cg_status_name(status));
@@ -182,7 +201,7 @@ cg__error_append(const char *fmt, ...)
     size_t n = strlen(last_error);
     va_list ap;
 
-    if (n + 1 >= sizeof last_error)
+    if (quiet || n + 1 >= sizeof last_error)
         return;
     va_start(ap, fmt);
     vsnprintf(last_error + n, sizeof last_error - n, fmt, ap);

@@ -28,6 +28,18 @@ void cg__error_append(const char *fmt, ...) CG_PRINTF(1, 2);
 /* Clears the last error; public entry points call it on entry. */
 void cg__error_clear(void);
 
+/* Between enter and leave (which nest), cg__error, cg__error_append and
+ * cg__error_clear leave this thread's error state alone: for work whose
+ * failure is not the caller's error, such as the program cache's file
+ * I/O, which must neither replace nor clear the message it is called
+ * under.  cg__error still returns its status. */
+void cg__error_quiet_enter(void);
+void cg__error_quiet_leave(void);
+
+/* Passes a message to the application's log callback (cg_set_log), if it
+ * has set one; formats nothing otherwise.  Never touches the error state. */
+void cg__log(cg_log_level level, const char *fmt, ...) CG_PRINTF(2, 3);
+
 /* The status of the last cg__error on this thread (CG_OK after a clear):
  * how a function that returned NULL failed. */
 int cg__last_status(void);

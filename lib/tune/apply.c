@@ -332,26 +332,12 @@ cg__tuning_find_h(const cg_context *ctx, const char *kernel, long h)
 
 /* ------------------------------------------------------------ lookup */
 
-/* The warnings of one lookup, collected for cg_last_error. */
-typedef struct {
-    char text[2048];
-    size_t len;
-    int count;
-} warnings;
-
+/* What a lookup skipped goes to the application's log, not to
+ * cg_last_error: the lookup succeeds. */
 static void
-warn(warnings *w, const char *what)
+warn(const char *what)
 {
-    int n;
-
-    w->count++;
-    if (w->len + 8 >= sizeof w->text)
-        return;
-    n = snprintf(w->text + w->len, sizeof w->text - w->len, "%s%s",
-                 w->count > 1 ? "; " : "", what);
-    if (n > 0)
-        w->len += (size_t)n < sizeof w->text - w->len
-                  ? (size_t)n : sizeof w->text - w->len - 1;
+    cg__log(CG_LOG_WARNING, "tuning: %s", what);
 }
 
 /* Candidates: every usable entry of every matching file. */
@@ -367,7 +353,7 @@ typedef struct {
 
 static void
 consider(cg_context *ctx, cg_tuning_db *db, int user, const char *origin,
-         file_hashes *fh, candidates *cs, warnings *w)
+         file_hashes *fh, candidates *cs)
 {
     cg_tuning_match m = cg__tuning_match(&db->device, &ctx->info);
     char msg[600];
@@ -381,7 +367,7 @@ consider(cg_context *ctx, cg_tuning_db *db, int user, const char *origin,
         if (entry_usable(ctx, e, fh)) {
             snprintf(msg, sizeof msg, "%.250s: %.48s skipped (%.280s)", origin,
                      e->kernel, cg_last_error());
-            warn(w, msg);
+            warn(msg);
             continue;
         }
         if (cs->n == cs->cap) {
@@ -389,7 +375,7 @@ consider(cg_context *ctx, cg_tuning_db *db, int user, const char *origin,
             candidate *n = realloc(cs->c, (size_t)cap * sizeof *n);
 
             if (!n) {
-                warn(w, "out of host memory");
+                warn("out of host memory");
                 return;
             }
             cs->c = n;
@@ -414,8 +400,7 @@ is_json(const struct dirent *d)
 }
 
 static void
-scan_user_dir(cg_context *ctx, file_hashes *fh, candidates *cs,
-              warnings *w)
+scan_user_dir(cg_context *ctx, file_hashes *fh, candidates *cs)
 {
     struct dirent **names = NULL;
     char dir[3072], path[4096], msg[800];
@@ -432,9 +417,9 @@ scan_user_dir(cg_context *ctx, file_hashes *fh, candidates *cs,
         if (!db) {
             snprintf(msg, sizeof msg, "%.400s ignored (%.380s)", path,
                      cg_last_error());
-            warn(w, msg);
+            warn(msg);
         } else {
-            consider(ctx, db, 1, path, fh, cs, w);
+            consider(ctx, db, 1, path, fh, cs);
             cg_tuning_db_free(db);
         }
         free(names[i]);
@@ -456,17 +441,15 @@ cg_context_apply_tuning(cg_context *ctx)
 {
     candidates cs = { NULL, 0, 0 };
     file_hashes fh;
-    warnings w;
     char origin[96], msg[600];
     int i, j;
 
     cg__error_clear();
     if (!ctx)
         return cg__error(CG_EINVAL, "ctx is NULL");
-    memset(&w, 0, sizeof w);
     fh.n = 0;
     cg_context_clear_tuning(ctx);
-    scan_user_dir(ctx, &fh, &cs, &w);
+    scan_user_dir(ctx, &fh, &cs);
     for (i = 0; cg__tuning_embedded[i].name; i++) {
         cg_tuning_db *db;
 
@@ -476,10 +459,10 @@ cg_context_apply_tuning(cg_context *ctx)
         if (!db) {
             snprintf(msg, sizeof msg, "%.90s ignored (%.400s)", origin,
                      cg_last_error());
-            warn(&w, msg);
+            warn(msg);
             continue;
         }
-        consider(ctx, db, 0, origin, &fh, &cs, &w);
+        consider(ctx, db, 0, origin, &fh, &cs);
         cg_tuning_db_free(db);
     }
     /* The best candidate of each kernel and shape; the first wins ties. */
@@ -495,12 +478,10 @@ cg_context_apply_tuning(cg_context *ctx)
         if (put_in_force(ctx, &cs.c[i].e)) {
             snprintf(msg, sizeof msg, "%.250s: %.48s skipped (%.280s)",
                      cs.c[i].e.origin, cs.c[i].e.kernel, cg_last_error());
-            warn(&w, msg);
+            warn(msg);
         }
     }
     free(cs.c);
     cg__error_clear();
-    if (w.count)
-        cg__error_append("warning: tuning: %s", w.text);
     return CG_OK;
 }
