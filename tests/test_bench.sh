@@ -6,6 +6,9 @@
 #     median, min and max; the device's FMA peak and copy bandwidth and
 #     OpenBLAS's core and threads are there; where PyTorch can be
 #     imported (always in CI) no suite is skipped;
+#   - built without OpenBLAS (configure says so, and make check passes
+#     CLGRAD_TEST_OPENBLAS=no), no OpenBLAS configuration and the gemm
+#     suite skipped with a message that says why;
 #   - without PyTorch (CLGRAD_BENCH_PYTHON=/nonexistent) the PyTorch
 #     suites are skipped with a message and the run still succeeds;
 #   - the human table, --suite, --csv (the scaling CSV), bad arguments.
@@ -34,11 +37,13 @@ fi
 
 # check_json FILE SUITES TORCH: every suite in SUITES is there; those that
 # ran have positive ratios in every row; TORCH=yes: none may be skipped,
-# TORCH=no: the PyTorch suites must be skipped.
+# TORCH=no: the PyTorch suites must be skipped; the gemm suite must be
+# skipped if and only if clgrad-bench has no OpenBLAS.
 check_json() {
-    "$py" - "$@" <<'EOF'
+    "$py" - "$@" "${CLGRAD_TEST_OPENBLAS:-yes}" <<'EOF'
 import json, sys
 path, suites, torch = sys.argv[1], sys.argv[2].split(","), sys.argv[3]
+openblas = sys.argv[4] != "no"
 doc = json.load(open(path))
 bad = []
 dev = doc.get("device", {})
@@ -46,12 +51,18 @@ for k in ("fp32_fma_peak_gflops", "copy_gbps"):
     if not dev.get(k, 0) > 0:
         bad.append("device.%s missing or not positive" % k)
 ob = doc.get("openblas", {})
-if not ob.get("core") or not ob.get("threads", 0) >= 1:
+if openblas and (not ob.get("core") or not ob.get("threads", 0) >= 1):
     bad.append("openblas core/threads missing: %r" % ob)
+if not openblas and "openblas" in doc:
+    bad.append("openblas configuration without OpenBLAS: %r" % ob)
 for name in suites:
     s = doc.get("suites", {}).get(name)
     if s is None:
         bad.append("%s: missing" % name)
+        continue
+    if name == "gemm" and not openblas:
+        if "without OpenBLAS" not in s.get("skipped", ""):
+            bad.append("gemm: not skipped without OpenBLAS: %r" % s)
         continue
     if "skipped" in s:
         if torch == "yes" or name in ("gemm", "bandwidth"):

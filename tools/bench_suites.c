@@ -12,7 +12,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#ifdef HAVE_OPENBLAS
 #include <cblas.h>
+#endif
 
 #include "bench.h"
 
@@ -190,6 +192,7 @@ bench_fma_peak(cg_context *ctx, double *gflops)
 /* ------------------------------------------------------------------------
  * gemm: CLBlast SGEMM through cg_matmul vs OpenBLAS cblas_sgemm
  * ------------------------------------------------------------------------ */
+#ifdef HAVE_OPENBLAS
 
 typedef struct gemm_case {
     const char *label;
@@ -347,6 +350,18 @@ fail:
     }
     return s;
 }
+#else
+json_object *
+suite_gemm(bench *b, cg_context *untuned)
+{
+    json_object *s = json_object_new_object();
+
+    json_object_object_add(s, "skipped", json_object_new_string(
+        "clgrad-bench was built without OpenBLAS, the reference of this "
+        "suite (apt-get install libopenblas-dev, then configure and make)"));
+    return s;
+}
+#endif
 
 /* ------------------------------------------------------------------------
  * bandwidth: memory-bound kernels vs the device's copy bandwidth

@@ -15,10 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#ifdef HAVE_OPENBLAS
 #include <cblas.h>
-
-#include "bench.h"
-#include "log.h"
 
 /* OpenBLAS's own entry points (declared by its cblas.h on Debian, but not
  * by every cblas.h). */
@@ -26,6 +24,10 @@ extern void openblas_set_num_threads(int num_threads);
 extern int openblas_get_num_threads(void);
 extern char *openblas_get_corename(void);
 extern char *openblas_get_config(void);
+#endif
+
+#include "bench.h"
+#include "log.h"
 
 static const char *prog = "clgrad-bench";
 
@@ -72,7 +74,8 @@ usage(FILE *f)
 "\n"
 "PyTorch runs as a subprocess: $CLGRAD_BENCH_PYTHON (default\n"
 "/usr/bin/python3, Debian's python3-torch) with OMP_NUM_THREADS=N and\n"
-"OMP_WAIT_POLICY=passive; without torch the PyTorch suites are skipped.\n"
+"OMP_WAIT_POLICY=passive; without torch the PyTorch suites are skipped,\n"
+"and the gemm suite when clgrad-bench was built without OpenBLAS.\n"
 "Its script: $CLGRAD_BENCH_SCRIPT, else bench_torch.py from the source\n"
 "tree or %s.\n", prog, CG_BENCH_DATADIR "/bench_torch.py");
 }
@@ -537,19 +540,35 @@ suite_index(const char *name)
     return -1;
 }
 
+/* Records OpenBLAS's configuration, when clgrad-bench has it. */
+static void
+add_openblas(const bench *b, json_object *root)
+{
+#ifdef HAVE_OPENBLAS
+    json_object *ob = json_object_new_object();
+
+    openblas_set_num_threads(b->threads);
+    json_object_object_add(ob, "core",
+                           json_object_new_string(openblas_get_corename()));
+    bench_add_int(ob, "threads", openblas_get_num_threads());
+    json_object_object_add(ob, "config",
+                           json_object_new_string(openblas_get_config()));
+    json_object_object_add(root, "openblas", ob);
+#endif
+}
+
 /* Measures the device's limits (with the untuned context) and records
  * OpenBLAS's configuration. */
 static int
 measure_limits(bench *b, cg_context *ctx, json_object *root)
 {
     cg_measurements m;
-    json_object *d = json_object_new_object(), *ob = json_object_new_object();
+    json_object *d = json_object_new_object();
 
     if (cg_context_measure(ctx, CG_MEASURE_BANDWIDTH, &m) ||
         bench_fma_peak(ctx, &b->fma_gflops)) {
         bench_fail("measuring the device: %s", cg_last_error());
         json_object_put(d);
-        json_object_put(ob);
         return -1;
     }
     b->copy_gbps = m.copy_gbps;
@@ -562,13 +581,7 @@ measure_limits(bench *b, cg_context *ctx, json_object *root)
     bench_add_double(d, "fp32_fma_peak_gflops", b->fma_gflops);
     bench_add_double(d, "copy_gbps", b->copy_gbps);
     json_object_object_add(root, "device", d);
-    openblas_set_num_threads(b->threads);
-    json_object_object_add(ob, "core",
-                           json_object_new_string(openblas_get_corename()));
-    bench_add_int(ob, "threads", openblas_get_num_threads());
-    json_object_object_add(ob, "config",
-                           json_object_new_string(openblas_get_config()));
-    json_object_object_add(root, "openblas", ob);
+    add_openblas(b, root);
     return 0;
 }
 
