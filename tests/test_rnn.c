@@ -21,6 +21,7 @@
 
 #include "fixture.h"
 #include "nn/internal.h"
+#include "rnn_ref.h"
 #include "testutil.h"
 
 /* Parity with PyTorch: |clgrad - torch| <= FX_TOL * max(1, |torch|).  Both
@@ -208,52 +209,26 @@ sidx(const rcase *c, int t, int b, int j, int w)
  * Reference in double
  * ------------------------------------------------------------------------ */
 
-static double sig(double v) { return 1 / (1 + exp(-v)); }
-
-/* One cell step for one row: h, c updated in place.  wih [G*H, in] x,
+/* One cell step for one row: h, cc updated in place.  wih [G*H, in] x,
  * whh [G*H, H]. */
 static void
 ref_cell(const rcase *c, const double *wih, const double *whh,
          const double *bih, const double *bhh, const double *x, int in,
          double *h, double *cc)
 {
-    int H = c->H, G = c->G, g, j, k;
-    double a[4 * 64 * 2], hw[3 * 64 * 2], hn[128];
+    int H = c->H, g, k;
+    double ig[4 * 128], hg[4 * 128];
 
-    ck_assert(G * H <= 4 * 128);
-    for (g = 0; g < G * H; g++) {
-        double s = bih[g], r = bhh[g];
-
+    ck_assert(c->G * H <= 4 * 128);
+    for (g = 0; g < c->G * H; g++) {
+        ig[g] = bih[g];
+        hg[g] = bhh[g];
         for (k = 0; k < in; k++)
-            s += wih[(size_t)g * in + k] * x[k];
+            ig[g] += wih[(size_t)g * in + k] * x[k];
         for (k = 0; k < H; k++)
-            r += whh[(size_t)g * H + k] * h[k];
-        a[g] = s;
-        hw[g] = r;
+            hg[g] += whh[(size_t)g * H + k] * h[k];
     }
-    for (j = 0; j < H; j++) {
-        switch (c->mode) {
-        case CG_RNN_TANH: hn[j] = tanh(a[j] + hw[j]); break;
-        case CG_RNN_RELU: hn[j] = fmax(0.0, a[j] + hw[j]); break;
-        case CG_LSTM: {
-            double i = sig(a[j] + hw[j]), f = sig(a[H + j] + hw[H + j]);
-            double gg = tanh(a[2 * H + j] + hw[2 * H + j]);
-            double o = sig(a[3 * H + j] + hw[3 * H + j]);
-
-            cc[j] = f * cc[j] + i * gg;
-            hn[j] = o * tanh(cc[j]);
-            break;
-        }
-        default: {
-            double r = sig(a[j] + hw[j]), z = sig(a[H + j] + hw[H + j]);
-            double n = tanh(a[2 * H + j] + r * hw[2 * H + j]);
-
-            hn[j] = (1 - z) * n + z * h[j];
-            break;
-        }
-        }
-    }
-    memcpy(h, hn, (size_t)H * sizeof *h);
+    rr_cell(cg__rnn_cell_of(c->mode), H, ig, hg, h, cc, h, NULL);
 }
 
 /* Runs the stack; fills y (case layout), hn, cn when not NULL and returns

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "nn/internal.h"
+#include "rnn_ref.h"
 #include "testutil.h"
 
 /* Forward and backward tolerance on |kernel - reference| / (1 + |ref|).
@@ -81,8 +82,6 @@ darr(size_t n, double lo, double hi)
     return a;
 }
 
-static double sig(double x) { return 1 / (1 + exp(-x)); }
-
 /* A random problem; lengths NULL: every row runs T steps. */
 static void
 prob_init(prob *p, cg__rnn_cell cell, int T, int B, int H, const int *len)
@@ -140,56 +139,38 @@ prev_row(const prob *p, const double *seq, const double *init, int t, int b)
              : init + (size_t)b * p->H;
 }
 
-/* One row of one step of the reference forward. */
+/* One row of one step of the reference forward.  The xproj rows hold
+ * W_ih x alone: b_ih is added here, b_hh with W_hh h. */
 static void
 ref_cell(const prob *p, int t, int b)
 {
-    int H = p->H, G = p->G, u, k, j;
+    int H = p->H, GH = p->G * p->H, u, k, q;
     size_t row = (size_t)t * p->B + b;
     const double *hp = prev_row(p, p->hs, p->h0, t, b);
     const double *cp = prev_row(p, p->cs, p->c0, t, b);
-    const double *xr = p->xp + row * G * H;
+    const double *xr = p->xp + row * GH;
     double *h = p->hs + row * H, *c = p->cs + row * H, *y = p->y + row * H;
-    double *s = p->sv + row * 4 * H, a[4], x[4];
+    double *s = p->sv + row * 4 * H, ig[4 * 512], hg[4 * 512];
 
-    for (u = 0; u < H; u++) {
-        if (t >= p->len[b]) {
+    ck_assert_int_le(H, 512);
+    if (t >= p->len[b]) {
+        for (u = 0; u < H; u++) {
             h[u] = hp[u];
             c[u] = cp[u];
             y[u] = s[u] = s[H + u] = s[2 * H + u] = s[3 * H + u] = 0;
-            continue;
         }
-        /* x: W_ih x + b_ih + b_hh per gate, but GRU's b_hn goes inside
-         * r * (W_hn h + b_hn). */
-        for (j = 0; j < G; j++) {
-            size_t q = (size_t)j * H + u;
-
-            a[j] = 0;
-            for (k = 0; k < H; k++)
-                a[j] += p->w[q * H + k] * hp[k];
-            x[j] = xr[q] + p->bih[q] +
-                   (p->cell == CG__RNN_GRU && j == 2 ? 0 : p->bhh[q]);
-        }
-        if (p->cell == CG__RNN_LSTM) {
-            double i_ = sig(a[0] + x[0]), f = sig(a[1] + x[1]);
-            double g = tanh(a[2] + x[2]), o = sig(a[3] + x[3]);
-
-            c[u] = f * cp[u] + i_ * g;
-            h[u] = o * tanh(c[u]);
-            s[u] = i_, s[H + u] = f, s[2 * H + u] = g, s[3 * H + u] = o;
-        } else if (p->cell == CG__RNN_GRU) {
-            double r = sig(a[0] + x[0]), z = sig(a[1] + x[1]);
-            double hn = a[2] + p->bhh[2 * H + u], n = tanh(x[2] + r * hn);
-
-            h[u] = (1 - z) * n + z * hp[u];
-            s[u] = r, s[H + u] = z, s[2 * H + u] = n, s[3 * H + u] = hn;
-        } else {
-            double v = a[0] + x[0];
-
-            h[u] = p->cell == CG__RNN_RELU ? (v > 0 ? v : 0) : tanh(v);
-        }
-        y[u] = h[u];
+        return;
     }
+    for (q = 0; q < GH; q++) {
+        ig[q] = xr[q] + p->bih[q];
+        hg[q] = p->bhh[q];
+        for (k = 0; k < H; k++)
+            hg[q] += p->w[(size_t)q * H + k] * hp[k];
+    }
+    if (p->cell == CG__RNN_LSTM)
+        memcpy(c, cp, (size_t)H * sizeof *c);
+    rr_cell(p->cell, H, ig, hg, hp, c, h, s);
+    memcpy(y, h, (size_t)H * sizeof *y);
 }
 
 static void
