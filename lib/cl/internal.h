@@ -183,4 +183,10 @@ void cg__profile_free(cg_context *ctx);
 /* Seconds on a monotonic clock. */
 double cg__now(void);
 
+/* The figures of cg_context_measure that need only this layer, those of
+ * CG_MEASURE_BANDWIDTH and CG_MEASURE_LAUNCH in `which`, into *out; other
+ * fields are left as they are.  lib/ops/measure.c adds the SGEMM. */
+int cg__measure_device(cg_context *ctx, unsigned which,
+                       cg_measurements *out);
+
 #endif

@@ -1,6 +1,8 @@
 /*
- * lib/cl/measure.c - device measurements: transfer and copy bandwidth,
- * launch latency and throughput, CLBlast SGEMM throughput.
+ * lib/cl/measure.c - the device layer's measurements: transfer and copy
+ * bandwidth, launch latency and throughput.  CLBlast's SGEMM throughput is
+ * measured above, through the ops (lib/ops/measure.c), which also holds
+ * cg_context_measure.
  *
  * Each figure is the best of a few repetitions after a warm-up, so that a
  * first-touch page fault or a kernel build is never what gets measured.
@@ -10,16 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <clblast_c.h>
-
 #include "cl/internal.h"
 
 #define BW_BYTES ((size_t)64 << 20)
 #define BW_REPS 4
 #define LAUNCH_REPS 200
 #define QUEUED_LAUNCHES 1000
-#define GEMM_N 1024
-#define GEMM_REPS 3
 
 static int
 measure_transfer(cg_context *ctx, cg_measurements *out)
@@ -143,75 +141,17 @@ fail:
     return status;
 }
 
-static int
-measure_sgemm(cg_context *ctx, cg_measurements *out)
-{
-    const size_t n = GEMM_N, bytes = n * n * sizeof(float);
-    cg_buffer *a, *b = NULL, *c = NULL;
-    double t, best = 1e30;
-    CLBlastStatusCode rc;
-    int i, status = CG_OK;
-
-    a = cg_buffer_new(ctx, bytes);
-    b = a ? cg_buffer_new(ctx, bytes) : NULL;
-    c = b ? cg_buffer_new(ctx, bytes) : NULL;
-    if (!c) {
-        status = cg__last_status();
-        goto fail;
-    }
-    CHECK_CL(clEnqueueFillBuffer(ctx->queue, cg__buffer_mem(a),
-                                 &(float){ 0.5f }, sizeof(float), 0, bytes,
-                                 0, NULL, NULL), "clEnqueueFillBuffer");
-    CHECK_CL(clEnqueueFillBuffer(ctx->queue, cg__buffer_mem(b),
-                                 &(float){ 0.25f }, sizeof(float), 0, bytes,
-                                 0, NULL, NULL), "clEnqueueFillBuffer");
-    for (i = 0; i <= GEMM_REPS; i++) {
-        t = cg__now();
-        /* Column-major, as cg__sgemm calls CLBlast: C = A B row-major
-         * is C^T = B^T A^T. */
-        rc = CLBlastSgemm(CLBlastLayoutColMajor, CLBlastTransposeNo,
-                          CLBlastTransposeNo, n, n, n, 1.0f,
-                          cg__buffer_mem(b), 0, n, cg__buffer_mem(a), 0, n,
-                          0.0f, cg__buffer_mem(c), 0, n, &ctx->queue, NULL);
-        if (rc != CLBlastSuccess) {
-            status = cg__error(CG_EUNSUPPORTED, "CLBlastSgemm failed with "
-                               "CLBlast status %d", (int)rc);
-            goto fail;
-        }
-        ctx->stats.kernels_enqueued++;
-        CHECK_CL(clFinish(ctx->queue), "clFinish");
-        t = cg__now() - t;
-        if (i > 0 && t < best)
-            best = t;
-    }
-    out->sgemm_gflops = 2.0 * (double)n * n * n / best * 1e-9;
-fail:
-    cg_buffer_free(a);
-    cg_buffer_free(b);
-    cg_buffer_free(c);
-    return status;
-}
-
 int
-cg_context_measure(cg_context *ctx, unsigned which, cg_measurements *out)
+cg__measure_device(cg_context *ctx, unsigned which, cg_measurements *out)
 {
-    cg_measurements m;
     int status = CG_OK;
 
-    cg__error_clear();
-    if (!ctx || !out)
-        return cg__error(CG_EINVAL, "%s is NULL", ctx ? "out" : "ctx");
-    memset(&m, 0, sizeof m);
     if (which & CG_MEASURE_BANDWIDTH) {
-        status = measure_transfer(ctx, &m);
+        status = measure_transfer(ctx, out);
         if (status == CG_OK)
-            status = measure_copy(ctx, &m);
+            status = measure_copy(ctx, out);
     }
     if (status == CG_OK && (which & CG_MEASURE_LAUNCH))
-        status = measure_launch(ctx, &m);
-    if (status == CG_OK && (which & CG_MEASURE_SGEMM))
-        status = measure_sgemm(ctx, &m);
-    if (status == CG_OK)
-        *out = m;
+        status = measure_launch(ctx, out);
     return status;
 }
