@@ -97,6 +97,7 @@ cg__record(cg_tensor *out, const char *op, cg__backward_fn bwd, int ninputs,
     n->out_ndim = out->ndim;
     memcpy(n->out_shape, out->shape, sizeof n->out_shape);
     out->grad_fn = n;
+    out->grad_fn_unref = cg__node_unref;
     out->requires_grad = 1;
     return n;
 }
@@ -106,6 +107,7 @@ cg__record_extra(cg__node *n, cg_tensor *t, int slot)
 {
     n->refs++;
     t->grad_fn = n;
+    t->grad_fn_unref = cg__node_unref;
     t->grad_slot = slot;
     t->requires_grad = 1;
     if (slot > n->nextra)

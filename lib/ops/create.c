@@ -1,6 +1,7 @@
 /*
- * lib/ops/create.c - filling, copying and random tensors; the copy and
- * accumulate primitives the autograd engine uses.
+ * lib/ops/create.c - filling, copying and random tensors, reading tensors
+ * back to the host; the copy and accumulate primitives the autograd engine
+ * uses.
  */
 #include "config.h"
 
@@ -63,6 +64,52 @@ cg__dense(cg_tensor *t)
     if (cg_tensor_is_contiguous(t) && t->offset == 0)
         return cg_tensor_ref(t);
     return cg__copy_contiguous(t);
+}
+
+/* Reading a tensor back lives here, not in lib/tensor: a strided tensor is
+ * first made contiguous on the device, by the copy kernel above. */
+int
+cg_tensor_to_host(const cg_tensor *t, void *dst, size_t bytes)
+{
+    cg_tensor *c;
+    size_t need;
+    int status;
+
+    cg__error_clear();
+    if (!t || !dst)
+        return cg__error(CG_EINVAL, "%s is NULL", t ? "dst" : "t");
+    need = (size_t)cg_tensor_numel(t) * cg__dtype_size(t->dtype);
+    if (bytes != need)
+        return cg__error(CG_EINVAL, "the tensor holds %zu bytes, not %zu",
+                         need, bytes);
+    if (cg_tensor_is_contiguous(t))
+        return cg_buffer_read(t->storage->buf,
+                              (size_t)t->offset * cg__dtype_size(t->dtype),
+                              dst, bytes);
+    c = cg__copy_contiguous((cg_tensor *)t);
+    if (!c)
+        return cg__last_status();
+    status = cg_buffer_read(c->storage->buf, 0, dst, bytes);
+    cg_tensor_free(c);
+    return status;
+}
+
+int
+cg_tensor_item(const cg_tensor *t, float *value)
+{
+    cg__error_clear();
+    if (!t || !value)
+        return cg__error(CG_EINVAL, "%s is NULL", t ? "value" : "t");
+    if (t->dtype != CG_F32)
+        return cg__error(CG_EDTYPE, "item of an int32 tensor");
+    if (cg_tensor_numel(t) != 1) {
+        char s[128];
+
+        return cg__error(CG_ESHAPE, "item of a tensor of shape %s (needs "
+                         "one element)", cg__shape_str(t->ndim, t->shape, s,
+                                                       sizeof s));
+    }
+    return cg_tensor_to_host(t, value, sizeof *value);
 }
 
 int

@@ -25,6 +25,9 @@ struct cg_tensor {
     int64_t offset;                 /* in elements */
     int requires_grad;
     struct cg__node *grad_fn;       /* owned reference; NULL for leaves */
+    /* Drops that reference: lib/autograd's function, set with grad_fn,
+     * so that this layer calls nothing above it. */
+    void (*grad_fn_unref)(struct cg__node *n);
     int grad_slot;                  /* which of grad_fn's outputs: 0 the
                                      * first, k its extra output k */
     cg_tensor *grad;                /* owned; leaves only */

@@ -1,6 +1,7 @@
 /*
- * lib/tensor/tensor.c - tensor headers, storage, host transfers, shape
- * queries.
+ * lib/tensor/tensor.c - tensor headers, storage, writes from the host,
+ * shape queries.  Reads to the host are in lib/ops/create.c, as a strided
+ * tensor needs the copy kernel first.
  */
 #include "config.h"
 
@@ -9,8 +10,6 @@
 #include <string.h>
 
 #include "tensor/internal.h"
-#include "autograd/internal.h"
-#include "ops/internal.h"
 
 size_t
 cg__dtype_size(cg_dtype dtype)
@@ -206,7 +205,8 @@ cg_tensor_free(cg_tensor *t)
         cg_buffer_free(t->storage->buf);
         free(t->storage);
     }
-    cg__node_unref(t->grad_fn);
+    if (t->grad_fn)
+        t->grad_fn_unref(t->grad_fn);
     cg_tensor_free(t->grad);
     free(t);
 }
@@ -270,50 +270,6 @@ cg_tensor_is_contiguous(const cg_tensor *t)
         s *= t->shape[i];
     }
     return 1;
-}
-
-int
-cg_tensor_to_host(const cg_tensor *t, void *dst, size_t bytes)
-{
-    cg_tensor *c;
-    size_t need;
-    int status;
-
-    cg__error_clear();
-    if (!t || !dst)
-        return cg__error(CG_EINVAL, "%s is NULL", t ? "dst" : "t");
-    need = (size_t)cg_tensor_numel(t) * cg__dtype_size(t->dtype);
-    if (bytes != need)
-        return cg__error(CG_EINVAL, "the tensor holds %zu bytes, not %zu",
-                         need, bytes);
-    if (cg_tensor_is_contiguous(t))
-        return cg_buffer_read(t->storage->buf,
-                              (size_t)t->offset * cg__dtype_size(t->dtype),
-                              dst, bytes);
-    c = cg__copy_contiguous((cg_tensor *)t);
-    if (!c)
-        return cg__last_status();
-    status = cg_buffer_read(c->storage->buf, 0, dst, bytes);
-    cg_tensor_free(c);
-    return status;
-}
-
-int
-cg_tensor_item(const cg_tensor *t, float *value)
-{
-    cg__error_clear();
-    if (!t || !value)
-        return cg__error(CG_EINVAL, "%s is NULL", t ? "value" : "t");
-    if (t->dtype != CG_F32)
-        return cg__error(CG_EDTYPE, "item of an int32 tensor");
-    if (cg_tensor_numel(t) != 1) {
-        char s[128];
-
-        return cg__error(CG_ESHAPE, "item of a tensor of shape %s (needs "
-                         "one element)", cg__shape_str(t->ndim, t->shape, s,
-                                                       sizeof s));
-    }
-    return cg_tensor_to_host(t, value, sizeof *value);
 }
 
 int
