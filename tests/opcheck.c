@@ -155,7 +155,7 @@ to_device(const oc_tensor *t, cg_dtype dtype, int layout)
                 ((int32_t *)vals)[i] = (int32_t)t->data[i];
         }
         shape[0] = t->numel + pad;
-        base = cg_tensor_from_host(tu_ctx(), dtype, 1, shape, host);
+        base = cg_tensor_from_host(tt_ctx(), dtype, 1, shape, host);
         free(host);
         ck_assert_msg(base != NULL, "%s", cg_last_error());
         view = cg_narrow(base, 0, pad, t->numel);
@@ -194,7 +194,7 @@ to_device(const oc_tensor *t, cg_dtype dtype, int layout)
                 ((int32_t *)host)[i] = (int32_t)t->data[i];
         }
     }
-    base = cg_tensor_from_host(tu_ctx(), dtype, nd, shape, host);
+    base = cg_tensor_from_host(tt_ctx(), dtype, nd, shape, host);
     free(host);
     ck_assert_msg(base != NULL, "%s", cg_last_error());
     if (!transposed)
@@ -254,7 +254,7 @@ describe(const oc_op *op, char shapes[OC_MAX_IN][64], char *buf, size_t size)
 void
 oc_check(const oc_op *op, const void *param, ...)
 {
-    int64_t fd_stride = tu_checker() ? 7 : 1;
+    int64_t fd_stride = tt_checker() ? 7 : 1;
     oc_tensor in[OC_MAX_IN], ref = { 0 };
     cg_tensor *dev[OC_MAX_IN] = { NULL }, *y, *gt;
     char shapes[OC_MAX_IN][64], what[512];
@@ -321,7 +321,7 @@ oc_check(const oc_op *op, const void *param, ...)
         g[i] = gf[i];
     }
     if (cg_tensor_requires_grad(y)) {
-        gt = cg_tensor_from_host(tu_ctx(), CG_F32, ref.ndim, ref.shape, gf);
+        gt = cg_tensor_from_host(tt_ctx(), CG_F32, ref.ndim, ref.shape, gf);
         ck_assert_ptr_nonnull(gt);
         ck_assert_msg(cg_backward(y, gt, 0) == CG_OK, "%s: backward: %s",
                       what, cg_last_error());

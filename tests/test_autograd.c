@@ -15,7 +15,7 @@
 static cg_tensor *
 vec(const float *v, int64_t n)
 {
-    cg_tensor *t = cg_tensor_from_host(tu_ctx(), CG_F32, 1, &n, v);
+    cg_tensor *t = cg_tensor_from_host(tt_ctx(), CG_F32, 1, &n, v);
 
     ck_assert_msg(t != NULL, "%s", cg_last_error());
     return t;
@@ -196,7 +196,7 @@ START_TEST(backward_recovers_from_host_allocation_failure)
         if (backward_failing_at(y, nodes, 3, n, &fired) != CG_OK)
             failures++;
         cg_tensor_zero_grad(x);
-        ck_assert_msg(cg_backward(y, NULL, 1) == CG_OK, "%s", TU_ERR);
+        ck_assert_msg(cg_backward(y, NULL, 1) == CG_OK, "%s", TT_ERR);
         read_vec(cg_tensor_grad(x), g, 4);
         for (i = 0; i < 4; i++)
             ck_assert_float_eq_tol(g[i], 2 * xs[i] + 1, 1e-6f);
@@ -280,16 +280,16 @@ START_TEST(bad_input_is_reported_and_changes_nothing)
 {
     static const float a6[6] = { 1, 2, 3, 4, 5, 6 }, b4[4] = { 1, 2, 3, 4 };
     int64_t s23[2] = { 2, 3 }, s22[2] = { 2, 2 };
-    cg_tensor *a = cg_tensor_from_host(tu_ctx(), CG_F32, 2, s23, a6);
-    cg_tensor *b = cg_tensor_from_host(tu_ctx(), CG_F32, 2, s22, b4);
-    cg_tensor *i = cg_tensor_new(tu_ctx(), CG_I32, 2, s23), *y;
+    cg_tensor *a = cg_tensor_from_host(tt_ctx(), CG_F32, 2, s23, a6);
+    cg_tensor *b = cg_tensor_from_host(tt_ctx(), CG_F32, 2, s22, b4);
+    cg_tensor *i = cg_tensor_new(tt_ctx(), CG_I32, 2, s23), *y;
     cg_context *other;
     cg_tensor *o;
     cg_memory_stats before, after;
     float back[6];
 
     cg_tensor_set_requires_grad(a, 1);
-    cg_context_stats(tu_ctx(), &before);
+    cg_context_stats(tt_ctx(), &before);
     ck_assert_ptr_null(cg_add(a, b));
     ck_assert_ptr_nonnull(strstr(cg_last_error(), "CG_ESHAPE"));
     ck_assert_ptr_nonnull(strstr(cg_last_error(), "[2, 3]"));
@@ -305,7 +305,7 @@ START_TEST(bad_input_is_reported_and_changes_nothing)
     ck_assert_ptr_null(cg_expand(a, 2, (int64_t[]){ 4, 3 }));
     ck_assert_int_eq(cg_tensor_set_requires_grad(i, 1), CG_EDTYPE);
     /* Nothing allocated, nothing recorded, values intact. */
-    cg_context_stats(tu_ctx(), &after);
+    cg_context_stats(tt_ctx(), &after);
     ck_assert_uint_eq(after.bytes_in_use, before.bytes_in_use);
     ck_assert(cg_tensor_is_leaf(a));
     ck_assert_int_eq(cg_tensor_to_host(a, back, sizeof back), CG_OK);
@@ -374,7 +374,7 @@ START_TEST(memory_does_not_grow_over_iterations)
 {
     int64_t sx[2] = { 16, 8 }, sw1[2] = { 8, 32 }, sb[1] = { 32 },
             st[1] = { 16 };
-    cg_context *ctx = tu_ctx();
+    cg_context *ctx = tt_ctx();
     cg_tensor *x = cg_rand_normal(ctx, 2, sx, 0, 1);
     cg_tensor *w1 = cg_rand_normal(ctx, 2, sw1, 0, 0.3f);
     cg_tensor *b1 = cg_zeros(ctx, 1, sb);
@@ -412,30 +412,30 @@ START_TEST(creation_and_transfers)
     cg_tensor *t;
     int i;
 
-    t = cg_full(tu_ctx(), 2, s, 2.5f);
+    t = cg_full(tt_ctx(), 2, s, 2.5f);
     read_vec(t, f, 15);
     for (i = 0; i < 15; i++)
         ck_assert_float_eq(f[i], 2.5f);
     ck_assert_int_eq(cg_tensor_dim(t, -1), 5);
     ck_assert_int_eq(cg_tensor_dim(t, 2), -1);
     cg_tensor_free(t);
-    t = cg_ones(tu_ctx(), 0, NULL);
+    t = cg_ones(tt_ctx(), 0, NULL);
     ck_assert_int_eq(cg_tensor_numel(t), 1);
     cg_tensor_free(t);
-    t = cg_arange(tu_ctx(), 1, 4, 0.5);
+    t = cg_arange(tt_ctx(), 1, 4, 0.5);
     read_vec(t, f, 6);
     for (i = 0; i < 6; i++)
         ck_assert_float_eq(f[i], 1.0f + 0.5f * (float)i);
     cg_tensor_free(t);
-    ck_assert_ptr_null(cg_arange(tu_ctx(), 0, 1, 0));
-    t = cg_tensor_from_host(tu_ctx(), CG_I32, 1, &n, iv);
+    ck_assert_ptr_null(cg_arange(tt_ctx(), 0, 1, 0));
+    t = cg_tensor_from_host(tt_ctx(), CG_I32, 1, &n, iv);
     ck_assert_int_eq(cg_tensor_dtype(t), CG_I32);
     ck_assert_int_eq(cg_tensor_to_host(t, ib, sizeof ib), CG_OK);
     ck_assert_int_eq(memcmp(iv, ib, sizeof iv), 0);
     ck_assert_int_eq(cg_tensor_to_host(t, ib, 4), CG_EINVAL);
     cg_tensor_free(t);
-    ck_assert_ptr_null(cg_tensor_new(tu_ctx(), CG_F32, 2, (int64_t[]){ 3, 0 }));
-    ck_assert_ptr_null(cg_tensor_new(tu_ctx(), CG_F32, 9, s));
+    ck_assert_ptr_null(cg_tensor_new(tt_ctx(), CG_F32, 2, (int64_t[]){ 3, 0 }));
+    ck_assert_ptr_null(cg_tensor_new(tt_ctx(), CG_F32, 9, s));
 }
 END_TEST
 
@@ -444,9 +444,9 @@ draw(uint64_t seed, int normal, int64_t n, float *out)
 {
     cg_tensor *t;
 
-    ck_assert_int_eq(cg_manual_seed(tu_ctx(), seed), CG_OK);
-    t = normal ? cg_rand_normal(tu_ctx(), 1, &n, 0, 1)
-               : cg_rand_uniform(tu_ctx(), 1, &n, 0, 1);
+    ck_assert_int_eq(cg_manual_seed(tt_ctx(), seed), CG_OK);
+    t = normal ? cg_rand_normal(tt_ctx(), 1, &n, 0, 1)
+               : cg_rand_uniform(tt_ctx(), 1, &n, 0, 1);
     read_vec(t, out, n);
     cg_tensor_free(t);
 }
@@ -482,13 +482,13 @@ START_TEST(random_numbers_are_counter_based)
         ck_assert_int_ne(memcmp(a, b, 7 * sizeof *a), 0);
     }
     /* Each draw advances the generator's offset. */
-    ck_assert_int_eq(cg_generator_state(tu_ctx(), &seed, &off), CG_OK);
+    ck_assert_int_eq(cg_generator_state(tt_ctx(), &seed, &off), CG_OK);
     ck_assert_uint_eq(seed, 1235);
     ck_assert_uint_eq(off, 2);
-    ck_assert_int_eq(cg_generator_set_state(tu_ctx(), 1234, 0), CG_OK);
+    ck_assert_int_eq(cg_generator_set_state(tt_ctx(), 1234, 0), CG_OK);
     {
         int64_t n = 5;
-        cg_tensor *t = cg_rand_normal(tu_ctx(), 1, &n, 0, 1);
+        cg_tensor *t = cg_rand_normal(tt_ctx(), 1, &n, 0, 1);
 
         read_vec(t, b, 5);
         ck_assert_int_eq(memcmp(a, b, 5 * sizeof *a), 0);
@@ -505,7 +505,7 @@ main(void)
     Suite *s = suite_create("autograd");
     TCase *tc = tcase_create("autograd");
 
-    tu_require_device();
+    tt_require_device();
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, pytorch_tutorial_example);
     tcase_add_test(tc, gradients_accumulate_until_zeroed);
@@ -519,5 +519,5 @@ main(void)
     tcase_add_test(tc, creation_and_transfers);
     tcase_add_test(tc, random_numbers_are_counter_based);
     suite_add_tcase(s, tc);
-    return tu_run(s);
+    return tt_run(s);
 }

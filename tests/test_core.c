@@ -132,5 +132,5 @@ main(void)
     tcase_add_test(tc, hash_is_stable_and_sensitive);
     tcase_add_test(tc, version_is_dotted);
     suite_add_tcase(s, tc);
-    return tu_run(s);
+    return tt_run(s);
 }

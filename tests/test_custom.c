@@ -72,7 +72,7 @@ new_op(cg_context *ctx, const cg_custom_op_def *d)
 {
     cg_custom_op *op = cg_custom_op_new(ctx, d);
 
-    ck_assert_msg(op != NULL, "%s", TU_ERR);
+    ck_assert_msg(op != NULL, "%s", TT_ERR);
     return op;
 }
 
@@ -103,7 +103,7 @@ ref_elementwise(const oc_tensor *in, oc_tensor *out, const void *param)
 START_TEST(custom_elementwise_op_matches_reference_and_gradients)
 {
     cg_custom_op_def d = elementwise_def();
-    cg_custom_op *op = new_op(tu_ctx(), &d);
+    cg_custom_op *op = new_op(tt_ctx(), &d);
     static const char *pairs[][2] = {
         { "1", "1" }, { "7", "7" }, { "33", "33" }, { "257", "257" },
         { "7,33", "7,33" }, { "T7,33", "7,33" }, { "5,7", "T5,7" },
@@ -208,7 +208,7 @@ ref_rowsum(const oc_tensor *in, oc_tensor *out, const void *param)
 START_TEST(custom_op_with_a_shape_rule_reduces_rows)
 {
     cg_custom_op_def d = rowsum_def(NULL);
-    cg_custom_op *op = new_op(tu_ctx(), &d);
+    cg_custom_op *op = new_op(tt_ctx(), &d);
     static const char *shapes[] = { "1,1", "7,1", "7,33", "33,257", "T7,33",
                                     "257,7" };
     oc_op o = { 0 };
@@ -246,14 +246,14 @@ START_TEST(custom_program_is_loaded_from_the_disk_cache)
     cg_custom_op_def d = elementwise_def();
     int round;
 
-    snprintf(dir, sizeof dir, "%s/custom-cache", tu_tmpdir());
+    snprintf(dir, sizeof dir, "%s/custom-cache", tt_tmpdir());
     ck_assert_int_eq(setenv("CLGRAD_CACHE_DIR", dir, 1), 0);
     for (round = 0; round < 2; round++) {
         cg_context *ctx = cg_context_new(NULL);
         const cg__program *p;
         cg_custom_op *op;
 
-        ck_assert_msg(ctx != NULL, "%s", TU_ERR);
+        ck_assert_msg(ctx != NULL, "%s", TT_ERR);
         op = new_op(ctx, &d);
         p = custom_program(ctx, d.name);
         ck_assert_ptr_nonnull(p);
@@ -273,11 +273,11 @@ END_TEST
 START_TEST(one_program_serves_every_op_with_the_same_source)
 {
     cg_custom_op_def d = elementwise_def();
-    cg_custom_op *a = new_op(tu_ctx(), &d), *b = new_op(tu_ctx(), &d);
+    cg_custom_op *a = new_op(tt_ctx(), &d), *b = new_op(tt_ctx(), &d);
     const cg__program *p;
     int n = 0;
 
-    for (p = tu_ctx()->programs; p; p = p->next)
+    for (p = tt_ctx()->programs; p; p = p->next)
         n += strncmp(p->name, "custom:poly_sin:", 16) == 0;
     ck_assert_int_eq(n, 1);
     cg_custom_op_free(a);
@@ -293,26 +293,26 @@ START_TEST(a_syntax_error_gives_ebuild_with_the_compiler_message)
 
     d.name = "broken";
     d.source = "__kernel void f(__global float *y)\n{\n    y[0] = 1.0f\n}\n";
-    ck_assert_ptr_null(cg_custom_op_new(tu_ctx(), &d));
-    ck_assert_msg(strstr(TU_ERR, "kernel build failed") ||
-                  strstr(TU_ERR, "build log"), "%s", TU_ERR);
+    ck_assert_ptr_null(cg_custom_op_new(tt_ctx(), &d));
+    ck_assert_msg(strstr(TT_ERR, "kernel build failed") ||
+                  strstr(TT_ERR, "build log"), "%s", TT_ERR);
     /* The compiler's diagnostic; where the compiler honours #line file
      * names (PoCL's does, Oclgrind's does not) in the user's own file and
      * line. */
-    ck_assert_msg(strstr(TU_ERR, "error"), "%s", TU_ERR);
-    ck_assert_msg(!strstr(TU_ERR, "(empty)"), "%s", TU_ERR);
-    if (strstr(TU_ERR, "broken.cl"))
-        ck_assert_msg(strstr(TU_ERR, "broken.cl:3:"), "%s", TU_ERR);
+    ck_assert_msg(strstr(TT_ERR, "error"), "%s", TT_ERR);
+    ck_assert_msg(!strstr(TT_ERR, "(empty)"), "%s", TT_ERR);
+    if (strstr(TT_ERR, "broken.cl"))
+        ck_assert_msg(strstr(TT_ERR, "broken.cl:3:"), "%s", TT_ERR);
     d.source = "__kernel void f(__global float *y) { y[0] = ; }\n";
-    ck_assert_ptr_null(cg_custom_op_new(tu_ctx(), &d));
+    ck_assert_ptr_null(cg_custom_op_new(tt_ctx(), &d));
 }
 END_TEST
 
 static void
 expect_einval(const cg_custom_op_def *d, const char *needle)
 {
-    ck_assert_ptr_null(cg_custom_op_new(tu_ctx(), d));
-    ck_assert_msg(strstr(TU_ERR, needle), "'%s' not in: %s", needle, TU_ERR);
+    ck_assert_ptr_null(cg_custom_op_new(tt_ctx(), d));
+    ck_assert_msg(strstr(TT_ERR, needle), "'%s' not in: %s", needle, TT_ERR);
 }
 
 START_TEST(bad_definitions_are_rejected_with_a_clear_error)
@@ -323,7 +323,7 @@ START_TEST(bad_definitions_are_rejected_with_a_clear_error)
     cg_custom_op_def d = elementwise_def();
 
     ck_assert_ptr_null(cg_custom_op_new(NULL, &d));
-    ck_assert_ptr_null(cg_custom_op_new(tu_ctx(), NULL));
+    ck_assert_ptr_null(cg_custom_op_new(tt_ctx(), NULL));
     d.source = NULL;
     expect_einval(&d, "source is NULL");
     d = elementwise_def();
@@ -365,11 +365,11 @@ expect_unchanged_failure(cg_custom_op *op, int n, cg_tensor *const *in,
     cg_memory_stats before, after;
     int k;
 
-    ck_assert_int_eq(cg_context_stats(tu_ctx(), &before), CG_OK);
+    ck_assert_int_eq(cg_context_stats(tt_ctx(), &before), CG_OK);
     ck_assert_ptr_null(cg_custom_op_apply(op, n, in));
     ck_assert_int_eq(cg__last_status(), status);
-    ck_assert_msg(strstr(TU_ERR, needle), "'%s' not in: %s", needle, TU_ERR);
-    ck_assert_int_eq(cg_context_stats(tu_ctx(), &after), CG_OK);
+    ck_assert_msg(strstr(TT_ERR, needle), "'%s' not in: %s", needle, TT_ERR);
+    ck_assert_int_eq(cg_context_stats(tt_ctx(), &after), CG_OK);
     ck_assert_uint_eq(after.kernels_enqueued, before.kernels_enqueued);
     ck_assert_uint_eq(after.allocations, before.allocations);
     ck_assert_uint_eq(after.bytes_in_use, before.bytes_in_use);
@@ -384,11 +384,11 @@ START_TEST(wrong_inputs_fail_and_change_nothing)
 {
     int mode = RULE_OK;
     cg_custom_op_def d = elementwise_def(), r = rowsum_def(&mode);
-    cg_custom_op *op = new_op(tu_ctx(), &d), *rs = new_op(tu_ctx(), &r);
+    cg_custom_op *op = new_op(tt_ctx(), &d), *rs = new_op(tt_ctx(), &r);
     int64_t s7[1] = { 7 }, s8[1] = { 8 }, s73[2] = { 7, 3 };
-    cg_tensor *a = cg_zeros(tu_ctx(), 1, s7), *b = cg_zeros(tu_ctx(), 1, s8);
-    cg_tensor *m = cg_zeros(tu_ctx(), 2, s73);
-    cg_tensor *ints = cg_tensor_new(tu_ctx(), CG_I32, 1, s7);
+    cg_tensor *a = cg_zeros(tt_ctx(), 1, s7), *b = cg_zeros(tt_ctx(), 1, s8);
+    cg_tensor *m = cg_zeros(tt_ctx(), 2, s73);
+    cg_tensor *ints = cg_tensor_new(tt_ctx(), CG_I32, 1, s7);
     cg_tensor *in[3] = { NULL, NULL, NULL };
 
     ck_assert_int_eq(cg_tensor_set_requires_grad(a, 1), CG_OK);
@@ -424,15 +424,15 @@ END_TEST
 START_TEST(the_graph_keeps_a_freed_op_alive_for_backward)
 {
     cg_custom_op_def r = rowsum_def(NULL);
-    cg_custom_op *op = new_op(tu_ctx(), &r);
+    cg_custom_op *op = new_op(tt_ctx(), &r);
     int64_t shape[2] = { 3, 4 };
-    cg_tensor *x = cg_ones(tu_ctx(), 2, shape), *y, *s;
+    cg_tensor *x = cg_ones(tt_ctx(), 2, shape), *y, *s;
     float g[12];
     int i;
 
     ck_assert_int_eq(cg_tensor_set_requires_grad(x, 1), CG_OK);
     y = cg_custom_op_apply(op, 1, &x);
-    ck_assert_msg(y != NULL, "%s", TU_ERR);
+    ck_assert_msg(y != NULL, "%s", TT_ERR);
     cg_custom_op_free(op);
     s = cg_sum(y, 0, NULL, 0);
     ck_assert_int_eq(cg_backward(s, NULL, 0), CG_OK);
@@ -458,7 +458,7 @@ main(void)
     Suite *s = suite_create("custom");
     TCase *tc = tcase_create("custom");
 
-    tu_require_device();
+    tt_require_device();
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, custom_elementwise_op_matches_reference_and_gradients);
     tcase_add_test(tc, custom_op_with_a_shape_rule_reduces_rows);
@@ -470,5 +470,5 @@ main(void)
     tcase_add_test(tc, the_graph_keeps_a_freed_op_alive_for_backward);
     tcase_add_test(tc, print_error_table);
     suite_add_tcase(s, tc);
-    return tu_run(s);
+    return tt_run(s);
 }

@@ -28,7 +28,7 @@ write_tmp(const char *name, const char *text)
     static char path[512];
     FILE *f;
 
-    snprintf(path, sizeof path, "%s/%s", tu_tmpdir(), name);
+    snprintf(path, sizeof path, "%s/%s", tt_tmpdir(), name);
     f = fopen(path, "wb");
     ck_assert(f != NULL);
     ck_assert_uint_eq(fwrite(text, 1, strlen(text), f), strlen(text));
@@ -48,7 +48,7 @@ START_TEST(digits_csv_is_the_sklearn_digits_set)
     const int32_t *y;
     int64_t i;
 
-    ck_assert_msg(ds != NULL, "%s", TU_ERR);
+    ck_assert_msg(ds != NULL, "%s", TT_ERR);
     ck_assert_int_eq(cg_dataset_rows(ds), 1797);
     ck_assert_int_eq(cg_dataset_features(ds), 64);
     ck_assert_int_eq(cg_dataset_classes(ds), 10);
@@ -75,7 +75,7 @@ START_TEST(csv_header_label_column_and_delimiter)
     cg_dataset *ds = cg_csv_load(p, &o);
     const float *x;
 
-    ck_assert_msg(ds != NULL, "%s", TU_ERR);
+    ck_assert_msg(ds != NULL, "%s", TT_ERR);
     ck_assert_int_eq(cg_dataset_rows(ds), 2);
     ck_assert_int_eq(cg_dataset_features(ds), 2);
     ck_assert_int_eq(cg_dataset_classes(ds), 3);
@@ -90,7 +90,7 @@ START_TEST(csv_header_label_column_and_delimiter)
     o.delimiter = 0;
     p = write_tmp("plain.csv", "1,7,2\n3,8,4");
     ds = cg_csv_load(p, &o);
-    ck_assert_msg(ds != NULL, "%s", TU_ERR);
+    ck_assert_msg(ds != NULL, "%s", TT_ERR);
     ck_assert_int_eq(cg_dataset_rows(ds), 2);
     ck_assert_int_eq(cg_dataset_label_data(ds)[1], 8);
     ck_assert(cg_dataset_feature_data(ds)[3] == 4);
@@ -129,8 +129,8 @@ START_TEST(each_bad_csv_names_file_and_line)
 
     ck_assert_msg(ds == NULL, "loaded: %s", bad_csvs[_i].text);
     ck_assert_int_eq(cg__last_status(), CG_EFORMAT);
-    ck_assert_msg(strstr(TU_ERR, p) && strstr(TU_ERR, bad_csvs[_i].expect),
-                  "'%s' lacks '%s'", TU_ERR, bad_csvs[_i].expect);
+    ck_assert_msg(strstr(TT_ERR, p) && strstr(TT_ERR, bad_csvs[_i].expect),
+                  "'%s' lacks '%s'", TT_ERR, bad_csvs[_i].expect);
 }
 END_TEST
 
@@ -141,10 +141,10 @@ START_TEST(csv_bad_arguments)
 
     ck_assert_ptr_null(cg_csv_load(p, &o));
     ck_assert_int_eq(cg__last_status(), CG_EINVAL);
-    ck_assert_ptr_nonnull(strstr(TU_ERR, "label column 5"));
+    ck_assert_ptr_nonnull(strstr(TT_ERR, "label column 5"));
     ck_assert_ptr_null(cg_csv_load("/nonexistent/x.csv", NULL));
     ck_assert_int_eq(cg__last_status(), CG_EIO);
-    ck_assert_ptr_nonnull(strstr(TU_ERR, "/nonexistent/x.csv"));
+    ck_assert_ptr_nonnull(strstr(TT_ERR, "/nonexistent/x.csv"));
     ck_assert_ptr_null(cg_csv_load(NULL, NULL));
 }
 END_TEST
@@ -161,7 +161,7 @@ numbered(int rows)
         p += sprintf(p, "%d,%d\n", i, i % 3);
     ds = cg_csv_load(write_tmp("numbered.csv", text), NULL);
     free(text);
-    ck_assert_msg(ds != NULL, "%s", TU_ERR);
+    ck_assert_msg(ds != NULL, "%s", TT_ERR);
     return ds;
 }
 
@@ -211,7 +211,7 @@ static void
 epoch_order(cg_dataset *ds, int bs, int shuffled, uint64_t seed,
             int64_t epoch, int *order)
 {
-    cg_context *ctx = tu_ctx();
+    cg_context *ctx = tt_ctx();
     int64_t b, nb = cg_dataset_num_batches(ds, bs);
     int at = 0, n, i;
 
@@ -221,7 +221,7 @@ epoch_order(cg_dataset *ds, int bs, int shuffled, uint64_t seed,
         int32_t iy[64];
 
         n = cg_dataset_batch(ds, ctx, bs, shuffled, seed, epoch, b, &x, &y);
-        ck_assert_msg(n > 0, "%s", TU_ERR);
+        ck_assert_msg(n > 0, "%s", TT_ERR);
         ck_assert_int_eq(n, b < nb - 1 ? bs : 37 - (nb - 1) * bs);
         ck_assert_int_eq(cg_tensor_ndim(x), 2);
         ck_assert_int_eq(cg_tensor_dim(x, 0), n);
@@ -241,7 +241,7 @@ epoch_order(cg_dataset *ds, int bs, int shuffled, uint64_t seed,
 
 START_TEST(batches_cover_every_row_once_per_epoch)
 {
-    cg_context *ctx = tu_ctx();
+    cg_context *ctx = tt_ctx();
     cg_dataset *ds = numbered(37);
     int a[37], b[37], c[37], d[37], seen[37] = { 0 }, i;
     cg_tensor *x = (cg_tensor *)1, *y = (cg_tensor *)1;
@@ -278,7 +278,7 @@ START_TEST(kjv_text_loads_with_its_vocabulary)
     int32_t ids[32];
     int n;
 
-    ck_assert_msg(t != NULL, "%s", TU_ERR);
+    ck_assert_msg(t != NULL, "%s", TT_ERR);
     ck_assert_int_eq(cg_text_length(t), 1013917);
     n = cg_text_vocab_size(t);
     ck_assert_int_eq(n, 62);
@@ -294,7 +294,7 @@ START_TEST(kjv_text_loads_with_its_vocabulary)
     ck_assert_int_eq(cg_text_decode(t, ids, 1, out), CG_EINVAL);
     /* Loading again through the saved vocabulary gives the same ids. */
     u = cg_text_load(path, vocab);
-    ck_assert_msg(u != NULL, "%s", TU_ERR);
+    ck_assert_msg(u != NULL, "%s", TT_ERR);
     ck_assert(memcmp(cg_text_ids(t), cg_text_ids(u),
                      (size_t)cg_text_length(t) * sizeof(int32_t)) == 0);
     cg_text_free(u);
@@ -308,14 +308,14 @@ START_TEST(bad_text_is_named)
 
     ck_assert_ptr_null(cg_text_load(p, NULL));
     ck_assert_int_eq(cg__last_status(), CG_EFORMAT);
-    ck_assert_ptr_nonnull(strstr(TU_ERR, "empty"));
+    ck_assert_ptr_nonnull(strstr(TT_ERR, "empty"));
     ck_assert_ptr_null(cg_text_load("/nonexistent/t.txt", NULL));
     ck_assert_int_eq(cg__last_status(), CG_EIO);
     p = write_tmp("abc.txt", "ab\nba\ncab\n");
     ck_assert_ptr_null(cg_text_load(p, "[10,97,98]"));
     ck_assert_int_eq(cg__last_status(), CG_EFORMAT);
-    ck_assert_msg(strstr(TU_ERR, "abc.txt:3: byte 0x63 ('c')") != NULL, "%s",
-                  TU_ERR);
+    ck_assert_msg(strstr(TT_ERR, "abc.txt:3: byte 0x63 ('c')") != NULL, "%s",
+                  TT_ERR);
     ck_assert_ptr_null(cg_text_load(p, "[10,97,97]"));
     ck_assert_int_eq(cg__last_status(), CG_EFORMAT);
     ck_assert_ptr_null(cg_text_load(p, "[300]"));
@@ -335,14 +335,14 @@ to_host_ids(cg_tensor *t, int32_t *buf, int64_t n)
 
 START_TEST(text_batches_continue_each_stream)
 {
-    cg_context *ctx = tu_ctx();
+    cg_context *ctx = tt_ctx();
     const char *p = write_tmp("abc.txt", "abcdefghijklmnopqrstuvwxyz");
     cg_text *t = cg_text_load(p, NULL), *tr, *va;
     cg_tensor *in, *tg;
     int32_t a[12], b[12], prev_tg[12];
     int64_t i, k, s;
 
-    ck_assert_msg(t != NULL, "%s", TU_ERR);
+    ck_assert_msg(t != NULL, "%s", TT_ERR);
     /* 25 positions in 3 streams of S = 8, windows of 4: two batches. */
     ck_assert_int_eq(cg_text_num_batches(t, 4, 3), 2);
     for (i = 0; i < 2; i++) {
@@ -403,5 +403,5 @@ main(void)
     tcase_add_test(tc, bad_text_is_named);
     tcase_add_test(tc, text_batches_continue_each_stream);
     suite_add_tcase(s, tc);
-    return tu_run(s);
+    return tt_run(s);
 }

@@ -175,7 +175,7 @@ START_TEST(contexts_are_created_and_freed_in_a_loop)
                   resident_kib());
     cg_context_free(NULL);
 
-    ck_assert_int_eq(cg_context_device_info(tu_ctx(), &a), CG_OK);
+    ck_assert_int_eq(cg_context_device_info(tt_ctx(), &a), CG_OK);
     ck_assert_int_eq(cg_device_get_info(a.index, &b), CG_OK);
     ck_assert_str_eq(a.name, b.name);
     ck_assert_int_eq(cg_context_device_info(NULL, &a), CG_EINVAL);
@@ -197,7 +197,7 @@ START_TEST(profiles_count_every_launch)
     int i, n = 0, sgemm = 0;
 
     ck_assert_msg(ctx != NULL, "%s", cg_last_error());
-    ck_assert_int_eq(cg_context_profile(tu_ctx(), e, 32, &n), CG_EINVAL);
+    ck_assert_int_eq(cg_context_profile(tt_ctx(), e, 32, &n), CG_EINVAL);
     ck_assert_msg(strstr(cg_last_error(), "profiling"), "%s",
                   cg_last_error());
     a = cg_ones(ctx, 2, s2);
@@ -239,7 +239,7 @@ main(void)
     Suite *s = suite_create("device");
     TCase *tc = tcase_create("device");
 
-    tu_require_device();
+    tt_require_device();
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, devices_are_enumerated_with_sane_properties);
     tcase_add_test(tc, selectors_pick_the_right_device);
@@ -248,5 +248,5 @@ main(void)
     tcase_add_test(tc, contexts_are_created_and_freed_in_a_loop);
     tcase_add_test(tc, profiles_count_every_launch);
     suite_add_tcase(s, tc);
-    return tu_run(s);
+    return tt_run(s);
 }

@@ -1,7 +1,8 @@
 /*
- * tests/test_fixtures.c - the PyTorch RNN fixtures (tests/fixtures/*.txt)
- * load, and each holds every tensor the layer tests need with shapes that
- * agree with its config; the parser rejects malformed files.  No OpenCL.
+ * tests/test_fixtures.c - the PyTorch RNN fixtures (the .txt files of
+ * tests/fixtures) load, and each holds every tensor the layer tests need
+ * with shapes that agree with its config; the parser rejects malformed
+ * files.  No OpenCL.
  */
 #include <math.h>
 #include <stdarg.h>
@@ -163,7 +164,7 @@ load_text(const char *text, char *err, size_t errsize)
     char path[512];
     FILE *fp;
 
-    snprintf(path, sizeof path, "%s/fx.txt", tu_tmpdir());
+    snprintf(path, sizeof path, "%s/fx.txt", tt_tmpdir());
     fp = fopen(path, "w");
     ck_assert_ptr_nonnull(fp);
     fputs(text, fp);
@@ -227,5 +228,5 @@ main(void)
     tcase_add_test(tc, parser_reads_config_and_tensors);
     tcase_add_test(tc, parser_rejects_malformed_files);
     suite_add_tcase(s, tc);
-    return tu_run(s);
+    return tt_run(s);
 }

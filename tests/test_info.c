@@ -16,7 +16,7 @@
 static char *
 run_info(const char *args, int *status)
 {
-    return tu_run_tool(NULL, "clgrad-info", args, status);
+    return tt_run_tool(NULL, "clgrad-info", args, status);
 }
 
 static json_object *
@@ -162,7 +162,7 @@ START_TEST(no_platform_exits_1_with_advice)
 
     /* An empty vendor directory: the ICD loader finds no platform. */
     snprintf(cmd, sizeof cmd, "OCL_ICD_VENDORS='%s' '%s/tools/clgrad-info' "
-             "2>&1", tu_tmpdir(), getenv("TEST_BUILDDIR"));
+             "2>&1", tt_tmpdir(), getenv("TEST_BUILDDIR"));
     p = popen(cmd, "r");
     ck_assert_ptr_nonnull(p);
     out = calloc(1, 8192);
@@ -182,12 +182,12 @@ main(void)
     Suite *s = suite_create("info");
     TCase *tc = tcase_create("info");
 
-    tu_require_device();
+    tt_require_device();
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, json_report_parses_and_matches_the_library);
     tcase_add_test(tc, no_measure_and_device_selection);
     tcase_add_test(tc, human_output_list_help_and_errors);
     tcase_add_test(tc, no_platform_exits_1_with_advice);
     suite_add_tcase(s, tc);
-    return tu_run(s);
+    return tt_run(s);
 }

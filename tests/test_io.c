@@ -19,7 +19,7 @@
 static void
 path_in_tmp(char *buf, size_t size, const char *name)
 {
-    snprintf(buf, size, "%s/%s", tu_tmpdir(), name);
+    snprintf(buf, size, "%s/%s", tt_tmpdir(), name);
 }
 
 static void
@@ -67,7 +67,7 @@ count_tmp_files(const char *dir)
 
 START_TEST(tensors_and_metadata_round_trip)
 {
-    cg_context *ctx = tu_ctx();
+    cg_context *ctx = tt_ctx();
     float a[6] = { 1.5f, -2.25f, 3e-8f, 1e30f, -0.0f, 7.0f }, back[6];
     int32_t ids[5] = { 0, -1, 2147483647, -2147483647 - 1, 42 };
     int64_t sa[2] = { 2, 3 }, si = 5, s0 = 0, shape[CG_MAX_DIMS], iv;
@@ -102,10 +102,10 @@ START_TEST(tensors_and_metadata_round_trip)
                      CG_OK);
     ck_assert_int_eq(cg_checkpoint_set_meta_double(ck, "lr", 0.1), CG_OK);
     path_in_tmp(path, sizeof path, "round.safetensors");
-    ck_assert_msg(cg_checkpoint_save(ck, path) == CG_OK, "%s", TU_ERR);
+    ck_assert_msg(cg_checkpoint_save(ck, path) == CG_OK, "%s", TT_ERR);
 
     in = cg_checkpoint_load(path);
-    ck_assert_msg(in != NULL, "%s", TU_ERR);
+    ck_assert_msg(in != NULL, "%s", TT_ERR);
     ck_assert_int_eq(cg_checkpoint_num_tensors(in), 5);
     ck_assert_str_eq(cg_checkpoint_tensor_name(in, 0), name);
     ck_assert_str_eq(cg_checkpoint_tensor_name(in, 1), "ids");
@@ -116,7 +116,7 @@ START_TEST(tensors_and_metadata_round_trip)
                      CG_OK);
     ck_assert(dt == CG_F32 && nd == 2 && shape[0] == 2 && shape[1] == 3);
     u = cg_checkpoint_tensor(in, ctx, name);
-    ck_assert_msg(u != NULL, "%s", TU_ERR);
+    ck_assert_msg(u != NULL, "%s", TT_ERR);
     ck_assert_int_eq(cg_tensor_to_host(u, back, sizeof back), CG_OK);
     ck_assert(memcmp(a, back, sizeof a) == 0);       /* bit-exact, -0 too */
     ids_back = cg_checkpoint_tensor_data(in, "ids", &bytes);
@@ -133,7 +133,7 @@ START_TEST(tensors_and_metadata_round_trip)
     ck_assert_ptr_null(cg_checkpoint_tensor(in, ctx, "empty"));
     ck_assert_int_eq(cg_checkpoint_tensor_info(in, "nope", NULL, NULL, NULL),
                      CG_EFORMAT);
-    ck_assert_ptr_nonnull(strstr(TU_ERR, "nope"));
+    ck_assert_ptr_nonnull(strstr(TT_ERR, "nope"));
 
     ck_assert_str_eq(cg_checkpoint_get_meta(in, "format"), "pt");
     ck_assert_str_eq(cg_checkpoint_get_meta(in, "config"),
@@ -195,7 +195,7 @@ END_TEST
 
 START_TEST(layer_parameters_round_trip_with_pytorch_names)
 {
-    cg_context *ctx = tu_ctx();
+    cg_context *ctx = tt_ctx();
     cg_rnn_options o = { CG_LSTM, 3, 4, 2, 1, 0, 0 };
     cg_module *a = cg_rnn_new(ctx, &o), *b = cg_rnn_new(ctx, &o);
     cg_checkpoint *ck = cg_checkpoint_new(), *in;
@@ -212,9 +212,9 @@ START_TEST(layer_parameters_round_trip_with_pytorch_names)
     path_in_tmp(path, sizeof path, "lstm.safetensors");
     ck_assert_int_eq(cg_checkpoint_save(ck, path), CG_OK);
     in = cg_checkpoint_load(path);
-    ck_assert_msg(in != NULL, "%s", TU_ERR);
+    ck_assert_msg(in != NULL, "%s", TT_ERR);
     ck_assert_msg(cg_checkpoint_restore_module(in, "lstm.", b) == CG_OK,
-                  "%s", TU_ERR);
+                  "%s", TT_ERR);
     for (i = 0; i < n; i++) {
         cg_tensor *pa = cg_module_param(a, i, NULL);
         cg_tensor *pb = cg_module_param(b, i, NULL);
@@ -229,7 +229,7 @@ START_TEST(layer_parameters_round_trip_with_pytorch_names)
     }
     /* Without the prefix, no name matches: nothing is restored. */
     ck_assert_int_eq(cg_checkpoint_restore_module(in, NULL, b), CG_EFORMAT);
-    ck_assert_ptr_nonnull(strstr(TU_ERR, "weight_ih_l0"));
+    ck_assert_ptr_nonnull(strstr(TT_ERR, "weight_ih_l0"));
     cg_checkpoint_free(ck);
     cg_checkpoint_free(in);
     cg_module_free(a);
@@ -239,7 +239,7 @@ END_TEST
 
 START_TEST(restore_checks_everything_before_writing)
 {
-    cg_context *ctx = tu_ctx();
+    cg_context *ctx = tt_ctx();
     float one[4] = { 1, 1, 1, 1 }, nine[4] = { 9, 9, 9, 9 }, back[4];
     int64_t s4 = 4, s22[2] = { 2, 2 }, s3 = 3;
     cg_checkpoint *ck = cg_checkpoint_new();
@@ -259,17 +259,17 @@ START_TEST(restore_checks_everything_before_writing)
     ta[0] = a;
     ta[1] = c;                 /* "b" is I32 [4]: wrong dtype for c */
     ck_assert_int_eq(cg_checkpoint_restore(ck, 2, names, ta), CG_EFORMAT);
-    ck_assert_ptr_nonnull(strstr(TU_ERR, "I32"));
+    ck_assert_ptr_nonnull(strstr(TT_ERR, "I32"));
     ck_assert_int_eq(cg_checkpoint_add_host(ck, "b", CG_F32, 1, &s4, one),
                      CG_OK);
     ck_assert_int_eq(cg_checkpoint_restore(ck, 2, names, ta), CG_EFORMAT);
-    ck_assert_ptr_nonnull(strstr(TU_ERR, "[4]"));
-    ck_assert_ptr_nonnull(strstr(TU_ERR, "[3]"));
+    ck_assert_ptr_nonnull(strstr(TT_ERR, "[4]"));
+    ck_assert_ptr_nonnull(strstr(TT_ERR, "[3]"));
     ta[1] = b;                 /* [2, 2] is not [4] either */
     ck_assert_int_eq(cg_checkpoint_restore(ck, 2, names, ta), CG_EFORMAT);
     names[1] = "missing";
     ck_assert_int_eq(cg_checkpoint_restore(ck, 2, names, ta), CG_EFORMAT);
-    ck_assert_ptr_nonnull(strstr(TU_ERR, "missing"));
+    ck_assert_ptr_nonnull(strstr(TT_ERR, "missing"));
     ck_assert_int_eq(cg_checkpoint_add_host(ck, "b", CG_F32, 2, s22, one),
                      CG_OK);
     names[1] = "b";
@@ -296,7 +296,7 @@ END_TEST
 
 START_TEST(generator_state_resumes_the_same_numbers)
 {
-    cg_context *ctx = tu_ctx();
+    cg_context *ctx = tt_ctx();
     int64_t n = 16;
     float x[16], y[16];
     cg_checkpoint *ck = cg_checkpoint_new(), *in;
@@ -357,7 +357,7 @@ END_TEST
 
 START_TEST(saves_are_atomic)
 {
-    const char *dir = tu_tmpdir();
+    const char *dir = tt_tmpdir();
     cg_checkpoint *ck = cg_checkpoint_new(), *in;
     int64_t one = 1;
     float v = 1, w = 2;
@@ -381,7 +381,7 @@ START_TEST(saves_are_atomic)
     path_in_tmp(sub, sizeof sub, "a-directory");
     ck_assert_int_eq(mkdir(sub, 0700), 0);
     ck_assert_int_eq(cg_checkpoint_save(ck, sub), CG_EIO);
-    ck_assert_ptr_nonnull(strstr(TU_ERR, "a-directory"));
+    ck_assert_ptr_nonnull(strstr(TT_ERR, "a-directory"));
     ck_assert(stat(sub, &st) == 0 && S_ISDIR(st.st_mode));
     ck_assert_int_eq(count_tmp_files(dir), 0);
     path_in_tmp(bad, sizeof bad, "no/such/dir/x.safetensors");
@@ -478,9 +478,9 @@ expect_bad(const char *path, const char *what, const char *expect)
     cg_checkpoint *ck = cg_checkpoint_load(path);
 
     ck_assert_msg(ck == NULL, "%s: loaded", what);
-    ck_assert_msg(cg__last_status() == CG_EFORMAT, "%s: %s", what, TU_ERR);
-    ck_assert_msg(strstr(TU_ERR, expect) != NULL && strstr(TU_ERR, path),
-                  "%s: message '%s' lacks '%s' or the path", what, TU_ERR,
+    ck_assert_msg(cg__last_status() == CG_EFORMAT, "%s: %s", what, TT_ERR);
+    ck_assert_msg(strstr(TT_ERR, expect) != NULL && strstr(TT_ERR, path),
+                  "%s: message '%s' lacks '%s' or the path", what, TT_ERR,
                   expect);
 }
 
@@ -531,7 +531,7 @@ END_TEST
 
 START_TEST(a_bad_file_leaves_the_model_unchanged)
 {
-    cg_context *ctx = tu_ctx();
+    cg_context *ctx = tt_ctx();
     cg_module *fc = cg_linear_new(ctx, 3, 2, 1);
     cg_checkpoint *ck = cg_checkpoint_new(), *in;
     int64_t s[2] = { 2, 3 };
@@ -550,7 +550,7 @@ START_TEST(a_bad_file_leaves_the_model_unchanged)
     ck_assert_ptr_nonnull(in);
     ck_assert_int_eq(cg_checkpoint_restore_module(in, "fc.", fc),
                      CG_EFORMAT);
-    ck_assert_ptr_nonnull(strstr(TU_ERR, "fc.bias"));
+    ck_assert_ptr_nonnull(strstr(TT_ERR, "fc.bias"));
     ck_assert_int_eq(cg_tensor_to_host(cg_module_param(fc, 0, NULL), after,
                                        sizeof after), CG_OK);
     ck_assert(memcmp(before, after, sizeof before) == 0);
@@ -579,5 +579,5 @@ main(void)
     tcase_add_test(tc, short_and_truncated_files_fail);
     tcase_add_test(tc, a_bad_file_leaves_the_model_unchanged);
     suite_add_tcase(s, tc);
-    return tu_run(s);
+    return tt_run(s);
 }

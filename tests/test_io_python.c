@@ -62,7 +62,7 @@ model(cg_context *ctx, cg_module **lstm, cg_module **fc)
 
     *lstm = cg_rnn_new(ctx, &o);
     *fc = cg_linear_new(ctx, 4, 2, 1);
-    ck_assert_msg(*lstm && *fc, "%s", TU_ERR);
+    ck_assert_msg(*lstm && *fc, "%s", TT_ERR);
 }
 
 static cg_tensor *
@@ -71,16 +71,16 @@ forward(cg_module *lstm, cg_module *fc, cg_tensor *x)
     cg_tensor *h, *y;
 
     ck_assert_msg(cg_rnn_forward(lstm, x, NULL, NULL, NULL, &h, NULL,
-                                 NULL) == CG_OK, "%s", TU_ERR);
+                                 NULL) == CG_OK, "%s", TT_ERR);
     y = cg_linear_forward(fc, h);
-    ck_assert_msg(y != NULL, "%s", TU_ERR);
+    ck_assert_msg(y != NULL, "%s", TT_ERR);
     cg_tensor_free(h);
     return y;
 }
 
 START_TEST(pytorch_loads_clgrad_weights_and_reproduces_the_output)
 {
-    cg_context *ctx = tu_ctx();
+    cg_context *ctx = tt_ctx();
     cg_module *lstm, *fc;
     cg_checkpoint *ck = cg_checkpoint_new();
     int64_t xs[3] = { 5, 2, 3 }, three = 3;
@@ -105,8 +105,8 @@ START_TEST(pytorch_loads_clgrad_weights_and_reproduces_the_output)
     ck_assert_int_eq(cg_checkpoint_set_meta_int(ck, "step", 12), CG_OK);
     ck_assert_int_eq(cg_checkpoint_set_meta(ck, "config",
                                             "{\"hidden\": 4}"), CG_OK);
-    snprintf(path, sizeof path, "%s/from-clgrad.safetensors", tu_tmpdir());
-    ck_assert_msg(cg_checkpoint_save(ck, path) == CG_OK, "%s", TU_ERR);
+    snprintf(path, sizeof path, "%s/from-clgrad.safetensors", tt_tmpdir());
+    ck_assert_msg(cg_checkpoint_save(ck, path) == CG_OK, "%s", TT_ERR);
     ck_assert_int_eq(run_python("check", path), 0);
     cg_tensor_free(x);
     cg_tensor_free(y);
@@ -118,7 +118,7 @@ END_TEST
 
 START_TEST(clgrad_loads_pytorch_weights_and_reproduces_the_output)
 {
-    cg_context *ctx = tu_ctx();
+    cg_context *ctx = tt_ctx();
     cg_module *lstm, *fc;
     cg_checkpoint *ck;
     cg_tensor *x, *y;
@@ -130,21 +130,21 @@ START_TEST(clgrad_loads_pytorch_weights_and_reproduces_the_output)
     size_t bytes;
     int i;
 
-    snprintf(path, sizeof path, "%s/from-torch.safetensors", tu_tmpdir());
+    snprintf(path, sizeof path, "%s/from-torch.safetensors", tt_tmpdir());
     ck_assert_int_eq(run_python("write", path), 0);
     ck = cg_checkpoint_load(path);
-    ck_assert_msg(ck != NULL, "%s", TU_ERR);
+    ck_assert_msg(ck != NULL, "%s", TT_ERR);
     ck_assert_str_eq(cg_checkpoint_get_meta(ck, "step"), "7");
     ck_assert_str_eq(cg_checkpoint_get_meta(ck, "format"), "pt");
     ck_assert_ptr_nonnull(cg_checkpoint_tensor_data(ck, "lstm.weight_ih_l0",
                                                     NULL));
     model(ctx, &lstm, &fc);
     ck_assert_msg(cg_checkpoint_restore_module(ck, "lstm.", lstm) == CG_OK,
-                  "%s", TU_ERR);
+                  "%s", TT_ERR);
     ck_assert_msg(cg_checkpoint_restore_module(ck, "fc.", fc) == CG_OK,
-                  "%s", TU_ERR);
+                  "%s", TT_ERR);
     x = cg_checkpoint_tensor(ck, ctx, "x");
-    ck_assert_msg(x != NULL, "%s", TU_ERR);
+    ck_assert_msg(x != NULL, "%s", TT_ERR);
     y = forward(lstm, fc, x);
     ck_assert_int_eq(cg_tensor_to_host(y, hy, sizeof hy), CG_OK);
     ty = cg_checkpoint_tensor_data(ck, "y", &bytes);
@@ -171,11 +171,11 @@ main(void)
     Suite *s = suite_create("io_python");
     TCase *tc = tcase_create("io_python");
 
-    tu_require_device();
+    tt_require_device();
     require_python();
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, pytorch_loads_clgrad_weights_and_reproduces_the_output);
     tcase_add_test(tc, clgrad_loads_pytorch_weights_and_reproduces_the_output);
     suite_add_tcase(s, tc);
-    return tu_run(s);
+    return tt_run(s);
 }

@@ -140,11 +140,11 @@ START_TEST(index_select_of_int32_tensors)
 {
     int64_t n = 3;
     int32_t x[3] = { 10, 20, 30 }, idx[3] = { 2, 0, 2 }, y[3];
-    cg_tensor *xt = cg_tensor_from_host(tu_ctx(), CG_I32, 1, &n, x);
-    cg_tensor *it = cg_tensor_from_host(tu_ctx(), CG_I32, 1, &n, idx);
+    cg_tensor *xt = cg_tensor_from_host(tt_ctx(), CG_I32, 1, &n, x);
+    cg_tensor *it = cg_tensor_from_host(tt_ctx(), CG_I32, 1, &n, idx);
     cg_tensor *yt = cg_index_select(xt, 0, it);
 
-    ck_assert_msg(yt != NULL, "%s", TU_ERR);
+    ck_assert_msg(yt != NULL, "%s", TT_ERR);
     ck_assert_int_eq(cg_tensor_dtype(yt), CG_I32);
     ck_assert_int_eq(cg_tensor_to_host(yt, y, sizeof y), CG_OK);
     ck_assert(y[0] == 30 && y[1] == 10 && y[2] == 30);
@@ -162,9 +162,9 @@ embedding_grad(cg_tensor *w, cg_tensor *idx, cg_tensor *g, size_t bytes)
     cg_tensor *y = cg_embedding(w, idx);
     float *out = malloc(bytes);
 
-    ck_assert_msg(y != NULL, "%s", TU_ERR);
+    ck_assert_msg(y != NULL, "%s", TT_ERR);
     ck_assert_int_eq(cg_tensor_zero_grad(w), CG_OK);
-    ck_assert_msg(cg_backward(y, g, 0) == CG_OK, "%s", TU_ERR);
+    ck_assert_msg(cg_backward(y, g, 0) == CG_OK, "%s", TT_ERR);
     ck_assert_int_eq(cg_tensor_to_host(cg_tensor_grad(w), out, bytes), CG_OK);
     cg_tensor_free(y);
     return out;
@@ -187,9 +187,9 @@ START_TEST(embedding_backward_is_deterministic)
     for (j = 0; j < N; j++)
         for (c = 0; c < D; c++)
             ref[idx[j] * D + c] += gh[j * D + c];
-    w = cg_rand_normal(tu_ctx(), 2, wshape, 0.0f, 1.0f);
-    it = cg_tensor_from_host(tu_ctx(), CG_I32, 1, ishape, idx);
-    g = cg_tensor_from_host(tu_ctx(), CG_F32, 2, gshape, gh);
+    w = cg_rand_normal(tt_ctx(), 2, wshape, 0.0f, 1.0f);
+    it = cg_tensor_from_host(tt_ctx(), CG_I32, 1, ishape, idx);
+    g = cg_tensor_from_host(tt_ctx(), CG_F32, 2, gshape, gh);
     ck_assert(w && it && g);
     ck_assert_int_eq(cg_tensor_set_requires_grad(w, 1), CG_OK);
     g1 = embedding_grad(w, it, g, sizeof(float) * V * D);
@@ -454,7 +454,7 @@ END_TEST
 START_TEST(split_chunks_and_long_concat)
 {
     int64_t shape[2] = { 33, 2 }, got[2];
-    cg_tensor *x = cg_rand_normal(tu_ctx(), 2, shape, 0, 1), *out[9], *y;
+    cg_tensor *x = cg_rand_normal(tt_ctx(), 2, shape, 0, 1), *out[9], *y;
     float a[66], b[66];
     int n, k;
 
@@ -467,7 +467,7 @@ START_TEST(split_chunks_and_long_concat)
     }
     /* Nine inputs: more than a graph node holds, joined as a tree. */
     y = cg_concat(out, 9, 0);
-    ck_assert_msg(y != NULL, "%s", TU_ERR);
+    ck_assert_msg(y != NULL, "%s", TT_ERR);
     ck_assert_int_eq(cg_tensor_to_host(x, a, sizeof a), CG_OK);
     ck_assert_int_eq(cg_tensor_to_host(y, b, sizeof b), CG_OK);
     ck_assert_int_eq(memcmp(a, b, sizeof a), 0);
@@ -484,9 +484,9 @@ END_TEST
 static cg_tensor *
 filled(int64_t n, float v)
 {
-    cg_tensor *t = cg_full(tu_ctx(), 1, &n, v);
+    cg_tensor *t = cg_full(tt_ctx(), 1, &n, v);
 
-    ck_assert_msg(t != NULL, "%s", TU_ERR);
+    ck_assert_msg(t != NULL, "%s", TT_ERR);
     return t;
 }
 
@@ -514,7 +514,7 @@ START_TEST(dropout_keeps_one_minus_p_scaled)
         int64_t kept = 0;
         double frac, sd;
 
-        ck_assert_msg(y != NULL, "%s", TU_ERR);
+        ck_assert_msg(y != NULL, "%s", TT_ERR);
         h = host(y);
         for (i = 0; i < N; i++) {
             ck_assert(h[i] == 0.0f || h[i] == scale);
@@ -539,10 +539,10 @@ START_TEST(dropout_same_seed_same_mask_and_eval_identity)
     float *h1, *h2, *h3;
     int64_t i;
 
-    ck_assert_int_eq(cg_manual_seed(tu_ctx(), 1234), CG_OK);
+    ck_assert_int_eq(cg_manual_seed(tt_ctx(), 1234), CG_OK);
     y1 = cg_dropout(x, 0.5f, 1);
     y3 = cg_dropout(x, 0.5f, 1);
-    ck_assert_int_eq(cg_manual_seed(tu_ctx(), 1234), CG_OK);
+    ck_assert_int_eq(cg_manual_seed(tt_ctx(), 1234), CG_OK);
     y2 = cg_dropout(x, 0.5f, 1);
     ck_assert(y1 && y2 && y3);
     h1 = host(y1);
@@ -578,7 +578,7 @@ END_TEST
 START_TEST(dropout_gradient_is_g_times_mask)
 {
     int64_t shape[2] = { 33, 257 }, n = 33 * 257, i;
-    cg_tensor *x0 = cg_rand_uniform(tu_ctx(), 2, shape, 0.5f, 2.0f);
+    cg_tensor *x0 = cg_rand_uniform(tt_ctx(), 2, shape, 0.5f, 2.0f);
     cg_tensor *x, *g, *y;
     float *gh = malloc((size_t)n * sizeof *gh), *xh, *yh, *gx;
     int64_t gshape[2] = { 257, 33 };
@@ -588,9 +588,9 @@ START_TEST(dropout_gradient_is_g_times_mask)
     x = cg_transpose(x0, 0, 1);     /* non-contiguous */
     for (i = 0; i < n; i++)
         gh[i] = (float)oc_uniform(-1, 1);
-    g = cg_tensor_from_host(tu_ctx(), CG_F32, 2, gshape, gh);
+    g = cg_tensor_from_host(tt_ctx(), CG_F32, 2, gshape, gh);
     y = cg_dropout(x, 0.25f, 1);
-    ck_assert_msg(y != NULL, "%s", TU_ERR);
+    ck_assert_msg(y != NULL, "%s", TT_ERR);
     ck_assert_int_eq(cg_backward(y, g, 0), CG_OK);
     {
         /* gx of x0 is the transpose of gx of x. */
@@ -628,7 +628,7 @@ in_use(void)
 {
     cg_memory_stats st;
 
-    ck_assert_int_eq(cg_context_stats(tu_ctx(), &st), CG_OK);
+    ck_assert_int_eq(cg_context_stats(tt_ctx(), &st), CG_OK);
     return st.bytes_in_use;
 }
 
@@ -648,10 +648,10 @@ START_TEST(bad_arguments_fail_and_change_nothing)
 {
     int64_t s23[2] = { 2, 3 }, s24[2] = { 2, 4 }, s3[1] = { 3 };
     int32_t bad_idx[3] = { 0, 1, 3 };
-    cg_tensor *a = cg_ones(tu_ctx(), 2, s23), *b = cg_ones(tu_ctx(), 2, s24);
-    cg_tensor *fi = cg_zeros(tu_ctx(), 1, s3), *pieces[3] = { NULL };
-    cg_tensor *ii = cg_tensor_from_host(tu_ctx(), CG_I32, 1, s3, bad_idx);
-    cg_tensor *ab[2] = { a, b }, *w = cg_ones(tu_ctx(), 1, s3);
+    cg_tensor *a = cg_ones(tt_ctx(), 2, s23), *b = cg_ones(tt_ctx(), 2, s24);
+    cg_tensor *fi = cg_zeros(tt_ctx(), 1, s3), *pieces[3] = { NULL };
+    cg_tensor *ii = cg_tensor_from_host(tt_ctx(), CG_I32, 1, s3, bad_idx);
+    cg_tensor *ab[2] = { a, b }, *w = cg_ones(tt_ctx(), 1, s3);
     int64_t sizes[2] = { 1, 1 };
     uint64_t seed0, off0, seed1, off1;
 
@@ -671,11 +671,11 @@ START_TEST(bad_arguments_fail_and_change_nothing)
     EXPECT_FAIL(cg_layer_norm(a, 1, s24 + 1, NULL, NULL, 1e-5f), "CG_ESHAPE");
     EXPECT_FAIL(cg_layer_norm(a, 1, s3, NULL, b, 1e-5f), "CG_ESHAPE");
     EXPECT_FAIL(cg_layer_norm(a, 1, s3, NULL, NULL, -1.0f), "CG_EINVAL");
-    ck_assert_int_eq(cg_generator_state(tu_ctx(), &seed0, &off0), CG_OK);
+    ck_assert_int_eq(cg_generator_state(tt_ctx(), &seed0, &off0), CG_OK);
     EXPECT_FAIL(cg_dropout(a, -0.1f, 1), "CG_EINVAL");
     EXPECT_FAIL(cg_dropout(a, 1.5f, 1), "CG_EINVAL");
     EXPECT_FAIL(cg_dropout(a, NAN, 1), "CG_EINVAL");
-    ck_assert_int_eq(cg_generator_state(tu_ctx(), &seed1, &off1), CG_OK);
+    ck_assert_int_eq(cg_generator_state(tt_ctx(), &seed1, &off1), CG_OK);
     ck_assert(seed0 == seed1 && off0 == off1);
     ck_assert_int_eq(cg_split(a, 1, 2, sizes, pieces), CG_ESHAPE);
     ck_assert_ptr_null(pieces[0]);
@@ -702,7 +702,7 @@ main(void)
     Suite *s = suite_create("nn_layers");
     TCase *tc = tcase_create("nn_layers");
 
-    tu_require_device();
+    tt_require_device();
     tcase_set_timeout(tc, 1200);
     tcase_add_test(tc, embedding_gathers_rows_and_sums_repeats);
     tcase_add_test(tc, index_select_picks_slices_with_repeats);
@@ -719,5 +719,5 @@ main(void)
     tcase_add_test(tc, bad_arguments_fail_and_change_nothing);
     tcase_add_test(tc, print_error_table);
     suite_add_tcase(s, tc);
-    return tu_run(s);
+    return tt_run(s);
 }

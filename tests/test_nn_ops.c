@@ -89,7 +89,7 @@ run_matmul(cg_tensor **in, const void *param)
     shape[1] = -1;
     a = p->mode == M_PERMUTE ? cg_permute(in[0], perm)
                              : cg_expand(in[0], 2, shape);
-    ck_assert_msg(a != NULL, "%s", TU_ERR);
+    ck_assert_msg(a != NULL, "%s", TT_ERR);
     c = cg_matmul_t(a, in[1], p->ta, p->tb);
     cg_tensor_free(a);
     return c;
@@ -177,16 +177,16 @@ END_TEST
 START_TEST(matmul_reads_transposed_views_without_copying)
 {
     int64_t sa[2] = { 33, 7 }, sb[2] = { 5, 33 };
-    cg_tensor *a = cg_rand_normal(tu_ctx(), 2, sa, 0, 1);
-    cg_tensor *b = cg_rand_normal(tu_ctx(), 2, sb, 0, 1);
+    cg_tensor *a = cg_rand_normal(tt_ctx(), 2, sa, 0, 1);
+    cg_tensor *b = cg_rand_normal(tt_ctx(), 2, sb, 0, 1);
     cg_tensor *at = cg_transpose(a, 0, 1), *bt = cg_transpose(b, 0, 1), *c;
     cg_memory_stats before, after;
 
     ck_assert_ptr_nonnull(bt);
-    ck_assert_int_eq(cg_context_stats(tu_ctx(), &before), CG_OK);
+    ck_assert_int_eq(cg_context_stats(tt_ctx(), &before), CG_OK);
     c = cg_matmul(at, bt);
-    ck_assert_msg(c != NULL, "%s", TU_ERR);
-    ck_assert_int_eq(cg_context_stats(tu_ctx(), &after), CG_OK);
+    ck_assert_msg(c != NULL, "%s", TT_ERR);
+    ck_assert_int_eq(cg_context_stats(tt_ctx(), &after), CG_OK);
     ck_assert_int_eq(after.allocations - before.allocations, 1);
     ck_assert_int_eq(after.kernels_enqueued - before.kernels_enqueued, 1);
     cg_tensor_free(c);
@@ -272,8 +272,8 @@ START_TEST(softmax_is_stable_and_deterministic)
     int64_t shape[1] = { 3 }, big[2] = { 33, 4099 };
     size_t bytes = 33 * 4099 * sizeof(float);
     float *first = malloc(bytes), *again = malloc(bytes);
-    cg_tensor *t = cg_tensor_from_host(tu_ctx(), CG_F32, 1, shape, x), *s;
-    cg_tensor *r = cg_rand_normal(tu_ctx(), 2, big, 0, 3);
+    cg_tensor *t = cg_tensor_from_host(tt_ctx(), CG_F32, 1, shape, x), *s;
+    cg_tensor *r = cg_rand_normal(tt_ctx(), 2, big, 0, 3);
     int run;
 
     s = cg_softmax(t, 0);
@@ -419,12 +419,12 @@ START_TEST(cross_entropy_of_only_ignored_targets)
 {
     int64_t sx[2] = { 3, 4 }, st[1] = { 3 };
     int32_t t[3] = { -100, -100, -100 };
-    cg_tensor *x = cg_rand_normal(tu_ctx(), 2, sx, 0, 1);
-    cg_tensor *tt = cg_tensor_from_host(tu_ctx(), CG_I32, 1, st, t), *l;
+    cg_tensor *x = cg_rand_normal(tt_ctx(), 2, sx, 0, 1);
+    cg_tensor *tt = cg_tensor_from_host(tt_ctx(), CG_I32, 1, st, t), *l;
     float v;
 
     l = cg_cross_entropy(x, tt, CG_REDUCTION_MEAN, CG_IGNORE_INDEX, 0.0f);
-    ck_assert_msg(l != NULL, "%s", TU_ERR);
+    ck_assert_msg(l != NULL, "%s", TT_ERR);
     ck_assert_int_eq(cg_tensor_item(l, &v), CG_OK);
     ck_assert(isnan(v));
     cg_tensor_free(l);
@@ -445,13 +445,13 @@ START_TEST(cross_entropy_kernels_guard_targets)
     int64_t sx[2] = { 2, 3 }, st[1] = { 2 };
     int32_t t[2] = { 1, 2 }, bad[2] = { 1, 1000000 };
     float g[6];
-    cg_tensor *x = cg_rand_normal(tu_ctx(), 2, sx, 0, 1);
-    cg_tensor *tt = cg_tensor_from_host(tu_ctx(), CG_I32, 1, st, t), *l;
+    cg_tensor *x = cg_rand_normal(tt_ctx(), 2, sx, 0, 1);
+    cg_tensor *tt = cg_tensor_from_host(tt_ctx(), CG_I32, 1, st, t), *l;
     int j;
 
     ck_assert_int_eq(cg_tensor_set_requires_grad(x, 1), CG_OK);
     l = cg_cross_entropy(x, tt, CG_REDUCTION_SUM, CG_IGNORE_INDEX, 0.0f);
-    ck_assert_msg(l != NULL, "%s", TU_ERR);
+    ck_assert_msg(l != NULL, "%s", TT_ERR);
     ck_assert_int_eq(cg_tensor_write(tt, bad, sizeof bad), CG_OK);
     ck_assert_int_eq(cg_backward(l, NULL, 0), CG_OK);
     ck_assert_int_eq(cg_tensor_to_host(cg_tensor_grad(x), g, sizeof g),
@@ -546,7 +546,7 @@ static void
 snap(snapshot *s, cg_tensor *a, cg_tensor *b)
 {
     memset(s, 0, sizeof *s);
-    ck_assert_int_eq(cg_context_stats(tu_ctx(), &s->stats), CG_OK);
+    ck_assert_int_eq(cg_context_stats(tt_ctx(), &s->stats), CG_OK);
     ck_assert_int_eq(cg_tensor_to_host(a, s->a, (size_t)cg_tensor_numel(a) *
                                        4), CG_OK);
     ck_assert_int_eq(cg_tensor_to_host(b, s->b, (size_t)cg_tensor_numel(b) *
@@ -564,9 +564,9 @@ expect_failure(cg_tensor *r, int status, const char *want, cg_tensor *a,
     ck_assert_msg(r == NULL, "a bad call succeeded");
     ck_assert_msg(cg__last_status() == status, "status %s, not %s: %s",
                   cg_status_name(cg__last_status()),
-                  cg_status_name(status), TU_ERR);
+                  cg_status_name(status), TT_ERR);
     if (want)
-        ck_assert_msg(strstr(TU_ERR, want), "'%s' lacks '%s'", TU_ERR, want);
+        ck_assert_msg(strstr(TT_ERR, want), "'%s' lacks '%s'", TT_ERR, want);
     snap(&after, a, b);
     ck_assert_int_eq(after.stats.bytes_in_use, before->stats.bytes_in_use);
     ck_assert_int_eq(after.stats.kernels_enqueued,
@@ -580,9 +580,9 @@ static cg_tensor *
 new_f32(int ndim, int64_t d0, int64_t d1)
 {
     int64_t shape[2] = { d0, d1 };
-    cg_tensor *t = cg_rand_normal(tu_ctx(), ndim, shape, 0, 1);
+    cg_tensor *t = cg_rand_normal(tt_ctx(), ndim, shape, 0, 1);
 
-    ck_assert_msg(t != NULL, "%s", TU_ERR);
+    ck_assert_msg(t != NULL, "%s", TT_ERR);
     ck_assert_int_eq(cg_tensor_set_requires_grad(t, 1), CG_OK);
     return t;
 }
@@ -595,18 +595,18 @@ new_i32(int64_t n, int32_t value)
 
     for (i = 0; i < n; i++)
         v[i] = value;
-    return cg_tensor_from_host(tu_ctx(), CG_I32, 1, &n, v);
+    return cg_tensor_from_host(tt_ctx(), CG_I32, 1, &n, v);
 }
 
 START_TEST(matmul_rejects_bad_shapes_and_changes_nothing)
 {
     cg_tensor *a = new_f32(2, 7, 3), *b = new_f32(2, 5, 7), *v = new_f32(1, 7, 1);
     int64_t s3[3] = { 2, 7, 3 };
-    cg_tensor *a3 = cg_rand_normal(tu_ctx(), 3, s3, 0, 1), *b3;
+    cg_tensor *a3 = cg_rand_normal(tt_ctx(), 3, s3, 0, 1), *b3;
     int64_t t3[3] = { 3, 3, 5 };
     snapshot before;
 
-    b3 = cg_rand_normal(tu_ctx(), 3, t3, 0, 1);
+    b3 = cg_rand_normal(tt_ctx(), 3, t3, 0, 1);
     snap(&before, a, b);
     expect_failure(cg_matmul(a, b), CG_ESHAPE,
                    "a [7, 3] has K = 3, b [5, 7] has K = 5", a, b, &before);
@@ -687,7 +687,7 @@ main(void)
     Suite *s = suite_create("nn_ops");
     TCase *tc = tcase_create("nn_ops");
 
-    tu_require_device();
+    tt_require_device();
     tcase_set_timeout(tc, 1800);
     tcase_add_test(tc, matmul_matches_reference_and_finite_differences);
     tcase_add_test(tc, matmul_reads_transposed_views_without_copying);
@@ -701,5 +701,5 @@ main(void)
     tcase_add_test(tc, losses_reject_bad_input_and_change_nothing);
     tcase_add_test(tc, print_error_table);
     suite_add_tcase(s, tc);
-    return tu_run(s);
+    return tt_run(s);
 }

@@ -384,7 +384,7 @@ END_TEST
 START_TEST(reductions_are_bit_identical_between_runs)
 {
     int64_t shape[2] = { 33, 4099 };
-    cg_tensor *x = cg_rand_normal(tu_ctx(), 2, shape, 0.0f, 3.0f);
+    cg_tensor *x = cg_rand_normal(tt_ctx(), 2, shape, 0.0f, 3.0f);
     int axes[1] = { 1 }, run, kind;
     float first[33], again[33];
 
@@ -435,7 +435,7 @@ check_large_sum(int64_t R, int64_t C, int which, int offset, int mean)
             ref[o] += v;
             mag[o] += fabs(v);
         }
-    base = cg_tensor_from_host(tu_ctx(), CG_F32, 1, &full, host);
+    base = cg_tensor_from_host(tt_ctx(), CG_F32, 1, &full, host);
     ck_assert_msg(base != NULL, "%s", cg_last_error());
     flat = cg_narrow(base, 0, offset, n);
     ck_assert_ptr_nonnull(flat);
@@ -670,7 +670,7 @@ main(void)
     Suite *s = suite_create("ops");
     TCase *tc = tcase_create("ops");
 
-    tu_require_device();
+    tt_require_device();
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, unary_ops_match_reference_and_finite_differences);
     tcase_add_test(tc, binary_ops_broadcast_and_match);
@@ -681,5 +681,5 @@ main(void)
     tcase_add_test(tc, views_and_their_gradients);
     tcase_add_test(tc, print_error_table);
     suite_add_tcase(s, tc);
-    return tu_run(s);
+    return tt_run(s);
 }

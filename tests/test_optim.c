@@ -44,7 +44,7 @@ load(const char *name)
 static void
 setup(void)
 {
-    tu_ctx();
+    tt_ctx();
     inputs = load("optim_inputs.txt");
     results = load("optim_results.txt");
     clips = load("optim_clip.txt");
@@ -119,10 +119,10 @@ word_num(const char *s, int n)
 static cg_tensor *
 tensor_of(const fx_tensor *t, int requires_grad)
 {
-    cg_tensor *x = cg_tensor_from_host(tu_ctx(), CG_F32, t->ndim, t->shape,
+    cg_tensor *x = cg_tensor_from_host(tt_ctx(), CG_F32, t->ndim, t->shape,
                                        t->data);
 
-    ck_assert_msg(x != NULL, "%s", TU_ERR);
+    ck_assert_msg(x != NULL, "%s", TT_ERR);
     if (requires_grad)
         ck_assert_int_eq(cg_tensor_set_requires_grad(x, 1), CG_OK);
     return x;
@@ -136,7 +136,7 @@ host(const cg_tensor *t)
 
     ck_assert(v != NULL);
     ck_assert_msg(cg_tensor_to_host(t, v, (size_t)n * sizeof *v) == CG_OK,
-                  "%s", TU_ERR);
+                  "%s", TT_ERR);
     return v;
 }
 
@@ -227,13 +227,13 @@ make_optimizer(const char *spec, cg_tensor **p)
         else ck_abort_msg("unknown option %s", kv);
     }
     if (strcmp(kind, "sgd") == 0)
-        return cg_optim_sgd_new(tu_ctx(), p, NP, &so);
+        return cg_optim_sgd_new(tt_ctx(), p, NP, &so);
     if (strcmp(kind, "adam") == 0)
-        return cg_optim_adam_new(tu_ctx(), p, NP, &ao);
+        return cg_optim_adam_new(tt_ctx(), p, NP, &ao);
     if (strcmp(kind, "adamw") == 0)
-        return cg_optim_adamw_new(tu_ctx(), p, NP, &ao);
+        return cg_optim_adamw_new(tt_ctx(), p, NP, &ao);
     ck_assert_str_eq(kind, "rmsprop");
-    return cg_optim_rmsprop_new(tu_ctx(), p, NP, &ro);
+    return cg_optim_rmsprop_new(tt_ctx(), p, NP, &ro);
 }
 
 static cg_lr_schedule *
@@ -255,7 +255,7 @@ make_schedule(const char *spec, cg_optimizer *opt)
                                       word_num(spec, 2),
                                       (int64_t)word_num(spec, 3),
                                       word_num(spec, 4));
-    ck_assert_msg(s != NULL, "%s: %s", spec, TU_ERR);
+    ck_assert_msg(s != NULL, "%s: %s", spec, TT_ERR);
     return s;
 }
 
@@ -269,10 +269,10 @@ apply_clip(cg_tensor **p, int n, const char *spec, float *total)
     if (strcmp(kind, "norm") == 0)
         ck_assert_msg(cg_clip_grad_norm(p, n, word_num(spec, 1),
                                         word_num(spec, 2), total) == CG_OK,
-                      "%s", TU_ERR);
+                      "%s", TT_ERR);
     else if (strcmp(kind, "value") == 0)
         ck_assert_msg(cg_clip_grad_value(p, n, word_num(spec, 1)) == CG_OK,
-                      "%s", TU_ERR);
+                      "%s", TT_ERR);
 }
 
 static void
@@ -286,7 +286,7 @@ run_start(run *r, const char *name, const fx_tensor *const *init)
                        : tensor_of(need(inputs, "param.%d", k), 1);
     r->opt = make_optimizer(need_config(results, "%s.optimizer", name),
                             r->p);
-    ck_assert_msg(r->opt != NULL, "%s: %s", name, TU_ERR);
+    ck_assert_msg(r->opt != NULL, "%s: %s", name, TT_ERR);
     r->sched = make_schedule(need_config(results, "%s.schedule", name),
                              r->opt);
     snprintf(r->clip, sizeof r->clip, "%s",
@@ -308,11 +308,11 @@ run_step(run *r, int s)
             continue;
         /* Backward from a leaf with grad_output G makes its grad G. */
         g = tensor_of(need(inputs, "grad.%d.%d", s, k), 0);
-        ck_assert_msg(cg_backward(r->p[k], g, 0) == CG_OK, "%s", TU_ERR);
+        ck_assert_msg(cg_backward(r->p[k], g, 0) == CG_OK, "%s", TT_ERR);
         cg_tensor_free(g);
     }
     apply_clip(r->p, NP, r->clip, NULL);
-    ck_assert_msg(cg_optim_step(r->opt) == CG_OK, "%s", TU_ERR);
+    ck_assert_msg(cg_optim_step(r->opt) == CG_OK, "%s", TT_ERR);
     if (r->sched)
         ck_assert_int_eq(cg_lr_schedule_step(r->sched), CG_OK);
 }
@@ -478,14 +478,14 @@ START_TEST(schedules_match_pytorch)
         cg_sgd_options so = { .lr = base };
         char name[64];
         const char *lrs;
-        cg_tensor *p = cg_zeros(tu_ctx(), 1, &one);
+        cg_tensor *p = cg_zeros(tt_ctx(), 1, &one);
         cg_optimizer *opt;
         cg_lr_schedule *s;
         int t, n;
 
         ck_assert_int_eq(cg_tensor_set_requires_grad(p, 1), CG_OK);
         case_name(schedules, c, name, sizeof name);
-        opt = cg_optim_sgd_new(tu_ctx(), &p, 1, &so);
+        opt = cg_optim_sgd_new(tt_ctx(), &p, 1, &so);
         ck_assert_ptr_nonnull(opt);
         s = make_schedule(need_config(schedules, "%s.schedule", name), opt);
         ck_assert_double_eq(cg_lr_schedule_base_lr(s), base);
@@ -585,7 +585,7 @@ START_TEST(exported_state_resumes_bit_for_bit)
         st = snapshot(t);
         copy = tensor_of(&st, 0);
         ck_assert_msg(cg_optim_state_set(b.opt, sn, copy) == CG_OK, "%s",
-                      TU_ERR);
+                      TT_ERR);
         cg_tensor_free(copy);
         free(st.data);
     }
@@ -633,7 +633,7 @@ END_TEST
 static cg_tensor *
 param_with_grad(int64_t n, unsigned seed, float **g)
 {
-    cg_tensor *p = cg_zeros(tu_ctx(), 1, &n), *gt;
+    cg_tensor *p = cg_zeros(tt_ctx(), 1, &n), *gt;
     int64_t i;
 
     *g = malloc((size_t)n * sizeof **g);
@@ -643,7 +643,7 @@ param_with_grad(int64_t n, unsigned seed, float **g)
         (*g)[i] = (float)((seed >> 8) / 16777216.0 - 0.5) * 3.0f;
     }
     ck_assert_int_eq(cg_tensor_set_requires_grad(p, 1), CG_OK);
-    gt = cg_tensor_from_host(tu_ctx(), CG_F32, 1, &n, *g);
+    gt = cg_tensor_from_host(tt_ctx(), CG_F32, 1, &n, *g);
     ck_assert_int_eq(cg_backward(p, gt, 0), CG_OK);
     cg_tensor_free(gt);
     return p;
@@ -716,14 +716,14 @@ param_at(int64_t n, int offset, const float *vals, const float *grad)
 
     ck_assert_ptr_nonnull(h);
     memcpy(h + offset, vals, (size_t)n * sizeof *h);
-    base = cg_tensor_from_host(tu_ctx(), CG_F32, 1, &full, h);
+    base = cg_tensor_from_host(tt_ctx(), CG_F32, 1, &full, h);
     free(h);
     ck_assert_ptr_nonnull(base);
     p = cg_narrow(base, 0, offset, n);
     cg_tensor_free(base);
     ck_assert_ptr_nonnull(p);
     ck_assert_int_eq(cg_tensor_set_requires_grad(p, 1), CG_OK);
-    gt = cg_tensor_from_host(tu_ctx(), CG_F32, 1, &n, grad);
+    gt = cg_tensor_from_host(tt_ctx(), CG_F32, 1, &n, grad);
     ck_assert_int_eq(cg_backward(p, gt, 0), CG_OK);
     cg_tensor_free(gt);
     return p;
@@ -759,10 +759,10 @@ START_TEST(updates_at_an_element_offset_match_offset_zero)
 
         for (off = 0; off < 2; off++) {
             p[off] = param_at(n, off ? 3 : 0, vals, grad);
-            opt[off] = kind == 0 ? cg_optim_sgd_new(tu_ctx(), &p[off], 1, &sgd)
-                     : kind == 1 ? cg_optim_adam_new(tu_ctx(), &p[off], 1,
+            opt[off] = kind == 0 ? cg_optim_sgd_new(tt_ctx(), &p[off], 1, &sgd)
+                     : kind == 1 ? cg_optim_adam_new(tt_ctx(), &p[off], 1,
                                                      &adam)
-                     : cg_optim_rmsprop_new(tu_ctx(), &p[off], 1, &rms);
+                     : cg_optim_rmsprop_new(tt_ctx(), &p[off], 1, &rms);
             ck_assert_msg(opt[off] != NULL, "%s", cg_last_error());
             for (step = 0; step < 3; step++)
                 ck_assert_int_eq(cg_optim_step(opt[off]), CG_OK);
@@ -789,22 +789,22 @@ START_TEST(defaults_and_explicit_zeros)
     int64_t st;
 
     p = param_with_grad(33, 3, &g);
-    o = cg_optim_sgd_new(tu_ctx(), &p, 1, NULL);
+    o = cg_optim_sgd_new(tt_ctx(), &p, 1, NULL);
     ck_assert_double_eq(cg_optim_get_lr(o), 1e-3);
     ck_assert_int_eq(cg_optim_state_count(o), 0);
     cg_optim_free(o);
-    o = cg_optim_rmsprop_new(tu_ctx(), &p, 1, NULL);
+    o = cg_optim_rmsprop_new(tt_ctx(), &p, 1, NULL);
     ck_assert_double_eq(cg_optim_get_lr(o), 1e-2);
     ck_assert_int_eq(cg_optim_state_count(o), 1);
     cg_optim_free(o);
     /* beta1 = 0 exactly: exp_avg is the last gradient.  A step is one
      * launch per parameter; clipping by norm two per gradient and one. */
-    o = cg_optim_adam_new(tu_ctx(), &p, 1, &ao);
+    o = cg_optim_adam_new(tt_ctx(), &p, 1, &ao);
     ck_assert_double_eq(cg_optim_get_lr(o), 1e-3);
-    ck_assert_int_eq(cg_context_stats(tu_ctx(), &before), CG_OK);
+    ck_assert_int_eq(cg_context_stats(tt_ctx(), &before), CG_OK);
     ck_assert_int_eq(cg_clip_grad_norm(&p, 1, 1e9, 2, NULL), CG_OK);
     ck_assert_int_eq(cg_optim_step(o), CG_OK);
-    ck_assert_int_eq(cg_context_stats(tu_ctx(), &after), CG_OK);
+    ck_assert_int_eq(cg_context_stats(tt_ctx(), &after), CG_OK);
     ck_assert_int_eq(after.kernels_enqueued - before.kernels_enqueued, 4);
     ck_assert_int_eq(cg_optim_state_get(o, 0, &name, &m), CG_OK);
     ck_assert_str_eq(name, "exp_avg.0");
@@ -833,13 +833,13 @@ END_TEST
     do { \
         int st_ = (call); \
         ck_assert_msg(st_ == (code), "%s gave %d (%s), want %d", #call, \
-                      st_, TU_ERR, code); \
+                      st_, TT_ERR, code); \
         ck_assert(cg_last_error()[0]); \
     } while (0)
 
 START_TEST(bad_input_is_refused_and_changes_nothing)
 {
-    cg_context *ctx = tu_ctx(), *other;
+    cg_context *ctx = tt_ctx(), *other;
     int64_t sh2[2] = { 3, 4 }, two = 2;
     cg_sgd_options so = { .lr = 0.1, .momentum = 0.9 };
     cg_adam_options ao = { 0 };
@@ -984,7 +984,7 @@ main(void)
     Suite *s = suite_create("optim");
     TCase *tc = tcase_create("optim");
 
-    tu_require_device();
+    tt_require_device();
     tcase_set_timeout(tc, 600);
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, ten_steps_match_pytorch);
@@ -997,5 +997,5 @@ main(void)
     tcase_add_test(tc, defaults_and_explicit_zeros);
     tcase_add_test(tc, bad_input_is_refused_and_changes_nothing);
     suite_add_tcase(s, tc);
-    return tu_run(s);
+    return tt_run(s);
 }

@@ -12,7 +12,7 @@
 
 START_TEST(freed_blocks_are_reused_and_counted)
 {
-    cg_context *ctx = tu_ctx();
+    cg_context *ctx = tt_ctx();
     cg_memory_stats s0, s;
     cg_buffer *a, *b, *c;
 
@@ -63,7 +63,7 @@ END_TEST
 
 START_TEST(size_classes_waste_at_most_a_quarter)
 {
-    cg_context *ctx = tu_ctx();
+    cg_context *ctx = tt_ctx();
     cg_memory_stats s0, s;
     size_t sizes[] = { 1, 255, 256, 257, 511, 513, 4097, 65537, 1000003 };
     size_t i;
@@ -91,7 +91,7 @@ END_TEST
  * block's, asked for only when the cache has none to give. */
 START_TEST(host_allocation_failure_is_ehostmem)
 {
-    cg_context *ctx = tu_ctx();
+    cg_context *ctx = tt_ctx();
     cg_memory_stats s0, s;
     cg_buffer *b;
     long n;
@@ -104,20 +104,20 @@ START_TEST(host_allocation_failure_is_ehostmem)
         ck_assert_int_eq(cg__alloc_fail_after(-1), -1);
         ck_assert_ptr_null(b);
         ck_assert_int_eq(cg__last_status(), CG_EHOSTMEM);
-        ck_assert_msg(strstr(cg_last_error(), "host memory"), "%s", TU_ERR);
+        ck_assert_msg(strstr(cg_last_error(), "host memory"), "%s", TT_ERR);
         cg_context_stats(ctx, &s);
         ck_assert_uint_eq(s.bytes_in_use, s0.bytes_in_use);
         ck_assert_uint_eq(s.allocations, s0.allocations);
     }
     b = cg_buffer_new(ctx, 12345);
-    ck_assert_msg(b != NULL, "%s", TU_ERR);
+    ck_assert_msg(b != NULL, "%s", TT_ERR);
     cg_buffer_free(b);
 }
 END_TEST
 
 START_TEST(impossible_allocation_is_enomem_and_context_survives)
 {
-    cg_context *ctx = tu_ctx();
+    cg_context *ctx = tt_ctx();
     cg_device_info info;
     cg_memory_stats s0, s;
     cg_buffer *keep, *big;
@@ -169,7 +169,7 @@ END_TEST
 
 START_TEST(transfers_check_their_ranges)
 {
-    cg_context *ctx = tu_ctx();
+    cg_context *ctx = tt_ctx();
     cg_buffer *b = cg_buffer_new(ctx, 100);
     char data[100], back[100];
     int i;
@@ -199,7 +199,7 @@ main(void)
     Suite *s = suite_create("pool");
     TCase *tc = tcase_create("pool");
 
-    tu_require_device();
+    tt_require_device();
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, freed_blocks_are_reused_and_counted);
     tcase_add_test(tc, size_classes_waste_at_most_a_quarter);
@@ -207,5 +207,5 @@ main(void)
     tcase_add_test(tc, host_allocation_failure_is_ehostmem);
     tcase_add_test(tc, transfers_check_their_ranges);
     suite_add_tcase(s, tc);
-    return tu_run(s);
+    return tt_run(s);
 }

@@ -55,12 +55,12 @@ START_TEST(embedded_kernel_builds_and_runs)
 
     ck_assert_ptr_nonnull(cg__kernel_source_embedded("measure"));
     ck_assert_ptr_null(cg__kernel_source_embedded("no_such_kernel"));
-    cg_context_stats(tu_ctx(), &before);
-    out = run_copy4(tu_ctx(), n);
+    cg_context_stats(tt_ctx(), &before);
+    out = run_copy4(tt_ctx(), n);
     for (i = 0; i < 4 * (size_t)n; i++)
         ck_assert_float_eq(out[i], (float)i);
     free(out);
-    cg_context_stats(tu_ctx(), &after);
+    cg_context_stats(tt_ctx(), &after);
     ck_assert_uint_eq(after.kernels_enqueued, before.kernels_enqueued + 1);
 }
 END_TEST
@@ -74,14 +74,14 @@ START_TEST(kernel_dir_override_reads_sources_from_disk)
     float *out;
     size_t i;
 
-    snprintf(path, sizeof path, "%s/measure.cl", tu_tmpdir());
+    snprintf(path, sizeof path, "%s/measure.cl", tt_tmpdir());
     f = fopen(path, "w");
     ck_assert_ptr_nonnull(f);
     fputs("__kernel void copy4(__global const float4 *s, __global float4 *d,"
           " uint n) { uint i = get_global_id(0); if (i < n) d[i] = 2.0f * "
           "s[i]; }\n", f);
     fclose(f);
-    setenv("CLGRAD_KERNEL_DIR", tu_tmpdir(), 1);
+    setenv("CLGRAD_KERNEL_DIR", tt_tmpdir(), 1);
     ctx = cg_context_new(NULL);
     ck_assert_ptr_nonnull(ctx);
     out = run_copy4(ctx, 77);
@@ -140,7 +140,7 @@ build_fresh(const char *options)
 static void
 use_cache_dir(const char *name, char *dir, size_t size)
 {
-    snprintf(dir, size, "%s/%s", tu_tmpdir(), name);
+    snprintf(dir, size, "%s/%s", tt_tmpdir(), name);
     setenv("CLGRAD_CACHE_DIR", dir, 1);
 }
 
@@ -273,7 +273,7 @@ START_TEST(syntax_error_reports_the_build_log)
                       "    x[0] = undeclared_thing + ;\n}\n";
     const char *e;
 
-    ck_assert_int_eq(cg__program_get_source(tu_ctx(), "broken", bad,
+    ck_assert_int_eq(cg__program_get_source(tt_ctx(), "broken", bad,
                                             "-DMARK=7", &p), CG_EBUILD);
     ck_assert_ptr_null(p);
     e = cg_last_error();
@@ -284,7 +284,7 @@ START_TEST(syntax_error_reports_the_build_log)
     /* The compiler's own words about the bad identifier. */
     ck_assert_msg(strstr(e, "undeclared_thing") != NULL, "%s", e);
     /* The context is still usable afterwards. */
-    free(run_copy4(tu_ctx(), 3));
+    free(run_copy4(tt_ctx(), 3));
 }
 END_TEST
 
@@ -294,7 +294,7 @@ main(void)
     Suite *s = suite_create("program");
     TCase *tc = tcase_create("program");
 
-    tu_require_device();
+    tt_require_device();
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, embedded_kernel_builds_and_runs);
     tcase_add_test(tc, kernel_dir_override_reads_sources_from_disk);
@@ -305,5 +305,5 @@ main(void)
     tcase_add_test(tc, syntax_error_reports_the_build_log);
     tcase_add_test(tc, cache_directory_follows_the_environment);
     suite_add_tcase(s, tc);
-    return tu_run(s);
+    return tt_run(s);
 }

@@ -320,8 +320,8 @@ up(const double *src, int ndim, const int64_t *shape, int grad)
     ck_assert_ptr_nonnull(f);
     for (d = 0; d < n; d++)
         f[d] = (float)src[d];
-    t = cg_tensor_from_host(tu_ctx(), CG_F32, ndim, shape, f);
-    ck_assert_msg(t != NULL, "%s", TU_ERR);
+    t = cg_tensor_from_host(tt_ctx(), CG_F32, ndim, shape, f);
+    ck_assert_msg(t != NULL, "%s", TT_ERR);
     free(f);
     if (grad)
         ck_assert_int_eq(cg_tensor_set_requires_grad(t, 1), CG_OK);
@@ -339,7 +339,7 @@ down(const cg_tensor *t, size_t n)
     ck_assert_msg(t != NULL, "no tensor");
     ck_assert_int_eq(cg_tensor_numel(t), (int64_t)n);
     ck_assert_msg(cg_tensor_to_host(t, f, n * sizeof *f) == CG_OK, "%s",
-                  TU_ERR);
+                  TT_ERR);
     for (i = 0; i < n; i++)
         r[i] = f[i];
     free(f);
@@ -366,9 +366,9 @@ dot(cg_tensor *a, const double *g)
     cg_tensor_shape(a, shape);
     gt = up(g, nd, shape, 0);
     prod = cg_mul(a, gt);
-    ck_assert_msg(prod != NULL, "%s", TU_ERR);
+    ck_assert_msg(prod != NULL, "%s", TT_ERR);
     s = cg_sum(prod, 0, NULL, 0);
-    ck_assert_msg(s != NULL, "%s", TU_ERR);
+    ck_assert_msg(s != NULL, "%s", TT_ERR);
     cg_tensor_free(gt);
     cg_tensor_free(prod);
     return s;
@@ -379,7 +379,7 @@ add_free(cg_tensor *a, cg_tensor *b)
 {
     cg_tensor *s = cg_add(a, b);
 
-    ck_assert_msg(s != NULL, "%s", TU_ERR);
+    ck_assert_msg(s != NULL, "%s", TT_ERR);
     cg_tensor_free(a);
     cg_tensor_free(b);
     return s;
@@ -400,8 +400,8 @@ make_module(const rcase *c, float dropout)
     o.bidirectional = c->D == 2;
     o.batch_first = c->bf;
     o.dropout = dropout;
-    m = cg_rnn_new(tu_ctx(), &o);
-    ck_assert_msg(m != NULL, "%s", TU_ERR);
+    m = cg_rnn_new(tt_ctx(), &o);
+    ck_assert_msg(m != NULL, "%s", TT_ERR);
     ck_assert_int_eq(cg__rnn_set_path(m, g_path), CG_OK);
     ck_assert_int_eq(cg_module_num_params(m), c->np);
     for (i = 0; i < c->np; i++) {
@@ -442,7 +442,7 @@ dev_run(const rcase *c, rres *r)
         c0 = up(c->c0, 3, ss, 1);
     ck_assert_msg(cg_rnn_forward(m, x, h0, c0, c->varlen ? c->len : NULL, &y,
                                  &hn, lstm ? &cn : NULL) == CG_OK, "%s",
-                  TU_ERR);
+                  TT_ERR);
     r->y = down(y, ysize(c));
     r->hn = down(hn, ssize(c));
     if (lstm)
@@ -450,7 +450,7 @@ dev_run(const rcase *c, rres *r)
     loss = add_free(dot(y, c->gy), dot(hn, c->ghn));
     if (lstm)
         loss = add_free(loss, dot(cn, c->gcn));
-    ck_assert_msg(cg_backward(loss, NULL, 0) == CG_OK, "%s", TU_ERR);
+    ck_assert_msg(cg_backward(loss, NULL, 0) == CG_OK, "%s", TT_ERR);
     r->gx = down_grad(x, xsize(c));
     r->gh0 = down_grad(h0, ssize(c));
     if (lstm)
@@ -607,7 +607,7 @@ fd_check(rcase *c, const char *what, const char *ctx, double *a, size_t n,
 {
     size_t i;
 
-    if (tu_checker())
+    if (tt_checker())
         stride = stride * 5 + 2;
     for (i = 0; i < n; i += stride) {
         double v = a[i], lp, lm, fd, e;
@@ -717,7 +717,7 @@ START_TEST(fused_path_matches_gemm_path)
     int i;
 
     /* Under a memory checker a smaller layer covers the same code. */
-    if (tu_checker())
+    if (tt_checker())
         case_random(&c, mode, 6, 24, 1, 2, 0, 3, 5, len);
     else
         case_random(&c, mode, 20, 128, 1, 2, 0, 3, 13, len);
@@ -756,7 +756,7 @@ launches(void)
 {
     cg_memory_stats s;
 
-    ck_assert_int_eq(cg_context_stats(tu_ctx(), &s), CG_OK);
+    ck_assert_int_eq(cg_context_stats(tt_ctx(), &s), CG_OK);
     return s.kernels_enqueued;
 }
 
@@ -771,10 +771,10 @@ count_launches(int D, int path, uint64_t *fwd, uint64_t *bwd)
     uint64_t k0;
 
     o.bidirectional = D == 2;
-    m = cg_rnn_new(tu_ctx(), &o);
-    ck_assert_msg(m != NULL, "%s", TU_ERR);
+    m = cg_rnn_new(tt_ctx(), &o);
+    ck_assert_msg(m != NULL, "%s", TT_ERR);
     ck_assert_int_eq(cg__rnn_set_path(m, path), CG_OK);
-    x = cg_rand_uniform(tu_ctx(), 3, xs, -1, 1);
+    x = cg_rand_uniform(tt_ctx(), 3, xs, -1, 1);
     ck_assert_ptr_nonnull(x);
     k0 = launches();
     ck_assert_int_eq(cg_rnn_forward(m, x, NULL, NULL, NULL, &y, NULL, NULL),
@@ -831,7 +831,7 @@ START_TEST(truncated_bptt_carries_detached_state)
     enum { T = 6, B = 3, I = 4, H = 5 };
     cg_rnn_options o = { CG_LSTM, I, H, 2, 0, 0, 0.0f };
     int64_t xs[3] = { T, B, I };
-    cg_module *m = cg_rnn_new(tu_ctx(), &o);
+    cg_module *m = cg_rnn_new(tt_ctx(), &o);
     cg_tensor *x, *x1, *x2, *y, *hn, *cn, *y1, *h1, *c1, *y2, *h2, *c2;
     cg_tensor *dh, *dc, *s;
     float full[T * B * H], a[T * B * H / 2], b2[T * B * H / 2];
@@ -840,7 +840,7 @@ START_TEST(truncated_bptt_carries_detached_state)
     int i;
 
     ck_assert_ptr_nonnull(m);
-    x = cg_rand_uniform(tu_ctx(), 3, xs, -1, 1);
+    x = cg_rand_uniform(tt_ctx(), 3, xs, -1, 1);
     x1 = cg_narrow(x, 0, 0, T / 2);
     x2 = cg_narrow(x, 0, T / 2, T / 2);
     ck_assert(x && x1 && x2);
@@ -848,10 +848,10 @@ START_TEST(truncated_bptt_carries_detached_state)
                      CG_OK);
     ck_assert_int_eq(cg_rnn_forward(m, x1, NULL, NULL, NULL, &y1, &h1, &c1),
                      CG_OK);
-    ck_assert_int_eq(cg_context_stats(tu_ctx(), &st0), CG_OK);
+    ck_assert_int_eq(cg_context_stats(tt_ctx(), &st0), CG_OK);
     dh = cg_detach(h1);
     dc = cg_detach(c1);
-    ck_assert_int_eq(cg_context_stats(tu_ctx(), &st1), CG_OK);
+    ck_assert_int_eq(cg_context_stats(tt_ctx(), &st1), CG_OK);
     ck_assert_uint_eq(st1.allocations, st0.allocations);    /* no copy */
     ck_assert(!cg_tensor_requires_grad(dh));
     ck_assert_int_eq(cg_rnn_forward(m, x2, dh, dc, NULL, &y2, &h2, &c2),
@@ -888,13 +888,13 @@ START_TEST(dropout_between_layers_in_training_only)
     enum { T = 5, B = 4, I = 6, H = 8 };
     cg_rnn_options o = { CG_GRU, I, H, 2, 0, 0, 0.5f };
     int64_t xs[3] = { T, B, I };
-    cg_module *m = cg_rnn_new(tu_ctx(), &o);
+    cg_module *m = cg_rnn_new(tt_ctx(), &o);
     cg_tensor *x, *y0, *y1, *y2;
     float a[T * B * H], b[T * B * H], e[T * B * H];
     int i, differ = 0;
 
     ck_assert_ptr_nonnull(m);
-    x = cg_rand_uniform(tu_ctx(), 3, xs, -1, 1);
+    x = cg_rand_uniform(tt_ctx(), 3, xs, -1, 1);
     ck_assert_int_eq(cg_module_set_training(m, 0), CG_OK);
     ck_assert_int_eq(cg_rnn_forward(m, x, NULL, NULL, NULL, &y0, NULL, NULL),
                      CG_OK);
@@ -923,7 +923,7 @@ END_TEST
 START_TEST(parameters_are_named_and_initialised_as_pytorch)
 {
     cg_rnn_options o = { CG_LSTM, 10, 20, 2, 1, 0, 0.0f };
-    cg_module *m = cg_rnn_new(tu_ctx(), &o);
+    cg_module *m = cg_rnn_new(tt_ctx(), &o);
     const char *name;
     cg_tensor *p;
     float w[80 * 40];
@@ -970,19 +970,19 @@ START_TEST(bad_input_is_rejected_and_changes_nothing)
     cg_rnn_options og = { CG_GRU, I, H, 1, 0, 0, 0.0f };
     int64_t xs[3] = { T, B, I }, xw[3] = { T, B, I + 1 };
     int64_t hs[3] = { 1, B, H }, hw[3] = { 1, B + 1, H }, x2[2] = { T, I };
-    cg_module *m = cg_rnn_new(tu_ctx(), &o), *g = cg_rnn_new(tu_ctx(), &og);
-    cg_tensor *x = cg_rand_uniform(tu_ctx(), 3, xs, -1, 1);
-    cg_tensor *xbad = cg_rand_uniform(tu_ctx(), 3, xw, -1, 1);
-    cg_tensor *xflat = cg_rand_uniform(tu_ctx(), 2, x2, -1, 1);
-    cg_tensor *h = cg_zeros(tu_ctx(), 3, hs), *hbad = cg_zeros(tu_ctx(), 3, hw);
-    cg_tensor *xi = cg_tensor_new(tu_ctx(), CG_I32, 3, xs);
+    cg_module *m = cg_rnn_new(tt_ctx(), &o), *g = cg_rnn_new(tt_ctx(), &og);
+    cg_tensor *x = cg_rand_uniform(tt_ctx(), 3, xs, -1, 1);
+    cg_tensor *xbad = cg_rand_uniform(tt_ctx(), 3, xw, -1, 1);
+    cg_tensor *xflat = cg_rand_uniform(tt_ctx(), 2, x2, -1, 1);
+    cg_tensor *h = cg_zeros(tt_ctx(), 3, hs), *hbad = cg_zeros(tt_ctx(), 3, hw);
+    cg_tensor *xi = cg_tensor_new(tt_ctx(), CG_I32, 3, xs);
     cg_tensor *y = NULL, *hn = NULL, *cn = NULL;
     cg_memory_stats s0, s1;
     const int len_long[B] = { 4, 1 }, len_zero[B] = { 0, 3 };
     cg_rnn_options bad = o;
 
     ck_assert(m && g && x && xbad && xflat && h && hbad && xi);
-    ck_assert_int_eq(cg_context_stats(tu_ctx(), &s0), CG_OK);
+    ck_assert_int_eq(cg_context_stats(tt_ctx(), &s0), CG_OK);
 #define REJECT(code, call, text)                                          \
     do {                                                                  \
         ck_assert_int_eq(call, code);                                     \
@@ -1016,17 +1016,17 @@ START_TEST(bad_input_is_rejected_and_changes_nothing)
     ck_assert_ptr_null(cn);
     ck_assert_ptr_null(cg_linear_forward(m, x));
     ck_assert(strstr(cg_last_error(), "linear") != NULL);
-    ck_assert_int_eq(cg_context_stats(tu_ctx(), &s1), CG_OK);
+    ck_assert_int_eq(cg_context_stats(tt_ctx(), &s1), CG_OK);
     ck_assert_uint_eq(s1.kernels_enqueued, s0.kernels_enqueued);
     ck_assert_uint_eq(s1.bytes_in_use, s0.bytes_in_use);
     bad.hidden_size = 0;
-    ck_assert_ptr_null(cg_rnn_new(tu_ctx(), &bad));
+    ck_assert_ptr_null(cg_rnn_new(tt_ctx(), &bad));
     bad = o;
     bad.dropout = 1.0f;
-    ck_assert_ptr_null(cg_rnn_new(tu_ctx(), &bad));
+    ck_assert_ptr_null(cg_rnn_new(tt_ctx(), &bad));
     bad = o;
     bad.mode = (cg_rnn_mode)7;
-    ck_assert_ptr_null(cg_rnn_new(tu_ctx(), &bad));
+    ck_assert_ptr_null(cg_rnn_new(tt_ctx(), &bad));
     ck_assert_ptr_null(cg_rnn_new(NULL, &o));
 #undef REJECT
     {
@@ -1049,7 +1049,7 @@ START_TEST(linear_layer_matches_reference)
 {
     enum { N = 7, IN = 33, OUT = 5 };
     int64_t xs[2] = { N, IN };
-    cg_module *m = cg_linear_new(tu_ctx(), IN, OUT, 1);
+    cg_module *m = cg_linear_new(tt_ctx(), IN, OUT, 1);
     cg_tensor *x, *y, *s, *w, *b;
     float hx[N * IN], hw[OUT * IN], hb[OUT], hy[N * OUT], gw[OUT * IN];
     float gb[OUT], gx[N * IN];
@@ -1061,10 +1061,10 @@ START_TEST(linear_layer_matches_reference)
     w = cg_module_find_param(m, "weight");
     b = cg_module_find_param(m, "bias");
     ck_assert(w && b);
-    x = cg_rand_uniform(tu_ctx(), 2, xs, -1, 1);
+    x = cg_rand_uniform(tt_ctx(), 2, xs, -1, 1);
     cg_tensor_set_requires_grad(x, 1);
     y = cg_linear_forward(m, x);
-    ck_assert_msg(y != NULL, "%s", TU_ERR);
+    ck_assert_msg(y != NULL, "%s", TT_ERR);
     s = cg_sum(y, 0, NULL, 0);
     ck_assert_int_eq(cg_backward(s, NULL, 0), CG_OK);
     ck_assert_int_eq(cg_tensor_to_host(x, hx, sizeof hx), CG_OK);
@@ -1113,11 +1113,11 @@ START_TEST(linear_layer_matches_reference)
     /* A 1-D input gives a 1-D output; a wrong width is rejected. */
     {
         int64_t one = IN, bad = IN + 1;
-        cg_tensor *v = cg_rand_uniform(tu_ctx(), 1, &one, -1, 1);
-        cg_tensor *vb = cg_rand_uniform(tu_ctx(), 1, &bad, -1, 1);
+        cg_tensor *v = cg_rand_uniform(tt_ctx(), 1, &one, -1, 1);
+        cg_tensor *vb = cg_rand_uniform(tt_ctx(), 1, &bad, -1, 1);
         cg_tensor *r = cg_linear_forward(m, v);
 
-        ck_assert_msg(r != NULL, "%s", TU_ERR);
+        ck_assert_msg(r != NULL, "%s", TT_ERR);
         ck_assert_int_eq(cg_tensor_ndim(r), 1);
         ck_assert_int_eq(cg_tensor_numel(r), OUT);
         ck_assert_ptr_null(cg_linear_forward(m, vb));
@@ -1128,7 +1128,7 @@ START_TEST(linear_layer_matches_reference)
     }
     cg_tensor_free(x);
     cg_module_free(m);
-    ck_assert_ptr_null(cg_linear_new(tu_ctx(), 0, 3, 1));
+    ck_assert_ptr_null(cg_linear_new(tt_ctx(), 0, 3, 1));
 }
 END_TEST
 
@@ -1136,14 +1136,14 @@ START_TEST(embedding_layer_looks_up_rows)
 {
     int64_t is[2] = { 2, 3 };
     int idx[6] = { 0, 4, 4, 9, 1, 0 };
-    cg_module *m = cg_embedding_new(tu_ctx(), 10, 6);
-    cg_tensor *ind = cg_tensor_from_host(tu_ctx(), CG_I32, 2, is, idx), *y;
+    cg_module *m = cg_embedding_new(tt_ctx(), 10, 6);
+    cg_tensor *ind = cg_tensor_from_host(tt_ctx(), CG_I32, 2, is, idx), *y;
     float w[60], hy[36];
     int i, j;
 
     ck_assert(m && ind);
     y = cg_embedding_forward(m, ind);
-    ck_assert_msg(y != NULL, "%s", TU_ERR);
+    ck_assert_msg(y != NULL, "%s", TT_ERR);
     ck_assert_int_eq(cg_tensor_ndim(y), 3);
     ck_assert_int_eq(cg_tensor_to_host(cg_module_param(m, 0, NULL), w,
                                        sizeof w), CG_OK);
@@ -1162,7 +1162,7 @@ main(void)
 {
     Suite *s = suite_create("rnn");
     TCase *tc = tcase_create("rnn");
-    int paths = tu_checker() ? 4 : 8;
+    int paths = tt_checker() ? 4 : 8;
 
     tcase_set_timeout(tc, 600);
     /* Each loop runs the fused path, then the GEMM path (under a memory
@@ -1175,7 +1175,7 @@ main(void)
     tcase_add_loop_test(tc, gradcheck_odd_sizes_h33_b7, 0, paths);
     tcase_add_loop_test(tc, fused_path_matches_gemm_path, 0, 2);
     /* Counting, not memory safety: its code paths are the gradchecks'. */
-    if (!tu_checker())
+    if (!tt_checker())
         tcase_add_test(tc, launches_per_step_t64);
     tcase_add_test(tc, truncated_bptt_carries_detached_state);
     tcase_add_test(tc, dropout_between_layers_in_training_only);
@@ -1184,5 +1184,5 @@ main(void)
     tcase_add_test(tc, linear_layer_matches_reference);
     tcase_add_test(tc, embedding_layer_looks_up_rows);
     suite_add_tcase(s, tc);
-    return tu_run(s);
+    return tt_run(s);
 }

@@ -283,7 +283,7 @@ upload(cg_context *ctx, const double *src, size_t n, size_t off, size_t ld,
     for (i = 0; src && i < n; i++)
         f[off + i / cols * ld + i % cols] = (float)src[i];
     buf = cg_buffer_new(ctx, total * sizeof *f);
-    ck_assert_msg(buf != NULL, "%s", TU_ERR);
+    ck_assert_msg(buf != NULL, "%s", TT_ERR);
     ck_assert_int_eq(cg_buffer_write(buf, 0, f, total * sizeof *f), CG_OK);
     free(f);
     return buf;
@@ -324,7 +324,7 @@ at(cg_buffer *b, size_t off)
 static void
 dev_run(const prob *p, const cg__rnn_tune *tune, devout *d)
 {
-    cg_context *ctx = tu_ctx();
+    cg_context *ctx = tt_ctx();
     int T = p->T, B = p->B, H = p->H, G = p->G, GH = G * H, ldx = GH + XPAD;
     int ldy = H + YPAD, t, hp;
     size_t bh = (size_t)B * H, tb = (size_t)T * B;
@@ -334,7 +334,7 @@ dev_run(const prob *p, const cg__rnn_tune *tune, devout *d)
     uint64_t k0;
 
     ck_assert_msg(cg__rnn_step_init(&s, ctx, p->cell, tune) == CG_OK, "%s",
-                  TU_ERR);
+                  TT_ERR);
     hp = cg__rnn_hpad(&s, H);
     xp = upload(ctx, p->xp, tb * GH, 0, ldx, tb, GH);
     w = upload(ctx, p->w, (size_t)GH * H, WOFF, H, GH, H);
@@ -358,7 +358,7 @@ dev_run(const prob *p, const cg__rnn_tune *tune, devout *d)
     ck_assert_int_eq(cg_buffer_write(len, 0, p->len, (size_t)B * sizeof(int)),
                      CG_OK);
     ck_assert_msg(cg__rnn_pack_whh(&s, at(w, WOFF), H, cg__buffer_mem(wt),
-                                   cg__buffer_mem(wp)) == CG_OK, "%s", TU_ERR);
+                                   cg__buffer_mem(wp)) == CG_OK, "%s", TT_ERR);
 
     k0 = ctx->stats.kernels_enqueued;
     for (t = 0; t < T; t++) {
@@ -381,7 +381,7 @@ dev_run(const prob *p, const cg__rnn_tune *tune, devout *d)
         f.y.off = (cl_int)(YOFF + (size_t)t * B * ldy);
         f.y.ld = ldy;
         f.saved = at(sv, t * bh * 4);
-        ck_assert_msg(cg__rnn_forward_step(&s, &f) == CG_OK, "%s", TU_ERR);
+        ck_assert_msg(cg__rnn_forward_step(&s, &f) == CG_OK, "%s", TT_ERR);
     }
     ck_assert_uint_eq(ctx->stats.kernels_enqueued - k0, T);
 
@@ -409,7 +409,7 @@ dev_run(const prob *p, const cg__rnn_tune *tune, devout *d)
             b.dg = at(dg, t * bh * G);
             b.dgi = at(dgi, t * bh * G);
         }
-        ck_assert_msg(cg__rnn_backward_step(&s, &b) == CG_OK, "%s", TU_ERR);
+        ck_assert_msg(cg__rnn_backward_step(&s, &b) == CG_OK, "%s", TT_ERR);
     }
     ck_assert_uint_eq(ctx->stats.kernels_enqueued - k0, T + 1);
 
@@ -656,7 +656,7 @@ START_TEST(every_tuning_variant_matches)
     size_t i, n = sizeof tunes / sizeof *tunes;
 
     /* Under a memory checker two variants cover the code paths. */
-    if (tu_checker())
+    if (tt_checker())
         n = 2;
     for (i = 0; i < n; i++) {
         check_case(cells[_i], 3, 7, 33, NULL, &tunes[i]);
@@ -674,7 +674,7 @@ START_TEST(bad_tuning_is_rejected)
     size_t i;
 
     for (i = 0; i < sizeof bad / sizeof *bad; i++) {
-        ck_assert_int_eq(cg__rnn_step_init(&s, tu_ctx(), CG__RNN_LSTM,
+        ck_assert_int_eq(cg__rnn_step_init(&s, tt_ctx(), CG__RNN_LSTM,
                                            &bad[i]), CG_EINVAL);
         ck_assert_ptr_null(s.fwd);
     }
@@ -688,15 +688,15 @@ START_TEST(step_timing_runs_and_rejects_bad_sizes)
 {
     static const cg__rnn_tune other = { 4, 2, 8, 0 }, bad = { 3, 1, 8, 0 };
     /* Under a memory checker, no extra build (each takes minutes). */
-    const cg__rnn_tune *tune = tu_checker() ? NULL : &other;
-    cg_context *ctx = tu_ctx();
+    const cg__rnn_tune *tune = tt_checker() ? NULL : &other;
+    cg_context *ctx = tt_ctx();
     double f = -1, b = -1;
 
     ck_assert_msg(cg__rnn_time_steps(ctx, cells[_i], tune, 3, 5, 2, &f,
-                                     &b) == CG_OK, "%s", TU_ERR);
+                                     &b) == CG_OK, "%s", TT_ERR);
     ck_assert(f > 0 && b > 0);
     ck_assert_msg(cg__rnn_time_steps(ctx, cells[_i], NULL, 1, 1, 1, &f,
-                                     &b) == CG_OK, "%s", TU_ERR);
+                                     &b) == CG_OK, "%s", TT_ERR);
     ck_assert_int_eq(cg__rnn_time_steps(ctx, cells[_i], tune, 0, 5, 2, &f,
                                         &b), CG_EINVAL);
     ck_assert_int_eq(cg__rnn_time_steps(ctx, cells[_i], tune, 3, 5, 0, &f,
@@ -713,11 +713,11 @@ main(void)
     Suite *s = suite_create("rnn_step");
     TCase *tc = tcase_create("rnn_step");
 
-    tu_require_device();
+    tt_require_device();
     tcase_set_timeout(tc, 0);
     tcase_add_loop_test(tc, steps_match_reference_on_odd_sizes, 0, NCELLS);
     /* Numerics at a real size; too slow under a memory checker. */
-    if (!tu_checker())
+    if (!tt_checker())
         tcase_add_loop_test(tc, steps_match_reference_at_h256_b32, 0,
                             NCELLS);
     tcase_add_loop_test(tc, variable_lengths_hold_state_and_zero_output, 0,
@@ -730,5 +730,5 @@ main(void)
     tcase_add_loop_test(tc, step_timing_runs_and_rejects_bad_sizes, 0,
                         NCELLS);
     suite_add_tcase(s, tc);
-    return tu_run(s);
+    return tt_run(s);
 }

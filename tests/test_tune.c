@@ -43,7 +43,7 @@ new_ctx_logged(const char **log)
     cg_set_log(collect_log, (void *)"test");
     ctx = cg_context_new(NULL);
     cg_set_log(NULL, NULL);
-    ck_assert_msg(ctx != NULL, "%s", TU_ERR);
+    ck_assert_msg(ctx != NULL, "%s", TT_ERR);
     *log = logged;
     return ctx;
 }
@@ -55,7 +55,7 @@ fresh_dir(const char *name)
     static char dir[512];
     char cmd[1100];
 
-    snprintf(dir, sizeof dir, "%s/%s", tu_tmpdir(), name);
+    snprintf(dir, sizeof dir, "%s/%s", tt_tmpdir(), name);
     snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", dir, dir);
     ck_assert_int_eq(system(cmd), 0);
     setenv("CLGRAD_TUNING_DIR", dir, 1);
@@ -107,7 +107,7 @@ write_db(const char *path, const cg_tuning_device *dev,
     ck_assert_ptr_nonnull(db);
     for (i = 0; i < n; i++)
         ck_assert_int_eq(cg_tuning_db_put(db, &e[i]), CG_OK);
-    ck_assert_msg(cg_tuning_db_save(db, path) == CG_OK, "%s", TU_ERR);
+    ck_assert_msg(cg_tuning_db_save(db, path) == CG_OK, "%s", TT_ERR);
     cg_tuning_db_free(db);
 }
 
@@ -143,7 +143,7 @@ new_ctx(void)
 {
     cg_context *ctx = cg_context_new(NULL);
 
-    ck_assert_msg(ctx != NULL, "%s", TU_ERR);
+    ck_assert_msg(ctx != NULL, "%s", TT_ERR);
     return ctx;
 }
 
@@ -157,7 +157,7 @@ START_TEST(database_round_trip)
     char path[600];
     int i, j;
 
-    cg_context_device_info(tu_ctx(), &info);
+    cg_context_device_info(tt_ctx(), &info);
     e[0] = rnn_entry("rnn.lstm", "H256", 16, 4, 8);
     e[1] = rnn_entry("rnn.gru", "H128", 8, 2, 32);
     memset(&e[2], 0, sizeof e[2]);
@@ -178,11 +178,11 @@ START_TEST(database_round_trip)
     e[0].values[2] = 16;
     ck_assert_int_eq(cg_tuning_db_put(db, &e[0]), CG_OK);
     ck_assert_int_eq(cg_tuning_db_count(db), 3);
-    ck_assert_msg(cg_tuning_db_save(db, path) == CG_OK, "%s", TU_ERR);
+    ck_assert_msg(cg_tuning_db_save(db, path) == CG_OK, "%s", TT_ERR);
     cg_tuning_db_free(db);
 
     db = cg_tuning_db_load(path);
-    ck_assert_msg(db != NULL, "%s", TU_ERR);
+    ck_assert_msg(db != NULL, "%s", TT_ERR);
     ck_assert_int_eq(cg_tuning_db_count(db), 3);
     ck_assert_int_eq(cg_tuning_db_device(db, &dev), CG_OK);
     ck_assert_str_eq(dev.name, info.name);
@@ -231,7 +231,7 @@ START_TEST(lookup_order)
     const char *log;
     char path[3][700];
 
-    cg_context_device_info(tu_ctx(), &info);
+    cg_context_device_info(tt_ctx(), &info);
     cg__tuning_device_of(&info, &exact);
     device = exact;
     snprintf(device.driver_version, sizeof device.driver_version,
@@ -315,10 +315,10 @@ START_TEST(user_file_beats_shipped)
     char path[700];
     int i, n, found = 0;
 
-    cg_context_device_info(tu_ctx(), &info);
+    cg_context_device_info(tt_ctx(), &info);
     for (i = 0; cg__tuning_embedded[i].name; i++) {
         db = cg__tuning_db_parse(cg__tuning_embedded[i].text, "shipped");
-        ck_assert_msg(db != NULL, "%s", TU_ERR);
+        ck_assert_msg(db != NULL, "%s", TT_ERR);
         if (cg__tuning_match(&db->device, &info) == CG_TUNING_NONE ||
             db->count == 0) {
             cg_tuning_db_free(db);
@@ -362,7 +362,7 @@ START_TEST(bad_and_stale_files_are_skipped_with_a_warning)
     const char *log;
     char path[700];
 
-    cg_context_device_info(tu_ctx(), &info);
+    cg_context_device_info(tt_ctx(), &info);
     cg__tuning_device_of(&info, &dev);
     snprintf(path, sizeof path, "%s/corrupt.json", dir);
     write_text(path, "{\"format\": \"clgrad-tuning\", \"version\": 1, \"dev");
@@ -446,10 +446,10 @@ lstm_run(cg_context *ctx, int H, float *out, size_t n)
     o.hidden_size = H;
     ck_assert_int_eq(cg_manual_seed(ctx, 7), CG_OK);
     m = cg_rnn_new(ctx, &o);
-    ck_assert_msg(m != NULL, "%s", TU_ERR);
+    ck_assert_msg(m != NULL, "%s", TT_ERR);
     x = cg_rand_uniform(ctx, 3, xs, -1, 1);
     ck_assert_msg(cg_rnn_forward(m, x, NULL, NULL, NULL, &y, NULL, NULL)
-                  == CG_OK, "%s", TU_ERR);
+                  == CG_OK, "%s", TT_ERR);
     ck_assert_int_eq(cg_tensor_numel(y), (int64_t)n);
     ck_assert_int_eq(cg_tensor_to_host(y, out, n * sizeof *out), CG_OK);
     cg_tensor_free(x);
@@ -468,14 +468,14 @@ START_TEST(own_parameters_become_build_options)
     float a[3 * 4 * 11], b[3 * 4 * 11];
     int i;
 
-    cg_context_device_info(tu_ctx(), &info);
+    cg_context_device_info(tt_ctx(), &info);
     cg__tuning_device_of(&info, &dev);
     /* Two shapes: a layer takes the nearest hidden size. */
     e[0] = rnn_entry("rnn.lstm", "H10", 2, 3, 16);
     e[1] = rnn_entry("rnn.lstm", "H1000", 8, 1, 32);
     snprintf(path, sizeof path, "%s/t.json", dir);
     write_db(path, &dev, e, 2);
-    lstm_run(tu_ctx(), 11, a, sizeof a / sizeof a[0]);
+    lstm_run(tt_ctx(), 11, a, sizeof a / sizeof a[0]);
 
     ctx = new_ctx();
     lstm_run(ctx, 11, b, sizeof b / sizeof b[0]);
@@ -494,7 +494,7 @@ START_TEST(own_parameters_become_build_options)
     ck_assert(has_program(ctx, "rnn", "-DVW=4 -DRB=1 -DWG=8"));
     e[0].values[0] = 3;
     ck_assert_int_eq(cg_context_set_tuning(ctx, &e[0]), CG_EINVAL);
-    ck_assert_msg(strstr(cg_last_error(), "VW = 3"), "%s", TU_ERR);
+    ck_assert_msg(strstr(cg_last_error(), "VW = 3"), "%s", TT_ERR);
     /* clear: defaults again. */
     ck_assert_int_eq(cg_context_clear_tuning(ctx), CG_OK);
     ck_assert(!in_force(ctx, "rnn.lstm", "H10", &e[1]));
@@ -589,7 +589,7 @@ xgemm_entry(long mdimc, long ndimc, long mwg, long nwg, long kwg, long vw)
  * set CLBlast does not know is refused. */
 START_TEST(clblast_parameters_are_applied)
 {
-    cg_context *ctx = tu_ctx();
+    cg_context *ctx = tt_ctx();
     cg_device_info info;
     cg_tuning_entry e;
     double err = 1;
@@ -605,36 +605,36 @@ START_TEST(clblast_parameters_are_applied)
     e.nparams = 1;
     strcpy(e.names[0], "XGEMM_MIN_INDIRECT_SIZE");
     e.values[0] = 64;
-    ck_assert_msg(cg_context_set_tuning(ctx, &e) == CG_OK, "%s", TU_ERR);
+    ck_assert_msg(cg_context_set_tuning(ctx, &e) == CG_OK, "%s", TT_ERR);
 
     e = xgemm_entry(8, 8, 32, 32, 16, 4);
     strcpy(e.names[3], "KWJ");
     ck_assert_int_eq(cg_context_set_tuning(ctx, &e), CG_EINVAL);
-    ck_assert_msg(strstr(cg_last_error(), "CLBlast rejected"), "%s", TU_ERR);
+    ck_assert_msg(strstr(cg_last_error(), "CLBlast rejected"), "%s", TT_ERR);
     e.nparams = 15;
     strcpy(e.names[3], "KWI");
     ck_assert_int_eq(cg_context_set_tuning(ctx, &e), CG_EINVAL);
     /* Under a memory checker each new CLBlast GEMM program takes minutes
      * to compile; what follows is CLBlast's code, checked natively. */
-    if (tu_checker())
+    if (tt_checker())
         return;
 
     if (info.max_work_group_size < 8192) {
         /* 64 x 128 = 8192 work-items per group. */
         e = xgemm_entry(64, 128, 64, 128, 128, 1);
         ck_assert_msg(cg_context_set_tuning(ctx, &e) == CG_OK, "%s",
-                      TU_ERR);
+                      TT_ERR);
         status = check_gemm(ctx, n, n, n, &err);
         ck_assert_msg(status != CG_OK, "a GEMM with an impossible "
                       "work-group size ran: parameters not applied");
     }
     e = xgemm_entry(8, 8, 32, 32, 16, 4);
-    ck_assert_msg(cg_context_set_tuning(ctx, &e) == CG_OK, "%s", TU_ERR);
-    ck_assert_msg(check_gemm(ctx, n, n, n, &err) == CG_OK, "%s", TU_ERR);
+    ck_assert_msg(cg_context_set_tuning(ctx, &e) == CG_OK, "%s", TT_ERR);
+    ck_assert_msg(check_gemm(ctx, n, n, n, &err) == CG_OK, "%s", TT_ERR);
     ck_assert_msg(err < 1e-5, "tuned error %g", err);
     /* Odd sizes (padding kernels) too. */
     ck_assert_msg(check_gemm(ctx, 37, 531, 300, &err) == CG_OK, "%s",
-                  TU_ERR);
+                  TT_ERR);
     ck_assert_msg(err < 1e-5, "tuned error %g", err);
 }
 END_TEST
@@ -678,14 +678,14 @@ START_TEST(file_work_group_sizes_are_applied)
     int32_t tg[R];
     int f, z, i, j;
 
-    ck_assert_msg(ctx != NULL, "%s", TU_ERR);
+    ck_assert_msg(ctx != NULL, "%s", TT_ERR);
     for (i = 0; i < R * C; i++)
         x[i] = (float)(((i * 7919) % 1000) / 250.0 - 2.0);
     for (i = 0; i < R; i++)
         tg[i] = (i * 11) % C;
     /* Under a memory checker one size (every program built costs tens of
      * seconds there). */
-    for (z = 0; z < (tu_checker() ? 1 : 2); z++)
+    for (z = 0; z < (tt_checker() ? 1 : 2); z++)
         for (f = 0; f < 5; f++) {
             cg_tuning_entry e;
             cg_tensor *t = cg_tensor_from_host(ctx, CG_F32, 2, xs, x), *y;
@@ -700,7 +700,7 @@ START_TEST(file_work_group_sizes_are_applied)
             ck_assert_int_eq(cg_kernel_source_hash(files[f].file,
                                                    e.source_hash), CG_OK);
             ck_assert_msg(cg_context_set_tuning(ctx, &e) == CG_OK, "%s",
-                          TU_ERR);
+                          TT_ERR);
             switch (f) {
             case 0: {                       /* row sums */
                 int axis = 1;
@@ -778,7 +778,7 @@ START_TEST(file_work_group_sizes_are_applied)
                 y = cg_sum(sq, 0, NULL, 0);
                 ck_assert_int_eq(cg_backward(y, NULL, 0), CG_OK);
                 ck_assert_msg(cg_clip_grad_norm(&t, 1, 1e30, 2.0, &norm)
-                              == CG_OK, "%s", TU_ERR);
+                              == CG_OK, "%s", TT_ERR);
                 for (i = 0; i < R * C; i++)
                     s += 4.0 * x[i] * x[i];
                 ref[0] = sqrt(s);
@@ -807,7 +807,7 @@ START_TEST(file_work_group_sizes_are_applied)
         strcpy(e.names[0], "SWG");
         e.values[0] = 48;
         ck_assert_int_eq(cg_context_set_tuning(ctx, &e), CG_EINVAL);
-        ck_assert_msg(strstr(cg_last_error(), "power of two"), "%s", TU_ERR);
+        ck_assert_msg(strstr(cg_last_error(), "power of two"), "%s", TT_ERR);
     }
     cg_context_free(ctx);
 }
@@ -819,7 +819,7 @@ main(void)
     Suite *s = suite_create("tune");
     TCase *tc = tcase_create("tune");
 
-    tu_require_device();
+    tt_require_device();
     if (cg_kernel_source_hash("rnn", rnn_hash) != CG_OK) {
         fprintf(stderr, "%s\n", cg_last_error());
         return 1;
@@ -833,5 +833,5 @@ main(void)
     tcase_add_test(tc, file_work_group_sizes_are_applied);
     tcase_add_test(tc, clblast_parameters_are_applied);
     suite_add_tcase(s, tc);
-    return tu_run(s);
+    return tt_run(s);
 }

@@ -32,7 +32,7 @@ run_tune(const char *dir, const char *args, int *status)
 
     if (dir)
         snprintf(env, sizeof env, "CLGRAD_TUNING_DIR='%s'", dir);
-    return tu_run_tool(dir ? env : NULL, "clgrad-tune", args, status);
+    return tt_run_tool(dir ? env : NULL, "clgrad-tune", args, status);
 }
 
 static json_object *
@@ -97,7 +97,7 @@ check_rnn_entry(const cg_tuning_entry *e)
 static void
 assert_match(cg_tuning_match m)
 {
-    if (tu_checker())
+    if (tt_checker())
         ck_assert_int_ge(m, CG_TUNING_VENDOR);
     else
         ck_assert_int_eq(m, CG_TUNING_EXACT);
@@ -114,7 +114,7 @@ START_TEST(a_tiny_run_writes_a_database_that_contexts_use)
     cg_context *ctx;
     int status, i, n, found = 0;
 
-    snprintf(dir, sizeof dir, "%s/tuning", tu_tmpdir());
+    snprintf(dir, sizeof dir, "%s/tuning", tt_tmpdir());
     snprintf(args, sizeof args, BUDGET "--only rnn --model-shape "
              LSTM_SHAPE " --max-candidates 2 --json --quiet");
     out = run_tune(dir, args, &status);
@@ -139,7 +139,7 @@ START_TEST(a_tiny_run_writes_a_database_that_contexts_use)
 
     /* The file loads and holds the entry. */
     db = cg_tuning_db_load(path);
-    ck_assert_msg(db != NULL, "%s", TU_ERR);
+    ck_assert_msg(db != NULL, "%s", TT_ERR);
     find_entry(db, "rnn.lstm", "H16", &e);
     check_rnn_entry(&e);
     cg_tuning_db_free(db);
@@ -147,7 +147,7 @@ START_TEST(a_tiny_run_writes_a_database_that_contexts_use)
     /* A context made with that tuning directory has it in force. */
     ck_assert_int_eq(setenv("CLGRAD_TUNING_DIR", dir, 1), 0);
     ctx = cg_context_new(NULL);
-    ck_assert_msg(ctx != NULL, "%s", TU_ERR);
+    ck_assert_msg(ctx != NULL, "%s", TT_ERR);
     ck_assert_int_eq(cg_context_tuning_count(ctx, &n), CG_OK);
     for (i = 0; i < n; i++) {
         ck_assert_int_eq(cg_context_tuning_entry(ctx, i, &in_force), CG_OK);
@@ -172,7 +172,7 @@ START_TEST(a_tiny_run_writes_a_database_that_contexts_use)
                    &status);
     ck_assert_int_eq(status, 0);
     db = cg_tuning_db_load(path);
-    ck_assert_msg(db != NULL, "%s", TU_ERR);
+    ck_assert_msg(db != NULL, "%s", TT_ERR);
     find_entry(db, "rnn.lstm", "H16", &e);
     check_rnn_entry(&e);
     find_entry(db, "rnn.gru", "H8", &e);
@@ -198,7 +198,7 @@ START_TEST(the_kernels_stage_writes_an_entry_per_file)
     cg_context *ctx;
     int status, f, i, n, found;
 
-    snprintf(dir, sizeof dir, "%s/kernels", tu_tmpdir());
+    snprintf(dir, sizeof dir, "%s/kernels", tt_tmpdir());
     out = run_tune(dir, BUDGET "--only kernels --model-shape "
                    "lstm:B=2,H=16,I=8,T=4 --max-candidates 1 --json "
                    "--quiet", &status);
@@ -210,7 +210,7 @@ START_TEST(the_kernels_stage_writes_an_entry_per_file)
     kernels = get(root, "kernels");
     ck_assert_int_eq(json_object_array_length(kernels), 5);
     db = cg_tuning_db_load(path);
-    ck_assert_msg(db != NULL, "%s", TU_ERR);
+    ck_assert_msg(db != NULL, "%s", TT_ERR);
     for (f = 0; f < 5; f++) {
         json_object *k = json_object_array_get_idx(kernels, (size_t)f);
         long v;
@@ -234,7 +234,7 @@ START_TEST(the_kernels_stage_writes_an_entry_per_file)
 
     ck_assert_int_eq(setenv("CLGRAD_TUNING_DIR", dir, 1), 0);
     ctx = cg_context_new(NULL);
-    ck_assert_msg(ctx != NULL, "%s", TU_ERR);
+    ck_assert_msg(ctx != NULL, "%s", TT_ERR);
     ck_assert_int_eq(cg_context_tuning_count(ctx, &n), CG_OK);
     for (f = 0; f < 5; f++) {
         found = 0;
@@ -265,7 +265,7 @@ START_TEST(dry_run_writes_nothing)
     int status;
     struct stat st;
 
-    snprintf(dir, sizeof dir, "%s/dry", tu_tmpdir());
+    snprintf(dir, sizeof dir, "%s/dry", tt_tmpdir());
     snprintf(file, sizeof file, "%s/db.json", dir);
     {
         char args[1024];
@@ -295,7 +295,7 @@ START_TEST(a_tiny_budget_still_gives_a_valid_result)
     struct stat st;
     int status;
 
-    snprintf(dir, sizeof dir, "%s/tiny", tu_tmpdir());
+    snprintf(dir, sizeof dir, "%s/tiny", tt_tmpdir());
     snprintf(file, sizeof file, "%s/db.json", dir);
     snprintf(args, sizeof args, "--budget 0.001 --only rnn --model-shape "
              LSTM_SHAPE " --max-candidates 1 --json --quiet --output '%s'",
@@ -310,7 +310,7 @@ START_TEST(a_tiny_budget_still_gives_a_valid_result)
     ck_assert(json_object_is_type(kernels, json_type_array));
     if (json_object_get_boolean(get(root, "written"))) {
         db = cg_tuning_db_load(file);
-        ck_assert_msg(db != NULL, "%s", TU_ERR);
+        ck_assert_msg(db != NULL, "%s", TT_ERR);
         find_entry(db, "rnn.lstm", "H16", &e);
         check_rnn_entry(&e);
         cg_tuning_db_free(db);
@@ -358,7 +358,7 @@ main(void)
     Suite *s = suite_create("tune_tool");
     TCase *tc = tcase_create("tune_tool");
 
-    tu_require_device();
+    tt_require_device();
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, help_version_and_usage_errors);
     tcase_add_test(tc, a_tiny_run_writes_a_database_that_contexts_use);
@@ -366,5 +366,5 @@ main(void)
     tcase_add_test(tc, dry_run_writes_nothing);
     tcase_add_test(tc, a_tiny_budget_still_gives_a_valid_result);
     suite_add_tcase(s, tc);
-    return tu_run(s);
+    return tt_run(s);
 }

@@ -26,7 +26,7 @@ no_device(const char *why)
 }
 
 void
-tu_require_device(void)
+tt_require_device(void)
 {
     int n = 0;
 
@@ -35,10 +35,10 @@ tu_require_device(void)
 }
 
 cg_context *
-tu_ctx(void)
+tt_ctx(void)
 {
     if (!shared_ctx) {
-        tu_require_device();
+        tt_require_device();
         shared_ctx = cg_context_new(NULL);
         if (!shared_ctx)
             no_device(cg_last_error());
@@ -59,7 +59,7 @@ remove_tmpdir(void)
 }
 
 const char *
-tu_tmpdir(void)
+tt_tmpdir(void)
 {
     if (!tmpdir[0]) {
         const char *base = getenv("TMPDIR");
@@ -76,7 +76,7 @@ tu_tmpdir(void)
 }
 
 int
-tu_run(Suite *s)
+tt_run(Suite *s)
 {
     SRunner *sr = srunner_create(s);
     int failed;
@@ -91,7 +91,7 @@ tu_run(Suite *s)
 }
 
 int
-tu_checker(void)
+tt_checker(void)
 {
     const char *c = getenv("CLGRAD_TEST_CHECKER");
 
@@ -99,7 +99,7 @@ tu_checker(void)
 }
 
 char *
-tu_run_tool(const char *env, const char *tool, const char *args, int *status)
+tt_run_tool(const char *env, const char *tool, const char *args, int *status)
 {
     const char *bld = getenv("TEST_BUILDDIR");
     char cmd[2048];

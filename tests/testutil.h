@@ -13,33 +13,33 @@
 
 /* The program's shared context, created on first use.  Without a device
  * the program exits 77 (SKIP), or 1 when CI is set in the environment. */
-cg_context *tu_ctx(void);
+cg_context *tt_ctx(void);
 
 /* Exits 77 / 1 as above if no OpenCL device exists. */
-void tu_require_device(void);
+void tt_require_device(void);
 
 /* Runs the suite without forking (OpenCL state does not survive fork),
  * frees the shared context and returns the exit status for main. */
-int tu_run(Suite *s);
+int tt_run(Suite *s);
 
 /* A fresh temporary directory (removed at exit with its contents). */
-const char *tu_tmpdir(void);
+const char *tt_tmpdir(void);
 
 /* Nonzero when the program runs under a memory checker (make
  * check-valgrind, make check-oclgrind set CLGRAD_TEST_CHECKER), which makes
  * it 20-100 times slower: tests then check fewer elements by finite
  * differences and skip repeats that only add numerical coverage; every
  * code path still runs. */
-int tu_checker(void);
+int tt_checker(void);
 
 /* Runs $TEST_BUILDDIR/tools/<tool> (or ./tools/<tool>) with `args`,
  * stderr discarded, `env` ("VAR='value' ..." or NULL) set for it; returns
  * its stdout (the caller frees it) and sets *status to its exit status
  * (-1 if it did not exit). */
-char *tu_run_tool(const char *env, const char *tool, const char *args,
+char *tt_run_tool(const char *env, const char *tool, const char *args,
                   int *status);
 
 /* The last error, for ck_assert messages. */
-#define TU_ERR cg_last_error()
+#define TT_ERR cg_last_error()
 
 #endif

@@ -114,14 +114,14 @@ void tu_report_candidate(json_object *k, const tu_params *p,
  * status is CG_OK), tol the most allowed.  A timed candidate faster than
  * *best_us becomes *best.  Returns 1 if the candidate was timed, 0 if
  * measuring failed, -1 if it did not verify (msg then says by how much). */
+int tu_judge(json_object *k, const tu_params *cand, int status,
+             const char *why, double us, double err, double tol,
+             tu_params *best, double *best_us, char *msg, size_t msglen);
 /* Ends a kernel of the rnn and kernels stages: with no candidate timed
  * (tried 0) reports so and returns 0; else keeps *best with its time,
  * the defaults' and `note`, reports it, and returns 1. */
 int tu_conclude(tu_run *r, json_object *k, int tried, tu_params *best,
                 double best_us, double def_us, const char *note);
-int tu_judge(json_object *k, const tu_params *cand, int status,
-             const char *why, double us, double err, double tol,
-             tu_params *best, double *best_us, char *msg, size_t msglen);
 void tu_report_result(json_object *k, double default_us,
                       const tu_params *best, double best_us,
                       const char *outcome);

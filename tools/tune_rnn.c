@@ -2,11 +2,14 @@
  * tools/tune_rnn.c - clgrad-tune's stages for clgrad's own kernels: the
  * fused recurrent step kernels' VW, RB and WG (their candidates are the
  * @tunable lines of kernels/rnn.cl's banner), and the hidden size from
- * which a layer takes the GEMM path.  A candidate is timed on a whole
- * layer, forward and backward over T steps, with weights, input and output
- * gradient drawn from the same seed as the defaults' run, and must give
- * the defaults' output and gradients.  The @tunable parser and the output
- * helpers (tu_parse_tunables, tu_out_*) serve tune_kernels.c too.
+ * which a layer takes the GEMM path.  A step-kernel candidate runs a
+ * whole layer once, forward and backward over T steps, with weights, input
+ * and output gradient drawn from the same seed as the defaults' run, and
+ * must give the defaults' output and gradients; it is then timed on the
+ * step kernels' launches alone (a layer's pass is mostly GEMMs, whose time
+ * and noise buried the differences).  The rnn.path stage times whole
+ * layers on either path.  The @tunable parser and the output helpers
+ * (tu_parse_tunables, tu_out_*) serve tune_kernels.c too.
  */
 #include <math.h>
 #include <stdio.h>

@@ -38,7 +38,7 @@ release_saved(cg__node *n)
 {
     int k;
 
-    for (k = 0; k < CG_NODE_SAVED; k++) {
+    for (k = 0; k < CG__NODE_SAVED; k++) {
         cg_tensor_free(n->saved[k]);
         n->saved[k] = NULL;
     }
@@ -58,7 +58,7 @@ cg__node_unref(cg__node *n)
         return;
     release_saved(n);
     cg_tensor_free(n->grad_acc);
-    for (k = 0; k < CG_NODE_EXTRA; k++)
+    for (k = 0; k < CG__NODE_EXTRA; k++)
         cg_tensor_free(n->extra_acc[k]);
     if (n->keep_unref)
         n->keep_unref(n->keep);
@@ -289,7 +289,7 @@ drop_acc(cg__node *n)
 
     cg_tensor_free(n->grad_acc);
     n->grad_acc = NULL;
-    for (k = 0; k < CG_NODE_EXTRA; k++) {
+    for (k = 0; k < CG__NODE_EXTRA; k++) {
         cg_tensor_free(n->extra_acc[k]);
         n->extra_acc[k] = NULL;
     }
@@ -377,7 +377,7 @@ cg_backward(cg_tensor *root, cg_tensor *grad_output, int retain_graph)
     /* order is post-order (inputs first); walk it from the end. */
     for (i = order.n; i-- > 0 && status == CG_OK;) {
         cg__node *n = order.v[i];
-        cg_tensor *gin[CG_NODE_INPUTS] = { NULL };
+        cg_tensor *gin[CG__NODE_INPUTS] = { NULL };
         int k;
 
         if (!has_grad(n))
@@ -420,7 +420,7 @@ typedef struct {
 } strbuf;
 
 static void
-sb_printf(strbuf *b, const char *fmt, ...) CG_PRINTF(2, 3);
+sb_printf(strbuf *b, const char *fmt, ...) CG__PRINTF(2, 3);
 
 static void
 sb_printf(strbuf *b, const char *fmt, ...)

@@ -9,10 +9,10 @@
 
 /* A recurrent layer takes its input, two initial states and four
  * parameters per direction. */
-#define CG_NODE_INPUTS 16
-#define CG_NODE_SAVED (CG_NODE_INPUTS + 1)
+#define CG__NODE_INPUTS 16
+#define CG__NODE_SAVED (CG__NODE_INPUTS + 1)
 /* Outputs beyond the first (a recurrent layer's final states). */
-#define CG_NODE_EXTRA 2
+#define CG__NODE_EXTRA 2
 
 typedef struct cg__node cg__node;
 
@@ -32,9 +32,9 @@ struct cg__node {
     const char *kname;            /* kernel name prefix, if any */
     cg__backward_fn backward;
     int ninputs;
-    cg_tensor *inputs[CG_NODE_INPUTS];   /* references */
-    int needs[CG_NODE_INPUTS];           /* input requires grad */
-    cg_tensor *saved[CG_NODE_SAVED];     /* detached references */
+    cg_tensor *inputs[CG__NODE_INPUTS];   /* references */
+    int needs[CG__NODE_INPUTS];           /* input requires grad */
+    cg_tensor *saved[CG__NODE_SAVED];     /* detached references */
     double f[4];                         /* op parameters */
     int64_t i[2 * CG_MAX_DIMS + 2];
     /* An object backward needs that may outlive its creator's handle (a
@@ -49,7 +49,7 @@ struct cg__node {
     int nextra;                   /* extra outputs (cg__record_extra) */
     /* Scratch for backward. */
     cg_tensor *grad_acc;
-    cg_tensor *extra_acc[CG_NODE_EXTRA];
+    cg_tensor *extra_acc[CG__NODE_EXTRA];
     int mark;
 };
 
@@ -61,7 +61,7 @@ cg__node *cg__record(cg_tensor *out, const char *op, cg__backward_fn bwd,
                      int ninputs, cg_tensor *const *inputs, int *status);
 
 /* Makes t, a further output of the op that recorded n, the node's extra
- * output number `slot` (1..CG_NODE_EXTRA): t requires grad and its
+ * output number `slot` (1..CG__NODE_EXTRA): t requires grad and its
  * gradient reaches n's backward in n->extra_acc[slot - 1].  t takes a
  * reference to n. */
 void cg__record_extra(cg__node *n, cg_tensor *t, int slot);

@@ -45,7 +45,7 @@ typedef struct cg__program {
 } cg__program;
 
 /* Size classes of the pool: 4 per power of two from 256 bytes up. */
-#define CG_POOL_CLASSES 256
+#define CG__POOL_CLASSES 256
 
 typedef struct cg__block {
     struct cg__block *next;
@@ -83,7 +83,7 @@ struct cg_context {
      * and every buffer's history starts fresh. */
     int exact_blocks;
     cg__program *programs;
-    cg__block *free_blocks[CG_POOL_CLASSES];
+    cg__block *free_blocks[CG__POOL_CLASSES];
     cg_buffer *live;        /* buffers not yet freed */
     cg_memory_stats stats;
     char *build_defines;    /* -D options every program gets (tuning) */

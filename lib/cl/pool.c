@@ -42,7 +42,7 @@ cg_context_release_cache(cg_context *ctx)
     cg__error_clear();
     if (!ctx)
         return cg__error(CG_EINVAL, "ctx is NULL");
-    for (i = 0; i < CG_POOL_CLASSES; i++) {
+    for (i = 0; i < CG__POOL_CLASSES; i++) {
         cg__block *b = ctx->free_blocks[i], *next;
 
         for (; b; b = next) {

@@ -11,9 +11,9 @@
 
 #include "core/internal.h"
 
-#define CG_ERROR_MAX 16384
+#define ERROR_MAX 16384
 
-static _Thread_local char last_error[CG_ERROR_MAX];
+static _Thread_local char last_error[ERROR_MAX];
 static _Thread_local int last_status;
 /* Nonzero while cg__error_quiet_enter is in effect on this thread. */
 static _Thread_local int quiet;

@@ -12,18 +12,18 @@
 #include "clgrad.h"
 
 #if defined(__GNUC__)
-#define CG_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#define CG__PRINTF(f, a) __attribute__((format(printf, f, a)))
 #else
-#define CG_PRINTF(f, a)
+#define CG__PRINTF(f, a)
 #endif
 
 /* Records `status` with a formatted message as this thread's last error and
  * returns `status`, so that a failing path reads
  *     return cg__error(CG_EINVAL, "x is NULL");                           */
-int cg__error(int status, const char *fmt, ...) CG_PRINTF(2, 3);
+int cg__error(int status, const char *fmt, ...) CG__PRINTF(2, 3);
 
 /* Appends text to the last error message (for build logs, device lists). */
-void cg__error_append(const char *fmt, ...) CG_PRINTF(1, 2);
+void cg__error_append(const char *fmt, ...) CG__PRINTF(1, 2);
 
 /* Clears the last error; public entry points call it on entry. */
 void cg__error_clear(void);
@@ -38,7 +38,7 @@ void cg__error_quiet_leave(void);
 
 /* Passes a message to the application's log callback (cg_set_log), if it
  * has set one; formats nothing otherwise.  Never touches the error state. */
-void cg__log(cg_log_level level, const char *fmt, ...) CG_PRINTF(2, 3);
+void cg__log(cg_log_level level, const char *fmt, ...) CG__PRINTF(2, 3);
 
 /* The status of the last cg__error on this thread (CG_OK after a clear):
  * how a function that returned NULL failed. */

@@ -18,7 +18,7 @@
 #define MAX_NAME 64
 #define MAX_PARAMS 1024
 /* The public limit on a custom op's inputs (clgrad.h). */
-#define CG_CUSTOM_MAX_INPUTS 8
+#define MAX_INPUTS 8
 
 struct cg_custom_op {
     int refs;                /* the creator's handle + recorded nodes */
@@ -28,7 +28,7 @@ struct cg_custom_op {
     cg_shape_rule shape_rule;
     void *user;
     cl_kernel forward;       /* owned */
-    cl_kernel backward[CG_NODE_INPUTS];
+    cl_kernel backward[CG__NODE_INPUTS];
     cg_buffer *params;       /* max(nparams, 1) floats */
 };
 
@@ -74,9 +74,9 @@ check_def(const cg_context *ctx, const cg_custom_op_def *def)
     if (!def->source)
         return cg__error(CG_EINVAL, "custom op '%s': source is NULL",
                          def->name);
-    if (def->ninputs < 1 || def->ninputs > CG_CUSTOM_MAX_INPUTS)
+    if (def->ninputs < 1 || def->ninputs > MAX_INPUTS)
         return cg__error(CG_EINVAL, "custom op '%s': ninputs is %d, not "
-                         "1..%d", def->name, def->ninputs, CG_CUSTOM_MAX_INPUTS);
+                         "1..%d", def->name, def->ninputs, MAX_INPUTS);
     if (!def->forward_kernel || !*def->forward_kernel)
         return cg__error(CG_EINVAL, "custom op '%s': no forward kernel name",
                          def->name);
@@ -185,7 +185,7 @@ op_release(cg_custom_op *op)
 
     if (op->forward)
         clReleaseKernel(op->forward);
-    for (k = 0; k < CG_NODE_INPUTS; k++)
+    for (k = 0; k < CG__NODE_INPUTS; k++)
         if (op->backward[k])
             clReleaseKernel(op->backward[k]);
     cg_buffer_free(op->params);
@@ -320,8 +320,8 @@ static int
 output_shape(const cg_custom_op *op, int n, cg_tensor *const *in, int *ndim,
              int64_t *shape)
 {
-    const int64_t *shapes[CG_NODE_INPUTS];
-    int ndims[CG_NODE_INPUTS], k, d;
+    const int64_t *shapes[CG__NODE_INPUTS];
+    int ndims[CG__NODE_INPUTS], k, d;
     char buf[512];
 
     if (!op->shape_rule)
@@ -363,7 +363,7 @@ plain(cg_tensor *t)
 static cg_tensor *
 shapes_tensor(cg_context *ctx, int n, cg_tensor *const *t)
 {
-    cl_int host[(CG_NODE_INPUTS + 1) * CG_CUSTOM_SHAPE_STRIDE];
+    cl_int host[(CG__NODE_INPUTS + 1) * CG_CUSTOM_SHAPE_STRIDE];
     int64_t len = (int64_t)(n + 1) * CG_CUSTOM_SHAPE_STRIDE;
     int k, d;
 
@@ -407,7 +407,7 @@ static int
 custom_backward(cg__node *node, cg_tensor *gy, cg_tensor **gin)
 {
     cg_custom_op *op = node->keep;
-    cg_tensor *mem[CG_NODE_INPUTS + 3], *shapes, *g;
+    cg_tensor *mem[CG__NODE_INPUTS + 3], *shapes, *g;
     int n = node->ninputs, j, status = CG_OK;
 
     /* saved[0..n-1]: plain inputs; saved[n]: the output. */
@@ -462,7 +462,7 @@ record(cg_custom_op *op, cg_tensor *y, cg_tensor *const *in,
 cg_tensor *
 cg_custom_op_apply(cg_custom_op *op, int ninputs, cg_tensor *const *inputs)
 {
-    cg_tensor *mem[CG_NODE_INPUTS + 1] = { NULL }, *y = NULL, *shapes = NULL;
+    cg_tensor *mem[CG__NODE_INPUTS + 1] = { NULL }, *y = NULL, *shapes = NULL;
     int64_t shape[CG_MAX_DIMS];
     int ndim, k, status;
 

@@ -8,17 +8,17 @@
 
 #include "autograd/internal.h"
 
-#define CG_LAYOUT_OPS 4
+#define CG__LAYOUT_OPS 4
 #define CG_WG 64        /* work-group size of elementwise launches */
 
-/* An iteration space (a shape) and the strides of up to CG_LAYOUT_OPS
+/* An iteration space (a shape) and the strides of up to CG__LAYOUT_OPS
  * operands over it, coalesced: size-1 dimensions dropped and neighbours
  * merged where every operand allows, so contiguous data is 1-D. */
 typedef struct cg__layout {
     int nd;
     cl_int8 shape;
-    cl_int8 strides[CG_LAYOUT_OPS];
-    cl_int offset[CG_LAYOUT_OPS];
+    cl_int8 strides[CG__LAYOUT_OPS];
+    cl_int offset[CG__LAYOUT_OPS];
     int64_t numel;
 } cg__layout;
 

@@ -83,7 +83,7 @@ concat_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
     return CG_OK;
 }
 
-/* At most CG_NODE_INPUTS checked tensors: one copy each, one node. */
+/* At most CG__NODE_INPUTS checked tensors: one copy each, one node. */
 static cg_tensor *
 concat_direct(cg_tensor *const *ts, int n, int d, int64_t total)
 {
@@ -115,26 +115,26 @@ concat_direct(cg_tensor *const *ts, int n, int d, int64_t total)
     return y;
 }
 
-/* A node holds at most CG_NODE_INPUTS inputs, so longer lists are joined
+/* A node holds at most CG__NODE_INPUTS inputs, so longer lists are joined
  * in groups first: a tree of concats with the same result. */
 static cg_tensor *
 concat_tree(cg_tensor *const *ts, int n, int d)
 {
-    int ng = (n + CG_NODE_INPUTS - 1) / CG_NODE_INPUTS, k, j;
+    int ng = (n + CG__NODE_INPUTS - 1) / CG__NODE_INPUTS, k, j;
     int64_t total = 0;
     cg_tensor **parts, *y = NULL;
 
     for (k = 0; k < n; k++)
         total += ts[k]->shape[d];
-    if (n <= CG_NODE_INPUTS)
+    if (n <= CG__NODE_INPUTS)
         return concat_direct(ts, n, d, total);
     parts = cg__calloc((size_t)ng, sizeof *parts);
     if (!parts)
         return NULL;
     for (k = 0; k < ng; k++) {
-        j = n - k * CG_NODE_INPUTS;
-        parts[k] = concat_tree(ts + k * CG_NODE_INPUTS,
-                               j < CG_NODE_INPUTS ? j : CG_NODE_INPUTS, d);
+        j = n - k * CG__NODE_INPUTS;
+        parts[k] = concat_tree(ts + k * CG__NODE_INPUTS,
+                               j < CG__NODE_INPUTS ? j : CG__NODE_INPUTS, d);
         if (!parts[k])
             break;
     }

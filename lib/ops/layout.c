@@ -12,7 +12,7 @@ void
 cg__layout_from(cg__layout *l, int ndim, const int64_t *shape, int nops,
                 int64_t (*strides)[CG_MAX_DIMS], const int64_t *offsets)
 {
-    int64_t sh[CG_MAX_DIMS], st[CG_LAYOUT_OPS][CG_MAX_DIMS];
+    int64_t sh[CG_MAX_DIMS], st[CG__LAYOUT_OPS][CG_MAX_DIMS];
     int d, k, nd = 0;
 
     memset(l, 0, sizeof *l);
@@ -68,7 +68,7 @@ void
 cg__layout_make(cg__layout *l, int ndim, const int64_t *shape, int nops,
                 const cg_tensor *const *ops)
 {
-    int64_t st[CG_LAYOUT_OPS][CG_MAX_DIMS], off[CG_LAYOUT_OPS];
+    int64_t st[CG__LAYOUT_OPS][CG_MAX_DIMS], off[CG__LAYOUT_OPS];
     int d, k;
 
     /* Align each operand to the right; stride 0 where it is broadcast. */
