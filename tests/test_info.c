@@ -1,10 +1,12 @@
 /*
  * tests/test_info.c - clgrad-info: its JSON report parses back and agrees
- * with the library, its options and exit statuses.
+ * with the library, skipped tuning files are reported, its options and
+ * exit statuses.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <json-c/json.h>
@@ -116,6 +118,30 @@ START_TEST(no_measure_and_device_selection)
 }
 END_TEST
 
+/* What the tuning lookup skips reaches the report (the library logs it
+ * through cg_set_log; it is no longer left in cg_last_error). */
+START_TEST(skipped_tuning_files_are_reported)
+{
+    char dir[512], path[600], env[700], *out;
+    int status;
+    FILE *f;
+
+    snprintf(dir, sizeof dir, "%s/info-tuning", tt_tmpdir());
+    ck_assert_int_eq(mkdir(dir, 0700), 0);
+    snprintf(path, sizeof path, "%s/corrupt.json", dir);
+    ck_assert_ptr_nonnull(f = fopen(path, "w"));
+    fputs("{\"format\": \"clgrad-tuning\", \"ver", f);
+    fclose(f);
+    snprintf(env, sizeof env, "CLGRAD_TUNING_DIR='%s'", dir);
+    out = tt_run_tool(env, "clgrad-info", "--no-measure --device 0",
+                      &status);
+    ck_assert_int_eq(status, 0);
+    ck_assert_msg(strstr(out, "warning: tuning: ") &&
+                  strstr(out, "corrupt.json ignored"), "%s", out);
+    free(out);
+}
+END_TEST
+
 START_TEST(human_output_list_help_and_errors)
 {
     cg_device_info info;
@@ -187,6 +213,7 @@ main(void)
     tcase_add_test(tc, json_report_parses_and_matches_the_library);
     tcase_add_test(tc, no_measure_and_device_selection);
     tcase_add_test(tc, human_output_list_help_and_errors);
+    tcase_add_test(tc, skipped_tuning_files_are_reported);
     tcase_add_test(tc, no_platform_exits_1_with_advice);
     suite_add_tcase(s, tc);
     return tt_run(s);

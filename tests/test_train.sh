@@ -9,6 +9,7 @@
 #     device time per kernel;
 #   - Ctrl-C saves a checkpoint and exits cleanly;
 #   - a diverging run stops at a non-finite loss naming the step;
+#   - a skipped tuning file is a warning on stderr, not a failure;
 #   - bad arguments and a corrupt checkpoint give messages, not crashes.
 set -u
 top=${TEST_SRCDIR:-.}
@@ -54,6 +55,16 @@ mlp="--model mlp --data $top/data/digits.csv --hidden 32,16 --steps 30
     --quiet --checkpoint "$tmp/m13+17.st" || fail "mlp: resume"
 cmp "$tmp/m30.st" "$tmp/m13+17.st" ||
     fail "mlp: 13 + 17 steps differ from 30 steps"
+
+# --- what the library logs (a skipped tuning file) is on stderr, after
+# the program's name, and the run goes on
+mkdir "$tmp/tuning" && printf '{"format": "clgrad-tuning", "ver' \
+    > "$tmp/tuning/corrupt.json"
+# shellcheck disable=SC2086
+CLGRAD_TUNING_DIR="$tmp/tuning" "$train" $mlp --steps 1 2> "$tmp/log.err" ||
+    fail "corrupt tuning file: exit status $?"
+grep -q "^clgrad-train: warning: tuning: .*corrupt.json ignored" \
+    "$tmp/log.err" || fail "corrupt tuning file: no warning ($(cat "$tmp/log.err"))"
 
 # --- sampling from a checkpoint
 # (the vocabulary comes from the checkpoint: no --data needed)
