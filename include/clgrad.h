@@ -1309,8 +1309,8 @@ int cg_text_batch(const cg_text *t, cg_context *ctx, int steps, int batch,
  * of another format version, or with a bad entry, and a stale entry, are
  * skipped: the context is still made, and each one is logged as a
  * CG_LOG_WARNING ("tuning: ...", see cg_set_log) that says what was skipped
- * and why.  CLGRAD_TUNING=0 in the
- * environment when a context is made works as options.no_tuning.
+ * and why.  CLGRAD_TUNING=0 in the environment when a context is made
+ * works as options.no_tuning.
  * ------------------------------------------------------------------------ */
 #define CG_TUNING_MAX_PARAMS 24
 
