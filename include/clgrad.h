@@ -332,6 +332,14 @@ cg_tensor *cg_rand_uniform(cg_context *ctx, int ndim, const int64_t *shape,
 cg_tensor *cg_rand_normal(cg_context *ctx, int ndim, const int64_t *shape,
                           float mean, float std);
 
+/* Host random numbers, SplitMix64: the next 64-bit number of the stream
+ * whose whole state is *state (any value is a valid seed; save it to
+ * resume the stream), and a uniform double in [0, 1) made from its top 53
+ * bits.  The dataset shuffles use this generator.  They cannot fail; a
+ * NULL state gives 0 and is left alone. */
+uint64_t cg_splitmix64_next(uint64_t *state);
+double cg_splitmix64_uniform(uint64_t *state);
+
 /* Adds a reference (returns t). */
 cg_tensor *cg_tensor_ref(cg_tensor *t);
 /* Drops a reference; the last one frees the tensor.  NULL is ignored. */

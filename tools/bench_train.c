@@ -48,15 +48,6 @@ typedef struct model {
 
 static uint64_t seed = 7;
 
-static uint64_t
-rnd(void)
-{
-    uint64_t z = (seed += 0x9E3779B97F4A7C15ULL);
-
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-}
 
 static cg_tensor *
 host_tensor(cg_context *ctx, int ids, int ndim, const int64_t *shape,
@@ -71,10 +62,10 @@ host_tensor(cg_context *ctx, int ids, int ndim, const int64_t *shape,
     v = malloc((size_t)n * 4);
     for (i = 0; v && i < n; i++) {
         if (ids)
-            ((int32_t *)v)[i] = (int32_t)(rnd() % (uint64_t)classes);
+            ((int32_t *)v)[i] = (int32_t)(cg_splitmix64_next(&seed) %
+                                          (uint64_t)classes);
         else
-            ((float *)v)[i] = (float)((double)(rnd() >> 11) /
-                                      9007199254740992.0 * 2 - 1);
+            ((float *)v)[i] = (float)(cg_splitmix64_uniform(&seed) * 2 - 1);
     }
     t = v ? cg_tensor_from_host(ctx, ids ? CG_I32 : CG_F32, ndim, shape, v)
           : NULL;

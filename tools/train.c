@@ -110,24 +110,6 @@ now(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* Host random numbers (shuffles, sampling): splitmix64, whose state is
- * saved in checkpoints. */
-static uint64_t
-rng_next(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ULL);
-
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-}
-
-static double
-rng_uniform(uint64_t *s)
-{
-    return (double)(rng_next(s) >> 11) / 9007199254740992.0;
-}
-
 /* ------------------------------------------------------------------------
  * Models
  * ------------------------------------------------------------------------ */
@@ -1009,7 +991,7 @@ sample(run *r, int64_t n, uint64_t seed)
             break;
         }
         cg_tensor_free(pr);
-        u = rng_uniform(&rng);
+        u = cg_splitmix64_uniform(&rng);
         for (k = 0; k < V - 1; k++) {
             acc += p[k];
             if (u < acc)

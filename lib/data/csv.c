@@ -27,16 +27,6 @@ struct cg_dataset {
 
 /* ------------------------------------------------------------ shuffling */
 
-static uint64_t
-splitmix64(uint64_t *state)
-{
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
-
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
 /* A uniform integer in [0, n), without modulo bias. */
 static uint64_t
 below(uint64_t *state, uint64_t n)
@@ -44,7 +34,7 @@ below(uint64_t *state, uint64_t n)
     uint64_t limit = UINT64_MAX - UINT64_MAX % n, r;
 
     do
-        r = splitmix64(state);
+        r = cg_splitmix64_next(state);
     while (r >= limit);
     return r % n;
 }
@@ -56,7 +46,8 @@ shuffle(int64_t *perm, int64_t n, uint64_t seed, uint64_t stream)
     uint64_t state = seed;
     int64_t i;
 
-    state = splitmix64(&state) ^ (stream * 0xd1b54a32d192ed03ULL);
+    state = cg_splitmix64_next(&state) ^
+            (stream * 0xd1b54a32d192ed03ULL);
     for (i = 0; i < n; i++)
         perm[i] = i;
     for (i = n - 1; i > 0; i--) {
