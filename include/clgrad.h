@@ -1021,10 +1021,12 @@ void cg_lr_schedule_free(cg_lr_schedule *sched);
  * Parameters keep PyTorch's names (cg_checkpoint_add_module with prefix
  * "lstm." gives "lstm.weight_ih_l0", as model.state_dict() does).
  *
- * Resuming a run: the model's and the optimizer's tensors go in as tensors,
- * the generator's state with cg_checkpoint_add_generator, and the step
- * count, schedule position, vocabulary and training configuration as
- * metadata (cg_checkpoint_set_meta*, JSON text is fine as a value).
+ * Resuming a run: the model with cg_checkpoint_add_module, the optimizer's
+ * state with cg_checkpoint_add_optimizer, the generator's state with
+ * cg_checkpoint_add_generator, the training position (step, epoch, batch,
+ * schedule) with cg_checkpoint_add_position, and anything else
+ * (vocabulary, training configuration) as metadata (cg_checkpoint_set_meta*,
+ * JSON text is fine as a value).  Each has its restore (get) below.
  *
  * A checkpoint holds host copies: adding a tensor copies its contents
  * (waiting for the work that computes it), and nothing in a checkpoint
@@ -1132,6 +1134,47 @@ int cg_checkpoint_restore_module(const cg_checkpoint *ck, const char *prefix,
  * (CG_EFORMAT if it is missing or malformed; the generator is then left
  * alone). */
 int cg_checkpoint_restore_generator(const cg_checkpoint *ck, cg_context *ctx);
+
+/* An optimizer's state (see Optimizers): every state tensor there is now
+ * (cg_optim_state_get) as prefix + its name, "optim.exp_avg.3", and each
+ * parameter's step count as metadata prefix + "step." + index,
+ * "optim.step.3".  prefix NULL means "optim.", the names clgrad-train has
+ * always used; "" is CG_EINVAL.  The tensors are copied (waiting for the
+ * queued steps).  On error nothing was added. */
+int cg_checkpoint_add_optimizer(cg_checkpoint *ck, const char *prefix,
+                                const cg_optimizer *opt);
+/* Writes that state back into opt, which must be made with the same
+ * options over parameters of the same shapes (its own parameters are not
+ * touched: restore them with cg_checkpoint_restore_module).  Everything
+ * is checked first, and any fault changes nothing: a missing step count,
+ * a negative or malformed one, a state tensor of another dtype or shape
+ * than its parameter, a state tensor missing for a parameter that has
+ * taken steps, or a tensor under the prefix that is no state of this
+ * optimizer (another kind of optimizer, more parameters) give CG_EFORMAT
+ * naming the tensor or key.  State the checkpoint does not hold for a
+ * parameter that has not stepped stays as it is. */
+int cg_checkpoint_restore_optimizer(const cg_checkpoint *ck,
+                                    const char *prefix, cg_optimizer *opt);
+
+/* Where a training run stands, as whole numbers >= 0, stored as metadata
+ * "train.total", "train.step", "train.epoch", "train.index" and
+ * "train.schedule" (clgrad-train's names). */
+typedef struct cg_train_position {
+    int64_t step;       /* optimizer steps taken */
+    int64_t epoch;      /* the next batch's epoch (pass over the data) */
+    int64_t index;      /* the next batch's index within its epoch */
+    int64_t schedule;   /* cg_lr_schedule_get_position, 0 without one */
+    int64_t total;      /* steps planned, 0 if open-ended */
+} cg_train_position;
+
+/* A negative field gives CG_EINVAL and adds nothing. */
+int cg_checkpoint_add_position(cg_checkpoint *ck,
+                               const cg_train_position *pos);
+/* Reads the position into *pos: step, epoch and index must be present
+ * (total and schedule read as 0 when absent); a missing, malformed or
+ * negative value gives CG_EFORMAT naming the key and leaves *pos alone. */
+int cg_checkpoint_get_position(const cg_checkpoint *ck,
+                               cg_train_position *pos);
 
 /* ------------------------------------------------------------------------
  * Data

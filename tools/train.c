@@ -474,30 +474,14 @@ save_checkpoint(run *r, const char *path)
 {
     cg_checkpoint *ck = cg_checkpoint_new();
     char key[96], hid[128] = "";
-    int i, n, status = ck ? CG_OK : -1;
+    int i, status = ck ? CG_OK : -1;
 
     for (i = 0; status == CG_OK && i < r->model.nmods; i++) {
         snprintf(key, sizeof key, "%s.", r->model.prefix[i]);
         status = cg_checkpoint_add_module(ck, key, r->model.mods[i]);
     }
-    n = cg_optim_state_count(r->opt);
-    for (i = 0; status == CG_OK && i < n; i++) {
-        const char *name;
-        cg_tensor *t;
-
-        status = cg_optim_state_get(r->opt, i, &name, &t);
-        snprintf(key, sizeof key, "optim.%s", name);
-        if (status == CG_OK)
-            status = cg_checkpoint_add_tensor(ck, key, t);
-    }
-    for (i = 0; status == CG_OK && i < r->model.nparams; i++) {
-        int64_t st;
-
-        snprintf(key, sizeof key, "optim.step.%d", i);
-        status = cg_optim_get_step(r->opt, i, &st);
-        if (status == CG_OK)
-            status = cg_checkpoint_set_meta_int(ck, key, st);
-    }
+    if (status == CG_OK)
+        status = cg_checkpoint_add_optimizer(ck, NULL, r->opt);
     if (status == CG_OK && r->mean)
         status = cg_checkpoint_add_tensor(ck, "data.mean", r->mean);
     if (status == CG_OK && r->inv_std)
@@ -530,12 +514,16 @@ save_checkpoint(run *r, const char *path)
     DMETA("config.holdout", r->cfg.holdout);
     IMETA("config.warmup", r->cfg.warmup);
     IMETA("config.seed", r->cfg.seed);
-    IMETA("train.total", r->total);
-    IMETA("train.step", r->step);
-    IMETA("train.epoch", r->epoch);
-    IMETA("train.index", r->index);
-    IMETA("train.schedule", r->sched ? cg_lr_schedule_get_position(r->sched)
-                                     : 0);
+    if (status == CG_OK) {
+        cg_train_position pos;
+
+        pos.total = r->total;
+        pos.step = r->step;
+        pos.epoch = r->epoch;
+        pos.index = r->index;
+        pos.schedule = r->sched ? cg_lr_schedule_get_position(r->sched) : 0;
+        status = cg_checkpoint_add_position(ck, &pos);
+    }
     IMETA("data.features", r->features);
     IMETA("data.classes", r->classes);
     if (r->text)
@@ -605,34 +593,17 @@ read_config(const cg_checkpoint *ck, tr_config *cfg, const char *path)
 static int
 restore(run *r, const cg_checkpoint *ck, const char *path)
 {
+    cg_train_position pos;
     char key[96];
-    int i, n = cg_checkpoint_num_tensors(ck);
-    int64_t v;
+    int i;
 
     for (i = 0; i < r->model.nmods; i++) {
         snprintf(key, sizeof key, "%s.", r->model.prefix[i]);
         if (cg_checkpoint_restore_module(ck, key, r->model.mods[i]))
             return ck_fail("restoring the model from", path);
     }
-    for (i = 0; i < n; i++) {
-        const char *name = cg_checkpoint_tensor_name(ck, i);
-        cg_tensor *t;
-        int status;
-
-        if (strncmp(name, "optim.", 6) != 0)
-            continue;
-        t = cg_checkpoint_tensor(ck, r->ctx, name);
-        status = t ? cg_optim_state_set(r->opt, name + 6, t) : -1;
-        cg_tensor_free(t);
-        if (status)
-            return ck_fail("restoring the optimizer from", path);
-    }
-    for (i = 0; i < r->model.nparams; i++) {
-        snprintf(key, sizeof key, "optim.step.%d", i);
-        if (cg_checkpoint_get_meta_int(ck, key, &v) ||
-            cg_optim_set_step(r->opt, i, v))
-            return ck_fail("restoring the optimizer from", path);
-    }
+    if (cg_checkpoint_restore_optimizer(ck, NULL, r->opt))
+        return ck_fail("restoring the optimizer from", path);
     if (r->mean) {
         const char *names[2] = { "data.mean", "data.inv_std" };
         cg_tensor *ts[2] = { r->mean, r->inv_std };
@@ -647,14 +618,13 @@ restore(run *r, const cg_checkpoint *ck, const char *path)
         if (!r->h || !r->c)
             return ck_fail("restoring the LSTM state from", path);
     }
-    if (cg_checkpoint_get_meta_int(ck, "train.step", &r->step) ||
-        cg_checkpoint_get_meta_int(ck, "train.epoch", &r->epoch) ||
-        cg_checkpoint_get_meta_int(ck, "train.index", &r->index) ||
+    if (cg_checkpoint_get_position(ck, &pos) ||
         cg_checkpoint_restore_generator(ck, r->ctx))
         return ck_fail("restoring the position from", path);
-    if (r->sched &&
-        (cg_checkpoint_get_meta_int(ck, "train.schedule", &v) ||
-         cg_lr_schedule_set_position(r->sched, v)))
+    r->step = pos.step;
+    r->epoch = pos.epoch;
+    r->index = pos.index;
+    if (r->sched && cg_lr_schedule_set_position(r->sched, pos.schedule))
         return ck_fail("restoring the schedule from", path);
     return 0;
 }
