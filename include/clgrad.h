@@ -694,9 +694,11 @@ cg_tensor *cg_bce_with_logits(cg_tensor *input, cg_tensor *target,
 
 typedef struct cg_module cg_module;
 
-/* The layer's kind: "linear", "embedding" or "rnn". */
+/* The layer's kind: "linear", "embedding", "rnn", "sequential", or an
+ * activation's name ("relu", ...). */
 const char *cg_module_kind(const cg_module *m);
-/* The number of parameter tensors (-1 if m is NULL). */
+/* The number of parameter tensors (-1 if m is NULL); a container's are
+ * all its children's, in order, named "child.param" (see Containers). */
 int cg_module_num_params(const cg_module *m);
 /* Parameter i (0 .. num_params - 1) and, if name is not NULL, its name
  * (valid as long as m).  NULL if i is out of range. */
@@ -782,6 +784,51 @@ cg_module *cg_rnn_new(cg_context *ctx, const cg_rnn_options *options);
 int cg_rnn_forward(cg_module *m, cg_tensor *x, cg_tensor *h0, cg_tensor *c0,
                    const int *lengths, cg_tensor **output, cg_tensor **h_n,
                    cg_tensor **c_n);
+
+/* Containers, as PyTorch's nn.Sequential: a module holding child modules
+ * in order, each under a name.  Its parameters (cg_module_num_params,
+ * cg_module_param, cg_module_find_param, cg_module_params) are the
+ * children's, child by child, named child + "." + the child's parameter
+ * name ("0.weight", "fc1.bias", "1.0.weight" for nested containers), as
+ * model.state_dict() names them, so cg_checkpoint_add_module and
+ * cg_checkpoint_restore_module take the whole model at once.
+ * cg_module_set_training and cg_module_zero_grad reach every child;
+ * cg_module_free frees the children with the container. */
+cg_module *cg_sequential_new(cg_context *ctx);
+
+/* Appends `child` under `name` (NULL: its position, "0", "1", ..., as
+ * nn.Sequential names them; else 1..63 bytes without '.', unique among
+ * the children).  On success the container owns the child: the caller's
+ * reference passes to it, so the caller must not free the child (it stays
+ * usable, borrowed, until the container is freed).  On error the caller
+ * still owns the child and nothing changed: CG_EINVAL for a NULL or non-
+ * container m, a NULL child (the message carries the error that made it
+ * NULL, so cg_module_add(seq, NULL, cg_linear_new(...)) reports the
+ * linear's), a bad or repeated name, a child already in a container or
+ * that would hold m; CG_ECONTEXT for a child of another context. */
+int cg_module_add(cg_module *m, const char *name, cg_module *child);
+/* The number of children (0 for a layer that is no container, -1 for
+ * NULL), and child i, borrowed, with its name (valid as long as m), or
+ * NULL (CG_EINVAL) if i is out of range. */
+int cg_module_num_children(const cg_module *m);
+cg_module *cg_module_child(const cg_module *m, int i, const char **name);
+
+/* Copies borrowed pointers to m's parameters, in cg_module_param order,
+ * into params[0 .. max-1] (for the optimizers and gradient clipping) and
+ * returns how many parameters there are, which may exceed max (call with
+ * max 0 to size the array).  -1 with CG_EINVAL for a NULL m, or a NULL
+ * params with max > 0. */
+int cg_module_params(const cg_module *m, cg_tensor **params, int max);
+
+/* A layer without parameters applying an activation: name is "relu",
+ * "tanh", "sigmoid" or "gelu" (else CG_EINVAL); its kind is that name. */
+cg_module *cg_activation_new(cg_context *ctx, const char *name);
+
+/* The forward of a one-input layer: linear, embedding, an activation, or
+ * a container (each child's forward applied in order; every child must be
+ * one of these).  A recurrent layer takes states: call cg_rnn_forward
+ * (CG_EINVAL here).  The caller owns the result. */
+cg_tensor *cg_module_forward(cg_module *m, cg_tensor *x);
 
 /* ------------------------------------------------------------------------
  * Optimizers

@@ -2,7 +2,8 @@
  * tests/test_training.c - what the library gives every training program:
  * optimizer state and the training position in checkpoints (a run saved,
  * loaded and continued is bit-identical to one never interrupted; bad
- * files change nothing).
+ * files change nothing) and the module container (names, order,
+ * ownership, forward, errors).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -321,6 +322,178 @@ START_TEST(position_checks_its_fields)
 }
 END_TEST
 
+/* ------------------------------------------------------------------------
+ * Containers
+ * ------------------------------------------------------------------------ */
+
+static cg_module *
+mlp(int nested)
+{
+    cg_module *seq = cg_sequential_new(tu_ctx()), *inner;
+
+    ck_assert_ptr_nonnull(seq);
+    ck_assert_int_eq(cg_module_add(seq, NULL, cg_linear_new(tu_ctx(), 5, 4,
+                                                            1)), CG_OK);
+    ck_assert_int_eq(cg_module_add(seq, NULL,
+                                   cg_activation_new(tu_ctx(), "relu")),
+                     CG_OK);
+    if (!nested) {
+        ck_assert_int_eq(cg_module_add(seq, NULL, cg_linear_new(tu_ctx(), 4,
+                                                                3, 0)),
+                         CG_OK);
+        return seq;
+    }
+    inner = cg_sequential_new(tu_ctx());
+    ck_assert_int_eq(cg_module_add(seq, "head", inner), CG_OK);
+    /* Added after nesting: the outer names follow. */
+    ck_assert_int_eq(cg_module_add(inner, NULL, cg_linear_new(tu_ctx(), 4, 3,
+                                                              0)), CG_OK);
+    return seq;
+}
+
+START_TEST(containers_name_parameters_as_state_dict)
+{
+    static const char *const flat[] = { "0.weight", "0.bias", "2.weight" };
+    static const char *const nested[] = { "0.weight", "0.bias",
+                                          "head.0.weight" };
+    cg_module *a = mlp(0), *b = mlp(1);
+    cg_tensor *ps[8];
+    const char *name;
+    int i;
+
+    ck_assert_str_eq(cg_module_kind(a), "sequential");
+    ck_assert_int_eq(cg_module_num_children(a), 3);
+    ck_assert_str_eq(cg_module_kind(cg_module_child(a, 1, &name)), "relu");
+    ck_assert_str_eq(name, "1");
+    ck_assert_ptr_null(cg_module_child(a, 3, NULL));
+    ck_assert_int_eq(cg_module_num_params(a), 3);
+    ck_assert_int_eq(cg_module_num_params(b), 3);
+    ck_assert_int_eq(cg_module_params(a, ps, 8), 3);
+    ck_assert_int_eq(cg_module_params(a, NULL, 0), 3);
+    ck_assert_int_eq(cg_module_params(a, NULL, 2), -1);
+    for (i = 0; i < 3; i++) {
+        ck_assert_ptr_eq(cg_module_param(a, i, &name), ps[i]);
+        ck_assert_str_eq(name, flat[i]);
+        ck_assert_ptr_nonnull(cg_module_param(b, i, &name));
+        ck_assert_str_eq(name, nested[i]);
+        ck_assert_ptr_eq(cg_module_find_param(b, nested[i]),
+                         cg_module_param(b, i, NULL));
+    }
+    ck_assert_ptr_eq(ps[0], cg_module_param(cg_module_child(a, 0, NULL), 0,
+                                            NULL));
+    ck_assert_ptr_null(cg_module_find_param(a, "1.weight"));
+    ck_assert_int_eq(cg_module_num_children(ps[0] ? cg_module_child(a, 0,
+                                                    NULL) : NULL), 0);
+    cg_module_free(a);
+    cg_module_free(b);
+}
+END_TEST
+
+START_TEST(sequential_forward_is_its_children_in_order)
+{
+    cg_module *seq = mlp(1);
+    cg_module *l0 = cg_module_child(seq, 0, NULL);
+    cg_module *l2 = cg_module_child(cg_module_child(seq, 2, NULL), 0, NULL);
+    const int64_t shape[2] = { 6, 5 };
+    float x[30], want[18], got[18];
+    cg_tensor *xt, *h, *r, *y, *z;
+    int i;
+
+    for (i = 0; i < 30; i++)
+        x[i] = (float)((i * 13) % 7) / 3.0f - 1.0f;
+    xt = cg_tensor_from_host(tu_ctx(), CG_F32, 2, shape, x);
+    h = cg_linear_forward(l0, xt);
+    r = cg_relu(h);
+    y = cg_linear_forward(l2, r);
+    z = cg_module_forward(seq, xt);
+    ck_assert_msg(z != NULL, "%s", TU_ERR);
+    ck_assert_int_eq(cg_tensor_to_host(y, want, sizeof want), CG_OK);
+    ck_assert_int_eq(cg_tensor_to_host(z, got, sizeof got), CG_OK);
+    ck_assert(memcmp(want, got, sizeof got) == 0);
+    /* Backward reaches every child's parameters. */
+    {
+        cg_tensor *s = cg_sum(z, 0, NULL, 0);
+
+        ck_assert_int_eq(cg_backward(s, NULL, 0), CG_OK);
+        for (i = 0; i < cg_module_num_params(seq); i++)
+            ck_assert_ptr_nonnull(cg_tensor_grad(cg_module_param(seq, i,
+                                                                 NULL)));
+        ck_assert_int_eq(cg_module_zero_grad(seq), CG_OK);
+        for (i = 0; i < cg_module_num_params(seq); i++)
+            ck_assert_ptr_null(cg_tensor_grad(cg_module_param(seq, i,
+                                                              NULL)));
+        cg_tensor_free(s);
+    }
+    ck_assert_int_eq(cg_module_set_training(seq, 0), CG_OK);
+    cg_tensor_free(xt);
+    cg_tensor_free(h);
+    cg_tensor_free(r);
+    cg_tensor_free(y);
+    cg_tensor_free(z);
+    cg_module_free(seq);
+}
+END_TEST
+
+START_TEST(container_errors_change_nothing)
+{
+    cg_module *seq = mlp(0), *other = cg_sequential_new(tu_ctx());
+    cg_module *lin = cg_linear_new(tu_ctx(), 2, 2, 1);
+    cg_rnn_options o = { CG_LSTM, 3, 4, 1, 0, 0, 0.0f };
+    cg_module *rnn = cg_rnn_new(tu_ctx(), &o);
+    const int64_t shape[2] = { 2, 5 };
+    cg_tensor *x = cg_zeros(tu_ctx(), 2, shape);
+
+    ck_assert_int_eq(cg_module_add(seq, "a.b", lin), CG_EINVAL);
+    ck_assert_int_eq(cg_module_add(seq, "", lin), CG_EINVAL);
+    ck_assert_int_eq(cg_module_add(seq, "0", lin), CG_EINVAL);
+    ck_assert(strstr(cg_last_error(), "already has a child '0'") != NULL);
+    ck_assert_int_eq(cg_module_add(lin, NULL, seq), CG_EINVAL);
+    ck_assert_int_eq(cg_module_add(NULL, NULL, lin), CG_EINVAL);
+    ck_assert_int_eq(cg_module_add(seq, NULL, seq), CG_EINVAL);
+    ck_assert_int_eq(cg_module_add(seq, NULL, cg_linear_new(tu_ctx(), 0, 2,
+                                                            1)), CG_EINVAL);
+    ck_assert(strstr(cg_last_error(), "in_features 0") != NULL);
+    ck_assert_int_eq(cg_module_num_children(seq), 3);
+    ck_assert_int_eq(cg_module_num_params(seq), 3);
+    /* A child belongs to one container; a container cannot hold its
+     * ancestor. */
+    ck_assert_int_eq(cg_module_add(other, "x", lin), CG_OK);
+    ck_assert_int_eq(cg_module_add(seq, "x", lin), CG_EINVAL);
+    ck_assert_int_eq(cg_module_add(seq, "o", other), CG_OK);
+    ck_assert_int_eq(cg_module_add(other, "s", seq), CG_EINVAL);
+    ck_assert_int_eq(cg_module_num_params(seq), 5);
+    ck_assert_ptr_nonnull(cg_module_find_param(seq, "o.x.bias"));
+    ck_assert_ptr_null(cg_activation_new(tu_ctx(), "softplus"));
+    ck_assert_ptr_null(cg_module_forward(rnn, x));
+    ck_assert(strstr(cg_last_error(), "rnn") != NULL);
+    ck_assert_int_eq(cg_module_add(seq, "r", rnn), CG_OK);
+    ck_assert_ptr_null(cg_module_forward(seq, x));
+    cg_tensor_free(x);
+    cg_module_free(seq);
+}
+END_TEST
+
+/* A container's checkpoint has PyTorch's flat names and restores whole. */
+START_TEST(containers_checkpoint_as_one_model)
+{
+    cg_module *a = mlp(1), *b = mlp(1);
+    cg_checkpoint *ck = cg_checkpoint_new();
+    float wa[20], wb[20];
+
+    ck_assert_int_eq(cg_checkpoint_add_module(ck, "model.", a), CG_OK);
+    ck_assert_int_eq(cg_checkpoint_num_tensors(ck), 3);
+    ck_assert_str_eq(cg_checkpoint_tensor_name(ck, 2),
+                     "model.head.0.weight");
+    ck_assert_int_eq(cg_checkpoint_restore_module(ck, "model.", b), CG_OK);
+    cg_tensor_to_host(cg_module_find_param(a, "0.weight"), wa, sizeof wa);
+    cg_tensor_to_host(cg_module_find_param(b, "0.weight"), wb, sizeof wb);
+    ck_assert(memcmp(wa, wb, sizeof wa) == 0);
+    cg_checkpoint_free(ck);
+    cg_module_free(a);
+    cg_module_free(b);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -332,6 +505,10 @@ main(void)
                         K_KINDS);
     tcase_add_test(tc, bad_optimizer_state_changes_nothing);
     tcase_add_test(tc, position_checks_its_fields);
+    tcase_add_test(tc, containers_name_parameters_as_state_dict);
+    tcase_add_test(tc, sequential_forward_is_its_children_in_order);
+    tcase_add_test(tc, container_errors_change_nothing);
+    tcase_add_test(tc, containers_checkpoint_as_one_model);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }
