@@ -114,123 +114,80 @@ now(void)
  * Models
  * ------------------------------------------------------------------------ */
 
-typedef struct tr_model {
-    tr_model_kind kind;
-    int nmods;
-    cg_module *mods[TR_MAX_HIDDEN + 2];
-    char prefix[TR_MAX_HIDDEN + 2][16];
-    int nparams;
-    cg_tensor *params[TR_MAX_PARAMS];   /* borrowed from the modules */
-    char names[TR_MAX_PARAMS][64];      /* "lstm.weight_ih_l0" */
-} tr_model;
-
+/* Adds a new layer (NULL: its constructor failed) to the model; the
+ * model owns it from then on. */
 static int
-add_module(tr_model *m, const char *prefix, cg_module *mod)
+add(cg_module *model, const char *name, cg_module *layer)
 {
-    int i, n;
-
-    if (!mod)
-        return -1;
-    m->mods[m->nmods] = mod;
-    snprintf(m->prefix[m->nmods], sizeof m->prefix[0], "%s", prefix);
-    m->nmods++;
-    n = cg_module_num_params(mod);
-    for (i = 0; i < n && m->nparams < TR_MAX_PARAMS; i++) {
-        const char *name;
-
-        m->params[m->nparams] = cg_module_param(mod, i, &name);
-        snprintf(m->names[m->nparams], sizeof m->names[0], "%s.%s", prefix,
-                 name);
-        m->nparams++;
-    }
-    return 0;
+    if (cg_module_add(model, name, layer) == CG_OK)
+        return 0;
+    cg_module_free(layer);
+    return -1;
 }
 
-static void
-model_free(tr_model *m)
+/* The MLP: fc0, relu0, fc1, relu1, ..., fcN (parameters "fc0.weight"). */
+static cg_module *
+mlp_new(cg_context *ctx, const tr_config *c, int in, int out)
 {
-    int i;
-
-    for (i = 0; i < m->nmods; i++)
-        cg_module_free(m->mods[i]);
-    memset(m, 0, sizeof *m);
-}
-
-/* The MLP: fc0 .. fcN. */
-static int
-mlp_new(tr_model *m, cg_context *ctx, const tr_config *c, int in, int out)
-{
+    cg_module *m = cg_sequential_new(ctx);
     char name[16];
     int i, width = in;
 
-    memset(m, 0, sizeof *m);
-    m->kind = TR_MLP;
-    for (i = 0; i <= c->nhidden; i++) {
+    for (i = 0; m && i <= c->nhidden; i++) {
         int next = i < c->nhidden ? c->hidden[i] : out;
 
         snprintf(name, sizeof name, "fc%d", i);
-        if (add_module(m, name, cg_linear_new(ctx, width, next, 1)))
-            return -1;
+        if (add(m, name, cg_linear_new(ctx, width, next, 1)))
+            break;
+        snprintf(name, sizeof name, "relu%d", i);
+        if (i < c->nhidden && add(m, name, cg_activation_new(ctx, "relu")))
+            break;
         width = next;
     }
-    return 0;
-}
-
-static cg_tensor *
-mlp_forward(tr_model *m, cg_tensor *x)
-{
-    cg_tensor *h = cg_tensor_ref(x);
-    int i;
-
-    for (i = 0; h && i < m->nmods; i++) {
-        cg_tensor *y = cg_linear_forward(m->mods[i], h);
-
-        cg_tensor_free(h);
-        h = y;
-        if (h && i < m->nmods - 1) {
-            y = cg_relu(h);
-            cg_tensor_free(h);
-            h = y;
-        }
+    if (m && i <= c->nhidden) {
+        cg_module_free(m);
+        return NULL;
     }
-    return h;
+    return m;
 }
 
 /* The character LSTM: embed, lstm, head. */
-static int
-lstm_new(tr_model *m, cg_context *ctx, const tr_config *c, int vocab)
+static cg_module *
+lstm_new(cg_context *ctx, const tr_config *c, int vocab)
 {
+    cg_module *m = cg_sequential_new(ctx);
     cg_rnn_options o;
 
-    memset(m, 0, sizeof *m);
     memset(&o, 0, sizeof o);
-    m->kind = TR_CHAR_LSTM;
     o.mode = CG_LSTM;
     o.input_size = (int)c->embed;
     o.hidden_size = c->hidden[0];
     o.num_layers = (int)c->layers;
     o.dropout = (float)c->dropout;
-    if (add_module(m, "embed", cg_embedding_new(ctx, vocab, (int)c->embed)) ||
-        add_module(m, "lstm", cg_rnn_new(ctx, &o)) ||
-        add_module(m, "head", cg_linear_new(ctx, c->hidden[0], vocab, 1)))
-        return -1;
-    return 0;
+    if (m && (add(m, "embed", cg_embedding_new(ctx, vocab, (int)c->embed)) ||
+              add(m, "lstm", cg_rnn_new(ctx, &o)) ||
+              add(m, "head", cg_linear_new(ctx, c->hidden[0], vocab, 1)))) {
+        cg_module_free(m);
+        return NULL;
+    }
+    return m;
 }
 
 /* Logits [T*B, V] for ids [T, B]; the final states replace *h and *c
  * (detached when `detach`). */
 static cg_tensor *
-lstm_forward(tr_model *m, cg_tensor *ids, cg_tensor **h, cg_tensor **c,
+lstm_forward(cg_module *m, cg_tensor *ids, cg_tensor **h, cg_tensor **c,
              int detach)
 {
     cg_tensor *e, *y = NULL, *hn = NULL, *cn = NULL, *flat, *logits;
     int64_t shape[3];
     int status;
 
-    e = cg_embedding_forward(m->mods[0], ids);
+    e = cg_module_forward(cg_module_child(m, 0, NULL), ids);
     if (!e)
         return NULL;
-    status = cg_rnn_forward(m->mods[1], e, *h, *c, NULL, &y, &hn, &cn);
+    status = cg_rnn_forward(cg_module_child(m, 1, NULL), e, *h, *c, NULL, &y,
+                            &hn, &cn);
     cg_tensor_free(e);
     if (status)
         return NULL;
@@ -247,19 +204,9 @@ lstm_forward(tr_model *m, cg_tensor *ids, cg_tensor **h, cg_tensor **c,
     cg_tensor_free(y);
     if (!flat)
         return NULL;
-    logits = cg_linear_forward(m->mods[2], flat);
+    logits = cg_module_forward(cg_module_child(m, 2, NULL), flat);
     cg_tensor_free(flat);
     return logits;
-}
-
-static int
-model_set_training(tr_model *m, int training)
-{
-    int i;
-
-    for (i = 0; i < m->nmods; i++)
-        cg_module_set_training(m->mods[i], training);
-    return 0;
 }
 
 /* ------------------------------------------------------------------------
@@ -267,7 +214,8 @@ model_set_training(tr_model *m, int training)
  * ------------------------------------------------------------------------ */
 
 static cg_optimizer *
-make_optimizer(cg_context *ctx, const tr_config *c, tr_model *m)
+make_optimizer(cg_context *ctx, const tr_config *c, cg_tensor **params,
+               int nparams)
 {
     switch (tr_optimizer_kind(c->optimizer)) {
     case 2: {
@@ -277,7 +225,7 @@ make_optimizer(cg_context *ctx, const tr_config *c, tr_model *m)
         o.lr = c->lr;
         o.momentum = c->momentum > 0 ? c->momentum : CG_OPTIM_ZERO;
         o.weight_decay = c->weight_decay;
-        return cg_optim_sgd_new(ctx, m->params, m->nparams, &o);
+        return cg_optim_sgd_new(ctx, params, nparams, &o);
     }
     case 3: {
         cg_rmsprop_options o;
@@ -286,7 +234,7 @@ make_optimizer(cg_context *ctx, const tr_config *c, tr_model *m)
         o.lr = c->lr;
         o.momentum = c->momentum;
         o.weight_decay = c->weight_decay;
-        return cg_optim_rmsprop_new(ctx, m->params, m->nparams, &o);
+        return cg_optim_rmsprop_new(ctx, params, nparams, &o);
     }
     default: {
         cg_adam_options o;
@@ -296,8 +244,8 @@ make_optimizer(cg_context *ctx, const tr_config *c, tr_model *m)
         o.lr = c->lr;
         o.weight_decay = c->weight_decay > 0 ? c->weight_decay
                                              : w ? 0 : CG_OPTIM_ZERO;
-        return w ? cg_optim_adamw_new(ctx, m->params, m->nparams, &o)
-                 : cg_optim_adam_new(ctx, m->params, m->nparams, &o);
+        return w ? cg_optim_adamw_new(ctx, params, nparams, &o)
+                 : cg_optim_adam_new(ctx, params, nparams, &o);
     }
     }
 }
@@ -409,12 +357,13 @@ progress_break(progress *p)
 
 /* The first parameter whose gradient has a non-finite element, or NULL. */
 static const char *
-first_bad_grad(tr_model *m)
+first_bad_grad(const cg_module *m)
 {
     int i;
 
-    for (i = 0; i < m->nparams; i++) {
-        cg_tensor *g = cg_tensor_grad(m->params[i]);
+    for (i = 0; i < cg_module_num_params(m); i++) {
+        const char *name;
+        cg_tensor *g = cg_tensor_grad(cg_module_param(m, i, &name));
         int64_t n, j;
         float *v;
 
@@ -430,7 +379,7 @@ first_bad_grad(tr_model *m)
             ;
         free(v);
         if (j < n)
-            return m->names[i];
+            return name;
     }
     return NULL;
 }
@@ -442,7 +391,9 @@ first_bad_grad(tr_model *m)
 typedef struct run {
     tr_config cfg;
     cg_context *ctx;
-    tr_model model;
+    cg_module *model;           /* a sequential container */
+    int nparams;
+    cg_tensor *params[TR_MAX_PARAMS];   /* borrowed from the model */
     cg_optimizer *opt;
     cg_lr_schedule *sched;
     int64_t step;               /* optimizer steps done */
@@ -473,13 +424,11 @@ static int
 save_checkpoint(run *r, const char *path)
 {
     cg_checkpoint *ck = cg_checkpoint_new();
-    char key[96], hid[128] = "";
+    char hid[128] = "";
     int i, status = ck ? CG_OK : -1;
 
-    for (i = 0; status == CG_OK && i < r->model.nmods; i++) {
-        snprintf(key, sizeof key, "%s.", r->model.prefix[i]);
-        status = cg_checkpoint_add_module(ck, key, r->model.mods[i]);
-    }
+    if (status == CG_OK)
+        status = cg_checkpoint_add_module(ck, NULL, r->model);
     if (status == CG_OK)
         status = cg_checkpoint_add_optimizer(ck, NULL, r->opt);
     if (status == CG_OK && r->mean)
@@ -498,7 +447,7 @@ save_checkpoint(run *r, const char *path)
         status = cg_checkpoint_set_meta_int(ck, k, (int64_t)(v))
 #define DMETA(k, v) if (status == CG_OK) \
         status = cg_checkpoint_set_meta_double(ck, k, v)
-    META("clgrad.model", r->model.kind == TR_MLP ? "mlp" : "char-lstm");
+    META("clgrad.model", r->cfg.model == TR_MLP ? "mlp" : "char-lstm");
     META("config.hidden", hid);
     IMETA("config.layers", r->cfg.layers);
     IMETA("config.embed", r->cfg.embed);
@@ -594,14 +543,9 @@ static int
 restore(run *r, const cg_checkpoint *ck, const char *path)
 {
     cg_train_position pos;
-    char key[96];
-    int i;
 
-    for (i = 0; i < r->model.nmods; i++) {
-        snprintf(key, sizeof key, "%s.", r->model.prefix[i]);
-        if (cg_checkpoint_restore_module(ck, key, r->model.mods[i]))
-            return ck_fail("restoring the model from", path);
-    }
+    if (cg_checkpoint_restore_module(ck, NULL, r->model))
+        return ck_fail("restoring the model from", path);
     if (cg_checkpoint_restore_optimizer(ck, NULL, r->opt))
         return ck_fail("restoring the optimizer from", path);
     if (r->mean) {
@@ -646,7 +590,7 @@ update(run *r, cg_tensor *loss, float *value)
         return -1;
     }
     if (!isfinite(*value)) {
-        bad = first_bad_grad(&r->model);
+        bad = first_bad_grad(r->model);
         progress_break(&r->prog);
         fail("step %lld: the loss is %f; stopping%s%s", (long long)r->step + 1,
              (double)*value, bad ? ". First parameter with a non-finite "
@@ -654,7 +598,7 @@ update(run *r, cg_tensor *loss, float *value)
         return -1;
     }
     if ((r->cfg.clip > 0 &&
-         cg_clip_grad_norm(r->model.params, r->model.nparams, r->cfg.clip,
+         cg_clip_grad_norm(r->params, r->nparams, r->cfg.clip,
                            2.0, NULL)) ||
         cg_optim_step(r->opt) || cg_optim_zero_grad(r->opt) ||
         (r->sched && cg_lr_schedule_step(r->sched))) {
@@ -767,7 +711,7 @@ mlp_logits(run *r, cg_tensor *x)
     cg_tensor_free(d);
     if (!n)
         return NULL;
-    y = mlp_forward(&r->model, n);
+    y = cg_module_forward(r->model, n);
     cg_tensor_free(n);
     return y;
 }
@@ -782,7 +726,7 @@ mlp_accuracy(run *r)
     int32_t *lab = malloc((size_t)r->cfg.batch * sizeof *lab);
     int ok = lg && lab;
 
-    model_set_training(&r->model, 0);
+    cg_module_set_training(r->model, 0);
     cg_no_grad_enter();
     for (b = 0; ok && b < nb; b++) {
         cg_tensor *x, *y, *out;
@@ -811,7 +755,7 @@ mlp_accuracy(run *r)
         cg_tensor_free(y);
     }
     cg_no_grad_leave();
-    model_set_training(&r->model, 1);
+    cg_module_set_training(r->model, 1);
     free(lg);
     free(lab);
     if (!ok) {
@@ -932,13 +876,13 @@ sample(run *r, int64_t n, uint64_t seed)
     }
     if (status == CG_OK && !plen)
         ids[0] = 0;
-    model_set_training(&r->model, 0);
+    cg_module_set_training(r->model, 0);
     cg_no_grad_enter();
     if (status == CG_OK) {
         int64_t shape = (int64_t)(plen ? plen : 1);
         int64_t s2[2] = { shape, 1 };
         cg_tensor *in = cg_tensor_from_host(r->ctx, CG_I32, 2, s2, ids);
-        cg_tensor *all = in ? lstm_forward(&r->model, in, &h, &c, 0) : NULL;
+        cg_tensor *all = in ? lstm_forward(r->model, in, &h, &c, 0) : NULL;
 
         /* The prime's last position's logits. */
         logits = all ? cg_narrow(all, 0, shape - 1, 1) : NULL;
@@ -971,13 +915,13 @@ sample(run *r, int64_t n, uint64_t seed)
         putchar(r->vocab[cur]);
         in = cg_tensor_from_host(r->ctx, CG_I32, 2, one, &cur);
         cg_tensor_free(logits);
-        logits = in ? lstm_forward(&r->model, in, &h, &c, 0) : NULL;
+        logits = in ? lstm_forward(r->model, in, &h, &c, 0) : NULL;
         cg_tensor_free(in);
         if (!logits)
             status = -1;
     }
     cg_no_grad_leave();
-    model_set_training(&r->model, 1);
+    cg_module_set_training(r->model, 1);
     putchar('\n');
     fflush(stdout);
     cg_tensor_free(logits);
@@ -1035,7 +979,7 @@ run_char_lstm(run *r, volatile sig_atomic_t *stop)
         }
         n1 = (int64_t)n * B;
         flat = cg_reshape(tg, 1, &n1);
-        logits = lstm_forward(&r->model, in, &r->h, &r->c, 1);
+        logits = lstm_forward(r->model, in, &r->h, &r->c, 1);
         loss = logits && flat ? cg_cross_entropy(logits, flat,
                                                  CG_REDUCTION_MEAN,
                                                  CG_IGNORE_INDEX, 0.0f)
@@ -1063,7 +1007,7 @@ run_free(run *r)
 {
     cg_lr_schedule_free(r->sched);
     cg_optim_free(r->opt);
-    model_free(&r->model);
+    cg_module_free(r->model);
     cg_tensor_free(r->mean);
     cg_tensor_free(r->inv_std);
     cg_tensor_free(r->h);
@@ -1178,7 +1122,7 @@ tr_run(const tr_config *given, volatile sig_atomic_t *stop)
         r.classes = cg_dataset_classes(all);
         cg_dataset_free(all);
         if (normalisation(&r) ||
-            mlp_new(&r.model, r.ctx, &r.cfg, r.features, r.classes)) {
+            !(r.model = mlp_new(r.ctx, &r.cfg, r.features, r.classes))) {
             fail("%s", cg_last_error());
             goto out;
         }
@@ -1197,7 +1141,7 @@ tr_run(const tr_config *given, volatile sig_atomic_t *stop)
             fail("%s: no valid vocabulary (data.vocab)", r.cfg.resume);
             goto out;
         }
-        if (lstm_new(&r.model, r.ctx, &r.cfg, r.nvocab)) {
+        if (!(r.model = lstm_new(r.ctx, &r.cfg, r.nvocab))) {
             fail("%s", cg_last_error());
             goto out;
         }
@@ -1210,7 +1154,13 @@ tr_run(const tr_config *given, volatile sig_atomic_t *stop)
         r.total = given->steps;
     else if (total_saved)
         r.total = total_saved;
-    r.opt = make_optimizer(r.ctx, &r.cfg, &r.model);
+    r.nparams = cg_module_params(r.model, r.params, TR_MAX_PARAMS);
+    if (r.nparams > TR_MAX_PARAMS) {
+        fail("the model has %d parameter tensors, more than %d", r.nparams,
+             TR_MAX_PARAMS);
+        goto out;
+    }
+    r.opt = make_optimizer(r.ctx, &r.cfg, r.params, r.nparams);
     if (!r.opt) {
         fail("%s", cg_last_error());
         goto out;
@@ -1250,8 +1200,8 @@ tr_run(const tr_config *given, volatile sig_atomic_t *stop)
         int i;
 
         cg_context_device_info(r.ctx, &info);
-        for (i = 0; i < r.model.nparams; i++)
-            n += cg_tensor_numel(r.model.params[i]);
+        for (i = 0; i < r.nparams; i++)
+            n += cg_tensor_numel(r.params[i]);
         printf("clgrad-train: %s on %s, %lld parameters, %lld steps%s\n",
                r.cfg.model == TR_MLP ? "mlp" : "char-lstm", info.name,
                (long long)n, (long long)r.total,
