@@ -1281,6 +1281,25 @@ const int32_t *cg_dataset_label_data(const cg_dataset *ds);
 int cg_dataset_split(const cg_dataset *ds, double holdout, uint64_t seed,
                      cg_dataset **train, cg_dataset **test);
 
+/* Feature standardisation, as clgrad-train does it: the statistics come
+ * from the training split and the same ones are applied to every split.
+ * feature_stats writes, for each of the features() columns j, the mean
+ * and 1 / (population standard deviation), both computed in double over
+ * every row and rounded to float, into mean[j] and inv_std[j] (arrays of
+ * features() floats the caller provides).  A constant column (standard
+ * deviation <= 1e-8) gets inv_std 1, so that it becomes x - mean (all 0
+ * in the split the statistics came from) instead of dividing by zero.
+ * standardize replaces every feature x of ds by (x - mean[j]) * inv_std[j]
+ * in float32, rounded after each operation (what cg_sub then cg_mul on
+ * the batches would give); a non-finite mean or inv_std gives CG_EINVAL
+ * and changes nothing.  Save mean and inv_std with the model (as
+ * clgrad-train does, "data.mean" and "data.inv_std") to apply them to new
+ * data later.  NULL arguments give CG_EINVAL. */
+int cg_dataset_feature_stats(const cg_dataset *ds, float *mean,
+                             float *inv_std);
+int cg_dataset_standardize(cg_dataset *ds, const float *mean,
+                           const float *inv_std);
+
 /* ceil(rows / batch_size): the last batch may be smaller. */
 int64_t cg_dataset_num_batches(const cg_dataset *ds, int batch_size);
 

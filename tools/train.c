@@ -402,7 +402,7 @@ typedef struct run {
     int64_t total;              /* steps planned */
     /* mlp */
     cg_dataset *train, *test;
-    cg_tensor *mean, *inv_std;  /* feature normalisation [F] */
+    float *mean, *inv_std;      /* feature standardisation [F] */
     int features, classes;
     /* char-lstm */
     cg_text *text;
@@ -425,6 +425,7 @@ save_checkpoint(run *r, const char *path)
 {
     cg_checkpoint *ck = cg_checkpoint_new();
     char hid[128] = "";
+    int64_t nf = r->features;
     int i, status = ck ? CG_OK : -1;
 
     if (status == CG_OK)
@@ -432,9 +433,11 @@ save_checkpoint(run *r, const char *path)
     if (status == CG_OK)
         status = cg_checkpoint_add_optimizer(ck, NULL, r->opt);
     if (status == CG_OK && r->mean)
-        status = cg_checkpoint_add_tensor(ck, "data.mean", r->mean);
+        status = cg_checkpoint_add_host(ck, "data.mean", CG_F32, 1, &nf,
+                                        r->mean);
     if (status == CG_OK && r->inv_std)
-        status = cg_checkpoint_add_tensor(ck, "data.inv_std", r->inv_std);
+        status = cg_checkpoint_add_host(ck, "data.inv_std", CG_F32, 1, &nf,
+                                        r->inv_std);
     if (status == CG_OK && r->h)
         status = cg_checkpoint_add_tensor(ck, "train.state.h", r->h);
     if (status == CG_OK && r->c)
@@ -548,13 +551,6 @@ restore(run *r, const cg_checkpoint *ck, const char *path)
         return ck_fail("restoring the model from", path);
     if (cg_checkpoint_restore_optimizer(ck, NULL, r->opt))
         return ck_fail("restoring the optimizer from", path);
-    if (r->mean) {
-        const char *names[2] = { "data.mean", "data.inv_std" };
-        cg_tensor *ts[2] = { r->mean, r->inv_std };
-
-        if (cg_checkpoint_restore(ck, 2, names, ts))
-            return ck_fail("restoring the normalisation from", path);
-    }
     if (cg_checkpoint_tensor_info(ck, "train.state.h", NULL, NULL, NULL) ==
         CG_OK) {
         r->h = cg_checkpoint_tensor(ck, r->ctx, "train.state.h");
@@ -663,57 +659,50 @@ finish_step(run *r, cg_tensor *loss, int64_t items, const char *unit,
  * MLP
  * ------------------------------------------------------------------------ */
 
-/* Per-feature mean and 1 / std of the training rows (std 0 -> 1). */
+/* One standardisation statistic [F] from a checkpoint into v. */
 static int
-normalisation(run *r)
+stat_from(const cg_checkpoint *ck, const char *path, const char *name, int F,
+          float *v)
 {
-    int64_t rows = cg_dataset_rows(r->train), i, shape = r->features;
-    const float *x = cg_dataset_feature_data(r->train);
-    float *mean = calloc((size_t)r->features, sizeof *mean);
-    float *inv = calloc((size_t)r->features, sizeof *inv);
-    int j;
+    int64_t shape[CG_MAX_DIMS];
+    cg_dtype dt;
+    int nd;
 
-    if (!mean || !inv) {
-        free(mean);
-        free(inv);
+    if (cg_checkpoint_tensor_info(ck, name, &dt, &nd, shape))
+        return ck_fail("restoring the normalisation from", path);
+    if (dt != CG_F32 || nd != 1 || shape[0] != F) {
+        fail("restoring the normalisation from %s: %s is not %d floats",
+             path, name, F);
         return -1;
     }
-    for (j = 0; j < r->features; j++) {
-        double s = 0, ss = 0;
-
-        for (i = 0; i < rows; i++)
-            s += x[i * r->features + j];
-        s /= (double)rows;
-        for (i = 0; i < rows; i++) {
-            double d = x[i * r->features + j] - s;
-
-            ss += d * d;
-        }
-        ss = sqrt(ss / (double)rows);
-        mean[j] = (float)s;
-        inv[j] = (float)(ss > 1e-8 ? 1 / ss : 1);
-    }
-    r->mean = cg_tensor_from_host(r->ctx, CG_F32, 1, &shape, mean);
-    r->inv_std = cg_tensor_from_host(r->ctx, CG_F32, 1, &shape, inv);
-    free(mean);
-    free(inv);
-    return r->mean && r->inv_std ? 0 : -1;
+    memcpy(v, cg_checkpoint_tensor_data(ck, name, NULL),
+           (size_t)F * sizeof *v);
+    return 0;
 }
 
-static cg_tensor *
-mlp_logits(run *r, cg_tensor *x)
+/* Standardises both splits' features with the training split's
+ * statistics, or a resumed run's checkpoint's. */
+static int
+normalisation(run *r, const cg_checkpoint *ck)
 {
-    cg_tensor *d = cg_sub(x, r->mean), *n, *y;
-
-    if (!d)
-        return NULL;
-    n = cg_mul(d, r->inv_std);
-    cg_tensor_free(d);
-    if (!n)
-        return NULL;
-    y = cg_module_forward(r->model, n);
-    cg_tensor_free(n);
-    return y;
+    r->mean = calloc((size_t)r->features, sizeof *r->mean);
+    r->inv_std = calloc((size_t)r->features, sizeof *r->inv_std);
+    if (!r->mean || !r->inv_std) {
+        fail("out of memory");
+        return -1;
+    }
+    if (ck && (stat_from(ck, r->cfg.resume, "data.mean", r->features,
+                         r->mean) ||
+               stat_from(ck, r->cfg.resume, "data.inv_std", r->features,
+                         r->inv_std)))
+        return -1;
+    if ((!ck && cg_dataset_feature_stats(r->train, r->mean, r->inv_std)) ||
+        cg_dataset_standardize(r->train, r->mean, r->inv_std) ||
+        cg_dataset_standardize(r->test, r->mean, r->inv_std)) {
+        fail("%s", cg_last_error());
+        return -1;
+    }
+    return 0;
 }
 
 /* Held-out accuracy in [0, 1], or -1 on error. */
@@ -737,7 +726,7 @@ mlp_accuracy(run *r)
             ok = n == 0;
             break;
         }
-        out = mlp_logits(r, x);
+        out = cg_module_forward(r->model, x);
         ok = out && cg_tensor_to_host(out, lg, (size_t)n * r->classes *
                                       sizeof *lg) == CG_OK &&
              cg_tensor_to_host(y, lab, (size_t)n * sizeof *lab) == CG_OK;
@@ -806,7 +795,7 @@ run_mlp(run *r, volatile sig_atomic_t *stop)
             r->index = 0;
             continue;
         }
-        logits = mlp_logits(r, x);
+        logits = cg_module_forward(r->model, x);
         loss = logits ? cg_cross_entropy(logits, y, CG_REDUCTION_MEAN,
                                          CG_IGNORE_INDEX, 0.0f) : NULL;
         cg_tensor_free(logits);
@@ -1008,8 +997,8 @@ run_free(run *r)
     cg_lr_schedule_free(r->sched);
     cg_optim_free(r->opt);
     cg_module_free(r->model);
-    cg_tensor_free(r->mean);
-    cg_tensor_free(r->inv_std);
+    free(r->mean);
+    free(r->inv_std);
     cg_tensor_free(r->h);
     cg_tensor_free(r->c);
     cg_dataset_free(r->train);
@@ -1121,8 +1110,9 @@ tr_run(const tr_config *given, volatile sig_atomic_t *stop)
         r.features = cg_dataset_features(all);
         r.classes = cg_dataset_classes(all);
         cg_dataset_free(all);
-        if (normalisation(&r) ||
-            !(r.model = mlp_new(r.ctx, &r.cfg, r.features, r.classes))) {
+        if (normalisation(&r, ck))
+            goto out;
+        if (!(r.model = mlp_new(r.ctx, &r.cfg, r.features, r.classes))) {
             fail("%s", cg_last_error());
             goto out;
         }

@@ -325,6 +325,64 @@ cg_dataset_features(const cg_dataset *ds)
     return ds ? ds->features : -1;
 }
 
+/* ------------------------------------------------------------ scaling */
+
+int
+cg_dataset_feature_stats(const cg_dataset *ds, float *mean, float *inv_std)
+{
+    int64_t i, rows;
+    int j, F;
+
+    cg__error_clear();
+    if (!ds || !mean || !inv_std)
+        return cg__error(CG_EINVAL, "feature_stats: %s is NULL",
+                         !ds ? "ds" : !mean ? "mean" : "inv_std");
+    rows = ds->rows;
+    F = ds->features;
+    for (j = 0; j < F; j++) {
+        double s = 0, ss = 0;
+
+        for (i = 0; i < rows; i++)
+            s += ds->x[i * F + j];
+        s /= (double)rows;
+        for (i = 0; i < rows; i++) {
+            double d = ds->x[i * F + j] - s;
+
+            ss += d * d;
+        }
+        ss = sqrt(ss / (double)rows);
+        mean[j] = (float)s;
+        inv_std[j] = (float)(ss > 1e-8 ? 1 / ss : 1);
+    }
+    return CG_OK;
+}
+
+int
+cg_dataset_standardize(cg_dataset *ds, const float *mean,
+                       const float *inv_std)
+{
+    int64_t i, n;
+    int j;
+
+    cg__error_clear();
+    if (!ds || !mean || !inv_std)
+        return cg__error(CG_EINVAL, "standardize: %s is NULL",
+                         !ds ? "ds" : !mean ? "mean" : "inv_std");
+    for (j = 0; j < ds->features; j++)
+        if (!isfinite(mean[j]) || !isfinite(inv_std[j]))
+            return cg__error(CG_EINVAL, "standardize: feature %d: mean %g, "
+                             "inv_std %g must be finite", j, (double)mean[j],
+                             (double)inv_std[j]);
+    n = ds->rows * ds->features;
+    for (i = 0; i < n; i++) {
+        /* Rounded after each operation, as cg_sub then cg_mul would. */
+        float d = ds->x[i] - mean[i % ds->features];
+
+        ds->x[i] = d * inv_std[i % ds->features];
+    }
+    return CG_OK;
+}
+
 int
 cg_dataset_classes(const cg_dataset *ds)
 {
