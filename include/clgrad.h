@@ -457,6 +457,25 @@ cg_tensor *cg_sum(cg_tensor *a, int naxes, const int *axes, int keepdim);
 cg_tensor *cg_mean(cg_tensor *a, int naxes, const int *axes, int keepdim);
 /* Maximum; ties go to the first index.  The gradient flows to it. */
 cg_tensor *cg_max(cg_tensor *a, int naxes, const int *axes, int keepdim);
+/* Indices along axis `dim` (negative counts from the end) of the first
+ * maximum / minimum of each slice of a float32 tensor, as torch.argmax /
+ * argmin(x, dim, keepdim): a new int32 tensor of x's shape without dim
+ * (with dim as 1 if keepdim), caller owns.  Ties pick the smallest index;
+ * NaN counts as larger (argmax) and smaller (argmin) than every number,
+ * so a slice holding NaN gives its first NaN, as PyTorch does.  Any
+ * layout (views too).  Indices record no graph node: they have no
+ * gradient.  A bad dim or a 0-D x gives CG_EINVAL, an int32 x CG_EDTYPE;
+ * the result is then NULL.  argmin runs one extra launch (it negates). */
+cg_tensor *cg_argmax(cg_tensor *x, int dim, int keepdim);
+cg_tensor *cg_argmin(cg_tensor *x, int dim, int keepdim);
+/* torch.max(x, dim, keepdim) / torch.min: the extreme values (float32,
+ * differentiable: the gradient goes to the element picked, as cg_max's)
+ * and their indices as above, both new and owned by the caller.  On error
+ * (as argmax's, CG_EINVAL for NULL outputs) neither is set. */
+int cg_max_dim(cg_tensor *x, int dim, int keepdim, cg_tensor **values,
+               cg_tensor **indices);
+int cg_min_dim(cg_tensor *x, int dim, int keepdim, cg_tensor **values,
+               cg_tensor **indices);
 /* Variance with `correction` (1: unbiased, as PyTorch's default). */
 cg_tensor *cg_var(cg_tensor *a, int naxes, const int *axes, int keepdim,
                   int correction);
