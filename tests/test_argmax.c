@@ -3,13 +3,16 @@
  * with their indices (torch.max(x, dim)): indices equal a plain C scan
  * exactly (first index on ties, first NaN wins) at odd sizes, every axis,
  * keepdim or not, contiguous or not; the values pass the op harness's
- * forward and gradient checks; bad arguments give errors and NULL.
+ * forward and gradient checks; values, indices and gradients equal
+ * PyTorch's (tests/fixtures/reduce_arg.txt, NaN included); bad arguments
+ * give errors and NULL.
  */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "fixture.h"
 #include "opcheck.h"
 
 /* The reference: first index of the max (min) along `dim` of the row-major
@@ -228,6 +231,94 @@ START_TEST(values_pass_forward_and_gradient_checks)
 }
 END_TEST
 
+static cg_tensor *
+fx_tensor_of(const fx_file *f, const char *name)
+{
+    const fx_tensor *t = fx_get(f, name);
+    cg_tensor *d;
+
+    ck_assert_msg(t != NULL, "fixture tensor %s is missing", name);
+    d = cg_tensor_from_host(tu_ctx(), CG_F32, t->ndim, t->shape, t->data);
+    ck_assert_msg(d != NULL, "%s", TU_ERR);
+    return d;
+}
+
+/* Exact equality, NaN equal to NaN. */
+static void
+expect_equal(const fx_file *f, const char *name, cg_tensor *got)
+{
+    const fx_tensor *want = fx_get(f, name);
+    float v[256];
+    int32_t iv[256];
+    int64_t i;
+
+    ck_assert_msg(want != NULL, "fixture tensor %s is missing", name);
+    ck_assert_int_eq(cg_tensor_numel(got), want->numel);
+    ck_assert(want->numel <= 256);
+    if (cg_tensor_dtype(got) == CG_I32) {
+        cg_tensor_to_host(got, iv, (size_t)want->numel * 4);
+        for (i = 0; i < want->numel; i++)
+            v[i] = (float)iv[i];
+    } else {
+        cg_tensor_to_host(got, v, (size_t)want->numel * 4);
+    }
+    for (i = 0; i < want->numel; i++)
+        ck_assert_msg(v[i] == want->data[i] ||
+                      (isnan(v[i]) && isnan(want->data[i])),
+                      "%s[%lld]: %g, PyTorch %g", name, (long long)i,
+                      (double)v[i], (double)want->data[i]);
+}
+
+START_TEST(matches_pytorch)
+{
+    static const char *const inputs[2] = { "input", "input_finite" };
+    char err[256], name[64];
+    fx_file *f = fx_load_fixture("reduce_arg.txt", err, sizeof err);
+    int d, k, min;
+
+    ck_assert_msg(f != NULL, "%s", err);
+    for (k = 0; k < 2; k++) {
+        cg_tensor *x = fx_tensor_of(f, inputs[k]);
+
+        cg_tensor_set_requires_grad(x, k == 1);
+        for (d = 0; d < 3; d++)
+            for (min = 0; min < 2; min++) {
+                cg_tensor *v, *i, *a, *g, *s, *p;
+
+                ck_assert_int_eq(min ? cg_min_dim(x, d, 0, &v, &i)
+                                     : cg_max_dim(x, d, 0, &v, &i), CG_OK);
+                a = min ? cg_argmin(x, d, 0) : cg_argmax(x, d, 0);
+                snprintf(name, sizeof name, "%s.%s.%d", inputs[k],
+                         min ? "min" : "max", d);
+                expect_equal(f, name, v);
+                snprintf(name, sizeof name, "%s.%s.%d", inputs[k],
+                         min ? "argmin" : "argmax", d);
+                expect_equal(f, name, i);
+                expect_equal(f, name, a);
+                if (k == 1) {
+                    snprintf(name, sizeof name, "grad_output.%d", d);
+                    g = fx_tensor_of(f, name);
+                    p = cg_mul(v, g);
+                    s = cg_sum(p, 0, NULL, 0);
+                    ck_assert_int_eq(cg_backward(s, NULL, 0), CG_OK);
+                    snprintf(name, sizeof name, "input_finite.grad_%s.%d",
+                             min ? "min" : "max", d);
+                    expect_equal(f, name, cg_tensor_grad(x));
+                    cg_tensor_zero_grad(x);
+                    cg_tensor_free(g);
+                    cg_tensor_free(p);
+                    cg_tensor_free(s);
+                }
+                cg_tensor_free(v);
+                cg_tensor_free(i);
+                cg_tensor_free(a);
+            }
+        cg_tensor_free(x);
+    }
+    fx_free(f);
+}
+END_TEST
+
 START_TEST(bad_arguments_give_errors)
 {
     const int64_t shape[2] = { 3, 4 };
@@ -262,6 +353,7 @@ main(void)
     tcase_add_test(tc, indices_match_a_plain_scan);
     tcase_add_test(tc, views_give_their_copies_indices);
     tcase_add_test(tc, values_pass_forward_and_gradient_checks);
+    tcase_add_test(tc, matches_pytorch);
     tcase_add_test(tc, bad_arguments_give_errors);
     suite_add_tcase(s, tc);
     rc = tu_run(s);
