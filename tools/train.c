@@ -705,47 +705,44 @@ normalisation(run *r, const cg_checkpoint *ck)
     return 0;
 }
 
-/* Held-out accuracy in [0, 1], or -1 on error. */
+/* Held-out accuracy in [0, 1], or -1 on error: the predicted class is
+ * the logits' argmax (the first on ties). */
 static double
 mlp_accuracy(run *r)
 {
     int64_t nb = cg_dataset_num_batches(r->test, (int)r->cfg.batch), b;
     int64_t right = 0, seen = 0;
-    float *lg = malloc((size_t)r->cfg.batch * r->classes * sizeof *lg);
+    int32_t *pred = malloc((size_t)r->cfg.batch * sizeof *pred);
     int32_t *lab = malloc((size_t)r->cfg.batch * sizeof *lab);
-    int ok = lg && lab;
+    int ok = pred && lab;
 
     cg_module_set_training(r->model, 0);
     cg_no_grad_enter();
     for (b = 0; ok && b < nb; b++) {
-        cg_tensor *x, *y, *out;
+        cg_tensor *x, *y, *out, *am;
         int n = cg_dataset_batch(r->test, r->ctx, (int)r->cfg.batch, 0, 0, 0,
-                                 b, &x, &y), i, k;
+                                 b, &x, &y), i;
 
         if (n <= 0) {
             ok = n == 0;
             break;
         }
         out = cg_module_forward(r->model, x);
-        ok = out && cg_tensor_to_host(out, lg, (size_t)n * r->classes *
-                                      sizeof *lg) == CG_OK &&
+        am = out ? cg_argmax(out, 1, 0) : NULL;
+        ok = am && cg_tensor_to_host(am, pred, (size_t)n * sizeof *pred) ==
+                   CG_OK &&
              cg_tensor_to_host(y, lab, (size_t)n * sizeof *lab) == CG_OK;
-        for (i = 0; ok && i < n; i++) {
-            int best = 0;
-
-            for (k = 1; k < r->classes; k++)
-                if (lg[i * r->classes + k] > lg[i * r->classes + best])
-                    best = k;
-            right += best == lab[i];
-        }
+        for (i = 0; ok && i < n; i++)
+            right += pred[i] == lab[i];
         seen += n;
+        cg_tensor_free(am);
         cg_tensor_free(out);
         cg_tensor_free(x);
         cg_tensor_free(y);
     }
     cg_no_grad_leave();
     cg_module_set_training(r->model, 1);
-    free(lg);
+    free(pred);
     free(lab);
     if (!ok) {
         fail("evaluating: %s", cg_last_error());
