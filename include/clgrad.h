@@ -1417,6 +1417,21 @@ int cg_text_batch(const cg_text *t, cg_context *ctx, int steps, int batch,
  * skipped: the context is still made, and cg_last_error() then starts with
  * "warning:" and says what was skipped and why.  CLGRAD_TUNING=0 in the
  * environment when a context is made works as options.no_tuning.
+ *
+ * The tools' boundary.  clgrad-info, clgrad-train and clgrad-bench use
+ * this header only.  clgrad-tune does not: it is the library's own
+ * measuring instrument, built from the internal library, and it times
+ * what no application should touch (raw CLBlast calls on the context's
+ * queue, one recurrent step with forced tunables, the program cache, a
+ * kernel file's source).  Making it public-API-only would take a dozen
+ * OpenCL-level accessors into this header for one tool, so instead the
+ * functions that existed only for it - writing database files
+ * (cg_tuning_db_*, cg_tuning_path), kernel source hashes and putting a
+ * single entry in force or clearing them (cg_context_set_tuning,
+ * cg_context_clear_tuning) - are declared in lib/tune/tuner.h, which the
+ * tool includes knowingly.  They are not part of the API and carry no
+ * compatibility promise.  What an application needs of tuning stays
+ * here: the entries in force in a context, and re-applying the files.
  * ------------------------------------------------------------------------ */
 #define CG_TUNING_MAX_PARAMS 24
 
@@ -1442,49 +1457,9 @@ typedef struct cg_tuning_entry {
     char origin[256];         /* the file it came from, or "shipped:NAME" */
 } cg_tuning_entry;
 
-/* The device a database file is for. */
-typedef struct cg_tuning_device {
-    char name[256];
-    char vendor[256];
-    char platform_name[256];
-    char platform_vendor[256];
-    char driver_version[256];
-    cg_device_type type;
-} cg_tuning_device;
-
-typedef struct cg_tuning_db cg_tuning_db;
-
 /* The user's tuning directory: $CLGRAD_TUNING_DIR, else
  * $XDG_DATA_HOME/clgrad/tuning, else ~/.local/share/clgrad/tuning. */
 int cg_tuning_dir(char *out, size_t size);
-
-/* The user's database file for a device: cg_tuning_dir()/<platform>-<device
- * name>.json, the names reduced to [A-Za-z0-9._-]. */
-int cg_tuning_path(const cg_device_info *dev, char *out, size_t size);
-
-/* The hash of kernels/<file>.cl as this library builds it (32 hex digits
- * and a zero), to tie a tuning entry to the source it was measured with. */
-int cg_kernel_source_hash(const char *file, char out[33]);
-
-/* An empty database for `dev`.  The caller owns it (cg_tuning_db_free). */
-cg_tuning_db *cg_tuning_db_new(const cg_device_info *dev);
-
-/* Reads a database file; NULL with a message naming the file and what is
- * wrong with it if it cannot be read or is not a valid database. */
-cg_tuning_db *cg_tuning_db_load(const char *path);
-
-/* Adds an entry, replacing one of the same kernel and shape. */
-int cg_tuning_db_put(cg_tuning_db *db, const cg_tuning_entry *e);
-
-int cg_tuning_db_count(const cg_tuning_db *db);
-int cg_tuning_db_entry(const cg_tuning_db *db, int i, cg_tuning_entry *out);
-int cg_tuning_db_device(const cg_tuning_db *db, cg_tuning_device *out);
-
-/* Writes the database atomically (a temporary file, then rename),
- * creating the directory if needed. */
-int cg_tuning_db_save(const cg_tuning_db *db, const char *path);
-
-void cg_tuning_db_free(cg_tuning_db *db);
 
 /* The entries in force in a context: *count of them, and entry i. */
 int cg_context_tuning_count(const cg_context *ctx, int *count);
@@ -1494,17 +1469,6 @@ int cg_context_tuning_entry(const cg_context *ctx, int i,
 /* Looks up the databases for the context's device and puts what matches in
  * force (what cg_context_new does unless options.no_tuning is set). */
 int cg_context_apply_tuning(cg_context *ctx);
-
-/* Puts one entry in force, replacing one of the same kernel and shape:
- * CLBlast parameters at once, clgrad's own for layers made afterwards.
- * A CLBlast parameter set CLBlast rejects is an error and changes
- * nothing.  For clgrad-tune, which times candidates this way. */
-int cg_context_set_tuning(cg_context *ctx, const cg_tuning_entry *e);
-
-/* Takes clgrad's own entries out of force (built-in defaults for layers
- * made afterwards).  CLBlast parameters already applied stay, as CLBlast
- * cannot reset them. */
-int cg_context_clear_tuning(cg_context *ctx);
 
 #ifdef __cplusplus
 }
