@@ -22,7 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "train.h"
+#include "train_run.h"
 
 /* ------------------------------------------------------------------------
  * Configuration
@@ -89,8 +89,8 @@ resolve(tr_config *c)
  * Messages
  * ------------------------------------------------------------------------ */
 
-static void
-fail(const char *fmt, ...)
+void
+tr_fail(const char *fmt, ...)
 {
     va_list ap;
 
@@ -101,8 +101,8 @@ fail(const char *fmt, ...)
     fprintf(stderr, "\n");
 }
 
-static double
-now(void)
+double
+tr_now(void)
 {
     struct timespec ts;
 
@@ -111,181 +111,8 @@ now(void)
 }
 
 /* ------------------------------------------------------------------------
- * Models
- * ------------------------------------------------------------------------ */
-
-/* Adds a new layer (NULL: its constructor failed) to the model; the
- * model owns it from then on. */
-static int
-add(cg_module *model, const char *name, cg_module *layer)
-{
-    if (cg_module_add(model, name, layer) == CG_OK)
-        return 0;
-    cg_module_free(layer);
-    return -1;
-}
-
-/* The MLP: fc0, relu0, fc1, relu1, ..., fcN (parameters "fc0.weight"). */
-static cg_module *
-mlp_new(cg_context *ctx, const tr_config *c, int in, int out)
-{
-    cg_module *m = cg_sequential_new(ctx);
-    char name[16];
-    int i, width = in;
-
-    for (i = 0; m && i <= c->nhidden; i++) {
-        int next = i < c->nhidden ? c->hidden[i] : out;
-
-        snprintf(name, sizeof name, "fc%d", i);
-        if (add(m, name, cg_linear_new(ctx, width, next, 1)))
-            break;
-        snprintf(name, sizeof name, "relu%d", i);
-        if (i < c->nhidden && add(m, name, cg_activation_new(ctx, "relu")))
-            break;
-        width = next;
-    }
-    if (m && i <= c->nhidden) {
-        cg_module_free(m);
-        return NULL;
-    }
-    return m;
-}
-
-/* The character LSTM: embed, lstm, head. */
-static cg_module *
-lstm_new(cg_context *ctx, const tr_config *c, int vocab)
-{
-    cg_module *m = cg_sequential_new(ctx);
-    cg_rnn_options o;
-
-    memset(&o, 0, sizeof o);
-    o.mode = CG_LSTM;
-    o.input_size = (int)c->embed;
-    o.hidden_size = c->hidden[0];
-    o.num_layers = (int)c->layers;
-    o.dropout = (float)c->dropout;
-    if (m && (add(m, "embed", cg_embedding_new(ctx, vocab, (int)c->embed)) ||
-              add(m, "lstm", cg_rnn_new(ctx, &o)) ||
-              add(m, "head", cg_linear_new(ctx, c->hidden[0], vocab, 1)))) {
-        cg_module_free(m);
-        return NULL;
-    }
-    return m;
-}
-
-/* Logits [T*B, V] for ids [T, B]; the final states replace *h and *c
- * (detached when `detach`). */
-static cg_tensor *
-lstm_forward(cg_module *m, cg_tensor *ids, cg_tensor **h, cg_tensor **c,
-             int detach)
-{
-    cg_tensor *e, *y = NULL, *hn = NULL, *cn = NULL, *flat, *logits;
-    int64_t shape[3];
-    int status;
-
-    e = cg_module_forward(cg_module_child(m, 0, NULL), ids);
-    if (!e)
-        return NULL;
-    status = cg_rnn_forward(cg_module_child(m, 1, NULL), e, *h, *c, NULL, &y,
-                            &hn, &cn);
-    cg_tensor_free(e);
-    if (status)
-        return NULL;
-    cg_tensor_free(*h);
-    cg_tensor_free(*c);
-    *h = detach ? cg_detach(hn) : cg_tensor_ref(hn);
-    *c = detach ? cg_detach(cn) : cg_tensor_ref(cn);
-    cg_tensor_free(hn);
-    cg_tensor_free(cn);
-    cg_tensor_shape(y, shape);
-    shape[0] *= shape[1];
-    shape[1] = shape[2];
-    flat = cg_reshape(y, 2, shape);
-    cg_tensor_free(y);
-    if (!flat)
-        return NULL;
-    logits = cg_module_forward(cg_module_child(m, 2, NULL), flat);
-    cg_tensor_free(flat);
-    return logits;
-}
-
-/* ------------------------------------------------------------------------
- * Optimizer and schedule
- * ------------------------------------------------------------------------ */
-
-static cg_optimizer *
-make_optimizer(cg_context *ctx, const tr_config *c, cg_tensor **params,
-               int nparams)
-{
-    switch (tr_optimizer_kind(c->optimizer)) {
-    case 2: {
-        cg_sgd_options o;
-
-        memset(&o, 0, sizeof o);
-        o.lr = c->lr;
-        o.momentum = c->momentum > 0 ? c->momentum : CG_OPTIM_ZERO;
-        o.weight_decay = c->weight_decay;
-        return cg_optim_sgd_new(ctx, params, nparams, &o);
-    }
-    case 3: {
-        cg_rmsprop_options o;
-
-        memset(&o, 0, sizeof o);
-        o.lr = c->lr;
-        o.momentum = c->momentum;
-        o.weight_decay = c->weight_decay;
-        return cg_optim_rmsprop_new(ctx, params, nparams, &o);
-    }
-    default: {
-        cg_adam_options o;
-        int w = tr_optimizer_kind(c->optimizer) == 1;
-
-        memset(&o, 0, sizeof o);
-        o.lr = c->lr;
-        o.weight_decay = c->weight_decay > 0 ? c->weight_decay
-                                             : w ? 0 : CG_OPTIM_ZERO;
-        return w ? cg_optim_adamw_new(ctx, params, nparams, &o)
-                 : cg_optim_adam_new(ctx, params, nparams, &o);
-    }
-    }
-}
-
-/* NULL for "constant". */
-static cg_lr_schedule *
-make_schedule(const tr_config *c, cg_optimizer *opt, int64_t total,
-              int *status)
-{
-    cg_lr_schedule *s = NULL;
-
-    *status = 0;
-    if (strcmp(c->schedule, "step") == 0)
-        s = cg_lr_schedule_step_new(opt, total / 3 > 0 ? total / 3 : 1, 0.1);
-    else if (strcmp(c->schedule, "exp") == 0)
-        s = cg_lr_schedule_exponential_new(opt, pow(0.01, 1.0 /
-                                                    (double)total));
-    else if (strcmp(c->schedule, "cosine") == 0)
-        s = cg_lr_schedule_cosine_new(opt, c->warmup < total ? c->warmup : 0,
-                                      0.0, total, 0.0);
-    else
-        return NULL;
-    if (!s)
-        *status = -1;
-    return s;
-}
-
-/* ------------------------------------------------------------------------
  * Progress and log
  * ------------------------------------------------------------------------ */
-
-typedef struct progress {
-    const tr_config *cfg;
-    FILE *log;
-    int tty;
-    double t0, last_print;
-    int64_t total;              /* steps planned, or 0 if unknown */
-    double rate_t0;             /* throughput: items since rate_t0 */
-    int64_t rate_items;
-} progress;
 
 static void
 fmt_time(double s, char *buf, size_t n)
@@ -305,7 +132,7 @@ static void
 progress_step(progress *p, int64_t step, double loss, double acc, double lr,
               double rate, const char *unit, int force)
 {
-    double el = now() - p->t0;
+    double el = tr_now() - p->t0;
     char eta[32], elapsed[32];
 
     if (p->log) {
@@ -325,9 +152,9 @@ progress_step(progress *p, int64_t step, double loss, double acc, double lr,
         int w = 24, filled = p->total ? (int)(w * step / p->total) : 0, i;
         char bar[32];
 
-        if (!force && now() - p->last_print < 0.2)
+        if (!force && tr_now() - p->last_print < 0.2)
             return;
-        p->last_print = now();
+        p->last_print = tr_now();
         for (i = 0; i < w; i++)
             bar[i] = i < filled ? '#' : '.';
         bar[w] = 0;
@@ -385,191 +212,6 @@ first_bad_grad(const cg_module *m)
 }
 
 /* ------------------------------------------------------------------------
- * A training run's state, and checkpoints
- * ------------------------------------------------------------------------ */
-
-typedef struct run {
-    tr_config cfg;
-    cg_context *ctx;
-    cg_module *model;           /* a sequential container */
-    int nparams;
-    cg_tensor *params[TR_MAX_PARAMS];   /* borrowed from the model */
-    cg_optimizer *opt;
-    cg_lr_schedule *sched;
-    int64_t step;               /* optimizer steps done */
-    int64_t first_step;         /* step when this process started */
-    int64_t epoch, index;       /* next batch: epoch and batch index */
-    int64_t total;              /* steps planned */
-    /* mlp */
-    cg_dataset *train, *test;
-    float *mean, *inv_std;      /* feature standardisation [F] */
-    int features, classes;
-    /* char-lstm */
-    cg_text *text;
-    int nvocab;                 /* the vocabulary: id -> byte, byte -> id */
-    unsigned char vocab[256];
-    int id_of[256];
-    cg_tensor *h, *c;           /* carried (detached) LSTM state */
-    progress prog;
-} run;
-
-static int
-ck_fail(const char *what, const char *path)
-{
-    fail("%s %s: %s", what, path, cg_last_error());
-    return -1;
-}
-
-static int
-save_checkpoint(run *r, const char *path)
-{
-    cg_checkpoint *ck = cg_checkpoint_new();
-    char hid[128] = "";
-    int64_t nf = r->features;
-    int i, status = ck ? CG_OK : -1;
-
-    if (status == CG_OK)
-        status = cg_checkpoint_add_module(ck, NULL, r->model);
-    if (status == CG_OK)
-        status = cg_checkpoint_add_optimizer(ck, NULL, r->opt);
-    if (status == CG_OK && r->mean)
-        status = cg_checkpoint_add_host(ck, "data.mean", CG_F32, 1, &nf,
-                                        r->mean);
-    if (status == CG_OK && r->inv_std)
-        status = cg_checkpoint_add_host(ck, "data.inv_std", CG_F32, 1, &nf,
-                                        r->inv_std);
-    if (status == CG_OK && r->h)
-        status = cg_checkpoint_add_tensor(ck, "train.state.h", r->h);
-    if (status == CG_OK && r->c)
-        status = cg_checkpoint_add_tensor(ck, "train.state.c", r->c);
-    for (i = 0; i < r->cfg.nhidden; i++)
-        snprintf(hid + strlen(hid), sizeof hid - strlen(hid), "%s%d",
-                 i ? "," : "", r->cfg.hidden[i]);
-#define META(k, v) if (status == CG_OK) status = cg_checkpoint_set_meta(ck, k, v)
-#define IMETA(k, v) if (status == CG_OK) \
-        status = cg_checkpoint_set_meta_int(ck, k, (int64_t)(v))
-#define DMETA(k, v) if (status == CG_OK) \
-        status = cg_checkpoint_set_meta_double(ck, k, v)
-    META("clgrad.model", r->cfg.model == TR_MLP ? "mlp" : "char-lstm");
-    META("config.hidden", hid);
-    IMETA("config.layers", r->cfg.layers);
-    IMETA("config.embed", r->cfg.embed);
-    DMETA("config.dropout", r->cfg.dropout);
-    IMETA("config.seq_len", r->cfg.seq_len);
-    IMETA("config.batch", r->cfg.batch);
-    META("config.optimizer", r->cfg.optimizer);
-    META("config.schedule", r->cfg.schedule);
-    DMETA("config.lr", r->cfg.lr);
-    DMETA("config.momentum", r->cfg.momentum);
-    DMETA("config.weight_decay", r->cfg.weight_decay);
-    DMETA("config.clip", r->cfg.clip);
-    DMETA("config.holdout", r->cfg.holdout);
-    IMETA("config.warmup", r->cfg.warmup);
-    IMETA("config.seed", r->cfg.seed);
-    if (status == CG_OK) {
-        cg_train_position pos;
-
-        pos.total = r->total;
-        pos.step = r->step;
-        pos.epoch = r->epoch;
-        pos.index = r->index;
-        pos.schedule = r->sched ? cg_lr_schedule_get_position(r->sched) : 0;
-        status = cg_checkpoint_add_position(ck, &pos);
-    }
-    IMETA("data.features", r->features);
-    IMETA("data.classes", r->classes);
-    if (r->text)
-        META("data.vocab", cg_text_vocab(r->text));
-#undef META
-#undef IMETA
-#undef DMETA
-    if (status == CG_OK)
-        status = cg_checkpoint_add_generator(ck, r->ctx);
-    if (status == CG_OK)
-        status = cg_checkpoint_save(ck, path);
-    cg_checkpoint_free(ck);
-    return status == CG_OK ? 0 : ck_fail("saving", path);
-}
-
-/* Reads the model's shape and the training configuration of a checkpoint
- * into cfg, before anything is built. */
-static int
-read_config(const cg_checkpoint *ck, tr_config *cfg, const char *path)
-{
-    const char *model = cg_checkpoint_get_meta(ck, "clgrad.model");
-    const char *s;
-    int64_t v;
-
-    if (!model || (strcmp(model, "mlp") && strcmp(model, "char-lstm"))) {
-        fail("%s is not a clgrad-train checkpoint (no clgrad.model)", path);
-        return -1;
-    }
-    cfg->model = strcmp(model, "mlp") == 0 ? TR_MLP : TR_CHAR_LSTM;
-    s = cg_checkpoint_get_meta(ck, "config.hidden");
-    if (!s || (cfg->nhidden = 0, sscanf(s, "%d", &cfg->hidden[0]) != 1)) {
-        fail("%s: bad config.hidden", path);
-        return -1;
-    }
-    while (s && *s && cfg->nhidden < TR_MAX_HIDDEN) {
-        cfg->hidden[cfg->nhidden++] = atoi(s);
-        s = strchr(s, ',');
-        s = s ? s + 1 : NULL;
-    }
-    cfg->hidden_set = 1;
-#define GETI(k, f) if (cg_checkpoint_get_meta_int(ck, k, &v) == CG_OK) f = v
-#define GETD(k, f) cg_checkpoint_get_meta_double(ck, k, &f)
-    GETI("config.layers", cfg->layers);
-    GETI("config.embed", cfg->embed);
-    GETI("config.seq_len", cfg->seq_len);
-    GETI("config.batch", cfg->batch);
-    GETI("config.warmup", cfg->warmup);
-    GETI("config.seed", cfg->seed);
-    GETD("config.dropout", cfg->dropout);
-    GETD("config.lr", cfg->lr);
-    GETD("config.momentum", cfg->momentum);
-    GETD("config.weight_decay", cfg->weight_decay);
-    GETD("config.clip", cfg->clip);
-    GETD("config.holdout", cfg->holdout);
-#undef GETI
-#undef GETD
-    if ((s = cg_checkpoint_get_meta(ck, "config.optimizer")) &&
-        tr_optimizer_kind(s) >= 0)
-        snprintf(cfg->optimizer, sizeof cfg->optimizer, "%s", s);
-    if ((s = cg_checkpoint_get_meta(ck, "config.schedule")))
-        snprintf(cfg->schedule, sizeof cfg->schedule, "%s", s);
-    return 0;
-}
-
-/* Restores parameters, optimizer state, the generator and the position
- * from ck into the freshly built run. */
-static int
-restore(run *r, const cg_checkpoint *ck, const char *path)
-{
-    cg_train_position pos;
-
-    if (cg_checkpoint_restore_module(ck, NULL, r->model))
-        return ck_fail("restoring the model from", path);
-    if (cg_checkpoint_restore_optimizer(ck, NULL, r->opt))
-        return ck_fail("restoring the optimizer from", path);
-    if (cg_checkpoint_tensor_info(ck, "train.state.h", NULL, NULL, NULL) ==
-        CG_OK) {
-        r->h = cg_checkpoint_tensor(ck, r->ctx, "train.state.h");
-        r->c = cg_checkpoint_tensor(ck, r->ctx, "train.state.c");
-        if (!r->h || !r->c)
-            return ck_fail("restoring the LSTM state from", path);
-    }
-    if (cg_checkpoint_get_position(ck, &pos) ||
-        cg_checkpoint_restore_generator(ck, r->ctx))
-        return ck_fail("restoring the position from", path);
-    r->step = pos.step;
-    r->epoch = pos.epoch;
-    r->index = pos.index;
-    if (r->sched && cg_lr_schedule_set_position(r->sched, pos.schedule))
-        return ck_fail("restoring the schedule from", path);
-    return 0;
-}
-
-/* ------------------------------------------------------------------------
  * One optimizer step
  * ------------------------------------------------------------------------ */
 
@@ -582,15 +224,16 @@ update(run *r, cg_tensor *loss, float *value)
     const char *bad;
 
     if (cg_backward(loss, NULL, 0) || cg_tensor_item(loss, value)) {
-        fail("step %lld: %s", (long long)r->step + 1, cg_last_error());
+        tr_fail("step %lld: %s", (long long)r->step + 1, cg_last_error());
         return -1;
     }
     if (!isfinite(*value)) {
         bad = first_bad_grad(r->model);
         progress_break(&r->prog);
-        fail("step %lld: the loss is %f; stopping%s%s", (long long)r->step + 1,
-             (double)*value, bad ? ". First parameter with a non-finite "
-             "gradient: " : " (every gradient is finite)", bad ? bad : "");
+        tr_fail("step %lld: the loss is %f; stopping%s%s",
+                (long long)r->step + 1, (double)*value,
+                bad ? ". First parameter with a non-finite gradient: "
+                    : " (every gradient is finite)", bad ? bad : "");
         return -1;
     }
     if ((r->cfg.clip > 0 &&
@@ -598,7 +241,7 @@ update(run *r, cg_tensor *loss, float *value)
                            2.0, NULL)) ||
         cg_optim_step(r->opt) || cg_optim_zero_grad(r->opt) ||
         (r->sched && cg_lr_schedule_step(r->sched))) {
-        fail("step %lld: %s", (long long)r->step + 1, cg_last_error());
+        tr_fail("step %lld: %s", (long long)r->step + 1, cg_last_error());
         return -1;
     }
     r->step++;
@@ -620,7 +263,7 @@ maybe_save(run *r, int force)
         return 0;
     if (!force && r->step % r->cfg.save_every != 0)
         return 0;
-    return save_checkpoint(r, r->cfg.checkpoint);
+    return tr_save(r, r->cfg.checkpoint);
 }
 
 /* The end of one training step shared by both models: the update from
@@ -636,7 +279,7 @@ finish_step(run *r, cg_tensor *loss, int64_t items, const char *unit,
     int status;
 
     if (!loss) {
-        fail("step %lld: %s", (long long)r->step + 1, cg_last_error());
+        tr_fail("step %lld: %s", (long long)r->step + 1, cg_last_error());
         return -1;
     }
     status = update(r, loss, loss_v);
@@ -645,7 +288,7 @@ finish_step(run *r, cg_tensor *loss, int64_t items, const char *unit,
         return -1;
     r->index++;
     p->rate_items += items;
-    t = now();
+    t = tr_now();
     progress_step(p, r->step, *loss_v, NAN, cg_optim_get_lr(r->opt),
                   p->rate_items / (t - p->rate_t0 + 1e-9), unit, 0);
     if (t - p->rate_t0 > window) {
@@ -658,52 +301,6 @@ finish_step(run *r, cg_tensor *loss, int64_t items, const char *unit,
 /* ------------------------------------------------------------------------
  * MLP
  * ------------------------------------------------------------------------ */
-
-/* One standardisation statistic [F] from a checkpoint into v. */
-static int
-stat_from(const cg_checkpoint *ck, const char *path, const char *name, int F,
-          float *v)
-{
-    int64_t shape[CG_MAX_DIMS];
-    cg_dtype dt;
-    int nd;
-
-    if (cg_checkpoint_tensor_info(ck, name, &dt, &nd, shape))
-        return ck_fail("restoring the normalisation from", path);
-    if (dt != CG_F32 || nd != 1 || shape[0] != F) {
-        fail("restoring the normalisation from %s: %s is not %d floats",
-             path, name, F);
-        return -1;
-    }
-    memcpy(v, cg_checkpoint_tensor_data(ck, name, NULL),
-           (size_t)F * sizeof *v);
-    return 0;
-}
-
-/* Standardises both splits' features with the training split's
- * statistics, or a resumed run's checkpoint's. */
-static int
-normalisation(run *r, const cg_checkpoint *ck)
-{
-    r->mean = calloc((size_t)r->features, sizeof *r->mean);
-    r->inv_std = calloc((size_t)r->features, sizeof *r->inv_std);
-    if (!r->mean || !r->inv_std) {
-        fail("out of memory");
-        return -1;
-    }
-    if (ck && (stat_from(ck, r->cfg.resume, "data.mean", r->features,
-                         r->mean) ||
-               stat_from(ck, r->cfg.resume, "data.inv_std", r->features,
-                         r->inv_std)))
-        return -1;
-    if ((!ck && cg_dataset_feature_stats(r->train, r->mean, r->inv_std)) ||
-        cg_dataset_standardize(r->train, r->mean, r->inv_std) ||
-        cg_dataset_standardize(r->test, r->mean, r->inv_std)) {
-        fail("%s", cg_last_error());
-        return -1;
-    }
-    return 0;
-}
 
 /* Held-out accuracy in [0, 1], or -1 on error: the predicted class is
  * the logits' argmax (the first on ties). */
@@ -745,7 +342,7 @@ mlp_accuracy(run *r)
     free(pred);
     free(lab);
     if (!ok) {
-        fail("evaluating: %s", cg_last_error());
+        tr_fail("evaluating: %s", cg_last_error());
         return -1;
     }
     return seen ? (double)right / (double)seen : 0;
@@ -763,7 +360,7 @@ run_mlp(run *r, volatile sig_atomic_t *stop)
                                  &x, &y);
 
         if (n < 0) {
-            fail("%s", cg_last_error());
+            tr_fail("%s", cg_last_error());
             return 1;
         }
         if (n > 0 && (r->step >= r->total || at_stop(r))) {
@@ -787,7 +384,7 @@ run_mlp(run *r, volatile sig_atomic_t *stop)
             if (r->prog.log)
                 fprintf(r->prog.log, "%lld,%.6f,%.4f,%.6g,,%.3f\n",
                         (long long)r->step, (double)loss_v, acc,
-                        cg_optim_get_lr(r->opt), now() - r->prog.t0);
+                        cg_optim_get_lr(r->opt), tr_now() - r->prog.t0);
             r->epoch++;
             r->index = 0;
             continue;
@@ -809,34 +406,6 @@ run_mlp(run *r, volatile sig_atomic_t *stop)
  * Character LSTM
  * ------------------------------------------------------------------------ */
 
-/* Reads a vocabulary as cg_text_vocab writes it ("[10,32,...]": the
- * byte of each id) into r. */
-static int
-parse_vocab(run *r, const char *s)
-{
-    int i;
-
-    for (i = 0; i < 256; i++)
-        r->id_of[i] = -1;
-    r->nvocab = 0;
-    if (!s || *s++ != '[')
-        return -1;
-    while (*s && *s != ']') {
-        char *end;
-        long b = strtol(s, &end, 10);
-
-        if (end == s || b < 0 || b > 255 || r->nvocab == 256 ||
-            r->id_of[b] >= 0)
-            return -1;
-        r->id_of[b] = r->nvocab;
-        r->vocab[r->nvocab++] = (unsigned char)b;
-        s = end;
-        if (*s == ',')
-            s++;
-    }
-    return *s == ']' && r->nvocab > 0 ? 0 : -1;
-}
-
 /* Prints n characters sampled after `prime` at temperature temp. */
 static int
 sample(run *r, int64_t n, uint64_t seed)
@@ -855,8 +424,8 @@ sample(run *r, int64_t n, uint64_t seed)
     for (i = 0; status == CG_OK && i < (int64_t)plen; i++) {
         ids[i] = r->id_of[(unsigned char)r->cfg.prime[i]];
         if (ids[i] < 0) {
-            fail("--prime: the character '%c' is not in the vocabulary",
-                 r->cfg.prime[i]);
+            tr_fail("--prime: the character '%c' is not in the vocabulary",
+                    r->cfg.prime[i]);
             status = -2;
         }
     }
@@ -868,7 +437,7 @@ sample(run *r, int64_t n, uint64_t seed)
         int64_t shape = (int64_t)(plen ? plen : 1);
         int64_t s2[2] = { shape, 1 };
         cg_tensor *in = cg_tensor_from_host(r->ctx, CG_I32, 2, s2, ids);
-        cg_tensor *all = in ? lstm_forward(r->model, in, &h, &c, 0) : NULL;
+        cg_tensor *all = in ? tr_lstm_forward(r->model, in, &h, &c, 0) : NULL;
 
         /* The prime's last position's logits. */
         logits = all ? cg_narrow(all, 0, shape - 1, 1) : NULL;
@@ -879,7 +448,8 @@ sample(run *r, int64_t n, uint64_t seed)
         fputs(r->cfg.prime, stdout);
     }
     for (i = 0; status == CG_OK && i < n; i++) {
-        cg_tensor *scaled = cg_mul_scalar(logits, (float)(1 / r->cfg.temperature));
+        cg_tensor *scaled = cg_mul_scalar(logits,
+                                          (float)(1 / r->cfg.temperature));
         cg_tensor *pr = scaled ? cg_softmax(scaled, -1) : NULL, *in;
         double u, acc = 0;
         int k;
@@ -901,7 +471,7 @@ sample(run *r, int64_t n, uint64_t seed)
         putchar(r->vocab[cur]);
         in = cg_tensor_from_host(r->ctx, CG_I32, 2, one, &cur);
         cg_tensor_free(logits);
-        logits = in ? lstm_forward(r->model, in, &h, &c, 0) : NULL;
+        logits = in ? tr_lstm_forward(r->model, in, &h, &c, 0) : NULL;
         cg_tensor_free(in);
         if (!logits)
             status = -1;
@@ -916,7 +486,7 @@ sample(run *r, int64_t n, uint64_t seed)
     free(ids);
     free(p);
     if (status == -1)
-        fail("sampling: %s", cg_last_error());
+        tr_fail("sampling: %s", cg_last_error());
     return status ? -1 : 0;
 }
 
@@ -940,8 +510,8 @@ run_char_lstm(run *r, volatile sig_atomic_t *stop)
     float loss_v;
 
     if (nb <= 0) {
-        fail("%s: too short for --batch %d: %s", r->cfg.data, B,
-             cg_last_error());
+        tr_fail("%s: too short for --batch %d: %s", r->cfg.data, B,
+                cg_last_error());
         return 1;
     }
     while (r->step < r->total && !at_stop(r) && !*stop) {
@@ -960,12 +530,12 @@ run_char_lstm(run *r, volatile sig_atomic_t *stop)
         }
         n = cg_text_batch(r->text, r->ctx, T, B, r->index, &in, &tg);
         if (n <= 0) {
-            fail("batch %lld: %s", (long long)r->index, cg_last_error());
+            tr_fail("batch %lld: %s", (long long)r->index, cg_last_error());
             return 1;
         }
         n1 = (int64_t)n * B;
         flat = cg_reshape(tg, 1, &n1);
-        logits = lstm_forward(r->model, in, &r->h, &r->c, 1);
+        logits = tr_lstm_forward(r->model, in, &r->h, &r->c, 1);
         loss = logits && flat ? cg_cross_entropy(logits, flat,
                                                  CG_REDUCTION_MEAN,
                                                  CG_IGNORE_INDEX, 0.0f)
@@ -1016,7 +586,7 @@ print_profile(run *r)
     int i, n;
 
     if (cg_context_profile(r->ctx, e, 24, &n)) {
-        fail("profile: %s", cg_last_error());
+        tr_fail("profile: %s", cg_last_error());
         return 1;
     }
     /* e holds the largest; the total needs all of them. */
@@ -1025,7 +595,7 @@ print_profile(run *r)
 
         if (!all || cg_context_profile(r->ctx, all, n, &n)) {
             free(all);
-            fail("profile: out of memory");
+            tr_fail("profile: out of memory");
             return 1;
         }
         for (i = 0; i < n; i++)
@@ -1057,28 +627,28 @@ tr_run(const tr_config *given, volatile sig_atomic_t *stop)
     if (r.cfg.resume) {
         ck = cg_checkpoint_load(r.cfg.resume);
         if (!ck) {
-            ck_fail("loading", r.cfg.resume);
+            tr_ck_fail("loading", r.cfg.resume);
             return 1;
         }
-        if (read_config(ck, &r.cfg, r.cfg.resume))
+        if (tr_read_config(ck, &r.cfg, r.cfg.resume))
             goto out;
         cg_checkpoint_get_meta_int(ck, "train.total", &total_saved);
         if (given->model != TR_NONE && given->model != r.cfg.model) {
-            fail("%s holds a %s model, not the --model given",
-                 r.cfg.resume, r.cfg.model == TR_MLP ? "mlp" : "char-lstm");
+            tr_fail("%s holds a %s model, not the --model given",
+                    r.cfg.resume, r.cfg.model == TR_MLP ? "mlp" : "char-lstm");
             goto out;
         }
     }
     if (r.cfg.model == TR_NONE) {
-        fail("say --model mlp or --model char-lstm (or --resume)");
+        tr_fail("say --model mlp or --model char-lstm (or --resume)");
         goto out;
     }
     if (!r.cfg.data && !(r.cfg.sample_only && ck)) {
-        fail("--data FILE is needed");
+        tr_fail("--data FILE is needed");
         goto out;
     }
     if (r.cfg.sample_only && (r.cfg.model != TR_CHAR_LSTM || !ck)) {
-        fail("--sample-only needs --resume with a char-lstm checkpoint");
+        tr_fail("--sample-only needs --resume with a char-lstm checkpoint");
         goto out;
     }
     resolve(&r.cfg);
@@ -1088,7 +658,7 @@ tr_run(const tr_config *given, volatile sig_atomic_t *stop)
         r.ctx = cg_context_new_with(&o);
     }
     if (!r.ctx) {
-        fail("%s", cg_last_error());
+        tr_fail("%s", cg_last_error());
         goto out;
     }
     cg_manual_seed(r.ctx, (uint64_t)r.cfg.seed);
@@ -1100,17 +670,17 @@ tr_run(const tr_config *given, volatile sig_atomic_t *stop)
         if (!all || cg_dataset_split(all, r.cfg.holdout,
                                      (uint64_t)r.cfg.seed, &r.train,
                                      &r.test)) {
-            fail("%s", cg_last_error());
+            tr_fail("%s", cg_last_error());
             cg_dataset_free(all);
             goto out;
         }
         r.features = cg_dataset_features(all);
         r.classes = cg_dataset_classes(all);
         cg_dataset_free(all);
-        if (normalisation(&r, ck))
+        if (tr_normalisation(&r, ck))
             goto out;
-        if (!(r.model = mlp_new(r.ctx, &r.cfg, r.features, r.classes))) {
-            fail("%s", cg_last_error());
+        if (!(r.model = tr_mlp_new(r.ctx, &r.cfg, r.features, r.classes))) {
+            tr_fail("%s", cg_last_error());
             goto out;
         }
         r.total = r.cfg.epochs * cg_dataset_num_batches(r.train,
@@ -1121,15 +691,15 @@ tr_run(const tr_config *given, volatile sig_atomic_t *stop)
 
         /* Sampling needs the checkpoint's vocabulary only. */
         if (r.cfg.data && !(r.text = cg_text_load(r.cfg.data, vocab))) {
-            fail("%s", cg_last_error());
+            tr_fail("%s", cg_last_error());
             goto out;
         }
-        if (parse_vocab(&r, r.text ? cg_text_vocab(r.text) : vocab)) {
-            fail("%s: no valid vocabulary (data.vocab)", r.cfg.resume);
+        if (tr_parse_vocab(&r, r.text ? cg_text_vocab(r.text) : vocab)) {
+            tr_fail("%s: no valid vocabulary (data.vocab)", r.cfg.resume);
             goto out;
         }
-        if (!(r.model = lstm_new(r.ctx, &r.cfg, r.nvocab))) {
-            fail("%s", cg_last_error());
+        if (!(r.model = tr_lstm_new(r.ctx, &r.cfg, r.nvocab))) {
+            tr_fail("%s", cg_last_error());
             goto out;
         }
         if (r.text)
@@ -1143,21 +713,21 @@ tr_run(const tr_config *given, volatile sig_atomic_t *stop)
         r.total = total_saved;
     r.nparams = cg_module_params(r.model, r.params, TR_MAX_PARAMS);
     if (r.nparams > TR_MAX_PARAMS) {
-        fail("the model has %d parameter tensors, more than %d", r.nparams,
-             TR_MAX_PARAMS);
+        tr_fail("the model has %d parameter tensors, more than %d", r.nparams,
+                TR_MAX_PARAMS);
         goto out;
     }
-    r.opt = make_optimizer(r.ctx, &r.cfg, r.params, r.nparams);
+    r.opt = tr_make_optimizer(r.ctx, &r.cfg, r.params, r.nparams);
     if (!r.opt) {
-        fail("%s", cg_last_error());
+        tr_fail("%s", cg_last_error());
         goto out;
     }
-    r.sched = make_schedule(&r.cfg, r.opt, r.total, &sched_status);
+    r.sched = tr_make_schedule(&r.cfg, r.opt, r.total, &sched_status);
     if (sched_status) {
-        fail("%s", cg_last_error());
+        tr_fail("%s", cg_last_error());
         goto out;
     }
-    if (ck && restore(&r, ck, r.cfg.resume))
+    if (ck && tr_restore(&r, ck, r.cfg.resume))
         goto out;
     cg_checkpoint_free(ck);
     ck = NULL;
@@ -1170,11 +740,11 @@ tr_run(const tr_config *given, volatile sig_atomic_t *stop)
     r.prog.cfg = &r.cfg;
     r.prog.tty = isatty(2);
     r.prog.total = r.total;
-    r.prog.t0 = r.prog.rate_t0 = now();
+    r.prog.t0 = r.prog.rate_t0 = tr_now();
     if (r.cfg.log) {
         r.prog.log = fopen(r.cfg.log, r.cfg.resume ? "a" : "w");
         if (!r.prog.log) {
-            fail("%s: cannot write the log", r.cfg.log);
+            tr_fail("%s: cannot write the log", r.cfg.log);
             goto out;
         }
         if (!r.cfg.resume)
