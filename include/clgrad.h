@@ -361,6 +361,14 @@ cg_tensor *cg_rand_uniform(cg_context *ctx, int ndim, const int64_t *shape,
 cg_tensor *cg_rand_normal(cg_context *ctx, int ndim, const int64_t *shape,
                           float mean, float std);
 
+/* Host random numbers, SplitMix64: the next 64-bit number of the stream
+ * whose whole state is *state (any value is a valid seed; save it to
+ * resume the stream), and a uniform double in [0, 1) made from its top 53
+ * bits.  The dataset shuffles use this generator.  They cannot fail; a
+ * NULL state gives 0 and is left alone. */
+uint64_t cg_splitmix64_next(uint64_t *state);
+double cg_splitmix64_uniform(uint64_t *state);
+
 /* Adds a reference (returns t). */
 cg_tensor *cg_tensor_ref(cg_tensor *t);
 /* Drops a reference; the last one frees the tensor.  NULL is ignored. */
@@ -478,6 +486,25 @@ cg_tensor *cg_sum(cg_tensor *a, int naxes, const int *axes, int keepdim);
 cg_tensor *cg_mean(cg_tensor *a, int naxes, const int *axes, int keepdim);
 /* Maximum; ties go to the first index.  The gradient flows to it. */
 cg_tensor *cg_max(cg_tensor *a, int naxes, const int *axes, int keepdim);
+/* Indices along axis `dim` (negative counts from the end) of the first
+ * maximum / minimum of each slice of a float32 tensor, as torch.argmax /
+ * argmin(x, dim, keepdim): a new int32 tensor of x's shape without dim
+ * (with dim as 1 if keepdim), caller owns.  Ties pick the smallest index;
+ * NaN counts as larger (argmax) and smaller (argmin) than every number,
+ * so a slice holding NaN gives its first NaN, as PyTorch does.  Any
+ * layout (views too).  Indices record no graph node: they have no
+ * gradient.  A bad dim or a 0-D x gives CG_EINVAL, an int32 x CG_EDTYPE;
+ * the result is then NULL.  argmin runs one extra launch (it negates). */
+cg_tensor *cg_argmax(cg_tensor *x, int dim, int keepdim);
+cg_tensor *cg_argmin(cg_tensor *x, int dim, int keepdim);
+/* torch.max(x, dim, keepdim) / torch.min: the extreme values (float32,
+ * differentiable: the gradient goes to the element picked, as cg_max's)
+ * and their indices as above, both new and owned by the caller.  On error
+ * (as argmax's, CG_EINVAL for NULL outputs) neither is set. */
+int cg_max_dim(cg_tensor *x, int dim, int keepdim, cg_tensor **values,
+               cg_tensor **indices);
+int cg_min_dim(cg_tensor *x, int dim, int keepdim, cg_tensor **values,
+               cg_tensor **indices);
 /* Variance with `correction` (1: unbiased, as PyTorch's default). */
 cg_tensor *cg_var(cg_tensor *a, int naxes, const int *axes, int keepdim,
                   int correction);
@@ -715,9 +742,11 @@ cg_tensor *cg_bce_with_logits(cg_tensor *input, cg_tensor *target,
 
 typedef struct cg_module cg_module;
 
-/* The layer's kind: "linear", "embedding" or "rnn". */
+/* The layer's kind: "linear", "embedding", "rnn", "sequential", or an
+ * activation's name ("relu", ...). */
 const char *cg_module_kind(const cg_module *m);
-/* The number of parameter tensors (-1 if m is NULL). */
+/* The number of parameter tensors (-1 if m is NULL); a container's are
+ * all its children's, in order, named "child.param" (see Containers). */
 int cg_module_num_params(const cg_module *m);
 /* Parameter i (0 .. num_params - 1) and, if name is not NULL, its name
  * (valid as long as m).  NULL if i is out of range. */
@@ -803,6 +832,51 @@ cg_module *cg_rnn_new(cg_context *ctx, const cg_rnn_options *options);
 int cg_rnn_forward(cg_module *m, cg_tensor *x, cg_tensor *h0, cg_tensor *c0,
                    const int *lengths, cg_tensor **output, cg_tensor **h_n,
                    cg_tensor **c_n);
+
+/* Containers, as PyTorch's nn.Sequential: a module holding child modules
+ * in order, each under a name.  Its parameters (cg_module_num_params,
+ * cg_module_param, cg_module_find_param, cg_module_params) are the
+ * children's, child by child, named child + "." + the child's parameter
+ * name ("0.weight", "fc1.bias", "1.0.weight" for nested containers), as
+ * model.state_dict() names them, so cg_checkpoint_add_module and
+ * cg_checkpoint_restore_module take the whole model at once.
+ * cg_module_set_training and cg_module_zero_grad reach every child;
+ * cg_module_free frees the children with the container. */
+cg_module *cg_sequential_new(cg_context *ctx);
+
+/* Appends `child` under `name` (NULL: its position, "0", "1", ..., as
+ * nn.Sequential names them; else 1..63 bytes without '.', unique among
+ * the children).  On success the container owns the child: the caller's
+ * reference passes to it, so the caller must not free the child (it stays
+ * usable, borrowed, until the container is freed).  On error the caller
+ * still owns the child and nothing changed: CG_EINVAL for a NULL or non-
+ * container m, a NULL child (the message carries the error that made it
+ * NULL, so cg_module_add(seq, NULL, cg_linear_new(...)) reports the
+ * linear's), a bad or repeated name, a child already in a container or
+ * that would hold m; CG_ECONTEXT for a child of another context. */
+int cg_module_add(cg_module *m, const char *name, cg_module *child);
+/* The number of children (0 for a layer that is no container, -1 for
+ * NULL), and child i, borrowed, with its name (valid as long as m), or
+ * NULL (CG_EINVAL) if i is out of range. */
+int cg_module_num_children(const cg_module *m);
+cg_module *cg_module_child(const cg_module *m, int i, const char **name);
+
+/* Copies borrowed pointers to m's parameters, in cg_module_param order,
+ * into params[0 .. max-1] (for the optimizers and gradient clipping) and
+ * returns how many parameters there are, which may exceed max (call with
+ * max 0 to size the array).  -1 with CG_EINVAL for a NULL m, or a NULL
+ * params with max > 0. */
+int cg_module_params(const cg_module *m, cg_tensor **params, int max);
+
+/* A layer without parameters applying an activation: name is "relu",
+ * "tanh", "sigmoid" or "gelu" (else CG_EINVAL); its kind is that name. */
+cg_module *cg_activation_new(cg_context *ctx, const char *name);
+
+/* The forward of a one-input layer: linear, embedding, an activation, or
+ * a container (each child's forward applied in order; every child must be
+ * one of these).  A recurrent layer takes states: call cg_rnn_forward
+ * (CG_EINVAL here).  The caller owns the result. */
+cg_tensor *cg_module_forward(cg_module *m, cg_tensor *x);
 
 /* ------------------------------------------------------------------------
  * Optimizers
@@ -1042,10 +1116,12 @@ void cg_lr_schedule_free(cg_lr_schedule *sched);
  * Parameters keep PyTorch's names (cg_checkpoint_add_module with prefix
  * "lstm." gives "lstm.weight_ih_l0", as model.state_dict() does).
  *
- * Resuming a run: the model's and the optimizer's tensors go in as tensors,
- * the generator's state with cg_checkpoint_add_generator, and the step
- * count, schedule position, vocabulary and training configuration as
- * metadata (cg_checkpoint_set_meta*, JSON text is fine as a value).
+ * Resuming a run: the model with cg_checkpoint_add_module, the optimizer's
+ * state with cg_checkpoint_add_optimizer, the generator's state with
+ * cg_checkpoint_add_generator, the training position (step, epoch, batch,
+ * schedule) with cg_checkpoint_add_position, and anything else
+ * (vocabulary, training configuration) as metadata (cg_checkpoint_set_meta*,
+ * JSON text is fine as a value).  Each has its restore (get) below.
  *
  * A checkpoint holds host copies: adding a tensor copies its contents
  * (waiting for the work that computes it), and nothing in a checkpoint
@@ -1154,6 +1230,47 @@ int cg_checkpoint_restore_module(const cg_checkpoint *ck, const char *prefix,
  * alone). */
 int cg_checkpoint_restore_generator(const cg_checkpoint *ck, cg_context *ctx);
 
+/* An optimizer's state (see Optimizers): every state tensor there is now
+ * (cg_optim_state_get) as prefix + its name, "optim.exp_avg.3", and each
+ * parameter's step count as metadata prefix + "step." + index,
+ * "optim.step.3".  prefix NULL means "optim.", the names clgrad-train has
+ * always used; "" is CG_EINVAL.  The tensors are copied (waiting for the
+ * queued steps).  On error nothing was added. */
+int cg_checkpoint_add_optimizer(cg_checkpoint *ck, const char *prefix,
+                                const cg_optimizer *opt);
+/* Writes that state back into opt, which must be made with the same
+ * options over parameters of the same shapes (its own parameters are not
+ * touched: restore them with cg_checkpoint_restore_module).  Everything
+ * is checked first, and any fault changes nothing: a missing step count,
+ * a negative or malformed one, a state tensor of another dtype or shape
+ * than its parameter, a state tensor missing for a parameter that has
+ * taken steps, or a tensor under the prefix that is no state of this
+ * optimizer (another kind of optimizer, more parameters) give CG_EFORMAT
+ * naming the tensor or key.  State the checkpoint does not hold for a
+ * parameter that has not stepped stays as it is. */
+int cg_checkpoint_restore_optimizer(const cg_checkpoint *ck,
+                                    const char *prefix, cg_optimizer *opt);
+
+/* Where a training run stands, as whole numbers >= 0, stored as metadata
+ * "train.total", "train.step", "train.epoch", "train.index" and
+ * "train.schedule" (clgrad-train's names). */
+typedef struct cg_train_position {
+    int64_t step;       /* optimizer steps taken */
+    int64_t epoch;      /* the next batch's epoch (pass over the data) */
+    int64_t index;      /* the next batch's index within its epoch */
+    int64_t schedule;   /* cg_lr_schedule_get_position, 0 without one */
+    int64_t total;      /* steps planned, 0 if open-ended */
+} cg_train_position;
+
+/* A negative field gives CG_EINVAL and adds nothing. */
+int cg_checkpoint_add_position(cg_checkpoint *ck,
+                               const cg_train_position *pos);
+/* Reads the position into *pos: step, epoch and index must be present
+ * (total and schedule read as 0 when absent); a missing, malformed or
+ * negative value gives CG_EFORMAT naming the key and leaves *pos alone. */
+int cg_checkpoint_get_position(const cg_checkpoint *ck,
+                               cg_train_position *pos);
+
 /* ------------------------------------------------------------------------
  * Data
  *
@@ -1211,6 +1328,25 @@ const int32_t *cg_dataset_label_data(const cg_dataset *ds);
  * owns both. */
 int cg_dataset_split(const cg_dataset *ds, double holdout, uint64_t seed,
                      cg_dataset **train, cg_dataset **test);
+
+/* Feature standardisation, as clgrad-train does it: the statistics come
+ * from the training split and the same ones are applied to every split.
+ * feature_stats writes, for each of the features() columns j, the mean
+ * and 1 / (population standard deviation), both computed in double over
+ * every row and rounded to float, into mean[j] and inv_std[j] (arrays of
+ * features() floats the caller provides).  A constant column (standard
+ * deviation <= 1e-8) gets inv_std 1, so that it becomes x - mean (all 0
+ * in the split the statistics came from) instead of dividing by zero.
+ * standardize replaces every feature x of ds by (x - mean[j]) * inv_std[j]
+ * in float32, rounded after each operation (what cg_sub then cg_mul on
+ * the batches would give); a non-finite mean or inv_std gives CG_EINVAL
+ * and changes nothing.  Save mean and inv_std with the model (as
+ * clgrad-train does, "data.mean" and "data.inv_std") to apply them to new
+ * data later.  NULL arguments give CG_EINVAL. */
+int cg_dataset_feature_stats(const cg_dataset *ds, float *mean,
+                             float *inv_std);
+int cg_dataset_standardize(cg_dataset *ds, const float *mean,
+                           const float *inv_std);
 
 /* ceil(rows / batch_size): the last batch may be smaller. */
 int64_t cg_dataset_num_batches(const cg_dataset *ds, int batch_size);
@@ -1311,6 +1447,21 @@ int cg_text_batch(const cg_text *t, cg_context *ctx, int steps, int batch,
  * CG_LOG_WARNING ("tuning: ...", see cg_set_log) that says what was skipped
  * and why.  CLGRAD_TUNING=0 in the environment when a context is made
  * works as options.no_tuning.
+ *
+ * The tools' boundary.  clgrad-info, clgrad-train and clgrad-bench use
+ * this header only.  clgrad-tune does not: it is the library's own
+ * measuring instrument, built from the internal library, and it times
+ * what no application should touch (raw CLBlast calls on the context's
+ * queue, one recurrent step with forced tunables, the program cache, a
+ * kernel file's source).  Making it public-API-only would take a dozen
+ * OpenCL-level accessors into this header for one tool, so instead the
+ * functions that existed only for it - writing database files
+ * (cg_tuning_db_*, cg_tuning_path), kernel source hashes and putting a
+ * single entry in force or clearing them (cg_context_set_tuning,
+ * cg_context_clear_tuning) - are declared in lib/tune/tuner.h, which the
+ * tool includes knowingly.  They are not part of the API and carry no
+ * compatibility promise.  What an application needs of tuning stays
+ * here: the entries in force in a context, and re-applying the files.
  * ------------------------------------------------------------------------ */
 #define CG_TUNING_MAX_PARAMS 24
 
@@ -1336,49 +1487,9 @@ typedef struct cg_tuning_entry {
     char origin[256];         /* the file it came from, or "shipped:NAME" */
 } cg_tuning_entry;
 
-/* The device a database file is for. */
-typedef struct cg_tuning_device {
-    char name[256];
-    char vendor[256];
-    char platform_name[256];
-    char platform_vendor[256];
-    char driver_version[256];
-    cg_device_type type;
-} cg_tuning_device;
-
-typedef struct cg_tuning_db cg_tuning_db;
-
 /* The user's tuning directory: $CLGRAD_TUNING_DIR, else
  * $XDG_DATA_HOME/clgrad/tuning, else ~/.local/share/clgrad/tuning. */
 int cg_tuning_dir(char *out, size_t size);
-
-/* The user's database file for a device: cg_tuning_dir()/<platform>-<device
- * name>.json, the names reduced to [A-Za-z0-9._-]. */
-int cg_tuning_path(const cg_device_info *dev, char *out, size_t size);
-
-/* The hash of kernels/<file>.cl as this library builds it (32 hex digits
- * and a zero), to tie a tuning entry to the source it was measured with. */
-int cg_kernel_source_hash(const char *file, char out[33]);
-
-/* An empty database for `dev`.  The caller owns it (cg_tuning_db_free). */
-cg_tuning_db *cg_tuning_db_new(const cg_device_info *dev);
-
-/* Reads a database file; NULL with a message naming the file and what is
- * wrong with it if it cannot be read or is not a valid database. */
-cg_tuning_db *cg_tuning_db_load(const char *path);
-
-/* Adds an entry, replacing one of the same kernel and shape. */
-int cg_tuning_db_put(cg_tuning_db *db, const cg_tuning_entry *e);
-
-int cg_tuning_db_count(const cg_tuning_db *db);
-int cg_tuning_db_entry(const cg_tuning_db *db, int i, cg_tuning_entry *out);
-int cg_tuning_db_device(const cg_tuning_db *db, cg_tuning_device *out);
-
-/* Writes the database atomically (a temporary file, then rename),
- * creating the directory if needed. */
-int cg_tuning_db_save(const cg_tuning_db *db, const char *path);
-
-void cg_tuning_db_free(cg_tuning_db *db);
 
 /* The entries in force in a context: *count of them, and entry i. */
 int cg_context_tuning_count(const cg_context *ctx, int *count);
@@ -1388,17 +1499,6 @@ int cg_context_tuning_entry(const cg_context *ctx, int i,
 /* Looks up the databases for the context's device and puts what matches in
  * force (what cg_context_new does unless options.no_tuning is set). */
 int cg_context_apply_tuning(cg_context *ctx);
-
-/* Puts one entry in force, replacing one of the same kernel and shape:
- * CLBlast parameters at once, clgrad's own for layers made afterwards.
- * A CLBlast parameter set CLBlast rejects is an error and changes
- * nothing.  For clgrad-tune, which times candidates this way. */
-int cg_context_set_tuning(cg_context *ctx, const cg_tuning_entry *e);
-
-/* Takes clgrad's own entries out of force (built-in defaults for layers
- * made afterwards).  CLBlast parameters already applied stay, as CLBlast
- * cannot reset them. */
-int cg_context_clear_tuning(cg_context *ctx);
 
 #ifdef __cplusplus
 }

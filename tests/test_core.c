@@ -113,6 +113,22 @@ START_TEST(hash_is_stable_and_sensitive)
 }
 END_TEST
 
+/* The reference sequence of SplitMix64 from seed 0 (Vigna's splitmix64.c),
+ * and the uniform double made from its top 53 bits. */
+START_TEST(splitmix64_matches_the_reference_sequence)
+{
+    uint64_t s = 0, t = 0;
+
+    ck_assert_uint_eq(cg_splitmix64_next(&s), 0xe220a8397b1dcdafULL);
+    ck_assert_uint_eq(cg_splitmix64_next(&s), 0x6e789e6aa1b965f4ULL);
+    ck_assert_uint_eq(cg_splitmix64_next(&s), 0x06c45d188009454fULL);
+    ck_assert(cg_splitmix64_uniform(&t) ==
+              (double)(0xe220a8397b1dcdafULL >> 11) / 9007199254740992.0);
+    ck_assert_uint_eq(s, 3 * 0x9e3779b97f4a7c15ULL);
+    ck_assert_uint_eq(cg_splitmix64_next(NULL), 0);
+}
+END_TEST
+
 START_TEST(version_is_dotted)
 {
     ck_assert_ptr_nonnull(strchr(cg_version(), '.'));
@@ -130,6 +146,7 @@ main(void)
     tcase_add_test(tc, error_message_carries_status_name_and_detail);
     tcase_add_test(tc, last_error_is_per_thread);
     tcase_add_test(tc, hash_is_stable_and_sensitive);
+    tcase_add_test(tc, splitmix64_matches_the_reference_sequence);
     tcase_add_test(tc, version_is_dotted);
     suite_add_tcase(s, tc);
     return tt_run(s);

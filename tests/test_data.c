@@ -3,9 +3,11 @@
  * load with the sizes data/README states; CSV header detection, label
  * column and delimiter; every kind of bad CSV or text named with its file
  * and line; deterministic held-out splits; shuffled batches that cover each
- * row once per epoch; and text batches whose streams continue from one
- * batch to the next.
+ * row once per epoch; feature standardisation against a plain C
+ * computation; and text batches whose streams continue from one batch to
+ * the next.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -164,6 +166,65 @@ numbered(int rows)
     ck_assert_msg(ds != NULL, "%s", TT_ERR);
     return ds;
 }
+
+/* Statistics from the training split, applied to both: against double
+ * sums here (the mean and 1/std to 1e-6 relative: the library sums in
+ * double too, but in another order), and the standardised values exactly
+ * as (x - mean) * inv_std in float.  The constant column gets inv_std 1. */
+START_TEST(standardize_uses_the_training_split_statistics)
+{
+    char text[4096], *p = text;
+    cg_dataset *ds, *tr, *te;
+    float mean[3], inv[3], bad[3] = { 0, NAN, 0 }, before[3];
+    const float *x;
+    int64_t i, rows;
+    int j;
+
+    for (i = 0; i < 37; i++)
+        p += sprintf(p, "%g,%g,%d,%d\n", (double)(i * i % 17) / 3.0,
+                     (double)i * 0.25 - 4, 5, (int)(i % 2));
+    ds = cg_csv_load(write_tmp("std.csv", text), NULL);
+    ck_assert_msg(ds != NULL, "%s", TT_ERR);
+    ck_assert_int_eq(cg_dataset_split(ds, 0.3, 9, &tr, &te), CG_OK);
+    ck_assert_int_eq(cg_dataset_feature_stats(tr, mean, inv), CG_OK);
+    rows = cg_dataset_rows(tr);
+    x = cg_dataset_feature_data(tr);
+    for (j = 0; j < 3; j++) {
+        double s = 0, ss = 0;
+
+        for (i = 0; i < rows; i++)
+            s += x[i * 3 + j];
+        s /= (double)rows;
+        for (i = 0; i < rows; i++)
+            ss += (x[i * 3 + j] - s) * (x[i * 3 + j] - s);
+        ss = sqrt(ss / (double)rows);
+        ck_assert_double_eq_tol(mean[j], s, 1e-6 * fabs(s) + 1e-7);
+        if (j < 2)
+            ck_assert_double_eq_tol(inv[j], 1 / ss, 1e-6 / ss);
+    }
+    ck_assert(mean[2] == 5.0f && inv[2] == 1.0f);
+    memcpy(before, cg_dataset_feature_data(te), sizeof before);
+    ck_assert_int_eq(cg_dataset_standardize(te, mean, bad), CG_EINVAL);
+    ck_assert(memcmp(before, cg_dataset_feature_data(te),
+                     sizeof before) == 0);
+    ck_assert_int_eq(cg_dataset_standardize(tr, mean, inv), CG_OK);
+    ck_assert_int_eq(cg_dataset_standardize(te, mean, inv), CG_OK);
+    x = cg_dataset_feature_data(te);
+    for (j = 0; j < 3; j++) {
+        float d = before[j] - mean[j];
+
+        ck_assert(x[j] == d * inv[j]);
+    }
+    x = cg_dataset_feature_data(tr);
+    for (i = 0; i < rows; i++)
+        ck_assert(x[i * 3 + 2] == 0.0f);
+    ck_assert_int_eq(cg_dataset_feature_stats(tr, NULL, inv), CG_EINVAL);
+    ck_assert_int_eq(cg_dataset_standardize(NULL, mean, inv), CG_EINVAL);
+    cg_dataset_free(ds);
+    cg_dataset_free(tr);
+    cg_dataset_free(te);
+}
+END_TEST
 
 START_TEST(split_is_deterministic_and_partitions_the_rows)
 {
@@ -398,6 +459,7 @@ main(void)
                         (int)(sizeof bad_csvs / sizeof bad_csvs[0]));
     tcase_add_test(tc, csv_bad_arguments);
     tcase_add_test(tc, split_is_deterministic_and_partitions_the_rows);
+    tcase_add_test(tc, standardize_uses_the_training_split_statistics);
     tcase_add_test(tc, batches_cover_every_row_once_per_epoch);
     tcase_add_test(tc, kjv_text_loads_with_its_vocabulary);
     tcase_add_test(tc, bad_text_is_named);

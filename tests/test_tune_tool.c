@@ -18,6 +18,7 @@
 #include <json-c/json.h>
 
 #include "testutil.h"
+#include "tune/tuner.h"
 
 #define LSTM_SHAPE "lstm:B=4,H=16,I=8,T=4"
 /* An hour: never what ends a run here. */

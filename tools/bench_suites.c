@@ -22,18 +22,9 @@
 #define SPEEDUP_MEANING "speed-up = reference time / clgrad time (above 1: " \
     "clgrad is faster)"
 
-/* Host random numbers for inputs: splitmix64. */
+/* Host random numbers for inputs (cg_splitmix64_next). */
 static uint64_t rng_state = 42;
 
-static uint64_t
-rng_next(void)
-{
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ULL);
-
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-}
 
 static float *
 rand_floats(size_t n)
@@ -42,8 +33,7 @@ rand_floats(size_t n)
     size_t i;
 
     for (i = 0; v && i < n; i++)
-        v[i] = (float)((double)(rng_next() >> 11) / 9007199254740992.0 * 2 -
-                       1);
+        v[i] = (float)(cg_splitmix64_uniform(&rng_state) * 2 - 1);
     return v;
 }
 

@@ -37,8 +37,7 @@ typedef struct model {
     model_kind kind;
     int t, b, in, h, h2, out, layers, vocab, embed;
     cg_context *ctx;
-    int nmods;
-    cg_module *mods[4];
+    cg_module *net;             /* a sequential container */
     int nparams;
     cg_tensor *params[MAX_PARAMS];
     cg_tensor *x, *target;
@@ -48,15 +47,6 @@ typedef struct model {
 
 static uint64_t seed = 7;
 
-static uint64_t
-rnd(void)
-{
-    uint64_t z = (seed += 0x9E3779B97F4A7C15ULL);
-
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-}
 
 static cg_tensor *
 host_tensor(cg_context *ctx, int ids, int ndim, const int64_t *shape,
@@ -71,10 +61,10 @@ host_tensor(cg_context *ctx, int ids, int ndim, const int64_t *shape,
     v = malloc((size_t)n * 4);
     for (i = 0; v && i < n; i++) {
         if (ids)
-            ((int32_t *)v)[i] = (int32_t)(rnd() % (uint64_t)classes);
+            ((int32_t *)v)[i] = (int32_t)(cg_splitmix64_next(&seed) %
+                                          (uint64_t)classes);
         else
-            ((float *)v)[i] = (float)((double)(rnd() >> 11) /
-                                      9007199254740992.0 * 2 - 1);
+            ((float *)v)[i] = (float)(cg_splitmix64_uniform(&seed) * 2 - 1);
     }
     t = v ? cg_tensor_from_host(ctx, ids ? CG_I32 : CG_F32, ndim, shape, v)
           : NULL;
@@ -82,18 +72,15 @@ host_tensor(cg_context *ctx, int ids, int ndim, const int64_t *shape,
     return t;
 }
 
+/* Appends a new layer (NULL: its constructor failed) to m->net, which
+ * owns it from then on. */
 static int
 add_module(model *m, cg_module *mod)
 {
-    int i, n;
-
-    if (!mod)
-        return -1;
-    m->mods[m->nmods++] = mod;
-    n = cg_module_num_params(mod);
-    for (i = 0; i < n && m->nparams < MAX_PARAMS; i++)
-        m->params[m->nparams++] = cg_module_param(mod, i, NULL);
-    return 0;
+    if (cg_module_add(m->net, NULL, mod) == CG_OK)
+        return 0;
+    cg_module_free(mod);
+    return -1;
 }
 
 static cg_module *
@@ -112,15 +99,13 @@ lstm_module(cg_context *ctx, int in, int h, int layers)
 static void
 model_free(model *m)
 {
-    int i;
-
     cg_optim_free(m->opt);
-    for (i = 0; i < m->nmods; i++)
-        cg_module_free(m->mods[i]);
+    cg_module_free(m->net);
     cg_tensor_free(m->x);
     cg_tensor_free(m->target);
     m->opt = NULL;
-    m->nmods = m->nparams = 0;
+    m->net = NULL;
+    m->nparams = 0;
     m->x = m->target = NULL;
 }
 
@@ -132,10 +117,16 @@ model_build(model *m)
     int64_t s[3];
     int rc;
 
+    if (!(m->net = cg_sequential_new(ctx))) {
+        bench_fail("building the model: %s", cg_last_error());
+        return -1;
+    }
     switch (m->kind) {
     case M_MLP:
         rc = add_module(m, cg_linear_new(ctx, m->in, m->h, 1)) ||
+             add_module(m, cg_activation_new(ctx, "relu")) ||
              add_module(m, cg_linear_new(ctx, m->h, m->h2, 1)) ||
+             add_module(m, cg_activation_new(ctx, "relu")) ||
              add_module(m, cg_linear_new(ctx, m->h2, m->out, 1));
         s[0] = m->b;
         s[1] = m->in;
@@ -162,8 +153,9 @@ model_build(model *m)
         m->target = m->x ? host_tensor(ctx, 1, 1, s, m->vocab) : NULL;
         break;
     }
-    m->opt = m->target ? cg_optim_adam_new(ctx, m->params, m->nparams, NULL)
-                       : NULL;
+    m->nparams = cg_module_params(m->net, m->params, MAX_PARAMS);
+    m->opt = m->target && m->nparams <= MAX_PARAMS
+             ? cg_optim_adam_new(ctx, m->params, m->nparams, NULL) : NULL;
     if (!m->opt) {
         bench_fail("building the model: %s", cg_last_error());
         model_free(m);
@@ -200,36 +192,26 @@ model_loss(model *m)
 {
     cg_tensor *h, *y, *loss;
     int64_t s[2];
-    int i;
 
     switch (m->kind) {
     case M_MLP:
-        h = cg_tensor_ref(m->x);
-        for (i = 0; h && i < 3; i++) {
-            y = cg_linear_forward(m->mods[i], h);
-            cg_tensor_free(h);
-            h = y;
-            if (h && i < 2) {
-                y = cg_relu(h);
-                cg_tensor_free(h);
-                h = y;
-            }
-        }
+        h = cg_module_forward(m->net, m->x);
         break;
     case M_LSTM:
-        y = run_lstm(m, m->mods[0], m->x);
+        y = run_lstm(m, cg_module_child(m->net, 0, NULL), m->x);
         loss = y ? cg_mse_loss(y, m->target, CG_REDUCTION_MEAN) : NULL;
         cg_tensor_free(y);
         return loss;
     default:
-        h = cg_embedding_forward(m->mods[0], m->x);
-        y = h ? run_lstm(m, m->mods[1], h) : NULL;
+        h = cg_module_forward(cg_module_child(m->net, 0, NULL), m->x);
+        y = h ? run_lstm(m, cg_module_child(m->net, 1, NULL), h) : NULL;
         cg_tensor_free(h);
         s[0] = (int64_t)m->t * m->b;
         s[1] = m->h;
         h = y ? cg_reshape(y, 2, s) : NULL;
         cg_tensor_free(y);
-        y = h ? cg_linear_forward(m->mods[2], h) : NULL;
+        y = h ? cg_module_forward(cg_module_child(m->net, 2, NULL), h)
+              : NULL;
         cg_tensor_free(h);
         h = y;
         break;

@@ -22,7 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "train.h"
+#include "train_run.h"
 
 /* ------------------------------------------------------------------------
  * Configuration
@@ -89,8 +89,8 @@ resolve(tr_config *c)
  * Messages
  * ------------------------------------------------------------------------ */
 
-static void
-fail(const char *fmt, ...)
+void
+tr_fail(const char *fmt, ...)
 {
     va_list ap;
 
@@ -101,8 +101,8 @@ fail(const char *fmt, ...)
     fprintf(stderr, "\n");
 }
 
-static double
-now(void)
+double
+tr_now(void)
 {
     struct timespec ts;
 
@@ -110,252 +110,9 @@ now(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* Host random numbers (shuffles, sampling): splitmix64, whose state is
- * saved in checkpoints. */
-static uint64_t
-rng_next(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ULL);
-
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-}
-
-static double
-rng_uniform(uint64_t *s)
-{
-    return (double)(rng_next(s) >> 11) / 9007199254740992.0;
-}
-
-/* ------------------------------------------------------------------------
- * Models
- * ------------------------------------------------------------------------ */
-
-typedef struct tr_model {
-    tr_model_kind kind;
-    int nmods;
-    cg_module *mods[TR_MAX_HIDDEN + 2];
-    char prefix[TR_MAX_HIDDEN + 2][16];
-    int nparams;
-    cg_tensor *params[TR_MAX_PARAMS];   /* borrowed from the modules */
-    char names[TR_MAX_PARAMS][64];      /* "lstm.weight_ih_l0" */
-} tr_model;
-
-static int
-add_module(tr_model *m, const char *prefix, cg_module *mod)
-{
-    int i, n;
-
-    if (!mod)
-        return -1;
-    m->mods[m->nmods] = mod;
-    snprintf(m->prefix[m->nmods], sizeof m->prefix[0], "%s", prefix);
-    m->nmods++;
-    n = cg_module_num_params(mod);
-    for (i = 0; i < n && m->nparams < TR_MAX_PARAMS; i++) {
-        const char *name;
-
-        m->params[m->nparams] = cg_module_param(mod, i, &name);
-        snprintf(m->names[m->nparams], sizeof m->names[0], "%s.%s", prefix,
-                 name);
-        m->nparams++;
-    }
-    return 0;
-}
-
-static void
-model_free(tr_model *m)
-{
-    int i;
-
-    for (i = 0; i < m->nmods; i++)
-        cg_module_free(m->mods[i]);
-    memset(m, 0, sizeof *m);
-}
-
-/* The MLP: fc0 .. fcN. */
-static int
-mlp_new(tr_model *m, cg_context *ctx, const tr_config *c, int in, int out)
-{
-    char name[16];
-    int i, width = in;
-
-    memset(m, 0, sizeof *m);
-    m->kind = TR_MLP;
-    for (i = 0; i <= c->nhidden; i++) {
-        int next = i < c->nhidden ? c->hidden[i] : out;
-
-        snprintf(name, sizeof name, "fc%d", i);
-        if (add_module(m, name, cg_linear_new(ctx, width, next, 1)))
-            return -1;
-        width = next;
-    }
-    return 0;
-}
-
-static cg_tensor *
-mlp_forward(tr_model *m, cg_tensor *x)
-{
-    cg_tensor *h = cg_tensor_ref(x);
-    int i;
-
-    for (i = 0; h && i < m->nmods; i++) {
-        cg_tensor *y = cg_linear_forward(m->mods[i], h);
-
-        cg_tensor_free(h);
-        h = y;
-        if (h && i < m->nmods - 1) {
-            y = cg_relu(h);
-            cg_tensor_free(h);
-            h = y;
-        }
-    }
-    return h;
-}
-
-/* The character LSTM: embed, lstm, head. */
-static int
-lstm_new(tr_model *m, cg_context *ctx, const tr_config *c, int vocab)
-{
-    cg_rnn_options o;
-
-    memset(m, 0, sizeof *m);
-    memset(&o, 0, sizeof o);
-    m->kind = TR_CHAR_LSTM;
-    o.mode = CG_LSTM;
-    o.input_size = (int)c->embed;
-    o.hidden_size = c->hidden[0];
-    o.num_layers = (int)c->layers;
-    o.dropout = (float)c->dropout;
-    if (add_module(m, "embed", cg_embedding_new(ctx, vocab, (int)c->embed)) ||
-        add_module(m, "lstm", cg_rnn_new(ctx, &o)) ||
-        add_module(m, "head", cg_linear_new(ctx, c->hidden[0], vocab, 1)))
-        return -1;
-    return 0;
-}
-
-/* Logits [T*B, V] for ids [T, B]; the final states replace *h and *c
- * (detached when `detach`). */
-static cg_tensor *
-lstm_forward(tr_model *m, cg_tensor *ids, cg_tensor **h, cg_tensor **c,
-             int detach)
-{
-    cg_tensor *e, *y = NULL, *hn = NULL, *cn = NULL, *flat, *logits;
-    int64_t shape[3];
-    int status;
-
-    e = cg_embedding_forward(m->mods[0], ids);
-    if (!e)
-        return NULL;
-    status = cg_rnn_forward(m->mods[1], e, *h, *c, NULL, &y, &hn, &cn);
-    cg_tensor_free(e);
-    if (status)
-        return NULL;
-    cg_tensor_free(*h);
-    cg_tensor_free(*c);
-    *h = detach ? cg_detach(hn) : cg_tensor_ref(hn);
-    *c = detach ? cg_detach(cn) : cg_tensor_ref(cn);
-    cg_tensor_free(hn);
-    cg_tensor_free(cn);
-    cg_tensor_shape(y, shape);
-    shape[0] *= shape[1];
-    shape[1] = shape[2];
-    flat = cg_reshape(y, 2, shape);
-    cg_tensor_free(y);
-    if (!flat)
-        return NULL;
-    logits = cg_linear_forward(m->mods[2], flat);
-    cg_tensor_free(flat);
-    return logits;
-}
-
-static int
-model_set_training(tr_model *m, int training)
-{
-    int i;
-
-    for (i = 0; i < m->nmods; i++)
-        cg_module_set_training(m->mods[i], training);
-    return 0;
-}
-
-/* ------------------------------------------------------------------------
- * Optimizer and schedule
- * ------------------------------------------------------------------------ */
-
-static cg_optimizer *
-make_optimizer(cg_context *ctx, const tr_config *c, tr_model *m)
-{
-    switch (tr_optimizer_kind(c->optimizer)) {
-    case 2: {
-        cg_sgd_options o;
-
-        memset(&o, 0, sizeof o);
-        o.lr = c->lr;
-        o.momentum = c->momentum > 0 ? c->momentum : CG_OPTIM_ZERO;
-        o.weight_decay = c->weight_decay;
-        return cg_optim_sgd_new(ctx, m->params, m->nparams, &o);
-    }
-    case 3: {
-        cg_rmsprop_options o;
-
-        memset(&o, 0, sizeof o);
-        o.lr = c->lr;
-        o.momentum = c->momentum;
-        o.weight_decay = c->weight_decay;
-        return cg_optim_rmsprop_new(ctx, m->params, m->nparams, &o);
-    }
-    default: {
-        cg_adam_options o;
-        int w = tr_optimizer_kind(c->optimizer) == 1;
-
-        memset(&o, 0, sizeof o);
-        o.lr = c->lr;
-        o.weight_decay = c->weight_decay > 0 ? c->weight_decay
-                                             : w ? 0 : CG_OPTIM_ZERO;
-        return w ? cg_optim_adamw_new(ctx, m->params, m->nparams, &o)
-                 : cg_optim_adam_new(ctx, m->params, m->nparams, &o);
-    }
-    }
-}
-
-/* NULL for "constant". */
-static cg_lr_schedule *
-make_schedule(const tr_config *c, cg_optimizer *opt, int64_t total,
-              int *status)
-{
-    cg_lr_schedule *s = NULL;
-
-    *status = 0;
-    if (strcmp(c->schedule, "step") == 0)
-        s = cg_lr_schedule_step_new(opt, total / 3 > 0 ? total / 3 : 1, 0.1);
-    else if (strcmp(c->schedule, "exp") == 0)
-        s = cg_lr_schedule_exponential_new(opt, pow(0.01, 1.0 /
-                                                    (double)total));
-    else if (strcmp(c->schedule, "cosine") == 0)
-        s = cg_lr_schedule_cosine_new(opt, c->warmup < total ? c->warmup : 0,
-                                      0.0, total, 0.0);
-    else
-        return NULL;
-    if (!s)
-        *status = -1;
-    return s;
-}
-
 /* ------------------------------------------------------------------------
  * Progress and log
  * ------------------------------------------------------------------------ */
-
-typedef struct progress {
-    const tr_config *cfg;
-    FILE *log;
-    int tty;
-    double t0, last_print;
-    int64_t total;              /* steps planned, or 0 if unknown */
-    double rate_t0;             /* throughput: items since rate_t0 */
-    int64_t rate_items;
-} progress;
 
 static void
 fmt_time(double s, char *buf, size_t n)
@@ -375,7 +132,7 @@ static void
 progress_step(progress *p, int64_t step, double loss, double acc, double lr,
               double rate, const char *unit, int force)
 {
-    double el = now() - p->t0;
+    double el = tr_now() - p->t0;
     char eta[32], elapsed[32];
 
     if (p->log) {
@@ -395,9 +152,9 @@ progress_step(progress *p, int64_t step, double loss, double acc, double lr,
         int w = 24, filled = p->total ? (int)(w * step / p->total) : 0, i;
         char bar[32];
 
-        if (!force && now() - p->last_print < 0.2)
+        if (!force && tr_now() - p->last_print < 0.2)
             return;
-        p->last_print = now();
+        p->last_print = tr_now();
         for (i = 0; i < w; i++)
             bar[i] = i < filled ? '#' : '.';
         bar[w] = 0;
@@ -427,12 +184,13 @@ progress_break(progress *p)
 
 /* The first parameter whose gradient has a non-finite element, or NULL. */
 static const char *
-first_bad_grad(tr_model *m)
+first_bad_grad(const cg_module *m)
 {
     int i;
 
-    for (i = 0; i < m->nparams; i++) {
-        cg_tensor *g = cg_tensor_grad(m->params[i]);
+    for (i = 0; i < cg_module_num_params(m); i++) {
+        const char *name;
+        cg_tensor *g = cg_tensor_grad(cg_module_param(m, i, &name));
         int64_t n, j;
         float *v;
 
@@ -448,233 +206,9 @@ first_bad_grad(tr_model *m)
             ;
         free(v);
         if (j < n)
-            return m->names[i];
+            return name;
     }
     return NULL;
-}
-
-/* ------------------------------------------------------------------------
- * A training run's state, and checkpoints
- * ------------------------------------------------------------------------ */
-
-typedef struct run {
-    tr_config cfg;
-    cg_context *ctx;
-    tr_model model;
-    cg_optimizer *opt;
-    cg_lr_schedule *sched;
-    int64_t step;               /* optimizer steps done */
-    int64_t first_step;         /* step when this process started */
-    int64_t epoch, index;       /* next batch: epoch and batch index */
-    int64_t total;              /* steps planned */
-    /* mlp */
-    cg_dataset *train, *test;
-    cg_tensor *mean, *inv_std;  /* feature normalisation [F] */
-    int features, classes;
-    /* char-lstm */
-    cg_text *text;
-    int nvocab;                 /* the vocabulary: id -> byte, byte -> id */
-    unsigned char vocab[256];
-    int id_of[256];
-    cg_tensor *h, *c;           /* carried (detached) LSTM state */
-    progress prog;
-} run;
-
-static int
-ck_fail(const char *what, const char *path)
-{
-    fail("%s %s: %s", what, path, cg_last_error());
-    return -1;
-}
-
-static int
-save_checkpoint(run *r, const char *path)
-{
-    cg_checkpoint *ck = cg_checkpoint_new();
-    char key[96], hid[128] = "";
-    int i, n, status = ck ? CG_OK : -1;
-
-    for (i = 0; status == CG_OK && i < r->model.nmods; i++) {
-        snprintf(key, sizeof key, "%s.", r->model.prefix[i]);
-        status = cg_checkpoint_add_module(ck, key, r->model.mods[i]);
-    }
-    n = cg_optim_state_count(r->opt);
-    for (i = 0; status == CG_OK && i < n; i++) {
-        const char *name;
-        cg_tensor *t;
-
-        status = cg_optim_state_get(r->opt, i, &name, &t);
-        snprintf(key, sizeof key, "optim.%s", name);
-        if (status == CG_OK)
-            status = cg_checkpoint_add_tensor(ck, key, t);
-    }
-    for (i = 0; status == CG_OK && i < r->model.nparams; i++) {
-        int64_t st;
-
-        snprintf(key, sizeof key, "optim.step.%d", i);
-        status = cg_optim_get_step(r->opt, i, &st);
-        if (status == CG_OK)
-            status = cg_checkpoint_set_meta_int(ck, key, st);
-    }
-    if (status == CG_OK && r->mean)
-        status = cg_checkpoint_add_tensor(ck, "data.mean", r->mean);
-    if (status == CG_OK && r->inv_std)
-        status = cg_checkpoint_add_tensor(ck, "data.inv_std", r->inv_std);
-    if (status == CG_OK && r->h)
-        status = cg_checkpoint_add_tensor(ck, "train.state.h", r->h);
-    if (status == CG_OK && r->c)
-        status = cg_checkpoint_add_tensor(ck, "train.state.c", r->c);
-    for (i = 0; i < r->cfg.nhidden; i++)
-        snprintf(hid + strlen(hid), sizeof hid - strlen(hid), "%s%d",
-                 i ? "," : "", r->cfg.hidden[i]);
-#define META(k, v) if (status == CG_OK) status = cg_checkpoint_set_meta(ck, k, v)
-#define IMETA(k, v) if (status == CG_OK) \
-        status = cg_checkpoint_set_meta_int(ck, k, (int64_t)(v))
-#define DMETA(k, v) if (status == CG_OK) \
-        status = cg_checkpoint_set_meta_double(ck, k, v)
-    META("clgrad.model", r->model.kind == TR_MLP ? "mlp" : "char-lstm");
-    META("config.hidden", hid);
-    IMETA("config.layers", r->cfg.layers);
-    IMETA("config.embed", r->cfg.embed);
-    DMETA("config.dropout", r->cfg.dropout);
-    IMETA("config.seq_len", r->cfg.seq_len);
-    IMETA("config.batch", r->cfg.batch);
-    META("config.optimizer", r->cfg.optimizer);
-    META("config.schedule", r->cfg.schedule);
-    DMETA("config.lr", r->cfg.lr);
-    DMETA("config.momentum", r->cfg.momentum);
-    DMETA("config.weight_decay", r->cfg.weight_decay);
-    DMETA("config.clip", r->cfg.clip);
-    DMETA("config.holdout", r->cfg.holdout);
-    IMETA("config.warmup", r->cfg.warmup);
-    IMETA("config.seed", r->cfg.seed);
-    IMETA("train.total", r->total);
-    IMETA("train.step", r->step);
-    IMETA("train.epoch", r->epoch);
-    IMETA("train.index", r->index);
-    IMETA("train.schedule", r->sched ? cg_lr_schedule_get_position(r->sched)
-                                     : 0);
-    IMETA("data.features", r->features);
-    IMETA("data.classes", r->classes);
-    if (r->text)
-        META("data.vocab", cg_text_vocab(r->text));
-#undef META
-#undef IMETA
-#undef DMETA
-    if (status == CG_OK)
-        status = cg_checkpoint_add_generator(ck, r->ctx);
-    if (status == CG_OK)
-        status = cg_checkpoint_save(ck, path);
-    cg_checkpoint_free(ck);
-    return status == CG_OK ? 0 : ck_fail("saving", path);
-}
-
-/* Reads the model's shape and the training configuration of a checkpoint
- * into cfg, before anything is built. */
-static int
-read_config(const cg_checkpoint *ck, tr_config *cfg, const char *path)
-{
-    const char *model = cg_checkpoint_get_meta(ck, "clgrad.model");
-    const char *s;
-    int64_t v;
-
-    if (!model || (strcmp(model, "mlp") && strcmp(model, "char-lstm"))) {
-        fail("%s is not a clgrad-train checkpoint (no clgrad.model)", path);
-        return -1;
-    }
-    cfg->model = strcmp(model, "mlp") == 0 ? TR_MLP : TR_CHAR_LSTM;
-    s = cg_checkpoint_get_meta(ck, "config.hidden");
-    if (!s || (cfg->nhidden = 0, sscanf(s, "%d", &cfg->hidden[0]) != 1)) {
-        fail("%s: bad config.hidden", path);
-        return -1;
-    }
-    while (s && *s && cfg->nhidden < TR_MAX_HIDDEN) {
-        cfg->hidden[cfg->nhidden++] = atoi(s);
-        s = strchr(s, ',');
-        s = s ? s + 1 : NULL;
-    }
-    cfg->hidden_set = 1;
-#define GETI(k, f) if (cg_checkpoint_get_meta_int(ck, k, &v) == CG_OK) f = v
-#define GETD(k, f) cg_checkpoint_get_meta_double(ck, k, &f)
-    GETI("config.layers", cfg->layers);
-    GETI("config.embed", cfg->embed);
-    GETI("config.seq_len", cfg->seq_len);
-    GETI("config.batch", cfg->batch);
-    GETI("config.warmup", cfg->warmup);
-    GETI("config.seed", cfg->seed);
-    GETD("config.dropout", cfg->dropout);
-    GETD("config.lr", cfg->lr);
-    GETD("config.momentum", cfg->momentum);
-    GETD("config.weight_decay", cfg->weight_decay);
-    GETD("config.clip", cfg->clip);
-    GETD("config.holdout", cfg->holdout);
-#undef GETI
-#undef GETD
-    if ((s = cg_checkpoint_get_meta(ck, "config.optimizer")) &&
-        tr_optimizer_kind(s) >= 0)
-        snprintf(cfg->optimizer, sizeof cfg->optimizer, "%s", s);
-    if ((s = cg_checkpoint_get_meta(ck, "config.schedule")))
-        snprintf(cfg->schedule, sizeof cfg->schedule, "%s", s);
-    return 0;
-}
-
-/* Restores parameters, optimizer state, the generator and the position
- * from ck into the freshly built run. */
-static int
-restore(run *r, const cg_checkpoint *ck, const char *path)
-{
-    char key[96];
-    int i, n = cg_checkpoint_num_tensors(ck);
-    int64_t v;
-
-    for (i = 0; i < r->model.nmods; i++) {
-        snprintf(key, sizeof key, "%s.", r->model.prefix[i]);
-        if (cg_checkpoint_restore_module(ck, key, r->model.mods[i]))
-            return ck_fail("restoring the model from", path);
-    }
-    for (i = 0; i < n; i++) {
-        const char *name = cg_checkpoint_tensor_name(ck, i);
-        cg_tensor *t;
-        int status;
-
-        if (strncmp(name, "optim.", 6) != 0)
-            continue;
-        t = cg_checkpoint_tensor(ck, r->ctx, name);
-        status = t ? cg_optim_state_set(r->opt, name + 6, t) : -1;
-        cg_tensor_free(t);
-        if (status)
-            return ck_fail("restoring the optimizer from", path);
-    }
-    for (i = 0; i < r->model.nparams; i++) {
-        snprintf(key, sizeof key, "optim.step.%d", i);
-        if (cg_checkpoint_get_meta_int(ck, key, &v) ||
-            cg_optim_set_step(r->opt, i, v))
-            return ck_fail("restoring the optimizer from", path);
-    }
-    if (r->mean) {
-        const char *names[2] = { "data.mean", "data.inv_std" };
-        cg_tensor *ts[2] = { r->mean, r->inv_std };
-
-        if (cg_checkpoint_restore(ck, 2, names, ts))
-            return ck_fail("restoring the normalisation from", path);
-    }
-    if (cg_checkpoint_tensor_info(ck, "train.state.h", NULL, NULL, NULL) ==
-        CG_OK) {
-        r->h = cg_checkpoint_tensor(ck, r->ctx, "train.state.h");
-        r->c = cg_checkpoint_tensor(ck, r->ctx, "train.state.c");
-        if (!r->h || !r->c)
-            return ck_fail("restoring the LSTM state from", path);
-    }
-    if (cg_checkpoint_get_meta_int(ck, "train.step", &r->step) ||
-        cg_checkpoint_get_meta_int(ck, "train.epoch", &r->epoch) ||
-        cg_checkpoint_get_meta_int(ck, "train.index", &r->index) ||
-        cg_checkpoint_restore_generator(ck, r->ctx))
-        return ck_fail("restoring the position from", path);
-    if (r->sched &&
-        (cg_checkpoint_get_meta_int(ck, "train.schedule", &v) ||
-         cg_lr_schedule_set_position(r->sched, v)))
-        return ck_fail("restoring the schedule from", path);
-    return 0;
 }
 
 /* ------------------------------------------------------------------------
@@ -690,23 +224,24 @@ update(run *r, cg_tensor *loss, float *value)
     const char *bad;
 
     if (cg_backward(loss, NULL, 0) || cg_tensor_item(loss, value)) {
-        fail("step %lld: %s", (long long)r->step + 1, cg_last_error());
+        tr_fail("step %lld: %s", (long long)r->step + 1, cg_last_error());
         return -1;
     }
     if (!isfinite(*value)) {
-        bad = first_bad_grad(&r->model);
+        bad = first_bad_grad(r->model);
         progress_break(&r->prog);
-        fail("step %lld: the loss is %f; stopping%s%s", (long long)r->step + 1,
-             (double)*value, bad ? ". First parameter with a non-finite "
-             "gradient: " : " (every gradient is finite)", bad ? bad : "");
+        tr_fail("step %lld: the loss is %f; stopping%s%s",
+                (long long)r->step + 1, (double)*value,
+                bad ? ". First parameter with a non-finite gradient: "
+                    : " (every gradient is finite)", bad ? bad : "");
         return -1;
     }
     if ((r->cfg.clip > 0 &&
-         cg_clip_grad_norm(r->model.params, r->model.nparams, r->cfg.clip,
+         cg_clip_grad_norm(r->params, r->nparams, r->cfg.clip,
                            2.0, NULL)) ||
         cg_optim_step(r->opt) || cg_optim_zero_grad(r->opt) ||
         (r->sched && cg_lr_schedule_step(r->sched))) {
-        fail("step %lld: %s", (long long)r->step + 1, cg_last_error());
+        tr_fail("step %lld: %s", (long long)r->step + 1, cg_last_error());
         return -1;
     }
     r->step++;
@@ -728,7 +263,7 @@ maybe_save(run *r, int force)
         return 0;
     if (!force && r->step % r->cfg.save_every != 0)
         return 0;
-    return save_checkpoint(r, r->cfg.checkpoint);
+    return tr_save(r, r->cfg.checkpoint);
 }
 
 /* The end of one training step shared by both models: the update from
@@ -744,7 +279,7 @@ finish_step(run *r, cg_tensor *loss, int64_t items, const char *unit,
     int status;
 
     if (!loss) {
-        fail("step %lld: %s", (long long)r->step + 1, cg_last_error());
+        tr_fail("step %lld: %s", (long long)r->step + 1, cg_last_error());
         return -1;
     }
     status = update(r, loss, loss_v);
@@ -753,7 +288,7 @@ finish_step(run *r, cg_tensor *loss, int64_t items, const char *unit,
         return -1;
     r->index++;
     p->rate_items += items;
-    t = now();
+    t = tr_now();
     progress_step(p, r->step, *loss_v, NAN, cg_optim_get_lr(r->opt),
                   p->rate_items / (t - p->rate_t0 + 1e-9), unit, 0);
     if (t - p->rate_t0 > window) {
@@ -767,103 +302,47 @@ finish_step(run *r, cg_tensor *loss, int64_t items, const char *unit,
  * MLP
  * ------------------------------------------------------------------------ */
 
-/* Per-feature mean and 1 / std of the training rows (std 0 -> 1). */
-static int
-normalisation(run *r)
-{
-    int64_t rows = cg_dataset_rows(r->train), i, shape = r->features;
-    const float *x = cg_dataset_feature_data(r->train);
-    float *mean = calloc((size_t)r->features, sizeof *mean);
-    float *inv = calloc((size_t)r->features, sizeof *inv);
-    int j;
-
-    if (!mean || !inv) {
-        free(mean);
-        free(inv);
-        return -1;
-    }
-    for (j = 0; j < r->features; j++) {
-        double s = 0, ss = 0;
-
-        for (i = 0; i < rows; i++)
-            s += x[i * r->features + j];
-        s /= (double)rows;
-        for (i = 0; i < rows; i++) {
-            double d = x[i * r->features + j] - s;
-
-            ss += d * d;
-        }
-        ss = sqrt(ss / (double)rows);
-        mean[j] = (float)s;
-        inv[j] = (float)(ss > 1e-8 ? 1 / ss : 1);
-    }
-    r->mean = cg_tensor_from_host(r->ctx, CG_F32, 1, &shape, mean);
-    r->inv_std = cg_tensor_from_host(r->ctx, CG_F32, 1, &shape, inv);
-    free(mean);
-    free(inv);
-    return r->mean && r->inv_std ? 0 : -1;
-}
-
-static cg_tensor *
-mlp_logits(run *r, cg_tensor *x)
-{
-    cg_tensor *d = cg_sub(x, r->mean), *n, *y;
-
-    if (!d)
-        return NULL;
-    n = cg_mul(d, r->inv_std);
-    cg_tensor_free(d);
-    if (!n)
-        return NULL;
-    y = mlp_forward(&r->model, n);
-    cg_tensor_free(n);
-    return y;
-}
-
-/* Held-out accuracy in [0, 1], or -1 on error. */
+/* Held-out accuracy in [0, 1], or -1 on error: the predicted class is
+ * the logits' argmax (the first on ties). */
 static double
 mlp_accuracy(run *r)
 {
     int64_t nb = cg_dataset_num_batches(r->test, (int)r->cfg.batch), b;
     int64_t right = 0, seen = 0;
-    float *lg = malloc((size_t)r->cfg.batch * r->classes * sizeof *lg);
+    int32_t *pred = malloc((size_t)r->cfg.batch * sizeof *pred);
     int32_t *lab = malloc((size_t)r->cfg.batch * sizeof *lab);
-    int ok = lg && lab;
+    int ok = pred && lab;
 
-    model_set_training(&r->model, 0);
+    cg_module_set_training(r->model, 0);
     cg_no_grad_enter();
     for (b = 0; ok && b < nb; b++) {
-        cg_tensor *x, *y, *out;
+        cg_tensor *x, *y, *out, *am;
         int n = cg_dataset_batch(r->test, r->ctx, (int)r->cfg.batch, 0, 0, 0,
-                                 b, &x, &y), i, k;
+                                 b, &x, &y), i;
 
         if (n <= 0) {
             ok = n == 0;
             break;
         }
-        out = mlp_logits(r, x);
-        ok = out && cg_tensor_to_host(out, lg, (size_t)n * r->classes *
-                                      sizeof *lg) == CG_OK &&
+        out = cg_module_forward(r->model, x);
+        am = out ? cg_argmax(out, 1, 0) : NULL;
+        ok = am && cg_tensor_to_host(am, pred, (size_t)n * sizeof *pred) ==
+                   CG_OK &&
              cg_tensor_to_host(y, lab, (size_t)n * sizeof *lab) == CG_OK;
-        for (i = 0; ok && i < n; i++) {
-            int best = 0;
-
-            for (k = 1; k < r->classes; k++)
-                if (lg[i * r->classes + k] > lg[i * r->classes + best])
-                    best = k;
-            right += best == lab[i];
-        }
+        for (i = 0; ok && i < n; i++)
+            right += pred[i] == lab[i];
         seen += n;
+        cg_tensor_free(am);
         cg_tensor_free(out);
         cg_tensor_free(x);
         cg_tensor_free(y);
     }
     cg_no_grad_leave();
-    model_set_training(&r->model, 1);
-    free(lg);
+    cg_module_set_training(r->model, 1);
+    free(pred);
     free(lab);
     if (!ok) {
-        fail("evaluating: %s", cg_last_error());
+        tr_fail("evaluating: %s", cg_last_error());
         return -1;
     }
     return seen ? (double)right / (double)seen : 0;
@@ -881,7 +360,7 @@ run_mlp(run *r, volatile sig_atomic_t *stop)
                                  &x, &y);
 
         if (n < 0) {
-            fail("%s", cg_last_error());
+            tr_fail("%s", cg_last_error());
             return 1;
         }
         if (n > 0 && (r->step >= r->total || at_stop(r))) {
@@ -905,12 +384,12 @@ run_mlp(run *r, volatile sig_atomic_t *stop)
             if (r->prog.log)
                 fprintf(r->prog.log, "%lld,%.6f,%.4f,%.6g,,%.3f\n",
                         (long long)r->step, (double)loss_v, acc,
-                        cg_optim_get_lr(r->opt), now() - r->prog.t0);
+                        cg_optim_get_lr(r->opt), tr_now() - r->prog.t0);
             r->epoch++;
             r->index = 0;
             continue;
         }
-        logits = mlp_logits(r, x);
+        logits = cg_module_forward(r->model, x);
         loss = logits ? cg_cross_entropy(logits, y, CG_REDUCTION_MEAN,
                                          CG_IGNORE_INDEX, 0.0f) : NULL;
         cg_tensor_free(logits);
@@ -926,34 +405,6 @@ run_mlp(run *r, volatile sig_atomic_t *stop)
 /* ------------------------------------------------------------------------
  * Character LSTM
  * ------------------------------------------------------------------------ */
-
-/* Reads a vocabulary as cg_text_vocab writes it ("[10,32,...]": the
- * byte of each id) into r. */
-static int
-parse_vocab(run *r, const char *s)
-{
-    int i;
-
-    for (i = 0; i < 256; i++)
-        r->id_of[i] = -1;
-    r->nvocab = 0;
-    if (!s || *s++ != '[')
-        return -1;
-    while (*s && *s != ']') {
-        char *end;
-        long b = strtol(s, &end, 10);
-
-        if (end == s || b < 0 || b > 255 || r->nvocab == 256 ||
-            r->id_of[b] >= 0)
-            return -1;
-        r->id_of[b] = r->nvocab;
-        r->vocab[r->nvocab++] = (unsigned char)b;
-        s = end;
-        if (*s == ',')
-            s++;
-    }
-    return *s == ']' && r->nvocab > 0 ? 0 : -1;
-}
 
 /* Prints n characters sampled after `prime` at temperature temp. */
 static int
@@ -973,20 +424,20 @@ sample(run *r, int64_t n, uint64_t seed)
     for (i = 0; status == CG_OK && i < (int64_t)plen; i++) {
         ids[i] = r->id_of[(unsigned char)r->cfg.prime[i]];
         if (ids[i] < 0) {
-            fail("--prime: the character '%c' is not in the vocabulary",
-                 r->cfg.prime[i]);
+            tr_fail("--prime: the character '%c' is not in the vocabulary",
+                    r->cfg.prime[i]);
             status = -2;
         }
     }
     if (status == CG_OK && !plen)
         ids[0] = 0;
-    model_set_training(&r->model, 0);
+    cg_module_set_training(r->model, 0);
     cg_no_grad_enter();
     if (status == CG_OK) {
         int64_t shape = (int64_t)(plen ? plen : 1);
         int64_t s2[2] = { shape, 1 };
         cg_tensor *in = cg_tensor_from_host(r->ctx, CG_I32, 2, s2, ids);
-        cg_tensor *all = in ? lstm_forward(&r->model, in, &h, &c, 0) : NULL;
+        cg_tensor *all = in ? tr_lstm_forward(r->model, in, &h, &c, 0) : NULL;
 
         /* The prime's last position's logits. */
         logits = all ? cg_narrow(all, 0, shape - 1, 1) : NULL;
@@ -997,7 +448,8 @@ sample(run *r, int64_t n, uint64_t seed)
         fputs(r->cfg.prime, stdout);
     }
     for (i = 0; status == CG_OK && i < n; i++) {
-        cg_tensor *scaled = cg_mul_scalar(logits, (float)(1 / r->cfg.temperature));
+        cg_tensor *scaled = cg_mul_scalar(logits,
+                                          (float)(1 / r->cfg.temperature));
         cg_tensor *pr = scaled ? cg_softmax(scaled, -1) : NULL, *in;
         double u, acc = 0;
         int k;
@@ -1009,7 +461,7 @@ sample(run *r, int64_t n, uint64_t seed)
             break;
         }
         cg_tensor_free(pr);
-        u = rng_uniform(&rng);
+        u = cg_splitmix64_uniform(&rng);
         for (k = 0; k < V - 1; k++) {
             acc += p[k];
             if (u < acc)
@@ -1019,13 +471,13 @@ sample(run *r, int64_t n, uint64_t seed)
         putchar(r->vocab[cur]);
         in = cg_tensor_from_host(r->ctx, CG_I32, 2, one, &cur);
         cg_tensor_free(logits);
-        logits = in ? lstm_forward(&r->model, in, &h, &c, 0) : NULL;
+        logits = in ? tr_lstm_forward(r->model, in, &h, &c, 0) : NULL;
         cg_tensor_free(in);
         if (!logits)
             status = -1;
     }
     cg_no_grad_leave();
-    model_set_training(&r->model, 1);
+    cg_module_set_training(r->model, 1);
     putchar('\n');
     fflush(stdout);
     cg_tensor_free(logits);
@@ -1034,7 +486,7 @@ sample(run *r, int64_t n, uint64_t seed)
     free(ids);
     free(p);
     if (status == -1)
-        fail("sampling: %s", cg_last_error());
+        tr_fail("sampling: %s", cg_last_error());
     return status ? -1 : 0;
 }
 
@@ -1058,8 +510,8 @@ run_char_lstm(run *r, volatile sig_atomic_t *stop)
     float loss_v;
 
     if (nb <= 0) {
-        fail("%s: too short for --batch %d: %s", r->cfg.data, B,
-             cg_last_error());
+        tr_fail("%s: too short for --batch %d: %s", r->cfg.data, B,
+                cg_last_error());
         return 1;
     }
     while (r->step < r->total && !at_stop(r) && !*stop) {
@@ -1078,12 +530,12 @@ run_char_lstm(run *r, volatile sig_atomic_t *stop)
         }
         n = cg_text_batch(r->text, r->ctx, T, B, r->index, &in, &tg);
         if (n <= 0) {
-            fail("batch %lld: %s", (long long)r->index, cg_last_error());
+            tr_fail("batch %lld: %s", (long long)r->index, cg_last_error());
             return 1;
         }
         n1 = (int64_t)n * B;
         flat = cg_reshape(tg, 1, &n1);
-        logits = lstm_forward(&r->model, in, &r->h, &r->c, 1);
+        logits = tr_lstm_forward(r->model, in, &r->h, &r->c, 1);
         loss = logits && flat ? cg_cross_entropy(logits, flat,
                                                  CG_REDUCTION_MEAN,
                                                  CG_IGNORE_INDEX, 0.0f)
@@ -1111,9 +563,9 @@ run_free(run *r)
 {
     cg_lr_schedule_free(r->sched);
     cg_optim_free(r->opt);
-    model_free(&r->model);
-    cg_tensor_free(r->mean);
-    cg_tensor_free(r->inv_std);
+    cg_module_free(r->model);
+    free(r->mean);
+    free(r->inv_std);
     cg_tensor_free(r->h);
     cg_tensor_free(r->c);
     cg_dataset_free(r->train);
@@ -1134,7 +586,7 @@ print_profile(run *r)
     int i, n;
 
     if (cg_context_profile(r->ctx, e, 24, &n)) {
-        fail("profile: %s", cg_last_error());
+        tr_fail("profile: %s", cg_last_error());
         return 1;
     }
     /* e holds the largest; the total needs all of them. */
@@ -1143,7 +595,7 @@ print_profile(run *r)
 
         if (!all || cg_context_profile(r->ctx, all, n, &n)) {
             free(all);
-            fail("profile: out of memory");
+            tr_fail("profile: out of memory");
             return 1;
         }
         for (i = 0; i < n; i++)
@@ -1175,28 +627,28 @@ tr_run(const tr_config *given, volatile sig_atomic_t *stop)
     if (r.cfg.resume) {
         ck = cg_checkpoint_load(r.cfg.resume);
         if (!ck) {
-            ck_fail("loading", r.cfg.resume);
+            tr_ck_fail("loading", r.cfg.resume);
             return 1;
         }
-        if (read_config(ck, &r.cfg, r.cfg.resume))
+        if (tr_read_config(ck, &r.cfg, r.cfg.resume))
             goto out;
         cg_checkpoint_get_meta_int(ck, "train.total", &total_saved);
         if (given->model != TR_NONE && given->model != r.cfg.model) {
-            fail("%s holds a %s model, not the --model given",
-                 r.cfg.resume, r.cfg.model == TR_MLP ? "mlp" : "char-lstm");
+            tr_fail("%s holds a %s model, not the --model given",
+                    r.cfg.resume, r.cfg.model == TR_MLP ? "mlp" : "char-lstm");
             goto out;
         }
     }
     if (r.cfg.model == TR_NONE) {
-        fail("say --model mlp or --model char-lstm (or --resume)");
+        tr_fail("say --model mlp or --model char-lstm (or --resume)");
         goto out;
     }
     if (!r.cfg.data && !(r.cfg.sample_only && ck)) {
-        fail("--data FILE is needed");
+        tr_fail("--data FILE is needed");
         goto out;
     }
     if (r.cfg.sample_only && (r.cfg.model != TR_CHAR_LSTM || !ck)) {
-        fail("--sample-only needs --resume with a char-lstm checkpoint");
+        tr_fail("--sample-only needs --resume with a char-lstm checkpoint");
         goto out;
     }
     resolve(&r.cfg);
@@ -1206,7 +658,7 @@ tr_run(const tr_config *given, volatile sig_atomic_t *stop)
         r.ctx = cg_context_new_with(&o);
     }
     if (!r.ctx) {
-        fail("%s", cg_last_error());
+        tr_fail("%s", cg_last_error());
         goto out;
     }
     cg_manual_seed(r.ctx, (uint64_t)r.cfg.seed);
@@ -1218,16 +670,17 @@ tr_run(const tr_config *given, volatile sig_atomic_t *stop)
         if (!all || cg_dataset_split(all, r.cfg.holdout,
                                      (uint64_t)r.cfg.seed, &r.train,
                                      &r.test)) {
-            fail("%s", cg_last_error());
+            tr_fail("%s", cg_last_error());
             cg_dataset_free(all);
             goto out;
         }
         r.features = cg_dataset_features(all);
         r.classes = cg_dataset_classes(all);
         cg_dataset_free(all);
-        if (normalisation(&r) ||
-            mlp_new(&r.model, r.ctx, &r.cfg, r.features, r.classes)) {
-            fail("%s", cg_last_error());
+        if (tr_normalisation(&r, ck))
+            goto out;
+        if (!(r.model = tr_mlp_new(r.ctx, &r.cfg, r.features, r.classes))) {
+            tr_fail("%s", cg_last_error());
             goto out;
         }
         r.total = r.cfg.epochs * cg_dataset_num_batches(r.train,
@@ -1238,15 +691,15 @@ tr_run(const tr_config *given, volatile sig_atomic_t *stop)
 
         /* Sampling needs the checkpoint's vocabulary only. */
         if (r.cfg.data && !(r.text = cg_text_load(r.cfg.data, vocab))) {
-            fail("%s", cg_last_error());
+            tr_fail("%s", cg_last_error());
             goto out;
         }
-        if (parse_vocab(&r, r.text ? cg_text_vocab(r.text) : vocab)) {
-            fail("%s: no valid vocabulary (data.vocab)", r.cfg.resume);
+        if (tr_parse_vocab(&r, r.text ? cg_text_vocab(r.text) : vocab)) {
+            tr_fail("%s: no valid vocabulary (data.vocab)", r.cfg.resume);
             goto out;
         }
-        if (lstm_new(&r.model, r.ctx, &r.cfg, r.nvocab)) {
-            fail("%s", cg_last_error());
+        if (!(r.model = tr_lstm_new(r.ctx, &r.cfg, r.nvocab))) {
+            tr_fail("%s", cg_last_error());
             goto out;
         }
         if (r.text)
@@ -1258,17 +711,23 @@ tr_run(const tr_config *given, volatile sig_atomic_t *stop)
         r.total = given->steps;
     else if (total_saved)
         r.total = total_saved;
-    r.opt = make_optimizer(r.ctx, &r.cfg, &r.model);
+    r.nparams = cg_module_params(r.model, r.params, TR_MAX_PARAMS);
+    if (r.nparams > TR_MAX_PARAMS) {
+        tr_fail("the model has %d parameter tensors, more than %d", r.nparams,
+                TR_MAX_PARAMS);
+        goto out;
+    }
+    r.opt = tr_make_optimizer(r.ctx, &r.cfg, r.params, r.nparams);
     if (!r.opt) {
-        fail("%s", cg_last_error());
+        tr_fail("%s", cg_last_error());
         goto out;
     }
-    r.sched = make_schedule(&r.cfg, r.opt, r.total, &sched_status);
+    r.sched = tr_make_schedule(&r.cfg, r.opt, r.total, &sched_status);
     if (sched_status) {
-        fail("%s", cg_last_error());
+        tr_fail("%s", cg_last_error());
         goto out;
     }
-    if (ck && restore(&r, ck, r.cfg.resume))
+    if (ck && tr_restore(&r, ck, r.cfg.resume))
         goto out;
     cg_checkpoint_free(ck);
     ck = NULL;
@@ -1281,11 +740,11 @@ tr_run(const tr_config *given, volatile sig_atomic_t *stop)
     r.prog.cfg = &r.cfg;
     r.prog.tty = isatty(2);
     r.prog.total = r.total;
-    r.prog.t0 = r.prog.rate_t0 = now();
+    r.prog.t0 = r.prog.rate_t0 = tr_now();
     if (r.cfg.log) {
         r.prog.log = fopen(r.cfg.log, r.cfg.resume ? "a" : "w");
         if (!r.prog.log) {
-            fail("%s: cannot write the log", r.cfg.log);
+            tr_fail("%s: cannot write the log", r.cfg.log);
             goto out;
         }
         if (!r.cfg.resume)
@@ -1298,8 +757,8 @@ tr_run(const tr_config *given, volatile sig_atomic_t *stop)
         int i;
 
         cg_context_device_info(r.ctx, &info);
-        for (i = 0; i < r.model.nparams; i++)
-            n += cg_tensor_numel(r.model.params[i]);
+        for (i = 0; i < r.nparams; i++)
+            n += cg_tensor_numel(r.params[i]);
         printf("clgrad-train: %s on %s, %lld parameters, %lld steps%s\n",
                r.cfg.model == TR_MLP ? "mlp" : "char-lstm", info.name,
                (long long)n, (long long)r.total,

@@ -14,6 +14,7 @@
 #include <json-c/json.h>
 
 #include "clgrad.h"
+#include "tune/tuner.h"
 
 #define TU_MAX_SHAPES 16
 #define TU_MAX_PATH 8

@@ -272,3 +272,24 @@ cg__write_file_atomic(const char *path, const void *data, size_t len)
 {
     return cg__write_parts_atomic(path, 0600, 1, &data, &len);
 }
+
+/* SplitMix64 (Steele, Lea and Flood 2014): the one host generator of the
+ * library and its tools (dataset shuffles, sampling, benchmark inputs). */
+uint64_t
+cg_splitmix64_next(uint64_t *state)
+{
+    uint64_t z;
+
+    if (!state)
+        return 0;
+    z = (*state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+double
+cg_splitmix64_uniform(uint64_t *state)
+{
+    return (double)(cg_splitmix64_next(state) >> 11) / 9007199254740992.0;
+}

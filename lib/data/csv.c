@@ -27,16 +27,6 @@ struct cg_dataset {
 
 /* ------------------------------------------------------------ shuffling */
 
-static uint64_t
-splitmix64(uint64_t *state)
-{
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
-
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
 /* A uniform integer in [0, n), without modulo bias. */
 static uint64_t
 below(uint64_t *state, uint64_t n)
@@ -44,7 +34,7 @@ below(uint64_t *state, uint64_t n)
     uint64_t limit = UINT64_MAX - UINT64_MAX % n, r;
 
     do
-        r = splitmix64(state);
+        r = cg_splitmix64_next(state);
     while (r >= limit);
     return r % n;
 }
@@ -56,7 +46,8 @@ shuffle(int64_t *perm, int64_t n, uint64_t seed, uint64_t stream)
     uint64_t state = seed;
     int64_t i;
 
-    state = splitmix64(&state) ^ (stream * 0xd1b54a32d192ed03ULL);
+    state = cg_splitmix64_next(&state) ^
+            (stream * 0xd1b54a32d192ed03ULL);
     for (i = 0; i < n; i++)
         perm[i] = i;
     for (i = n - 1; i > 0; i--) {
@@ -332,6 +323,64 @@ int
 cg_dataset_features(const cg_dataset *ds)
 {
     return ds ? ds->features : -1;
+}
+
+/* ------------------------------------------------------------ scaling */
+
+int
+cg_dataset_feature_stats(const cg_dataset *ds, float *mean, float *inv_std)
+{
+    int64_t i, rows;
+    int j, F;
+
+    cg__error_clear();
+    if (!ds || !mean || !inv_std)
+        return cg__error(CG_EINVAL, "feature_stats: %s is NULL",
+                         !ds ? "ds" : !mean ? "mean" : "inv_std");
+    rows = ds->rows;
+    F = ds->features;
+    for (j = 0; j < F; j++) {
+        double s = 0, ss = 0;
+
+        for (i = 0; i < rows; i++)
+            s += ds->x[i * F + j];
+        s /= (double)rows;
+        for (i = 0; i < rows; i++) {
+            double d = ds->x[i * F + j] - s;
+
+            ss += d * d;
+        }
+        ss = sqrt(ss / (double)rows);
+        mean[j] = (float)s;
+        inv_std[j] = (float)(ss > 1e-8 ? 1 / ss : 1);
+    }
+    return CG_OK;
+}
+
+int
+cg_dataset_standardize(cg_dataset *ds, const float *mean,
+                       const float *inv_std)
+{
+    int64_t i, n;
+    int j;
+
+    cg__error_clear();
+    if (!ds || !mean || !inv_std)
+        return cg__error(CG_EINVAL, "standardize: %s is NULL",
+                         !ds ? "ds" : !mean ? "mean" : "inv_std");
+    for (j = 0; j < ds->features; j++)
+        if (!isfinite(mean[j]) || !isfinite(inv_std[j]))
+            return cg__error(CG_EINVAL, "standardize: feature %d: mean %g, "
+                             "inv_std %g must be finite", j, (double)mean[j],
+                             (double)inv_std[j]);
+    n = ds->rows * ds->features;
+    for (i = 0; i < n; i++) {
+        /* Rounded after each operation, as cg_sub then cg_mul would. */
+        float d = ds->x[i] - mean[i % ds->features];
+
+        ds->x[i] = d * inv_std[i % ds->features];
+    }
+    return CG_OK;
 }
 
 int

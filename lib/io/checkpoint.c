@@ -335,6 +335,43 @@ prefixed(const char *prefix, const char *name)
 }
 
 int
+cg__ckpt_merge(cg_checkpoint *ck, cg_checkpoint *tmp)
+{
+    int i, rc = CG_OK;
+
+    if (ck->tensors_cap < ck->ntensors + tmp->ntensors) {
+        int cap = ck->ntensors + tmp->ntensors;
+        void *p = realloc(ck->tensors, (size_t)cap * sizeof *ck->tensors);
+
+        if (!p)
+            return cg__error(CG_EHOSTMEM, "out of host memory");
+        ck->tensors = p;
+        ck->tensors_cap = cap;
+    }
+    if (ck->meta_cap < ck->nmeta + tmp->nmeta) {
+        int cap = ck->nmeta + tmp->nmeta;
+        void *p = realloc(ck->meta, (size_t)cap * sizeof *ck->meta);
+
+        if (!p)
+            return cg__error(CG_EHOSTMEM, "out of host memory");
+        ck->meta = p;
+        ck->meta_cap = cap;
+    }
+    /* With the room reserved, moving the entries over cannot fail. */
+    for (i = 0; i < tmp->ntensors && rc == CG_OK; i++) {
+        cg__ckpt_tensor *e = &tmp->tensors[i];
+
+        rc = cg__ckpt_put(ck, e->name, e->dtype, e->ndim, e->shape, e->data,
+                          e->bytes);
+        e->name = NULL;
+        e->data = NULL;
+    }
+    for (i = 0; i < tmp->nmeta && rc == CG_OK; i++)
+        rc = cg__ckpt_put_meta(ck, tmp->meta[i].key, tmp->meta[i].value);
+    return rc;
+}
+
+int
 cg_checkpoint_add_module(cg_checkpoint *ck, const char *prefix,
                          const cg_module *m)
 {
@@ -359,26 +396,8 @@ cg_checkpoint_add_module(cg_checkpoint *ck, const char *prefix,
                   : cg__last_status();
         free(full);
     }
-    if (rc == CG_OK && ck->tensors_cap < ck->ntensors + tmp->ntensors) {
-        int cap = ck->ntensors + tmp->ntensors;
-        void *p = realloc(ck->tensors, (size_t)cap * sizeof *ck->tensors);
-
-        if (p) {
-            ck->tensors = p;
-            ck->tensors_cap = cap;
-        } else {
-            rc = cg__error(CG_EHOSTMEM, "out of host memory");
-        }
-    }
-    /* With the room reserved, moving the entries over cannot fail. */
-    for (i = 0; i < tmp->ntensors && rc == CG_OK; i++) {
-        cg__ckpt_tensor *e = &tmp->tensors[i];
-
-        rc = cg__ckpt_put(ck, e->name, e->dtype, e->ndim, e->shape, e->data,
-                          e->bytes);
-        e->name = NULL;
-        e->data = NULL;
-    }
+    if (rc == CG_OK)
+        rc = cg__ckpt_merge(ck, tmp);
     cg_checkpoint_free(tmp);
     return rc;
 }

@@ -37,6 +37,10 @@ int cg__ckpt_put(cg_checkpoint *ck, char *name, cg_dtype dtype, int ndim,
                  const int64_t *shape, void *data, size_t bytes);
 /* Copies key and value in, replacing an earlier value. */
 int cg__ckpt_put_meta(cg_checkpoint *ck, const char *key, const char *value);
+/* Moves every tensor of tmp into ck and copies its metadata, with room
+ * reserved first, so that only a host allocation failure while copying
+ * metadata could stop it part-way; tmp is left to be freed. */
+int cg__ckpt_merge(cg_checkpoint *ck, cg_checkpoint *tmp);
 /* Index of a tensor, or -1. */
 int cg__ckpt_find(const cg_checkpoint *ck, const char *name);
 

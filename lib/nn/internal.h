@@ -130,6 +130,18 @@ int cg__rnn_time_steps(cg_context *ctx, cg__rnn_cell cell,
 
 #define CG__MODULE_MAX_PARAMS 64
 
+/* A container's children and, flattened over the whole subtree, its
+ * parameters with dotted names ("0.weight"), rebuilt whenever a child is
+ * added anywhere below. */
+typedef struct cg__module_list {
+    int n, cap;
+    cg_module **child;          /* owned references */
+    char **name;                /* owned */
+    int nflat;
+    cg_tensor **flat;           /* borrowed from the children */
+    char **flat_name;           /* owned */
+} cg__module_list;
+
 struct cg_module {
     int refs;                   /* the owner, plus graph nodes (rnn) */
     const char *kind;
@@ -146,6 +158,9 @@ struct cg_module {
     int path;                   /* rnn: CG__RNN_PATH_* */
     long gemm_min_h;            /* rnn: the AUTO threshold in force when
                                  * the layer was made (tuning "rnn.path") */
+    cg__module_list *list;      /* containers ("sequential"), else NULL */
+    cg_tensor *(*act)(cg_tensor *);     /* activations: the op */
+    cg_module *parent;          /* the container holding this one */
 };
 
 /* How a recurrent layer forms h W_hh^T per step: in the fused kernel, or
@@ -168,6 +183,10 @@ int cg__module_add_param(cg_module *m, const char *name, int ndim,
 
 /* Checks that m is a module of `kind`. */
 int cg__module_check(const cg_module *m, const char *kind);
+
+/* Containers (lib/nn/container.c): the flattened parameters that
+ * cg_module_param and friends read, and the release of the children. */
+void cg__module_list_free(cg__module_list *l);
 
 cg_module *cg__module_ref(cg_module *m);
 void cg__module_unref(cg_module *m);

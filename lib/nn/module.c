@@ -78,6 +78,7 @@ cg__module_unref(cg_module *m)
 
     if (!m || --m->refs > 0)
         return;
+    cg__module_list_free(m->list);
     for (i = 0; i < m->nparams; i++) {
         cg_tensor_free(m->params[i]);
         free(m->names[i]);
@@ -99,27 +100,45 @@ cg_module_kind(const cg_module *m)
     return m ? m->kind : NULL;
 }
 
+/* A container's parameters are its subtree's, flattened. */
+static int
+count(const cg_module *m)
+{
+    return m->list ? m->list->nflat : m->nparams;
+}
+
+static cg_tensor *
+param_at(const cg_module *m, int i, const char **name)
+{
+    *name = m->list ? m->list->flat_name[i] : m->names[i];
+    return m->list ? m->list->flat[i] : m->params[i];
+}
+
 int
 cg_module_num_params(const cg_module *m)
 {
     if (cg__module_check(m, NULL))
         return -1;
-    return m->nparams;
+    return count(m);
 }
 
 cg_tensor *
 cg_module_param(const cg_module *m, int i, const char **name)
 {
+    const char *n;
+    cg_tensor *t;
+
     if (cg__module_check(m, NULL))
         return NULL;
-    if (i < 0 || i >= m->nparams) {
+    if (i < 0 || i >= count(m)) {
         cg__error(CG_EINVAL, "%s layer has %d parameters, not %d", m->kind,
-                  m->nparams, i + 1);
+                  count(m), i + 1);
         return NULL;
     }
+    t = param_at(m, i, &n);
     if (name)
-        *name = m->names[i];
-    return m->params[i];
+        *name = n;
+    return t;
 }
 
 cg_tensor *
@@ -133,9 +152,13 @@ cg_module_find_param(const cg_module *m, const char *name)
         cg__error(CG_EINVAL, "parameter name is NULL");
         return NULL;
     }
-    for (i = 0; i < m->nparams; i++)
-        if (strcmp(m->names[i], name) == 0)
-            return m->params[i];
+    for (i = 0; i < count(m); i++) {
+        const char *n;
+        cg_tensor *t = param_at(m, i, &n);
+
+        if (strcmp(n, name) == 0)
+            return t;
+    }
     cg__error(CG_EINVAL, "%s layer has no parameter '%s'", m->kind, name);
     return NULL;
 }
@@ -143,10 +166,12 @@ cg_module_find_param(const cg_module *m, const char *name)
 int
 cg_module_set_training(cg_module *m, int training)
 {
-    int status = cg__module_check(m, NULL);
+    int i, status = cg__module_check(m, NULL);
 
     if (status == CG_OK)
         m->training = training != 0;
+    for (i = 0; status == CG_OK && m->list && i < m->list->n; i++)
+        status = cg_module_set_training(m->list->child[i], training);
     return status;
 }
 
@@ -155,8 +180,11 @@ cg_module_zero_grad(cg_module *m)
 {
     int i, status = cg__module_check(m, NULL);
 
-    for (i = 0; status == CG_OK && i < m->nparams; i++)
-        status = cg_tensor_zero_grad(m->params[i]);
+    for (i = 0; status == CG_OK && i < count(m); i++) {
+        const char *n;
+
+        status = cg_tensor_zero_grad(param_at(m, i, &n));
+    }
     return status;
 }
 

@@ -1,5 +1,6 @@
 /*
- * lib/ops/reduce.c - sum, mean, max and var over any set of axes.
+ * lib/ops/reduce.c - sum, mean, max and var over any set of axes; argmax
+ * and argmin along one.
  * Kernels: kernels/reduce.cl (one work-group per output element, fixed
  * tree order: deterministic; sums of contiguous rows and columns, the
  * full sum among them, have their own vectorised kernels, also with
@@ -16,7 +17,9 @@
  * entry "reduce" in force. */
 #define RWG(ctx) ((size_t)cg__tuned(ctx, "reduce", "RWG", 64))
 
-enum { RED_SUM, RED_MAX, RED_VAR };
+/* RED_ARG is reduce_max with indices counted along the reduced axes
+ * only (argmax) instead of into x's full shape (max's backward). */
+enum { RED_SUM, RED_MAX, RED_VAR, RED_ARG };
 
 /* Parses the axes into a bit mask (naxes 0: all). */
 static int
@@ -60,16 +63,22 @@ out_shape(const cg_tensor *x, unsigned mask, int keepdim, int *ndim,
 }
 
 /* Layouts of the kept (k) and reduced (r) dimensions of x: operand 0 is
- * x's strides, operand 1 x's contiguous strides (for argmax). */
+ * x's strides, operand 1 x's contiguous strides (for max's indices), or
+ * with `local` 0 for the kept dimensions and the contiguous strides of the
+ * reduced ones alone (argmax's indices along the reduced axes). */
 static void
-split_layout(const cg_tensor *x, unsigned mask, cg__layout *k, cg__layout *r,
-             int64_t *nred)
+split_layout(const cg_tensor *x, unsigned mask, int local, cg__layout *k,
+             cg__layout *r, int64_t *nred)
 {
     int64_t ks[2][CG_MAX_DIMS], rs[2][CG_MAX_DIMS], kshape[CG_MAX_DIMS],
-            rshape[CG_MAX_DIMS], cs[CG_MAX_DIMS];
+            rshape[CG_MAX_DIMS], cs[CG_MAX_DIMS], c = 1;
     int d, nk = 0, nr = 0;
 
     cg__contiguous_strides(x->ndim, x->shape, cs);
+    for (d = x->ndim - 1; local && d >= 0; d--) {
+        cs[d] = (mask & (1u << d)) ? c : 0;
+        c *= (mask & (1u << d)) ? x->shape[d] : 1;
+    }
     for (d = 0; d < x->ndim; d++) {
         if (mask & (1u << d)) {
             rshape[nr] = x->shape[d];
@@ -256,7 +265,7 @@ reduce(int kind, cg_tensor *x, unsigned mask, int keepdim, float param,
     size_t global, local = RWG(x->ctx);
 
     out_shape(x, mask, keepdim, &ndim, shape);
-    split_layout(x, mask, &kl, &rl, &nred);
+    split_layout(x, mask, kind == RED_ARG, &kl, &rl, &nred);
     n = (cl_uint)nred;
     *y = cg__tensor_empty(x->ctx, CG_F32, ndim, shape);
     if (!*y)
@@ -274,7 +283,7 @@ reduce(int kind, cg_tensor *x, unsigned mask, int keepdim, float param,
             goto fail;
         }
     }
-    if (kind == RED_MAX) {
+    if (kind == RED_MAX || kind == RED_ARG) {
         *am = cg__tensor_empty(x->ctx, CG_I32, ndim, shape);
         if (!*am) {
             status = cg__last_status();
@@ -307,7 +316,7 @@ reduce(int kind, cg_tensor *x, unsigned mask, int keepdim, float param,
 fail:
     cg_tensor_free(*y);
     *y = NULL;
-    if (am) {
+    if (am && *am) {
         cg_tensor_free(*am);
         *am = NULL;
     }
@@ -510,4 +519,91 @@ cg_tensor *
 cg_var(cg_tensor *a, int naxes, const int *axes, int keepdim, int correction)
 {
     return reduction("var", RED_VAR, a, naxes, axes, keepdim, correction);
+}
+
+/* ------------------------------------------------------------------------
+ * argmax, argmin
+ * ------------------------------------------------------------------------ */
+
+/* The indices along `dim` of the first maximum (NaN first) of x, or of
+ * -x for argmin: negation is exact and keeps NaN, so the first minimum of
+ * x is the first maximum of -x. */
+static cg_tensor *
+arg_reduce(const char *op, cg_tensor *x, int dim, int keepdim, int min)
+{
+    cg_tensor *src, *y = NULL, *am = NULL;
+    unsigned mask;
+    int d, status;
+
+    cg__error_clear();
+    if (cg__check_tensor(x, "input", 0))
+        return NULL;
+    d = cg__dim(dim, x->ndim);
+    if (x->ndim == 0 || d < 0) {
+        cg__error(CG_EINVAL, "%s: dim %d is out of range for a %d-D tensor",
+                  op, dim, x->ndim);
+        return NULL;
+    }
+    mask = 1u << d;
+    cg_no_grad_enter();
+    src = min ? cg_neg(x) : cg_tensor_ref(x);
+    status = src ? reduce(RED_ARG, src, mask, keepdim, 0.0f, &y, &am)
+                 : cg__last_status();
+    cg_no_grad_leave();
+    cg_tensor_free(src);
+    cg_tensor_free(y);
+    return status == CG_OK ? am : NULL;
+}
+
+cg_tensor *
+cg_argmax(cg_tensor *x, int dim, int keepdim)
+{
+    return arg_reduce("argmax", x, dim, keepdim, 0);
+}
+
+cg_tensor *
+cg_argmin(cg_tensor *x, int dim, int keepdim)
+{
+    return arg_reduce("argmin", x, dim, keepdim, 1);
+}
+
+/* Values from the differentiable ops (max, or -max(-x)), indices from
+ * arg_reduce: both pick the same element. */
+static int
+extreme_dim(const char *op, cg_tensor *x, int dim, int keepdim, int min,
+            cg_tensor **values, cg_tensor **indices)
+{
+    cg_tensor *v = NULL, *i = NULL, *n = NULL, *m = NULL;
+
+    cg__error_clear();
+    if (!values || !indices)
+        return cg__error(CG_EINVAL, "%s: values or indices is NULL", op);
+    i = arg_reduce(op, x, dim, keepdim, min);
+    if (i && !min)
+        v = cg_max(x, 1, &dim, keepdim);
+    if (i && min && (n = cg_neg(x)) && (m = cg_max(n, 1, &dim, keepdim)))
+        v = cg_neg(m);
+    cg_tensor_free(n);
+    cg_tensor_free(m);
+    if (!v) {
+        cg_tensor_free(i);
+        return cg__last_status();
+    }
+    *values = v;
+    *indices = i;
+    return CG_OK;
+}
+
+int
+cg_max_dim(cg_tensor *x, int dim, int keepdim, cg_tensor **values,
+           cg_tensor **indices)
+{
+    return extreme_dim("max_dim", x, dim, keepdim, 0, values, indices);
+}
+
+int
+cg_min_dim(cg_tensor *x, int dim, int keepdim, cg_tensor **values,
+           cg_tensor **indices)
+{
+    return extreme_dim("min_dim", x, dim, keepdim, 1, values, indices);
 }

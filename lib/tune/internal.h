@@ -8,6 +8,7 @@
 #define CG_TUNE_INTERNAL_H
 
 #include "cl/internal.h"
+#include "tune/tuner.h"
 
 #define CG__TUNING_FORMAT "clgrad-tuning"
 #define CG__TUNING_VERSION 1

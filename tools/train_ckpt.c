@@ -1,0 +1,244 @@
+/*
+ * tools/train_ckpt.c - clgrad-train's checkpoints: what a run saves (the
+ * model, optimizer state, position and generator through the library,
+ * plus its configuration, vocabulary and standardisation as metadata and
+ * tensors) and how a resumed run reads it back.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "train_run.h"
+
+int
+tr_ck_fail(const char *what, const char *path)
+{
+    tr_fail("%s %s: %s", what, path, cg_last_error());
+    return -1;
+}
+
+int
+tr_save(run *r, const char *path)
+{
+    cg_checkpoint *ck = cg_checkpoint_new();
+    char hid[128] = "";
+    int64_t nf = r->features;
+    int i, status = ck ? CG_OK : -1;
+
+    if (status == CG_OK)
+        status = cg_checkpoint_add_module(ck, NULL, r->model);
+    if (status == CG_OK)
+        status = cg_checkpoint_add_optimizer(ck, NULL, r->opt);
+    if (status == CG_OK && r->mean)
+        status = cg_checkpoint_add_host(ck, "data.mean", CG_F32, 1, &nf,
+                                        r->mean);
+    if (status == CG_OK && r->inv_std)
+        status = cg_checkpoint_add_host(ck, "data.inv_std", CG_F32, 1, &nf,
+                                        r->inv_std);
+    if (status == CG_OK && r->h)
+        status = cg_checkpoint_add_tensor(ck, "train.state.h", r->h);
+    if (status == CG_OK && r->c)
+        status = cg_checkpoint_add_tensor(ck, "train.state.c", r->c);
+    for (i = 0; i < r->cfg.nhidden; i++)
+        snprintf(hid + strlen(hid), sizeof hid - strlen(hid), "%s%d",
+                 i ? "," : "", r->cfg.hidden[i]);
+#define META(k, v) if (status == CG_OK) \
+        status = cg_checkpoint_set_meta(ck, k, v)
+#define IMETA(k, v) if (status == CG_OK) \
+        status = cg_checkpoint_set_meta_int(ck, k, (int64_t)(v))
+#define DMETA(k, v) if (status == CG_OK) \
+        status = cg_checkpoint_set_meta_double(ck, k, v)
+    META("clgrad.model", r->cfg.model == TR_MLP ? "mlp" : "char-lstm");
+    META("config.hidden", hid);
+    IMETA("config.layers", r->cfg.layers);
+    IMETA("config.embed", r->cfg.embed);
+    DMETA("config.dropout", r->cfg.dropout);
+    IMETA("config.seq_len", r->cfg.seq_len);
+    IMETA("config.batch", r->cfg.batch);
+    META("config.optimizer", r->cfg.optimizer);
+    META("config.schedule", r->cfg.schedule);
+    DMETA("config.lr", r->cfg.lr);
+    DMETA("config.momentum", r->cfg.momentum);
+    DMETA("config.weight_decay", r->cfg.weight_decay);
+    DMETA("config.clip", r->cfg.clip);
+    DMETA("config.holdout", r->cfg.holdout);
+    IMETA("config.warmup", r->cfg.warmup);
+    IMETA("config.seed", r->cfg.seed);
+    if (status == CG_OK) {
+        cg_train_position pos;
+
+        pos.total = r->total;
+        pos.step = r->step;
+        pos.epoch = r->epoch;
+        pos.index = r->index;
+        pos.schedule = r->sched ? cg_lr_schedule_get_position(r->sched) : 0;
+        status = cg_checkpoint_add_position(ck, &pos);
+    }
+    IMETA("data.features", r->features);
+    IMETA("data.classes", r->classes);
+    if (r->text)
+        META("data.vocab", cg_text_vocab(r->text));
+#undef META
+#undef IMETA
+#undef DMETA
+    if (status == CG_OK)
+        status = cg_checkpoint_add_generator(ck, r->ctx);
+    if (status == CG_OK)
+        status = cg_checkpoint_save(ck, path);
+    cg_checkpoint_free(ck);
+    return status == CG_OK ? 0 : tr_ck_fail("saving", path);
+}
+
+/* Reads the model's shape and the training configuration of a checkpoint
+ * into cfg, before anything is built. */
+int
+tr_read_config(const cg_checkpoint *ck, tr_config *cfg, const char *path)
+{
+    const char *model = cg_checkpoint_get_meta(ck, "clgrad.model");
+    const char *s;
+    int64_t v;
+
+    if (!model || (strcmp(model, "mlp") && strcmp(model, "char-lstm"))) {
+        tr_fail("%s is not a clgrad-train checkpoint (no clgrad.model)", path);
+        return -1;
+    }
+    cfg->model = strcmp(model, "mlp") == 0 ? TR_MLP : TR_CHAR_LSTM;
+    s = cg_checkpoint_get_meta(ck, "config.hidden");
+    if (!s || (cfg->nhidden = 0, sscanf(s, "%d", &cfg->hidden[0]) != 1)) {
+        tr_fail("%s: bad config.hidden", path);
+        return -1;
+    }
+    while (s && *s && cfg->nhidden < TR_MAX_HIDDEN) {
+        cfg->hidden[cfg->nhidden++] = atoi(s);
+        s = strchr(s, ',');
+        s = s ? s + 1 : NULL;
+    }
+    cfg->hidden_set = 1;
+#define GETI(k, f) if (cg_checkpoint_get_meta_int(ck, k, &v) == CG_OK) f = v
+#define GETD(k, f) cg_checkpoint_get_meta_double(ck, k, &f)
+    GETI("config.layers", cfg->layers);
+    GETI("config.embed", cfg->embed);
+    GETI("config.seq_len", cfg->seq_len);
+    GETI("config.batch", cfg->batch);
+    GETI("config.warmup", cfg->warmup);
+    GETI("config.seed", cfg->seed);
+    GETD("config.dropout", cfg->dropout);
+    GETD("config.lr", cfg->lr);
+    GETD("config.momentum", cfg->momentum);
+    GETD("config.weight_decay", cfg->weight_decay);
+    GETD("config.clip", cfg->clip);
+    GETD("config.holdout", cfg->holdout);
+#undef GETI
+#undef GETD
+    if ((s = cg_checkpoint_get_meta(ck, "config.optimizer")) &&
+        tr_optimizer_kind(s) >= 0)
+        snprintf(cfg->optimizer, sizeof cfg->optimizer, "%s", s);
+    if ((s = cg_checkpoint_get_meta(ck, "config.schedule")))
+        snprintf(cfg->schedule, sizeof cfg->schedule, "%s", s);
+    return 0;
+}
+
+/* Restores parameters, optimizer state, the generator and the position
+ * from ck into the freshly built run. */
+int
+tr_restore(run *r, const cg_checkpoint *ck, const char *path)
+{
+    cg_train_position pos;
+
+    if (cg_checkpoint_restore_module(ck, NULL, r->model))
+        return tr_ck_fail("restoring the model from", path);
+    if (cg_checkpoint_restore_optimizer(ck, NULL, r->opt))
+        return tr_ck_fail("restoring the optimizer from", path);
+    if (cg_checkpoint_tensor_info(ck, "train.state.h", NULL, NULL, NULL) ==
+        CG_OK) {
+        r->h = cg_checkpoint_tensor(ck, r->ctx, "train.state.h");
+        r->c = cg_checkpoint_tensor(ck, r->ctx, "train.state.c");
+        if (!r->h || !r->c)
+            return tr_ck_fail("restoring the LSTM state from", path);
+    }
+    if (cg_checkpoint_get_position(ck, &pos) ||
+        cg_checkpoint_restore_generator(ck, r->ctx))
+        return tr_ck_fail("restoring the position from", path);
+    r->step = pos.step;
+    r->epoch = pos.epoch;
+    r->index = pos.index;
+    if (r->sched && cg_lr_schedule_set_position(r->sched, pos.schedule))
+        return tr_ck_fail("restoring the schedule from", path);
+    return 0;
+}
+
+/* One standardisation statistic [F] from a checkpoint into v. */
+static int
+stat_from(const cg_checkpoint *ck, const char *path, const char *name, int F,
+          float *v)
+{
+    int64_t shape[CG_MAX_DIMS];
+    cg_dtype dt;
+    int nd;
+
+    if (cg_checkpoint_tensor_info(ck, name, &dt, &nd, shape))
+        return tr_ck_fail("restoring the normalisation from", path);
+    if (dt != CG_F32 || nd != 1 || shape[0] != F) {
+        tr_fail("restoring the normalisation from %s: %s is not %d floats",
+                path, name, F);
+        return -1;
+    }
+    memcpy(v, cg_checkpoint_tensor_data(ck, name, NULL),
+           (size_t)F * sizeof *v);
+    return 0;
+}
+
+/* Standardises both splits' features with the training split's
+ * statistics, or a resumed run's checkpoint's. */
+int
+tr_normalisation(run *r, const cg_checkpoint *ck)
+{
+    r->mean = calloc((size_t)r->features, sizeof *r->mean);
+    r->inv_std = calloc((size_t)r->features, sizeof *r->inv_std);
+    if (!r->mean || !r->inv_std) {
+        tr_fail("out of memory");
+        return -1;
+    }
+    if (ck && (stat_from(ck, r->cfg.resume, "data.mean", r->features,
+                         r->mean) ||
+               stat_from(ck, r->cfg.resume, "data.inv_std", r->features,
+                         r->inv_std)))
+        return -1;
+    if ((!ck && cg_dataset_feature_stats(r->train, r->mean, r->inv_std)) ||
+        cg_dataset_standardize(r->train, r->mean, r->inv_std) ||
+        cg_dataset_standardize(r->test, r->mean, r->inv_std)) {
+        tr_fail("%s", cg_last_error());
+        return -1;
+    }
+    return 0;
+}
+
+/* Reads a vocabulary as cg_text_vocab writes it ("[10,32,...]": the
+ * byte of each id) into r. */
+int
+tr_parse_vocab(run *r, const char *s)
+{
+    int i;
+
+    for (i = 0; i < 256; i++)
+        r->id_of[i] = -1;
+    r->nvocab = 0;
+    if (!s || *s++ != '[')
+        return -1;
+    while (*s && *s != ']') {
+        char *end;
+        long b = strtol(s, &end, 10);
+
+        if (end == s || b < 0 || b > 255 || r->nvocab == 256 ||
+            r->id_of[b] >= 0)
+            return -1;
+        r->id_of[b] = r->nvocab;
+        r->vocab[r->nvocab++] = (unsigned char)b;
+        s = end;
+        if (*s == ',')
+            s++;
+    }
+    return *s == ']' && r->nvocab > 0 ? 0 : -1;
+}
