@@ -37,7 +37,7 @@ time_launches(cg_context *ctx, cg_tensor *x, cg_tensor *y, int n,
         cl_kernel k;
 
         t0 = cg__now();
-        if (cg__kernel(ctx, "elementwise", "affine_f", &k) ||
+        if (cg__kernel(ctx, CG__K_AFFINE_F, &k) ||
             cg__args(k, 9, CG_ARG(mx), CG_ARG(xo), CG_ARG(shape),
                      CG_ARG(sx), CG_ARG(nd), CG_ARG(my), CG_ARG(len),
                      CG_ARG(p0), CG_ARG(p1)) ||

@@ -57,6 +57,7 @@ cg_context_new_with(const cg_context_options *opts)
         props |= CL_QUEUE_PROFILING_ENABLE;
     ctx->queue = clCreateCommandQueue(ctx->context, ctx->device, props, &rc);
     CHECK_CL(rc, "clCreateCommandQueue");
+    cg__params_reset(ctx);
     /* The tuning database (lib/tune) decides the kernels' parameters; a
      * bad or stale file only leaves a warning in cg_last_error. */
     if (!(opts && opts->no_tuning) &&
@@ -82,7 +83,6 @@ cg_context_free(cg_context *ctx)
     cg__programs_free(ctx);
     clReleaseCommandQueue(ctx->queue);
     clReleaseContext(ctx->context);
-    free(ctx->build_defines);
     free(ctx->tuning);
     free(ctx);
 }

@@ -64,14 +64,14 @@ static int
 measure_copy(cg_context *ctx, cg_measurements *out)
 {
     cg_buffer *a = NULL, *b = NULL;
-    cl_kernel k = NULL;
+    cl_kernel k;
     cl_mem ma, mb;
     cl_uint n = (cl_uint)(BW_BYTES / 16);
     size_t local = 64, global = ((size_t)n + 63) / 64 * 64;
     double t, best = 1e30;
     int i, status;
 
-    status = cg__kernel_create(ctx, "measure", NULL, "copy4", &k);
+    status = cg__kernel(ctx, CG__K_COPY4, &k);
     if (status)
         return status;
     a = cg_buffer_new(ctx, BW_BYTES);
@@ -102,20 +102,18 @@ measure_copy(cg_context *ctx, cg_measurements *out)
 fail:
     cg_buffer_free(a);
     cg_buffer_free(b);
-    if (k)
-        clReleaseKernel(k);
     return status;
 }
 
 static int
 measure_launch(cg_context *ctx, cg_measurements *out)
 {
-    cl_kernel k = NULL;
+    cl_kernel k;
     size_t one = 1;
     double t, best = 1e30;
     int i, status;
 
-    status = cg__kernel_create(ctx, "measure", NULL, "empty", &k);
+    status = cg__kernel(ctx, CG__K_EMPTY, &k);
     if (status)
         return status;
     for (i = 0; i <= LAUNCH_REPS; i++) {
@@ -138,8 +136,6 @@ measure_launch(cg_context *ctx, cg_measurements *out)
     CHECK_CL(clFinish(ctx->queue), "clFinish");
     out->launch_queued_us = (cg__now() - t) * 1e6 / QUEUED_LAUNCHES;
 fail:
-    if (k)
-        clReleaseKernel(k);
     return status;
 }
 

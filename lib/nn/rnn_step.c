@@ -11,12 +11,6 @@
 
 #include "nn/internal.h"
 
-/* The kernel file's defaults; kept equal so that a variant built with
- * defaults and one built with no -D options share their numbers. */
-#define DEFAULT_VW 4
-#define DEFAULT_RB 2
-#define DEFAULT_WG 64
-
 cg__rnn_cell
 cg__rnn_cell_of(cg_rnn_mode mode)
 {
@@ -40,11 +34,14 @@ cg__rnn_hpad(const cg__rnn_step *s, int H)
     return (H + s->tune.vw - 1) / s->tune.vw * s->tune.vw;
 }
 
-static const char *
-kernel_prefix(cg__rnn_cell cell)
+/* The step kernels of a cell: forward, backward. */
+static void
+step_kernels(cg__rnn_cell cell, cg__kid *fwd, cg__kid *bwd)
 {
-    return cell == CG__RNN_LSTM ? "lstm" : cell == CG__RNN_GRU ? "gru"
-                                                                : "rnn";
+    *fwd = cell == CG__RNN_LSTM ? CG__K_LSTM_FWD
+         : cell == CG__RNN_GRU ? CG__K_GRU_FWD : CG__K_RNN_FWD;
+    *bwd = cell == CG__RNN_LSTM ? CG__K_LSTM_BWD
+         : cell == CG__RNN_GRU ? CG__K_GRU_BWD : CG__K_RNN_BWD;
 }
 
 void
@@ -64,11 +61,18 @@ int
 cg__rnn_step_init(cg__rnn_step *s, cg_context *ctx, cg__rnn_cell cell,
                   const cg__rnn_tune *tune)
 {
-    char opts[96], name[32];
-    cg__rnn_tune t = { DEFAULT_VW, DEFAULT_RB, DEFAULT_WG, 0 };
+    char opts[96];
+    cg__rnn_tune t;
+    cg__kid fwd, bwd;
     int status;
 
     memset(s, 0, sizeof *s);
+    /* kernels/rnn.cl's defaults (the kernel table's), which a tuning
+     * entry replaces for the shapes it names. */
+    t.vw = (int)cg__param_table[CG__P_RNN_VW].dflt;
+    t.rb = (int)cg__param_table[CG__P_RNN_RB].dflt;
+    t.wg = (int)cg__param_table[CG__P_RNN_WG].dflt;
+    t.hproj = 0;
     if (tune) {
         t.vw = tune->vw ? tune->vw : t.vw;
         t.rb = tune->rb ? tune->rb : t.rb;
@@ -88,16 +92,14 @@ cg__rnn_step_init(cg__rnn_step *s, cg_context *ctx, cg__rnn_cell cell,
     s->tune = t;
     snprintf(opts, sizeof opts, "-DVW=%d -DRB=%d -DWG=%d%s", t.vw, t.rb,
              t.wg, t.hproj ? " -DHPROJ=1" : "");
-    snprintf(name, sizeof name, "%s_fwd", kernel_prefix(cell));
-    status = cg__kernel_create(ctx, "rnn", opts, name, &s->fwd);
-    snprintf(name, sizeof name, "%s_bwd", kernel_prefix(cell));
+    step_kernels(cell, &fwd, &bwd);
+    status = cg__kernel_create(ctx, fwd, opts, &s->fwd);
     if (status == CG_OK)
-        status = cg__kernel_create(ctx, "rnn", opts, name, &s->bwd);
+        status = cg__kernel_create(ctx, bwd, opts, &s->bwd);
     if (status == CG_OK)
-        status = cg__kernel_create(ctx, "rnn", opts, "rnn_pack_t",
-                                   &s->pack_t);
+        status = cg__kernel_create(ctx, CG__K_RNN_PACK_T, opts, &s->pack_t);
     if (status == CG_OK)
-        status = cg__kernel_create(ctx, "rnn", opts, "rnn_pack", &s->pack);
+        status = cg__kernel_create(ctx, CG__K_RNN_PACK, opts, &s->pack);
     if (status)
         cg__rnn_step_release(s);
     return status;

@@ -21,7 +21,7 @@
 
 /* kernels/loss.cl's work-group size of ce_f: its default, or the tuning
  * entry "loss" in force. */
-#define LWG(ctx) ((size_t)cg__tuned(ctx, "loss", "LWG", 64))
+#define LWG(ctx) ((size_t)cg__param(ctx, CG__P_LOSS_LWG))
 
 /* The sum (times scale) of every element of rows, or rows itself for
  * reduction none; takes over the caller's reference to rows. */
@@ -175,7 +175,7 @@ ce_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
     if (!gx)
         return cg__last_status();
     mgx = cg__tensor_mem(gx);
-    status = cg__kernel(x->ctx, "loss", "ce_b", &k);
+    status = cg__kernel(x->ctx, CG__K_CE_B, &k);
     if (status == CG_OK)
         status = cg__args(k, 10, CG_ARG(mx), CG_ARG(mt), CG_ARG(p),
                           CG_ARG(eps), CG_ARG(ml), CG_ARG(mg), CG_ARG(gs),
@@ -225,7 +225,7 @@ cg_cross_entropy(cg_tensor *input, cg_tensor *target, cg_reduction reduction,
     mt = cg__tensor_mem(target);
     mr = cg__tensor_mem(rows);
     ml = cg__tensor_mem(lse);
-    status = cg__kernel(input->ctx, "loss", "ce_f", &k);
+    status = cg__kernel(input->ctx, CG__K_CE_F, &k);
     if (status == CG_OK)
         status = cg__args(k, 6, CG_ARG(mx), CG_ARG(mt), CG_ARG(p),
                           CG_ARG(eps), CG_ARG(mr), CG_ARG(ml));
@@ -265,7 +265,7 @@ nll_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
     if (!gx)
         return cg__last_status();
     mgx = cg__tensor_mem(gx);
-    status = cg__kernel(x->ctx, "loss", "nll_b", &k);
+    status = cg__kernel(x->ctx, CG__K_NLL_B, &k);
     if (status == CG_OK)
         status = cg__args(k, 7, CG_ARG(mt), CG_ARG(p), CG_ARG(mg),
                           CG_ARG(gs), CG_ARG(scale), CG_ARG(mgx), CG_ARG(n));
@@ -304,7 +304,7 @@ cg_nll_loss(cg_tensor *input, cg_tensor *target, cg_reduction reduction,
     mt = cg__tensor_mem(target);
     mr = cg__tensor_mem(rows);
     n = (cl_uint)cg_tensor_numel(target);
-    status = cg__kernel(input->ctx, "loss", "nll_f", &k);
+    status = cg__kernel(input->ctx, CG__K_NLL_F, &k);
     if (status == CG_OK)
         status = cg__args(k, 5, CG_ARG(mx), CG_ARG(mt), CG_ARG(p),
                           CG_ARG(mr), CG_ARG(n));
@@ -353,7 +353,7 @@ pointwise_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
         /* An unwanted output gets the other one's buffer; never written. */
         mga = cg__tensor_mem(full[0] ? full[0] : full[1]);
         mgb = cg__tensor_mem(full[1] ? full[1] : full[0]);
-        status = cg__kernel(a->ctx, "loss", "pointwise_b", &k);
+        status = cg__kernel(a->ctx, CG__K_POINTWISE_B, &k);
         if (status == CG_OK)
             status = cg__args(k, 16, CG_ARG(ma), CG_ARG(l.offset[0]),
                               CG_ARG(mb), CG_ARG(l.offset[1]),
@@ -424,7 +424,7 @@ pointwise_loss(const char *op, cl_int kind, cg_tensor *a, cg_tensor *b,
     ma = cg__tensor_mem(a);
     mb = cg__tensor_mem(b);
     my = cg__tensor_mem(y);
-    status = cg__kernel(a->ctx, "loss", "pointwise_f", &k);
+    status = cg__kernel(a->ctx, CG__K_POINTWISE_F, &k);
     if (status == CG_OK)
         status = cg__args(k, 11, CG_ARG(ma), CG_ARG(l.offset[0]), CG_ARG(mb),
                           CG_ARG(l.offset[1]), CG_ARG(l.shape),

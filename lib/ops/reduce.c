@@ -14,7 +14,7 @@
 
 /* kernels/reduce.cl's work-group size: its default, or the tuning
  * entry "reduce" in force. */
-#define RWG(ctx) ((size_t)cg__tuned(ctx, "reduce", "RWG", 64))
+#define RWG(ctx) ((size_t)cg__param(ctx, CG__P_REDUCE_RWG))
 
 enum { RED_SUM, RED_MAX, RED_VAR };
 
@@ -156,7 +156,7 @@ col_sum(cg_tensor *x, int64_t R64, int64_t C64, float scale, cg_tensor *y)
     cl_kernel k;
     int status;
 
-    status = cg__kernel(x->ctx, "reduce", "reduce_cols", &k);
+    status = cg__kernel(x->ctx, CG__K_REDUCE_COLS, &k);
     if (status)
         return status;
     if (nchunk > 1) {
@@ -219,7 +219,7 @@ row_sum(cg_tensor *x, int64_t R, int64_t C, float scale, cg_tensor *y)
 
     if (ng > ROW_PARTS)
         ng = ROW_PARTS;
-    status = cg__kernel(x->ctx, "reduce", "reduce_rows", &k);
+    status = cg__kernel(x->ctx, CG__K_REDUCE_ROWS, &k);
     if (status)
         return status;
     if (ng == 1)
@@ -281,7 +281,7 @@ reduce(int kind, cg_tensor *x, unsigned mask, int keepdim, float param,
             goto fail;
         }
         mam = cg__tensor_mem(*am);
-        status = cg__kernel(x->ctx, "reduce", "reduce_max", &k);
+        status = cg__kernel(x->ctx, CG__K_REDUCE_MAX, &k);
         if (status == CG_OK)
             status = cg__args(k, 13, CG_ARG(mx), CG_ARG(xo),
                               CG_ARG(kl.shape), CG_ARG(kl.strides[0]),
@@ -290,8 +290,8 @@ reduce(int kind, cg_tensor *x, unsigned mask, int keepdim, float param,
                               CG_ARG(rl.strides[1]), CG_ARG(rl.nd),
                               CG_ARG(n), CG_ARG(my), CG_ARG(mam));
     } else {
-        status = cg__kernel(x->ctx, "reduce", kind == RED_SUM ? "reduce_sum"
-                            : "reduce_var", &k);
+        status = cg__kernel(x->ctx, kind == RED_SUM ? CG__K_REDUCE_SUM
+                            : CG__K_REDUCE_VAR, &k);
         if (status == CG_OK)
             status = cg__args(k, 11, CG_ARG(mx), CG_ARG(xo),
                               CG_ARG(kl.shape), CG_ARG(kl.strides[0]),
@@ -379,7 +379,7 @@ sum_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
     cg_tensor_free(gk);
     if (!ge)
         return cg__last_status();
-    gin[0] = cg__unary("affine", ge, (float)node->f[0], 0.0f);
+    gin[0] = cg__unary(CG__EW_AFFINE, ge, (float)node->f[0], 0.0f);
     cg_tensor_free(ge);
     return gin[0] ? CG_OK : cg__last_status();
 }
@@ -399,7 +399,7 @@ max_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
     mgx = cg__tensor_mem(gx);
     status = cg__fill(gx, 0.0f);
     if (status == CG_OK)
-        status = cg__kernel(x->ctx, "reduce", "max_backward", &k);
+        status = cg__kernel(x->ctx, CG__K_MAX_BACKWARD, &k);
     if (status == CG_OK)
         status = cg__args(k, 4, CG_ARG(mg), CG_ARG(mam), CG_ARG(mgx),
                           CG_ARG(n));

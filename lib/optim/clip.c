@@ -13,7 +13,7 @@
 
 /* kernels/optim.cl's reduction work-group size: its default, or the
  * tuning entry "optim" in force (the programs are built with it). */
-#define NORM_RWG(ctx) ((int64_t)cg__tuned(ctx, "optim", "RWG", 64))
+#define NORM_RWG(ctx) ((int64_t)cg__param(ctx, CG__P_OPTIM_RWG))
 /* At most this many partial results per gradient. */
 #define NORM_MAX_GROUPS 64
 
@@ -73,9 +73,9 @@ enqueue_clip(cg_context *ctx, cg_tensor **grads, int count, cl_mem part,
     cl_uint pofs = 0;
     int i, status;
 
-    if ((status = cg__kernel(ctx, "optim", "grad_norm_partial", &kp)) ||
-        (status = cg__kernel(ctx, "optim", "grad_norm_finish", &kf)) ||
-        (status = cg__kernel(ctx, "optim", "grad_scale", &ks)))
+    if ((status = cg__kernel(ctx, CG__K_GRAD_NORM_PARTIAL, &kp)) ||
+        (status = cg__kernel(ctx, CG__K_GRAD_NORM_FINISH, &kf)) ||
+        (status = cg__kernel(ctx, CG__K_GRAD_SCALE, &ks)))
         return status;
     for (i = 0; i < count; i++) {
         cl_mem mg = cg__tensor_mem(grads[i]);
@@ -173,7 +173,7 @@ cg_clip_grad_value(cg_tensor *const *params, int n, double clip)
         return CG_EHOSTMEM;
     status = collect_grads("clip_grad_value", params, n, grads, &count);
     if (status == CG_OK && count > 0)
-        status = cg__kernel(grads[0]->ctx, "optim", "clamp_inplace", &k);
+        status = cg__kernel(grads[0]->ctx, CG__K_CLAMP_INPLACE, &k);
     for (i = 0; status == CG_OK && i < count; i++) {
         cl_mem mg = cg__tensor_mem(grads[i]);
         cl_int go = (cl_int)grads[i]->offset;

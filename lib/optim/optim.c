@@ -330,7 +330,7 @@ launch_sgd(cg_optimizer *opt, int i, cl_mem mp, cl_int po, cl_mem mg,
     cl_uint ch = OPT_CHUNK;
     int status;
 
-    if (!*k && (status = cg__kernel(opt->ctx, "optim", "sgd_step", k)))
+    if (!*k && (status = cg__kernel(opt->ctx, CG__K_SGD_STEP, k)))
         return status;
     status = cg__args(*k, 14, CG_ARG(mp), CG_ARG(po), CG_ARG(mg), CG_ARG(go),
                       CG_ARG(mb), CG_ARG(n), CG_ARG(mom), CG_ARG(omd),
@@ -365,7 +365,7 @@ launch_adam(cg_optimizer *opt, int i, cl_mem mp, cl_int po, cl_mem mg,
     cl_uint ch = OPT_CHUNK;
     int status;
 
-    if (!*k && (status = cg__kernel(opt->ctx, "optim", "adam_step", k)))
+    if (!*k && (status = cg__kernel(opt->ctx, CG__K_ADAM_STEP, k)))
         return status;
     status = cg__args(*k, 20, CG_ARG(mp), CG_ARG(po), CG_ARG(mg), CG_ARG(go),
                       CG_ARG(mm), CG_ARG(mv), CG_ARG(mx), CG_ARG(n),
@@ -395,7 +395,7 @@ launch_rmsprop(cg_optimizer *opt, int i, cl_mem mp, cl_int po, cl_mem mg,
     cl_uint ch = OPT_CHUNK;
     int status;
 
-    if (!*k && (status = cg__kernel(opt->ctx, "optim", "rmsprop_step", k)))
+    if (!*k && (status = cg__kernel(opt->ctx, CG__K_RMSPROP_STEP, k)))
         return status;
     status = cg__args(*k, 17, CG_ARG(mp), CG_ARG(po), CG_ARG(mg), CG_ARG(go),
                       CG_ARG(msq), CG_ARG(mga), CG_ARG(mb), CG_ARG(n),

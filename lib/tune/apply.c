@@ -29,9 +29,10 @@ static const own_kernel own_kernels[] = {
     { "rnn.gru", "rnn", { "VW", "RB", "WG" } },
     { "rnn.rnn", "rnn", { "VW", "RB", "WG" } },
     { "rnn.path", "rnn", { "gemm_min_h", NULL, NULL } },
-    /* Whole kernel files: the entry's parameters become -D options of
-     * every kernel of the file (cg__kernel), and the host launches with
-     * the same work-group size (cg__tuned). */
+    /* Whole kernel files: the entry's parameters become the context's
+     * values of the file's tunables (cg__param_set): -D options of every
+     * kernel of the file, and the work-group size the host launches
+     * with. */
     { "reduce", "reduce", { "RWG", NULL, NULL } },
     { "softmax", "softmax", { "SWG", NULL, NULL } },
     { "layer_norm", "layer_norm", { "LWG", NULL, NULL } },
@@ -215,6 +216,21 @@ clblast_apply(cg_context *ctx, const cg_tuning_entry *e)
     return CG_OK;
 }
 
+/* A whole-file entry's parameters ("reduce": RWG) become the context's
+ * values of that file's tunables; the rnn.* entries are per shape, and
+ * the layer looks them up itself. */
+static void
+set_file_params(cg_context *ctx, const cg_tuning_entry *e)
+{
+    int i, p;
+
+    for (p = 0; p < CG__P_COUNT; p++)
+        if (strcmp(cg__kfile_names[cg__param_table[p].file], e->kernel) == 0)
+            for (i = 0; i < e->nparams; i++)
+                if (strcmp(e->names[i], cg__param_table[p].name) == 0)
+                    cg__param_set(ctx, (cg__pid)p, e->values[i]);
+}
+
 /* Puts e in force (already checked), replacing one of the same kernel
  * and shape. */
 static int
@@ -242,6 +258,7 @@ put_in_force(cg_context *ctx, const cg_tuning_entry *e)
         ctx->ntuning++;
     }
     ctx->tuning[i] = *e;
+    set_file_params(ctx, e);
     return CG_OK;
 }
 
@@ -279,6 +296,7 @@ cg_context_clear_tuning(cg_context *ctx)
                     strlen(CLBLAST_PREFIX)) == 0)
             ctx->tuning[n++] = ctx->tuning[i];
     ctx->ntuning = n;
+    cg__params_reset(ctx);
     return CG_OK;
 }
 
