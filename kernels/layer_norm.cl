@@ -21,14 +21,13 @@
  * to run.  layer_norm_wb runs one work-item per column j (N, padded), which
  * adds its column's rows in increasing r - again a fixed order, no atomics.
  *
- * Tunable: LWG, the work-group size of the row kernels (a power of two,
- * default 64; the host launches with the value in force).
+ * Tunable: LWG, the work-group size of the row kernels (a power of two;
+ * the host launches with the value in force).  The @tunable line is its
+ * one default (build-aux/cltable.sh puts it in the kernel table; the
+ * library always passes -DLWG) and the candidates clgrad-tune tries.
  *
  * @tunable LWG 64: 16 32 64 128 256
  */
-#ifndef LWG
-#define LWG 64
-#endif
 
 /* The work-group's sum of v, in a fixed tree order.  Every work-item of
  * the group must call it; buf is reusable on return. */

@@ -20,13 +20,13 @@
  * N * LWG, fixed-order tree: deterministic); every other kernel one
  * work-item per output element, padded to whole work-groups.
  *
- * Tunable: LWG, the work-group size of ce_f (a power of two, default 64).
+ * Tunable: LWG, the work-group size of ce_f (a power of two).  The
+ * @tunable line is its one default (build-aux/cltable.sh puts it in the
+ * kernel table; the library always passes -DLWG) and the candidates
+ * clgrad-tune tries.
  *
  * @tunable LWG 64: 16 32 64 128 256
  */
-#ifndef LWG
-#define LWG 64
-#endif
 
 /* Work-group max (domax) or sum of v; every work-item must call it. */
 inline float

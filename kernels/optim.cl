@@ -28,15 +28,14 @@
  * clamp_inplace clamps a gradient to [lo, hi].  Every reduction has a fixed
  * shape: results are bit-identical from run to run.
  *
- * Tunable: RWG, the reduction work-group size (a power of two, default 64).
+ * Tunable: RWG, the reduction work-group size (a power of two).  The
+ * @tunable line is its one default (build-aux/cltable.sh puts it in the
+ * kernel table; the library always passes -DRWG) and the candidates
+ * clgrad-tune tries.
  *
  * @tunable RWG 64: 16 32 64 128 256
  */
 #pragma OPENCL FP_CONTRACT OFF
-
-#ifndef RWG
-#define RWG 64
-#endif
 
 #define VW 8
 #define VF float8

@@ -22,13 +22,12 @@
  * take this path.  Their summation orders depend only on the sizes (and
  * RWG): deterministic too.
  *
- * Tunable: RWG, the work-group size (a power of two, default 64).
+ * Tunable: RWG, the work-group size (a power of two).  The @tunable line
+ * is its one default (build-aux/cltable.sh puts it in the kernel table;
+ * the library always passes -DRWG) and the candidates clgrad-tune tries.
  *
  * @tunable RWG 64: 16 32 64 128 256
  */
-#ifndef RWG
-#define RWG 64
-#endif
 
 /* The sum of buf[0 .. RWG - 1], each work-item having stored its own
  * buf[lid]: a fixed-shape tree, the same order on every run.  Every

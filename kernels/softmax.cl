@@ -12,13 +12,12 @@
  * bit-identical from run to run.  The row's maximum is subtracted before
  * exp, so no finite input overflows.
  *
- * Tunable: SWG, the work-group size (a power of two, default 64).
+ * Tunable: SWG, the work-group size (a power of two).  The @tunable line
+ * is its one default (build-aux/cltable.sh puts it in the kernel table;
+ * the library always passes -DSWG) and the candidates clgrad-tune tries.
  *
  * @tunable SWG 64: 16 32 64 128 256
  */
-#ifndef SWG
-#define SWG 64
-#endif
 
 /* The sum of v over the work-group; every work-item must call it. */
 inline float
