@@ -38,7 +38,7 @@ time_launches(cg_context *ctx, cg_tensor *x, cg_tensor *y, int n,
 
         t0 = cg__now();
         if (cg__kernel(ctx, CG__K_AFFINE_F, &k) ||
-            cg__args(k, 9, CG_ARG(mx), CG_ARG(xo), CG_ARG(shape),
+            cg__args(k, CG_ARG(mx), CG_ARG(xo), CG_ARG(shape),
                      CG_ARG(sx), CG_ARG(nd), CG_ARG(my), CG_ARG(len),
                      CG_ARG(p0), CG_ARG(p1)) ||
             (enqueue && cg__launch1d(ctx, k, len, CG_WG)))
@@ -49,6 +49,23 @@ time_launches(cg_context *ctx, cg_tensor *x, cg_tensor *y, int n,
     }
     cg_context_finish(ctx);
     return t;
+}
+
+/* Host seconds for n lookups of the kernel an op launches (affine_fv,
+ * from the op's id). */
+static double
+time_lookups(cg_context *ctx, int n)
+{
+    double t0 = cg__now();
+    int i;
+
+    for (i = 0; i < n; i++) {
+        cl_kernel k;
+
+        if (cg__kernel(ctx, CG__K_AFFINE_FV, &k))
+            return -1;
+    }
+    return cg__now() - t0;
 }
 
 /* Host seconds for n cg_mul_scalar calls (the output freed each time). */
@@ -173,7 +190,7 @@ main(int argc, char **argv)
     int64_t shape[1] = { 16 };
     cg_context *ctx = cg_context_new(NULL);
     cg_tensor *x, *y;
-    double tl, ta, to, mh, mw;
+    double tk, tl, ta, to, mh, mw;
 
     if (!ctx || n < 1) {
         fprintf(stderr, "bench_launch: %s\n", ctx ? "usage: bench_launch "
@@ -185,12 +202,14 @@ main(int argc, char **argv)
     /* The first launches build the program and warm the pool. */
     if (!x || !y || time_launches(ctx, x, y, BATCH, 1) < 0 ||
         time_ops(ctx, x, BATCH) < 0 ||
+        (tk = time_lookups(ctx, 50 * n)) < 0 ||
         (ta = time_launches(ctx, x, y, n, 0)) < 0 ||
         (tl = time_launches(ctx, x, y, n, 1)) < 0 ||
         (to = time_ops(ctx, x, n)) < 0 || time_mlp(ctx, 50, &mh, &mw)) {
         fprintf(stderr, "bench_launch: %s\n", cg_last_error());
         return 1;
     }
+    printf("kernel lookup: %.4f us per launch\n", 1e6 * tk / (50 * n));
     printf("kernel lookup + arguments: %.3f us per launch\n", 1e6 * ta / n);
     printf("kernel lookup + arguments + enqueue: %.2f us per launch "
            "(%d launches)\n", 1e6 * tl / n, n);

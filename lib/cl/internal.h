@@ -144,10 +144,36 @@ void cg__param_set(cg_context *ctx, cg__pid p, long value);
 /* Every tunable back to its default (the kernel table's). */
 void cg__params_reset(cg_context *ctx);
 
-/* Sets kernel arguments 0..n-1 from (size, pointer) pairs; use CG_ARG(x)
- * for each: cg__args(k, 2, CG_ARG(mem), CG_ARG(n)). */
-#define CG_ARG(x) sizeof(x), (const void *)&(x)
-int cg__args(cl_kernel k, int n, ...);
+/* One kernel argument: its size and where its value is.  The one way
+ * the library sets kernel arguments: cg__args(k, CG_ARG(mem), CG_ARG(n))
+ * for a fixed list (the count is the list's), or an array filled as it
+ * goes (cg__arg_list) for lists built by helpers. */
+typedef struct cg__arg {
+    size_t size;
+    const void *value;
+} cg__arg;
+
+#define CG_ARG(x) ((cg__arg){ sizeof(x), (const void *)&(x) })
+#define cg__args(k, ...)                                                     \
+    cg__set_args((k), (const cg__arg[]){ __VA_ARGS__ },                      \
+                 (int)(sizeof((cg__arg[]){ __VA_ARGS__ }) / sizeof(cg__arg)))
+
+/* Sets arguments 0..n-1 of kernel k; a failure names the argument and
+ * the kernel in cg_last_error. */
+int cg__set_args(cl_kernel k, const cg__arg *args, int n);
+
+/* An argument list filled by helpers, then set with cg__set_args. */
+#define CG__MAX_ARGS 32
+typedef struct cg__arg_list {
+    cg__arg a[CG__MAX_ARGS];
+    int n;
+} cg__arg_list;
+
+/* Appends CG_ARG(x) to list l (at most CG__MAX_ARGS: the caller's
+ * kernels take fewer; cg__set_args fails past that). */
+#define CG__PUSH(l, x)                                                       \
+    ((l)->n < CG__MAX_ARGS ? (void)((l)->a[(l)->n] = CG_ARG(x)) : (void)0,   \
+     (void)(l)->n++)
 
 /* Enqueues a 1-D launch of n work-items (n > 0), padded up to a multiple
  * of the work-group size `local`; kernels guard with `if (i >= n)`. */

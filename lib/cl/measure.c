@@ -85,9 +85,9 @@ measure_copy(cg_context *ctx, cg_measurements *out)
     CHECK_CL(clEnqueueFillBuffer(ctx->queue, ma, &(float){ 1.0f },
                                  sizeof(float), 0, BW_BYTES, 0, NULL, NULL),
              "clEnqueueFillBuffer");
-    CHECK_CL(clSetKernelArg(k, 0, sizeof ma, &ma), "clSetKernelArg");
-    CHECK_CL(clSetKernelArg(k, 1, sizeof mb, &mb), "clSetKernelArg");
-    CHECK_CL(clSetKernelArg(k, 2, sizeof n, &n), "clSetKernelArg");
+    status = cg__args(k, CG_ARG(ma), CG_ARG(mb), CG_ARG(n));
+    if (status)
+        goto fail;
     for (i = 0; i <= BW_REPS; i++) {
         t = cg__now();
         status = cg__launch(ctx, k, 1, &global, &local, NULL);

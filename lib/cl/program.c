@@ -17,7 +17,6 @@
  */
 #include "config.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -531,27 +530,23 @@ cg__params_reset(cg_context *ctx)
 }
 
 int
-cg__args(cl_kernel k, int n, ...)
+cg__set_args(cl_kernel k, const cg__arg *args, int n)
 {
-    va_list ap;
-    int i, status = CG_OK;
+    char name[64] = "?", what[128];
+    cl_int rc = CL_SUCCESS;
+    int i;
 
-    va_start(ap, n);
-    for (i = 0; i < n; i++) {
-        size_t size = va_arg(ap, size_t);
-        const void *ptr = va_arg(ap, const void *);
-        cl_int rc = clSetKernelArg(k, (cl_uint)i, size, ptr);
-
-        if (rc != CL_SUCCESS) {
-            char what[64];
-
-            snprintf(what, sizeof what, "clSetKernelArg(%d)", i);
-            status = cg__cl_fail(rc, what);
-            break;
-        }
-    }
-    va_end(ap);
-    return status;
+    if (n > CG__MAX_ARGS)
+        return cg__error(CG_EINVAL, "%d kernel arguments (at most %d)", n,
+                         CG__MAX_ARGS);
+    for (i = 0; i < n && rc == CL_SUCCESS; i++)
+        rc = clSetKernelArg(k, (cl_uint)i, args[i].size, args[i].value);
+    if (rc == CL_SUCCESS)
+        return CG_OK;
+    clGetKernelInfo(k, CL_KERNEL_FUNCTION_NAME, sizeof name, name, NULL);
+    snprintf(what, sizeof what, "clSetKernelArg(%d) of kernel %s", i - 1,
+             name);
+    return cg__cl_fail(rc, what);
 }
 
 int

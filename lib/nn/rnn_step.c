@@ -105,45 +105,19 @@ cg__rnn_step_init(cg__rnn_step *s, cg_context *ctx, cg__rnn_cell cell,
     return status;
 }
 
-/* Sets a kernel's arguments one after another; the first failure sticks. */
-typedef struct {
-    cl_kernel k;
-    cl_uint i;
-    int status;
-} argset;
-
 static void
-arg(argset *a, size_t size, const void *value)
+arg_buf(cg__arg_list *a, const cg__rnn_buf *b)
 {
-    cl_int rc;
-
-    if (a->status)
-        return;
-    rc = clSetKernelArg(a->k, a->i, size, value);
-    if (rc != CL_SUCCESS) {
-        char what[64];
-
-        snprintf(what, sizeof what, "clSetKernelArg(%u)", a->i);
-        a->status = cg__cl_fail(rc, what);
-    }
-    a->i++;
-}
-
-#define ARG(a, x) arg(a, sizeof(x), &(x))
-
-static void
-arg_buf(argset *a, const cg__rnn_buf *b)
-{
-    ARG(a, b->mem);
-    ARG(a, b->off);
+    CG__PUSH(a, b->mem);
+    CG__PUSH(a, b->off);
 }
 
 static void
-arg_mat(argset *a, const cg__rnn_mat *m)
+arg_mat(cg__arg_list *a, const cg__rnn_mat *m)
 {
-    ARG(a, m->mem);
-    ARG(a, m->off);
-    ARG(a, m->ld);
+    CG__PUSH(a, m->mem);
+    CG__PUSH(a, m->off);
+    CG__PUSH(a, m->ld);
 }
 
 /* One work-item per (VW units, RB rows). */
@@ -169,10 +143,10 @@ int
 cg__rnn_pack_whh(const cg__rnn_step *s, cg__rnn_buf w, int H, cl_mem wt,
                  cl_mem wp)
 {
-    argset a = { NULL, 0, CG_OK };
+    cg__arg_list a;
     size_t n = (size_t)H * s->gates * cg__rnn_hpad(s, H);
     cl_int G = s->gates, h = H;
-    int j;
+    int j, status;
 
     if (check_sizes("rnn pack", 1, H))
         return CG_ESHAPE;
@@ -181,17 +155,17 @@ cg__rnn_pack_whh(const cg__rnn_step *s, cg__rnn_buf w, int H, cl_mem wt,
 
         if (!out)
             continue;
-        a.k = j ? s->pack : s->pack_t;
-        a.i = 0;
+        a.n = 0;
         arg_buf(&a, &w);
-        ARG(&a, G);
-        ARG(&a, h);
-        ARG(&a, out);
-        if (a.status)
-            return a.status;
-        a.status = cg__launch1d(s->ctx, a.k, n, (size_t)s->tune.wg);
-        if (a.status)
-            return a.status;
+        CG__PUSH(&a, G);
+        CG__PUSH(&a, h);
+        CG__PUSH(&a, out);
+        status = cg__set_args(j ? s->pack : s->pack_t, a.a, a.n);
+        if (status == CG_OK)
+            status = cg__launch1d(s->ctx, j ? s->pack : s->pack_t, n,
+                                  (size_t)s->tune.wg);
+        if (status)
+            return status;
     }
     return CG_OK;
 }
@@ -199,13 +173,15 @@ cg__rnn_pack_whh(const cg__rnn_step *s, cg__rnn_buf w, int H, cl_mem wt,
 int
 cg__rnn_forward_step(const cg__rnn_step *s, const cg__rnn_fwd_args *f)
 {
-    argset a = { s->fwd, 0, CG_OK };
+    cg__arg_list a;
     cl_int relu = s->cell == CG__RNN_RELU, t = f->t, B = f->B, H = f->H;
+    int status;
 
     if (check_sizes("rnn forward step", B, H))
         return CG_ESHAPE;
+    a.n = 0;
     arg_mat(&a, &f->xproj);
-    ARG(&a, f->whh_t);
+    CG__PUSH(&a, f->whh_t);
     arg_buf(&a, &f->b_ih);
     arg_buf(&a, &f->b_hh);
     arg_buf(&a, &f->h_prev);
@@ -218,35 +194,37 @@ cg__rnn_forward_step(const cg__rnn_step *s, const cg__rnn_fwd_args *f)
     if (s->cell == CG__RNN_LSTM || s->cell == CG__RNN_GRU)
         arg_buf(&a, &f->saved);
     else
-        ARG(&a, relu);
-    ARG(&a, f->lengths);
-    ARG(&a, t);
-    ARG(&a, B);
-    ARG(&a, H);
-    if (a.status)
-        return a.status;
-    return launch_step(s, s->fwd, B, H);
+        CG__PUSH(&a, relu);
+    CG__PUSH(&a, f->lengths);
+    CG__PUSH(&a, t);
+    CG__PUSH(&a, B);
+    CG__PUSH(&a, H);
+    status = cg__set_args(s->fwd, a.a, a.n);
+    return status ? status : launch_step(s, s->fwd, B, H);
 }
 
 int
 cg__rnn_backward_step(const cg__rnn_step *s, const cg__rnn_bwd_args *b)
 {
-    argset a = { s->bwd, 0, CG_OK };
+    cg__arg_list a;
     cl_int relu = s->cell == CG__RNN_RELU, t = b->t, B = b->B, H = b->H;
     /* Bit 1: there is a step t+1 to take dgates from; bit 2: run the cell
      * of step t (not for the final t = -1 launch). */
     cl_int mode = (b->dg_next.mem ? 1 : 0) | (t >= 0 ? 2 : 0);
 
+    int status;
+
     if (check_sizes("rnn backward step", B, H))
         return CG_ESHAPE;
-    ARG(&a, b->whh_p);
+    a.n = 0;
+    CG__PUSH(&a, b->whh_p);
     arg_buf(&a, &b->dg_next);
-    ARG(&a, mode);
+    CG__PUSH(&a, mode);
     arg_mat(&a, &b->dy);
-    ARG(&a, b->dh);
+    CG__PUSH(&a, b->dh);
     switch (s->cell) {
     case CG__RNN_LSTM:
-        ARG(&a, b->dc);
+        CG__PUSH(&a, b->dc);
         arg_buf(&a, &b->saved);
         arg_buf(&a, &b->c_prev);
         arg_buf(&a, &b->c_t);
@@ -260,17 +238,16 @@ cg__rnn_backward_step(const cg__rnn_step *s, const cg__rnn_bwd_args *b)
         break;
     default:
         arg_buf(&a, &b->h_t);
-        ARG(&a, relu);
+        CG__PUSH(&a, relu);
         arg_buf(&a, &b->dg);
         break;
     }
-    ARG(&a, b->lengths);
-    ARG(&a, t);
-    ARG(&a, B);
-    ARG(&a, H);
-    if (a.status)
-        return a.status;
-    return launch_step(s, s->bwd, B, H);
+    CG__PUSH(&a, b->lengths);
+    CG__PUSH(&a, t);
+    CG__PUSH(&a, B);
+    CG__PUSH(&a, H);
+    status = cg__set_args(s->bwd, a.a, a.n);
+    return status ? status : launch_step(s, s->bwd, B, H);
 }
 
 /* A scratch buffer of `floats` values in [-0.5, 0.5). */

@@ -36,7 +36,7 @@ cg__copy_into(cg_tensor *dst, const cg_tensor *src)
     n = (cl_uint)l.numel;
     status = cg__kernel(dst->ctx, CG__K_COPY32, &k);
     if (status == CG_OK)
-        status = cg__args(k, 9, CG_ARG(ms), CG_ARG(l.offset[0]), CG_ARG(md),
+        status = cg__args(k, CG_ARG(ms), CG_ARG(l.offset[0]), CG_ARG(md),
                           CG_ARG(l.offset[1]), CG_ARG(l.shape),
                           CG_ARG(l.strides[0]), CG_ARG(l.strides[1]),
                           CG_ARG(l.nd), CG_ARG(n));
@@ -78,7 +78,7 @@ cg__axpy_inplace(cg_tensor *acc, const cg_tensor *g, float alpha)
     n = (cl_uint)l.numel;
     status = cg__kernel(acc->ctx, CG__K_AXPY, &k);
     if (status == CG_OK)
-        status = cg__args(k, 8, CG_ARG(ma), CG_ARG(mg), CG_ARG(l.offset[0]),
+        status = cg__args(k, CG_ARG(ma), CG_ARG(mg), CG_ARG(l.offset[0]),
                           CG_ARG(l.shape), CG_ARG(l.strides[0]),
                           CG_ARG(l.nd), CG_ARG(n), CG_ARG(alpha));
     if (status == CG_OK)
@@ -144,7 +144,7 @@ cg_arange(cg_context *ctx, double start, double stop, double step)
     m = cg__tensor_mem(t);
     n = (cl_uint)len;
     if (cg__kernel(ctx, CG__K_ARANGE, &k) ||
-        cg__args(k, 4, CG_ARG(m), CG_ARG(n), CG_ARG(fstart), CG_ARG(fstep)) ||
+        cg__args(k, CG_ARG(m), CG_ARG(n), CG_ARG(fstart), CG_ARG(fstep)) ||
         cg__launch1d(ctx, k, n, CG_WG)) {
         cg_tensor_free(t);
         return NULL;
@@ -204,7 +204,7 @@ cg__random(cg_context *ctx, cg__kid kid, int ndim,
     seed = ctx->rng_seed;
     offset = ctx->rng_offset;
     if (cg__kernel(ctx, kid, &k) ||
-        cg__args(k, 6, CG_ARG(m), CG_ARG(n), CG_ARG(seed), CG_ARG(offset),
+        cg__args(k, CG_ARG(m), CG_ARG(n), CG_ARG(seed), CG_ARG(offset),
                  CG_ARG(a), CG_ARG(b)) ||
         cg__launch1d(ctx, k, (n + 3) / 4, CG_WG)) {
         cg_tensor_free(t);

@@ -20,7 +20,7 @@ dropout_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
         return cg__last_status();
     mgx = cg__tensor_mem(gx);
     if (cg__kernel(g->ctx, CG__K_DROPOUT_B, &k) ||
-        cg__args(k, 4, CG_ARG(mg), CG_ARG(mm), CG_ARG(mgx), CG_ARG(n)) ||
+        cg__args(k, CG_ARG(mg), CG_ARG(mm), CG_ARG(mgx), CG_ARG(n)) ||
         cg__launch1d(g->ctx, k, n, CG_WG)) {
         cg_tensor_free(gx);
         return cg__last_status();
@@ -49,7 +49,7 @@ apply_mask(cg_tensor *x, cg_tensor *mask)
     my = cg__tensor_mem(y);
     status = cg__kernel(x->ctx, CG__K_DROPOUT_F, &k);
     if (status == CG_OK)
-        status = cg__args(k, 8, CG_ARG(mx), CG_ARG(l.offset[0]),
+        status = cg__args(k, CG_ARG(mx), CG_ARG(l.offset[0]),
                           CG_ARG(l.shape), CG_ARG(l.strides[0]),
                           CG_ARG(l.nd), CG_ARG(mm), CG_ARG(my), CG_ARG(n));
     if (status == CG_OK)

@@ -86,14 +86,14 @@ cg__unary(cg__ew_op op, cg_tensor *x, float p0, float p1)
     my = cg__tensor_mem(y);
     status = cg__kernel(x->ctx, ew_kernels[op][vec ? EW_FV : EW_F], &k);
     if (status == CG_OK && vec) {
-        status = cg__args(k, 11, CG_ARG(mx), CG_ARG(l.offset[0]),
+        status = cg__args(k, CG_ARG(mx), CG_ARG(l.offset[0]),
                           CG_ARG(l.shape), CG_ARG(l.strides[0]),
                           CG_ARG(l.nd), CG_ARG(ix), CG_ARG(my), CG_ARG(len),
                           CG_ARG(ch), CG_ARG(p0), CG_ARG(p1));
         if (status == CG_OK)
             status = launch_rows(x->ctx, k, &l);
     } else if (status == CG_OK) {
-        status = cg__args(k, 9, CG_ARG(mx), CG_ARG(l.offset[0]),
+        status = cg__args(k, CG_ARG(mx), CG_ARG(l.offset[0]),
                           CG_ARG(l.shape), CG_ARG(l.strides[0]),
                           CG_ARG(l.nd), CG_ARG(my), CG_ARG(n), CG_ARG(p0),
                           CG_ARG(p1));
@@ -133,7 +133,7 @@ unary_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
     status = cg__kernel(x->ctx, ew_kernels[node->i[0]][vec ? EW_BV : EW_B],
                         &k);
     if (status == CG_OK && vec) {
-        status = cg__args(k, 13, CG_ARG(mx), CG_ARG(l.offset[0]),
+        status = cg__args(k, CG_ARG(mx), CG_ARG(l.offset[0]),
                           CG_ARG(l.shape), CG_ARG(l.strides[0]),
                           CG_ARG(l.nd), CG_ARG(ix), CG_ARG(my), CG_ARG(mg),
                           CG_ARG(mgx), CG_ARG(len), CG_ARG(ch), CG_ARG(p0),
@@ -141,7 +141,7 @@ unary_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
         if (status == CG_OK)
             status = launch_rows(x->ctx, k, &l);
     } else if (status == CG_OK) {
-        status = cg__args(k, 11, CG_ARG(mx), CG_ARG(l.offset[0]),
+        status = cg__args(k, CG_ARG(mx), CG_ARG(l.offset[0]),
                           CG_ARG(l.shape), CG_ARG(l.strides[0]),
                           CG_ARG(l.nd), CG_ARG(my), CG_ARG(mg), CG_ARG(mgx),
                           CG_ARG(n), CG_ARG(p0), CG_ARG(p1));
@@ -275,7 +275,7 @@ binary_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
     status = cg__kernel(g->ctx, ew_kernels[node->i[0]][vec ? EW_BV : EW_B],
                         &k);
     if (status == CG_OK && vec) {
-        status = cg__args(k, 17, CG_ARG(ma), CG_ARG(l.offset[0]), CG_ARG(mb),
+        status = cg__args(k, CG_ARG(ma), CG_ARG(l.offset[0]), CG_ARG(mb),
                           CG_ARG(l.offset[1]), CG_ARG(l.shape),
                           CG_ARG(l.strides[0]), CG_ARG(l.strides[1]),
                           CG_ARG(l.nd), CG_ARG(inner[0]), CG_ARG(inner[1]),
@@ -284,7 +284,7 @@ binary_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
         if (status == CG_OK)
             status = launch_rows(g->ctx, k, &l);
     } else if (status == CG_OK) {
-        status = cg__args(k, 14, CG_ARG(ma), CG_ARG(l.offset[0]), CG_ARG(mb),
+        status = cg__args(k, CG_ARG(ma), CG_ARG(l.offset[0]), CG_ARG(mb),
                           CG_ARG(l.offset[1]), CG_ARG(l.shape),
                           CG_ARG(l.strides[0]), CG_ARG(l.strides[1]),
                           CG_ARG(l.nd), CG_ARG(my), CG_ARG(mg), CG_ARG(mga),
@@ -336,7 +336,7 @@ binary_op(const char *name, cg__ew_op op, cg_tensor *a, cg_tensor *b)
     my = cg__tensor_mem(y);
     status = cg__kernel(a->ctx, ew_kernels[op][vec ? EW_FV : EW_F], &k);
     if (status == CG_OK && vec) {
-        status = cg__args(k, 13, CG_ARG(ma), CG_ARG(l.offset[0]), CG_ARG(mb),
+        status = cg__args(k, CG_ARG(ma), CG_ARG(l.offset[0]), CG_ARG(mb),
                           CG_ARG(l.offset[1]), CG_ARG(l.shape),
                           CG_ARG(l.strides[0]), CG_ARG(l.strides[1]),
                           CG_ARG(l.nd), CG_ARG(inner[0]), CG_ARG(inner[1]),
@@ -344,7 +344,7 @@ binary_op(const char *name, cg__ew_op op, cg_tensor *a, cg_tensor *b)
         if (status == CG_OK)
             status = launch_rows(a->ctx, k, &l);
     } else if (status == CG_OK) {
-        status = cg__args(k, 10, CG_ARG(ma), CG_ARG(l.offset[0]), CG_ARG(mb),
+        status = cg__args(k, CG_ARG(ma), CG_ARG(l.offset[0]), CG_ARG(mb),
                           CG_ARG(l.offset[1]), CG_ARG(l.shape),
                           CG_ARG(l.strides[0]), CG_ARG(l.strides[1]),
                           CG_ARG(l.nd), CG_ARG(my), CG_ARG(n));
@@ -414,7 +414,7 @@ where_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
     status = cg__kernel(g->ctx, c->dtype == CG_F32 ? CG__K_WHERE_F_B
                         : CG__K_WHERE_I_B, &k);
     if (status == CG_OK)
-        status = cg__args(k, 10, CG_ARG(mc), CG_ARG(l.offset[0]),
+        status = cg__args(k, CG_ARG(mc), CG_ARG(l.offset[0]),
                           CG_ARG(l.shape), CG_ARG(l.strides[0]),
                           CG_ARG(l.nd), CG_ARG(mg), CG_ARG(mga), CG_ARG(mgb),
                           CG_ARG(n), CG_ARG(want));
@@ -470,7 +470,7 @@ cg_where(cg_tensor *cond, cg_tensor *a, cg_tensor *b)
     status = cg__kernel(a->ctx, cond->dtype == CG_F32 ? CG__K_WHERE_F
                         : CG__K_WHERE_I, &k);
     if (status == CG_OK)
-        status = cg__args(k, 13, CG_ARG(mc), CG_ARG(l.offset[0]), CG_ARG(ma),
+        status = cg__args(k, CG_ARG(mc), CG_ARG(l.offset[0]), CG_ARG(ma),
                           CG_ARG(l.offset[1]), CG_ARG(mb),
                           CG_ARG(l.offset[2]), CG_ARG(l.shape),
                           CG_ARG(l.strides[0]), CG_ARG(l.strides[1]),

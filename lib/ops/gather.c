@@ -74,7 +74,7 @@ sort_segments(cg_context *ctx, cg_tensor *idx, cl_uint V, cg_tensor **pairs,
     half = m / 2;
     status = cg__kernel(ctx, CG__K_SORT_INIT, &kn);
     if (status == CG_OK)
-        status = cg__args(kn, 4, CG_ARG(mi), CG_ARG(mp), CG_ARG(n),
+        status = cg__args(kn, CG_ARG(mi), CG_ARG(mp), CG_ARG(n),
                           CG_ARG(m));
     if (status == CG_OK)
         status = cg__launch1d(ctx, kn, m, CG_WG);
@@ -82,7 +82,7 @@ sort_segments(cg_context *ctx, cg_tensor *idx, cl_uint V, cg_tensor **pairs,
         status = cg__kernel(ctx, CG__K_BITONIC_STEP, &kn);
     for (k = 2; k <= m && status == CG_OK; k <<= 1)
         for (j = k / 2; j > 0 && status == CG_OK; j >>= 1) {
-            status = cg__args(kn, 4, CG_ARG(mp), CG_ARG(m), CG_ARG(j),
+            status = cg__args(kn, CG_ARG(mp), CG_ARG(m), CG_ARG(j),
                               CG_ARG(k));
             if (status == CG_OK)
                 status = cg__launch1d(ctx, kn, half, CG_WG);
@@ -90,7 +90,7 @@ sort_segments(cg_context *ctx, cg_tensor *idx, cl_uint V, cg_tensor **pairs,
     if (status == CG_OK)
         status = cg__kernel(ctx, CG__K_SEG_BOUNDS, &kn);
     if (status == CG_OK)
-        status = cg__args(kn, 4, CG_ARG(mp), CG_ARG(m), CG_ARG(mb),
+        status = cg__args(kn, CG_ARG(mp), CG_ARG(m), CG_ARG(mb),
                           CG_ARG(V));
     if (status == CG_OK)
         status = cg__launch1d(ctx, kn, nb, CG_WG);
@@ -120,7 +120,7 @@ gather_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
         status = cg__kernel(g->ctx, CG__K_SEG_SUM, &k);
     }
     if (status == CG_OK)
-        status = cg__args(k, 8, CG_ARG(mg), CG_ARG(mp), CG_ARG(mb),
+        status = cg__args(k, CG_ARG(mg), CG_ARG(mp), CG_ARG(mb),
                           CG_ARG(mgx), CG_ARG(ge.n), CG_ARG(ge.V),
                           CG_ARG(ge.inner), CG_ARG(total));
     if (status == CG_OK)
@@ -150,7 +150,7 @@ gather_forward(cg_tensor *x, cg_tensor *idx, const geom *ge, int ndim,
         return NULL;
     my = cg__tensor_mem(y);
     if (cg__kernel(x->ctx, CG__K_GATHER, &k) ||
-        cg__args(k, 7, CG_ARG(mx), CG_ARG(mi), CG_ARG(my), CG_ARG(ge->n),
+        cg__args(k, CG_ARG(mx), CG_ARG(mi), CG_ARG(my), CG_ARG(ge->n),
                  CG_ARG(ge->V), CG_ARG(ge->inner), CG_ARG(total)) ||
         cg__launch1d(x->ctx, k, total, CG_WG)) {
         cg_tensor_free(y);

@@ -77,7 +77,7 @@ ln_backward_x(cg__node *node, cg_tensor *g, cg_tensor **gx)
     mgx = cg__tensor_mem(*gx);
     status = cg__kernel(g->ctx, CG__K_LAYER_NORM_B, &k);
     if (status == CG_OK)
-        status = cg__args(k, 8, CG_ARG(mx), CG_ARG(mw), CG_ARG(flags),
+        status = cg__args(k, CG_ARG(mx), CG_ARG(mw), CG_ARG(flags),
                           CG_ARG(N), CG_ARG(mm), CG_ARG(mr), CG_ARG(mg),
                           CG_ARG(mgx));
     if (status == CG_OK)
@@ -109,7 +109,7 @@ ln_backward_wb(cg__node *node, cg_tensor *g, cg_tensor **gw, cg_tensor **gb)
     mgb = cg__tensor_mem(*gb ? *gb : *gw);
     status = cg__kernel(g->ctx, CG__K_LAYER_NORM_WB, &k);
     if (status == CG_OK)
-        status = cg__args(k, 9, CG_ARG(mx), CG_ARG(mg), CG_ARG(mm),
+        status = cg__args(k, CG_ARG(mx), CG_ARG(mg), CG_ARG(mm),
                           CG_ARG(mr), CG_ARG(rows), CG_ARG(N), CG_ARG(flags),
                           CG_ARG(mgw), CG_ARG(mgb));
     if (status == CG_OK)
@@ -152,7 +152,7 @@ ln_forward(cg_tensor *x, cg_tensor *w, cg_tensor *b, int64_t rows,
     mr = cg__tensor_mem(out[2]);
     status = cg__kernel(x->ctx, CG__K_LAYER_NORM_F, &k);
     if (status == CG_OK)
-        status = cg__args(k, 9, CG_ARG(mx), CG_ARG(mw), CG_ARG(mb),
+        status = cg__args(k, CG_ARG(mx), CG_ARG(mw), CG_ARG(mb),
                           CG_ARG(flags), CG_ARG(N), CG_ARG(eps), CG_ARG(my),
                           CG_ARG(mm), CG_ARG(mr));
     if (status == CG_OK)

@@ -177,7 +177,7 @@ ce_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
     mgx = cg__tensor_mem(gx);
     status = cg__kernel(x->ctx, CG__K_CE_B, &k);
     if (status == CG_OK)
-        status = cg__args(k, 10, CG_ARG(mx), CG_ARG(mt), CG_ARG(p),
+        status = cg__args(k, CG_ARG(mx), CG_ARG(mt), CG_ARG(p),
                           CG_ARG(eps), CG_ARG(ml), CG_ARG(mg), CG_ARG(gs),
                           CG_ARG(scale), CG_ARG(mgx), CG_ARG(n));
     if (status == CG_OK)
@@ -227,7 +227,7 @@ cg_cross_entropy(cg_tensor *input, cg_tensor *target, cg_reduction reduction,
     ml = cg__tensor_mem(lse);
     status = cg__kernel(input->ctx, CG__K_CE_F, &k);
     if (status == CG_OK)
-        status = cg__args(k, 6, CG_ARG(mx), CG_ARG(mt), CG_ARG(p),
+        status = cg__args(k, CG_ARG(mx), CG_ARG(mt), CG_ARG(p),
                           CG_ARG(eps), CG_ARG(mr), CG_ARG(ml));
     local = LWG(input->ctx);
     global = (size_t)cg_tensor_numel(target) * local;
@@ -267,7 +267,7 @@ nll_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
     mgx = cg__tensor_mem(gx);
     status = cg__kernel(x->ctx, CG__K_NLL_B, &k);
     if (status == CG_OK)
-        status = cg__args(k, 7, CG_ARG(mt), CG_ARG(p), CG_ARG(mg),
+        status = cg__args(k, CG_ARG(mt), CG_ARG(p), CG_ARG(mg),
                           CG_ARG(gs), CG_ARG(scale), CG_ARG(mgx), CG_ARG(n));
     if (status == CG_OK)
         status = cg__launch1d(x->ctx, k, n, CG_WG);
@@ -306,7 +306,7 @@ cg_nll_loss(cg_tensor *input, cg_tensor *target, cg_reduction reduction,
     n = (cl_uint)cg_tensor_numel(target);
     status = cg__kernel(input->ctx, CG__K_NLL_F, &k);
     if (status == CG_OK)
-        status = cg__args(k, 5, CG_ARG(mx), CG_ARG(mt), CG_ARG(p),
+        status = cg__args(k, CG_ARG(mx), CG_ARG(mt), CG_ARG(p),
                           CG_ARG(mr), CG_ARG(n));
     if (status == CG_OK)
         status = cg__launch1d(input->ctx, k, n, CG_WG);
@@ -355,7 +355,7 @@ pointwise_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
         mgb = cg__tensor_mem(full[1] ? full[1] : full[0]);
         status = cg__kernel(a->ctx, CG__K_POINTWISE_B, &k);
         if (status == CG_OK)
-            status = cg__args(k, 16, CG_ARG(ma), CG_ARG(l.offset[0]),
+            status = cg__args(k, CG_ARG(ma), CG_ARG(l.offset[0]),
                               CG_ARG(mb), CG_ARG(l.offset[1]),
                               CG_ARG(l.shape), CG_ARG(l.strides[0]),
                               CG_ARG(l.strides[1]), CG_ARG(l.nd),
@@ -426,7 +426,7 @@ pointwise_loss(const char *op, cl_int kind, cg_tensor *a, cg_tensor *b,
     my = cg__tensor_mem(y);
     status = cg__kernel(a->ctx, CG__K_POINTWISE_F, &k);
     if (status == CG_OK)
-        status = cg__args(k, 11, CG_ARG(ma), CG_ARG(l.offset[0]), CG_ARG(mb),
+        status = cg__args(k, CG_ARG(ma), CG_ARG(l.offset[0]), CG_ARG(mb),
                           CG_ARG(l.offset[1]), CG_ARG(l.shape),
                           CG_ARG(l.strides[0]), CG_ARG(l.strides[1]),
                           CG_ARG(l.nd), CG_ARG(kind), CG_ARG(my), CG_ARG(n));

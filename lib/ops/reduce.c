@@ -166,14 +166,14 @@ col_sum(cg_tensor *x, int64_t R64, int64_t C64, float scale, cg_tensor *y)
     }
     mp = part ? cg__tensor_mem(part) : my;
     first = part ? one : scale;
-    status = cg__args(k, 8, CG_ARG(mx), CG_ARG(xo), CG_ARG(C), CG_ARG(R),
+    status = cg__args(k, CG_ARG(mx), CG_ARG(xo), CG_ARG(C), CG_ARG(R),
                       CG_ARG(C), CG_ARG(rows), CG_ARG(mp),
                       CG_ARG(first));
     if (status == CG_OK)
         status = cg__launch_chunks(x->ctx, k, (size_t)C, (size_t)nchunk,
                                    COL_BLOCK, COL_WG);
     if (status == CG_OK && part) {
-        status = cg__args(k, 8, CG_ARG(mp), CG_ARG(zero), CG_ARG(C),
+        status = cg__args(k, CG_ARG(mp), CG_ARG(zero), CG_ARG(C),
                           CG_ARG(nchunk), CG_ARG(C), CG_ARG(nchunk),
                           CG_ARG(my), CG_ARG(scale));
         if (status == CG_OK)
@@ -198,7 +198,7 @@ rows_pass(cg_context *ctx, cl_kernel k, cl_mem src, cl_int off, cl_uint len,
 
     global[0] = ng * wg;
     global[1] = R;
-    status = cg__args(k, 6, CG_ARG(src), CG_ARG(off), CG_ARG(len),
+    status = cg__args(k, CG_ARG(src), CG_ARG(off), CG_ARG(len),
                       CG_ARG(chunk), CG_ARG(part), CG_ARG(scale));
     if (status == CG_OK)
         status = cg__launch(ctx, k, 2, global, local, NULL);
@@ -283,7 +283,7 @@ reduce(int kind, cg_tensor *x, unsigned mask, int keepdim, float param,
         mam = cg__tensor_mem(*am);
         status = cg__kernel(x->ctx, CG__K_REDUCE_MAX, &k);
         if (status == CG_OK)
-            status = cg__args(k, 13, CG_ARG(mx), CG_ARG(xo),
+            status = cg__args(k, CG_ARG(mx), CG_ARG(xo),
                               CG_ARG(kl.shape), CG_ARG(kl.strides[0]),
                               CG_ARG(kl.strides[1]), CG_ARG(kl.nd),
                               CG_ARG(rl.shape), CG_ARG(rl.strides[0]),
@@ -293,7 +293,7 @@ reduce(int kind, cg_tensor *x, unsigned mask, int keepdim, float param,
         status = cg__kernel(x->ctx, kind == RED_SUM ? CG__K_REDUCE_SUM
                             : CG__K_REDUCE_VAR, &k);
         if (status == CG_OK)
-            status = cg__args(k, 11, CG_ARG(mx), CG_ARG(xo),
+            status = cg__args(k, CG_ARG(mx), CG_ARG(xo),
                               CG_ARG(kl.shape), CG_ARG(kl.strides[0]),
                               CG_ARG(kl.nd), CG_ARG(rl.shape),
                               CG_ARG(rl.strides[0]), CG_ARG(rl.nd),
@@ -401,7 +401,7 @@ max_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
     if (status == CG_OK)
         status = cg__kernel(x->ctx, CG__K_MAX_BACKWARD, &k);
     if (status == CG_OK)
-        status = cg__args(k, 4, CG_ARG(mg), CG_ARG(mam), CG_ARG(mgx),
+        status = cg__args(k, CG_ARG(mg), CG_ARG(mam), CG_ARG(mgx),
                           CG_ARG(n));
     if (status == CG_OK)
         status = cg__launch1d(x->ctx, k, n, CG_WG);

@@ -59,7 +59,7 @@ softmax_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
     /* y (the saved output), g and gx are all contiguous from offset 0. */
     status = cg__kernel(y->ctx, CG__K_SOFTMAX_B, &k);
     if (status == CG_OK)
-        status = cg__args(k, 9, CG_ARG(my), CG_ARG(mg), CG_ARG(mgx),
+        status = cg__args(k, CG_ARG(my), CG_ARG(mg), CG_ARG(mgx),
                           CG_ARG(r.l.shape), CG_ARG(r.l.strides[1]),
                           CG_ARG(r.l.nd), CG_ARG(r.n), CG_ARG(r.ys),
                           CG_ARG(logmode));
@@ -105,7 +105,7 @@ softmax_op(const char *op, cg_tensor *x, int dim, cl_int logmode)
     xo = (cl_int)x->offset;
     status = cg__kernel(x->ctx, CG__K_SOFTMAX_F, &k);
     if (status == CG_OK)
-        status = cg__args(k, 11, CG_ARG(mx), CG_ARG(xo), CG_ARG(r.l.shape),
+        status = cg__args(k, CG_ARG(mx), CG_ARG(xo), CG_ARG(r.l.shape),
                           CG_ARG(r.l.strides[0]), CG_ARG(r.l.strides[1]),
                           CG_ARG(r.l.nd), CG_ARG(r.n), CG_ARG(r.xs),
                           CG_ARG(r.ys), CG_ARG(my), CG_ARG(logmode));

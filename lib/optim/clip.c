@@ -84,7 +84,7 @@ enqueue_clip(cg_context *ctx, cg_tensor **grads, int count, cl_mem part,
         cl_uint ng = norm_groups(grads[i]);
 
         global = (size_t)ng * local;
-        if ((status = cg__args(kp, 7, CG_ARG(mg), CG_ARG(go), CG_ARG(n),
+        if ((status = cg__args(kp, CG_ARG(mg), CG_ARG(go), CG_ARG(n),
                                CG_ARG(part), CG_ARG(pofs), CG_ARG(kind),
                                CG_ARG(p))) ||
             (status = cg__launch(ctx, kp, 1, &global, &local, NULL)))
@@ -92,7 +92,7 @@ enqueue_clip(cg_context *ctx, cg_tensor **grads, int count, cl_mem part,
         pofs += ng;
     }
     global = local;
-    if ((status = cg__args(kf, 6, CG_ARG(part), CG_ARG(npart), CG_ARG(out),
+    if ((status = cg__args(kf, CG_ARG(part), CG_ARG(npart), CG_ARG(out),
                            CG_ARG(kind), CG_ARG(p), CG_ARG(max_norm))) ||
         (status = cg__launch(ctx, kf, 1, &global, &local, NULL)))
         return status;
@@ -101,7 +101,7 @@ enqueue_clip(cg_context *ctx, cg_tensor **grads, int count, cl_mem part,
         cl_int go = (cl_int)grads[i]->offset;
         cl_uint n = (cl_uint)cg_tensor_numel(grads[i]);
 
-        if ((status = cg__args(ks, 4, CG_ARG(mg), CG_ARG(go), CG_ARG(n),
+        if ((status = cg__args(ks, CG_ARG(mg), CG_ARG(go), CG_ARG(n),
                                CG_ARG(out))) ||
             (status = cg__launch1d(ctx, ks, n, CG_WG)))
             return status;
@@ -179,7 +179,7 @@ cg_clip_grad_value(cg_tensor *const *params, int n, double clip)
         cl_int go = (cl_int)grads[i]->offset;
         cl_uint ne = (cl_uint)cg_tensor_numel(grads[i]);
 
-        status = cg__args(k, 5, CG_ARG(mg), CG_ARG(go), CG_ARG(ne),
+        status = cg__args(k, CG_ARG(mg), CG_ARG(go), CG_ARG(ne),
                           CG_ARG(lo), CG_ARG(hi));
         if (status == CG_OK)
             status = cg__launch1d(grads[0]->ctx, k, ne, CG_WG);

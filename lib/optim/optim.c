@@ -332,7 +332,7 @@ launch_sgd(cg_optimizer *opt, int i, cl_mem mp, cl_int po, cl_mem mg,
 
     if (!*k && (status = cg__kernel(opt->ctx, CG__K_SGD_STEP, k)))
         return status;
-    status = cg__args(*k, 14, CG_ARG(mp), CG_ARG(po), CG_ARG(mg), CG_ARG(go),
+    status = cg__args(*k, CG_ARG(mp), CG_ARG(po), CG_ARG(mg), CG_ARG(go),
                       CG_ARG(mb), CG_ARG(n), CG_ARG(mom), CG_ARG(omd),
                       CG_ARG(wd), CG_ARG(neg_lr), CG_ARG(nesterov),
                       CG_ARG(maximize), CG_ARG(init), CG_ARG(ch));
@@ -367,7 +367,7 @@ launch_adam(cg_optimizer *opt, int i, cl_mem mp, cl_int po, cl_mem mg,
 
     if (!*k && (status = cg__kernel(opt->ctx, CG__K_ADAM_STEP, k)))
         return status;
-    status = cg__args(*k, 20, CG_ARG(mp), CG_ARG(po), CG_ARG(mg), CG_ARG(go),
+    status = cg__args(*k, CG_ARG(mp), CG_ARG(po), CG_ARG(mg), CG_ARG(go),
                       CG_ARG(mm), CG_ARG(mv), CG_ARG(mx), CG_ARG(n),
                       CG_ARG(pscale), CG_ARG(wd), CG_ARG(b1), CG_ARG(omb1),
                       CG_ARG(b2), CG_ARG(omb2), CG_ARG(bc2s), CG_ARG(eps),
@@ -397,7 +397,7 @@ launch_rmsprop(cg_optimizer *opt, int i, cl_mem mp, cl_int po, cl_mem mg,
 
     if (!*k && (status = cg__kernel(opt->ctx, CG__K_RMSPROP_STEP, k)))
         return status;
-    status = cg__args(*k, 17, CG_ARG(mp), CG_ARG(po), CG_ARG(mg), CG_ARG(go),
+    status = cg__args(*k, CG_ARG(mp), CG_ARG(po), CG_ARG(mg), CG_ARG(go),
                       CG_ARG(msq), CG_ARG(mga), CG_ARG(mb), CG_ARG(n),
                       CG_ARG(alpha), CG_ARG(oma), CG_ARG(eps), CG_ARG(wd),
                       CG_ARG(mom), CG_ARG(neg_lr), CG_ARG(centered),
