@@ -1,6 +1,7 @@
 /*
- * lib/cl/context.c - a context: one device, one in-order queue, its programs
- * and its memory pool.
+ * lib/cl/context.c - a context's device layer: one device, one in-order
+ * queue, its programs and its memory pool.  The public constructor
+ * (lib/context.c) builds this, then puts tuning in force.
  */
 #include "config.h"
 
@@ -20,22 +21,13 @@ cg__now(void)
 }
 
 cg_context *
-cg_context_new(const char *selector)
-{
-    cg_context_options opts = { selector, 0, 0 };
-
-    return cg_context_new_with(&opts);
-}
-
-cg_context *
-cg_context_new_with(const cg_context_options *opts)
+cg__context_create(const cg_context_options *opts)
 {
     cg_context *ctx = NULL;
     cl_command_queue_properties props = 0;
     cl_int rc;
     int index, status;
 
-    cg__error_clear();
     status = cg_device_select(opts ? opts->device : NULL, &index);
     if (status)
         return NULL;
@@ -58,11 +50,6 @@ cg_context_new_with(const cg_context_options *opts)
     ctx->queue = clCreateCommandQueue(ctx->context, ctx->device, props, &rc);
     CHECK_CL(rc, "clCreateCommandQueue");
     cg__params_reset(ctx);
-    /* The tuning database (lib/tune) decides the kernels' parameters; a
-     * bad or stale file only leaves a warning in cg_last_error. */
-    if (!(opts && opts->no_tuning) &&
-        !(getenv("CLGRAD_TUNING") && strcmp(getenv("CLGRAD_TUNING"), "0") == 0))
-        cg_context_apply_tuning(ctx);
     return ctx;
 fail:
     (void)status;
@@ -73,17 +60,14 @@ fail:
 }
 
 void
-cg_context_free(cg_context *ctx)
+cg__context_destroy(cg_context *ctx)
 {
-    if (!ctx)
-        return;
     clFinish(ctx->queue);
     cg__profile_free(ctx);
     cg__pool_destroy(ctx);
     cg__programs_free(ctx);
     clReleaseCommandQueue(ctx->queue);
     clReleaseContext(ctx->context);
-    free(ctx->tuning);
     free(ctx);
 }
 

@@ -85,12 +85,22 @@ struct cg_context {
     cg__block *free_blocks[CG_POOL_CLASSES];
     cg_buffer *live;        /* buffers not yet freed */
     cg_memory_stats stats;
-    cg_tuning_entry *tuning;    /* the tuning entries in force (lib/tune) */
-    int ntuning;
+    /* The tuning entries in force: lib/tune's state, which it allocates
+     * and frees (cg__tuning_free); lib/cl never looks inside. */
+    struct cg__tuning *tuning;
     cg__profile prof;       /* with profiling (lib/cl/profile.c) */
     uint64_t rng_seed;      /* the Philox generator: key and counter */
     uint64_t rng_offset;
 };
+
+/* A context on the device opts selects (NULL: the default), without
+ * tuning: the public cg_context_new_with (lib/context.c) puts that in
+ * force.  NULL on error, with cg_last_error set. */
+cg_context *cg__context_create(const cg_context_options *opts);
+
+/* Waits for ctx's queue and releases everything lib/cl made for it, ctx
+ * included; what layers above hung on it (tuning) they free first. */
+void cg__context_destroy(cg_context *ctx);
 
 /* Finds device `index` (flat numbering) and its platform. */
 int cg__device_lookup(int index, cl_platform_id *platform,

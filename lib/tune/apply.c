@@ -231,11 +231,27 @@ set_file_params(cg_context *ctx, const cg_tuning_entry *e)
                     cg__param_set(ctx, (cg__pid)p, e->values[i]);
 }
 
+static int
+ntuning(const cg_context *ctx)
+{
+    return ctx->tuning ? ctx->tuning->n : 0;
+}
+
+void
+cg__tuning_free(cg_context *ctx)
+{
+    if (ctx->tuning)
+        free(ctx->tuning->e);
+    free(ctx->tuning);
+    ctx->tuning = NULL;
+}
+
 /* Puts e in force (already checked), replacing one of the same kernel
  * and shape. */
 static int
 put_in_force(cg_context *ctx, const cg_tuning_entry *e)
 {
+    struct cg__tuning *t;
     int i;
 
     if (strncmp(e->kernel, CLBLAST_PREFIX, strlen(CLBLAST_PREFIX)) == 0) {
@@ -244,20 +260,22 @@ put_in_force(cg_context *ctx, const cg_tuning_entry *e)
         if (status)
             return status;
     }
-    for (i = 0; i < ctx->ntuning; i++)
-        if (strcmp(ctx->tuning[i].kernel, e->kernel) == 0 &&
-            strcmp(ctx->tuning[i].shape, e->shape) == 0)
+    if (!ctx->tuning && !(ctx->tuning = cg__calloc(1, sizeof *ctx->tuning)))
+        return CG_EHOSTMEM;
+    t = ctx->tuning;
+    for (i = 0; i < t->n; i++)
+        if (strcmp(t->e[i].kernel, e->kernel) == 0 &&
+            strcmp(t->e[i].shape, e->shape) == 0)
             break;
-    if (i == ctx->ntuning) {
-        cg_tuning_entry *n = realloc(ctx->tuning,
-                                     (size_t)(i + 1) * sizeof *n);
+    if (i == t->n) {
+        cg_tuning_entry *n = realloc(t->e, (size_t)(i + 1) * sizeof *n);
 
         if (!n)
             return cg__error(CG_EHOSTMEM, "out of host memory");
-        ctx->tuning = n;
-        ctx->ntuning++;
+        t->e = n;
+        t->n++;
     }
-    ctx->tuning[i] = *e;
+    t->e[i] = *e;
     set_file_params(ctx, e);
     return CG_OK;
 }
@@ -291,11 +309,12 @@ cg_context_clear_tuning(cg_context *ctx)
     cg__error_clear();
     if (!ctx)
         return cg__error(CG_EINVAL, "ctx is NULL");
-    for (i = 0; i < ctx->ntuning; i++)
-        if (strncmp(ctx->tuning[i].kernel, CLBLAST_PREFIX,
+    for (i = 0; i < ntuning(ctx); i++)
+        if (strncmp(ctx->tuning->e[i].kernel, CLBLAST_PREFIX,
                     strlen(CLBLAST_PREFIX)) == 0)
-            ctx->tuning[n++] = ctx->tuning[i];
-    ctx->ntuning = n;
+            ctx->tuning->e[n++] = ctx->tuning->e[i];
+    if (ctx->tuning)
+        ctx->tuning->n = n;
     cg__params_reset(ctx);
     return CG_OK;
 }
@@ -306,7 +325,7 @@ cg_context_tuning_count(const cg_context *ctx, int *count)
     cg__error_clear();
     if (!ctx || !count)
         return cg__error(CG_EINVAL, "%s is NULL", ctx ? "count" : "ctx");
-    *count = ctx->ntuning;
+    *count = ntuning(ctx);
     return CG_OK;
 }
 
@@ -316,10 +335,10 @@ cg_context_tuning_entry(const cg_context *ctx, int i, cg_tuning_entry *out)
     cg__error_clear();
     if (!ctx || !out)
         return cg__error(CG_EINVAL, "%s is NULL", ctx ? "out" : "ctx");
-    if (i < 0 || i >= ctx->ntuning)
+    if (i < 0 || i >= ntuning(ctx))
         return cg__error(CG_EINVAL, "tuning entry %d of %d", i,
-                         ctx->ntuning);
-    *out = ctx->tuning[i];
+                         ntuning(ctx));
+    *out = ctx->tuning->e[i];
     return CG_OK;
 }
 
@@ -330,8 +349,8 @@ cg__tuning_find_h(const cg_context *ctx, const char *kernel, long h)
     double best_d = HUGE_VAL;
     int i;
 
-    for (i = 0; i < ctx->ntuning; i++) {
-        const cg_tuning_entry *e = &ctx->tuning[i];
+    for (i = 0; i < ntuning(ctx); i++) {
+        const cg_tuning_entry *e = &ctx->tuning->e[i];
         long eh;
         double d;
 
