@@ -7,7 +7,8 @@
  * Also times the public op (cg_mul_scalar) end to end, output tensor and
  * all, and the host part of an MLP training step (784-512-512-10, batch
  * 128, Adam: the time until the step's calls return, before waiting for
- * the device) against the whole step.  Not run by make check (build with `make tests/bench_launch`).
+ * the device) against the whole step.  Not run by make check (build
+ * with `make tests/bench_launch`).
  *
  * usage: bench_launch [LAUNCHES]
  */

@@ -17,27 +17,24 @@
 
 #define CLBLAST_PREFIX "clblast."
 
-/* clgrad's own tunable kernels: entry name, kernel file, parameters. */
+/* clgrad's own kernels tuned per entry kind and shape: entry name, kernel
+ * file, and the one host parameter, or NULL for the file's tunables (the
+ * kernel table's).  Every other kernel file with tunables is tuned whole:
+ * entry "reduce" for kernels/reduce.cl, whose parameters become the
+ * context's values of the file's tunables (cg__param_set): -D options of
+ * every kernel of the file, and the work-group size the host launches
+ * with. */
 typedef struct {
     const char *kernel;
     const char *file;
-    const char *params[3];
+    const char *param;
 } own_kernel;
 
 static const own_kernel own_kernels[] = {
-    { "rnn.lstm", "rnn", { "VW", "RB", "WG" } },
-    { "rnn.gru", "rnn", { "VW", "RB", "WG" } },
-    { "rnn.rnn", "rnn", { "VW", "RB", "WG" } },
-    { "rnn.path", "rnn", { "gemm_min_h", NULL, NULL } },
-    /* Whole kernel files: the entry's parameters become the context's
-     * values of the file's tunables (cg__param_set): -D options of every
-     * kernel of the file, and the work-group size the host launches
-     * with. */
-    { "reduce", "reduce", { "RWG", NULL, NULL } },
-    { "softmax", "softmax", { "SWG", NULL, NULL } },
-    { "layer_norm", "layer_norm", { "LWG", NULL, NULL } },
-    { "loss", "loss", { "LWG", NULL, NULL } },
-    { "optim", "optim", { "RWG", NULL, NULL } },
+    { "rnn.lstm", "rnn", NULL },
+    { "rnn.gru", "rnn", NULL },
+    { "rnn.rnn", "rnn", NULL },
+    { "rnn.path", "rnn", "gemm_min_h" },
 };
 #define NOWN (sizeof own_kernels / sizeof own_kernels[0])
 
@@ -74,15 +71,43 @@ cg__tuning_param(const cg_tuning_entry *e, const char *name, long *value)
     return 0;
 }
 
-static const own_kernel *
-own_of(const char *kernel)
+/* Whether `kernel` names one of clgrad's own kernels (into *out). */
+static int
+own_of(const char *kernel, own_kernel *out)
 {
     size_t i;
+    int p;
 
-    for (i = 0; i < NOWN; i++)
-        if (strcmp(own_kernels[i].kernel, kernel) == 0)
-            return &own_kernels[i];
-    return NULL;
+    for (i = 0; i < NOWN; i++) {
+        if (strcmp(own_kernels[i].kernel, kernel) == 0) {
+            *out = own_kernels[i];
+            return 1;
+        }
+        if (strcmp(own_kernels[i].file, kernel) == 0)
+            return 0;       /* tuned per entry kind, not whole */
+    }
+    for (p = 0; p < CG__P_COUNT; p++)
+        if (strcmp(cg__kfile_names[cg__param_table[p].file], kernel) == 0) {
+            out->kernel = out->file = cg__kfile_names[cg__param_table[p].file];
+            out->param = NULL;
+            return 1;
+        }
+    return 0;
+}
+
+/* Whether `name` is a parameter of own kernel k. */
+static int
+own_param(const own_kernel *k, const char *name)
+{
+    int p;
+
+    if (k->param)
+        return strcmp(k->param, name) == 0;
+    for (p = 0; p < CG__P_COUNT; p++)
+        if (strcmp(cg__kfile_names[cg__param_table[p].file], k->file) == 0 &&
+            strcmp(cg__param_table[p].name, name) == 0)
+            return 1;
+    return 0;
 }
 
 /* "H<n>" -> n, "any" -> 0, else -1. */
@@ -107,7 +132,7 @@ typedef struct {
     struct {
         const char *file;
         char hash[33];
-    } f[NOWN];
+    } f[CG__KF_COUNT];
 } file_hashes;
 
 static const char *
@@ -118,7 +143,8 @@ file_hash(file_hashes *fh, const char *file)
     for (i = 0; i < fh->n; i++)
         if (strcmp(fh->f[i].file, file) == 0)
             return fh->f[i].hash;
-    if (fh->n == (int)NOWN || cg_kernel_source_hash(file, fh->f[fh->n].hash))
+    if (fh->n == CG__KF_COUNT ||
+        cg_kernel_source_hash(file, fh->f[fh->n].hash))
         return NULL;
     fh->f[fh->n].file = file;
     return fh->f[fh->n++].hash;
@@ -131,10 +157,10 @@ static int
 entry_usable(const cg_context *ctx, const cg_tuning_entry *e,
              file_hashes *hashes)
 {
-    const own_kernel *k;
+    own_kernel own, *k = &own;
     const char *hash;
     long v;
-    int i, j;
+    int i;
 
     if (strncmp(e->kernel, CLBLAST_PREFIX, strlen(CLBLAST_PREFIX)) == 0) {
         if (strcmp(e->shape, "any") != 0)
@@ -143,8 +169,7 @@ entry_usable(const cg_context *ctx, const cg_tuning_entry *e,
                              e->kernel, e->shape);
         return CG_OK;
     }
-    k = own_of(e->kernel);
-    if (!k)
+    if (!own_of(e->kernel, k))
         return cg__error(CG_EINVAL, "unknown kernel \"%s\"", e->kernel);
     if (shape_h(e->shape) < 0)
         return cg__error(CG_EINVAL, "%s: shape \"%s\" is neither \"any\" "
@@ -155,14 +180,10 @@ entry_usable(const cg_context *ctx, const cg_tuning_entry *e,
                          "with hash %s, this library's is %s", e->kernel,
                          e->shape, k->file, e->source_hash[0]
                          ? e->source_hash : "(none)", hash);
-    for (i = 0; i < e->nparams; i++) {
-        for (j = 0; j < 3 && k->params[j]; j++)
-            if (strcmp(e->names[i], k->params[j]) == 0)
-                break;
-        if (j == 3 || !k->params[j])
+    for (i = 0; i < e->nparams; i++)
+        if (!own_param(k, e->names[i]))
             return cg__error(CG_EINVAL, "%s: unknown parameter %s",
                              e->kernel, e->names[i]);
-    }
     if (cg__tuning_param(e, "VW", &v) && v != 1 && v != 2 && v != 4 &&
         v != 8 && v != 16)
         return cg__error(CG_EINVAL, "%s: VW = %ld (1, 2, 4, 8 or 16)",
