@@ -29,26 +29,6 @@
  * @tunable LWG 64: 16 32 64 128 256
  */
 
-/* The work-group's sum of v, in a fixed tree order.  Every work-item of
- * the group must call it; buf is reusable on return. */
-inline float
-group_sum(__local float *buf, float v, uint lid)
-{
-    uint s;
-    float r;
-
-    buf[lid] = v;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (s = LWG / 2; s > 0; s >>= 1) {
-        if (lid < s)
-            buf[lid] += buf[lid + s];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    r = buf[0];
-    barrier(CLK_LOCAL_MEM_FENCE);
-    return r;
-}
-
 /* Two passes over the row (mean, then squared deviations): as accurate as
  * float32 allows, unlike E[x^2] - E[x]^2. */
 __kernel __attribute__((reqd_work_group_size(LWG, 1, 1))) void
@@ -63,14 +43,14 @@ layer_norm_f(__global const float *x, __global const float *w,
 
     for (j = lid; j < N; j += LWG)
         acc += x[base + j];
-    mu = group_sum(buf, acc, lid) / (float)N;
+    mu = cg_wg_sum(buf, acc, LWG) / (float)N;
     acc = 0.0f;
     for (j = lid; j < N; j += LWG) {
         float d = x[base + j] - mu;
 
         acc += d * d;
     }
-    rs = 1.0f / sqrt(group_sum(buf, acc, lid) / (float)N + eps);
+    rs = 1.0f / sqrt(cg_wg_sum(buf, acc, LWG) / (float)N + eps);
     for (j = lid; j < N; j += LWG) {
         float v = (x[base + j] - mu) * rs;
 
@@ -102,8 +82,8 @@ layer_norm_b(__global const float *x, __global const float *w, int flags,
         s1 += gh;
         s2 += gh * (x[base + j] - mu) * rs;
     }
-    m1 = group_sum(buf, s1, lid) / (float)N;
-    m2 = group_sum(buf, s2, lid) / (float)N;
+    m1 = cg_wg_sum(buf, s1, LWG) / (float)N;
+    m2 = cg_wg_sum(buf, s2, LWG) / (float)N;
     for (j = lid; j < N; j += LWG) {
         float gh = (flags & 1) ? g[base + j] * w[j] : g[base + j];
         float xh = (x[base + j] - mu) * rs;
