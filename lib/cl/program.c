@@ -49,36 +49,38 @@ cg__kernel_source_embedded(const char *name)
 
 /* src with each line #include "LIST.def" replaced by dir/LIST.def, as
  * build-aux/cl2c.sh does for the embedded sources (a program built from a
- * string has no files to include). */
+ * string has no files to include).  Takes src over: *out replaces it,
+ * and it is freed on error. */
 static int
 inline_lists(const char *dir, char *src, char **out)
 {
-    static const char tag[] = "\n#include \"";
-    char *at = strstr(src, tag), *end, *list, *res, path[4096];
+    static const char tag[] = "#include \"";
+    char *at = strstr(src, "\n" "#include \""), *name, *end, *list, *res;
+    char path[4096];
     size_t n;
 
+    at = strncmp(src, tag, sizeof tag - 1) == 0 ? src : at ? at + 1 : NULL;
     if (!at) {
         *out = src;
         return CG_OK;
     }
-    at++;
-    end = strchr(at + sizeof tag - 2, '"');
+    name = at + sizeof tag - 1;
+    end = strchr(name, '"');
+    snprintf(path, sizeof path, "%s/%.*s", dir, end ? (int)(end - name) : 0,
+             name);
+    list = end ? cg__read_file(path, NULL) : NULL;
     if (!end)
-        return cg__error(CG_EINVAL, "an #include without its closing quote "
-                         "in a kernel file of %s", dir);
-    snprintf(path, sizeof path, "%s/%.*s", dir,
-             (int)(end - at - (sizeof tag - 2)), at + sizeof tag - 2);
-    list = cg__read_file(path, NULL);
-    if (!list)
-        return CG_EIO;
-    n = strlen(src) + strlen(list) + 1;
-    res = cg__malloc(n);
+        cg__error(CG_EINVAL, "an #include without its closing quote");
+    n = list ? strlen(src) + strlen(list) + 1 : 0;
+    res = list ? cg__malloc(n) : NULL;
     if (res)
         snprintf(res, n, "%.*s%s%s", (int)(at - src), src, list,
                  strchr(end, '\n') ? strchr(end, '\n') : "");
     free(list);
     free(src);
-    return res ? inline_lists(dir, res, out) : CG_EHOSTMEM;
+    if (!res)
+        return end && list ? CG_EHOSTMEM : CG_EIO;
+    return inline_lists(dir, res, out);
 }
 
 /* One kernel file's text, from CLGRAD_KERNEL_DIR or embedded. */
