@@ -35,9 +35,7 @@ run_copy4(cg_context *ctx, cl_uint n)
     memset(host, 0, n * 16);
     ma = cg__buffer_mem(a);
     mb = cg__buffer_mem(b);
-    clSetKernelArg(k, 0, sizeof ma, &ma);
-    clSetKernelArg(k, 1, sizeof mb, &mb);
-    clSetKernelArg(k, 2, sizeof n, &n);
+    ck_assert_int_eq(cg__args(k, CG_ARG(ma), CG_ARG(mb), CG_ARG(n)), CG_OK);
     ck_assert_int_eq(cg__launch(ctx, k, 1, &global, &local, NULL), CG_OK);
     ck_assert_int_eq(cg_buffer_read(b, 0, host, n * 16), CG_OK);
     clReleaseKernel(k);
@@ -115,6 +113,21 @@ START_TEST(every_table_kernel_builds)
     }
     for (i = 0; i < CG__P_COUNT; i++)
         ck_assert_int_gt(cg__param_table[i].ncand, 0);
+}
+END_TEST
+
+/* A kernel argument the kernel refuses is reported with its index and
+ * the kernel's name. */
+START_TEST(argument_errors_name_the_kernel)
+{
+    cl_kernel k;
+    cl_mem m = NULL;
+    cl_uchar small = 0;
+
+    ck_assert_int_eq(cg__kernel(tu_ctx(), CG__K_COPY4, &k), CG_OK);
+    ck_assert_int_ne(cg__args(k, CG_ARG(m), CG_ARG(small)), CG_OK);
+    ck_assert_ptr_nonnull(strstr(cg_last_error(), "clSetKernelArg(1)"));
+    ck_assert_ptr_nonnull(strstr(cg_last_error(), "copy4"));
 }
 END_TEST
 
@@ -361,6 +374,7 @@ main(void)
     tcase_add_test(tc, syntax_error_reports_the_build_log);
     tcase_add_test(tc, cache_directory_follows_the_environment);
     tcase_add_test(tc, every_table_kernel_builds);
+    tcase_add_test(tc, argument_errors_name_the_kernel);
     tcase_add_test(tc, setting_a_tunable_rebuilds_its_file);
     tcase_add_test(tc, kernel_dir_inlines_list_files);
     suite_add_tcase(s, tc);
