@@ -15,25 +15,40 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ops/internal.h"
 
 #define BATCH 500
 
+/* CPU seconds of the calling thread: the host's own work, which the other
+ * processes of a shared machine do not stretch as they stretch wall
+ * time. */
+static double
+cpu_now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 /* Host seconds for n launches of affine_f over x into y; without
  * enqueue, only finding the kernel and setting its arguments. */
 static double
 time_launches(cg_context *ctx, cg_tensor *x, cg_tensor *y, int n,
-              int enqueue)
+              int enqueue, double *cpu)
 {
     cl_mem mx = cg__tensor_mem(x), my = cg__tensor_mem(y);
     cl_int xo = 0, nd = 1;
     cl_int8 shape = { { 16 } }, sx = { { 1 } };
     cl_uint len = 16;
     cl_float p0 = 2.0f, p1 = 0.0f;
-    double t = 0, t0;
+    double t = 0, t0, c0;
     int i;
 
+    *cpu = 0;
+    c0 = cpu_now();
     for (i = 0; i < n; i++) {
         cl_kernel k;
 
@@ -45,10 +60,13 @@ time_launches(cg_context *ctx, cg_tensor *x, cg_tensor *y, int n,
             (enqueue && cg__launch1d(ctx, k, len, CG_WG)))
             return -1;
         t += cg__now() - t0;
-        if ((i + 1) % BATCH == 0)
+        if ((i + 1) % BATCH == 0 || i + 1 == n) {
+            /* The thread's CPU time in whole batches, without the wait. */
+            *cpu += cpu_now() - c0;
             cg_context_finish(ctx);
+            c0 = cpu_now();
+        }
     }
-    cg_context_finish(ctx);
     return t;
 }
 
@@ -159,27 +177,30 @@ mlp_step(mlp *m)
     return rc || cg_optim_step(m->opt) || cg_optim_zero_grad(m->opt);
 }
 
-/* Mean host and whole times of n MLP steps, in seconds. */
+/* Mean host (wall and CPU) and whole times of n MLP steps, in seconds. */
 static int
-time_mlp(cg_context *ctx, int n, double *host, double *whole)
+time_mlp(cg_context *ctx, int n, double *host, double *cpu, double *whole)
 {
     mlp m;
-    double t0, t1;
+    double t0, t1, c0;
     int i, rc;
 
     memset(&m, 0, sizeof m);
     rc = mlp_build(ctx, &m) || mlp_step(&m) || cg_context_finish(ctx);
-    *host = *whole = 0;
+    *host = *cpu = *whole = 0;
     for (i = 0; i < n && !rc; i++) {
         t0 = cg__now();
+        c0 = cpu_now();
         rc = mlp_step(&m);
         t1 = cg__now();
+        *cpu += cpu_now() - c0;
         rc = rc || cg_context_finish(ctx);
         *host += t1 - t0;
         *whole += cg__now() - t0;
     }
     mlp_free(&m);
     *host /= n;
+    *cpu /= n;
     *whole /= n;
     return rc;
 }
@@ -191,7 +212,7 @@ main(int argc, char **argv)
     int64_t shape[1] = { 16 };
     cg_context *ctx = cg_context_new(NULL);
     cg_tensor *x, *y;
-    double tk, tl, ta, to, mh, mw;
+    double tk, tl, ta, to, mh, mc, mw, cl, ca;
 
     if (!ctx || n < 1) {
         fprintf(stderr, "bench_launch: %s\n", ctx ? "usage: bench_launch "
@@ -201,23 +222,24 @@ main(int argc, char **argv)
     x = cg_tensor_new(ctx, CG_F32, 1, shape);
     y = cg_tensor_new(ctx, CG_F32, 1, shape);
     /* The first launches build the program and warm the pool. */
-    if (!x || !y || time_launches(ctx, x, y, BATCH, 1) < 0 ||
+    if (!x || !y || time_launches(ctx, x, y, BATCH, 1, &cl) < 0 ||
         time_ops(ctx, x, BATCH) < 0 ||
         (tk = time_lookups(ctx, 50 * n)) < 0 ||
-        (ta = time_launches(ctx, x, y, n, 0)) < 0 ||
-        (tl = time_launches(ctx, x, y, n, 1)) < 0 ||
-        (to = time_ops(ctx, x, n)) < 0 || time_mlp(ctx, 50, &mh, &mw)) {
+        (ta = time_launches(ctx, x, y, n, 0, &ca)) < 0 ||
+        (tl = time_launches(ctx, x, y, n, 1, &cl)) < 0 ||
+        (to = time_ops(ctx, x, n)) < 0 || time_mlp(ctx, 50, &mh, &mc, &mw)) {
         fprintf(stderr, "bench_launch: %s\n", cg_last_error());
         return 1;
     }
     printf("kernel lookup: %.4f us per launch\n", 1e6 * tk / (50 * n));
-    printf("kernel lookup + arguments: %.3f us per launch\n", 1e6 * ta / n);
+    printf("kernel lookup + arguments: %.3f us per launch (CPU %.3f)\n",
+           1e6 * ta / n, 1e6 * ca / n);
     printf("kernel lookup + arguments + enqueue: %.2f us per launch "
-           "(%d launches)\n", 1e6 * tl / n, n);
+           "(CPU %.2f; %d launches)\n", 1e6 * tl / n, 1e6 * cl / n, n);
     printf("cg_mul_scalar (op, output tensor, launch): %.2f us per call\n",
            1e6 * to / n);
-    printf("MLP step: host %.3f ms of %.3f ms (mean of 50 steps)\n",
-           1e3 * mh, 1e3 * mw);
+    printf("MLP step: host %.3f ms (CPU %.3f) of %.3f ms (mean of 50 "
+           "steps)\n", 1e3 * mh, 1e3 * mc, 1e3 * mw);
     cg_tensor_free(x);
     cg_tensor_free(y);
     cg_context_free(ctx);
