@@ -1,6 +1,9 @@
 #!/bin/sh
 # cl2c.sh OUT.c SRCDIR kernels/FILE.cl... - embeds OpenCL C sources into a
 # C file as a table of { name, source }, one string literal per source line.
+# A line #include "LIST.def" is replaced by kernels/LIST.def, as the library
+# does for a file read from CLGRAD_KERNEL_DIR (the program has no files to
+# include from).
 set -e
 out=$1
 srcdir=$2
@@ -16,7 +19,17 @@ tmp="$out.tmp"
     for f in "$@"; do
         name=$(basename "$f" .cl)
         echo "  { \"$name\","
-        sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/    "/' -e 's/$/\\n"/' "$srcdir/$f"
+        awk -v dir="$srcdir/kernels" '
+            /^#include "[a-z_0-9]*\.def"$/ {
+                def = $2
+                gsub(/"/, "", def)
+                while ((getline line < (dir "/" def)) > 0)
+                    print line
+                close(dir "/" def)
+                next
+            }
+            { print }' "$srcdir/$f" |
+        sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/    "/' -e 's/$/\\n"/'
         echo '  },'
     done
     echo '};'

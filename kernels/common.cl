@@ -8,7 +8,56 @@
  * broadcast).  cg_off* turn a linear index of the iteration space into
  * element offsets, with nd - 1 divisions (none for contiguous data, which
  * the host coalesces to nd = 1).
+ *
+ * Work-group reductions (reduce, softmax, layer_norm, loss, optim): one
+ * fixed-shape tree over a work-group of wg work-items (a power of two,
+ * the size the kernel requires), the same order on every run, so results
+ * are deterministic.
  */
+
+/* Combines buf[0 .. wg - 1] into buf[0] with COMBINE(a, b), each work-item
+ * having stored its own buf[lid]; every work-item of the group must reach
+ * it.  The tree behind cg_wg_sum and cg_wg_max, for other combinations. */
+#define CG_WG_TREE(buf, lid, wg, COMBINE)                                    \
+    do {                                                                     \
+        uint cg_s_;                                                          \
+                                                                             \
+        barrier(CLK_LOCAL_MEM_FENCE);                                        \
+        for (cg_s_ = (wg) / 2; cg_s_ > 0; cg_s_ >>= 1) {                     \
+            if ((lid) < cg_s_)                                               \
+                (buf)[lid] = COMBINE((buf)[lid], (buf)[(lid) + cg_s_]);      \
+            barrier(CLK_LOCAL_MEM_FENCE);                                    \
+        }                                                                    \
+    } while (0)
+
+#define CG_ADD_(a, b) ((a) + (b))
+
+/* The sum of v over the work-group (wg work-items, buf wg floats of local
+ * memory); every work-item must call it and gets the sum.  buf may be
+ * reused as soon as it returns. */
+inline float
+cg_wg_sum(__local float *buf, float v, uint wg)
+{
+    uint lid = get_local_id(0);
+
+    barrier(CLK_LOCAL_MEM_FENCE);   /* buf may hold the last result */
+    buf[lid] = v;
+    CG_WG_TREE(buf, lid, wg, CG_ADD_);
+    return buf[0];
+}
+
+/* The same for the maximum, with fmax: a NaN is ignored (callers that
+ * must propagate it combine with CG_WG_TREE). */
+inline float
+cg_wg_max(__local float *buf, float v, uint wg)
+{
+    uint lid = get_local_id(0);
+
+    barrier(CLK_LOCAL_MEM_FENCE);
+    buf[lid] = v;
+    CG_WG_TREE(buf, lid, wg, fmax);
+    return buf[0];
+}
 
 inline int
 cg_off(uint i, int8 shape8, int8 st8, int nd)

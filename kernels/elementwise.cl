@@ -29,6 +29,14 @@
  *                           asks for ga, bit 1 for gb.
  * No tunable parameters here: the work-group size and ch (a multiple of
  * 16) are the host's.
+ *
+ * The ops are listed in elementwise_ops.def (inlined where it is included
+ * when the library embeds this file or reads it from CLGRAD_KERNEL_DIR).
+ * For build-aux/cltable.sh, the kernels each entry makes and those the
+ * where macro makes:
+ * @family CG_UNARY _f _b _fv _bv
+ * @family CG_BINARY _f _b _fv _bv
+ * @kernels where_f where_f_b where_i where_i_b
  */
 
 #define VW 8
@@ -44,7 +52,7 @@ cg_vld(__global const float *p, int s)
     return s ? VLOAD(0, p) : (VF)(*p);
 }
 
-#define UNARY(NAME, FWD, BWD)                                                \
+#define CG_UNARY(ID, NAME, FWD, BWD)                                         \
 __kernel void NAME##_f(__global const float *x, int xo, int8 shape,         \
                        int8 sx, int nd, __global float *yv, uint n,         \
                        float p0, float p1)                                  \
@@ -125,23 +133,7 @@ __kernel void NAME##_bv(__global const float *x, int xo, int8 shape,        \
 
 #define CG_1_SQRT2PI 0.39894228040143268f  /* 1 / sqrt(2 pi) */
 
-/* y = p0 * x + p1: scalar add and multiply, negation, copies. */
-UNARY(affine, p0 * x_ + p1, g_ * p0)
-UNARY(pow_scalar, pow(x_, p0), p0 == 0.0f ? 0.0f : g_ * p0 * pow(x_, p0 - 1.0f))
-UNARY(exp, exp(x_), g_ * y_)
-UNARY(log, log(x_), g_ / x_)
-UNARY(sqrt, sqrt(x_), g_ * 0.5f / y_)
-UNARY(abs, fabs(x_), x_ > 0.0f ? g_ : (x_ < 0.0f ? -g_ : 0.0f))
-UNARY(clamp, fmin(fmax(x_, p0), p1), (x_ >= p0 && x_ <= p1) ? g_ : 0.0f)
-UNARY(tanh, tanh(x_), g_ * (1.0f - y_ * y_))
-UNARY(sigmoid, 1.0f / (1.0f + exp(-x_)), g_ * y_ * (1.0f - y_))
-UNARY(relu, x_ > 0.0f ? x_ : 0.0f, x_ > 0.0f ? g_ : 0.0f)
-UNARY(leaky_relu, x_ > 0.0f ? x_ : p0 * x_, x_ > 0.0f ? g_ : p0 * g_)
-UNARY(gelu, 0.5f * x_ * (1.0f + erf(x_ * M_SQRT1_2_F)),
-      g_ * (0.5f * (1.0f + erf(x_ * M_SQRT1_2_F)) +
-            x_ * CG_1_SQRT2PI * exp(-0.5f * x_ * x_)))
-
-#define BINARY(NAME, FWD, GA, GB)                                            \
+#define CG_BINARY(ID, NAME, FWD, GA, GB)                                     \
 __kernel void NAME##_f(__global const float *a, int ao,                     \
                        __global const float *b, int bo, int8 shape,         \
                        int8 sa, int8 sb, int nd, __global float *yv,        \
@@ -248,22 +240,9 @@ __kernel void NAME##_bv(__global const float *a, int ao,                    \
     }                                                                        \
 }
 
-BINARY(add, a_ + b_, g_, g_)
-BINARY(sub, a_ - b_, g_, -g_)
-BINARY(mul, a_ * b_, g_ * b_, g_ * a_)
-BINARY(div, a_ / b_, g_ / b_, -g_ * a_ / (b_ * b_))
-/* As PyTorch: no gradient to the exponent where the base is 0 and the
- * exponent non-negative (0^b is flat there). */
-BINARY(pow, pow(a_, b_),
-       b_ == 0.0f ? 0.0f : g_ * b_ * pow(a_, b_ - 1.0f),
-       (a_ == 0.0f && b_ >= 0.0f) ? 0.0f : g_ * y_ * log(a_))
-/* Ties split the gradient evenly, as PyTorch does. */
-BINARY(maximum, fmax(a_, b_),
-       a_ > b_ ? g_ : (a_ == b_ ? 0.5f * g_ : 0.0f),
-       b_ > a_ ? g_ : (a_ == b_ ? 0.5f * g_ : 0.0f))
-BINARY(minimum, fmin(a_, b_),
-       a_ < b_ ? g_ : (a_ == b_ ? 0.5f * g_ : 0.0f),
-       b_ < a_ ? g_ : (a_ == b_ ? 0.5f * g_ : 0.0f))
+/* The ops themselves (each macro above pastes NAME itself: passed on to
+ * another macro, a name such as exp would be expanded first). */
+#include "elementwise_ops.def"
 
 /* where: y = cond ? a : b, for a float32 (_f) or int32 (_i) condition. */
 #define WHERE(SUFFIX, CTYPE)                                                 \

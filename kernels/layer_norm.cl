@@ -21,34 +21,13 @@
  * to run.  layer_norm_wb runs one work-item per column j (N, padded), which
  * adds its column's rows in increasing r - again a fixed order, no atomics.
  *
- * Tunable: LWG, the work-group size of the row kernels (a power of two,
- * default 64; the host launches with the value in force).
+ * Tunable: LWG, the work-group size of the row kernels (a power of two;
+ * the host launches with the value in force).  The @tunable line is its
+ * one default (build-aux/cltable.sh puts it in the kernel table; the
+ * library always passes -DLWG) and the candidates clgrad-tune tries.
  *
  * @tunable LWG 64: 16 32 64 128 256
  */
-#ifndef LWG
-#define LWG 64
-#endif
-
-/* The work-group's sum of v, in a fixed tree order.  Every work-item of
- * the group must call it; buf is reusable on return. */
-inline float
-group_sum(__local float *buf, float v, uint lid)
-{
-    uint s;
-    float r;
-
-    buf[lid] = v;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (s = LWG / 2; s > 0; s >>= 1) {
-        if (lid < s)
-            buf[lid] += buf[lid + s];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    r = buf[0];
-    barrier(CLK_LOCAL_MEM_FENCE);
-    return r;
-}
 
 /* Two passes over the row (mean, then squared deviations): as accurate as
  * float32 allows, unlike E[x^2] - E[x]^2. */
@@ -64,14 +43,14 @@ layer_norm_f(__global const float *x, __global const float *w,
 
     for (j = lid; j < N; j += LWG)
         acc += x[base + j];
-    mu = group_sum(buf, acc, lid) / (float)N;
+    mu = cg_wg_sum(buf, acc, LWG) / (float)N;
     acc = 0.0f;
     for (j = lid; j < N; j += LWG) {
         float d = x[base + j] - mu;
 
         acc += d * d;
     }
-    rs = 1.0f / sqrt(group_sum(buf, acc, lid) / (float)N + eps);
+    rs = 1.0f / sqrt(cg_wg_sum(buf, acc, LWG) / (float)N + eps);
     for (j = lid; j < N; j += LWG) {
         float v = (x[base + j] - mu) * rs;
 
@@ -103,8 +82,8 @@ layer_norm_b(__global const float *x, __global const float *w, int flags,
         s1 += gh;
         s2 += gh * (x[base + j] - mu) * rs;
     }
-    m1 = group_sum(buf, s1, lid) / (float)N;
-    m2 = group_sum(buf, s2, lid) / (float)N;
+    m1 = cg_wg_sum(buf, s1, LWG) / (float)N;
+    m2 = cg_wg_sum(buf, s2, LWG) / (float)N;
     for (j = lid; j < N; j += LWG) {
         float gh = (flags & 1) ? g[base + j] * w[j] : g[base + j];
         float xh = (x[base + j] - mu) * rs;

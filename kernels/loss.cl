@@ -20,31 +20,13 @@
  * N * LWG, fixed-order tree: deterministic); every other kernel one
  * work-item per output element, padded to whole work-groups.
  *
- * Tunable: LWG, the work-group size of ce_f (a power of two, default 64).
+ * Tunable: LWG, the work-group size of ce_f (a power of two).  The
+ * @tunable line is its one default (build-aux/cltable.sh puts it in the
+ * kernel table; the library always passes -DLWG) and the candidates
+ * clgrad-tune tries.
  *
  * @tunable LWG 64: 16 32 64 128 256
  */
-#ifndef LWG
-#define LWG 64
-#endif
-
-/* Work-group max (domax) or sum of v; every work-item must call it. */
-inline float
-lw_reduce(__local float *buf, float v, int domax)
-{
-    uint lid = get_local_id(0), s;
-
-    barrier(CLK_LOCAL_MEM_FENCE);   /* buf may hold the last result */
-    buf[lid] = v;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (s = LWG / 2; s > 0; s >>= 1) {
-        if (lid < s)
-            buf[lid] = domax ? fmax(buf[lid], buf[lid + s])
-                             : buf[lid] + buf[lid + s];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    return buf[0];
-}
 
 /* The target of row i, or -1 if it is ignored (or out of range). */
 inline int
@@ -69,15 +51,15 @@ ce_f(__global const float *x, __global const int *t, int8 p, float eps,
 
     for (c = lid; c < nc; c += LWG)
         m = fmax(m, xr[(int)c * p.s2]);
-    m = lw_reduce(buf, m, 1);
+    m = cg_wg_max(buf, m, LWG);
     for (c = lid; c < nc; c += LWG) {
         float v = xr[(int)c * p.s2];
 
         se += exp(v - m);
         sd += m - v;        /* >= 0: no cancellation in the smoothing sum */
     }
-    se = lw_reduce(buf, se, 0);
-    sd = lw_reduce(buf, sd, 0);
+    se = cg_wg_sum(buf, se, LWG);
+    sd = cg_wg_sum(buf, sd, LWG);
     if (lid != 0)
         return;
     ls = log(se);

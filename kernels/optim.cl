@@ -28,15 +28,14 @@
  * clamp_inplace clamps a gradient to [lo, hi].  Every reduction has a fixed
  * shape: results are bit-identical from run to run.
  *
- * Tunable: RWG, the reduction work-group size (a power of two, default 64).
+ * Tunable: RWG, the reduction work-group size (a power of two).  The
+ * @tunable line is its one default (build-aux/cltable.sh puts it in the
+ * kernel table; the library always passes -DRWG) and the candidates
+ * clgrad-tune tries.
  *
  * @tunable RWG 64: 16 32 64 128 256
  */
 #pragma OPENCL FP_CONTRACT OFF
-
-#ifndef RWG
-#define RWG 64
-#endif
 
 #define VW 8
 #define VF float8
@@ -189,6 +188,10 @@ cg_norm_combine(float a, float b, int kind)
     return (isnan(a) || a >= b) ? a : b;
 }
 
+/* The work-group tree's combination (common.cl's CG_WG_TREE), with the
+ * kernel's `kind`. */
+#define NORM_COMBINE(a, b) cg_norm_combine(a, b, kind)
+
 /* Work-group w of ng (global size ng * RWG) reduces elements w * RWG +
  * lid, + ng * RWG, ... of g into part[pofs + w]. */
 __kernel __attribute__((reqd_work_group_size(RWG, 1, 1))) void
@@ -197,18 +200,13 @@ grad_norm_partial(__global const float *g, int go, uint n,
 {
     __local float buf[RWG];
     uint w = get_group_id(0), ng = get_num_groups(0);
-    uint lid = get_local_id(0), j, s;
+    uint lid = get_local_id(0), j;
     float acc = 0.0f;
 
     for (j = w * RWG + lid; j < n; j += ng * RWG)
         acc = cg_norm_combine(acc, cg_norm_term(g[go + j], kind, p), kind);
     buf[lid] = acc;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (s = RWG / 2; s > 0; s >>= 1) {
-        if (lid < s)
-            buf[lid] = cg_norm_combine(buf[lid], buf[lid + s], kind);
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
+    CG_WG_TREE(buf, lid, RWG, NORM_COMBINE);
     if (lid == 0)
         part[pofs + w] = buf[0];
 }
@@ -220,18 +218,13 @@ grad_norm_finish(__global const float *part, uint npart,
                  __global float *out, int kind, float p, float max_norm)
 {
     __local float buf[RWG];
-    uint lid = get_local_id(0), j, s;
+    uint lid = get_local_id(0), j;
     float acc = 0.0f, total, coef;
 
     for (j = lid; j < npart; j += RWG)
         acc = cg_norm_combine(acc, part[j], kind);
     buf[lid] = acc;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (s = RWG / 2; s > 0; s >>= 1) {
-        if (lid < s)
-            buf[lid] = cg_norm_combine(buf[lid], buf[lid + s], kind);
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
+    CG_WG_TREE(buf, lid, RWG, NORM_COMBINE);
     if (lid != 0)
         return;
     total = buf[0];

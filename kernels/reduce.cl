@@ -22,30 +22,12 @@
  * take this path.  Their summation orders depend only on the sizes (and
  * RWG): deterministic too.
  *
- * Tunable: RWG, the work-group size (a power of two, default 64).
+ * Tunable: RWG, the work-group size (a power of two).  The @tunable line
+ * is its one default (build-aux/cltable.sh puts it in the kernel table;
+ * the library always passes -DRWG) and the candidates clgrad-tune tries.
  *
  * @tunable RWG 64: 16 32 64 128 256
  */
-#ifndef RWG
-#define RWG 64
-#endif
-
-/* The sum of buf[0 .. RWG - 1], each work-item having stored its own
- * buf[lid]: a fixed-shape tree, the same order on every run.  Every
- * work-item of the group calls it and gets the sum. */
-inline __attribute__((always_inline)) float
-tree_sum(__local float *buf, uint lid)
-{
-    uint s;
-
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (s = RWG / 2; s > 0; s >>= 1) {
-        if (lid < s)
-            buf[lid] += buf[lid + s];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    return buf[0];
-}
 
 __kernel __attribute__((reqd_work_group_size(RWG, 1, 1))) void
 reduce_sum(__global const float *x, int xo, int8 kshape, int8 kst, int knd,
@@ -59,8 +41,7 @@ reduce_sum(__global const float *x, int xo, int8 kshape, int8 kst, int knd,
 
     for (j = lid; j < nred; j += RWG)
         acc += x[base + cg_off(j, rshape, rst, rnd)];
-    buf[lid] = acc;
-    acc = tree_sum(buf, lid);
+    acc = cg_wg_sum(buf, acc, RWG);
     if (lid == 0)
         y[o] = acc * scale;
 }
@@ -104,8 +85,7 @@ reduce_rows(__global const float *x, int xo, uint len, uint chunk,
         v += VLOAD(0, p + j);
     for (; j < e; j++)
         acc += p[j];
-    buf[lid] = cg_hsum(v) + acc;
-    acc = tree_sum(buf, lid);
+    acc = cg_wg_sum(buf, cg_hsum(v) + acc, RWG);
     if (lid == 0)
         part[(size_t)o * ng + w] = acc * scale;
 }
@@ -233,8 +213,7 @@ reduce_var(__global const float *x, int xo, int8 kshape, int8 kst, int knd,
 
     for (j = lid; j < nred; j += RWG)
         acc += x[base + cg_off(j, rshape, rst, rnd)];
-    buf[lid] = acc;
-    mean = tree_sum(buf, lid) / (float)nred;
+    mean = cg_wg_sum(buf, acc, RWG) / (float)nred;
     barrier(CLK_LOCAL_MEM_FENCE);
     acc = 0.0f;
     for (j = lid; j < nred; j += RWG) {
@@ -242,8 +221,7 @@ reduce_var(__global const float *x, int xo, int8 kshape, int8 kst, int knd,
 
         acc += d * d;
     }
-    buf[lid] = acc;
-    acc = tree_sum(buf, lid);
+    acc = cg_wg_sum(buf, acc, RWG);
     if (lid == 0)
         y[o] = acc / ((float)nred - correction);
 }

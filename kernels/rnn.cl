@@ -47,9 +47,10 @@
  * arrays.  The host pads the global size to a multiple of WG.
  *
  * Tunable: VW (vector width), RB (rows per item), WG (work-group size).
- * clgrad-tune reads its candidates from these lines, "@tunable NAME
- * DEFAULT: VALUES" (keep the defaults equal to the #defines below and to
- * lib/nn/rnn_step.c's; RB is at most 8 and WG at most 256 there):
+ * These lines, "@tunable NAME DEFAULT: VALUES", are their one default
+ * (build-aux/cltable.sh puts them in the kernel table; lib/nn/rnn_step.c
+ * always passes all three as -D) and the candidates clgrad-tune tries
+ * (RB is at most 8 and WG at most 256 there):
  * @tunable VW 4: 1 2 4 8 16
  * @tunable RB 2: 1 2 4 8
  * @tunable WG 64: 8 16 32 64 128 256
@@ -61,15 +62,6 @@
  */
 #ifndef HPROJ
 #define HPROJ 0
-#endif
-#ifndef VW
-#define VW 4
-#endif
-#ifndef RB
-#define RB 2
-#endif
-#ifndef WG
-#define WG 64
 #endif
 
 #define CG_CAT_(a, b) a##b

@@ -12,48 +12,12 @@
  * bit-identical from run to run.  The row's maximum is subtracted before
  * exp, so no finite input overflows.
  *
- * Tunable: SWG, the work-group size (a power of two, default 64).
+ * Tunable: SWG, the work-group size (a power of two).  The @tunable line
+ * is its one default (build-aux/cltable.sh puts it in the kernel table;
+ * the library always passes -DSWG) and the candidates clgrad-tune tries.
  *
  * @tunable SWG 64: 16 32 64 128 256
  */
-#ifndef SWG
-#define SWG 64
-#endif
-
-/* The sum of v over the work-group; every work-item must call it. */
-inline float
-sm_sum(__local float *buf, float v)
-{
-    uint lid = get_local_id(0), s;
-
-    barrier(CLK_LOCAL_MEM_FENCE);   /* buf may hold the last result */
-    buf[lid] = v;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (s = SWG / 2; s > 0; s >>= 1) {
-        if (lid < s)
-            buf[lid] += buf[lid + s];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    return buf[0];
-}
-
-/* The maximum of v over the work-group (NaN is ignored here; it still
- * makes the whole row NaN through exp). */
-inline float
-sm_max(__local float *buf, float v)
-{
-    uint lid = get_local_id(0), s;
-
-    barrier(CLK_LOCAL_MEM_FENCE);
-    buf[lid] = v;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (s = SWG / 2; s > 0; s >>= 1) {
-        if (lid < s)
-            buf[lid] = fmax(buf[lid], buf[lid + s]);
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    return buf[0];
-}
 
 /* y = softmax(x) along the row, or log_softmax(x) when logmode is set. */
 __kernel __attribute__((reqd_work_group_size(SWG, 1, 1))) void
@@ -70,10 +34,10 @@ softmax_f(__global const float *x, int xo, int8 kshape, int8 kx, int8 ky,
 
     for (j = lid; j < n; j += SWG)
         m = fmax(m, xr[j * xs]);
-    m = sm_max(buf, m);
+    m = cg_wg_max(buf, m, SWG);    /* a NaN still makes the row NaN */
     for (j = lid; j < n; j += SWG)
         s += exp(xr[j * xs] - m);
-    s = sm_sum(buf, s);
+    s = cg_wg_sum(buf, s, SWG);
     ls = log(s);
     for (j = lid; j < n; j += SWG)
         yr[j * ys] = logmode ? xr[j * xs] - m - ls
@@ -98,7 +62,7 @@ softmax_b(__global const float *y, __global const float *g,
     gx += base;
     for (j = lid; j < n; j += SWG)
         s += logmode ? g[j * ys] : g[j * ys] * y[j * ys];
-    s = sm_sum(buf, s);
+    s = cg_wg_sum(buf, s, SWG);
     for (j = lid; j < n; j += SWG)
         gx[j * ys] = logmode ? g[j * ys] - exp(y[j * ys]) * s
                              : y[j * ys] * (g[j * ys] - s);

@@ -1,8 +1,9 @@
 /*
  * tests/test_program.c - kernels: the embedded sources build and run, the
  * CLGRAD_KERNEL_DIR override, the program binary cache (miss, hit,
- * corruption, off switch, the error state left alone) and build failures
- * with their log.
+ * corruption, off switch, the error state left alone), build failures
+ * with their log, and the kernel table generated from the sources
+ * (build-aux/cltable.sh).
  */
 #include <dirent.h>
 #include <stdio.h>
@@ -26,8 +27,8 @@ run_copy4(cg_context *ctx, cl_uint n)
 
     for (i = 0; i < 4 * (size_t)n; i++)
         host[i] = (float)i;
-    ck_assert_msg(cg__kernel_create(ctx, "measure", NULL, "copy4", &k) ==
-                  CG_OK, "%s", cg_last_error());
+    ck_assert_msg(cg__kernel_create(ctx, CG__K_COPY4, NULL, &k) == CG_OK,
+                  "%s", cg_last_error());
     a = cg_buffer_new(ctx, n * 16);
     b = cg_buffer_new(ctx, n * 16);
     ck_assert_ptr_nonnull(b);
@@ -35,9 +36,7 @@ run_copy4(cg_context *ctx, cl_uint n)
     memset(host, 0, n * 16);
     ma = cg__buffer_mem(a);
     mb = cg__buffer_mem(b);
-    clSetKernelArg(k, 0, sizeof ma, &ma);
-    clSetKernelArg(k, 1, sizeof mb, &mb);
-    clSetKernelArg(k, 2, sizeof n, &n);
+    ck_assert_int_eq(cg__args(k, CG__ARG(ma), CG__ARG(mb), CG__ARG(n)), CG_OK);
     ck_assert_int_eq(cg__launch(ctx, k, 1, &global, &local, NULL), CG_OK);
     ck_assert_int_eq(cg_buffer_read(b, 0, host, n * 16), CG_OK);
     clReleaseKernel(k);
@@ -70,7 +69,7 @@ START_TEST(kernel_dir_override_reads_sources_from_disk)
     char path[512];
     FILE *f;
     cg_context *ctx;
-    cl_kernel k;
+    cg__program *p;
     float *out;
     size_t i;
 
@@ -89,9 +88,113 @@ START_TEST(kernel_dir_override_reads_sources_from_disk)
         ck_assert_float_eq(out[i], 2.0f * (float)i);
     free(out);
     /* A kernel file missing from the directory is an I/O error. */
-    ck_assert_int_eq(cg__kernel_create(ctx, "nothing_here", NULL, "x", &k),
-                     CG_EIO);
+    ck_assert_int_eq(cg__program_get(ctx, "nothing_here", NULL, &p), CG_EIO);
     ck_assert_ptr_nonnull(strstr(cg_last_error(), "nothing_here.cl"));
+    cg_context_free(ctx);
+    unsetenv("CLGRAD_KERNEL_DIR");
+}
+END_TEST
+
+/* Every kernel of the generated table exists in its file's program, built
+ * with the file's tunables: a kernel the generator misread, or a file
+ * that needs a default the table does not give, fails here. */
+START_TEST(every_table_kernel_builds)
+{
+    cl_kernel k;
+    char name[128];
+    size_t len;
+    int i;
+
+    for (i = 0; i < CG__K_COUNT; i++) {
+        ck_assert_msg(cg__kernel(tt_ctx(), (cg__kid)i, &k) == CG_OK,
+                      "%s: %s", cg__kernel_table[i].name, cg_last_error());
+        ck_assert_int_eq(clGetKernelInfo(k, CL_KERNEL_FUNCTION_NAME,
+                                         sizeof name, name, &len), CL_SUCCESS);
+        ck_assert_str_eq(name, cg__kernel_table[i].name);
+    }
+    for (i = 0; i < CG__P_COUNT; i++)
+        ck_assert_int_gt(cg__param_table[i].ncand, 0);
+}
+END_TEST
+
+/* A kernel argument the kernel refuses is reported with its index and
+ * the kernel's name. */
+START_TEST(argument_errors_name_the_kernel)
+{
+    cl_kernel k;
+    cl_mem m = NULL;
+    cl_uchar small = 0;
+
+    ck_assert_int_eq(cg__kernel(tt_ctx(), CG__K_COPY4, &k), CG_OK);
+    ck_assert_int_ne(cg__args(k, CG__ARG(m), CG__ARG(small)), CG_OK);
+    ck_assert_ptr_nonnull(strstr(cg_last_error(), "clSetKernelArg(1)"));
+    ck_assert_ptr_nonnull(strstr(cg_last_error(), "copy4"));
+}
+END_TEST
+
+/* Setting a tunable rebuilds its file's kernels with the new value (the
+ * work-group size the kernel requires follows) and leaves the others;
+ * clearing the tuning brings back the table's defaults. */
+START_TEST(setting_a_tunable_rebuilds_its_file)
+{
+    cg_context *ctx = cg_context_new(NULL);
+    cl_kernel k, other, again;
+    size_t wg[3];
+
+    ck_assert_ptr_nonnull(ctx);
+    ck_assert_int_eq(cg__kernel(ctx, CG__K_COPY4, &other), CG_OK);
+    cg__param_set(ctx, CG__P_REDUCE_RWG, 32);
+    ck_assert_int_eq(cg__kernel(ctx, CG__K_REDUCE_SUM, &k), CG_OK);
+    ck_assert_int_eq(clGetKernelWorkGroupInfo(k, ctx->device,
+                     CL_KERNEL_COMPILE_WORK_GROUP_SIZE, sizeof wg, wg, NULL),
+                     CL_SUCCESS);
+    ck_assert_uint_eq(wg[0], 32);
+    cg__param_set(ctx, CG__P_REDUCE_RWG, 16);
+    ck_assert_ptr_null(ctx->k[CG__K_REDUCE_SUM]);
+    ck_assert_int_eq(cg__kernel(ctx, CG__K_REDUCE_SUM, &k), CG_OK);
+    ck_assert_int_eq(clGetKernelWorkGroupInfo(k, ctx->device,
+                     CL_KERNEL_COMPILE_WORK_GROUP_SIZE, sizeof wg, wg, NULL),
+                     CL_SUCCESS);
+    ck_assert_uint_eq(wg[0], 16);
+    ck_assert_int_eq(cg__kernel(ctx, CG__K_COPY4, &again), CG_OK);
+    ck_assert_ptr_eq(again, other);
+    ck_assert_int_eq(cg_context_clear_tuning(ctx), CG_OK);
+    ck_assert_int_eq(cg__param(ctx, CG__P_REDUCE_RWG),
+                     cg__param_table[CG__P_REDUCE_RWG].dflt);
+    cg_context_free(ctx);
+}
+END_TEST
+
+/* A kernel file read from CLGRAD_KERNEL_DIR gets its list files inlined,
+ * as the embedded sources do. */
+START_TEST(kernel_dir_inlines_list_files)
+{
+    char path[512];
+    FILE *f;
+    cg_context *ctx;
+    cg__program *p;
+    cl_kernel k;
+    cl_int rc;
+
+    snprintf(path, sizeof path, "%s/fam.def", tt_tmpdir());
+    f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("K(one)\nK(two)\n", f);
+    fclose(f);
+    snprintf(path, sizeof path, "%s/fam.cl", tt_tmpdir());
+    f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("#define K(n) __kernel void n(__global int *x) { x[0] = 1; }\n"
+          "#include \"fam.def\"\n", f);
+    fclose(f);
+    setenv("CLGRAD_KERNEL_DIR", tt_tmpdir(), 1);
+    ctx = cg_context_new(NULL);
+    ck_assert_ptr_nonnull(ctx);
+    ck_assert_msg(cg__program_get(ctx, "fam", NULL, &p) == CG_OK, "%s",
+                  cg_last_error());
+    k = clCreateKernel(p->program, "two", &rc);
+    ck_assert_int_eq(rc, CL_SUCCESS);
+    clReleaseKernel(k);
     cg_context_free(ctx);
     unsetenv("CLGRAD_KERNEL_DIR");
 }
@@ -304,6 +407,10 @@ main(void)
     tcase_add_test(tc, cache_io_leaves_the_error_state_alone);
     tcase_add_test(tc, syntax_error_reports_the_build_log);
     tcase_add_test(tc, cache_directory_follows_the_environment);
+    tcase_add_test(tc, every_table_kernel_builds);
+    tcase_add_test(tc, argument_errors_name_the_kernel);
+    tcase_add_test(tc, setting_a_tunable_rebuilds_its_file);
+    tcase_add_test(tc, kernel_dir_inlines_list_files);
     suite_add_tcase(s, tc);
     return tt_run(s);
 }

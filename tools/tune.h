@@ -147,7 +147,7 @@ double tu_median(double *v, int n);
 #define TU_MAX_SEGS 24
 
 /* A parameter declared by a kernel file's banner line
- * " * @tunable NAME DEFAULT: V V V ...". */
+ * " * @tunable NAME DEFAULT: V V V ...", as the kernel table has it. */
 typedef struct tu_tunable {
     char name[16];
     int def;
@@ -155,9 +155,9 @@ typedef struct tu_tunable {
     int n;
 } tu_tunable;
 
-/* Parses the @tunable lines of a kernel file's source into t (up to max);
- * returns how many. */
-int tu_parse_tunables(const char *src, tu_tunable *t, int max);
+/* The tunables of kernel file `file` (kernels/<file>.cl) from the kernel
+ * table into t (up to max); returns how many. */
+int tu_file_tunables(const char *file, tu_tunable *t, int max);
 
 /* Host copies of a run's outputs, as segments of one array, so that each
  * tensor is compared against its own scale. */

@@ -2,7 +2,8 @@
  * tools/tune_kernels.c - clgrad-tune's stage "kernels": the work-group size
  * of the reduction kernel files, one entry per file (kernel "reduce",
  * "softmax", "layer_norm", "loss", "optim", shape "any"), whose candidates
- * are the @tunable line of each file's banner.  Each file is timed on a
+ * are the @tunable line of each file's banner, read from the kernel table
+ * the library is built with (build-aux/cltable.sh).  Each file is timed on a
  * representative operation of the size a training run of the first
  * --model-shape uses (B*T rows, H, 4H, I, a 65-character vocabulary):
  *   reduce      row sums, cg_sum over the last axis of [B*T, 4H]
@@ -326,7 +327,7 @@ static int
 tune_file(tu_run *r, int which, const ksize *sz)
 {
     const char *file = file_names[which];
-    char *src = NULL, hash[33], what[96], note[128], why[512], buf[256];
+    char hash[33], what[96], note[128], why[512], buf[256];
     tu_tunable t;
     tu_out ref = { 0 };
     tu_params best, cand;
@@ -338,16 +339,13 @@ tune_file(tu_run *r, int which, const ksize *sz)
     snprintf(note, sizeof note, "%s; per call, median of up to %d", what,
              MAX_REPS);
     k = tu_report_kernel(r, file, "any", note);
-    if (cg__kernel_source(file, &src) != CG_OK ||
-        cg_kernel_source_hash(file, hash) != CG_OK) {
+    if (cg_kernel_source_hash(file, hash) != CG_OK) {
         snprintf(why, sizeof why, "%s", cg_last_error());
-        free(src);
         tu_say(r, "%s: %s", file, why);
         tu_report_result(k, 0, NULL, 0, why);
         return -1;
     }
-    n = tu_parse_tunables(src, &t, 1);
-    free(src);
+    n = tu_file_tunables(file, &t, 1);
     if (n != 1) {
         snprintf(why, sizeof why, "kernels/%s.cl declares no @tunable "
                  "parameter", file);

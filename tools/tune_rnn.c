@@ -8,8 +8,9 @@
  * must give the defaults' output and gradients; it is then timed on the
  * step kernels' launches alone (a layer's pass is mostly GEMMs, whose time
  * and noise buried the differences).  The rnn.path stage times whole
- * layers on either path.  The @tunable parser and the output helpers
- * (tu_parse_tunables, tu_out_*) serve tune_kernels.c too.
+ * layers on either path.  The candidates come from the kernel table
+ * (build-aux/cltable.sh); its reader and the output helpers
+ * (tu_file_tunables, tu_out_*) serve tune_kernels.c too.
  */
 #include <math.h>
 #include <stdio.h>
@@ -23,39 +24,24 @@
 #define MAX_GRID 1024
 #define MAX_REPS 5
 
-/* The default of lib/nn/rnn.c's CG__RNN_GEMM_MIN_H, which the library does
- * not export: the policy an rnn.path entry is compared with. */
-#define LIB_GEMM_MIN_H 1024
-
 typedef tu_tunable tunable;
 typedef tu_out rnn_out;
 
 int
-tu_parse_tunables(const char *src, tunable *t, int max)
+tu_file_tunables(const char *file, tunable *t, int max)
 {
-    const char *p = src;
-    int n = 0;
+    int n = 0, p, j;
 
-    while ((p = strstr(p, "@tunable")) && n < max) {
-        const char *eol = strchr(p, '\n');
-        char line[256], *q, *end;
-        long v;
+    for (p = 0; p < CG__P_COUNT && n < max; p++) {
+        const cg__param_info *pi = &cg__param_table[p];
 
-        snprintf(line, sizeof line, "%.*s",
-                 (int)(eol ? eol - p : (long)strlen(p)), p);
-        p += 8;
-        q = line + 8;
-        if (sscanf(q, " %15[A-Za-z_0-9] %d:", t[n].name, &t[n].def) != 2)
+        if (strcmp(cg__kfile_names[pi->file], file) != 0)
             continue;
-        q = strchr(q, ':') + 1;
-        t[n].n = 0;
-        while (t[n].n < TU_MAX_VALUES &&
-               (v = strtol(q, &end, 10), end != q)) {
-            t[n].vals[t[n].n++] = (int)v;
-            q = end;
-        }
-        if (t[n].n)
-            n++;
+        snprintf(t[n].name, sizeof t[n].name, "%s", pi->name);
+        t[n].def = (int)pi->dflt;
+        for (j = 0; j < pi->ncand && j < TU_MAX_VALUES; j++)
+            t[n].vals[j] = (int)pi->cand[j];
+        t[n++].n = j;
     }
     return n;
 }
@@ -445,18 +431,15 @@ int
 tu_stage_rnn(tu_run *r)
 {
     tunable t[MAX_TUNABLES];
-    char hash[33], *src = NULL;
+    char hash[33];
     int nt, i, failed = 0;
     double end;
 
-    if (cg__kernel_source("rnn", &src) != CG_OK ||
-        cg_kernel_source_hash("rnn", hash) != CG_OK) {
+    if (cg_kernel_source_hash("rnn", hash) != CG_OK) {
         tu_say(r, "rnn: %s", cg_last_error());
-        free(src);
         return -1;
     }
-    nt = tu_parse_tunables(src, t, MAX_TUNABLES);
-    free(src);
+    nt = tu_file_tunables("rnn", t, MAX_TUNABLES);
     if (nt == 0) {
         tu_say(r, "rnn: kernels/rnn.cl declares no @tunable parameters");
         return -1;
@@ -580,7 +563,7 @@ tu_stage_rnn_path(tu_run *r)
      * measured. */
     for (i = nh - 1; i >= 0 && us[i][1] < us[i][0]; i--)
         min_h = hs[i];
-    def_h = env && *env ? atoi(env) : LIB_GEMM_MIN_H;
+    def_h = env && *env ? atoi(env) : CG__RNN_GEMM_MIN_H;
     for (i = 0; i < nh; i++) {
         sum += us[i][min_h > 0 && hs[i] >= min_h];
         def_sum += us[i][def_h > 0 && hs[i] >= def_h];

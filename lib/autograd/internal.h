@@ -29,7 +29,6 @@ typedef int (*cg__backward_fn)(cg__node *n, cg_tensor *gout,
 struct cg__node {
     int refs;
     const char *op;               /* static name, e.g. "add" */
-    const char *kname;            /* kernel name prefix, if any */
     cg__backward_fn backward;
     int ninputs;
     cg_tensor *inputs[CG__NODE_INPUTS];   /* references */

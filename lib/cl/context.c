@@ -1,6 +1,7 @@
 /*
- * lib/cl/context.c - a context: one device, one in-order queue, its programs
- * and its memory pool.
+ * lib/cl/context.c - a context's device layer: one device, one in-order
+ * queue, its programs and its memory pool.  The public constructor
+ * (lib/context.c) builds this, then puts tuning in force.
  */
 #include "config.h"
 
@@ -20,22 +21,13 @@ cg__now(void)
 }
 
 cg_context *
-cg_context_new(const char *selector)
-{
-    cg_context_options opts = { selector, 0, 0 };
-
-    return cg_context_new_with(&opts);
-}
-
-cg_context *
-cg_context_new_with(const cg_context_options *opts)
+cg__context_create(const cg_context_options *opts)
 {
     cg_context *ctx = NULL;
     cl_command_queue_properties props = 0;
     cl_int rc;
     int index, status;
 
-    cg__error_clear();
     status = cg_device_select(opts ? opts->device : NULL, &index);
     if (status)
         return NULL;
@@ -49,19 +41,15 @@ cg_context_new_with(const cg_context_options *opts)
     if (status)
         goto fail;
     ctx->context = clCreateContext(NULL, 1, &ctx->device, NULL, NULL, &rc);
-    CHECK_CL(rc, "clCreateContext");
+    CG__CHECK_CL(rc, "clCreateContext");
     ctx->profiling = opts && opts->profiling;
     ctx->exact_blocks = getenv("CLGRAD_POOL_EXACT") &&
                         strcmp(getenv("CLGRAD_POOL_EXACT"), "1") == 0;
     if (ctx->profiling)
         props |= CL_QUEUE_PROFILING_ENABLE;
     ctx->queue = clCreateCommandQueue(ctx->context, ctx->device, props, &rc);
-    CHECK_CL(rc, "clCreateCommandQueue");
-    /* The tuning database (lib/tune) decides the kernels' parameters; a
-     * bad or stale file only leaves a warning in cg_last_error. */
-    if (!(opts && opts->no_tuning) &&
-        !(getenv("CLGRAD_TUNING") && strcmp(getenv("CLGRAD_TUNING"), "0") == 0))
-        cg_context_apply_tuning(ctx);
+    CG__CHECK_CL(rc, "clCreateCommandQueue");
+    cg__params_reset(ctx);
     return ctx;
 fail:
     (void)status;
@@ -72,18 +60,14 @@ fail:
 }
 
 void
-cg_context_free(cg_context *ctx)
+cg__context_destroy(cg_context *ctx)
 {
-    if (!ctx)
-        return;
     clFinish(ctx->queue);
     cg__profile_free(ctx);
     cg__pool_destroy(ctx);
     cg__programs_free(ctx);
     clReleaseCommandQueue(ctx->queue);
     clReleaseContext(ctx->context);
-    free(ctx->build_defines);
-    free(ctx->tuning);
     free(ctx);
 }
 
@@ -105,7 +89,7 @@ cg_context_finish(cg_context *ctx)
     cg__error_clear();
     if (!ctx)
         return cg__error(CG_EINVAL, "ctx is NULL");
-    CHECK_CL(clFinish(ctx->queue), "clFinish");
+    CG__CHECK_CL(clFinish(ctx->queue), "clFinish");
 fail:
     return status;
 }
@@ -128,7 +112,7 @@ cg__launch(cg_context *ctx, cl_kernel kernel, cl_uint dims,
 
     cl_event ev = NULL;
 
-    CHECK_CL(clEnqueueNDRangeKernel(ctx->queue, kernel, dims, NULL, global,
+    CG__CHECK_CL(clEnqueueNDRangeKernel(ctx->queue, kernel, dims, NULL, global,
                                     local, 0, NULL,
                                     ctx->profiling ? &ev : event),
              "clEnqueueNDRangeKernel");

@@ -62,14 +62,14 @@ static int
 measure_copy(cg_context *ctx, cg_measurements *out)
 {
     cg_buffer *a = NULL, *b = NULL;
-    cl_kernel k = NULL;
+    cl_kernel k;
     cl_mem ma, mb;
     cl_uint n = (cl_uint)(BW_BYTES / 16);
     size_t local = 64, global = ((size_t)n + 63) / 64 * 64;
     double t, best = 1e30;
     int i, status;
 
-    status = cg__kernel_create(ctx, "measure", NULL, "copy4", &k);
+    status = cg__kernel(ctx, CG__K_COPY4, &k);
     if (status)
         return status;
     a = cg_buffer_new(ctx, BW_BYTES);
@@ -80,18 +80,18 @@ measure_copy(cg_context *ctx, cg_measurements *out)
     }
     ma = cg__buffer_mem(a);
     mb = cg__buffer_mem(b);
-    CHECK_CL(clEnqueueFillBuffer(ctx->queue, ma, &(float){ 1.0f },
+    CG__CHECK_CL(clEnqueueFillBuffer(ctx->queue, ma, &(float){ 1.0f },
                                  sizeof(float), 0, BW_BYTES, 0, NULL, NULL),
              "clEnqueueFillBuffer");
-    CHECK_CL(clSetKernelArg(k, 0, sizeof ma, &ma), "clSetKernelArg");
-    CHECK_CL(clSetKernelArg(k, 1, sizeof mb, &mb), "clSetKernelArg");
-    CHECK_CL(clSetKernelArg(k, 2, sizeof n, &n), "clSetKernelArg");
+    status = cg__args(k, CG__ARG(ma), CG__ARG(mb), CG__ARG(n));
+    if (status)
+        goto fail;
     for (i = 0; i <= BW_REPS; i++) {
         t = cg__now();
         status = cg__launch(ctx, k, 1, &global, &local, NULL);
         if (status)
             goto fail;
-        CHECK_CL(clFinish(ctx->queue), "clFinish");
+        CG__CHECK_CL(clFinish(ctx->queue), "clFinish");
         t = cg__now() - t;
         if (i > 0 && t < best)
             best = t;
@@ -100,20 +100,18 @@ measure_copy(cg_context *ctx, cg_measurements *out)
 fail:
     cg_buffer_free(a);
     cg_buffer_free(b);
-    if (k)
-        clReleaseKernel(k);
     return status;
 }
 
 static int
 measure_launch(cg_context *ctx, cg_measurements *out)
 {
-    cl_kernel k = NULL;
+    cl_kernel k;
     size_t one = 1;
     double t, best = 1e30;
     int i, status;
 
-    status = cg__kernel_create(ctx, "measure", NULL, "empty", &k);
+    status = cg__kernel(ctx, CG__K_EMPTY, &k);
     if (status)
         return status;
     for (i = 0; i <= LAUNCH_REPS; i++) {
@@ -121,7 +119,7 @@ measure_launch(cg_context *ctx, cg_measurements *out)
         status = cg__launch(ctx, k, 1, &one, &one, NULL);
         if (status)
             goto fail;
-        CHECK_CL(clFinish(ctx->queue), "clFinish");
+        CG__CHECK_CL(clFinish(ctx->queue), "clFinish");
         t = cg__now() - t;
         if (i > 0 && t < best)
             best = t;
@@ -133,11 +131,9 @@ measure_launch(cg_context *ctx, cg_measurements *out)
         if (status)
             goto fail;
     }
-    CHECK_CL(clFinish(ctx->queue), "clFinish");
+    CG__CHECK_CL(clFinish(ctx->queue), "clFinish");
     out->launch_queued_us = (cg__now() - t) * 1e6 / QUEUED_LAUNCHES;
 fail:
-    if (k)
-        clReleaseKernel(k);
     return status;
 }
 

@@ -227,7 +227,7 @@ cg_buffer_write(cg_buffer *buf, size_t offset, const void *src, size_t bytes)
     status = check_range(buf, offset, src, bytes);
     if (status || bytes == 0)
         return status;
-    CHECK_CL(clEnqueueWriteBuffer(buf->ctx->queue, cg__buffer_mem(buf),
+    CG__CHECK_CL(clEnqueueWriteBuffer(buf->ctx->queue, cg__buffer_mem(buf),
                                   CL_TRUE, offset, bytes, src, 0, NULL,
                                   NULL),
              "clEnqueueWriteBuffer");
@@ -244,7 +244,7 @@ cg_buffer_read(const cg_buffer *buf, size_t offset, void *dst, size_t bytes)
     status = check_range(buf, offset, dst, bytes);
     if (status || bytes == 0)
         return status;
-    CHECK_CL(clEnqueueReadBuffer(buf->ctx->queue, cg__buffer_mem(buf),
+    CG__CHECK_CL(clEnqueueReadBuffer(buf->ctx->queue, cg__buffer_mem(buf),
                                  CL_TRUE, offset, bytes, dst, 0, NULL, NULL),
              "clEnqueueReadBuffer");
 fail:

@@ -17,7 +17,6 @@
  */
 #include "config.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,20 +47,58 @@ cg__kernel_source_embedded(const char *name)
     return NULL;
 }
 
+/* src with each line #include "LIST.def" replaced by dir/LIST.def, as
+ * build-aux/cl2c.sh does for the embedded sources (a program built from a
+ * string has no files to include).  Takes src over: *out replaces it,
+ * and it is freed on error. */
+static int
+inline_lists(const char *dir, char *src, char **out)
+{
+    static const char tag[] = "#include \"";
+    char *at = strstr(src, "\n" "#include \""), *name, *end, *list, *res;
+    char path[4096];
+    size_t n;
+
+    at = strncmp(src, tag, sizeof tag - 1) == 0 ? src : at ? at + 1 : NULL;
+    if (!at) {
+        *out = src;
+        return CG_OK;
+    }
+    name = at + sizeof tag - 1;
+    end = strchr(name, '"');
+    snprintf(path, sizeof path, "%s/%.*s", dir, end ? (int)(end - name) : 0,
+             name);
+    list = end ? cg__read_file(path, NULL) : NULL;
+    if (!end)
+        cg__error(CG_EINVAL, "an #include without its closing quote");
+    n = list ? strlen(src) + strlen(list) + 1 : 0;
+    res = list ? cg__malloc(n) : NULL;
+    if (res)
+        snprintf(res, n, "%.*s%s%s", (int)(at - src), src, list,
+                 strchr(end, '\n') ? strchr(end, '\n') : "");
+    free(list);
+    free(src);
+    if (!res)
+        return end && list ? CG_EHOSTMEM : CG_EIO;
+    return inline_lists(dir, res, out);
+}
+
 /* One kernel file's text, from CLGRAD_KERNEL_DIR or embedded. */
 static int
 kernel_file(const char *name, char **out)
 {
     const char *dir = getenv("CLGRAD_KERNEL_DIR");
     const char *src;
-    char path[4096];
+    char path[4096], *text;
 
     if (dir && *dir) {
         snprintf(path, sizeof path, "%s/%s.cl", dir, name);
-        *out = cg__read_file(path, NULL);
-        if (!*out)
+        text = cg__read_file(path, NULL);
+        if (!text || inline_lists(dir, text, out)) {
             cg__error_append(" (CLGRAD_KERNEL_DIR is set)");
-        return *out ? CG_OK : CG_EIO;
+            return CG_EIO;
+        }
+        return CG_OK;
     }
     src = cg__kernel_source_embedded(name);
     if (!src)
@@ -312,19 +349,17 @@ build(cg_context *ctx, const char *name, const char *source,
 }
 
 static char *
-full_options(const cg_context *ctx, const char *options)
+full_options(const char *options)
 {
-    const char *defs = ctx->build_defines ? ctx->build_defines : "";
     size_t n;
     char *s;
 
     if (!options)
         options = "";
-    n = strlen(BASE_OPTIONS) + strlen(defs) + strlen(options) + 3;
+    n = strlen(BASE_OPTIONS) + strlen(options) + 2;
     s = cg__malloc(n);
     if (s)
-        snprintf(s, n, "%s%s%s%s%s", BASE_OPTIONS, *defs ? " " : "", defs,
-                 *options ? " " : "", options);
+        snprintf(s, n, "%s%s%s", BASE_OPTIONS, *options ? " " : "", options);
     return s;
 }
 
@@ -336,7 +371,7 @@ cg__program_get_source(cg_context *ctx, const char *name, const char *source,
     char *opts;
     int status;
 
-    opts = full_options(ctx, options);
+    opts = full_options(options);
     if (!opts)
         return CG_EHOSTMEM;
     for (p = ctx->programs; p; p = p->next)
@@ -379,7 +414,7 @@ cg__program_get(cg_context *ctx, const char *name, const char *options,
     int status;
 
     /* Look for the program before reading its source again. */
-    opts = full_options(ctx, options);
+    opts = full_options(options);
     if (!opts)
         return CG_EHOSTMEM;
     for (p = ctx->programs; p; p = p->next)
@@ -398,125 +433,118 @@ cg__program_get(cg_context *ctx, const char *name, const char *options,
     return status;
 }
 
-int
-cg__kernel_create(cg_context *ctx, const char *name, const char *options,
-                  const char *kernel, cl_kernel *out)
+/* kernel id of program p, or an error naming both. */
+static int
+create(cg__program *p, cg__kid id, cl_kernel *out)
 {
-    cg__program *p;
     cl_int rc;
-    int status;
 
-    status = cg__program_get(ctx, name, options, &p);
-    if (status)
-        return status;
-    *out = clCreateKernel(p->program, kernel, &rc);
+    *out = clCreateKernel(p->program, cg__kernel_table[id].name, &rc);
     if (rc != CL_SUCCESS)
         return cg__error(rc, "clCreateKernel('%s' in %s.cl) failed: %s (%d)",
-                         kernel, name, cg__cl_error_name(rc)
-                         ? cg__cl_error_name(rc) : "unknown", rc);
+                         cg__kernel_table[id].name, p->name,
+                         cg__cl_error_name(rc) ? cg__cl_error_name(rc)
+                         : "unknown", rc);
     return CG_OK;
 }
 
-long
-cg__tuned(const cg_context *ctx, const char *file, const char *param,
-          long dflt)
-{
-    int i, j;
-
-    for (i = 0; i < ctx->ntuning; i++) {
-        const cg_tuning_entry *e = &ctx->tuning[i];
-
-        if (strcmp(e->kernel, file) != 0)
-            continue;
-        for (j = 0; j < e->nparams; j++)
-            if (strcmp(e->names[j], param) == 0)
-                return e->values[j];
-    }
-    return dflt;
-}
-
-/* The -D options of the tuning entry in force for kernel file `name`
- * ("reduce": "-DRWG=128"), or NULL if there is none. */
-static const char *
-file_defines(const cg_context *ctx, const char *name, char *buf,
-             size_t size)
-{
-    size_t n = 0;
-    int i, j;
-
-    for (i = 0; i < ctx->ntuning; i++) {
-        const cg_tuning_entry *e = &ctx->tuning[i];
-
-        if (strcmp(e->kernel, name) != 0)
-            continue;
-        for (j = 0; j < e->nparams && n < size; j++)
-            n += (size_t)snprintf(buf + n, size - n, "%s-D%s=%ld",
-                                  n ? " " : "", e->names[j], e->values[j]);
-        return n && n < size ? buf : NULL;
-    }
-    return NULL;
-}
-
 int
-cg__kernel(cg_context *ctx, const char *name, const char *kernel,
-           cl_kernel *out)
+cg__kernel_create(cg_context *ctx, cg__kid id, const char *options,
+                  cl_kernel *out)
 {
-    cg__kernel_entry *e;
     cg__program *p;
-    cl_int rc;
     int status;
-    char defs[256];
 
-    status = cg__program_get(ctx, name, ctx->ntuning ? file_defines(ctx,
-                             name, defs, sizeof defs) : NULL, &p);
-    if (status)
-        return status;
-    for (e = p->kernels; e; e = e->next)
-        if (strcmp(e->name, kernel) == 0) {
-            *out = e->kernel;
-            return CG_OK;
-        }
-    e = cg__calloc(1, sizeof *e);
-    if (!e || !(e->name = cg__strdup(kernel))) {
-        free(e);
-        return CG_EHOSTMEM;
-    }
-    e->kernel = clCreateKernel(p->program, kernel, &rc);
-    if (rc != CL_SUCCESS) {
-        free(e->name);
-        free(e);
-        return cg__error(rc, "clCreateKernel('%s' in %s.cl) failed: %s (%d)",
-                         kernel, name, cg__cl_error_name(rc)
-                         ? cg__cl_error_name(rc) : "unknown", rc);
-    }
-    e->next = p->kernels;
-    p->kernels = e;
-    *out = e->kernel;
-    return CG_OK;
+    status = cg__program_get(ctx, cg__kfile_names[cg__kernel_table[id].file],
+                             options, &p);
+    return status ? status : create(p, id, out);
+}
+
+/* The -D options of file f's tunables, their values in force. */
+static char *
+file_options(const cg_context *ctx, cg__kfile f)
+{
+    char buf[512];
+    size_t n = 0;
+    int i;
+
+    buf[0] = '\0';
+    for (i = 0; i < CG__P_COUNT; i++)
+        if (cg__param_table[i].file == f && n < sizeof buf)
+            n += (size_t)snprintf(buf + n, sizeof buf - n, "%s-D%s=%ld",
+                                  n ? " " : "", cg__param_table[i].name,
+                                  ctx->param[i]);
+    return cg__strdup(buf);
 }
 
 int
-cg__args(cl_kernel k, int n, ...)
+cg__kernel_get(cg_context *ctx, cg__kid id, cl_kernel *out)
 {
-    va_list ap;
-    int i, status = CG_OK;
+    cg__kfile f = cg__kernel_table[id].file;
+    cg__program *p;
+    int status;
 
-    va_start(ap, n);
-    for (i = 0; i < n; i++) {
-        size_t size = va_arg(ap, size_t);
-        const void *ptr = va_arg(ap, const void *);
-        cl_int rc = clSetKernelArg(k, (cl_uint)i, size, ptr);
-
-        if (rc != CL_SUCCESS) {
-            char what[64];
-
-            snprintf(what, sizeof what, "clSetKernelArg(%d)", i);
-            status = cg__cl_fail(rc, what);
-            break;
-        }
-    }
-    va_end(ap);
+    if (!ctx->options[f] && !(ctx->options[f] = file_options(ctx, f)))
+        return CG_EHOSTMEM;
+    status = cg__program_get(ctx, cg__kfile_names[f], ctx->options[f], &p);
+    if (status == CG_OK)
+        status = create(p, id, &ctx->k[id]);
+    if (status == CG_OK)
+        *out = ctx->k[id];
     return status;
+}
+
+/* Forgets file f's options and kernels: its parameters changed. */
+static void
+file_drop(cg_context *ctx, cg__kfile f)
+{
+    int i;
+
+    for (i = 0; i < CG__K_COUNT; i++)
+        if (cg__kernel_table[i].file == f && ctx->k[i]) {
+            clReleaseKernel(ctx->k[i]);
+            ctx->k[i] = NULL;
+        }
+    free(ctx->options[f]);
+    ctx->options[f] = NULL;
+}
+
+void
+cg__param_set(cg_context *ctx, cg__pid p, long value)
+{
+    if (ctx->param[p] == value)
+        return;
+    ctx->param[p] = value;
+    file_drop(ctx, cg__param_table[p].file);
+}
+
+void
+cg__params_reset(cg_context *ctx)
+{
+    int i;
+
+    for (i = 0; i < CG__P_COUNT; i++)
+        cg__param_set(ctx, (cg__pid)i, cg__param_table[i].dflt);
+}
+
+int
+cg__set_args(cl_kernel k, const cg__arg *args, int n)
+{
+    char name[64] = "?", what[128];
+    cl_int rc = CL_SUCCESS;
+    int i;
+
+    if (n > CG__MAX_ARGS)
+        return cg__error(CG_EINVAL, "%d kernel arguments (at most %d)", n,
+                         CG__MAX_ARGS);
+    for (i = 0; i < n && rc == CL_SUCCESS; i++)
+        rc = clSetKernelArg(k, (cl_uint)i, args[i].size, args[i].value);
+    if (rc == CL_SUCCESS)
+        return CG_OK;
+    clGetKernelInfo(k, CL_KERNEL_FUNCTION_NAME, sizeof name, name, NULL);
+    snprintf(what, sizeof what, "clSetKernelArg(%d) of kernel %s", i - 1,
+             name);
+    return cg__cl_fail(rc, what);
 }
 
 int
@@ -546,17 +574,13 @@ void
 cg__programs_free(cg_context *ctx)
 {
     cg__program *p = ctx->programs, *next;
+    int f;
+
+    for (f = 0; f < CG__KF_COUNT; f++)
+        file_drop(ctx, (cg__kfile)f);
 
     for (; p; p = next) {
-        cg__kernel_entry *e, *enext;
-
         next = p->next;
-        for (e = p->kernels; e; e = enext) {
-            enext = e->next;
-            clReleaseKernel(e->kernel);
-            free(e->name);
-            free(e);
-        }
         clReleaseProgram(p->program);
         free(p->name);
         free(p->options);

@@ -170,6 +170,10 @@ struct cg_module {
  * CG__RNN_GEMM_MIN_H), or $CLGRAD_RNN_GEMM_MIN_H when set; 0 means never. */
 enum { CG__RNN_PATH_AUTO, CG__RNN_PATH_FUSED, CG__RNN_PATH_GEMM };
 
+/* The GEMM path's default threshold on hidden_size (clgrad-tune compares
+ * an rnn.path entry with it). */
+#define CG__RNN_GEMM_MIN_H 1024
+
 /* Forces a recurrent layer's path (tests and benchmarks). */
 int cg__rnn_set_path(cg_module *m, int path);
 

@@ -58,11 +58,6 @@ param(const cg_module *m, int l, int d, int j)
     return m->params[(l * ndirs(m) + d) * 4 + j];
 }
 
-/* The GEMM path's threshold on hidden_size (see CG__RNN_PATH_AUTO). */
-#ifndef CG__RNN_GEMM_MIN_H
-#define CG__RNN_GEMM_MIN_H 1024
-#endif
-
 int
 cg__rnn_set_path(cg_module *m, int path)
 {

@@ -11,12 +11,6 @@
 
 #include "nn/internal.h"
 
-/* The kernel file's defaults; kept equal so that a variant built with
- * defaults and one built with no -D options share their numbers. */
-#define DEFAULT_VW 4
-#define DEFAULT_RB 2
-#define DEFAULT_WG 64
-
 cg__rnn_cell
 cg__rnn_cell_of(cg_rnn_mode mode)
 {
@@ -40,11 +34,14 @@ cg__rnn_hpad(const cg__rnn_step *s, int H)
     return (H + s->tune.vw - 1) / s->tune.vw * s->tune.vw;
 }
 
-static const char *
-kernel_prefix(cg__rnn_cell cell)
+/* The step kernels of a cell: forward, backward. */
+static void
+step_kernels(cg__rnn_cell cell, cg__kid *fwd, cg__kid *bwd)
 {
-    return cell == CG__RNN_LSTM ? "lstm" : cell == CG__RNN_GRU ? "gru"
-                                                                : "rnn";
+    *fwd = cell == CG__RNN_LSTM ? CG__K_LSTM_FWD
+         : cell == CG__RNN_GRU ? CG__K_GRU_FWD : CG__K_RNN_FWD;
+    *bwd = cell == CG__RNN_LSTM ? CG__K_LSTM_BWD
+         : cell == CG__RNN_GRU ? CG__K_GRU_BWD : CG__K_RNN_BWD;
 }
 
 void
@@ -64,11 +61,18 @@ int
 cg__rnn_step_init(cg__rnn_step *s, cg_context *ctx, cg__rnn_cell cell,
                   const cg__rnn_tune *tune)
 {
-    char opts[96], name[32];
-    cg__rnn_tune t = { DEFAULT_VW, DEFAULT_RB, DEFAULT_WG, 0 };
+    char opts[96];
+    cg__rnn_tune t;
+    cg__kid fwd, bwd;
     int status;
 
     memset(s, 0, sizeof *s);
+    /* kernels/rnn.cl's defaults (the kernel table's), which a tuning
+     * entry replaces for the shapes it names. */
+    t.vw = (int)cg__param_table[CG__P_RNN_VW].dflt;
+    t.rb = (int)cg__param_table[CG__P_RNN_RB].dflt;
+    t.wg = (int)cg__param_table[CG__P_RNN_WG].dflt;
+    t.hproj = 0;
     if (tune) {
         t.vw = tune->vw ? tune->vw : t.vw;
         t.rb = tune->rb ? tune->rb : t.rb;
@@ -88,60 +92,32 @@ cg__rnn_step_init(cg__rnn_step *s, cg_context *ctx, cg__rnn_cell cell,
     s->tune = t;
     snprintf(opts, sizeof opts, "-DVW=%d -DRB=%d -DWG=%d%s", t.vw, t.rb,
              t.wg, t.hproj ? " -DHPROJ=1" : "");
-    snprintf(name, sizeof name, "%s_fwd", kernel_prefix(cell));
-    status = cg__kernel_create(ctx, "rnn", opts, name, &s->fwd);
-    snprintf(name, sizeof name, "%s_bwd", kernel_prefix(cell));
+    step_kernels(cell, &fwd, &bwd);
+    status = cg__kernel_create(ctx, fwd, opts, &s->fwd);
     if (status == CG_OK)
-        status = cg__kernel_create(ctx, "rnn", opts, name, &s->bwd);
+        status = cg__kernel_create(ctx, bwd, opts, &s->bwd);
     if (status == CG_OK)
-        status = cg__kernel_create(ctx, "rnn", opts, "rnn_pack_t",
-                                   &s->pack_t);
+        status = cg__kernel_create(ctx, CG__K_RNN_PACK_T, opts, &s->pack_t);
     if (status == CG_OK)
-        status = cg__kernel_create(ctx, "rnn", opts, "rnn_pack", &s->pack);
+        status = cg__kernel_create(ctx, CG__K_RNN_PACK, opts, &s->pack);
     if (status)
         cg__rnn_step_release(s);
     return status;
 }
 
-/* Sets a kernel's arguments one after another; the first failure sticks. */
-typedef struct {
-    cl_kernel k;
-    cl_uint i;
-    int status;
-} argset;
-
 static void
-arg(argset *a, size_t size, const void *value)
+arg_buf(cg__arg_list *a, const cg__rnn_buf *b)
 {
-    cl_int rc;
-
-    if (a->status)
-        return;
-    rc = clSetKernelArg(a->k, a->i, size, value);
-    if (rc != CL_SUCCESS) {
-        char what[64];
-
-        snprintf(what, sizeof what, "clSetKernelArg(%u)", a->i);
-        a->status = cg__cl_fail(rc, what);
-    }
-    a->i++;
-}
-
-#define ARG(a, x) arg(a, sizeof(x), &(x))
-
-static void
-arg_buf(argset *a, const cg__rnn_buf *b)
-{
-    ARG(a, b->mem);
-    ARG(a, b->off);
+    CG__PUSH(a, b->mem);
+    CG__PUSH(a, b->off);
 }
 
 static void
-arg_mat(argset *a, const cg__rnn_mat *m)
+arg_mat(cg__arg_list *a, const cg__rnn_mat *m)
 {
-    ARG(a, m->mem);
-    ARG(a, m->off);
-    ARG(a, m->ld);
+    CG__PUSH(a, m->mem);
+    CG__PUSH(a, m->off);
+    CG__PUSH(a, m->ld);
 }
 
 /* One work-item per (VW units, RB rows). */
@@ -167,10 +143,10 @@ int
 cg__rnn_pack_whh(const cg__rnn_step *s, cg__rnn_buf w, int H, cl_mem wt,
                  cl_mem wp)
 {
-    argset a = { NULL, 0, CG_OK };
+    cg__arg_list a;
     size_t n = (size_t)H * s->gates * cg__rnn_hpad(s, H);
     cl_int G = s->gates, h = H;
-    int j;
+    int j, status;
 
     if (check_sizes("rnn pack", 1, H))
         return CG_ESHAPE;
@@ -179,17 +155,17 @@ cg__rnn_pack_whh(const cg__rnn_step *s, cg__rnn_buf w, int H, cl_mem wt,
 
         if (!out)
             continue;
-        a.k = j ? s->pack : s->pack_t;
-        a.i = 0;
+        a.n = 0;
         arg_buf(&a, &w);
-        ARG(&a, G);
-        ARG(&a, h);
-        ARG(&a, out);
-        if (a.status)
-            return a.status;
-        a.status = cg__launch1d(s->ctx, a.k, n, (size_t)s->tune.wg);
-        if (a.status)
-            return a.status;
+        CG__PUSH(&a, G);
+        CG__PUSH(&a, h);
+        CG__PUSH(&a, out);
+        status = cg__set_args(j ? s->pack : s->pack_t, a.a, a.n);
+        if (status == CG_OK)
+            status = cg__launch1d(s->ctx, j ? s->pack : s->pack_t, n,
+                                  (size_t)s->tune.wg);
+        if (status)
+            return status;
     }
     return CG_OK;
 }
@@ -197,13 +173,15 @@ cg__rnn_pack_whh(const cg__rnn_step *s, cg__rnn_buf w, int H, cl_mem wt,
 int
 cg__rnn_forward_step(const cg__rnn_step *s, const cg__rnn_fwd_args *f)
 {
-    argset a = { s->fwd, 0, CG_OK };
+    cg__arg_list a;
     cl_int relu = s->cell == CG__RNN_RELU, t = f->t, B = f->B, H = f->H;
+    int status;
 
     if (check_sizes("rnn forward step", B, H))
         return CG_ESHAPE;
+    a.n = 0;
     arg_mat(&a, &f->xproj);
-    ARG(&a, f->whh_t);
+    CG__PUSH(&a, f->whh_t);
     arg_buf(&a, &f->b_ih);
     arg_buf(&a, &f->b_hh);
     arg_buf(&a, &f->h_prev);
@@ -216,35 +194,37 @@ cg__rnn_forward_step(const cg__rnn_step *s, const cg__rnn_fwd_args *f)
     if (s->cell == CG__RNN_LSTM || s->cell == CG__RNN_GRU)
         arg_buf(&a, &f->saved);
     else
-        ARG(&a, relu);
-    ARG(&a, f->lengths);
-    ARG(&a, t);
-    ARG(&a, B);
-    ARG(&a, H);
-    if (a.status)
-        return a.status;
-    return launch_step(s, s->fwd, B, H);
+        CG__PUSH(&a, relu);
+    CG__PUSH(&a, f->lengths);
+    CG__PUSH(&a, t);
+    CG__PUSH(&a, B);
+    CG__PUSH(&a, H);
+    status = cg__set_args(s->fwd, a.a, a.n);
+    return status ? status : launch_step(s, s->fwd, B, H);
 }
 
 int
 cg__rnn_backward_step(const cg__rnn_step *s, const cg__rnn_bwd_args *b)
 {
-    argset a = { s->bwd, 0, CG_OK };
+    cg__arg_list a;
     cl_int relu = s->cell == CG__RNN_RELU, t = b->t, B = b->B, H = b->H;
     /* Bit 1: there is a step t+1 to take dgates from; bit 2: run the cell
      * of step t (not for the final t = -1 launch). */
     cl_int mode = (b->dg_next.mem ? 1 : 0) | (t >= 0 ? 2 : 0);
 
+    int status;
+
     if (check_sizes("rnn backward step", B, H))
         return CG_ESHAPE;
-    ARG(&a, b->whh_p);
+    a.n = 0;
+    CG__PUSH(&a, b->whh_p);
     arg_buf(&a, &b->dg_next);
-    ARG(&a, mode);
+    CG__PUSH(&a, mode);
     arg_mat(&a, &b->dy);
-    ARG(&a, b->dh);
+    CG__PUSH(&a, b->dh);
     switch (s->cell) {
     case CG__RNN_LSTM:
-        ARG(&a, b->dc);
+        CG__PUSH(&a, b->dc);
         arg_buf(&a, &b->saved);
         arg_buf(&a, &b->c_prev);
         arg_buf(&a, &b->c_t);
@@ -258,17 +238,16 @@ cg__rnn_backward_step(const cg__rnn_step *s, const cg__rnn_bwd_args *b)
         break;
     default:
         arg_buf(&a, &b->h_t);
-        ARG(&a, relu);
+        CG__PUSH(&a, relu);
         arg_buf(&a, &b->dg);
         break;
     }
-    ARG(&a, b->lengths);
-    ARG(&a, t);
-    ARG(&a, B);
-    ARG(&a, H);
-    if (a.status)
-        return a.status;
-    return launch_step(s, s->bwd, B, H);
+    CG__PUSH(&a, b->lengths);
+    CG__PUSH(&a, t);
+    CG__PUSH(&a, B);
+    CG__PUSH(&a, H);
+    status = cg__set_args(s->bwd, a.a, a.n);
+    return status ? status : launch_step(s, s->bwd, B, H);
 }
 
 /* A scratch buffer of `floats` values in [-0.5, 0.5). */

@@ -16,7 +16,7 @@ cg__fill(cg_tensor *t, float value)
     int status = CG_OK;
     size_t n = (size_t)cg_tensor_numel(t);
 
-    CHECK_CL(clEnqueueFillBuffer(t->ctx->queue, cg__tensor_mem(t), &value,
+    CG__CHECK_CL(clEnqueueFillBuffer(t->ctx->queue, cg__tensor_mem(t), &value,
                                  sizeof value, (size_t)t->offset * 4, n * 4,
                                  0, NULL, NULL), "clEnqueueFillBuffer");
 fail:
@@ -35,14 +35,14 @@ cg__copy_into(cg_tensor *dst, const cg_tensor *src)
 
     cg__layout_make(&l, dst->ndim, dst->shape, 2, ops);
     n = (cl_uint)l.numel;
-    status = cg__kernel(dst->ctx, "elementwise", "copy32", &k);
+    status = cg__kernel(dst->ctx, CG__K_COPY32, &k);
     if (status == CG_OK)
-        status = cg__args(k, 9, CG_ARG(ms), CG_ARG(l.offset[0]), CG_ARG(md),
-                          CG_ARG(l.offset[1]), CG_ARG(l.shape),
-                          CG_ARG(l.strides[0]), CG_ARG(l.strides[1]),
-                          CG_ARG(l.nd), CG_ARG(n));
+        status = cg__args(k, CG__ARG(ms), CG__ARG(l.offset[0]), CG__ARG(md),
+                          CG__ARG(l.offset[1]), CG__ARG(l.shape),
+                          CG__ARG(l.strides[0]), CG__ARG(l.strides[1]),
+                          CG__ARG(l.nd), CG__ARG(n));
     if (status == CG_OK)
-        status = cg__launch1d(dst->ctx, k, n, CG_WG);
+        status = cg__launch1d(dst->ctx, k, n, CG__WG);
     return status;
 }
 
@@ -123,13 +123,13 @@ cg__axpy_inplace(cg_tensor *acc, const cg_tensor *g, float alpha)
 
     cg__layout_make(&l, acc->ndim, acc->shape, 1, &g);
     n = (cl_uint)l.numel;
-    status = cg__kernel(acc->ctx, "elementwise", "axpy", &k);
+    status = cg__kernel(acc->ctx, CG__K_AXPY, &k);
     if (status == CG_OK)
-        status = cg__args(k, 8, CG_ARG(ma), CG_ARG(mg), CG_ARG(l.offset[0]),
-                          CG_ARG(l.shape), CG_ARG(l.strides[0]),
-                          CG_ARG(l.nd), CG_ARG(n), CG_ARG(alpha));
+        status = cg__args(k, CG__ARG(ma), CG__ARG(mg), CG__ARG(l.offset[0]),
+                          CG__ARG(l.shape), CG__ARG(l.strides[0]),
+                          CG__ARG(l.nd), CG__ARG(n), CG__ARG(alpha));
     if (status == CG_OK)
-        status = cg__launch1d(acc->ctx, k, n, CG_WG);
+        status = cg__launch1d(acc->ctx, k, n, CG__WG);
     return status;
 }
 
@@ -190,9 +190,9 @@ cg_arange(cg_context *ctx, double start, double stop, double step)
         return NULL;
     m = cg__tensor_mem(t);
     n = (cl_uint)len;
-    if (cg__kernel(ctx, "elementwise", "arange", &k) ||
-        cg__args(k, 4, CG_ARG(m), CG_ARG(n), CG_ARG(fstart), CG_ARG(fstep)) ||
-        cg__launch1d(ctx, k, n, CG_WG)) {
+    if (cg__kernel(ctx, CG__K_ARANGE, &k) ||
+        cg__args(k, CG__ARG(m), CG__ARG(n), CG__ARG(fstart), CG__ARG(fstep)) ||
+        cg__launch1d(ctx, k, n, CG__WG)) {
         cg_tensor_free(t);
         return NULL;
     }
@@ -231,10 +231,10 @@ cg_generator_set_state(cg_context *ctx, uint64_t seed, uint64_t offset)
     return CG_OK;
 }
 
-/* Draws numel values with kernel `kname` of random.cl into a new tensor;
+/* Draws numel values with kernel kid of random.cl into a new tensor;
  * a, b are the kernel's two float parameters. */
 cg_tensor *
-cg__random(cg_context *ctx, const char *kname, int ndim,
+cg__random(cg_context *ctx, cg__kid kid, int ndim,
            const int64_t *shape, float a, float b)
 {
     cg_tensor *t;
@@ -250,10 +250,10 @@ cg__random(cg_context *ctx, const char *kname, int ndim,
     n = (cl_uint)cg_tensor_numel(t);
     seed = ctx->rng_seed;
     offset = ctx->rng_offset;
-    if (cg__kernel(ctx, "random", kname, &k) ||
-        cg__args(k, 6, CG_ARG(m), CG_ARG(n), CG_ARG(seed), CG_ARG(offset),
-                 CG_ARG(a), CG_ARG(b)) ||
-        cg__launch1d(ctx, k, (n + 3) / 4, CG_WG)) {
+    if (cg__kernel(ctx, kid, &k) ||
+        cg__args(k, CG__ARG(m), CG__ARG(n), CG__ARG(seed), CG__ARG(offset),
+                 CG__ARG(a), CG__ARG(b)) ||
+        cg__launch1d(ctx, k, (n + 3) / 4, CG__WG)) {
         cg_tensor_free(t);
         return NULL;
     }
@@ -274,7 +274,7 @@ cg_rand_uniform(cg_context *ctx, int ndim, const int64_t *shape, float low,
         cg__error(CG_EINVAL, "rand_uniform: low %g > high %g", low, high);
         return NULL;
     }
-    return cg__random(ctx, "uniform", ndim, shape, low, high);
+    return cg__random(ctx, CG__K_UNIFORM, ndim, shape, low, high);
 }
 
 cg_tensor *
@@ -290,5 +290,5 @@ cg_rand_normal(cg_context *ctx, int ndim, const int64_t *shape, float mean,
         cg__error(CG_EINVAL, "rand_normal: std %g < 0", std);
         return NULL;
     }
-    return cg__random(ctx, "normal", ndim, shape, mean, std);
+    return cg__random(ctx, CG__K_NORMAL, ndim, shape, mean, std);
 }

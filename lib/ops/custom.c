@@ -384,23 +384,22 @@ static int
 run_kernel(cg_custom_op *op, cl_kernel k, int nmem, cg_tensor *const *mem,
            int64_t items, const cg_tensor *shapes)
 {
-    cl_mem m, ms = cg__tensor_mem(shapes), mp = cg__buffer_mem(op->params);
-    cl_uint n = (cl_uint)items, a;
-    cl_int rc = CL_SUCCESS;
+    cl_mem m[CG__NODE_INPUTS + 3];
+    cl_mem ms = cg__tensor_mem(shapes), mp = cg__buffer_mem(op->params);
+    cl_uint n = (cl_uint)items;
+    cg__arg_list a;
+    int i, status;
 
-    for (a = 0; a < (cl_uint)nmem && rc == CL_SUCCESS; a++) {
-        m = cg__tensor_mem(mem[a]);
-        rc = clSetKernelArg(k, a, sizeof m, &m);
+    a.n = 0;
+    for (i = 0; i < nmem; i++) {
+        m[i] = cg__tensor_mem(mem[i]);
+        CG__PUSH(&a, m[i]);
     }
-    if (rc == CL_SUCCESS)
-        rc = clSetKernelArg(k, a++, sizeof n, &n);
-    if (rc == CL_SUCCESS)
-        rc = clSetKernelArg(k, a++, sizeof ms, &ms);
-    if (rc == CL_SUCCESS)
-        rc = clSetKernelArg(k, a, sizeof mp, &mp);
-    if (rc != CL_SUCCESS)
-        return cg__cl_fail(rc, "clSetKernelArg (custom op)");
-    return cg__launch1d(op->ctx, k, n, CG_WG);
+    CG__PUSH(&a, n);
+    CG__PUSH(&a, ms);
+    CG__PUSH(&a, mp);
+    status = cg__set_args(k, a.a, a.n);
+    return status ? status : cg__launch1d(op->ctx, k, n, CG__WG);
 }
 
 static int

@@ -19,9 +19,9 @@ dropout_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
     if (!gx)
         return cg__last_status();
     mgx = cg__tensor_mem(gx);
-    if (cg__kernel(g->ctx, "dropout", "dropout_b", &k) ||
-        cg__args(k, 4, CG_ARG(mg), CG_ARG(mm), CG_ARG(mgx), CG_ARG(n)) ||
-        cg__launch1d(g->ctx, k, n, CG_WG)) {
+    if (cg__kernel(g->ctx, CG__K_DROPOUT_B, &k) ||
+        cg__args(k, CG__ARG(mg), CG__ARG(mm), CG__ARG(mgx), CG__ARG(n)) ||
+        cg__launch1d(g->ctx, k, n, CG__WG)) {
         cg_tensor_free(gx);
         return cg__last_status();
     }
@@ -47,13 +47,13 @@ apply_mask(cg_tensor *x, cg_tensor *mask)
     cg__layout_make(&l, x->ndim, x->shape, 1, (const cg_tensor **)&x);
     n = (cl_uint)l.numel;
     my = cg__tensor_mem(y);
-    status = cg__kernel(x->ctx, "dropout", "dropout_f", &k);
+    status = cg__kernel(x->ctx, CG__K_DROPOUT_F, &k);
     if (status == CG_OK)
-        status = cg__args(k, 8, CG_ARG(mx), CG_ARG(l.offset[0]),
-                          CG_ARG(l.shape), CG_ARG(l.strides[0]),
-                          CG_ARG(l.nd), CG_ARG(mm), CG_ARG(my), CG_ARG(n));
+        status = cg__args(k, CG__ARG(mx), CG__ARG(l.offset[0]),
+                          CG__ARG(l.shape), CG__ARG(l.strides[0]),
+                          CG__ARG(l.nd), CG__ARG(mm), CG__ARG(my), CG__ARG(n));
     if (status == CG_OK)
-        status = cg__launch1d(x->ctx, k, n, CG_WG);
+        status = cg__launch1d(x->ctx, k, n, CG__WG);
     if (status == CG_OK) {
         node = cg__record(y, "dropout", dropout_backward, 1, &x, &status);
         if (node)
@@ -83,7 +83,7 @@ cg_dropout(cg_tensor *x, float p, int training)
         return cg_tensor_ref(x);
     offset = x->ctx->rng_offset;
     /* p = 1 keeps nothing: scale 0 rather than 1 / 0. */
-    mask = cg__random(x->ctx, "dropout_mask", x->ndim, x->shape, p,
+    mask = cg__random(x->ctx, CG__K_DROPOUT_MASK, x->ndim, x->shape, p,
                       p < 1.0f ? 1.0f / (1.0f - p) : 0.0f);
     if (!mask)
         return NULL;

@@ -4,7 +4,6 @@
  */
 #include "config.h"
 
-#include <stdio.h>
 #include <string.h>
 
 #include "ops/internal.h"
@@ -14,6 +13,17 @@
  * that a CPU work-item streams several cache lines, short enough that
  * rows of a few hundred elements still spread over work-items. */
 #define EW_CHUNK 64
+
+/* Each op's kernels: forward, backward, and their row forms. */
+enum { EW_F, EW_B, EW_FV, EW_BV };
+static const cg__kid ew_kernels[CG__EW_COUNT][4] = {
+#define CG_UNARY(ID, NAME, FWD, BWD)                                         \
+    { CG__K_##ID##_F, CG__K_##ID##_B, CG__K_##ID##_FV, CG__K_##ID##_BV },
+#define CG_BINARY(ID, NAME, FWD, GA, GB) CG_UNARY(ID, NAME, FWD, GA)
+#include "elementwise_ops.def"
+#undef CG_UNARY
+#undef CG_BINARY
+};
 
 /* Whether the row kernels can run over layout l: something to do, and
  * every operand's innermost stride 1 or 0 (set in inner[]). */
@@ -47,7 +57,7 @@ launch_rows(cg_context *ctx, cl_kernel k, const cg__layout *l)
     size_t len = row_len(l);
 
     return cg__launch_chunks(ctx, k, len, (size_t)l->numel / len, EW_CHUNK,
-                             CG_WG);
+                             CG__WG);
 }
 
 /* ------------------------------------------------------------------------
@@ -55,9 +65,8 @@ launch_rows(cg_context *ctx, cl_kernel k, const cg__layout *l)
  * ------------------------------------------------------------------------ */
 
 cg_tensor *
-cg__unary(const char *name, cg_tensor *x, float p0, float p1)
+cg__unary(cg__ew_op op, cg_tensor *x, float p0, float p1)
 {
-    char kname[64];
     cg__layout l;
     cg_tensor *y;
     cl_kernel k;
@@ -75,22 +84,22 @@ cg__unary(const char *name, cg_tensor *x, float p0, float p1)
     len = row_len(&l);
     mx = cg__tensor_mem(x);
     my = cg__tensor_mem(y);
-    snprintf(kname, sizeof kname, vec ? "%s_fv" : "%s_f", name);
-    status = cg__kernel(x->ctx, "elementwise", kname, &k);
+    status = cg__kernel(x->ctx, ew_kernels[op][vec ? EW_FV : EW_F], &k);
     if (status == CG_OK && vec) {
-        status = cg__args(k, 11, CG_ARG(mx), CG_ARG(l.offset[0]),
-                          CG_ARG(l.shape), CG_ARG(l.strides[0]),
-                          CG_ARG(l.nd), CG_ARG(ix), CG_ARG(my), CG_ARG(len),
-                          CG_ARG(ch), CG_ARG(p0), CG_ARG(p1));
+        status = cg__args(k, CG__ARG(mx), CG__ARG(l.offset[0]),
+                          CG__ARG(l.shape), CG__ARG(l.strides[0]),
+                          CG__ARG(l.nd), CG__ARG(ix), CG__ARG(my),
+                          CG__ARG(len),
+                          CG__ARG(ch), CG__ARG(p0), CG__ARG(p1));
         if (status == CG_OK)
             status = launch_rows(x->ctx, k, &l);
     } else if (status == CG_OK) {
-        status = cg__args(k, 9, CG_ARG(mx), CG_ARG(l.offset[0]),
-                          CG_ARG(l.shape), CG_ARG(l.strides[0]),
-                          CG_ARG(l.nd), CG_ARG(my), CG_ARG(n), CG_ARG(p0),
-                          CG_ARG(p1));
+        status = cg__args(k, CG__ARG(mx), CG__ARG(l.offset[0]),
+                          CG__ARG(l.shape), CG__ARG(l.strides[0]),
+                          CG__ARG(l.nd), CG__ARG(my), CG__ARG(n), CG__ARG(p0),
+                          CG__ARG(p1));
         if (status == CG_OK)
-            status = cg__launch1d(x->ctx, k, n, CG_WG);
+            status = cg__launch1d(x->ctx, k, n, CG__WG);
     }
     if (status) {
         cg_tensor_free(y);
@@ -103,7 +112,6 @@ static int
 unary_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
 {
     cg_tensor *x = node->saved[0], *y = node->saved[1], *gx;
-    char kname[64];
     cg__layout l;
     cl_kernel k;
     cl_mem mx, my, mg, mgx;
@@ -123,23 +131,24 @@ unary_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
     my = cg__tensor_mem(y);
     mg = cg__tensor_mem(g);
     mgx = cg__tensor_mem(gx);
-    snprintf(kname, sizeof kname, vec ? "%s_bv" : "%s_b", node->kname);
-    status = cg__kernel(x->ctx, "elementwise", kname, &k);
+    status = cg__kernel(x->ctx, ew_kernels[node->i[0]][vec ? EW_BV : EW_B],
+                        &k);
     if (status == CG_OK && vec) {
-        status = cg__args(k, 13, CG_ARG(mx), CG_ARG(l.offset[0]),
-                          CG_ARG(l.shape), CG_ARG(l.strides[0]),
-                          CG_ARG(l.nd), CG_ARG(ix), CG_ARG(my), CG_ARG(mg),
-                          CG_ARG(mgx), CG_ARG(len), CG_ARG(ch), CG_ARG(p0),
-                          CG_ARG(p1));
+        status = cg__args(k, CG__ARG(mx), CG__ARG(l.offset[0]),
+                          CG__ARG(l.shape), CG__ARG(l.strides[0]),
+                          CG__ARG(l.nd), CG__ARG(ix), CG__ARG(my), CG__ARG(mg),
+                          CG__ARG(mgx), CG__ARG(len), CG__ARG(ch), CG__ARG(p0),
+                          CG__ARG(p1));
         if (status == CG_OK)
             status = launch_rows(x->ctx, k, &l);
     } else if (status == CG_OK) {
-        status = cg__args(k, 11, CG_ARG(mx), CG_ARG(l.offset[0]),
-                          CG_ARG(l.shape), CG_ARG(l.strides[0]),
-                          CG_ARG(l.nd), CG_ARG(my), CG_ARG(mg), CG_ARG(mgx),
-                          CG_ARG(n), CG_ARG(p0), CG_ARG(p1));
+        status = cg__args(k, CG__ARG(mx), CG__ARG(l.offset[0]),
+                          CG__ARG(l.shape), CG__ARG(l.strides[0]),
+                          CG__ARG(l.nd), CG__ARG(my), CG__ARG(mg),
+                          CG__ARG(mgx),
+                          CG__ARG(n), CG__ARG(p0), CG__ARG(p1));
         if (status == CG_OK)
-            status = cg__launch1d(x->ctx, k, n, CG_WG);
+            status = cg__launch1d(x->ctx, k, n, CG__WG);
     }
     if (status) {
         cg_tensor_free(gx);
@@ -149,9 +158,9 @@ unary_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
     return CG_OK;
 }
 
-/* The recorded unary op `op` (shown in graphs) running kernel `kname`. */
+/* The recorded unary op `name` (shown in graphs) running op's kernels. */
 static cg_tensor *
-unary_op(const char *op, const char *kname, cg_tensor *x, float p0, float p1)
+unary_op(const char *name, cg__ew_op op, cg_tensor *x, float p0, float p1)
 {
     cg_tensor *y;
     cg__node *node;
@@ -160,12 +169,12 @@ unary_op(const char *op, const char *kname, cg_tensor *x, float p0, float p1)
     cg__error_clear();
     if (cg__check_tensor(x, "input", 0))
         return NULL;
-    y = cg__unary(kname, x, p0, p1);
+    y = cg__unary(op, x, p0, p1);
     if (!y)
         return NULL;
-    node = cg__record(y, op, unary_backward, 1, &x, &status);
+    node = cg__record(y, name, unary_backward, 1, &x, &status);
     if (node) {
-        node->kname = kname;
+        node->i[0] = op;
         node->f[0] = p0;
         node->f[1] = p1;
         status = cg__node_save(node, 0, x);
@@ -180,24 +189,31 @@ unary_op(const char *op, const char *kname, cg_tensor *x, float p0, float p1)
 }
 
 cg_tensor *cg_add_scalar(cg_tensor *a, float s)
-{ return unary_op("add_scalar", "affine", a, 1.0f, s); }
+{ return unary_op("add_scalar", CG__EW_AFFINE, a, 1.0f, s); }
 cg_tensor *cg_mul_scalar(cg_tensor *a, float s)
-{ return unary_op("mul_scalar", "affine", a, s, 0.0f); }
+{ return unary_op("mul_scalar", CG__EW_AFFINE, a, s, 0.0f); }
 cg_tensor *cg_neg(cg_tensor *a)
-{ return unary_op("neg", "affine", a, -1.0f, 0.0f); }
+{ return unary_op("neg", CG__EW_AFFINE, a, -1.0f, 0.0f); }
 cg_tensor *cg_pow_scalar(cg_tensor *a, float e)
-{ return unary_op("pow_scalar", "pow_scalar", a, e, 0.0f); }
-cg_tensor *cg_exp(cg_tensor *a) { return unary_op("exp", "exp", a, 0, 0); }
-cg_tensor *cg_log(cg_tensor *a) { return unary_op("log", "log", a, 0, 0); }
-cg_tensor *cg_sqrt(cg_tensor *a) { return unary_op("sqrt", "sqrt", a, 0, 0); }
-cg_tensor *cg_abs(cg_tensor *a) { return unary_op("abs", "abs", a, 0, 0); }
-cg_tensor *cg_tanh(cg_tensor *a) { return unary_op("tanh", "tanh", a, 0, 0); }
+{ return unary_op("pow_scalar", CG__EW_POW_SCALAR, a, e, 0.0f); }
+cg_tensor *cg_exp(cg_tensor *a)
+{ return unary_op("exp", CG__EW_EXP, a, 0, 0); }
+cg_tensor *cg_log(cg_tensor *a)
+{ return unary_op("log", CG__EW_LOG, a, 0, 0); }
+cg_tensor *cg_sqrt(cg_tensor *a)
+{ return unary_op("sqrt", CG__EW_SQRT, a, 0, 0); }
+cg_tensor *cg_abs(cg_tensor *a)
+{ return unary_op("abs", CG__EW_ABS, a, 0, 0); }
+cg_tensor *cg_tanh(cg_tensor *a)
+{ return unary_op("tanh", CG__EW_TANH, a, 0, 0); }
 cg_tensor *cg_sigmoid(cg_tensor *a)
-{ return unary_op("sigmoid", "sigmoid", a, 0, 0); }
-cg_tensor *cg_relu(cg_tensor *a) { return unary_op("relu", "relu", a, 0, 0); }
+{ return unary_op("sigmoid", CG__EW_SIGMOID, a, 0, 0); }
+cg_tensor *cg_relu(cg_tensor *a)
+{ return unary_op("relu", CG__EW_RELU, a, 0, 0); }
 cg_tensor *cg_leaky_relu(cg_tensor *a, float slope)
-{ return unary_op("leaky_relu", "leaky_relu", a, slope, 0); }
-cg_tensor *cg_gelu(cg_tensor *a) { return unary_op("gelu", "gelu", a, 0, 0); }
+{ return unary_op("leaky_relu", CG__EW_LEAKY_RELU, a, slope, 0); }
+cg_tensor *cg_gelu(cg_tensor *a)
+{ return unary_op("gelu", CG__EW_GELU, a, 0, 0); }
 
 cg_tensor *
 cg_clamp(cg_tensor *a, float min, float max)
@@ -207,7 +223,7 @@ cg_clamp(cg_tensor *a, float min, float max)
         cg__error(CG_EINVAL, "clamp: min %g > max %g", min, max);
         return NULL;
     }
-    return unary_op("clamp", "clamp", a, min, max);
+    return unary_op("clamp", CG__EW_CLAMP, a, min, max);
 }
 
 /* ------------------------------------------------------------------------
@@ -234,7 +250,6 @@ binary_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
     cg_tensor *a = node->saved[0], *b = node->saved[1], *y = node->saved[2];
     cg_tensor *full[2] = { NULL, NULL };
     const cg_tensor *ops[2] = { a, b };
-    char kname[64];
     cg__layout l;
     cl_kernel k;
     cl_mem ma, mb, my, mg, mga, mgb;
@@ -259,25 +274,26 @@ binary_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
     mg = cg__tensor_mem(g);
     mga = cg__tensor_mem(full[0] ? full[0] : full[1]);
     mgb = cg__tensor_mem(full[1] ? full[1] : full[0]);
-    snprintf(kname, sizeof kname, vec ? "%s_bv" : "%s_b", node->kname);
-    status = cg__kernel(g->ctx, "elementwise", kname, &k);
+    status = cg__kernel(g->ctx, ew_kernels[node->i[0]][vec ? EW_BV : EW_B],
+                        &k);
     if (status == CG_OK && vec) {
-        status = cg__args(k, 17, CG_ARG(ma), CG_ARG(l.offset[0]), CG_ARG(mb),
-                          CG_ARG(l.offset[1]), CG_ARG(l.shape),
-                          CG_ARG(l.strides[0]), CG_ARG(l.strides[1]),
-                          CG_ARG(l.nd), CG_ARG(inner[0]), CG_ARG(inner[1]),
-                          CG_ARG(my), CG_ARG(mg), CG_ARG(mga), CG_ARG(mgb),
-                          CG_ARG(len), CG_ARG(ch), CG_ARG(want));
+        status = cg__args(k, CG__ARG(ma), CG__ARG(l.offset[0]), CG__ARG(mb),
+                          CG__ARG(l.offset[1]), CG__ARG(l.shape),
+                          CG__ARG(l.strides[0]), CG__ARG(l.strides[1]),
+                          CG__ARG(l.nd), CG__ARG(inner[0]), CG__ARG(inner[1]),
+                          CG__ARG(my), CG__ARG(mg), CG__ARG(mga), CG__ARG(mgb),
+                          CG__ARG(len), CG__ARG(ch), CG__ARG(want));
         if (status == CG_OK)
             status = launch_rows(g->ctx, k, &l);
     } else if (status == CG_OK) {
-        status = cg__args(k, 14, CG_ARG(ma), CG_ARG(l.offset[0]), CG_ARG(mb),
-                          CG_ARG(l.offset[1]), CG_ARG(l.shape),
-                          CG_ARG(l.strides[0]), CG_ARG(l.strides[1]),
-                          CG_ARG(l.nd), CG_ARG(my), CG_ARG(mg), CG_ARG(mga),
-                          CG_ARG(mgb), CG_ARG(n), CG_ARG(want));
+        status = cg__args(k, CG__ARG(ma), CG__ARG(l.offset[0]), CG__ARG(mb),
+                          CG__ARG(l.offset[1]), CG__ARG(l.shape),
+                          CG__ARG(l.strides[0]), CG__ARG(l.strides[1]),
+                          CG__ARG(l.nd), CG__ARG(my), CG__ARG(mg),
+                          CG__ARG(mga),
+                          CG__ARG(mgb), CG__ARG(n), CG__ARG(want));
         if (status == CG_OK)
-            status = cg__launch1d(g->ctx, k, n, CG_WG);
+            status = cg__launch1d(g->ctx, k, n, CG__WG);
     }
     for (j = 0; j < 2 && status == CG_OK; j++) {
         const cg_tensor *in = ops[j];
@@ -295,12 +311,11 @@ out:
 }
 
 static cg_tensor *
-binary_op(const char *name, cg_tensor *a, cg_tensor *b)
+binary_op(const char *name, cg__ew_op op, cg_tensor *a, cg_tensor *b)
 {
     const cg_tensor *ops[2] = { a, b };
     cg_tensor *in[2] = { a, b }, *y;
     int64_t shape[CG_MAX_DIMS];
-    char kname[64];
     cg__layout l;
     cg__node *node;
     cl_kernel k;
@@ -322,28 +337,27 @@ binary_op(const char *name, cg_tensor *a, cg_tensor *b)
     ma = cg__tensor_mem(a);
     mb = cg__tensor_mem(b);
     my = cg__tensor_mem(y);
-    snprintf(kname, sizeof kname, vec ? "%s_fv" : "%s_f", name);
-    status = cg__kernel(a->ctx, "elementwise", kname, &k);
+    status = cg__kernel(a->ctx, ew_kernels[op][vec ? EW_FV : EW_F], &k);
     if (status == CG_OK && vec) {
-        status = cg__args(k, 13, CG_ARG(ma), CG_ARG(l.offset[0]), CG_ARG(mb),
-                          CG_ARG(l.offset[1]), CG_ARG(l.shape),
-                          CG_ARG(l.strides[0]), CG_ARG(l.strides[1]),
-                          CG_ARG(l.nd), CG_ARG(inner[0]), CG_ARG(inner[1]),
-                          CG_ARG(my), CG_ARG(len), CG_ARG(ch));
+        status = cg__args(k, CG__ARG(ma), CG__ARG(l.offset[0]), CG__ARG(mb),
+                          CG__ARG(l.offset[1]), CG__ARG(l.shape),
+                          CG__ARG(l.strides[0]), CG__ARG(l.strides[1]),
+                          CG__ARG(l.nd), CG__ARG(inner[0]), CG__ARG(inner[1]),
+                          CG__ARG(my), CG__ARG(len), CG__ARG(ch));
         if (status == CG_OK)
             status = launch_rows(a->ctx, k, &l);
     } else if (status == CG_OK) {
-        status = cg__args(k, 10, CG_ARG(ma), CG_ARG(l.offset[0]), CG_ARG(mb),
-                          CG_ARG(l.offset[1]), CG_ARG(l.shape),
-                          CG_ARG(l.strides[0]), CG_ARG(l.strides[1]),
-                          CG_ARG(l.nd), CG_ARG(my), CG_ARG(n));
+        status = cg__args(k, CG__ARG(ma), CG__ARG(l.offset[0]), CG__ARG(mb),
+                          CG__ARG(l.offset[1]), CG__ARG(l.shape),
+                          CG__ARG(l.strides[0]), CG__ARG(l.strides[1]),
+                          CG__ARG(l.nd), CG__ARG(my), CG__ARG(n));
         if (status == CG_OK)
-            status = cg__launch1d(a->ctx, k, n, CG_WG);
+            status = cg__launch1d(a->ctx, k, n, CG__WG);
     }
     if (status == CG_OK) {
         node = cg__record(y, name, binary_backward, 2, in, &status);
         if (node) {
-            node->kname = name;
+            node->i[0] = op;
             status = cg__node_save(node, 0, a);
             if (status == CG_OK)
                 status = cg__node_save(node, 1, b);
@@ -358,15 +372,20 @@ binary_op(const char *name, cg_tensor *a, cg_tensor *b)
     return y;
 }
 
-cg_tensor *cg_add(cg_tensor *a, cg_tensor *b) { return binary_op("add", a, b); }
-cg_tensor *cg_sub(cg_tensor *a, cg_tensor *b) { return binary_op("sub", a, b); }
-cg_tensor *cg_mul(cg_tensor *a, cg_tensor *b) { return binary_op("mul", a, b); }
-cg_tensor *cg_div(cg_tensor *a, cg_tensor *b) { return binary_op("div", a, b); }
-cg_tensor *cg_pow(cg_tensor *a, cg_tensor *b) { return binary_op("pow", a, b); }
+cg_tensor *cg_add(cg_tensor *a, cg_tensor *b)
+{ return binary_op("add", CG__EW_ADD, a, b); }
+cg_tensor *cg_sub(cg_tensor *a, cg_tensor *b)
+{ return binary_op("sub", CG__EW_SUB, a, b); }
+cg_tensor *cg_mul(cg_tensor *a, cg_tensor *b)
+{ return binary_op("mul", CG__EW_MUL, a, b); }
+cg_tensor *cg_div(cg_tensor *a, cg_tensor *b)
+{ return binary_op("div", CG__EW_DIV, a, b); }
+cg_tensor *cg_pow(cg_tensor *a, cg_tensor *b)
+{ return binary_op("pow", CG__EW_POW, a, b); }
 cg_tensor *cg_maximum(cg_tensor *a, cg_tensor *b)
-{ return binary_op("maximum", a, b); }
+{ return binary_op("maximum", CG__EW_MAXIMUM, a, b); }
 cg_tensor *cg_minimum(cg_tensor *a, cg_tensor *b)
-{ return binary_op("minimum", a, b); }
+{ return binary_op("minimum", CG__EW_MINIMUM, a, b); }
 
 /* ------------------------------------------------------------------------
  * where(cond, a, b)
@@ -395,15 +414,16 @@ where_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
     mg = cg__tensor_mem(g);
     mga = cg__tensor_mem(full[0] ? full[0] : full[1]);
     mgb = cg__tensor_mem(full[1] ? full[1] : full[0]);
-    status = cg__kernel(g->ctx, "elementwise", c->dtype == CG_F32
-                        ? "where_f_b" : "where_i_b", &k);
+    status = cg__kernel(g->ctx, c->dtype == CG_F32 ? CG__K_WHERE_F_B
+                        : CG__K_WHERE_I_B, &k);
     if (status == CG_OK)
-        status = cg__args(k, 10, CG_ARG(mc), CG_ARG(l.offset[0]),
-                          CG_ARG(l.shape), CG_ARG(l.strides[0]),
-                          CG_ARG(l.nd), CG_ARG(mg), CG_ARG(mga), CG_ARG(mgb),
-                          CG_ARG(n), CG_ARG(want));
+        status = cg__args(k, CG__ARG(mc), CG__ARG(l.offset[0]),
+                          CG__ARG(l.shape), CG__ARG(l.strides[0]),
+                          CG__ARG(l.nd), CG__ARG(mg), CG__ARG(mga),
+                          CG__ARG(mgb),
+                          CG__ARG(n), CG__ARG(want));
     if (status == CG_OK)
-        status = cg__launch1d(g->ctx, k, n, CG_WG);
+        status = cg__launch1d(g->ctx, k, n, CG__WG);
     for (j = 0; j < 2 && status == CG_OK; j++) {
         cg_tensor *in = node->saved[j + 1];
 
@@ -451,17 +471,17 @@ cg_where(cg_tensor *cond, cg_tensor *a, cg_tensor *b)
     ma = cg__tensor_mem(a);
     mb = cg__tensor_mem(b);
     my = cg__tensor_mem(y);
-    status = cg__kernel(a->ctx, "elementwise", cond->dtype == CG_F32
-                        ? "where_f" : "where_i", &k);
+    status = cg__kernel(a->ctx, cond->dtype == CG_F32 ? CG__K_WHERE_F
+                        : CG__K_WHERE_I, &k);
     if (status == CG_OK)
-        status = cg__args(k, 13, CG_ARG(mc), CG_ARG(l.offset[0]), CG_ARG(ma),
-                          CG_ARG(l.offset[1]), CG_ARG(mb),
-                          CG_ARG(l.offset[2]), CG_ARG(l.shape),
-                          CG_ARG(l.strides[0]), CG_ARG(l.strides[1]),
-                          CG_ARG(l.strides[2]), CG_ARG(l.nd), CG_ARG(my),
-                          CG_ARG(n));
+        status = cg__args(k, CG__ARG(mc), CG__ARG(l.offset[0]), CG__ARG(ma),
+                          CG__ARG(l.offset[1]), CG__ARG(mb),
+                          CG__ARG(l.offset[2]), CG__ARG(l.shape),
+                          CG__ARG(l.strides[0]), CG__ARG(l.strides[1]),
+                          CG__ARG(l.strides[2]), CG__ARG(l.nd), CG__ARG(my),
+                          CG__ARG(n));
     if (status == CG_OK)
-        status = cg__launch1d(a->ctx, k, n, CG_WG);
+        status = cg__launch1d(a->ctx, k, n, CG__WG);
     if (status == CG_OK) {
         /* cond never requires grad: it is an input of the node all the
          * same, so that the graph shows it. */

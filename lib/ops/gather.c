@@ -72,28 +72,28 @@ sort_segments(cg_context *ctx, cg_tensor *idx, cl_uint V, cg_tensor **pairs,
     mp = cg__tensor_mem(*pairs);
     mb = cg__tensor_mem(*bounds);
     half = m / 2;
-    status = cg__kernel(ctx, "gather", "sort_init", &kn);
+    status = cg__kernel(ctx, CG__K_SORT_INIT, &kn);
     if (status == CG_OK)
-        status = cg__args(kn, 4, CG_ARG(mi), CG_ARG(mp), CG_ARG(n),
-                          CG_ARG(m));
+        status = cg__args(kn, CG__ARG(mi), CG__ARG(mp), CG__ARG(n),
+                          CG__ARG(m));
     if (status == CG_OK)
-        status = cg__launch1d(ctx, kn, m, CG_WG);
+        status = cg__launch1d(ctx, kn, m, CG__WG);
     if (status == CG_OK)
-        status = cg__kernel(ctx, "gather", "bitonic_step", &kn);
+        status = cg__kernel(ctx, CG__K_BITONIC_STEP, &kn);
     for (k = 2; k <= m && status == CG_OK; k <<= 1)
         for (j = k / 2; j > 0 && status == CG_OK; j >>= 1) {
-            status = cg__args(kn, 4, CG_ARG(mp), CG_ARG(m), CG_ARG(j),
-                              CG_ARG(k));
+            status = cg__args(kn, CG__ARG(mp), CG__ARG(m), CG__ARG(j),
+                              CG__ARG(k));
             if (status == CG_OK)
-                status = cg__launch1d(ctx, kn, half, CG_WG);
+                status = cg__launch1d(ctx, kn, half, CG__WG);
         }
     if (status == CG_OK)
-        status = cg__kernel(ctx, "gather", "seg_bounds", &kn);
+        status = cg__kernel(ctx, CG__K_SEG_BOUNDS, &kn);
     if (status == CG_OK)
-        status = cg__args(kn, 4, CG_ARG(mp), CG_ARG(m), CG_ARG(mb),
-                          CG_ARG(V));
+        status = cg__args(kn, CG__ARG(mp), CG__ARG(m), CG__ARG(mb),
+                          CG__ARG(V));
     if (status == CG_OK)
-        status = cg__launch1d(ctx, kn, nb, CG_WG);
+        status = cg__launch1d(ctx, kn, nb, CG__WG);
     return status;
 }
 
@@ -117,14 +117,14 @@ gather_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
         mp = cg__tensor_mem(pairs);
         mb = cg__tensor_mem(bounds);
         mgx = cg__tensor_mem(gx);
-        status = cg__kernel(g->ctx, "gather", "seg_sum", &k);
+        status = cg__kernel(g->ctx, CG__K_SEG_SUM, &k);
     }
     if (status == CG_OK)
-        status = cg__args(k, 8, CG_ARG(mg), CG_ARG(mp), CG_ARG(mb),
-                          CG_ARG(mgx), CG_ARG(ge.n), CG_ARG(ge.V),
-                          CG_ARG(ge.inner), CG_ARG(total));
+        status = cg__args(k, CG__ARG(mg), CG__ARG(mp), CG__ARG(mb),
+                          CG__ARG(mgx), CG__ARG(ge.n), CG__ARG(ge.V),
+                          CG__ARG(ge.inner), CG__ARG(total));
     if (status == CG_OK)
-        status = cg__launch1d(g->ctx, k, total, CG_WG);
+        status = cg__launch1d(g->ctx, k, total, CG__WG);
     cg_tensor_free(pairs);
     cg_tensor_free(bounds);
     if (status) {
@@ -149,10 +149,10 @@ gather_forward(cg_tensor *x, cg_tensor *idx, const geom *ge, int ndim,
     if (!y)
         return NULL;
     my = cg__tensor_mem(y);
-    if (cg__kernel(x->ctx, "gather", "gather", &k) ||
-        cg__args(k, 7, CG_ARG(mx), CG_ARG(mi), CG_ARG(my), CG_ARG(ge->n),
-                 CG_ARG(ge->V), CG_ARG(ge->inner), CG_ARG(total)) ||
-        cg__launch1d(x->ctx, k, total, CG_WG)) {
+    if (cg__kernel(x->ctx, CG__K_GATHER, &k) ||
+        cg__args(k, CG__ARG(mx), CG__ARG(mi), CG__ARG(my), CG__ARG(ge->n),
+                 CG__ARG(ge->V), CG__ARG(ge->inner), CG__ARG(total)) ||
+        cg__launch1d(x->ctx, k, total, CG__WG)) {
         cg_tensor_free(y);
         return NULL;
     }

@@ -9,7 +9,7 @@
 #include "autograd/internal.h"
 
 #define CG__LAYOUT_OPS 4
-#define CG_WG 64        /* work-group size of elementwise launches */
+#define CG__WG 64        /* work-group size of elementwise launches */
 
 /* An iteration space (a shape) and the strides of up to CG__LAYOUT_OPS
  * operands over it, coalesced: size-1 dimensions dropped and neighbours
@@ -60,9 +60,9 @@ int cg__fill(cg_tensor *t, float value);
  * was broadcast to g's shape, giving a new tensor of that shape. */
 cg_tensor *cg__sum_to_shape(cg_tensor *g, int ndim, const int64_t *shape);
 
-/* numel values from kernel `kname` of random.cl (uniform, normal,
+/* numel values from kernel kid of random.cl (uniform, normal,
  * dropout_mask) with parameters a, b; advances the generator. */
-cg_tensor *cg__random(cg_context *ctx, const char *kname, int ndim,
+cg_tensor *cg__random(cg_context *ctx, cg__kid kid, int ndim,
                       const int64_t *shape, float a, float b);
 
 /* Sum of x over the axes in `mask` (bit d: axis d), times scale; no
@@ -70,9 +70,19 @@ cg_tensor *cg__random(cg_context *ctx, const char *kname, int ndim,
 cg_tensor *cg__sum_mask(cg_tensor *x, unsigned mask, int keepdim,
                         float scale);
 
-/* Runs unary kernel `name`_f: y = F(x; p0, p1) with y a new contiguous
- * tensor of x's shape.  No recording. */
-cg_tensor *cg__unary(const char *name, cg_tensor *x, float p0, float p1);
+/* The elementwise ops, CG__EW_AFFINE...: kernels/elementwise_ops.def. */
+typedef enum {
+#define CG_UNARY(ID, NAME, FWD, BWD) CG__EW_##ID,
+#define CG_BINARY(ID, NAME, FWD, GA, GB) CG__EW_##ID,
+#include "elementwise_ops.def"
+#undef CG_UNARY
+#undef CG_BINARY
+    CG__EW_COUNT
+} cg__ew_op;
+
+/* Runs unary op's forward kernel: y = F(x; p0, p1) with y a new
+ * contiguous tensor of x's shape.  No recording. */
+cg_tensor *cg__unary(cg__ew_op op, cg_tensor *x, float p0, float p1);
 
 /* One row-major SGEMM through CLBlast on ctx's queue:
  * c = alpha op(a) op(b) + beta c, op transposing when ta / tb is set;

@@ -12,7 +12,7 @@
 
 /* kernels/layer_norm.cl's work-group size: its default, or the tuning
  * entry "layer_norm" in force. */
-#define LWG(ctx) ((size_t)cg__tuned(ctx, "layer_norm", "LWG", 64))
+#define LWG(ctx) ((size_t)cg__param(ctx, CG__P_LAYER_NORM_LWG))
 
 enum { LN_WEIGHT = 1, LN_BIAS = 2 };
 
@@ -75,11 +75,11 @@ ln_backward_x(cg__node *node, cg_tensor *g, cg_tensor **gx)
     if (!*gx)
         return cg__last_status();
     mgx = cg__tensor_mem(*gx);
-    status = cg__kernel(g->ctx, "layer_norm", "layer_norm_b", &k);
+    status = cg__kernel(g->ctx, CG__K_LAYER_NORM_B, &k);
     if (status == CG_OK)
-        status = cg__args(k, 8, CG_ARG(mx), CG_ARG(mw), CG_ARG(flags),
-                          CG_ARG(N), CG_ARG(mm), CG_ARG(mr), CG_ARG(mg),
-                          CG_ARG(mgx));
+        status = cg__args(k, CG__ARG(mx), CG__ARG(mw), CG__ARG(flags),
+                          CG__ARG(N), CG__ARG(mm), CG__ARG(mr), CG__ARG(mg),
+                          CG__ARG(mgx));
     if (status == CG_OK)
         status = cg__launch(g->ctx, k, 1, &global, &local, NULL);
     return status;
@@ -107,13 +107,14 @@ ln_backward_wb(cg__node *node, cg_tensor *g, cg_tensor **gw, cg_tensor **gb)
         return cg__last_status();
     mgw = cg__tensor_mem(*gw ? *gw : *gb);
     mgb = cg__tensor_mem(*gb ? *gb : *gw);
-    status = cg__kernel(g->ctx, "layer_norm", "layer_norm_wb", &k);
+    status = cg__kernel(g->ctx, CG__K_LAYER_NORM_WB, &k);
     if (status == CG_OK)
-        status = cg__args(k, 9, CG_ARG(mx), CG_ARG(mg), CG_ARG(mm),
-                          CG_ARG(mr), CG_ARG(rows), CG_ARG(N), CG_ARG(flags),
-                          CG_ARG(mgw), CG_ARG(mgb));
+        status = cg__args(k, CG__ARG(mx), CG__ARG(mg), CG__ARG(mm),
+                          CG__ARG(mr), CG__ARG(rows), CG__ARG(N),
+                          CG__ARG(flags),
+                          CG__ARG(mgw), CG__ARG(mgb));
     if (status == CG_OK)
-        status = cg__launch1d(g->ctx, k, N, CG_WG);
+        status = cg__launch1d(g->ctx, k, N, CG__WG);
     return status;
 }
 
@@ -150,11 +151,12 @@ ln_forward(cg_tensor *x, cg_tensor *w, cg_tensor *b, int64_t rows,
     my = cg__tensor_mem(out[0]);
     mm = cg__tensor_mem(out[1]);
     mr = cg__tensor_mem(out[2]);
-    status = cg__kernel(x->ctx, "layer_norm", "layer_norm_f", &k);
+    status = cg__kernel(x->ctx, CG__K_LAYER_NORM_F, &k);
     if (status == CG_OK)
-        status = cg__args(k, 9, CG_ARG(mx), CG_ARG(mw), CG_ARG(mb),
-                          CG_ARG(flags), CG_ARG(N), CG_ARG(eps), CG_ARG(my),
-                          CG_ARG(mm), CG_ARG(mr));
+        status = cg__args(k, CG__ARG(mx), CG__ARG(mw), CG__ARG(mb),
+                          CG__ARG(flags), CG__ARG(N), CG__ARG(eps),
+                          CG__ARG(my),
+                          CG__ARG(mm), CG__ARG(mr));
     if (status == CG_OK)
         status = cg__launch(x->ctx, k, 1, &global, &local, NULL);
     return status;

@@ -21,7 +21,7 @@
 
 /* kernels/loss.cl's work-group size of ce_f: its default, or the tuning
  * entry "loss" in force. */
-#define LWG(ctx) ((size_t)cg__tuned(ctx, "loss", "LWG", 64))
+#define LWG(ctx) ((size_t)cg__param(ctx, CG__P_LOSS_LWG))
 
 /* The sum (times scale) of every element of rows, or rows itself for
  * reduction none; takes over the caller's reference to rows. */
@@ -175,13 +175,13 @@ ce_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
     if (!gx)
         return cg__last_status();
     mgx = cg__tensor_mem(gx);
-    status = cg__kernel(x->ctx, "loss", "ce_b", &k);
+    status = cg__kernel(x->ctx, CG__K_CE_B, &k);
     if (status == CG_OK)
-        status = cg__args(k, 10, CG_ARG(mx), CG_ARG(mt), CG_ARG(p),
-                          CG_ARG(eps), CG_ARG(ml), CG_ARG(mg), CG_ARG(gs),
-                          CG_ARG(scale), CG_ARG(mgx), CG_ARG(n));
+        status = cg__args(k, CG__ARG(mx), CG__ARG(mt), CG__ARG(p),
+                          CG__ARG(eps), CG__ARG(ml), CG__ARG(mg), CG__ARG(gs),
+                          CG__ARG(scale), CG__ARG(mgx), CG__ARG(n));
     if (status == CG_OK)
-        status = cg__launch1d(x->ctx, k, n, CG_WG);
+        status = cg__launch1d(x->ctx, k, n, CG__WG);
     if (status) {
         cg_tensor_free(gx);
         return status;
@@ -225,10 +225,10 @@ cg_cross_entropy(cg_tensor *input, cg_tensor *target, cg_reduction reduction,
     mt = cg__tensor_mem(target);
     mr = cg__tensor_mem(rows);
     ml = cg__tensor_mem(lse);
-    status = cg__kernel(input->ctx, "loss", "ce_f", &k);
+    status = cg__kernel(input->ctx, CG__K_CE_F, &k);
     if (status == CG_OK)
-        status = cg__args(k, 6, CG_ARG(mx), CG_ARG(mt), CG_ARG(p),
-                          CG_ARG(eps), CG_ARG(mr), CG_ARG(ml));
+        status = cg__args(k, CG__ARG(mx), CG__ARG(mt), CG__ARG(p),
+                          CG__ARG(eps), CG__ARG(mr), CG__ARG(ml));
     local = LWG(input->ctx);
     global = (size_t)cg_tensor_numel(target) * local;
     if (status == CG_OK)
@@ -265,12 +265,13 @@ nll_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
     if (!gx)
         return cg__last_status();
     mgx = cg__tensor_mem(gx);
-    status = cg__kernel(x->ctx, "loss", "nll_b", &k);
+    status = cg__kernel(x->ctx, CG__K_NLL_B, &k);
     if (status == CG_OK)
-        status = cg__args(k, 7, CG_ARG(mt), CG_ARG(p), CG_ARG(mg),
-                          CG_ARG(gs), CG_ARG(scale), CG_ARG(mgx), CG_ARG(n));
+        status = cg__args(k, CG__ARG(mt), CG__ARG(p), CG__ARG(mg),
+                          CG__ARG(gs), CG__ARG(scale), CG__ARG(mgx),
+                          CG__ARG(n));
     if (status == CG_OK)
-        status = cg__launch1d(x->ctx, k, n, CG_WG);
+        status = cg__launch1d(x->ctx, k, n, CG__WG);
     if (status) {
         cg_tensor_free(gx);
         return status;
@@ -304,12 +305,12 @@ cg_nll_loss(cg_tensor *input, cg_tensor *target, cg_reduction reduction,
     mt = cg__tensor_mem(target);
     mr = cg__tensor_mem(rows);
     n = (cl_uint)cg_tensor_numel(target);
-    status = cg__kernel(input->ctx, "loss", "nll_f", &k);
+    status = cg__kernel(input->ctx, CG__K_NLL_F, &k);
     if (status == CG_OK)
-        status = cg__args(k, 5, CG_ARG(mx), CG_ARG(mt), CG_ARG(p),
-                          CG_ARG(mr), CG_ARG(n));
+        status = cg__args(k, CG__ARG(mx), CG__ARG(mt), CG__ARG(p),
+                          CG__ARG(mr), CG__ARG(n));
     if (status == CG_OK)
-        status = cg__launch1d(input->ctx, k, n, CG_WG);
+        status = cg__launch1d(input->ctx, k, n, CG__WG);
     if (status) {
         cg_tensor_free(rows);
         return NULL;
@@ -353,18 +354,18 @@ pointwise_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
         /* An unwanted output gets the other one's buffer; never written. */
         mga = cg__tensor_mem(full[0] ? full[0] : full[1]);
         mgb = cg__tensor_mem(full[1] ? full[1] : full[0]);
-        status = cg__kernel(a->ctx, "loss", "pointwise_b", &k);
+        status = cg__kernel(a->ctx, CG__K_POINTWISE_B, &k);
         if (status == CG_OK)
-            status = cg__args(k, 16, CG_ARG(ma), CG_ARG(l.offset[0]),
-                              CG_ARG(mb), CG_ARG(l.offset[1]),
-                              CG_ARG(l.shape), CG_ARG(l.strides[0]),
-                              CG_ARG(l.strides[1]), CG_ARG(l.nd),
-                              CG_ARG(kind), CG_ARG(mg), CG_ARG(gs),
-                              CG_ARG(scale), CG_ARG(mga), CG_ARG(mgb),
-                              CG_ARG(want), CG_ARG(n));
+            status = cg__args(k, CG__ARG(ma), CG__ARG(l.offset[0]),
+                              CG__ARG(mb), CG__ARG(l.offset[1]),
+                              CG__ARG(l.shape), CG__ARG(l.strides[0]),
+                              CG__ARG(l.strides[1]), CG__ARG(l.nd),
+                              CG__ARG(kind), CG__ARG(mg), CG__ARG(gs),
+                              CG__ARG(scale), CG__ARG(mga), CG__ARG(mgb),
+                              CG__ARG(want), CG__ARG(n));
     }
     if (status == CG_OK)
-        status = cg__launch1d(a->ctx, k, n, CG_WG);
+        status = cg__launch1d(a->ctx, k, n, CG__WG);
     if (status) {
         cg_tensor_free(full[0]);
         cg_tensor_free(full[1]);
@@ -424,14 +425,15 @@ pointwise_loss(const char *op, cl_int kind, cg_tensor *a, cg_tensor *b,
     ma = cg__tensor_mem(a);
     mb = cg__tensor_mem(b);
     my = cg__tensor_mem(y);
-    status = cg__kernel(a->ctx, "loss", "pointwise_f", &k);
+    status = cg__kernel(a->ctx, CG__K_POINTWISE_F, &k);
     if (status == CG_OK)
-        status = cg__args(k, 11, CG_ARG(ma), CG_ARG(l.offset[0]), CG_ARG(mb),
-                          CG_ARG(l.offset[1]), CG_ARG(l.shape),
-                          CG_ARG(l.strides[0]), CG_ARG(l.strides[1]),
-                          CG_ARG(l.nd), CG_ARG(kind), CG_ARG(my), CG_ARG(n));
+        status = cg__args(k, CG__ARG(ma), CG__ARG(l.offset[0]), CG__ARG(mb),
+                          CG__ARG(l.offset[1]), CG__ARG(l.shape),
+                          CG__ARG(l.strides[0]), CG__ARG(l.strides[1]),
+                          CG__ARG(l.nd), CG__ARG(kind), CG__ARG(my),
+                          CG__ARG(n));
     if (status == CG_OK)
-        status = cg__launch1d(a->ctx, k, n, CG_WG);
+        status = cg__launch1d(a->ctx, k, n, CG__WG);
     if (status) {
         cg_tensor_free(y);
         return NULL;

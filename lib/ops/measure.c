@@ -33,10 +33,10 @@ measure_sgemm(cg_context *ctx, cg_measurements *out)
         status = cg__last_status();
         goto fail;
     }
-    CHECK_CL(clEnqueueFillBuffer(ctx->queue, cg__buffer_mem(a),
+    CG__CHECK_CL(clEnqueueFillBuffer(ctx->queue, cg__buffer_mem(a),
                                  &(float){ 0.5f }, sizeof(float), 0, bytes,
                                  0, NULL, NULL), "clEnqueueFillBuffer");
-    CHECK_CL(clEnqueueFillBuffer(ctx->queue, cg__buffer_mem(b),
+    CG__CHECK_CL(clEnqueueFillBuffer(ctx->queue, cg__buffer_mem(b),
                                  &(float){ 0.25f }, sizeof(float), 0, bytes,
                                  0, NULL, NULL), "clEnqueueFillBuffer");
     am = (cg__mat){ cg__buffer_mem(a), 0, n };
@@ -47,7 +47,7 @@ measure_sgemm(cg_context *ctx, cg_measurements *out)
         status = cg__sgemm(ctx, 0, 0, n, n, n, 1.0f, am, bm, 0.0f, cm);
         if (status)
             goto fail;
-        CHECK_CL(clFinish(ctx->queue), "clFinish");
+        CG__CHECK_CL(clFinish(ctx->queue), "clFinish");
         t = cg__now() - t;
         if (i > 0 && t < best)
             best = t;

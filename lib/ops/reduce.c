@@ -15,7 +15,7 @@
 
 /* kernels/reduce.cl's work-group size: its default, or the tuning
  * entry "reduce" in force. */
-#define RWG(ctx) ((size_t)cg__tuned(ctx, "reduce", "RWG", 64))
+#define RWG(ctx) ((size_t)cg__param(ctx, CG__P_REDUCE_RWG))
 
 /* RED_ARG is reduce_max with indices counted along the reduced axes
  * only (argmax) instead of into x's full shape (max's backward). */
@@ -165,7 +165,7 @@ col_sum(cg_tensor *x, int64_t R64, int64_t C64, float scale, cg_tensor *y)
     cl_kernel k;
     int status;
 
-    status = cg__kernel(x->ctx, "reduce", "reduce_cols", &k);
+    status = cg__kernel(x->ctx, CG__K_REDUCE_COLS, &k);
     if (status)
         return status;
     if (nchunk > 1) {
@@ -175,16 +175,16 @@ col_sum(cg_tensor *x, int64_t R64, int64_t C64, float scale, cg_tensor *y)
     }
     mp = part ? cg__tensor_mem(part) : my;
     first = part ? one : scale;
-    status = cg__args(k, 8, CG_ARG(mx), CG_ARG(xo), CG_ARG(C), CG_ARG(R),
-                      CG_ARG(C), CG_ARG(rows), CG_ARG(mp),
-                      CG_ARG(first));
+    status = cg__args(k, CG__ARG(mx), CG__ARG(xo), CG__ARG(C), CG__ARG(R),
+                      CG__ARG(C), CG__ARG(rows), CG__ARG(mp),
+                      CG__ARG(first));
     if (status == CG_OK)
         status = cg__launch_chunks(x->ctx, k, (size_t)C, (size_t)nchunk,
                                    COL_BLOCK, COL_WG);
     if (status == CG_OK && part) {
-        status = cg__args(k, 8, CG_ARG(mp), CG_ARG(zero), CG_ARG(C),
-                          CG_ARG(nchunk), CG_ARG(C), CG_ARG(nchunk),
-                          CG_ARG(my), CG_ARG(scale));
+        status = cg__args(k, CG__ARG(mp), CG__ARG(zero), CG__ARG(C),
+                          CG__ARG(nchunk), CG__ARG(C), CG__ARG(nchunk),
+                          CG__ARG(my), CG__ARG(scale));
         if (status == CG_OK)
             status = cg__launch_chunks(x->ctx, k, (size_t)C, 1, COL_BLOCK,
                                        COL_WG);
@@ -207,8 +207,8 @@ rows_pass(cg_context *ctx, cl_kernel k, cl_mem src, cl_int off, cl_uint len,
 
     global[0] = ng * wg;
     global[1] = R;
-    status = cg__args(k, 6, CG_ARG(src), CG_ARG(off), CG_ARG(len),
-                      CG_ARG(chunk), CG_ARG(part), CG_ARG(scale));
+    status = cg__args(k, CG__ARG(src), CG__ARG(off), CG__ARG(len),
+                      CG__ARG(chunk), CG__ARG(part), CG__ARG(scale));
     if (status == CG_OK)
         status = cg__launch(ctx, k, 2, global, local, NULL);
     return status;
@@ -228,7 +228,7 @@ row_sum(cg_tensor *x, int64_t R, int64_t C, float scale, cg_tensor *y)
 
     if (ng > ROW_PARTS)
         ng = ROW_PARTS;
-    status = cg__kernel(x->ctx, "reduce", "reduce_rows", &k);
+    status = cg__kernel(x->ctx, CG__K_REDUCE_ROWS, &k);
     if (status)
         return status;
     if (ng == 1)
@@ -290,23 +290,23 @@ reduce(int kind, cg_tensor *x, unsigned mask, int keepdim, float param,
             goto fail;
         }
         mam = cg__tensor_mem(*am);
-        status = cg__kernel(x->ctx, "reduce", "reduce_max", &k);
+        status = cg__kernel(x->ctx, CG__K_REDUCE_MAX, &k);
         if (status == CG_OK)
-            status = cg__args(k, 13, CG_ARG(mx), CG_ARG(xo),
-                              CG_ARG(kl.shape), CG_ARG(kl.strides[0]),
-                              CG_ARG(kl.strides[1]), CG_ARG(kl.nd),
-                              CG_ARG(rl.shape), CG_ARG(rl.strides[0]),
-                              CG_ARG(rl.strides[1]), CG_ARG(rl.nd),
-                              CG_ARG(n), CG_ARG(my), CG_ARG(mam));
+            status = cg__args(k, CG__ARG(mx), CG__ARG(xo),
+                              CG__ARG(kl.shape), CG__ARG(kl.strides[0]),
+                              CG__ARG(kl.strides[1]), CG__ARG(kl.nd),
+                              CG__ARG(rl.shape), CG__ARG(rl.strides[0]),
+                              CG__ARG(rl.strides[1]), CG__ARG(rl.nd),
+                              CG__ARG(n), CG__ARG(my), CG__ARG(mam));
     } else {
-        status = cg__kernel(x->ctx, "reduce", kind == RED_SUM ? "reduce_sum"
-                            : "reduce_var", &k);
+        status = cg__kernel(x->ctx, kind == RED_SUM ? CG__K_REDUCE_SUM
+                            : CG__K_REDUCE_VAR, &k);
         if (status == CG_OK)
-            status = cg__args(k, 11, CG_ARG(mx), CG_ARG(xo),
-                              CG_ARG(kl.shape), CG_ARG(kl.strides[0]),
-                              CG_ARG(kl.nd), CG_ARG(rl.shape),
-                              CG_ARG(rl.strides[0]), CG_ARG(rl.nd),
-                              CG_ARG(n), CG_ARG(my), CG_ARG(param));
+            status = cg__args(k, CG__ARG(mx), CG__ARG(xo),
+                              CG__ARG(kl.shape), CG__ARG(kl.strides[0]),
+                              CG__ARG(kl.nd), CG__ARG(rl.shape),
+                              CG__ARG(rl.strides[0]), CG__ARG(rl.nd),
+                              CG__ARG(n), CG__ARG(my), CG__ARG(param));
     }
     global = (size_t)kl.numel * local;
     if (status == CG_OK)
@@ -388,7 +388,7 @@ sum_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
     cg_tensor_free(gk);
     if (!ge)
         return cg__last_status();
-    gin[0] = cg__unary("affine", ge, (float)node->f[0], 0.0f);
+    gin[0] = cg__unary(CG__EW_AFFINE, ge, (float)node->f[0], 0.0f);
     cg_tensor_free(ge);
     return gin[0] ? CG_OK : cg__last_status();
 }
@@ -408,12 +408,12 @@ max_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
     mgx = cg__tensor_mem(gx);
     status = cg__fill(gx, 0.0f);
     if (status == CG_OK)
-        status = cg__kernel(x->ctx, "reduce", "max_backward", &k);
+        status = cg__kernel(x->ctx, CG__K_MAX_BACKWARD, &k);
     if (status == CG_OK)
-        status = cg__args(k, 4, CG_ARG(mg), CG_ARG(mam), CG_ARG(mgx),
-                          CG_ARG(n));
+        status = cg__args(k, CG__ARG(mg), CG__ARG(mam), CG__ARG(mgx),
+                          CG__ARG(n));
     if (status == CG_OK)
-        status = cg__launch1d(x->ctx, k, n, CG_WG);
+        status = cg__launch1d(x->ctx, k, n, CG__WG);
     if (status) {
         cg_tensor_free(gx);
         return status;

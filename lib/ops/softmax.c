@@ -9,7 +9,7 @@
 
 /* kernels/softmax.cl's work-group size: its default, or the tuning
  * entry "softmax" in force. */
-#define SWG(ctx) ((size_t)cg__tuned(ctx, "softmax", "SWG", 64))
+#define SWG(ctx) ((size_t)cg__param(ctx, CG__P_SOFTMAX_SWG))
 
 /* The rows of x along `dim`: the layout of the other dimensions with x's
  * strides (operand 0) and the contiguous strides (operand 1), the row
@@ -57,12 +57,12 @@ softmax_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
         return cg__last_status();
     mgx = cg__tensor_mem(gx);
     /* y (the saved output), g and gx are all contiguous from offset 0. */
-    status = cg__kernel(y->ctx, "softmax", "softmax_b", &k);
+    status = cg__kernel(y->ctx, CG__K_SOFTMAX_B, &k);
     if (status == CG_OK)
-        status = cg__args(k, 9, CG_ARG(my), CG_ARG(mg), CG_ARG(mgx),
-                          CG_ARG(r.l.shape), CG_ARG(r.l.strides[1]),
-                          CG_ARG(r.l.nd), CG_ARG(r.n), CG_ARG(r.ys),
-                          CG_ARG(logmode));
+        status = cg__args(k, CG__ARG(my), CG__ARG(mg), CG__ARG(mgx),
+                          CG__ARG(r.l.shape), CG__ARG(r.l.strides[1]),
+                          CG__ARG(r.l.nd), CG__ARG(r.n), CG__ARG(r.ys),
+                          CG__ARG(logmode));
     global = (size_t)r.l.numel * local;
     if (status == CG_OK)
         status = cg__launch(y->ctx, k, 1, &global, &local, NULL);
@@ -103,12 +103,12 @@ softmax_op(const char *op, cg_tensor *x, int dim, cl_int logmode)
     mx = cg__tensor_mem(x);
     my = cg__tensor_mem(y);
     xo = (cl_int)x->offset;
-    status = cg__kernel(x->ctx, "softmax", "softmax_f", &k);
+    status = cg__kernel(x->ctx, CG__K_SOFTMAX_F, &k);
     if (status == CG_OK)
-        status = cg__args(k, 11, CG_ARG(mx), CG_ARG(xo), CG_ARG(r.l.shape),
-                          CG_ARG(r.l.strides[0]), CG_ARG(r.l.strides[1]),
-                          CG_ARG(r.l.nd), CG_ARG(r.n), CG_ARG(r.xs),
-                          CG_ARG(r.ys), CG_ARG(my), CG_ARG(logmode));
+        status = cg__args(k, CG__ARG(mx), CG__ARG(xo), CG__ARG(r.l.shape),
+                          CG__ARG(r.l.strides[0]), CG__ARG(r.l.strides[1]),
+                          CG__ARG(r.l.nd), CG__ARG(r.n), CG__ARG(r.xs),
+                          CG__ARG(r.ys), CG__ARG(my), CG__ARG(logmode));
     global = (size_t)r.l.numel * local;
     if (status == CG_OK)
         status = cg__launch(x->ctx, k, 1, &global, &local, NULL);

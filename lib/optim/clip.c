@@ -13,7 +13,7 @@
 
 /* kernels/optim.cl's reduction work-group size: its default, or the
  * tuning entry "optim" in force (the programs are built with it). */
-#define NORM_RWG(ctx) ((int64_t)cg__tuned(ctx, "optim", "RWG", 64))
+#define NORM_RWG(ctx) ((int64_t)cg__param(ctx, CG__P_OPTIM_RWG))
 /* At most this many partial results per gradient. */
 #define NORM_MAX_GROUPS 64
 
@@ -73,9 +73,9 @@ enqueue_clip(cg_context *ctx, cg_tensor **grads, int count, cl_mem part,
     cl_uint pofs = 0;
     int i, status;
 
-    if ((status = cg__kernel(ctx, "optim", "grad_norm_partial", &kp)) ||
-        (status = cg__kernel(ctx, "optim", "grad_norm_finish", &kf)) ||
-        (status = cg__kernel(ctx, "optim", "grad_scale", &ks)))
+    if ((status = cg__kernel(ctx, CG__K_GRAD_NORM_PARTIAL, &kp)) ||
+        (status = cg__kernel(ctx, CG__K_GRAD_NORM_FINISH, &kf)) ||
+        (status = cg__kernel(ctx, CG__K_GRAD_SCALE, &ks)))
         return status;
     for (i = 0; i < count; i++) {
         cl_mem mg = cg__tensor_mem(grads[i]);
@@ -84,16 +84,16 @@ enqueue_clip(cg_context *ctx, cg_tensor **grads, int count, cl_mem part,
         cl_uint ng = norm_groups(grads[i]);
 
         global = (size_t)ng * local;
-        if ((status = cg__args(kp, 7, CG_ARG(mg), CG_ARG(go), CG_ARG(n),
-                               CG_ARG(part), CG_ARG(pofs), CG_ARG(kind),
-                               CG_ARG(p))) ||
+        if ((status = cg__args(kp, CG__ARG(mg), CG__ARG(go), CG__ARG(n),
+                               CG__ARG(part), CG__ARG(pofs), CG__ARG(kind),
+                               CG__ARG(p))) ||
             (status = cg__launch(ctx, kp, 1, &global, &local, NULL)))
             return status;
         pofs += ng;
     }
     global = local;
-    if ((status = cg__args(kf, 6, CG_ARG(part), CG_ARG(npart), CG_ARG(out),
-                           CG_ARG(kind), CG_ARG(p), CG_ARG(max_norm))) ||
+    if ((status = cg__args(kf, CG__ARG(part), CG__ARG(npart), CG__ARG(out),
+                           CG__ARG(kind), CG__ARG(p), CG__ARG(max_norm))) ||
         (status = cg__launch(ctx, kf, 1, &global, &local, NULL)))
         return status;
     for (i = 0; i < count; i++) {
@@ -101,9 +101,9 @@ enqueue_clip(cg_context *ctx, cg_tensor **grads, int count, cl_mem part,
         cl_int go = (cl_int)grads[i]->offset;
         cl_uint n = (cl_uint)cg_tensor_numel(grads[i]);
 
-        if ((status = cg__args(ks, 4, CG_ARG(mg), CG_ARG(go), CG_ARG(n),
-                               CG_ARG(out))) ||
-            (status = cg__launch1d(ctx, ks, n, CG_WG)))
+        if ((status = cg__args(ks, CG__ARG(mg), CG__ARG(go), CG__ARG(n),
+                               CG__ARG(out))) ||
+            (status = cg__launch1d(ctx, ks, n, CG__WG)))
             return status;
     }
     return CG_OK;
@@ -173,16 +173,16 @@ cg_clip_grad_value(cg_tensor *const *params, int n, double clip)
         return CG_EHOSTMEM;
     status = collect_grads("clip_grad_value", params, n, grads, &count);
     if (status == CG_OK && count > 0)
-        status = cg__kernel(grads[0]->ctx, "optim", "clamp_inplace", &k);
+        status = cg__kernel(grads[0]->ctx, CG__K_CLAMP_INPLACE, &k);
     for (i = 0; status == CG_OK && i < count; i++) {
         cl_mem mg = cg__tensor_mem(grads[i]);
         cl_int go = (cl_int)grads[i]->offset;
         cl_uint ne = (cl_uint)cg_tensor_numel(grads[i]);
 
-        status = cg__args(k, 5, CG_ARG(mg), CG_ARG(go), CG_ARG(ne),
-                          CG_ARG(lo), CG_ARG(hi));
+        status = cg__args(k, CG__ARG(mg), CG__ARG(go), CG__ARG(ne),
+                          CG__ARG(lo), CG__ARG(hi));
         if (status == CG_OK)
-            status = cg__launch1d(grads[0]->ctx, k, ne, CG_WG);
+            status = cg__launch1d(grads[0]->ctx, k, ne, CG__WG);
     }
     free(grads);
     return status;

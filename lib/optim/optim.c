@@ -330,14 +330,14 @@ launch_sgd(cg_optimizer *opt, int i, cl_mem mp, cl_int po, cl_mem mg,
     cl_uint ch = OPT_CHUNK;
     int status;
 
-    if (!*k && (status = cg__kernel(opt->ctx, "optim", "sgd_step", k)))
+    if (!*k && (status = cg__kernel(opt->ctx, CG__K_SGD_STEP, k)))
         return status;
-    status = cg__args(*k, 14, CG_ARG(mp), CG_ARG(po), CG_ARG(mg), CG_ARG(go),
-                      CG_ARG(mb), CG_ARG(n), CG_ARG(mom), CG_ARG(omd),
-                      CG_ARG(wd), CG_ARG(neg_lr), CG_ARG(nesterov),
-                      CG_ARG(maximize), CG_ARG(init), CG_ARG(ch));
+    status = cg__args(*k, CG__ARG(mp), CG__ARG(po), CG__ARG(mg), CG__ARG(go),
+                      CG__ARG(mb), CG__ARG(n), CG__ARG(mom), CG__ARG(omd),
+                      CG__ARG(wd), CG__ARG(neg_lr), CG__ARG(nesterov),
+                      CG__ARG(maximize), CG__ARG(init), CG__ARG(ch));
     if (status == CG_OK)
-        status = cg__launch_chunks(opt->ctx, *k, n, 1, ch, CG_WG);
+        status = cg__launch_chunks(opt->ctx, *k, n, 1, ch, CG__WG);
     if (status == CG_OK && b)
         pp->present[0] = 1;
     return status;
@@ -365,16 +365,16 @@ launch_adam(cg_optimizer *opt, int i, cl_mem mp, cl_int po, cl_mem mg,
     cl_uint ch = OPT_CHUNK;
     int status;
 
-    if (!*k && (status = cg__kernel(opt->ctx, "optim", "adam_step", k)))
+    if (!*k && (status = cg__kernel(opt->ctx, CG__K_ADAM_STEP, k)))
         return status;
-    status = cg__args(*k, 20, CG_ARG(mp), CG_ARG(po), CG_ARG(mg), CG_ARG(go),
-                      CG_ARG(mm), CG_ARG(mv), CG_ARG(mx), CG_ARG(n),
-                      CG_ARG(pscale), CG_ARG(wd), CG_ARG(b1), CG_ARG(omb1),
-                      CG_ARG(b2), CG_ARG(omb2), CG_ARG(bc2s), CG_ARG(eps),
-                      CG_ARG(neg_step), CG_ARG(amsgrad), CG_ARG(maximize),
-                      CG_ARG(ch));
+    status = cg__args(*k, CG__ARG(mp), CG__ARG(po), CG__ARG(mg), CG__ARG(go),
+                      CG__ARG(mm), CG__ARG(mv), CG__ARG(mx), CG__ARG(n),
+                      CG__ARG(pscale), CG__ARG(wd), CG__ARG(b1), CG__ARG(omb1),
+                      CG__ARG(b2), CG__ARG(omb2), CG__ARG(bc2s), CG__ARG(eps),
+                      CG__ARG(neg_step), CG__ARG(amsgrad), CG__ARG(maximize),
+                      CG__ARG(ch));
     if (status == CG_OK)
-        status = cg__launch_chunks(opt->ctx, *k, n, 1, ch, CG_WG);
+        status = cg__launch_chunks(opt->ctx, *k, n, 1, ch, CG__WG);
     return status;
 }
 
@@ -395,15 +395,15 @@ launch_rmsprop(cg_optimizer *opt, int i, cl_mem mp, cl_int po, cl_mem mg,
     cl_uint ch = OPT_CHUNK;
     int status;
 
-    if (!*k && (status = cg__kernel(opt->ctx, "optim", "rmsprop_step", k)))
+    if (!*k && (status = cg__kernel(opt->ctx, CG__K_RMSPROP_STEP, k)))
         return status;
-    status = cg__args(*k, 17, CG_ARG(mp), CG_ARG(po), CG_ARG(mg), CG_ARG(go),
-                      CG_ARG(msq), CG_ARG(mga), CG_ARG(mb), CG_ARG(n),
-                      CG_ARG(alpha), CG_ARG(oma), CG_ARG(eps), CG_ARG(wd),
-                      CG_ARG(mom), CG_ARG(neg_lr), CG_ARG(centered),
-                      CG_ARG(maximize), CG_ARG(ch));
+    status = cg__args(*k, CG__ARG(mp), CG__ARG(po), CG__ARG(mg), CG__ARG(go),
+                      CG__ARG(msq), CG__ARG(mga), CG__ARG(mb), CG__ARG(n),
+                      CG__ARG(alpha), CG__ARG(oma), CG__ARG(eps), CG__ARG(wd),
+                      CG__ARG(mom), CG__ARG(neg_lr), CG__ARG(centered),
+                      CG__ARG(maximize), CG__ARG(ch));
     if (status == CG_OK)
-        status = cg__launch_chunks(opt->ctx, *k, n, 1, ch, CG_WG);
+        status = cg__launch_chunks(opt->ctx, *k, n, 1, ch, CG__WG);
     return status;
 }
 

@@ -17,26 +17,24 @@
 
 #define CLBLAST_PREFIX "clblast."
 
-/* clgrad's own tunable kernels: entry name, kernel file, parameters. */
+/* clgrad's own kernels tuned per entry kind and shape: entry name, kernel
+ * file, and the one host parameter, or NULL for the file's tunables (the
+ * kernel table's).  Every other kernel file with tunables is tuned whole:
+ * entry "reduce" for kernels/reduce.cl, whose parameters become the
+ * context's values of the file's tunables (cg__param_set): -D options of
+ * every kernel of the file, and the work-group size the host launches
+ * with. */
 typedef struct {
     const char *kernel;
     const char *file;
-    const char *params[3];
+    const char *param;
 } own_kernel;
 
 static const own_kernel own_kernels[] = {
-    { "rnn.lstm", "rnn", { "VW", "RB", "WG" } },
-    { "rnn.gru", "rnn", { "VW", "RB", "WG" } },
-    { "rnn.rnn", "rnn", { "VW", "RB", "WG" } },
-    { "rnn.path", "rnn", { "gemm_min_h", NULL, NULL } },
-    /* Whole kernel files: the entry's parameters become -D options of
-     * every kernel of the file (cg__kernel), and the host launches with
-     * the same work-group size (cg__tuned). */
-    { "reduce", "reduce", { "RWG", NULL, NULL } },
-    { "softmax", "softmax", { "SWG", NULL, NULL } },
-    { "layer_norm", "layer_norm", { "LWG", NULL, NULL } },
-    { "loss", "loss", { "LWG", NULL, NULL } },
-    { "optim", "optim", { "RWG", NULL, NULL } },
+    { "rnn.lstm", "rnn", NULL },
+    { "rnn.gru", "rnn", NULL },
+    { "rnn.rnn", "rnn", NULL },
+    { "rnn.path", "rnn", "gemm_min_h" },
 };
 #define NOWN (sizeof own_kernels / sizeof own_kernels[0])
 
@@ -73,15 +71,43 @@ cg__tuning_param(const cg_tuning_entry *e, const char *name, long *value)
     return 0;
 }
 
-static const own_kernel *
-own_of(const char *kernel)
+/* Whether `kernel` names one of clgrad's own kernels (into *out). */
+static int
+own_of(const char *kernel, own_kernel *out)
 {
     size_t i;
+    int p;
 
-    for (i = 0; i < NOWN; i++)
-        if (strcmp(own_kernels[i].kernel, kernel) == 0)
-            return &own_kernels[i];
-    return NULL;
+    for (i = 0; i < NOWN; i++) {
+        if (strcmp(own_kernels[i].kernel, kernel) == 0) {
+            *out = own_kernels[i];
+            return 1;
+        }
+        if (strcmp(own_kernels[i].file, kernel) == 0)
+            return 0;       /* tuned per entry kind, not whole */
+    }
+    for (p = 0; p < CG__P_COUNT; p++)
+        if (strcmp(cg__kfile_names[cg__param_table[p].file], kernel) == 0) {
+            out->kernel = out->file = cg__kfile_names[cg__param_table[p].file];
+            out->param = NULL;
+            return 1;
+        }
+    return 0;
+}
+
+/* Whether `name` is a parameter of own kernel k. */
+static int
+own_param(const own_kernel *k, const char *name)
+{
+    int p;
+
+    if (k->param)
+        return strcmp(k->param, name) == 0;
+    for (p = 0; p < CG__P_COUNT; p++)
+        if (strcmp(cg__kfile_names[cg__param_table[p].file], k->file) == 0 &&
+            strcmp(cg__param_table[p].name, name) == 0)
+            return 1;
+    return 0;
 }
 
 /* "H<n>" -> n, "any" -> 0, else -1. */
@@ -106,7 +132,7 @@ typedef struct {
     struct {
         const char *file;
         char hash[33];
-    } f[NOWN];
+    } f[CG__KF_COUNT];
 } file_hashes;
 
 static const char *
@@ -117,7 +143,8 @@ file_hash(file_hashes *fh, const char *file)
     for (i = 0; i < fh->n; i++)
         if (strcmp(fh->f[i].file, file) == 0)
             return fh->f[i].hash;
-    if (fh->n == (int)NOWN || cg_kernel_source_hash(file, fh->f[fh->n].hash))
+    if (fh->n == CG__KF_COUNT ||
+        cg_kernel_source_hash(file, fh->f[fh->n].hash))
         return NULL;
     fh->f[fh->n].file = file;
     return fh->f[fh->n++].hash;
@@ -130,10 +157,10 @@ static int
 entry_usable(const cg_context *ctx, const cg_tuning_entry *e,
              file_hashes *hashes)
 {
-    const own_kernel *k;
+    own_kernel own, *k = &own;
     const char *hash;
     long v;
-    int i, j;
+    int i;
 
     if (strncmp(e->kernel, CLBLAST_PREFIX, strlen(CLBLAST_PREFIX)) == 0) {
         if (strcmp(e->shape, "any") != 0)
@@ -142,8 +169,7 @@ entry_usable(const cg_context *ctx, const cg_tuning_entry *e,
                              e->kernel, e->shape);
         return CG_OK;
     }
-    k = own_of(e->kernel);
-    if (!k)
+    if (!own_of(e->kernel, k))
         return cg__error(CG_EINVAL, "unknown kernel \"%s\"", e->kernel);
     if (shape_h(e->shape) < 0)
         return cg__error(CG_EINVAL, "%s: shape \"%s\" is neither \"any\" "
@@ -154,14 +180,10 @@ entry_usable(const cg_context *ctx, const cg_tuning_entry *e,
                          "with hash %s, this library's is %s", e->kernel,
                          e->shape, k->file, e->source_hash[0]
                          ? e->source_hash : "(none)", hash);
-    for (i = 0; i < e->nparams; i++) {
-        for (j = 0; j < 3 && k->params[j]; j++)
-            if (strcmp(e->names[i], k->params[j]) == 0)
-                break;
-        if (j == 3 || !k->params[j])
+    for (i = 0; i < e->nparams; i++)
+        if (!own_param(k, e->names[i]))
             return cg__error(CG_EINVAL, "%s: unknown parameter %s",
                              e->kernel, e->names[i]);
-    }
     if (cg__tuning_param(e, "VW", &v) && v != 1 && v != 2 && v != 4 &&
         v != 8 && v != 16)
         return cg__error(CG_EINVAL, "%s: VW = %ld (1, 2, 4, 8 or 16)",
@@ -215,11 +237,42 @@ clblast_apply(cg_context *ctx, const cg_tuning_entry *e)
     return CG_OK;
 }
 
+/* A whole-file entry's parameters ("reduce": RWG) become the context's
+ * values of that file's tunables; the rnn.* entries are per shape, and
+ * the layer looks them up itself. */
+static void
+set_file_params(cg_context *ctx, const cg_tuning_entry *e)
+{
+    int i, p;
+
+    for (p = 0; p < CG__P_COUNT; p++)
+        if (strcmp(cg__kfile_names[cg__param_table[p].file], e->kernel) == 0)
+            for (i = 0; i < e->nparams; i++)
+                if (strcmp(e->names[i], cg__param_table[p].name) == 0)
+                    cg__param_set(ctx, (cg__pid)p, e->values[i]);
+}
+
+static int
+ntuning(const cg_context *ctx)
+{
+    return ctx->tuning ? ctx->tuning->n : 0;
+}
+
+void
+cg__tuning_free(cg_context *ctx)
+{
+    if (ctx->tuning)
+        free(ctx->tuning->e);
+    free(ctx->tuning);
+    ctx->tuning = NULL;
+}
+
 /* Puts e in force (already checked), replacing one of the same kernel
  * and shape. */
 static int
 put_in_force(cg_context *ctx, const cg_tuning_entry *e)
 {
+    struct cg__tuning *t;
     int i;
 
     if (strncmp(e->kernel, CLBLAST_PREFIX, strlen(CLBLAST_PREFIX)) == 0) {
@@ -228,20 +281,23 @@ put_in_force(cg_context *ctx, const cg_tuning_entry *e)
         if (status)
             return status;
     }
-    for (i = 0; i < ctx->ntuning; i++)
-        if (strcmp(ctx->tuning[i].kernel, e->kernel) == 0 &&
-            strcmp(ctx->tuning[i].shape, e->shape) == 0)
+    if (!ctx->tuning && !(ctx->tuning = cg__calloc(1, sizeof *ctx->tuning)))
+        return CG_EHOSTMEM;
+    t = ctx->tuning;
+    for (i = 0; i < t->n; i++)
+        if (strcmp(t->e[i].kernel, e->kernel) == 0 &&
+            strcmp(t->e[i].shape, e->shape) == 0)
             break;
-    if (i == ctx->ntuning) {
-        cg_tuning_entry *n = realloc(ctx->tuning,
-                                     (size_t)(i + 1) * sizeof *n);
+    if (i == t->n) {
+        cg_tuning_entry *n = realloc(t->e, (size_t)(i + 1) * sizeof *n);
 
         if (!n)
             return cg__error(CG_EHOSTMEM, "out of host memory");
-        ctx->tuning = n;
-        ctx->ntuning++;
+        t->e = n;
+        t->n++;
     }
-    ctx->tuning[i] = *e;
+    t->e[i] = *e;
+    set_file_params(ctx, e);
     return CG_OK;
 }
 
@@ -274,11 +330,13 @@ cg_context_clear_tuning(cg_context *ctx)
     cg__error_clear();
     if (!ctx)
         return cg__error(CG_EINVAL, "ctx is NULL");
-    for (i = 0; i < ctx->ntuning; i++)
-        if (strncmp(ctx->tuning[i].kernel, CLBLAST_PREFIX,
+    for (i = 0; i < ntuning(ctx); i++)
+        if (strncmp(ctx->tuning->e[i].kernel, CLBLAST_PREFIX,
                     strlen(CLBLAST_PREFIX)) == 0)
-            ctx->tuning[n++] = ctx->tuning[i];
-    ctx->ntuning = n;
+            ctx->tuning->e[n++] = ctx->tuning->e[i];
+    if (ctx->tuning)
+        ctx->tuning->n = n;
+    cg__params_reset(ctx);
     return CG_OK;
 }
 
@@ -288,7 +346,7 @@ cg_context_tuning_count(const cg_context *ctx, int *count)
     cg__error_clear();
     if (!ctx || !count)
         return cg__error(CG_EINVAL, "%s is NULL", ctx ? "count" : "ctx");
-    *count = ctx->ntuning;
+    *count = ntuning(ctx);
     return CG_OK;
 }
 
@@ -298,10 +356,10 @@ cg_context_tuning_entry(const cg_context *ctx, int i, cg_tuning_entry *out)
     cg__error_clear();
     if (!ctx || !out)
         return cg__error(CG_EINVAL, "%s is NULL", ctx ? "out" : "ctx");
-    if (i < 0 || i >= ctx->ntuning)
+    if (i < 0 || i >= ntuning(ctx))
         return cg__error(CG_EINVAL, "tuning entry %d of %d", i,
-                         ctx->ntuning);
-    *out = ctx->tuning[i];
+                         ntuning(ctx));
+    *out = ctx->tuning->e[i];
     return CG_OK;
 }
 
@@ -312,8 +370,8 @@ cg__tuning_find_h(const cg_context *ctx, const char *kernel, long h)
     double best_d = HUGE_VAL;
     int i;
 
-    for (i = 0; i < ctx->ntuning; i++) {
-        const cg_tuning_entry *e = &ctx->tuning[i];
+    for (i = 0; i < ntuning(ctx); i++) {
+        const cg_tuning_entry *e = &ctx->tuning->e[i];
         long eh;
         double d;
 

@@ -1,8 +1,10 @@
 /*
  * lib/tune/internal.h - the tuning database inside the library: parsing
  * and writing database files (db.c), and the lookup that puts entries in
- * force in a context (apply.c).  Layers below (cl) keep the entries in
- * force as plain data; layers above (nn) ask for their parameters here.
+ * force in a context (apply.c).  The entries in force are this layer's
+ * state, hung on the context (ctx->tuning, which lib/cl only holds);
+ * whole-file entries become the context's kernel parameters
+ * (cg__param_set); layers above (nn) ask for their parameters here.
  */
 #ifndef CG_TUNE_INTERNAL_H
 #define CG_TUNE_INTERNAL_H
@@ -12,6 +14,15 @@
 
 #define CG__TUNING_FORMAT "clgrad-tuning"
 #define CG__TUNING_VERSION 1
+
+/* The entries in force in a context; allocated with the first. */
+struct cg__tuning {
+    cg_tuning_entry *e;
+    int n;
+};
+
+/* Frees ctx's entries in force (the context's destructor). */
+void cg__tuning_free(cg_context *ctx);
 
 struct cg_tuning_db {
     cg_tuning_device device;
