@@ -1,14 +1,16 @@
 /*
  * lib/context.c - the public context constructor and destructor, above
  * every layer: lib/cl builds the device layer (device, queue, programs,
- * pool), then lib/tune puts the tuning database in force; freeing undoes
- * both in the other order.  lib/cl calls nothing upward.
+ * pool), lib/ops gives it its random number generator, then lib/tune puts
+ * the tuning database in force; freeing undoes them in the other order.
+ * lib/cl calls nothing upward and keeps no state of the layers above.
  */
 #include "config.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+#include "ops/internal.h"
 #include "tune/internal.h"
 
 cg_context *
@@ -29,6 +31,12 @@ cg_context_new_with(const cg_context_options *opts)
     ctx = cg__context_create(opts);
     if (!ctx)
         return NULL;
+    if (cg__rng_attach(ctx)) {
+        cg__context_destroy(ctx);
+        cg__error(CG_EHOSTMEM, "cg_context_new: out of host memory for the "
+                  "random number generator");
+        return NULL;
+    }
     /* The tuning database decides the kernels' parameters; a bad or
      * stale file is skipped with a warning to the log callback
      * (cg_set_log), and the context is made all the same. */
@@ -43,5 +51,6 @@ cg_context_free(cg_context *ctx)
     if (!ctx)
         return;
     cg__tuning_free(ctx);
+    cg__rng_detach(ctx);
     cg__context_destroy(ctx);
 }

@@ -1,13 +1,14 @@
 #define _GNU_SOURCE
 /*
  * tests/test_device.c - device enumeration, every selector form, context
- * life cycle.
+ * life cycle, host memory running out while a context is made.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "core/internal.h"
 #include "testutil.h"
 
 START_TEST(devices_are_enumerated_with_sane_properties)
@@ -183,6 +184,47 @@ START_TEST(contexts_are_created_and_freed_in_a_loop)
 }
 END_TEST
 
+/* Each host allocation of cg_context_new fails in turn (the device layer,
+ * the random number generator, the tuning lookup): the constructor either
+ * gives NULL with a message, or, where only the optional tuning lookup
+ * failed, a context that works.  Nothing leaks (valgrind), and once no
+ * failure fires the context is the ordinary one. */
+START_TEST(host_allocation_failures_while_making_a_context)
+{
+    int64_t n = 5;
+    long k;
+    int fired = 1;
+
+    for (k = 0; fired && k < 10000; k++) {
+        cg_context *ctx;
+        cg_tensor *t, *s;
+        float v;
+
+        cg__alloc_fail_after(k);
+        ctx = cg_context_new(NULL);
+        fired = cg__alloc_fail_after(-1) < 0;
+        if (!ctx) {
+            ck_assert_msg(fired, "no context without a failure: %s",
+                          cg_last_error());
+            ck_assert_msg(strstr(cg_last_error(), "memory") != NULL,
+                          "allocation %ld: %s", k, cg_last_error());
+            continue;
+        }
+        /* The generator is there and seeded: a draw works. */
+        ck_assert_int_eq(cg_manual_seed(ctx, 7), CG_OK);
+        t = cg_rand_uniform(ctx, 1, &n, 0.0f, 1.0f);
+        ck_assert_msg(t != NULL, "%s", cg_last_error());
+        s = cg_sum(t, 0, NULL, 0);
+        ck_assert_int_eq(cg_tensor_item(s, &v), CG_OK);
+        ck_assert(v > 0.0f && v < 5.0f);
+        cg_tensor_free(s);
+        cg_tensor_free(t);
+        cg_context_free(ctx);
+    }
+    ck_assert_msg(!fired, "still failing after %ld allocations", k);
+}
+END_TEST
+
 /* A profiling context times every launch by kernel name; CLBlast's GEMM
  * under its own name. */
 START_TEST(profiles_count_every_launch)
@@ -246,6 +288,7 @@ main(void)
     tcase_add_test(tc, default_and_environment_selection);
     tcase_add_test(tc, bad_selectors_fail_and_list_devices);
     tcase_add_test(tc, contexts_are_created_and_freed_in_a_loop);
+    tcase_add_test(tc, host_allocation_failures_while_making_a_context);
     tcase_add_test(tc, profiles_count_every_launch);
     suite_add_tcase(s, tc);
     return tt_run(s);

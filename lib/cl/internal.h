@@ -89,8 +89,9 @@ struct cg_context {
      * and frees (cg__tuning_free); lib/cl never looks inside. */
     struct cg__tuning *tuning;
     cg__profile prof;       /* with profiling (lib/cl/profile.c) */
-    uint64_t rng_seed;      /* the Philox generator: key and counter */
-    uint64_t rng_offset;
+    /* The Philox generator's state: lib/ops's, which it allocates and
+     * frees (cg__rng_attach, cg__rng_detach); lib/cl never looks inside. */
+    struct cg__rng *rng;
 };
 
 /* A context on the device opts selects (NULL: the default), without

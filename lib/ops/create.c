@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ops/internal.h"
@@ -204,6 +205,20 @@ cg_arange(cg_context *ctx, double start, double stop, double step)
  * ------------------------------------------------------------------------ */
 
 int
+cg__rng_attach(cg_context *ctx)
+{
+    ctx->rng = cg__calloc(1, sizeof *ctx->rng);
+    return ctx->rng ? CG_OK : CG_EHOSTMEM;
+}
+
+void
+cg__rng_detach(cg_context *ctx)
+{
+    free(ctx->rng);
+    ctx->rng = NULL;
+}
+
+int
 cg_manual_seed(cg_context *ctx, uint64_t seed)
 {
     return cg_generator_set_state(ctx, seed, 0);
@@ -215,8 +230,8 @@ cg_generator_state(const cg_context *ctx, uint64_t *seed, uint64_t *offset)
     cg__error_clear();
     if (!ctx || !seed || !offset)
         return cg__error(CG_EINVAL, "NULL argument");
-    *seed = ctx->rng_seed;
-    *offset = ctx->rng_offset;
+    *seed = ctx->rng->seed;
+    *offset = ctx->rng->offset;
     return CG_OK;
 }
 
@@ -226,8 +241,8 @@ cg_generator_set_state(cg_context *ctx, uint64_t seed, uint64_t offset)
     cg__error_clear();
     if (!ctx)
         return cg__error(CG_EINVAL, "ctx is NULL");
-    ctx->rng_seed = seed;
-    ctx->rng_offset = offset;
+    ctx->rng->seed = seed;
+    ctx->rng->offset = offset;
     return CG_OK;
 }
 
@@ -248,8 +263,8 @@ cg__random(cg_context *ctx, cg__kid kid, int ndim,
         return NULL;
     m = cg__tensor_mem(t);
     n = (cl_uint)cg_tensor_numel(t);
-    seed = ctx->rng_seed;
-    offset = ctx->rng_offset;
+    seed = ctx->rng->seed;
+    offset = ctx->rng->offset;
     if (cg__kernel(ctx, kid, &k) ||
         cg__args(k, CG__ARG(m), CG__ARG(n), CG__ARG(seed), CG__ARG(offset),
                  CG__ARG(a), CG__ARG(b)) ||
@@ -257,7 +272,7 @@ cg__random(cg_context *ctx, cg__kid kid, int ndim,
         cg_tensor_free(t);
         return NULL;
     }
-    ctx->rng_offset += (n + 3) / 4;
+    ctx->rng->offset += (n + 3) / 4;
     return t;
 }
 

@@ -81,7 +81,7 @@ cg_dropout(cg_tensor *x, float p, int training)
     }
     if (!training || p == 0.0f)
         return cg_tensor_ref(x);
-    offset = x->ctx->rng_offset;
+    offset = x->ctx->rng->offset;
     /* p = 1 keeps nothing: scale 0 rather than 1 / 0. */
     mask = cg__random(x->ctx, CG__K_DROPOUT_MASK, x->ndim, x->shape, p,
                       p < 1.0f ? 1.0f / (1.0f - p) : 0.0f);
@@ -90,6 +90,6 @@ cg_dropout(cg_tensor *x, float p, int training)
     y = apply_mask(x, mask);
     cg_tensor_free(mask);
     if (!y)
-        x->ctx->rng_offset = offset;   /* failure changes nothing */
+        x->ctx->rng->offset = offset;   /* failure changes nothing */
     return y;
 }

@@ -62,6 +62,18 @@ cg_tensor *cg__sum_to_shape(cg_tensor *g, int ndim, const int64_t *shape);
 
 /* numel values from kernel kid of random.cl (uniform, normal,
  * dropout_mask) with parameters a, b; advances the generator. */
+/* The Philox generator's state, one per context: the key, and the counter
+ * of the next draw (in blocks of four numbers). */
+struct cg__rng {
+    uint64_t seed;
+    uint64_t offset;
+};
+
+/* Gives ctx its generator, seeded 0 (cg_context_new_with, after the device
+ * layer): CG_EHOSTMEM if that fails.  detach frees it (NULL-safe). */
+int cg__rng_attach(cg_context *ctx);
+void cg__rng_detach(cg_context *ctx);
+
 cg_tensor *cg__random(cg_context *ctx, cg__kid kid, int ndim,
                       const int64_t *shape, float a, float b);
 
