@@ -174,6 +174,8 @@ typedef struct cg_device_info {
     int fp64;                /* cl_khr_fp64 or a double fp config */
     int image_support;
     int unified_memory;      /* CL_DEVICE_HOST_UNIFIED_MEMORY */
+    char extensions[8192];   /* space-separated, truncated if longer */
+    /* Below extensions, so that the fields above keep their offsets. */
     unsigned native_width_char, native_width_short, native_width_int,
              native_width_long, native_width_float, native_width_double,
              native_width_half;   /* native ISA widths; 0: no such type */
@@ -192,7 +194,6 @@ typedef struct cg_device_info {
     int has_pci;             /* cl_khr_pci_bus_info (or
                               * cl_nv_device_attribute_query) answered */
     unsigned pci_domain, pci_bus, pci_device, pci_function;
-    char extensions[8192];   /* space-separated, truncated if longer */
 } cg_device_info;
 
 /* The number of OpenCL devices on all platforms.  With no platform at all
