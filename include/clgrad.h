@@ -118,6 +118,32 @@ typedef enum cg_device_type {
     CG_DEVICE_OTHER = 8
 } cg_device_type;
 
+/* Floating-point capabilities (cg_device_info's fp32_config, fp64_config,
+ * fp16_config): the bits of OpenCL's cl_device_fp_config, with the same
+ * values.  0 means the device has no arithmetic of that type;
+ * CG_FP_NOT_EXPOSED that the driver refused the query. */
+#define CG_FP_DENORM              0x1u
+#define CG_FP_INF_NAN             0x2u
+#define CG_FP_ROUND_TO_NEAREST    0x4u
+#define CG_FP_ROUND_TO_ZERO       0x8u
+#define CG_FP_ROUND_TO_INF        0x10u
+#define CG_FP_FMA                 0x20u
+#define CG_FP_SOFT_FLOAT          0x40u
+#define CG_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT 0x80u
+#define CG_FP_NOT_EXPOSED         0x80000000u
+
+typedef enum cg_local_mem_type {
+    CG_LOCAL_MEM_NONE = 0,     /* no local memory */
+    CG_LOCAL_MEM_DEDICATED = 1,/* on-chip (CL_LOCAL) */
+    CG_LOCAL_MEM_GLOBAL = 2    /* carved from global memory (CL_GLOBAL) */
+} cg_local_mem_type;
+
+typedef enum cg_cache_type {
+    CG_CACHE_NONE = 0,
+    CG_CACHE_READ_ONLY = 1,
+    CG_CACHE_READ_WRITE = 2
+} cg_cache_type;
+
 typedef struct cg_device_info {
     int index;               /* in the flat numbering */
     int platform_index;
@@ -149,6 +175,25 @@ typedef struct cg_device_info {
     int image_support;
     int unified_memory;      /* CL_DEVICE_HOST_UNIFIED_MEMORY */
     char extensions[8192];   /* space-separated, truncated if longer */
+    /* Below extensions, so that the fields above keep their offsets. */
+    unsigned native_width_char, native_width_short, native_width_int,
+             native_width_long, native_width_float, native_width_double,
+             native_width_half;   /* native ISA widths; 0: no such type */
+    unsigned fp32_config, fp64_config, fp16_config;   /* CG_FP_* bits */
+    cg_local_mem_type local_mem_type;
+    cg_cache_type global_mem_cache_type;
+    unsigned global_mem_cacheline_size;   /* bytes */
+    uint64_t timer_resolution_ns;  /* of profiling event timestamps */
+    int queue_out_of_order;  /* the host queue may run out of order */
+    int queue_profiling;     /* the host queue can time events */
+    int sub_groups;          /* cl_khr_subgroups, or OpenCL >= 2.1 with
+                              * CL_DEVICE_MAX_NUM_SUB_GROUPS > 0 */
+    unsigned max_sub_groups; /* per work-group; 0 when not exposed */
+    int has_uuid;            /* cl_khr_device_uuid reported and answered */
+    unsigned char uuid[16];
+    int has_pci;             /* cl_khr_pci_bus_info (or
+                              * cl_nv_device_attribute_query) answered */
+    unsigned pci_domain, pci_bus, pci_device, pci_function;
 } cg_device_info;
 
 /* The number of OpenCL devices on all platforms.  With no platform at all
@@ -196,6 +241,12 @@ void cg_context_free(cg_context *ctx);
 
 /* Copies the context's device description into *info. */
 int cg_context_device_info(const cg_context *ctx, cg_device_info *info);
+
+/* CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE of a clgrad kernel (the
+ * copy kernel of the measurements) on the context's device: work-group
+ * sizes that are multiples of it fill the device's SIMD lanes.  A kernel
+ * property, so it needs a context; the first call may build that kernel. */
+int cg_context_work_group_multiple(cg_context *ctx, size_t *multiple);
 
 /* Waits until every command enqueued on the context has completed. */
 int cg_context_finish(cg_context *ctx);
@@ -289,18 +340,32 @@ typedef struct cg_measurements {
     double launch_latency_us;  /* one empty kernel, enqueue + wait */
     double launch_queued_us;   /* per launch when 1000 are queued, one wait */
     double sgemm_gflops;       /* CLBlast SGEMM, 1024 x 1024 x 1024 */
+    double fp32_fma_gflops;    /* chains of float FMAs, 2 FLOP each */
 } cg_measurements;
 
 enum {
     CG_MEASURE_BANDWIDTH = 1,
     CG_MEASURE_LAUNCH = 2,
     CG_MEASURE_SGEMM = 4,
-    CG_MEASURE_ALL = 7
+    CG_MEASURE_FMA = 8,
+    CG_MEASURE_ALL = 15
 };
 
 /* Runs the measurements selected by `which` (CG_MEASURE_*) on the context's
  * device; fields not measured are set to 0. */
 int cg_context_measure(cg_context *ctx, unsigned which, cg_measurements *out);
+
+/* The figures of cg_measurements, to ask how each is measured. */
+typedef enum cg_figure {
+    CG_FIGURE_H2D, CG_FIGURE_D2H, CG_FIGURE_COPY, CG_FIGURE_LAUNCH_LATENCY,
+    CG_FIGURE_LAUNCH_QUEUED, CG_FIGURE_SGEMM, CG_FIGURE_FP32_FMA,
+    CG_FIGURE_COUNT
+} cg_figure;
+
+/* One sentence saying how cg_context_measure measures `figure`: what is
+ * timed, the sizes, what is counted, the repetitions.  A static string;
+ * "" for an unknown figure. */
+const char *cg_measure_method(cg_figure figure);
 
 /* ------------------------------------------------------------------------
  * Tensors

@@ -1,7 +1,9 @@
 /*
  * tests/test_info.c - clgrad-info: its JSON report parses back and agrees
- * with the library, skipped tuning files are reported, its options and
- * exit statuses.
+ * with the library (device properties, extensions as an array, the
+ * measured figures and how each is measured), the same rows in the human
+ * report, skipped tuning files are reported, its options and exit
+ * statuses.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +30,65 @@ get(json_object *o, const char *key)
 
     ck_assert_msg(json_object_object_get_ex(o, key, &v), "no key '%s'", key);
     return v;
+}
+
+/* The device properties beyond the basics, in d as in info. */
+static void
+check_properties(json_object *d, const cg_device_info *info)
+{
+    static const char *const fp[] = { "fp32_config", "fp16_config",
+                                       "fp64_config" };
+    json_object *ext = get(d, "extensions"), *sg, *v;
+    size_t i;
+
+    /* An array of names, each one of the library's list. */
+    ck_assert(json_object_is_type(ext, json_type_array));
+    for (i = 0; i < json_object_array_length(ext); i++) {
+        const char *name = json_object_get_string(
+            json_object_array_get_idx(ext, i));
+
+        ck_assert(*name && !strchr(name, ' '));
+        ck_assert_ptr_nonnull(strstr(info->extensions, name));
+    }
+    ck_assert_int_eq(json_object_get_int(get(get(d, "native_vector_widths"),
+                                             "float")),
+                     (int)info->native_width_float);
+    ck_assert_int_gt(json_object_get_int64(
+        get(d, "preferred_work_group_size_multiple")), 0);
+    for (i = 0; i < 3; i++)
+        ck_assert(json_object_is_type(get(get(d, fp[i]), "supported"),
+                                      json_type_boolean));
+    /* Every OpenCL device has single precision with round to nearest. */
+    ck_assert(json_object_get_boolean(get(get(d, "fp32_config"),
+                                          "round_to_nearest")));
+    ck_assert(json_object_get_boolean(get(get(d, "fp64_config"),
+                                          "supported")) == (info->fp64_config
+              != 0 && !(info->fp64_config & CG_FP_NOT_EXPOSED)));
+    ck_assert_str_eq(json_object_get_string(get(d, "local_mem_type")),
+                     info->local_mem_type == CG_LOCAL_MEM_DEDICATED ? "local"
+                     : info->local_mem_type == CG_LOCAL_MEM_GLOBAL ? "global"
+                     : "none");
+    get(d, "global_mem_cache_type");
+    ck_assert_int_eq(json_object_get_int64(
+        get(d, "global_mem_cacheline_bytes")),
+        info->global_mem_cacheline_size);
+    ck_assert_int_eq(json_object_get_int64(
+        get(d, "profiling_timer_resolution_ns")),
+        (int64_t)info->timer_resolution_ns);
+    /* clgrad's contexts time kernels when asked: every queue profiles. */
+    ck_assert(json_object_get_boolean(get(get(d, "queue_properties"),
+                                          "profiling")));
+    sg = get(d, "sub_groups");
+    ck_assert(json_object_get_boolean(get(sg, "supported")) ==
+              (info->sub_groups != 0));
+    get(sg, "max_num_sub_groups");
+    /* null where the driver does not expose them. */
+    v = get(d, "uuid");
+    ck_assert(info->has_uuid ? json_object_get_string_len(v) == 36
+                             : v == NULL);
+    v = get(d, "pci_bus");
+    ck_assert(info->has_pci ? json_object_get_string_len(v) == 12
+                            : v == NULL);
 }
 
 START_TEST(json_report_parses_and_matches_the_library)
@@ -73,6 +134,20 @@ START_TEST(json_report_parses_and_matches_the_library)
             get(m, "sgemm_1024_gflops")), 0);
         ck_assert_double_gt(json_object_get_double(
             get(m, "sgemm_1024_untuned_gflops")), 0);
+        ck_assert_double_gt(json_object_get_double(
+            get(m, "fp32_fma_gflops")), 0);
+        /* Every figure says how it was measured. */
+        json_object_object_foreach(m, key, val) {
+            json_object *how;
+
+            if (!json_object_is_type(val, json_type_double))
+                continue;
+            how = get(get(m, "methods"), key);
+            ck_assert_msg(strstr(json_object_get_string(how), "best of") ||
+                          strstr(json_object_get_string(how), "one run"),
+                          "%s: %s", key, json_object_get_string(how));
+        }
+        check_properties(d, &info);
         /* The tuning entries in force, as the library reports them. */
         {
             json_object *es = get(get(d, "tuning"), "entries");
@@ -153,6 +228,37 @@ START_TEST(human_output_list_help_and_errors)
     ck_assert_int_eq(status, 0);
     ck_assert_ptr_nonnull(strstr(out, "Compute units"));
     ck_assert_ptr_nonnull(strstr(out, info.platform_name));
+    {
+        static const char *const rows[] = {
+            "Preferred work-group size multiple", "Native vector widths",
+            "Single-precision FP config", "Half-precision FP config",
+            "Double-precision FP config", "Local memory type",
+            "Global memory cache type", "Global memory cache line",
+            "Profiling timer resolution", "Queue properties", "Sub-groups",
+            "Device UUID", "PCI bus", "Extensions"
+        };
+        size_t k;
+
+        for (k = 0; k < sizeof rows / sizeof rows[0]; k++)
+            ck_assert_msg(strstr(out, rows[k]), "no row '%s'", rows[k]);
+        ck_assert_ptr_null(strstr(out, "Measured"));
+    }
+    free(out);
+
+    /* The measured section: each figure, then how it was measured. */
+    out = run_info("--device 0", &status);
+    ck_assert_int_eq(status, 0);
+    {
+        const char *p = strstr(out, "FP32 FMA peak");
+        int lines = 0;
+
+        ck_assert_msg(p && strstr(p, "GFLOP/s"), "%s", out);
+        ck_assert_ptr_nonnull(strstr(p, "measured as: kernel fma_peak"));
+        for (p = strstr(out, "Measured"); p && (p = strstr(p, "measured as: "));
+             p++)
+            lines++;
+        ck_assert_int_ge(lines, 7);
+    }
     free(out);
 
     out = run_info("--list", &status);

@@ -21,9 +21,10 @@ usage(FILE *f)
     fprintf(f,
 "Usage: %s [OPTION]...\n"
 "Report every OpenCL platform and device, as clgrad sees them, and measure\n"
-"each device's bandwidth, kernel launch cost and SGEMM throughput (with\n"
-"CLBlast's built-in parameters, then with the tuning database), and show\n"
-"the tuning entries in force for each device (see clgrad-tune).\n"
+"each device's bandwidth, kernel launch cost, FP32 FMA peak and SGEMM\n"
+"throughput (with CLBlast's built-in parameters, then with the tuning\n"
+"database), saying how each figure is measured, and show the tuning\n"
+"entries in force for each device (see clgrad-tune).\n"
 "\n"
 "  -l, --list           list devices, one line each, and exit\n"
 "  -d, --device SEL     report only the device SEL selects (P:D, an index,\n"
@@ -67,9 +68,120 @@ print_size(const char *key, uint64_t bytes)
             (double)bytes / 1024);
 }
 
+static const char *const fp_bit_name[] = {
+    "denormals", "inf/NaN", "round to nearest", "round to zero",
+    "round to +-inf", "FMA", "soft float", "correctly rounded divide/sqrt"
+};
+static const char *const fp_bit_key[] = {
+    "denormals", "inf_nan", "round_to_nearest", "round_to_zero",
+    "round_to_inf", "fma", "soft_float", "correctly_rounded_divide_sqrt"
+};
+#define FP_BITS (int)(sizeof fp_bit_name / sizeof fp_bit_name[0])
+
 static void
-print_device(const cg_device_info *d)
+print_fp(const char *key, unsigned config)
 {
+    char buf[512] = "";
+    size_t n = 0;
+    int i;
+
+    if (config & CG_FP_NOT_EXPOSED) {
+        row(key, "not exposed");
+        return;
+    }
+    if (config == 0) {
+        row(key, "not supported");
+        return;
+    }
+    for (i = 0; i < FP_BITS; i++)
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%s %s",
+                              i ? ", " : "", fp_bit_name[i],
+                              config & (1u << i) ? "yes" : "no");
+    row(key, "%s", buf);
+}
+
+static const char *
+local_mem_name(cg_local_mem_type t)
+{
+    return t == CG_LOCAL_MEM_DEDICATED ? "local"
+         : t == CG_LOCAL_MEM_GLOBAL ? "global" : "none";
+}
+
+static const char *
+cache_name(cg_cache_type t)
+{
+    return t == CG_CACHE_READ_WRITE ? "read-write"
+         : t == CG_CACHE_READ_ONLY ? "read-only" : "none";
+}
+
+/* "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", or "" when not exposed. */
+static void
+uuid_text(const cg_device_info *d, char out[40])
+{
+    size_t n = 0;
+    int i;
+
+    out[0] = '\0';
+    if (!d->has_uuid)
+        return;
+    for (i = 0; i < 16; i++)
+        n += (size_t)snprintf(out + n, 40 - n, "%s%02x",
+                              i == 4 || i == 6 || i == 8 || i == 10 ? "-" : "",
+                              d->uuid[i]);
+}
+
+/* "dddd:bb:dd.f", or "" when not exposed. */
+static void
+pci_text(const cg_device_info *d, char out[32])
+{
+    out[0] = '\0';
+    if (d->has_pci)
+        snprintf(out, 32, "%04x:%02x:%02x.%x", d->pci_domain & 0xffff,
+                 d->pci_bus & 0xff, d->pci_device & 0xff,
+                 d->pci_function & 0xf);
+}
+
+/* Calls f on each extension name of d (the list is space-separated,
+ * with runs of spaces on some drivers). */
+static void
+each_extension(const cg_device_info *d, void (*f)(const char *, void *),
+               void *arg)
+{
+    char name[256];
+    const char *s = d->extensions, *e;
+
+    while (*s) {
+        while (*s == ' ')
+            s++;
+        for (e = s; *e && *e != ' '; e++)
+            ;
+        if (e > s && (size_t)(e - s) < sizeof name) {
+            memcpy(name, s, (size_t)(e - s));
+            name[e - s] = '\0';
+            f(name, arg);
+        }
+        s = e;
+    }
+}
+
+static void
+print_extension(const char *name, void *first)
+{
+    if (*(int *)first)
+        row("Extensions", "%s", name);
+    else
+        row("", "%s", name);
+    *(int *)first = 0;
+}
+
+/* The device's description; wg_multiple is 0 when no context could be
+ * made. */
+static void
+print_device(const cg_device_info *d, size_t wg_multiple)
+{
+    char text[40];
+    int first = 1;
+
     printf("Device %d (%d:%d)\n", d->index, d->platform_index,
            d->device_index);
     row("Name", "%s", d->name);
@@ -96,30 +208,114 @@ print_device(const cg_device_info *d)
         "half %u, float %u, double %u", d->vector_width_char,
         d->vector_width_short, d->vector_width_int, d->vector_width_long,
         d->vector_width_half, d->vector_width_float, d->vector_width_double);
+    row("Native vector widths", "char %u, short %u, int %u, long %u, "
+        "half %u, float %u, double %u", d->native_width_char,
+        d->native_width_short, d->native_width_int, d->native_width_long,
+        d->native_width_half, d->native_width_float, d->native_width_double);
+    if (wg_multiple)
+        row("Preferred work-group size multiple", "%zu", wg_multiple);
+    else
+        row("Preferred work-group size multiple", "not exposed");
     row("Half precision (cl_khr_fp16)", "%s", d->fp16 ? "yes" : "no");
     row("Double precision", "%s", d->fp64 ? "yes" : "no");
+    print_fp("Single-precision FP config", d->fp32_config);
+    print_fp("Half-precision FP config", d->fp16_config);
+    print_fp("Double-precision FP config", d->fp64_config);
+    row("Local memory type", "%s", local_mem_name(d->local_mem_type));
+    row("Global memory cache type", "%s",
+        cache_name(d->global_mem_cache_type));
+    row("Global memory cache line", "%u bytes",
+        d->global_mem_cacheline_size);
+    row("Profiling timer resolution", "%llu ns",
+        (unsigned long long)d->timer_resolution_ns);
+    row("Queue properties", "out-of-order %s, profiling %s",
+        d->queue_out_of_order ? "yes" : "no",
+        d->queue_profiling ? "yes" : "no");
+    if (d->max_sub_groups)
+        row("Sub-groups", "yes, at most %u per work-group",
+            d->max_sub_groups);
+    else
+        row("Sub-groups", "%s", d->sub_groups ? "yes (count not exposed)"
+                                              : "not supported");
+    uuid_text(d, text);
+    row("Device UUID", "%s", *text ? text : "not exposed");
+    pci_text(d, text);
+    row("PCI bus", "%s", *text ? text : "not exposed");
     row("Image support", "%s", d->image_support ? "yes" : "no");
     row("Unified host memory", "%s", d->unified_memory ? "yes" : "no");
-    row("Extensions", "%s", d->extensions);
+    each_extension(d, print_extension, &first);
+    if (first)
+        row("Extensions", "none");
+}
+
+/* A measured figure, then how it was measured. */
+static void
+print_figure(const char *key, const char *value, cg_figure f)
+{
+    row(key, "%s", value);
+    printf("      measured as: %s\n", cg_measure_method(f));
 }
 
 static void
 print_measure(const cg_measurements *m, double untuned)
 {
+    char v[64];
+
     printf("  Measured\n");
-    row("  Host to device", "%.2f GB/s", m->h2d_gbps);
-    row("  Device to host", "%.2f GB/s", m->d2h_gbps);
-    row("  Device copy (read + write)", "%.2f GB/s", m->copy_gbps);
-    row("  Launch latency (enqueue + wait)", "%.1f us", m->launch_latency_us);
-    row("  Launch, queued (per kernel)", "%.2f us", m->launch_queued_us);
+#define FIG(key, f, ...) (snprintf(v, sizeof v, __VA_ARGS__), \
+                          print_figure("  " key, v, f))
+    FIG("Host to device", CG_FIGURE_H2D, "%.2f GB/s", m->h2d_gbps);
+    FIG("Device to host", CG_FIGURE_D2H, "%.2f GB/s", m->d2h_gbps);
+    FIG("Device copy (read + write)", CG_FIGURE_COPY, "%.2f GB/s",
+        m->copy_gbps);
+    FIG("Launch latency (enqueue + wait)", CG_FIGURE_LAUNCH_LATENCY,
+        "%.1f us", m->launch_latency_us);
+    FIG("Launch, queued (per kernel)", CG_FIGURE_LAUNCH_QUEUED, "%.2f us",
+        m->launch_queued_us);
+    FIG("FP32 FMA peak", CG_FIGURE_FP32_FMA, "%.1f GFLOP/s",
+        m->fp32_fma_gflops);
     row("  SGEMM 1024^3 (CLBlast), tuned", "%.1f GFLOP/s", m->sgemm_gflops);
-    row("  SGEMM 1024^3 (CLBlast), untuned", "%.1f GFLOP/s", untuned);
+    FIG("SGEMM 1024^3 (CLBlast), untuned", CG_FIGURE_SGEMM, "%.1f GFLOP/s",
+        untuned);
+#undef FIG
+    printf("      (tuned: the same, with the tuning database's CLBlast "
+           "parameters)\n");
 }
 
 static json_object *
-device_json(const cg_device_info *d)
+fp_json(unsigned config)
 {
-    json_object *o = json_object_new_object(), *sizes, *vw;
+    json_object *o = json_object_new_object();
+    int i, exposed = !(config & CG_FP_NOT_EXPOSED);
+
+    json_object_object_add(o, "exposed", json_object_new_boolean(exposed));
+    json_object_object_add(o, "supported",
+                           json_object_new_boolean(exposed && config != 0));
+    if (exposed && config != 0)
+        for (i = 0; i < FP_BITS; i++)
+            json_object_object_add(o, fp_bit_key[i], json_object_new_boolean(
+                (config & (1u << i)) != 0));
+    return o;
+}
+
+static void
+add_extension(const char *name, void *arr)
+{
+    json_object_array_add(arr, json_object_new_string(name));
+}
+
+/* A string, or null when empty (not exposed). */
+static json_object *
+string_or_null(const char *s)
+{
+    return *s ? json_object_new_string(s) : NULL;
+}
+
+static json_object *
+device_json(const cg_device_info *d, size_t wg_multiple)
+{
+    json_object *o = json_object_new_object(), *sizes, *vw, *q, *sg, *ext;
+    char text[40];
     int i;
 
 #define JS(k, v) json_object_object_add(o, k, json_object_new_string(v))
@@ -162,14 +358,75 @@ device_json(const cg_device_info *d)
     VW("double", (int)d->vector_width_double);
 #undef VW
     json_object_object_add(o, "preferred_vector_widths", vw);
+    vw = json_object_new_object();
+#define VW(k, v) json_object_object_add(vw, k, json_object_new_int(v))
+    VW("char", (int)d->native_width_char);
+    VW("short", (int)d->native_width_short);
+    VW("int", (int)d->native_width_int);
+    VW("long", (int)d->native_width_long);
+    VW("half", (int)d->native_width_half);
+    VW("float", (int)d->native_width_float);
+    VW("double", (int)d->native_width_double);
+#undef VW
+    json_object_object_add(o, "native_vector_widths", vw);
+    json_object_object_add(o, "preferred_work_group_size_multiple",
+                           wg_multiple ? json_object_new_int64(
+                               (int64_t)wg_multiple) : NULL);
     JB("fp16", d->fp16);
     JB("fp64", d->fp64);
+    json_object_object_add(o, "fp32_config", fp_json(d->fp32_config));
+    json_object_object_add(o, "fp16_config", fp_json(d->fp16_config));
+    json_object_object_add(o, "fp64_config", fp_json(d->fp64_config));
+    JS("local_mem_type", local_mem_name(d->local_mem_type));
+    JS("global_mem_cache_type", cache_name(d->global_mem_cache_type));
+    JI("global_mem_cacheline_bytes", d->global_mem_cacheline_size);
+    JI("profiling_timer_resolution_ns", d->timer_resolution_ns);
+    q = json_object_new_object();
+    json_object_object_add(q, "out_of_order", json_object_new_boolean(
+        d->queue_out_of_order));
+    json_object_object_add(q, "profiling", json_object_new_boolean(
+        d->queue_profiling));
+    json_object_object_add(o, "queue_properties", q);
+    sg = json_object_new_object();
+    json_object_object_add(sg, "supported",
+                           json_object_new_boolean(d->sub_groups));
+    json_object_object_add(sg, "max_num_sub_groups", d->max_sub_groups ?
+                           json_object_new_int64(d->max_sub_groups) : NULL);
+    json_object_object_add(o, "sub_groups", sg);
+    uuid_text(d, text);
+    json_object_object_add(o, "uuid", string_or_null(text));
+    pci_text(d, text);
+    json_object_object_add(o, "pci_bus", string_or_null(text));
     JB("image_support", d->image_support);
     JB("unified_memory", d->unified_memory);
-    JS("extensions", d->extensions);
+    ext = json_object_new_array();
+    each_extension(d, add_extension, ext);
+    json_object_object_add(o, "extensions", ext);
 #undef JS
 #undef JI
 #undef JB
+    return o;
+}
+
+/* How each figure of measure_json is measured, by its key. */
+static json_object *
+methods_json(void)
+{
+    static const struct { const char *key; cg_figure f; } k[] = {
+        { "h2d_gbps", CG_FIGURE_H2D }, { "d2h_gbps", CG_FIGURE_D2H },
+        { "copy_gbps", CG_FIGURE_COPY },
+        { "launch_latency_us", CG_FIGURE_LAUNCH_LATENCY },
+        { "launch_queued_us", CG_FIGURE_LAUNCH_QUEUED },
+        { "sgemm_1024_gflops", CG_FIGURE_SGEMM },
+        { "sgemm_1024_untuned_gflops", CG_FIGURE_SGEMM },
+        { "fp32_fma_gflops", CG_FIGURE_FP32_FMA }
+    };
+    json_object *o = json_object_new_object();
+    size_t i;
+
+    for (i = 0; i < sizeof k / sizeof k[0]; i++)
+        json_object_object_add(o, k[i].key, json_object_new_string(
+            cg_measure_method(k[i].f)));
     return o;
 }
 
@@ -186,7 +443,9 @@ measure_json(const cg_measurements *m, double untuned)
     JD("launch_queued_us", m->launch_queued_us);
     JD("sgemm_1024_gflops", m->sgemm_gflops);
     JD("sgemm_1024_untuned_gflops", untuned);
+    JD("fp32_fma_gflops", m->fp32_fma_gflops);
 #undef JD
+    json_object_object_add(o, "methods", methods_json());
     return o;
 }
 
@@ -270,27 +529,34 @@ tuning_json(cg_context *ctx, const char *warning)
     return o;
 }
 
-/* Measures device `index` (SGEMM first with built-in parameters, then
- * with the tuning database in force: CLBlast's parameters, once set, hold
- * for the whole process) and reports the tuning in force; on failure
- * reports and returns nonzero. */
-static int
-measure(int index, int do_measure, cg_measurements *m, double *untuned,
-        int json, json_object **tuning)
+/* A context on device `index` with no tuning in force yet, or NULL
+ * after saying why. */
+static cg_context *
+open_context(int index)
 {
     cg_context_options opts = { NULL, 0, 1 };
-    cg_measurements tuned;
     char sel[16];
     cg_context *ctx;
-    int status = CG_OK;
 
     snprintf(sel, sizeof sel, "%d", index);
     opts.device = sel;
     ctx = cg_context_new_with(&opts);
-    if (!ctx) {
+    if (!ctx)
         fprintf(stderr, "%s: device %d: %s\n", prog, index, cg_last_error());
-        return 1;
-    }
+    return ctx;
+}
+
+/* Measures ctx's device `index` (SGEMM first with built-in parameters,
+ * then with the tuning database in force: CLBlast's parameters, once set,
+ * hold for the whole process) and reports the tuning in force; on failure
+ * reports and returns nonzero. */
+static int
+measure(cg_context *ctx, int index, int do_measure, cg_measurements *m,
+        double *untuned, int json, json_object **tuning)
+{
+    cg_measurements tuned;
+    int status = CG_OK;
+
     if (do_measure)
         status = cg_context_measure(ctx, CG_MEASURE_ALL, m);
     if (status == CG_OK) {
@@ -311,7 +577,6 @@ measure(int index, int do_measure, cg_measurements *m, double *untuned,
     if (status)
         fprintf(stderr, "%s: measuring device %d: %s\n", prog, index,
                 cg_last_error());
-    cg_context_free(ctx);
     return status != CG_OK;
 }
 
@@ -375,6 +640,8 @@ main(int argc, char **argv)
     for (i = first; i <= last; i++) {
         cg_measurements m;
         json_object *dj, *tuning = NULL;
+        cg_context *ctx = NULL;
+        size_t wg_multiple = 0;
         double untuned = 0;
         int measured = 0;
 
@@ -390,22 +657,29 @@ main(int argc, char **argv)
                    info.name, info.platform_name);
             continue;
         }
+        if (!list) {
+            ctx = open_context(i);
+            failed |= ctx == NULL;
+            if (ctx && cg_context_work_group_multiple(ctx, &wg_multiple))
+                wg_multiple = 0;   /* reported as not exposed */
+        }
         if (!json) {
             if (i > first)
                 putchar('\n');
-            print_device(&info);
+            print_device(&info, wg_multiple);
             fflush(stdout);
         }
-        if (!list) {
-            if (measure(i, do_measure, &m, &untuned, json, &tuning) != 0)
+        if (ctx) {
+            if (measure(ctx, i, do_measure, &m, &untuned, json, &tuning))
                 failed = 1;
             else
                 measured = do_measure;
+            cg_context_free(ctx);
             if (measured && !json)
                 print_measure(&m, untuned);
         }
         if (json) {
-            dj = device_json(&info);
+            dj = device_json(&info, wg_multiple);
             if (tuning)
                 json_object_object_add(dj, "tuning", tuning);
             tuning = NULL;

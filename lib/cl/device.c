@@ -147,6 +147,129 @@ info_ulong(cl_device_id d, cl_device_info what)
     return v;
 }
 
+/* Is `name` one of the space-separated words of `list`? */
+static int
+has_word(const char *list, const char *name)
+{
+    size_t n = strlen(name);
+    const char *s;
+
+    for (s = strstr(list, name); s; s = strstr(s + 1, name))
+        if ((s == list || s[-1] == ' ') && (s[n] == ' ' || s[n] == '\0'))
+            return 1;
+    return 0;
+}
+
+/* A cl_device_fp_config as CG_FP_* bits (the same values). */
+static unsigned
+fp_config(cl_device_id d, cl_device_info what)
+{
+    cl_device_fp_config v = 0;
+
+    if (clGetDeviceInfo(d, what, sizeof v, &v, NULL) != CL_SUCCESS)
+        return CG_FP_NOT_EXPOSED;
+    return (unsigned)(v & 0xff);
+}
+
+/* "OpenCL M.N ..." as 10 * M + N, 0 if unreadable. */
+static int
+cl_version(const char *s)
+{
+    int major = 0, minor = 0;
+
+    if (sscanf(s, "OpenCL %d.%d", &major, &minor) != 2)
+        return 0;
+    return 10 * major + minor;
+}
+
+/* Sub-groups, UUID and PCI address: each queried only where the device's
+ * version or extension list says the query exists, and left at 0 (not
+ * exposed) when it is refused. */
+static void
+fill_optional(cl_device_id d, cg_device_info *info)
+{
+    const char *ext = info->extensions;
+    cl_uint v = 0, slot = 0;
+    struct { cl_uint domain, bus, device, function; } pci;
+
+    if (cl_version(info->opencl_version) >= 21 &&
+        clGetDeviceInfo(d, 0x105C /* CL_DEVICE_MAX_NUM_SUB_GROUPS */,
+                        sizeof v, &v, NULL) == CL_SUCCESS)
+        info->max_sub_groups = v;
+    info->sub_groups = info->max_sub_groups > 0 ||
+                       has_word(ext, "cl_khr_subgroups");
+    if (has_word(ext, "cl_khr_device_uuid") &&
+        clGetDeviceInfo(d, 0x106A /* CL_DEVICE_UUID_KHR */,
+                        sizeof info->uuid, info->uuid, NULL) == CL_SUCCESS)
+        info->has_uuid = 1;
+    if (has_word(ext, "cl_khr_pci_bus_info") &&
+        clGetDeviceInfo(d, 0x410F /* CL_DEVICE_PCI_BUS_INFO_KHR */,
+                        sizeof pci, &pci, NULL) == CL_SUCCESS) {
+        info->has_pci = 1;
+        info->pci_domain = pci.domain;
+        info->pci_bus = pci.bus;
+        info->pci_device = pci.device;
+        info->pci_function = pci.function;
+    } else if (has_word(ext, "cl_nv_device_attribute_query") &&
+               clGetDeviceInfo(d, 0x4008 /* CL_DEVICE_PCI_BUS_ID_NV */,
+                               sizeof v, &v, NULL) == CL_SUCCESS &&
+               clGetDeviceInfo(d, 0x4009 /* CL_DEVICE_PCI_SLOT_ID_NV */,
+                               sizeof slot, &slot, NULL) == CL_SUCCESS) {
+        /* The slot packs device and function as PCI's devfn does. */
+        info->has_pci = 1;
+        info->pci_bus = v & 0xff;
+        info->pci_device = (slot >> 3) & 0x1f;
+        info->pci_function = slot & 7;
+        v = 0;
+        if (clGetDeviceInfo(d, 0x400A /* CL_DEVICE_PCI_DOMAIN_ID_NV */,
+                            sizeof v, &v, NULL) == CL_SUCCESS)
+            info->pci_domain = v;
+    }
+}
+
+/* What OpenCL 1.2 defines for every device beyond the basics. */
+static void
+fill_capabilities(cl_device_id d, cg_device_info *info)
+{
+    cl_device_local_mem_type lt = 0;
+    cl_device_mem_cache_type ct = 0;
+    cl_command_queue_properties qp = 0;
+    size_t res = 0;
+
+    info->native_width_char = info_uint(d, CL_DEVICE_NATIVE_VECTOR_WIDTH_CHAR);
+    info->native_width_short =
+        info_uint(d, CL_DEVICE_NATIVE_VECTOR_WIDTH_SHORT);
+    info->native_width_int = info_uint(d, CL_DEVICE_NATIVE_VECTOR_WIDTH_INT);
+    info->native_width_long = info_uint(d, CL_DEVICE_NATIVE_VECTOR_WIDTH_LONG);
+    info->native_width_float =
+        info_uint(d, CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT);
+    info->native_width_double =
+        info_uint(d, CL_DEVICE_NATIVE_VECTOR_WIDTH_DOUBLE);
+    info->native_width_half = info_uint(d, CL_DEVICE_NATIVE_VECTOR_WIDTH_HALF);
+    info->fp32_config = fp_config(d, CL_DEVICE_SINGLE_FP_CONFIG);
+    info->fp64_config = fp_config(d, CL_DEVICE_DOUBLE_FP_CONFIG);
+    info->fp16_config = fp_config(d, 0x1033 /* CL_DEVICE_HALF_FP_CONFIG */);
+    clGetDeviceInfo(d, CL_DEVICE_LOCAL_MEM_TYPE, sizeof lt, &lt, NULL);
+    info->local_mem_type = lt == CL_LOCAL ? CG_LOCAL_MEM_DEDICATED
+                         : lt == CL_GLOBAL ? CG_LOCAL_MEM_GLOBAL
+                         : CG_LOCAL_MEM_NONE;
+    clGetDeviceInfo(d, CL_DEVICE_GLOBAL_MEM_CACHE_TYPE, sizeof ct, &ct, NULL);
+    info->global_mem_cache_type = ct == CL_READ_WRITE_CACHE
+                                  ? CG_CACHE_READ_WRITE
+                                : ct == CL_READ_ONLY_CACHE ? CG_CACHE_READ_ONLY
+                                : CG_CACHE_NONE;
+    info->global_mem_cacheline_size =
+        info_uint(d, CL_DEVICE_GLOBAL_MEM_CACHELINE_SIZE);
+    clGetDeviceInfo(d, CL_DEVICE_PROFILING_TIMER_RESOLUTION, sizeof res, &res,
+                    NULL);
+    info->timer_resolution_ns = res;
+    clGetDeviceInfo(d, CL_DEVICE_QUEUE_PROPERTIES, sizeof qp, &qp, NULL);
+    info->queue_out_of_order =
+        (qp & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE) != 0;
+    info->queue_profiling = (qp & CL_QUEUE_PROFILING_ENABLE) != 0;
+    fill_optional(d, info);
+}
+
 static void
 fill_info(cl_platform_id p, cl_device_id d, cg_device_info *info)
 {
@@ -216,6 +339,7 @@ fill_info(cl_platform_id p, cl_device_id d, cg_device_info *info)
     b = CL_FALSE;
     clGetDeviceInfo(d, CL_DEVICE_HOST_UNIFIED_MEMORY, sizeof b, &b, NULL);
     info->unified_memory = b == CL_TRUE;
+    fill_capabilities(d, info);
 }
 
 static int

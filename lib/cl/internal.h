@@ -238,9 +238,12 @@ void cg__profile_free(cg_context *ctx);
 double cg__now(void);
 
 /* The figures of cg_context_measure that need only this layer, those of
- * CG_MEASURE_BANDWIDTH and CG_MEASURE_LAUNCH in `which`, into *out; other
- * fields are left as they are.  lib/ops/measure.c adds the SGEMM. */
+ * CG_MEASURE_BANDWIDTH, CG_MEASURE_LAUNCH and CG_MEASURE_FMA in `which`,
+ * into *out; other fields are left as they are.  lib/ops/measure.c adds the SGEMM. */
 int cg__measure_device(cg_context *ctx, unsigned which,
                        cg_measurements *out);
+
+/* How lib/cl/measure.c measures `figure`, "" for those it does not. */
+const char *cg__measure_method(cg_figure figure);
 
 #endif

@@ -14,10 +14,72 @@
 
 #include "cl/internal.h"
 
-#define BW_BYTES ((size_t)64 << 20)
+/* Written out again, as text, in the methods below. */
+#define BW_MIB 64
+#define BW_BYTES ((size_t)BW_MIB << 20)
 #define BW_REPS 4
 #define LAUNCH_REPS 200
 #define QUEUED_LAUNCHES 1000
+#define FMA_ITEMS_PER_CU 2048   /* work-items per compute unit */
+#define FMA_MIN_MS 20           /* iterations double until a run is this long */
+#define FMA_REPS 5
+
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+static const char *const methods[] = {
+    [CG_FIGURE_H2D] = "one blocking clEnqueueWriteBuffer of " STR(BW_MIB)
+        " MiB from malloc'd host memory, timed on the host; " STR(BW_MIB)
+        " MiB counted; best of " STR(BW_REPS) " after a warm-up",
+    [CG_FIGURE_D2H] = "one blocking clEnqueueReadBuffer of " STR(BW_MIB)
+        " MiB into malloc'd host memory, timed on the host; " STR(BW_MIB)
+        " MiB counted; best of " STR(BW_REPS) " after a warm-up",
+    [CG_FIGURE_COPY] = "kernel copy4, one float4 per work-item, "
+        STR(BW_MIB) " MiB buffer to buffer, launch to clFinish; bytes read "
+        "+ written counted (2 x " STR(BW_MIB) " MiB); best of " STR(BW_REPS)
+        " after a warm-up",
+    [CG_FIGURE_LAUNCH_LATENCY] = "an empty kernel of one work-item, "
+        "enqueue to clFinish on the host; best of " STR(LAUNCH_REPS)
+        " after a warm-up",
+    [CG_FIGURE_LAUNCH_QUEUED] = STR(QUEUED_LAUNCHES) " empty one-work-item "
+        "kernels enqueued back to back, then one clFinish; total / "
+        STR(QUEUED_LAUNCHES) ", one run",
+    [CG_FIGURE_FP32_FMA] = "kernel fma_peak, " STR(FMA_ITEMS_PER_CU)
+        " work-items per compute unit in groups of 64, each 64 independent "
+        "chains of float mad (8 float8), 2 FLOP per mad; iterations doubled "
+        "until a run takes " STR(FMA_MIN_MS) " ms, launch to clFinish; best "
+        "of " STR(FMA_REPS) " after those runs",
+};
+
+const char *
+cg__measure_method(cg_figure figure)
+{
+    if ((unsigned)figure >= sizeof methods / sizeof methods[0] ||
+        !methods[figure])
+        return "";
+    return methods[figure];
+}
+
+int
+cg_context_work_group_multiple(cg_context *ctx, size_t *multiple)
+{
+    cl_kernel k;
+    int status;
+
+    cg__error_clear();
+    if (!ctx || !multiple)
+        return cg__error(CG_EINVAL, "%s is NULL", ctx ? "multiple" : "ctx");
+    *multiple = 0;
+    status = cg__kernel(ctx, CG__K_COPY4, &k);
+    if (status)
+        return status;
+    CG__CHECK_CL(clGetKernelWorkGroupInfo(k, ctx->device,
+                     CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE,
+                     sizeof *multiple, multiple, NULL),
+                 "clGetKernelWorkGroupInfo");
+fail:
+    return status;
+}
 
 static int
 measure_transfer(cg_context *ctx, cg_measurements *out)
@@ -137,6 +199,63 @@ fail:
     return status;
 }
 
+/* One timed fma_peak launch of `iters` iterations into m. */
+static int
+fma_run(cg_context *ctx, cl_kernel k, cl_mem m, size_t global, cl_uint iters,
+        double *seconds)
+{
+    const cl_float c = 0.999f, d = 0.001f;
+    size_t local = 64;
+    double t;
+    int status;
+
+    status = cg__args(k, CG__ARG(m), CG__ARG(iters), CG__ARG(c), CG__ARG(d));
+    t = cg__now();
+    if (status == CG_OK)
+        status = cg__launch(ctx, k, 1, &global, &local, NULL);
+    if (status)
+        return status;
+    CG__CHECK_CL(clFinish(ctx->queue), "clFinish");
+    *seconds = cg__now() - t;
+fail:
+    return status;
+}
+
+static int
+measure_fma(cg_context *ctx, cg_measurements *out)
+{
+    size_t global = (size_t)(ctx->info.compute_units ?
+                             ctx->info.compute_units : 1) * FMA_ITEMS_PER_CU;
+    cg_buffer *buf;
+    cl_kernel k;
+    cl_mem m;
+    cl_uint iters = 64;
+    double t = 0, best = 1e30;
+    int i, status;
+
+    status = cg__kernel(ctx, CG__K_FMA_PEAK, &k);
+    if (status)
+        return status;
+    buf = cg_buffer_new(ctx, global * sizeof(float));
+    if (!buf)
+        return cg__last_status();
+    m = cg__buffer_mem(buf);
+    /* Doubling the iterations until a run is long enough is the warm-up
+     * too (cg__kernel has built the kernel). */
+    while ((status = fma_run(ctx, k, m, global, iters, &t)) == CG_OK &&
+           t < FMA_MIN_MS * 1e-3 && iters < (1u << 24))
+        iters *= 2;
+    for (i = 0; i < FMA_REPS && status == CG_OK; i++) {
+        status = fma_run(ctx, k, m, global, iters, &t);
+        if (t < best)
+            best = t;
+    }
+    if (status == CG_OK)
+        out->fp32_fma_gflops = 128.0 * (double)global * iters / best * 1e-9;
+    cg_buffer_free(buf);
+    return status;
+}
+
 int
 cg__measure_device(cg_context *ctx, unsigned which, cg_measurements *out)
 {
@@ -149,5 +268,7 @@ cg__measure_device(cg_context *ctx, unsigned which, cg_measurements *out)
     }
     if (status == CG_OK && (which & CG_MEASURE_LAUNCH))
         status = measure_launch(ctx, out);
+    if (status == CG_OK && (which & CG_MEASURE_FMA))
+        status = measure_fma(ctx, out);
     return status;
 }

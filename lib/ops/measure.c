@@ -16,6 +16,8 @@
 
 #define GEMM_N 1024
 #define GEMM_REPS 3
+#define STR_(x) #x
+#define STR(x) STR_(x)
 
 static int
 measure_sgemm(cg_context *ctx, cg_measurements *out)
@@ -76,4 +78,15 @@ cg_context_measure(cg_context *ctx, unsigned which, cg_measurements *out)
     if (status == CG_OK)
         *out = m;
     return status;
+}
+
+const char *
+cg_measure_method(cg_figure figure)
+{
+    if (figure == CG_FIGURE_SGEMM)
+        return "CLBlast SGEMM as clgrad's matmul calls it, " STR(GEMM_N) " x "
+               STR(GEMM_N) " x " STR(GEMM_N) ", no transposes, launch to "
+               "clFinish; 2 n^3 FLOP counted; best of " STR(GEMM_REPS)
+               " after a warm-up";
+    return cg__measure_method(figure);
 }
