@@ -9,7 +9,7 @@ by tests/test_torch_export.sh: python3 torch_export.py SRCDIR TRAIN TMPDIR.
   - a checkpoint clgrad-train saved after 3 steps, imported with
     import_char_lstm, gives in PyTorch (with the carried LSTM state) the
     loss clgrad-train reports for step 4, and exports back to the same
-    model tensors.
+    model tensors; its model tensors and vocabulary alone import too.
 
 Tolerance: 1e-4 relative on the losses.  Both sides compute in float32
 with different summation orders over at most a few hundred terms (errors
@@ -25,7 +25,7 @@ import torch
 SRC, TRAIN, TMP = sys.argv[1:4]
 sys.path.insert(0, os.path.join(SRC, "tools"))
 from clgrad_torch import (export_char_lstm, import_char_lstm,  # noqa: E402
-                          read_safetensors)
+                          read_safetensors, write_safetensors)
 
 RTOL = 1e-4
 T, B, E, H, L = 16, 4, 8, 12, 2
@@ -166,8 +166,18 @@ check(close(ours, theirs), "imported checkpoint, step 4: clgrad-train's loss "
 again = os.path.join(TMP, "again.safetensors")
 export_char_lstm(emb, lstm, head, vocab, again)
 back, _ = read_safetensors(again)
-check(sorted(back) == sorted(k for k in tensors if not k.startswith(("optim.", "train.")))
-      and all(torch.equal(back[k], tensors[k]) for k in back),
+model = sorted(k for k in tensors if not k.startswith(("optim.", "train.")))
+check(sorted(back) == model and
+      all(torch.equal(back[k], tensors[k]) for k in back),
       "import then export gives back the model's tensors")
+
+weights = os.path.join(TMP, "weights.safetensors")
+write_safetensors(weights, {k: tensors[k] for k in model},
+                  {"data.vocab": meta["data.vocab"]})
+emb2, lstm2, head2, vocab2 = import_char_lstm(weights)
+check(vocab2 == vocab and lstm2.num_layers == L and
+      torch.equal(lstm2.weight_hh_l1, lstm.weight_hh_l1) and
+      torch.equal(head2.bias, head.bias),
+      "the model's tensors and data.vocab alone import")
 
 sys.exit(1 if failures else 0)

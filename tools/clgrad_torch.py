@@ -15,10 +15,10 @@
 The model is clgrad-train's char-lstm: ids [T, B] -> embedding [V, E] ->
 LSTM (sequence first) -> linear [V, H] -> V logits per position, id i
 standing for the byte vocab[i].  Only the Python standard library and torch
-are used.  Installed into Python's site directory by `make install` (where
-configure found python3; configure PYTHON=/usr/bin/python3 picks Debian's,
-which has python3-torch), and in share/clgrad/python beside the data; from
-the source tree, put tools/ on sys.path.
+are used.  `make install` puts it in the site directory of the python3
+that configure found (configure PYTHON=/usr/bin/python3 picks Debian's,
+which has python3-torch; a prefix other than /usr may need that directory
+on PYTHONPATH); from the source tree, put tools/ on sys.path.
 
 The file is safetensors, as clgrad writes it (lib/io/safetensors.c):
 
@@ -152,7 +152,8 @@ def _vocab_bytes(vocab):
 def _config(config, dropout):
     unknown = set(config) - set(CONFIG_DEFAULTS)
     if unknown:
-        raise TypeError("unknown configuration: %s" % ", ".join(sorted(unknown)))
+        raise TypeError("unknown configuration: %s"
+                        % ", ".join(sorted(unknown)))
     c = dict(CONFIG_DEFAULTS, **config)
     for k, allowed in _STR_CONFIG.items():
         if c[k] not in allowed:
@@ -232,14 +233,20 @@ def import_char_lstm(path):
     """Read a clgrad-train char-lstm checkpoint (saved by clgrad-train or
     export_char_lstm) into (nn.Embedding, nn.LSTM, nn.Linear, vocab bytes).
 
-    The shape comes from the tensors; the LSTM is sequence first, with the
-    checkpoint's dropout (config.dropout, else 0).  The modules are in
-    training mode, as PyTorch makes them.
+    Only the model's tensors and data.vocab are needed (clgrad.model, if
+    there, must be "char-lstm").  The shape comes from the tensors; the
+    LSTM is sequence first, with the checkpoint's dropout (config.dropout,
+    else 0).  The modules are in training mode, as PyTorch makes them.
     """
     tensors, meta = read_safetensors(path)
-    if meta.get("clgrad.model") != "char-lstm":
-        raise ValueError("%s: not a clgrad-train char-lstm checkpoint "
-                         "(clgrad.model is %r)" % (path, meta.get("clgrad.model")))
+    kind = meta.get("clgrad.model", "char-lstm")
+    if kind != "char-lstm":
+        raise ValueError("%s holds a %s model, not char-lstm" % (path, kind))
+    for name in ("embed.weight", "lstm.weight_hh_l0", "head.weight",
+                 "head.bias"):
+        if name not in tensors:
+            raise ValueError("%s: no tensor %s: not a char-lstm checkpoint"
+                             % (path, name))
     text = meta.get("data.vocab", "")
     try:
         vocab = _vocab_bytes(json.loads(text))
@@ -259,7 +266,8 @@ def import_char_lstm(path):
     linear = torch.nn.Linear(H, V)
     with torch.no_grad():
         embedding.load_state_dict({"weight": tensors["embed.weight"]})
-        lstm.load_state_dict({"%s_l%d" % (p, k): tensors["lstm.%s_l%d" % (p, k)]
+        lstm.load_state_dict({"%s_l%d" % (p, k):
+                              tensors["lstm.%s_l%d" % (p, k)]
                               for k in range(L) for p in _LSTM_PARAMS})
         linear.load_state_dict({"weight": tensors["head.weight"],
                                 "bias": tensors["head.bias"]})
