@@ -54,7 +54,8 @@ Metadata (strings, as tools/train_ckpt.c writes and reads them):
     config.dropout          between LSTM layers
     config.seq_len, config.batch, config.optimizer, config.schedule,
     config.lr, config.momentum, config.weight_decay, config.clip,
-    config.holdout, config.warmup, config.seed
+    config.holdout, config.warmup, config.step_size, config.gamma,
+    config.min_lr, config.seed
                             the training configuration a resumed run keeps
     optim.step.<i>          steps the optimizer took for parameter i (in
                             the order of the table above)
@@ -66,7 +67,10 @@ Metadata (strings, as tools/train_ckpt.c writes and reads them):
 export_char_lstm writes all of these, as a run at step 0 with a fresh
 optimizer: `clgrad-train --resume` trains the PyTorch weights further
 (keeping the exported configuration unless told otherwise) and
-`--sample-only --resume` samples from them.
+`--sample-only --resume` samples from them.  The model's tensors and
+data.vocab alone (write_safetensors) make a weights-only checkpoint, which
+import_char_lstm reads, and so does a clgrad-train whose --sample-only
+takes one.
 """
 
 import json
@@ -79,12 +83,15 @@ __all__ = ["export_char_lstm", "import_char_lstm", "read_safetensors",
 
 # clgrad-train's char-lstm defaults once resolved (tools/train.c), the
 # configuration an export records unless given.
+# (holdout: the held-out end of the text; step_size, gamma, min_lr: the
+# schedule's parameters, 0 for its defaults.)
 CONFIG_DEFAULTS = {
     "seq_len": 100, "batch": 32, "optimizer": "adam", "schedule": "constant",
     "lr": 2e-3, "momentum": 0.0, "weight_decay": 0.0, "clip": 5.0,
-    "holdout": 0.2, "warmup": 0, "seed": 1,
+    "holdout": 0.05, "warmup": 0, "step_size": 0, "gamma": 0.0,
+    "min_lr": 0.0, "seed": 1,
 }
-_INT_CONFIG = ("seq_len", "batch", "warmup", "seed")
+_INT_CONFIG = ("seq_len", "batch", "warmup", "step_size", "seed")
 _STR_CONFIG = {"optimizer": ("adam", "adamw", "sgd", "rmsprop"),
                "schedule": ("constant", "step", "exp", "cosine")}
 _LSTM_PARAMS = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
@@ -196,8 +203,8 @@ def export_char_lstm(embedding, lstm, linear, vocab, path, **config):
     the byte of each id (bytes, a str of characters below 256, or ints).
     config: clgrad-train's training configuration for a resumed run
     (seq_len, batch, optimizer, schedule, lr, momentum, weight_decay, clip,
-    holdout, warmup, seed), by default that of `clgrad-train --model
-    char-lstm`; seed also seeds --sample-only's sampling.
+    holdout, warmup, step_size, gamma, min_lr, seed), by default that of
+    `clgrad-train --model char-lstm`.
     """
     vocab = _vocab_bytes(vocab)
     V, L, H = len(vocab), lstm.num_layers, lstm.hidden_size
