@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tests/test_torch_export.sh - tools/clgrad_torch.py moves the character
 # LSTM between PyTorch and clgrad-train both ways, with the same losses and
 # samples on both sides (tests/torch_export.py says what it checks).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """tests/torch_export.py - tools/clgrad_torch.py against clgrad-train, run
 by tests/test_torch_export.sh: python3 torch_export.py SRCDIR TRAIN TMPDIR.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """PyTorch models to and from clgrad-train's character-LSTM checkpoints.
 
     import torch
@@ -57,6 +58,8 @@ Metadata (strings, as tools/train_ckpt.c writes and reads them):
     config.holdout, config.warmup, config.step_size, config.gamma,
     config.min_lr, config.seed
                             the training configuration a resumed run keeps
+                            (a clgrad-train older than issue 15 ignores
+                            config.step_size, config.gamma, config.min_lr)
     optim.step.<i>          steps the optimizer took for parameter i (in
                             the order of the table above)
     train.step, train.epoch, train.index
@@ -74,6 +77,7 @@ takes one.
 """
 
 import json
+import os
 import struct
 
 import torch
@@ -82,9 +86,9 @@ __all__ = ["export_char_lstm", "import_char_lstm", "read_safetensors",
            "write_safetensors"]
 
 # clgrad-train's char-lstm defaults once resolved (tools/train.c), the
-# configuration an export records unless given.
-# (holdout: the held-out end of the text; step_size, gamma, min_lr: the
-# schedule's parameters, 0 for its defaults.)
+# configuration an export records unless given.  holdout is the fraction
+# of the text's end held out for validation; step_size, gamma and min_lr
+# are the schedule's parameters, 0 for its defaults.
 CONFIG_DEFAULTS = {
     "seq_len": 100, "batch": 32, "optimizer": "adam", "schedule": "constant",
     "lr": 2e-3, "momentum": 0.0, "weight_decay": 0.0, "clip": 5.0,
@@ -98,7 +102,8 @@ _LSTM_PARAMS = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
 
 
 def write_safetensors(path, tensors, metadata=None):
-    """Write {name: tensor} (float32) and {key: str} metadata to path."""
+    """Write {name: tensor} (as float32) and {key: str} metadata to path,
+    through a temporary file renamed over it."""
     header, parts, at = {}, [], 0
     if metadata:
         for k, v in metadata.items():
@@ -115,11 +120,19 @@ def write_safetensors(path, tensors, metadata=None):
         at += len(data)
     text = json.dumps(header, separators=(",", ":")).encode("utf-8")
     text += b" " * (-(8 + len(text)) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)))
-        f.write(text)
-        for data in parts:
-            f.write(data)
+    # As clgrad saves: never a partial file under the real name.
+    tmp = "%s.tmp%d" % (path, os.getpid())
+    try:
+        with open(tmp, "wb") as f:
+            f.write(struct.pack("<Q", len(text)))
+            f.write(text)
+            for data in parts:
+                f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
 
 
 def read_safetensors(path):
