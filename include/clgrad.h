@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * clgrad.h - the public interface of libclgrad, a deep-learning runtime on
  * OpenCL.  Read it top to bottom: status codes and errors, logging, devices,

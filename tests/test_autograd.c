@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tests/test_autograd.c - the define-by-run graph: the PyTorch tutorial
  * example, gradient accumulation, retain_graph, host allocation failure

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lib/autograd/graph.c - recording nodes, reverse-mode backward, no-grad
  * mode, and the graph as Graphviz DOT.
