@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Regenerate the build system from configure.ac and Makefile.am.
 set -e
 cd "$(dirname "$0")"

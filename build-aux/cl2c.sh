@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # cl2c.sh OUT.c SRCDIR kernels/FILE.cl... - embeds OpenCL C sources into a
 # C file as a table of { name, source }, one string literal per source line.
 # A line #include "LIST.def" is replaced by kernels/LIST.def, as the library

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # cltable.sh h|c OUT SRCDIR kernels/FILE.cl... - the kernel table: from the
 # kernel sources, an enum of every kernel file (CG__KF_REDUCE), of every
 # kernel (CG__K_REDUCE_SUM: the kernel's name in capitals) and of every

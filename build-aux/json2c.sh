@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # json2c.sh OUT.c SRCDIR data/tuning/FILE.json... - embeds the shipped
 # tuning databases into the library as a table of { name, text } ended by
 # { NULL, NULL }, one string literal per line (like cl2c.sh).

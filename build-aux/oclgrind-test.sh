@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # oclgrind-test.sh [OCLGRIND-OPTION...] -- PROGRAM [ARG...]
 #
 # Runs PROGRAM under Oclgrind, the OpenCL device simulator, and fails when

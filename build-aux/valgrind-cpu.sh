@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # valgrind-cpu.sh LIBTOOL - prints the LLVM CPU name PoCL picks when the
 # program runs under valgrind, or nothing if that is not PoCL's CPU device.
 #

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * clgrad.h - the public interface of libclgrad, a deep-learning runtime on
  * OpenCL.  Read it top to bottom: status codes and errors, logging, devices,
@@ -510,7 +511,11 @@ int cg_is_grad_enabled(void);
 
 /* The graph behind t as Graphviz DOT text (op names, shapes, leaves that
  * require grad; arrows from each result to its inputs).  The caller frees
- * the string with free(). */
+ * the string with free().  Call it before cg_backward: a backward without
+ * retain_graph frees what links the nodes, and the DOT of such a graph
+ * then shows the nodes it still reaches with a note "graph freed by
+ * backward" instead of the structure (with retain_graph the whole graph
+ * stays). */
 char *cg_graph_dot(const cg_tensor *t);
 
 /* ------------------------------------------------------------------------

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * kernels/common.cl - helpers prepended to every clgrad kernel file (the
  * loader inserts it, followed by a #line directive for the file itself).

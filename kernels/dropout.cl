@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * kernels/dropout.cl - applying a dropout keep-mask (drawn beforehand by
  * random.cl's dropout_mask: 1 / (1 - p) where kept, 0 where dropped).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * kernels/elementwise.cl - elementwise forward and backward kernels.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * kernels/gather.cl - row gathers along one dimension (embedding,
  * index_select) and their deterministic backward, a segmented sum.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * kernels/layer_norm.cl - layer normalisation over the last N elements of
  * each row (PyTorch semantics: biased variance), with an optional affine

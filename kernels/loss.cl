@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * kernels/loss.cl - losses and their gradients: cross entropy (with label
  * smoothing), negative log-likelihood, mean squared error and binary cross

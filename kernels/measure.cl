@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * kernels/measure.cl - kernels for the device measurements of
  * cg_context_measure and clgrad-info.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * kernels/optim.cl - optimizer updates and gradient clipping.
  *

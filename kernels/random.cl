@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * kernels/random.cl - counter-based random numbers (Philox4x32-10,
  * Salmon et al., "Parallel random numbers: as easy as 1, 2, 3", SC 2011).

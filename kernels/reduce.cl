@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * kernels/reduce.cl - deterministic reductions: sum (and mean), max with
  * argmax, variance.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * kernels/rnn.cl - fused recurrent steps for RNN (tanh, relu), LSTM and GRU:
  * one launch per time step forward, one per step backward (plus one after

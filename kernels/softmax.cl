@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * kernels/softmax.cl - softmax and log-softmax along one dimension, and
  * their gradients.

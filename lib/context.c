@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lib/context.c - the public context constructor and destructor, above
  * every layer: lib/cl builds the device layer (device, queue, programs,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tests/bench_launch.c - the host time of one kernel launch: finding the
  * kernel, setting its arguments and enqueueing it, for a tiny kernel

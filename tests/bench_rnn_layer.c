@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tests/bench_rnn_layer.c - times a whole LSTM layer call, forward and
  * forward + backward, through the fused step kernel and through the GEMM

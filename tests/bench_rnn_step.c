@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tests/bench_rnn_step.c - times one fused LSTM step (forward, and the
  * backward launch) at B = 32, H = 256 for a set of VW/RB/WG variants:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tests/fixture.c - the fixture parser.  Lines can be long (a tensor is one
  * line), so the whole file is read at once and split in place.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tests/fixture.h - loads the PyTorch reference fixtures written by
  * tests/fixtures/gen_rnn.py (the format is described there): config

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """Checks clgrad's checkpoints against PyTorch (tests/test_io_python.c runs
 this with Debian's python3-torch).
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tests/opcheck.c - the op test harness (see opcheck.h).
  */

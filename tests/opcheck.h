@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tests/opcheck.h - the op test harness: a forward check against a plain C
  * reference computed in double, and a gradcheck - central finite

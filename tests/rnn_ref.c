@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tests/rnn_ref.c - one recurrent cell step in double (PyTorch's
  * equations, as clgrad.h states them for cg_rnn_new).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tests/rnn_ref.h - the host reference of one recurrent cell step, in
  * double, shared by the step-kernel tests (test_rnn_step) and the layer

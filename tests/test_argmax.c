@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tests/test_argmax.c - argmax and argmin along an axis, and max / min
  * with their indices (torch.max(x, dim)): indices equal a plain C scan

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tests/test_autograd.c - the define-by-run graph: the PyTorch tutorial
  * example, gradient accumulation, retain_graph, host allocation failure
@@ -276,6 +277,36 @@ START_TEST(graph_exports_as_dot)
 }
 END_TEST
 
+/* After a backward that freed the graph, the DOT says so instead of
+ * passing off the lone root node as the graph; retain_graph keeps it. */
+START_TEST(dot_after_backward_keeps_or_says_freed)
+{
+    static const float xs[3] = { 1, 2, 3 };
+    cg_tensor *x = vec(xs, 3), *y;
+    char *dot;
+
+    cg_tensor_set_requires_grad(x, 1);
+    y = tutorial(x, NULL);
+    ck_assert_int_eq(cg_backward(y, NULL, 1), CG_OK);
+    dot = cg_graph_dot(y);
+    ck_assert_ptr_nonnull(dot);
+    ck_assert_ptr_nonnull(strstr(dot, "pow_scalar\\n[3]"));
+    ck_assert_ptr_nonnull(strstr(dot, "leaf (requires grad)\\n[3]"));
+    ck_assert_ptr_null(strstr(dot, "graph freed by backward"));
+    free(dot);
+    ck_assert_int_eq(cg_backward(y, NULL, 0), CG_OK);
+    dot = cg_graph_dot(y);
+    ck_assert_ptr_nonnull(dot);
+    ck_assert_ptr_nonnull(strstr(dot, "mean\\n[]"));
+    ck_assert_ptr_nonnull(strstr(dot, "graph freed by backward"));
+    ck_assert_ptr_nonnull(strstr(dot, "before cg_backward"));
+    ck_assert_ptr_null(strstr(dot, "pow_scalar"));
+    free(dot);
+    cg_tensor_free(y);
+    cg_tensor_free(x);
+}
+END_TEST
+
 START_TEST(bad_input_is_reported_and_changes_nothing)
 {
     static const float a6[6] = { 1, 2, 3, 4, 5, 6 }, b4[4] = { 1, 2, 3, 4 };
@@ -514,6 +545,7 @@ main(void)
     tcase_add_test(tc, backward_recovers_from_host_allocation_failure);
     tcase_add_test(tc, no_grad_mode_and_detach_record_nothing);
     tcase_add_test(tc, graph_exports_as_dot);
+    tcase_add_test(tc, dot_after_backward_keeps_or_says_freed);
     tcase_add_test(tc, bad_input_is_reported_and_changes_nothing);
     tcase_add_test(tc, memory_does_not_grow_over_iterations);
     tcase_add_test(tc, creation_and_transfers);

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tests/test_bench.sh - clgrad-bench end to end, at --quick sizes.  It
 # proves the tool works, never how fast anything is: no timing threshold.
 #   - --quick --json: valid JSON in which every suite that ran reports, in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tests/test_core.c - status codes, their strings, and the thread-local
  * last-error message.  Needs no device.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tests/test_custom.c - custom ops (cg_custom_op_*): user kernels checked
  * with the op harness (forward against a C reference, backward against

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tests/test_data.c - the data loaders: data/digits.csv and data/kjv.txt
  * load with the sizes data/README states; CSV header detection, label

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #define _GNU_SOURCE
 /*
  * tests/test_device.c - device enumeration, every selector form, context

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tests/test_fixtures.c - the PyTorch RNN fixtures (the .txt files of
  * tests/fixtures) load, and each holds every tensor the layer tests need

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tests/test_info.c - clgrad-info: its JSON report parses back and agrees
  * with the library (device properties, extensions as an array, the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tests/test_io.c - checkpoints: safetensors round trips of tensors,
  * layers, metadata and the generator; the file's layout byte by byte;

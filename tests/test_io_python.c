@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tests/test_io_python.c - checkpoints move between clgrad and PyTorch
  * both ways: PyTorch loads clgrad's LSTM and linear weights with

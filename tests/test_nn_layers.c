@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tests/test_nn_layers.c - embedding, index_select, dropout, layer_norm,
  * concat, stack and split: forward against a C reference in double and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tests/test_nn_ops.c - matmul, softmax, log_softmax and the losses:
  * forward against a C reference in double, backward against finite

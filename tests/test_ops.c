@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tests/test_ops.c - every elementwise op, reduction and view: forward
  * against a C reference in double, backward against finite differences

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tests/test_optim.c - optimizers, gradient clipping and learning-rate
  * schedules: ten steps of SGD, Adam, AdamW and RMSprop (with clipping and

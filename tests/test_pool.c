@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tests/test_pool.c - the caching allocator: reuse, statistics, release,
  * out-of-memory handling (device and host), and host transfers.

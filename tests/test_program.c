@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tests/test_program.c - kernels: the embedded sources build and run, the
  * CLGRAD_KERNEL_DIR override, the program binary cache (miss, hit,

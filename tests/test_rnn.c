@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tests/test_rnn.c - the recurrent layers (cg_rnn_*) and the linear and
  * embedding layers:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tests/test_rnn_step.c - the fused recurrent step kernels (kernels/rnn.cl
  * through lib/nn/rnn_step.c) for tanh and relu RNN, LSTM and GRU: T steps

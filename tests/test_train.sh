@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tests/test_train.sh - clgrad-train end to end, on small models:
 #   - resuming is exact: 20 steps straight and 10 steps, a checkpoint, a
 #     new process that loads it and 10 more steps give byte-identical

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tests/test_training.c - what the library gives every training program:
  * optimizer state and the training position in checkpoints (a run saved,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tests/test_tune.c - the tuning database: files round-trip, the lookup
  * order (exact device and driver, then device, then vendor and type, then

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tests/test_tune_tool.c - clgrad-tune end to end, on a tiny LSTM with a
  * candidate or two (each new kernel variant costs PoCL seconds to

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tests/testutil.c - shared context and runner for the test programs.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tests/testutil.h - what every test program shares: one context for the
  * whole program (PoCL builds are slow; hundreds of contexts would be too),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tools/bench.h - clgrad-bench's pieces shared between the driver
  * (clgrad-bench.c: options, references, output) and the suites

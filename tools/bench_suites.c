@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tools/bench_suites.c - clgrad-bench's suites: GEMM, bandwidth, MLP,
  * LSTM, scaling.  Each builds the same work for clgrad and its reference,

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """tools/bench_torch.py - the PyTorch CPU side of clgrad-bench.
 
 clgrad-bench runs this with /usr/bin/python3 (Debian's python3-torch) and

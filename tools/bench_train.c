@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tools/bench_train.c - clgrad-bench's training-step suites against
  * PyTorch on the CPU: mlp, lstm and scaling.  A step is forward, loss,

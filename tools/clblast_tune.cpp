@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tools/clblast_tune.cpp - the one C++ file of clgrad-tune: a C wrapper
  * over CLBlast's tuning API (clblast::Tune*<float>), which exists only in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * clgrad-bench - clgrad against reference implementations, measured in one
  * run on one machine: CLBlast SGEMM against OpenBLAS, memory-bound kernels

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * clgrad-info - a clinfo-style report of the OpenCL devices clgrad can use,
  * with measured bandwidth, launch cost and SGEMM throughput.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * clgrad-train - trains networks from the command line: an MLP classifier
  * on a CSV dataset (data/digits.csv), or a character-level LSTM on a text

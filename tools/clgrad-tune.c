@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * clgrad-tune - measures kernel parameters for one device within a time
  * budget and writes the fastest into the device's tuning database (see

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tools/log.h - how the tools show what the library logs (cg_set_log):
  * on stderr after the program's name, like their own messages, so that a

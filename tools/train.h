@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tools/train.h - clgrad-train's engine: configuration, models, the
  * training loops, sampling and checkpoints.

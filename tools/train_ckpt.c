@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tools/train_ckpt.c - clgrad-train's checkpoints: what a run saves (the
  * model, optimizer state, position and generator through the library,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tools/train_model.c - clgrad-train's models (sequential containers of
  * library layers), optimizer and learning-rate schedule.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tools/train_run.h - what the files of clgrad-train's engine share: a
  * training run's state, and the functions train.c (the loops and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tools/tune.h - clgrad-tune's engine: the configuration, the run state
  * (budget, interruption, progress, report, results) and the stages:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tools/tune_child.c - CLBlast's own random search in a child process.
  * CLBlast's tuner compiles every candidate and cannot be interrupted, so

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tools/tune_clblast.c - clgrad-tune's stages for CLBlast's kernels.
  *

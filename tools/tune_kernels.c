@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tools/tune_kernels.c - clgrad-tune's stage "kernels": the work-group size
  * of the reduction kernel files, one entry per file (kernel "reduce",

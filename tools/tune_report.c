@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tools/tune_report.c - clgrad-tune's bookkeeping: candidates' parameter
  * sets, the JSON report of everything tried, and the entries kept for the

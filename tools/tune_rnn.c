@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tools/tune_rnn.c - clgrad-tune's stages for clgrad's own kernels: the
  * fused recurrent step kernels' VW, RB and WG (their candidates are the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lib/autograd/graph.c - recording nodes, reverse-mode backward, no-grad
  * mode, and the graph as Graphviz DOT.
@@ -463,7 +464,7 @@ cg_graph_dot(const cg_tensor *t)
     strbuf b = { NULL, 0, 0, 0 };
     char shape[128];
     size_t i;
-    int k;
+    int k, freed = 0;
 
     cg__error_clear();
     if (!t) {
@@ -490,6 +491,19 @@ cg_graph_dot(const cg_tensor *t)
         cg__shape_str(n->out_ndim, n->out_shape, shape, sizeof shape);
         sb_printf(&b, "  n%llu [label=\"%s\\n%s\"];\n",
                   (unsigned long long)n->seq, n->op, shape);
+        /* A backward without retain_graph dropped the node's inputs, so
+         * the walk ends here: say so in the picture rather than draw a
+         * lone node that looks like the whole graph. */
+        if (n->released) {
+            if (!freed)
+                sb_printf(&b, "  freed [label=\"graph freed by backward:\\n"
+                          "call cg_graph_dot before cg_backward,\\nor pass "
+                          "retain_graph to cg_backward\", shape=note, "
+                          "style=filled, fillcolor=\"#ffd0d0\"];\n");
+            freed = 1;
+            sb_printf(&b, "  n%llu -> freed [style=dashed];\n",
+                      (unsigned long long)n->seq);
+        }
         for (k = 0; k < n->ninputs; k++) {
             cg_tensor *in = n->inputs[k];
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lib/autograd/internal.h - graph nodes recorded by ops, and what their
  * backward functions may use.  Nothing here knows OpenCL.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lib/cl/context.c - a context's device layer: one device, one in-order
  * queue, its programs and its memory pool.  The public constructor

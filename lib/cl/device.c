@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lib/cl/device.c - platform and device enumeration, device selection.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lib/cl/internal.h - OpenCL platforms, devices, contexts, programs, the
  * program binary cache and the buffer pool.  The layers above reach OpenCL

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lib/cl/measure.c - the device layer's measurements: transfer and copy
  * bandwidth, launch latency and throughput.  CLBlast's SGEMM throughput is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lib/cl/pool.c - the per-context caching allocator of device memory.
  *

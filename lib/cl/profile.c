@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lib/cl/profile.c - per-kernel device times for a context made with
  * options.profiling: every launch gets an OpenCL event; events are read

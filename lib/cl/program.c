@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lib/cl/program.c - building kernel programs, once per context, with an
  * on-disk cache of program binaries.

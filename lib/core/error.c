@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lib/core/error.c - status names and the thread-local last-error message.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lib/core/internal.h - errors and small helpers shared by every layer of
  * libclgrad.  Nothing here knows OpenCL beyond the error names.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lib/core/log.c - the application's log callback (cg_set_log).
  */

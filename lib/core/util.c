@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lib/core/util.c - hashing, host allocation and file helpers.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lib/data/csv.c - a table of numeric features and an integer class label
  * read from a CSV file, a seeded held-out split, and shuffled mini-batches

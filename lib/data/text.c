@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lib/data/text.c - a text file as a sequence of byte ids for character
  * models, with its vocabulary, and batches for truncated backpropagation

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lib/io/checkpoint.c - the checkpoint object: host copies of named tensors
  * and string metadata, queried by name, and restored into device tensors

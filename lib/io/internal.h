@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lib/io/internal.h - the checkpoint object shared by checkpoint.c (adding,
  * querying, restoring) and safetensors.c (the file format).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lib/io/safetensors.c - checkpoints on disk in the safetensors format:
  *

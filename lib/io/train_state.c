@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lib/io/train_state.c - what a checkpoint holds besides the model to
  * resume a training run: the optimizer's state and the training position.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lib/nn/container.c - modules made of modules: the sequential container
  * (children in order, parameters iterated across them under dotted names

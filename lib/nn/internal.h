@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lib/nn/internal.h - layers (cg_module) and what the recurrent layers
  * stand on: launchers for the fused per-step kernels of kernels/rnn.cl.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lib/nn/module.c - what every layer shares (parameters, names, training
  * mode) and the two simplest layers, linear and embedding.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lib/nn/rnn.c - RNN (tanh, relu), LSTM and GRU layers with PyTorch's
  * semantics, on the fused step kernels of kernels/rnn.cl.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lib/nn/rnn_step.c - host side of the fused recurrent step kernels
  * (kernels/rnn.cl): building a tuned variant, packing W_hh, and setting

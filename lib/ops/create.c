@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lib/ops/create.c - filling, copying and random tensors, reading tensors
  * back to the host; the copy and accumulate primitives the autograd engine

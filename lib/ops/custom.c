@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lib/ops/custom.c - differentiable ops whose kernels the user writes (see
  * "Custom ops" in clgrad.h for the kernel calling convention).

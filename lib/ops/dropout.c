@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lib/ops/dropout.c - inverted dropout with a keep-mask from the context's
  * Philox generator.  Kernels: kernels/random.cl (the mask),

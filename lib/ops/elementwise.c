@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lib/ops/elementwise.c - unary and binary elementwise ops with NumPy
  * broadcasting, and where.  Kernels: kernels/elementwise.cl.

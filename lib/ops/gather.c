@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lib/ops/gather.c - embedding and index_select: gathers of rows along one
  * dimension, with a deterministic backward (sort the indices, then sum

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lib/ops/internal.h - what op implementations share: strided layouts for
  * kernels, argument checks, and a few ops without graph recording that the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lib/ops/join.c - concat, stack and split.  concat copies each input into
  * its slice of the output with the copy32 kernel (any layout, float32 or

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lib/ops/layer_norm.c - layer normalisation over the trailing dimensions
  * with an optional affine weight and bias.  Kernels: kernels/layer_norm.cl

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lib/ops/layout.c - strided layouts for kernels, broadcasting, context
  * checks.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lib/ops/loss.c - cross entropy, negative log-likelihood, mean squared
  * error and binary cross entropy with logits, with PyTorch's semantics.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lib/ops/matmul.c - matrix products through CLBlast: one SGEMM for 2-D
  * operands (and for a batch folded into the rows), one strided-batched

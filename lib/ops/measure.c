@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lib/ops/measure.c - cg_context_measure: the device layer's figures
  * (lib/cl/measure.c) and CLBlast's SGEMM throughput, measured here through

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lib/ops/reduce.c - sum, mean, max and var over any set of axes; argmax
  * and argmin along one.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lib/ops/softmax.c - softmax and log_softmax along one dimension.
  * Kernels: kernels/softmax.cl (one work-group per row, max subtracted,

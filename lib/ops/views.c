@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lib/ops/views.c - reshape, transpose, permute, narrow, expand, squeeze,
  * unsqueeze and contiguous.  Views share storage and launch nothing; their

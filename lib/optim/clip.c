@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lib/optim/clip.c - gradient clipping by global norm and by value, as
  * torch.nn.utils.clip_grad_norm_ and clip_grad_value_.  The global norm

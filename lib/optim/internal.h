@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lib/optim/internal.h - optimizers and learning-rate schedules: what
  * lib/optim/optim.c (optimizers, state), clip.c and schedule.c share.

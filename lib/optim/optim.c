@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lib/optim/optim.c - SGD, Adam, AdamW and RMSprop: construction and
  * option checks, the per-parameter update launches, learning rate and the

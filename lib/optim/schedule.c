@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lib/optim/schedule.c - learning-rate schedules: step, exponential, and
  * cosine annealing with a linear warm-up.  Each lr is a closed form of the

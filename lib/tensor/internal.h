@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lib/tensor/internal.h - tensors: a shape, strides and an offset over a
  * reference-counted storage.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lib/tensor/tensor.c - tensor headers, storage, writes from the host,
  * shape queries.  Reads to the host are in lib/ops/create.c, as a strided

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lib/tune/apply.c - putting tuning entries in force in a context: the
  * lookup over the user's database files and the shipped ones, CLBlast's

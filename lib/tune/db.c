@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lib/tune/db.c - tuning database files: one JSON object per device,
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lib/tune/internal.h - the tuning database inside the library: parsing
  * and writing database files (db.c), and the lookup that puts entries in

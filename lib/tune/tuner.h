@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lib/tune/tuner.h - what clgrad-tune (and the tuning tests) use beyond
  * the public API: database files, kernel source hashes, and putting one
