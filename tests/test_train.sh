@@ -162,5 +162,130 @@ expect_error "wrong model" "holds a char-lstm model" --model mlp \
 expect_error "prime outside the vocabulary" "not in the vocabulary" \
     --sample-only --resume "$tmp/l20.st" --prime "{"
 
+# --- -h, -V, and a run given neither --steps nor --epochs ends
+out=$("$train" -V) || fail "-V: exit status $?"
+case $out in
+"clgrad-train (clgrad) "[0-9]*.[0-9]*.[0-9]*) ;;
+*) fail "-V printed '$out'" ;;
+esac
+out=$("$train" -h) || fail "-h: exit status $?"
+case $out in
+*"Without --steps or"*"--epochs the character LSTM takes 2000 steps and the MLP 20 epochs"*) ;;
+*) fail "-h does not state the default length" ;;
+esac
+small="--model char-lstm --data $top/data/kjv.txt --layers 1 --hidden 16
+       --embed 8 --seq-len 8 --batch 2"
+# shellcheck disable=SC2086
+out=$("$train" $small --stop-at 2 --checkpoint "$tmp/d.st" --sample 0 2>&1) ||
+    fail "default length: $out"
+case $out in
+*", 2000 steps (resumed"*) fail "default length: resumed? '$out'" ;;
+*", 2000 steps, stopping at step 2"*) ;;
+*) fail "default length: '$out'" ;;
+esac
+
+# --- resuming: model and data options must match, training options
+# change and are reported, a new log gets its header
+expect_error "resume: --hidden" "--hidden 32 differs from $tmp/l10.st's 24" \
+    --resume "$tmp/l10.st" --data "$top/data/kjv.txt" --hidden 32
+expect_error "resume: --seq-len" "--seq-len 9 differs from $tmp/l10.st's 16" \
+    --resume "$tmp/l10.st" --data "$top/data/kjv.txt" --seq-len 9
+expect_error "--stop-at without --checkpoint" "--stop-at needs --checkpoint" \
+    --model mlp --data "$top/data/digits.csv" --stop-at 3
+out=$("$train" --resume "$tmp/l10.st" --data "$top/data/kjv.txt" --steps 20 \
+      --lr 0.01 --sample 0 --log "$tmp/resumed.csv" 2>&1) ||
+    fail "resume with --lr: $out"
+case $out in
+*"resuming with --lr 0.01 ($tmp/l10.st had 0.002)"*"validation loss"*) ;;
+*) fail "resume with --lr: '$out'" ;;
+esac
+[ "$(head -n 1 "$tmp/resumed.csv")" = \
+  "step,loss,accuracy,lr,items_per_s,elapsed_s,val_loss" ] ||
+    fail "resumed log: no header"
+# (cosine from 0.01 over 20 steps, warm-up 3: 0.0046 at step 12; from
+# the checkpoint's 0.002 it would be 0.0009)
+awk -F, '$1 == 12 && $4 > 0.004 && $4 < 0.005 { ok = 1 } END { exit !ok }' \
+    "$tmp/resumed.csv" || fail "resumed log: step 12 not at lr 0.0046"
+
+# --- validation and the summary: character LSTM, --save-best, --plot
+# shellcheck disable=SC2086
+out=$("$train" $small --steps 6 --eval-every 3 --sample 0 \
+      --checkpoint "$tmp/v.st" --save-best 2>&1) || fail "validation: $out"
+case $out in
+*"step 3: validation loss "*" bits per character)"*"step 6: validation"*"summary: steps 0 to 6"*"best "*"checkpoint $tmp/v.st, best $tmp/v.best.st"*) ;;
+*) fail "validation: '$out'" ;;
+esac
+[ -s "$tmp/v.best.st" ] || fail "--save-best: no $tmp/v.best.st"
+out=$("$train" --model mlp --data "$top/data/digits.csv" --hidden 16 \
+      --epochs 1 2>&1) || fail "mlp validation: $out"
+case $out in
+*"epoch 1: loss "*"(the epoch's mean), held-out loss "*"summary"*) ;;
+*) fail "mlp validation: '$out'" ;;
+esac
+mkdir "$tmp/bin"
+for c in sh sed cat ls dirname; do
+    p=$(command -v $c) && ln -s "$p" "$tmp/bin/$c"
+done
+# shellcheck disable=SC2086
+out=$(PATH="$tmp/bin" "$train" $small --steps 4 --sample 0 --quiet \
+      --plot "$tmp/none.svg" 2>&1) || fail "--plot without gnuplot: $out"
+case $out in
+*"gnuplot is not installed (on Debian: apt-get install gnuplot-nox)"*) ;;
+*) fail "--plot without gnuplot: '$out'" ;;
+esac
+if command -v gnuplot >/dev/null; then
+    # shellcheck disable=SC2086
+    "$train" $small --steps 4 --eval-every 2 --sample 0 --quiet \
+        --plot "$tmp/loss.svg" || fail "--plot: exit status $?"
+    grep -q "<svg" "$tmp/loss.svg" 2>/dev/null || fail "--plot: no SVG"
+else
+    echo "gnuplot is not installed: --plot's drawing not checked"
+fi
+
+# --- sampling: greedy, top-k, the seed
+smp() {
+    "$train" --sample-only --resume "$tmp/l20.st" --sample 60 --prime "And " \
+        "$@" 2>&1
+}
+g1=$(smp --temperature 0 --seed 1) || fail "greedy: $g1"
+g2=$(smp --temperature 0 --seed 2)
+[ "$g1" = "$g2" ] || fail "greedy: '$g1' then '$g2'"
+k1=$(smp --temperature 1 --top-k 1 --seed 3)
+[ "$g1" = "$k1" ] || fail "--top-k 1: '$k1', greedy '$g1'"
+s1=$(smp --temperature 1 --seed 5)
+s2=$(smp --temperature 1 --seed 5)
+s3=$(smp --temperature 1 --seed 6)
+[ "$s1" = "$s2" ] || fail "--seed 5 twice: '$s1' then '$s2'"
+[ "$s1" != "$s3" ] || fail "--seed 5 and 6 gave the same sample"
+k3=$(smp --temperature 1 --top-k 3 --seed 5) || fail "--top-k 3: $k3"
+
+# --- a weights-only checkpoint (as a PyTorch export writes it): the
+# model's tensors and data.vocab, nothing else
+if command -v python3 >/dev/null; then
+    python3 - "$tmp/l20.st" "$tmp/w.st" <<'PY' || fail "weights-only: python"
+import json, struct, sys
+src = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", src[:8])[0]
+head = json.loads(src[8:8 + n])
+data = src[8 + n:]
+out, blob = {"__metadata__": {"data.vocab": head["__metadata__"]["data.vocab"]}}, b""
+for k, v in head.items():
+    if k.split(".")[0] in ("embed", "lstm", "head"):
+        b, e = v["data_offsets"]
+        out[k] = dict(v, data_offsets=[len(blob), len(blob) + e - b])
+        blob += data[b:e]
+h = json.dumps(out).encode()
+h += b" " * (-len(h) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(h)) + h + blob)
+PY
+    w=$("$train" --sample-only --resume "$tmp/w.st" --sample 60 \
+        --prime "And " --temperature 0 2>&1) || fail "weights-only: $w"
+    [ "$w" = "$g1" ] || fail "weights-only: '$w', the checkpoint's '$g1'"
+    expect_error "weights-only training" "use it with --sample-only" \
+        --resume "$tmp/w.st" --data "$top/data/kjv.txt"
+else
+    echo "python3 is not installed: the weights-only checkpoint not checked"
+fi
+
 [ $fails -eq 0 ] || exit 1
 echo "all clgrad-train checks passed"
