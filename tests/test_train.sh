@@ -170,7 +170,8 @@ case $out in
 esac
 out=$("$train" -h) || fail "-h: exit status $?"
 case $out in
-*"Without --steps or"*"--epochs the character LSTM takes 2000 steps and the MLP 20 epochs"*) ;;
+*"Without --steps or"*"--epochs the character LSTM takes 2000 steps and the"*\
+"MLP 20 epochs"*) ;;
 *) fail "-h does not state the default length" ;;
 esac
 small="--model char-lstm --data $top/data/kjv.txt --layers 1 --hidden 16
@@ -212,7 +213,8 @@ awk -F, '$1 == 12 && $4 > 0.004 && $4 < 0.005 { ok = 1 } END { exit !ok }' \
 out=$("$train" $small --steps 6 --eval-every 3 --sample 0 \
       --checkpoint "$tmp/v.st" --save-best 2>&1) || fail "validation: $out"
 case $out in
-*"step 3: validation loss "*" bits per character)"*"step 6: validation"*"summary: steps 0 to 6"*"best "*"checkpoint $tmp/v.st, best $tmp/v.best.st"*) ;;
+*"step 3: validation loss "*" bits per character)"*"step 6: validation"*\
+"summary: steps 0 to 6"*"best "*"checkpoint $tmp/v.st, best $tmp/v.best.st"*) ;;
 *) fail "validation: '$out'" ;;
 esac
 [ -s "$tmp/v.best.st" ] || fail "--save-best: no $tmp/v.best.st"
@@ -271,7 +273,8 @@ my $src = do { local $/; <$f> };
 my $n = unpack('Q<', substr($src, 0, 8));
 my $head = decode_json(substr($src, 8, $n));
 my $data = substr($src, 8 + $n);
-my %o = (__metadata__ => { 'data.vocab' => $head->{__metadata__}{'data.vocab'} });
+my $vocab = $head->{__metadata__}{'data.vocab'};
+my %o = (__metadata__ => { 'data.vocab' => $vocab });
 my $blob = '';
 for my $k (sort keys %$head) {
     next unless $k =~ /^(embed|lstm|head)\./;

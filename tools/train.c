@@ -529,6 +529,14 @@ build(run *r, const cg_checkpoint *ck)
             r->text = all;
         else
             cg_text_free(all);
+        if (r->valid && cg_text_num_batches(r->valid, (int)r->cfg.seq_len,
+                                            (int)r->cfg.batch) <= 0) {
+            tr_fail("%s: the held-out %lld bytes (--holdout %g) are too "
+                    "few for --batch %lld; give a larger --holdout, or 0",
+                    r->cfg.data, (long long)cg_text_length(r->valid),
+                    r->cfg.holdout, (long long)r->cfg.batch);
+            return -1;
+        }
         if (tr_parse_vocab(r, r->text ? cg_text_vocab(r->text) : vocab)) {
             tr_fail("%s: no valid vocabulary (data.vocab)", r->cfg.resume);
             return -1;
