@@ -51,7 +51,7 @@ usage(FILE *f)
 "  --layers N          char-lstm: LSTM layers (default 2)\n"
 "  --embed N           char-lstm: embedding size (default 64)\n"
 "  --dropout P         char-lstm: dropout between LSTM layers (default 0)\n"
-"Data (likewise fixed by a checkpoint):\n"
+"Data and optimizer (likewise; with --sample-only only the model):\n"
 "  --data FILE         CSV (features, then an integer label) or text\n"
 "  --holdout F         held-out fraction: mlp rows drawn at random\n"
 "                      (default 0.2); char-lstm the end of the text\n"

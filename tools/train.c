@@ -8,7 +8,11 @@
  *              linear -> V logits per step; cross-entropy over all T*B
  *              positions; B streams read consecutive slices of the text,
  *              and the LSTM state is carried (detached) from one batch to
- *              the next: truncated BPTT.
+ *              the next: truncated BPTT.  The end of the text (--holdout)
+ *              is held out for validation.
+ * Evaluation (train_eval.c) touches neither the generator nor the
+ * training state, so when a run evaluates does not change what it
+ * learns: a resumed run stays bit-identical to one that never stopped.
  * Every step is queued without waiting except for reading the loss (one
  * synchronisation per step, for the progress line and the NaN check).
  */

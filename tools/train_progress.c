@@ -124,14 +124,26 @@ draw(progress *p)
     fflush(stderr);
 }
 
+/* A plain progress line, on stdout. */
+static void
+plain(progress *p)
+{
+    char elapsed[32];
+
+    tr_fmt_time(tr_now() - p->t0, elapsed, sizeof elapsed);
+    printf("step %lld loss %.4f lr %.3g %.0f %s/s elapsed %s\n",
+           (long long)p->step, p->loss, p->lr, p->rate, p->unit, elapsed);
+    fflush(stdout);
+    p->drawn_step = p->step;
+}
+
 void
 tr_progress_step(progress *p, int64_t step, double loss, double lr,
                  double rate, const char *unit)
 {
-    char elapsed[32];
-
     p->step = step;
     p->loss = loss;
+    p->lr = lr;
     p->rate = rate;
     p->unit = unit;
     tr_progress_log(p, step, loss, NAN, lr, rate, NAN);
@@ -141,17 +153,19 @@ tr_progress_step(progress *p, int64_t step, double loss, double lr,
         if (tr_now() - p->last_print >= 0.2)
             draw(p);
     } else if (step % p->cfg->log_every == 0) {
-        tr_fmt_time(tr_now() - p->t0, elapsed, sizeof elapsed);
-        printf("step %lld loss %.4f lr %.3g %.0f %s/s elapsed %s\n",
-               (long long)step, loss, lr, rate, unit, elapsed);
-        fflush(stdout);
+        plain(p);
     }
 }
 
 void
 tr_progress_break(progress *p)
 {
-    if (p->tty && !p->cfg->quiet && p->shown) {
+    if (p->cfg->quiet || p->step == p->first_step)
+        return;
+    if (!p->tty) {              /* the step before what follows */
+        if (p->step != p->drawn_step)
+            plain(p);
+    } else if (p->shown) {
         if (p->step != p->drawn_step)
             draw(p);            /* the last step, not the last drawn */
         fprintf(stderr, "\n");

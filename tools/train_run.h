@@ -24,7 +24,7 @@ typedef struct progress {
     double start, last_print;   /* this process's start, the last draw */
     int64_t total, end;         /* steps planned; this run's last step */
     int64_t first_step, step, drawn_step;
-    double loss, rate;          /* the last step's */
+    double loss, lr, rate;      /* the last step's */
     const char *unit;
     double rate_t0;             /* throughput: items since rate_t0 */
     int64_t rate_items, items;  /* items: this process's */
