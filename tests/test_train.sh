@@ -111,7 +111,8 @@ esac
 # --- Ctrl-C: a checkpoint, exit 0
 "$train" --model char-lstm --data "$top/data/kjv.txt" --layers 1 \
     --hidden 16 --embed 8 --seq-len 8 --batch 2 --steps 1000000 --quiet \
-    --log "$tmp/int.csv" --checkpoint "$tmp/int.st" --save-every 1000000 &
+    --log "$tmp/int.csv" --checkpoint "$tmp/int.st" --save-every 1000000 \
+    2> "$tmp/int.err" &
 pid=$!
 i=0
 while [ "$(cat "$tmp/int.csv" 2>/dev/null | wc -l)" -lt 4 ] &&
@@ -124,6 +125,8 @@ wait $pid
 status=$?
 [ $status -eq 0 ] || fail "Ctrl-C: exit status $status"
 [ -s "$tmp/int.st" ] || fail "Ctrl-C: no checkpoint"
+grep -q "^clgrad-train: interrupted after step [0-9]*; saved $tmp/int.st" \
+    "$tmp/int.err" || fail "Ctrl-C: '$(cat "$tmp/int.err")' names no file"
 "$train" --resume "$tmp/int.st" --data "$top/data/kjv.txt" --sample-only \
     --sample 5 >/dev/null 2>&1 || fail "Ctrl-C: the checkpoint does not load"
 
@@ -242,6 +245,25 @@ if command -v gnuplot >/dev/null; then
     grep -q "<svg" "$tmp/loss.svg" 2>/dev/null || fail "--plot: no SVG"
 else
     echo "gnuplot is not installed: --plot's drawing not checked"
+fi
+
+# --- the progress bar on a terminal (script(1) gives one): every redraw
+# fits the width, the last shows the last step
+if command -v script >/dev/null; then
+    # shellcheck disable=SC2086
+    cmd=$(echo "$train" $small --steps 30 --sample 0)  # one line
+    for cols in 80 40; do
+        COLUMNS=$cols script -qec "$cmd" /dev/null > "$tmp/tty.out" 2>&1 ||
+            fail "tty $cols: status $? ($(cat "$tmp/tty.out"))"
+        tr '\r' '\n' < "$tmp/tty.out" | grep "ETA" > "$tmp/bar" ||
+            fail "tty $cols: no progress bar"
+        awk -v w=$cols 'length($0) >= w { bad = 1 } END { exit bad }' \
+            "$tmp/bar" || fail "tty $cols: wider than $cols columns"
+        tail -n 1 "$tmp/bar" | grep -q "30/30 loss " ||
+            fail "tty $cols: the last redraw is not step 30"
+    done
+else
+    echo "script(1) is not installed: the progress bar not checked"
 fi
 
 # --- sampling: greedy, top-k, the seed
