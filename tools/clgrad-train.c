@@ -36,55 +36,84 @@ usage(FILE *f)
 {
     fprintf(f,
 "usage: clgrad-train --model mlp|char-lstm --data FILE [OPTION]...\n"
-"       clgrad-train --model char-lstm --sample-only --resume CHECKPOINT\n"
+"       clgrad-train --resume CHECKPOINT --data FILE [OPTION]...\n"
+"       clgrad-train --sample-only --resume CHECKPOINT [OPTION]...\n"
 "\n"
-"Trains on the default OpenCL device (or --device).  The MLP reports\n"
-"held-out accuracy after every epoch; the character LSTM prints samples.\n"
+"Trains on the default OpenCL device (or --device).  Without --steps or\n"
+"--epochs the character LSTM takes %d steps and the MLP %d epochs.\n"
+"Both evaluate on held-out data: the MLP after every epoch (loss and\n"
+"accuracy), the character LSTM every --eval-every steps (loss and bits\n"
+"per character); both at the end, with a summary.\n"
 "\n"
-"Model:\n"
+"Model (a resumed run must give the checkpoint's values, or none):\n"
 "  --model NAME        mlp or char-lstm\n"
 "  --hidden LIST       mlp: hidden widths (default 256,256);\n"
 "                      char-lstm: hidden size (default 256)\n"
 "  --layers N          char-lstm: LSTM layers (default 2)\n"
 "  --embed N           char-lstm: embedding size (default 64)\n"
 "  --dropout P         char-lstm: dropout between LSTM layers (default 0)\n"
-"Data:\n"
+"Data and optimizer (likewise; with --sample-only only the model):\n"
 "  --data FILE         CSV (features, then an integer label) or text\n"
-"  --holdout F         mlp: held-out fraction (default 0.2)\n"
+"  --holdout F         held-out fraction: mlp rows drawn at random\n"
+"                      (default 0.2); char-lstm the end of the text\n"
+"                      (default 0.05; 0 = no validation)\n"
 "  --seq-len N         char-lstm: steps per batch (default 100)\n"
 "  --batch N           batch size (mlp default 64, char-lstm 32)\n"
-"Training:\n"
 "  --optimizer NAME    adam (default), adamw, sgd, rmsprop\n"
+"  --seed N            random seed: initialisation, shuffling, the split,\n"
+"                      dropout and sampling (default 1)\n"
+"Training (may change when resuming; a change is reported):\n"
+"  --steps N           stop after N optimizer steps in all\n"
+"  --epochs N          passes over the data\n"
+"  --stop-at N         end after step N with a checkpoint, keeping the\n"
+"                      schedule of the whole run (resume it later)\n"
 "  --lr X              learning rate (default: adam 1e-3 for mlp, 2e-3\n"
 "                      for char-lstm; sgd 0.1, rmsprop 1e-3)\n"
 "  --momentum X        sgd / rmsprop momentum (default 0.9 for sgd)\n"
 "  --weight-decay X    (default 0)\n"
-"  --schedule NAME     constant (default), step, exp, cosine\n"
-"  --warmup N          cosine: warm-up steps (default 0)\n"
 "  --clip X            clip gradients to global norm X (default 5 for\n"
 "                      char-lstm, none for mlp; 0 = none)\n"
-"  --epochs N          passes over the data (mlp default 20)\n"
-"  --steps N           stop after N optimizer steps\n"
-"  --stop-at N         end after step N with a checkpoint, keeping the\n"
-"                      schedule of the whole run (resume it later)\n"
-"  --seed N            random seed (default 1)\n"
+"  --schedule NAME     the learning rate at step t of T (the whole run):\n"
+"                      constant  lr (the default)\n"
+"                      step      lr * gamma^floor(t / step-size)\n"
+"                      exp       lr * gamma^t\n"
+"                      cosine    a linear warm-up from 0 over --warmup\n"
+"                                steps, then min-lr + (lr - min-lr)\n"
+"                                (1 + cos(pi (t - W) / (T - W))) / 2\n"
+"  --step-size N       step: steps between decays (default T / 3)\n"
+"  --gamma X           step: the factor (default 0.1); exp: the factor\n"
+"                      per step (default: lr falls to 1%% by step T)\n"
+"  --warmup N          cosine: warm-up steps W (default 0)\n"
+"  --min-lr X          cosine: the final rate (default 0)\n"
 "  --device SEL        OpenCL device (see clgrad-info --list)\n"
-"Checkpoints and output:\n"
+"Evaluation, checkpoints and output:\n"
+"  --eval-every N      char-lstm: validation every N steps (default 100)\n"
 "  --checkpoint PATH   save here every --save-every steps and at the end\n"
 "  --save-every N      (default 500)\n"
+"  --save-best         also keep the checkpoint of the lowest validation\n"
+"                      loss, in PATH with .best before its extension\n"
 "  --resume PATH       continue from a checkpoint\n"
-"  --sample N          char-lstm: print N sampled characters every\n"
-"                      --sample-every steps and at the end (default 200)\n"
-"  --sample-every N    (default 500)\n"
-"  --temperature T     sampling temperature (default 0.8)\n"
-"  --prime TEXT        sampling starts after this text (default \"\\n\")\n"
-"  --sample-only       only sample from --resume's model\n"
-"  --log FILE.csv      step, loss, accuracy, lr, tokens/s, elapsed\n"
+"  --log FILE.csv      step, loss, accuracy, lr, items/s, elapsed_s,\n"
+"                      val_loss (appended to when resuming)\n"
+"  --plot FILE.svg     draw the training and validation loss (gnuplot)\n"
 "  --log-every N       plain progress lines every N steps (default 50)\n"
 "  --quiet             no progress output\n"
 "  --profile           time every kernel on the device (OpenCL events) and\n"
 "                      print the kernels that took the most time at the end\n"
-"  --help, --version\n");
+"Sampling (char-lstm):\n"
+"  --sample N          print N sampled characters every --sample-every\n"
+"                      steps and at the end (default 200)\n"
+"  --sample-every N    (default 500)\n"
+"  --temperature T     sampling temperature (default 0.8; 0 = greedy,\n"
+"                      always the likeliest character)\n"
+"  --top-k K           sample among the K likeliest characters only\n"
+"                      (default 0 = all)\n"
+"  --prime TEXT        sampling starts after this text (default \"\\n\")\n"
+"  --sample-only       only sample from --resume's model: a clgrad-train\n"
+"                      checkpoint, or weights only (see README)\n"
+"  -h, --help          show this help and exit\n"
+"  -V, --version       show the version and exit\n",
+            TR_LSTM_STEPS, TR_MLP_EPOCHS);
 }
 
 static int
@@ -128,7 +157,9 @@ enum {
     O_SEQ, O_BATCH, O_OPT, O_LR, O_MOMENTUM, O_WD, O_SCHEDULE, O_WARMUP,
     O_CLIP, O_EPOCHS, O_STEPS, O_SEED, O_DEVICE, O_CKPT, O_SAVE_EVERY,
     O_RESUME, O_SAMPLE, O_SAMPLE_EVERY, O_TEMP, O_PRIME, O_SAMPLE_ONLY,
-    O_LOG, O_LOG_EVERY, O_QUIET, O_PROFILE, O_HELP, O_VERSION, O_STOP_AT
+    O_LOG, O_LOG_EVERY, O_QUIET, O_PROFILE, O_STOP_AT, O_STEP_SIZE,
+    O_GAMMA, O_MIN_LR, O_EVAL_EVERY, O_SAVE_BEST, O_PLOT, O_TOP_K,
+    O_HELP = 'h', O_VERSION = 'V'
 };
 
 static const struct option long_opts[] = {
@@ -165,6 +196,13 @@ static const struct option long_opts[] = {
     { "log-every", required_argument, NULL, O_LOG_EVERY },
     { "quiet", no_argument, NULL, O_QUIET },
     { "profile", no_argument, NULL, O_PROFILE },
+    { "step-size", required_argument, NULL, O_STEP_SIZE },
+    { "gamma", required_argument, NULL, O_GAMMA },
+    { "min-lr", required_argument, NULL, O_MIN_LR },
+    { "eval-every", required_argument, NULL, O_EVAL_EVERY },
+    { "save-best", no_argument, NULL, O_SAVE_BEST },
+    { "plot", required_argument, NULL, O_PLOT },
+    { "top-k", required_argument, NULL, O_TOP_K },
     { "help", no_argument, NULL, O_HELP },
     { "version", no_argument, NULL, O_VERSION },
     { NULL, 0, NULL, 0 }
@@ -178,7 +216,7 @@ parse_args(int argc, char **argv, tr_config *cfg)
     double v;
 
     tr_config_defaults(cfg);
-    while ((c = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "hV", long_opts, NULL)) != -1) {
         const char *a = optarg;
 
         switch (c) {
@@ -221,6 +259,9 @@ parse_args(int argc, char **argv, tr_config *cfg)
         INTOPT(O_SAMPLE, "--sample", sample, 0, 1e7)
         INTOPT(O_SAMPLE_EVERY, "--sample-every", sample_every, 1, 1e12)
         INTOPT(O_LOG_EVERY, "--log-every", log_every, 1, 1e12)
+        INTOPT(O_STEP_SIZE, "--step-size", step_size, 1, 1e12)
+        INTOPT(O_EVAL_EVERY, "--eval-every", eval_every, 1, 1e12)
+        INTOPT(O_TOP_K, "--top-k", top_k, 0, 256)
 #undef INTOPT
 #define DBLOPT(ID, NAME, FIELD, LO, HI)                                   \
         case ID:                                                          \
@@ -228,12 +269,14 @@ parse_args(int argc, char **argv, tr_config *cfg)
                 return -1;                                                \
             break;
         DBLOPT(O_DROPOUT, "--dropout", dropout, 0, 0.99)
-        DBLOPT(O_HOLDOUT, "--holdout", holdout, 0.01, 0.99)
+        DBLOPT(O_HOLDOUT, "--holdout", holdout, 0, 0.99)
         DBLOPT(O_LR, "--lr", lr, 0, 100)
         DBLOPT(O_MOMENTUM, "--momentum", momentum, 0, 0.9999)
         DBLOPT(O_WD, "--weight-decay", weight_decay, 0, 10)
         DBLOPT(O_CLIP, "--clip", clip, 0, 1e9)
-        DBLOPT(O_TEMP, "--temperature", temperature, 0.01, 100)
+        DBLOPT(O_TEMP, "--temperature", temperature, 0, 100)
+        DBLOPT(O_GAMMA, "--gamma", gamma, 1e-9, 1e3)
+        DBLOPT(O_MIN_LR, "--min-lr", min_lr, 0, 100)
 #undef DBLOPT
         case O_DATA: cfg->data = a; break;
         case O_OPT:
@@ -261,8 +304,10 @@ parse_args(int argc, char **argv, tr_config *cfg)
         case O_LOG: cfg->log = a; break;
         case O_QUIET: cfg->quiet = 1; break;
         case O_PROFILE: cfg->profile = 1; break;
+        case O_SAVE_BEST: cfg->save_best = 1; break;
+        case O_PLOT: cfg->plot = a; break;
         case O_HELP: usage(stdout); return 1;
-        case O_VERSION: printf("clgrad-train %s\n", PACKAGE_VERSION);
+        case O_VERSION: printf("clgrad-train (clgrad) %s\n", cg_version());
             return 1;
         default: usage(stderr); return -1;
         }
@@ -270,6 +315,12 @@ parse_args(int argc, char **argv, tr_config *cfg)
     if (optind < argc) {
         fprintf(stderr, "clgrad-train: unexpected argument '%s'\n",
                 argv[optind]);
+        return -1;
+    }
+    if ((cfg->stop_at || cfg->save_best) && !cfg->checkpoint) {
+        fprintf(stderr, "clgrad-train: %s needs --checkpoint PATH (else "
+                "nothing is saved)\n", cfg->stop_at ? "--stop-at"
+                                                    : "--save-best");
         return -1;
     }
     return 0;

@@ -9,7 +9,11 @@
  *              linear -> V logits per step; cross-entropy over all T*B
  *              positions; B streams read consecutive slices of the text,
  *              and the LSTM state is carried (detached) from one batch to
- *              the next: truncated BPTT.
+ *              the next: truncated BPTT.  The end of the text (--holdout)
+ *              is held out for validation.
+ * Evaluation (train_eval.c) touches neither the generator nor the
+ * training state, so when a run evaluates does not change what it
+ * learns: a resumed run stays bit-identical to one that never stopped.
  * Every step is queued without waiting except for reading the loss (one
  * synchronisation per step, for the progress line and the NaN check).
  */
@@ -33,21 +37,17 @@ void
 tr_config_defaults(tr_config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
-    cfg->layers = 2;
-    cfg->embed = 64;
-    cfg->seq_len = 100;
-    cfg->seed = 1;
+    cfg->layers = cfg->embed = cfg->seq_len = cfg->batch = -1;
+    cfg->warmup = cfg->step_size = cfg->seed = -1;
+    cfg->dropout = cfg->holdout = cfg->lr = cfg->momentum = -1;
+    cfg->weight_decay = cfg->clip = cfg->gamma = cfg->min_lr = -1;
     cfg->save_every = 500;
     cfg->sample = 200;
     cfg->sample_every = 500;
     cfg->log_every = 50;
-    cfg->holdout = 0.2;
-    cfg->momentum = -1;
-    cfg->clip = -1;
+    cfg->eval_every = 100;
     cfg->temperature = 0.8;
     cfg->prime = "\n";
-    snprintf(cfg->optimizer, sizeof cfg->optimizer, "adam");
-    snprintf(cfg->schedule, sizeof cfg->schedule, "constant");
 }
 
 int
@@ -62,28 +62,48 @@ tr_optimizer_kind(const char *name)
     return -1;
 }
 
-/* Fills in the defaults that depend on the model. */
+/* Fills in the defaults of what neither the command line nor a
+ * checkpoint set; some depend on the model. */
 static void
 resolve(tr_config *c)
 {
-    int opt = tr_optimizer_kind(c->optimizer);
+    int mlp = c->model == TR_MLP, opt;
 
+    if (!c->optimizer[0])
+        snprintf(c->optimizer, sizeof c->optimizer, "adam");
+    if (!c->schedule[0])
+        snprintf(c->schedule, sizeof c->schedule, "constant");
+    opt = tr_optimizer_kind(c->optimizer);
     if (!c->hidden_set) {
         c->hidden[0] = 256;
         c->hidden[1] = 256;
-        c->nhidden = c->model == TR_MLP ? 2 : 1;
+        c->nhidden = mlp ? 2 : 1;
     }
-    if (!c->batch)
-        c->batch = c->model == TR_MLP ? 64 : 32;
+#define DEF(f, v) if (c->f < 0) c->f = v
+    DEF(layers, 2);
+    DEF(embed, 64);
+    DEF(seq_len, 100);
+    DEF(batch, mlp ? 64 : 32);
+    DEF(warmup, 0);
+    DEF(step_size, 0);          /* 0: a third of the run */
+    DEF(seed, 1);
+    DEF(dropout, 0);
+    DEF(holdout, mlp ? 0.2 : 0.05);
+    DEF(lr, opt == 2 ? 0.1 : opt == 3 ? 1e-3 : mlp ? 1e-3 : 2e-3);
+    DEF(momentum, opt == 2 ? 0.9 : 0);
+    DEF(weight_decay, 0);
+    DEF(clip, mlp ? 0 : 5);
+    DEF(gamma, 0);              /* 0: the schedule's default */
+    DEF(min_lr, 0);
+#undef DEF
+    if (!c->epochs && !c->steps) {
+        if (mlp)
+            c->epochs = TR_MLP_EPOCHS;
+        else
+            c->steps = TR_LSTM_STEPS;
+    }
     if (!c->epochs)
-        c->epochs = c->model == TR_MLP ? 20 : 1000000;
-    if (c->lr == 0)
-        c->lr = opt == 2 ? 0.1 : opt == 3 ? 1e-3
-                : c->model == TR_MLP ? 1e-3 : 2e-3;
-    if (c->momentum < 0)
-        c->momentum = opt == 2 ? 0.9 : 0;
-    if (c->clip < 0)
-        c->clip = c->model == TR_CHAR_LSTM ? 5 : 0;
+        c->epochs = INT64_MAX / 2;
 }
 
 /* ------------------------------------------------------------------------
@@ -109,74 +129,6 @@ tr_now(void)
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-/* ------------------------------------------------------------------------
- * Progress and log
- * ------------------------------------------------------------------------ */
-
-static void
-fmt_time(double s, char *buf, size_t n)
-{
-    if (!isfinite(s) || s < 0)
-        snprintf(buf, n, "?");
-    else if (s < 60)
-        snprintf(buf, n, "%.0fs", s);
-    else if (s < 3600)
-        snprintf(buf, n, "%dm%02ds", (int)s / 60, (int)s % 60);
-    else
-        snprintf(buf, n, "%dh%02dm", (int)s / 3600, (int)s % 3600 / 60);
-}
-
-/* One step done: loss, accuracy (NAN if none), lr, items per second. */
-static void
-progress_step(progress *p, int64_t step, double loss, double acc, double lr,
-              double rate, const char *unit, int force)
-{
-    double el = tr_now() - p->t0;
-    char eta[32], elapsed[32];
-
-    if (p->log) {
-        char a[32] = "";
-
-        if (!isnan(acc))
-            snprintf(a, sizeof a, "%.4f", acc);
-        fprintf(p->log, "%lld,%.6f,%s,%.6g,%.1f,%.3f\n", (long long)step,
-                loss, a, lr, rate, el);
-    }
-    if (p->cfg->quiet)
-        return;
-    fmt_time(el, elapsed, sizeof elapsed);
-    fmt_time(p->total > step ? el / (double)step * (double)(p->total - step)
-                             : NAN, eta, sizeof eta);
-    if (p->tty) {
-        int w = 24, filled = p->total ? (int)(w * step / p->total) : 0, i;
-        char bar[32];
-
-        if (!force && tr_now() - p->last_print < 0.2)
-            return;
-        p->last_print = tr_now();
-        for (i = 0; i < w; i++)
-            bar[i] = i < filled ? '#' : '.';
-        bar[w] = 0;
-        fprintf(stderr, "\r[%s] step %lld%s%lld loss %.4f  %.0f %s/s  "
-                "%s  ETA %s   ", bar, (long long)step,
-                p->total ? "/" : "", (long long)p->total, loss, rate, unit,
-                elapsed, eta);
-        fflush(stderr);
-    } else if (force || step % p->cfg->log_every == 0) {
-        printf("step %lld loss %.4f lr %.3g %.0f %s/s elapsed %s\n",
-               (long long)step, loss, lr, rate, unit, elapsed);
-        fflush(stdout);
-    }
-}
-
-/* Ends a progress line before other output. */
-static void
-progress_break(progress *p)
-{
-    if (p->tty && !p->cfg->quiet)
-        fprintf(stderr, "\n");
 }
 
 /* ------------------------------------------------------------------------
@@ -230,7 +182,7 @@ update(run *r, cg_tensor *loss, float *value)
     }
     if (!isfinite(*value)) {
         bad = first_bad_grad(r->model);
-        progress_break(&r->prog);
+        tr_progress_break(&r->prog);
         tr_fail("step %lld: the loss is %f; stopping%s%s",
                 (long long)r->step + 1, (double)*value,
                 bad ? ". First parameter with a non-finite gradient: "
@@ -264,7 +216,22 @@ maybe_save(run *r, int force)
         return 0;
     if (!force && r->step % r->cfg.save_every != 0)
         return 0;
-    return tr_save(r, r->cfg.checkpoint);
+    return tr_save(r, r->cfg.checkpoint, NAN);
+}
+
+/* A validation loss at this step: the best so far (with --save-best, its
+ * checkpoint) and the plot.  Returns 0 or -1. */
+static int
+evaluated(run *r, double loss)
+{
+    r->val_loss = loss;
+    r->eval_step = r->step;
+    tr_plot_add(&r->prog, r->step, r->prog.loss, loss);
+    if (!(loss < r->best_loss) && !isnan(r->best_loss))
+        return 0;
+    r->best_loss = loss;
+    r->best_step = r->step;
+    return r->best_path ? tr_save(r, r->best_path, loss) : 0;
 }
 
 /* The end of one training step shared by both models: the update from
@@ -273,25 +240,31 @@ maybe_save(run *r, int force)
  * `window` seconds), and a checkpoint when one is due.  Returns 0 or -1. */
 static int
 finish_step(run *r, cg_tensor *loss, int64_t items, const char *unit,
-            double window, float *loss_v)
+            double window)
 {
     progress *p = &r->prog;
     double t;
+    float v;
     int status;
 
     if (!loss) {
         tr_fail("step %lld: %s", (long long)r->step + 1, cg_last_error());
         return -1;
     }
-    status = update(r, loss, loss_v);
+    status = update(r, loss, &v);
     cg_tensor_free(loss);
     if (status)
         return -1;
     r->index++;
+    r->epoch_loss += v;
+    r->epoch_steps++;
     p->rate_items += items;
+    p->items += items;
     t = tr_now();
-    progress_step(p, r->step, *loss_v, NAN, cg_optim_get_lr(r->opt),
-                  p->rate_items / (t - p->rate_t0 + 1e-9), unit, 0);
+    tr_progress_step(p, r->step, v, cg_optim_get_lr(r->opt),
+                     p->rate_items / (t - p->rate_t0 + 1e-9), unit);
+    if (r->step % 10 == 0 || r->step == p->end)
+        tr_plot_add(p, r->step, v, NAN);
     if (t - p->rate_t0 > window) {
         p->rate_t0 = t;
         p->rate_items = 0;
@@ -303,57 +276,34 @@ finish_step(run *r, cg_tensor *loss, int64_t items, const char *unit,
  * MLP
  * ------------------------------------------------------------------------ */
 
-/* Held-out accuracy in [0, 1], or -1 on error: the predicted class is
- * the logits' argmax (the first on ties). */
-static double
-mlp_accuracy(run *r)
+/* The end of an epoch: its mean training loss, the held-out loss and
+ * accuracy.  Returns 0 or -1. */
+static int
+mlp_epoch_end(run *r)
 {
-    int64_t nb = cg_dataset_num_batches(r->test, (int)r->cfg.batch), b;
-    int64_t right = 0, seen = 0;
-    int32_t *pred = malloc((size_t)r->cfg.batch * sizeof *pred);
-    int32_t *lab = malloc((size_t)r->cfg.batch * sizeof *lab);
-    int ok = pred && lab;
+    double mean = r->epoch_steps ? r->epoch_loss / (double)r->epoch_steps
+                                 : NAN, loss, acc;
 
-    cg_module_set_training(r->model, 0);
-    cg_no_grad_enter();
-    for (b = 0; ok && b < nb; b++) {
-        cg_tensor *x, *y, *out, *am;
-        int n = cg_dataset_batch(r->test, r->ctx, (int)r->cfg.batch, 0, 0, 0,
-                                 b, &x, &y), i;
-
-        if (n <= 0) {
-            ok = n == 0;
-            break;
-        }
-        out = cg_module_forward(r->model, x);
-        am = out ? cg_argmax(out, 1, 0) : NULL;
-        ok = am && cg_tensor_to_host(am, pred, (size_t)n * sizeof *pred) ==
-                   CG_OK &&
-             cg_tensor_to_host(y, lab, (size_t)n * sizeof *lab) == CG_OK;
-        for (i = 0; ok && i < n; i++)
-            right += pred[i] == lab[i];
-        seen += n;
-        cg_tensor_free(am);
-        cg_tensor_free(out);
-        cg_tensor_free(x);
-        cg_tensor_free(y);
-    }
-    cg_no_grad_leave();
-    cg_module_set_training(r->model, 1);
-    free(pred);
-    free(lab);
-    if (!ok) {
-        tr_fail("evaluating: %s", cg_last_error());
+    if (tr_mlp_eval(r, &loss, &acc))
         return -1;
+    if (!r->cfg.quiet) {
+        tr_progress_break(&r->prog);
+        printf("epoch %lld: loss %.4f (the epoch's mean), held-out loss "
+               "%.4f, accuracy %.2f%% (%lld rows)\n",
+               (long long)r->epoch + 1, mean, loss, 100 * acc,
+               (long long)cg_dataset_rows(r->test));
+        fflush(stdout);
     }
-    return seen ? (double)right / (double)seen : 0;
+    tr_progress_log(&r->prog, r->step, mean, acc, cg_optim_get_lr(r->opt),
+                    NAN, loss);
+    r->epoch_loss = 0;
+    r->epoch_steps = 0;
+    return evaluated(r, loss);
 }
 
 static int
 run_mlp(run *r, volatile sig_atomic_t *stop)
 {
-    float loss_v = NAN;
-
     while (r->epoch < r->cfg.epochs && !*stop) {
         cg_tensor *x = NULL, *y = NULL, *logits, *loss;
         int n = cg_dataset_batch(r->train, r->ctx, (int)r->cfg.batch, 1,
@@ -370,22 +320,8 @@ run_mlp(run *r, volatile sig_atomic_t *stop)
             break;
         }
         if (n == 0) {           /* end of an epoch */
-            double acc = mlp_accuracy(r);
-
-            if (acc < 0)
+            if (mlp_epoch_end(r))
                 return 1;
-            if (!r->cfg.quiet) {
-                progress_break(&r->prog);
-                printf("epoch %lld: loss %.4f, held-out accuracy %.2f%% "
-                       "(%lld rows)\n", (long long)r->epoch + 1,
-                       (double)loss_v, 100 * acc,
-                       (long long)cg_dataset_rows(r->test));
-                fflush(stdout);
-            }
-            if (r->prog.log)
-                fprintf(r->prog.log, "%lld,%.6f,%.4f,%.6g,,%.3f\n",
-                        (long long)r->step, (double)loss_v, acc,
-                        cg_optim_get_lr(r->opt), tr_now() - r->prog.t0);
             r->epoch++;
             r->index = 0;
             continue;
@@ -396,10 +332,10 @@ run_mlp(run *r, volatile sig_atomic_t *stop)
         cg_tensor_free(logits);
         cg_tensor_free(x);
         cg_tensor_free(y);
-        if (finish_step(r, loss, n, "rows", 1, &loss_v))
+        if (finish_step(r, loss, n, "rows", 1))
             return 1;
     }
-    progress_break(&r->prog);
+    tr_progress_break(&r->prog);
     return 0;
 }
 
@@ -407,100 +343,37 @@ run_mlp(run *r, volatile sig_atomic_t *stop)
  * Character LSTM
  * ------------------------------------------------------------------------ */
 
-/* Prints n characters sampled after `prime` at temperature temp. */
-static int
-sample(run *r, int64_t n, uint64_t seed)
-{
-    int V = r->nvocab, status = CG_OK;
-    size_t plen = strlen(r->cfg.prime);
-    int32_t *ids = malloc((plen ? plen : 1) * sizeof *ids);
-    float *p = malloc((size_t)V * sizeof *p);
-    cg_tensor *h = NULL, *c = NULL, *logits = NULL;
-    uint64_t rng = seed;
-    int64_t i, one[2] = { 1, 1 };
-    int32_t cur;
-
-    if (!ids || !p)
-        status = -1;
-    for (i = 0; status == CG_OK && i < (int64_t)plen; i++) {
-        ids[i] = r->id_of[(unsigned char)r->cfg.prime[i]];
-        if (ids[i] < 0) {
-            tr_fail("--prime: the character '%c' is not in the vocabulary",
-                    r->cfg.prime[i]);
-            status = -2;
-        }
-    }
-    if (status == CG_OK && !plen)
-        ids[0] = 0;
-    cg_module_set_training(r->model, 0);
-    cg_no_grad_enter();
-    if (status == CG_OK) {
-        int64_t shape = (int64_t)(plen ? plen : 1);
-        int64_t s2[2] = { shape, 1 };
-        cg_tensor *in = cg_tensor_from_host(r->ctx, CG_I32, 2, s2, ids);
-        cg_tensor *all = in ? tr_lstm_forward(r->model, in, &h, &c, 0) : NULL;
-
-        /* The prime's last position's logits. */
-        logits = all ? cg_narrow(all, 0, shape - 1, 1) : NULL;
-        cg_tensor_free(in);
-        cg_tensor_free(all);
-        if (!logits)
-            status = -1;
-        fputs(r->cfg.prime, stdout);
-    }
-    for (i = 0; status == CG_OK && i < n; i++) {
-        cg_tensor *scaled = cg_mul_scalar(logits,
-                                          (float)(1 / r->cfg.temperature));
-        cg_tensor *pr = scaled ? cg_softmax(scaled, -1) : NULL, *in;
-        double u, acc = 0;
-        int k;
-
-        cg_tensor_free(scaled);
-        if (!pr || cg_tensor_to_host(pr, p, (size_t)V * sizeof *p)) {
-            cg_tensor_free(pr);
-            status = -1;
-            break;
-        }
-        cg_tensor_free(pr);
-        u = cg_splitmix64_uniform(&rng);
-        for (k = 0; k < V - 1; k++) {
-            acc += p[k];
-            if (u < acc)
-                break;
-        }
-        cur = k;
-        putchar(r->vocab[cur]);
-        in = cg_tensor_from_host(r->ctx, CG_I32, 2, one, &cur);
-        cg_tensor_free(logits);
-        logits = in ? tr_lstm_forward(r->model, in, &h, &c, 0) : NULL;
-        cg_tensor_free(in);
-        if (!logits)
-            status = -1;
-    }
-    cg_no_grad_leave();
-    cg_module_set_training(r->model, 1);
-    putchar('\n');
-    fflush(stdout);
-    cg_tensor_free(logits);
-    cg_tensor_free(h);
-    cg_tensor_free(c);
-    free(ids);
-    free(p);
-    if (status == -1)
-        tr_fail("sampling: %s", cg_last_error());
-    return status ? -1 : 0;
-}
-
 static int
 show_sample(run *r)
 {
     if (r->cfg.sample <= 0)
         return 0;
-    progress_break(&r->prog);
+    tr_progress_break(&r->prog);
     printf("--- sample after step %lld (temperature %.2f) ---\n",
            (long long)r->step, r->cfg.temperature);
-    return sample(r, r->cfg.sample, (uint64_t)r->cfg.seed * 1000003u +
-                                    (uint64_t)r->step);
+    return tr_sample(r, r->cfg.sample, (uint64_t)r->cfg.seed * 1000003u +
+                                       (uint64_t)r->step);
+}
+
+/* The validation loss on the held-out text, printed and logged. */
+static int
+lstm_validate(run *r)
+{
+    double loss;
+
+    if (!r->valid)
+        return 0;
+    if (tr_lstm_eval(r, &loss))
+        return -1;
+    if (!r->cfg.quiet) {
+        tr_progress_break(&r->prog);
+        printf("step %lld: validation loss %.4f (%.3f bits per "
+               "character)\n", (long long)r->step, loss, loss / log(2.0));
+        fflush(stdout);
+    }
+    tr_progress_log(&r->prog, r->step, r->prog.loss, NAN,
+                    cg_optim_get_lr(r->opt), NAN, loss);
+    return evaluated(r, loss);
 }
 
 static int
@@ -508,7 +381,6 @@ run_char_lstm(run *r, volatile sig_atomic_t *stop)
 {
     int T = (int)r->cfg.seq_len, B = (int)r->cfg.batch;
     int64_t nb = cg_text_num_batches(r->text, T, B);
-    float loss_v;
 
     if (nb <= 0) {
         tr_fail("%s: too short for --batch %d: %s", r->cfg.data, B,
@@ -545,13 +417,16 @@ run_char_lstm(run *r, volatile sig_atomic_t *stop)
         cg_tensor_free(flat);
         cg_tensor_free(in);
         cg_tensor_free(tg);
-        if (finish_step(r, loss, n1, "tok", 2, &loss_v))
+        if (finish_step(r, loss, n1, "tok", 2))
+            return 1;
+        if (r->step % r->cfg.eval_every == 0 && r->step < r->prog.end &&
+            lstm_validate(r))
             return 1;
         if (r->step % r->cfg.sample_every == 0 && r->step < r->total &&
             show_sample(r))
             return 1;
     }
-    progress_break(&r->prog);
+    tr_progress_break(&r->prog);
     return 0;
 }
 
@@ -572,8 +447,11 @@ run_free(run *r)
     cg_dataset_free(r->train);
     cg_dataset_free(r->test);
     cg_text_free(r->text);
+    cg_text_free(r->valid);
     if (r->prog.log)
         fclose(r->prog.log);
+    free(r->prog.pts);
+    free(r->best_path);
     cg_context_free(r->ctx);
 }
 
@@ -615,6 +493,179 @@ print_profile(run *r)
     return 0;
 }
 
+/* The data, then the model it implies. */
+static int
+build(run *r, const cg_checkpoint *ck)
+{
+    if (r->cfg.model == TR_MLP) {
+        cg_dataset *all = cg_csv_load(r->cfg.data, NULL);
+
+        if (!all || cg_dataset_split(all, r->cfg.holdout,
+                                     (uint64_t)r->cfg.seed, &r->train,
+                                     &r->test)) {
+            tr_fail("%s", cg_last_error());
+            cg_dataset_free(all);
+            return -1;
+        }
+        r->features = cg_dataset_features(all);
+        r->classes = cg_dataset_classes(all);
+        cg_dataset_free(all);
+        if (tr_normalisation(r, ck))
+            return -1;
+        r->model = tr_mlp_new(r->ctx, &r->cfg, r->features, r->classes);
+        r->total = r->cfg.steps ? r->cfg.steps
+                   : r->cfg.epochs * cg_dataset_num_batches(r->train,
+                                                            (int)r->cfg.batch);
+    } else {
+        const char *vocab = ck ? cg_checkpoint_get_meta(ck, "data.vocab")
+                               : NULL;
+        cg_text *all = NULL;
+
+        /* Sampling needs the checkpoint's vocabulary only. */
+        if (r->cfg.data && !r->cfg.sample_only &&
+            (!(all = cg_text_load(r->cfg.data, vocab)) ||
+             (r->cfg.holdout > 0 &&
+              cg_text_split(all, r->cfg.holdout, &r->text, &r->valid)))) {
+            tr_fail("%s", cg_last_error());
+            cg_text_free(all);
+            return -1;
+        }
+        if (all && !r->text)
+            r->text = all;
+        else
+            cg_text_free(all);
+        if (r->valid && cg_text_num_batches(r->valid, (int)r->cfg.seq_len,
+                                            (int)r->cfg.batch) <= 0) {
+            tr_fail("%s: the held-out %lld bytes (--holdout %g) are too "
+                    "few for --batch %lld; give a larger --holdout, or 0",
+                    r->cfg.data, (long long)cg_text_length(r->valid),
+                    r->cfg.holdout, (long long)r->cfg.batch);
+            return -1;
+        }
+        if (tr_parse_vocab(r, r->text ? cg_text_vocab(r->text) : vocab)) {
+            tr_fail("%s: no valid vocabulary (data.vocab)", r->cfg.resume);
+            return -1;
+        }
+        r->model = tr_lstm_new(r->ctx, &r->cfg, r->nvocab);
+        r->total = r->cfg.steps || !r->text ? r->cfg.steps
+                   : r->cfg.epochs * cg_text_num_batches(r->text,
+                                                         (int)r->cfg.seq_len,
+                                                         (int)r->cfg.batch);
+    }
+    if (!r->model) {
+        tr_fail("%s", cg_last_error());
+        return -1;
+    }
+    return 0;
+}
+
+/* --save-best's file: the checkpoint's name with .best before its
+ * extension; resuming, the best loss so far is the one it holds. */
+static int
+best_path(run *r)
+{
+    const char *ck = r->cfg.checkpoint, *slash = strrchr(ck, '/');
+    const char *dot = strrchr(ck, '.');
+    size_t n = strlen(ck) + 8;
+    cg_checkpoint *old;
+    double v;
+
+    if (!dot || (slash && dot < slash))
+        dot = ck + strlen(ck);
+    if (!(r->best_path = malloc(n))) {
+        tr_fail("out of memory");
+        return -1;
+    }
+    snprintf(r->best_path, n, "%.*s.best%s", (int)(dot - ck), ck, dot);
+    if (r->cfg.resume && access(r->best_path, F_OK) == 0) {
+        if (!(old = cg_checkpoint_load(r->best_path)))
+            return tr_ck_fail("loading", r->best_path);
+        if (cg_checkpoint_get_meta_double(old, "train.val_loss", &v) ==
+            CG_OK)
+            r->best_loss = v;
+        cg_checkpoint_free(old);
+    }
+    return 0;
+}
+
+static void
+headline(run *r)
+{
+    cg_device_info info;
+    int64_t n = 0;
+    int i;
+
+    cg_context_device_info(r->ctx, &info);
+    for (i = 0; i < r->nparams; i++)
+        n += cg_tensor_numel(r->params[i]);
+    printf("clgrad-train: %s on %s, %lld parameters, %lld steps",
+           r->cfg.model == TR_MLP ? "mlp" : "char-lstm", info.name,
+           (long long)n, (long long)r->total);
+    if (r->step)
+        printf(" (resumed at step %lld)", (long long)r->step);
+    if (r->prog.end < r->total)
+        printf(", stopping at step %lld", (long long)r->prog.end);
+    printf("\n");
+    fflush(stdout);
+}
+
+/* The MLP's held-out loss and accuracy after the last step. */
+static int
+mlp_final(run *r)
+{
+    double loss, acc;
+
+    if (tr_mlp_eval(r, &loss, &acc))
+        return -1;
+    if (!r->cfg.quiet)
+        printf("final held-out loss %.4f, accuracy %.2f%%\n", loss,
+               100 * acc);
+    tr_progress_log(&r->prog, r->step, r->prog.loss, acc,
+                    cg_optim_get_lr(r->opt), NAN, loss);
+    return evaluated(r, loss);
+}
+
+/* The end: the checkpoint, the last evaluation, a sample, the summary. */
+static int
+finish(run *r, volatile sig_atomic_t *stop)
+{
+    double el = tr_now() - r->prog.start;
+    char t[32];
+    int lstm = r->cfg.model == TR_CHAR_LSTM;
+
+    if (*stop)
+        tr_progress_break(&r->prog);
+    if (maybe_save(r, 1))
+        return 1;
+    if (*stop)
+        fprintf(stderr, "clgrad-train: interrupted after step %lld; %s%s\n",
+                (long long)r->step, r->cfg.checkpoint ? "saved "
+                : "nothing saved (no --checkpoint)",
+                r->cfg.checkpoint ? r->cfg.checkpoint : "");
+    if (*stop)
+        return 0;
+    if (r->eval_step != r->step &&
+        (lstm ? lstm_validate(r) : mlp_final(r)))
+        return 1;
+    if (lstm && !at_stop(r) && show_sample(r))
+        return 1;
+    if (r->cfg.quiet)
+        return 0;
+    tr_fmt_time(el, t, sizeof t);
+    printf("summary: steps %lld to %lld in %s, %.0f %s/s",
+           (long long)r->first_step, (long long)r->step, t,
+           (double)r->prog.items / (el + 1e-9), lstm ? "tok" : "rows");
+    if (!isnan(r->val_loss))
+        printf("; validation loss final %.4f, best %.4f (step %lld)",
+               r->val_loss, r->best_loss, (long long)r->best_step);
+    if (r->cfg.checkpoint)
+        printf("; checkpoint %s%s%s", r->cfg.checkpoint,
+               r->best_path ? ", best " : "",
+               r->best_path ? r->best_path : "");
+    printf("\n");
+    return 0;
+}
+
 int
 tr_run(const tr_config *given, volatile sig_atomic_t *stop)
 {
@@ -625,20 +676,25 @@ tr_run(const tr_config *given, volatile sig_atomic_t *stop)
 
     memset(&r, 0, sizeof r);
     r.cfg = *given;
+    r.val_loss = r.best_loss = NAN;
+    r.eval_step = -1;
     if (r.cfg.resume) {
         ck = cg_checkpoint_load(r.cfg.resume);
         if (!ck) {
             tr_ck_fail("loading", r.cfg.resume);
             return 1;
         }
-        if (tr_read_config(ck, &r.cfg, r.cfg.resume))
+        if ((r.weights_only = tr_resume_config(ck, &r.cfg,
+                                               r.cfg.resume)) < 0)
             goto out;
         cg_checkpoint_get_meta_int(ck, "train.total", &total_saved);
-        if (given->model != TR_NONE && given->model != r.cfg.model) {
-            tr_fail("%s holds a %s model, not the --model given",
-                    r.cfg.resume, r.cfg.model == TR_MLP ? "mlp" : "char-lstm");
-            goto out;
-        }
+        if (!given->steps && !given->epochs)
+            r.cfg.steps = total_saved;
+        else if (total_saved && !r.cfg.quiet && !r.cfg.sample_only &&
+                 given->steps && given->steps != total_saved)
+            printf("clgrad-train: resuming with %lld steps in all (%s had "
+                   "%lld)\n", (long long)given->steps, r.cfg.resume,
+                   (long long)total_saved);
     }
     if (r.cfg.model == TR_NONE) {
         tr_fail("say --model mlp or --model char-lstm (or --resume)");
@@ -652,6 +708,11 @@ tr_run(const tr_config *given, volatile sig_atomic_t *stop)
         tr_fail("--sample-only needs --resume with a char-lstm checkpoint");
         goto out;
     }
+    if (r.weights_only && !r.cfg.sample_only) {
+        tr_fail("%s holds weights only (no clgrad.model, optimizer or "
+                "position): use it with --sample-only", r.cfg.resume);
+        goto out;
+    }
     resolve(&r.cfg);
     {
         cg_context_options o = { r.cfg.device, r.cfg.profile, 0 };
@@ -663,55 +724,8 @@ tr_run(const tr_config *given, volatile sig_atomic_t *stop)
         goto out;
     }
     cg_manual_seed(r.ctx, (uint64_t)r.cfg.seed);
-
-    /* Data, then the model it implies. */
-    if (r.cfg.model == TR_MLP) {
-        cg_dataset *all = cg_csv_load(r.cfg.data, NULL);
-
-        if (!all || cg_dataset_split(all, r.cfg.holdout,
-                                     (uint64_t)r.cfg.seed, &r.train,
-                                     &r.test)) {
-            tr_fail("%s", cg_last_error());
-            cg_dataset_free(all);
-            goto out;
-        }
-        r.features = cg_dataset_features(all);
-        r.classes = cg_dataset_classes(all);
-        cg_dataset_free(all);
-        if (tr_normalisation(&r, ck))
-            goto out;
-        if (!(r.model = tr_mlp_new(r.ctx, &r.cfg, r.features, r.classes))) {
-            tr_fail("%s", cg_last_error());
-            goto out;
-        }
-        r.total = r.cfg.epochs * cg_dataset_num_batches(r.train,
-                                                        (int)r.cfg.batch);
-    } else {
-        const char *vocab = ck ? cg_checkpoint_get_meta(ck, "data.vocab")
-                               : NULL;
-
-        /* Sampling needs the checkpoint's vocabulary only. */
-        if (r.cfg.data && !(r.text = cg_text_load(r.cfg.data, vocab))) {
-            tr_fail("%s", cg_last_error());
-            goto out;
-        }
-        if (tr_parse_vocab(&r, r.text ? cg_text_vocab(r.text) : vocab)) {
-            tr_fail("%s: no valid vocabulary (data.vocab)", r.cfg.resume);
-            goto out;
-        }
-        if (!(r.model = tr_lstm_new(r.ctx, &r.cfg, r.nvocab))) {
-            tr_fail("%s", cg_last_error());
-            goto out;
-        }
-        if (r.text)
-            r.total = r.cfg.epochs * cg_text_num_batches(r.text,
-                                                         (int)r.cfg.seq_len,
-                                                         (int)r.cfg.batch);
-    }
-    if (given->steps)
-        r.total = given->steps;
-    else if (total_saved)
-        r.total = total_saved;
+    if (build(&r, ck))
+        goto out;
     r.nparams = cg_module_params(r.model, r.params, TR_MAX_PARAMS);
     if (r.nparams > TR_MAX_PARAMS) {
         tr_fail("the model has %d parameter tensors, more than %d", r.nparams,
@@ -735,58 +749,27 @@ tr_run(const tr_config *given, volatile sig_atomic_t *stop)
     r.first_step = r.step;
 
     if (r.cfg.sample_only) {
-        status = sample(&r, r.cfg.sample, (uint64_t)r.cfg.seed) ? 1 : 0;
+        status = tr_sample(&r, r.cfg.sample, (uint64_t)r.cfg.seed) ? 1 : 0;
         goto out;
     }
-    r.prog.cfg = &r.cfg;
-    r.prog.tty = isatty(2);
-    r.prog.total = r.total;
-    r.prog.t0 = r.prog.rate_t0 = tr_now();
-    if (r.cfg.log) {
-        r.prog.log = fopen(r.cfg.log, r.cfg.resume ? "a" : "w");
-        if (!r.prog.log) {
-            tr_fail("%s: cannot write the log", r.cfg.log);
-            goto out;
-        }
-        if (!r.cfg.resume)
-            fprintf(r.prog.log, "step,loss,accuracy,lr,items_per_s,"
-                    "elapsed_s\n");
-    }
-    if (!r.cfg.quiet) {
-        cg_device_info info;
-        int64_t n = 0;
-        int i;
-
-        cg_context_device_info(r.ctx, &info);
-        for (i = 0; i < r.nparams; i++)
-            n += cg_tensor_numel(r.params[i]);
-        printf("clgrad-train: %s on %s, %lld parameters, %lld steps%s\n",
-               r.cfg.model == TR_MLP ? "mlp" : "char-lstm", info.name,
-               (long long)n, (long long)r.total,
-               r.step ? " (resumed)" : "");
-        fflush(stdout);
-    }
+    if (r.cfg.save_best && best_path(&r))
+        goto out;
+    if (r.cfg.plot && !tr_have_gnuplot())
+        fprintf(stderr, "clgrad-train: warning: --plot needs gnuplot, which "
+                "is not installed (on Debian: apt-get install "
+                "gnuplot-nox)\n");
+    if (tr_progress_start(&r.prog, &r.cfg, r.step, r.total, r.elapsed))
+        goto out;
+    if (!r.cfg.quiet)
+        headline(&r);
     status = r.cfg.model == TR_MLP ? run_mlp(&r, stop)
                                    : run_char_lstm(&r, stop);
-    if (*stop && !r.cfg.quiet)
-        fprintf(stderr, "clgrad-train: interrupted after step %lld%s\n",
-                (long long)r.step, r.cfg.checkpoint ? ", saving" : "");
-    if (status == 0 && maybe_save(&r, 1))
-        status = 1;
-    if (status == 0 && r.cfg.model == TR_CHAR_LSTM && !*stop &&
-        !at_stop(&r) && show_sample(&r))
-        status = 1;
-    if (status == 0 && r.cfg.model == TR_MLP && !*stop && !at_stop(&r) &&
-        !r.cfg.quiet) {
-        double acc = mlp_accuracy(&r);
-
-        if (acc < 0)
-            status = 1;
-        else
-            printf("final held-out accuracy: %.2f%%\n", 100 * acc);
-    }
+    if (status == 0)
+        status = finish(&r, stop);
     if (status == 0 && r.cfg.profile && print_profile(&r))
         status = 1;
+    if (r.cfg.plot && tr_plot(&r.prog))
+        status = status ? status : 1;
 out:
     cg_checkpoint_free(ck);
     run_free(&r);

@@ -16,16 +16,27 @@
 
 typedef enum tr_model_kind { TR_NONE, TR_MLP, TR_CHAR_LSTM } tr_model_kind;
 
+/* The options a checkpoint records are -1 (an empty string for the
+ * names, hidden_set 0) until the command line or a resumed checkpoint
+ * sets them; tr_run fills in the rest from the model's defaults. */
 typedef struct tr_config {
     tr_model_kind model;
     int hidden[TR_MAX_HIDDEN], nhidden, hidden_set;
-    int64_t layers, embed, seq_len, batch, warmup, epochs, steps, seed;
+    int64_t layers, embed, seq_len, batch, warmup, step_size, seed;
+    int64_t epochs, steps;      /* 0: not given */
     int64_t save_every, sample, sample_every, log_every, stop_at;
-    double dropout, holdout, lr, momentum, weight_decay, clip, temperature;
+    int64_t eval_every, top_k;
+    double dropout, holdout, lr, momentum, weight_decay, clip, gamma, min_lr;
+    double temperature;
     char optimizer[16], schedule[16];
-    const char *data, *device, *checkpoint, *resume, *prime, *log;
-    int sample_only, quiet, profile;
+    const char *data, *device, *checkpoint, *resume, *prime, *log, *plot;
+    int sample_only, quiet, profile, save_best;
 } tr_config;
+
+/* A run given neither --steps nor --epochs: the character LSTM takes
+ * TR_LSTM_STEPS steps, the MLP TR_MLP_EPOCHS passes. */
+#define TR_LSTM_STEPS 2000
+#define TR_MLP_EPOCHS 20
 
 void tr_config_defaults(tr_config *cfg);
 

@@ -7,6 +7,8 @@
  */
 #include "config.h"
 
+#include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +23,7 @@ tr_ck_fail(const char *what, const char *path)
 }
 
 int
-tr_save(run *r, const char *path)
+tr_save(run *r, const char *path, double val_loss)
 {
     cg_checkpoint *ck = cg_checkpoint_new();
     char hid[128] = "";
@@ -66,6 +68,9 @@ tr_save(run *r, const char *path)
     DMETA("config.clip", r->cfg.clip);
     DMETA("config.holdout", r->cfg.holdout);
     IMETA("config.warmup", r->cfg.warmup);
+    IMETA("config.step_size", r->cfg.step_size);
+    DMETA("config.gamma", r->cfg.gamma);
+    DMETA("config.min_lr", r->cfg.min_lr);
     IMETA("config.seed", r->cfg.seed);
     if (status == CG_OK) {
         cg_train_position pos;
@@ -77,6 +82,11 @@ tr_save(run *r, const char *path)
         pos.schedule = r->sched ? cg_lr_schedule_get_position(r->sched) : 0;
         status = cg_checkpoint_add_position(ck, &pos);
     }
+    DMETA("train.elapsed", tr_now() - r->prog.t0);
+    DMETA("train.epoch_loss", r->epoch_loss);
+    IMETA("train.epoch_steps", r->epoch_steps);
+    if (!isnan(val_loss))
+        DMETA("train.val_loss", val_loss);
     IMETA("data.features", r->features);
     IMETA("data.classes", r->classes);
     if (r->text)
@@ -92,17 +102,52 @@ tr_save(run *r, const char *path)
     return status == CG_OK ? 0 : tr_ck_fail("saving", path);
 }
 
-/* Reads the model's shape and the training configuration of a checkpoint
- * into cfg, before anything is built. */
-int
-tr_read_config(const cg_checkpoint *ck, tr_config *cfg, const char *path)
+/* A weights-only checkpoint (embed, lstm, head tensors and data.vocab):
+ * the character LSTM's shape from its tensors' shapes. */
+static int
+infer_lstm(const cg_checkpoint *ck, tr_config *cfg, const char *path)
+{
+    int64_t e[CG_MAX_DIMS], w[CG_MAX_DIMS], hd[CG_MAX_DIMS];
+    char name[64];
+    int nd, nw, nh;
+
+    if (cg_checkpoint_tensor_info(ck, "embed.weight", NULL, &nd, e) ||
+        cg_checkpoint_tensor_info(ck, "lstm.weight_hh_l0", NULL, &nw, w) ||
+        cg_checkpoint_tensor_info(ck, "head.weight", NULL, &nh, hd) ||
+        nd != 2 || nw != 2 || nh != 2 || w[0] != 4 * w[1] ||
+        hd[1] != w[1] || hd[0] != e[0] || w[1] > 1 << 20) {
+        tr_fail("%s is neither a clgrad-train checkpoint (no clgrad.model) "
+                "nor a character LSTM's weights (embed.weight [V, E], "
+                "lstm.weight_hh_l0 [4H, H], head.weight [V, H])", path);
+        return -1;
+    }
+    cfg->model = TR_CHAR_LSTM;
+    cfg->embed = e[1];
+    cfg->hidden[0] = (int)w[1];
+    cfg->nhidden = 1;
+    cfg->hidden_set = 1;
+    for (cfg->layers = 1; cfg->layers < 64; cfg->layers++) {
+        snprintf(name, sizeof name, "lstm.weight_hh_l%d", (int)cfg->layers);
+        if (cg_checkpoint_tensor_info(ck, name, NULL, NULL, NULL))
+            break;
+    }
+    cfg->dropout = 0;
+    return 1;
+}
+
+/* The model's shape and the training configuration of a checkpoint into
+ * cfg; 1 for a weights-only checkpoint (shape inferred, no state). */
+static int
+read_config(const cg_checkpoint *ck, tr_config *cfg, const char *path)
 {
     const char *model = cg_checkpoint_get_meta(ck, "clgrad.model");
     const char *s;
     int64_t v;
 
-    if (!model || (strcmp(model, "mlp") && strcmp(model, "char-lstm"))) {
-        tr_fail("%s is not a clgrad-train checkpoint (no clgrad.model)", path);
+    if (!model)
+        return infer_lstm(ck, cfg, path);
+    if (strcmp(model, "mlp") && strcmp(model, "char-lstm")) {
+        tr_fail("%s: unknown clgrad.model \"%s\"", path, model);
         return -1;
     }
     cfg->model = strcmp(model, "mlp") == 0 ? TR_MLP : TR_CHAR_LSTM;
@@ -124,6 +169,7 @@ tr_read_config(const cg_checkpoint *ck, tr_config *cfg, const char *path)
     GETI("config.seq_len", cfg->seq_len);
     GETI("config.batch", cfg->batch);
     GETI("config.warmup", cfg->warmup);
+    GETI("config.step_size", cfg->step_size);
     GETI("config.seed", cfg->seed);
     GETD("config.dropout", cfg->dropout);
     GETD("config.lr", cfg->lr);
@@ -131,6 +177,8 @@ tr_read_config(const cg_checkpoint *ck, tr_config *cfg, const char *path)
     GETD("config.weight_decay", cfg->weight_decay);
     GETD("config.clip", cfg->clip);
     GETD("config.holdout", cfg->holdout);
+    GETD("config.gamma", cfg->gamma);
+    GETD("config.min_lr", cfg->min_lr);
 #undef GETI
 #undef GETD
     if ((s = cg_checkpoint_get_meta(ck, "config.optimizer")) &&
@@ -139,6 +187,96 @@ tr_read_config(const cg_checkpoint *ck, tr_config *cfg, const char *path)
     if ((s = cg_checkpoint_get_meta(ck, "config.schedule")))
         snprintf(cfg->schedule, sizeof cfg->schedule, "%s", s);
     return 0;
+}
+
+static void
+hidden_str(const tr_config *c, char *buf, size_t n)
+{
+    int i;
+
+    buf[0] = 0;
+    for (i = 0; i < c->nhidden; i++)
+        snprintf(buf + strlen(buf), n - strlen(buf), "%s%d", i ? "," : "",
+                 c->hidden[i]);
+}
+
+int
+tr_resume_config(const cg_checkpoint *ck, tr_config *cfg, const char *path)
+{
+    tr_config k;
+    char a[128], b[128];
+    int weights_only, fixed = !cfg->sample_only;
+
+    tr_config_defaults(&k);
+    if ((weights_only = read_config(ck, &k, path)) < 0)
+        return -1;
+    if (cfg->model != TR_NONE && cfg->model != k.model) {
+        tr_fail("%s holds a %s model, not the --model given", path,
+                k.model == TR_MLP ? "mlp" : "char-lstm");
+        return -1;
+    }
+    cfg->model = k.model;
+    hidden_str(cfg, a, sizeof a);
+    hidden_str(&k, b, sizeof b);
+    if (cfg->hidden_set && strcmp(a, b)) {
+        tr_fail("--hidden %s differs from %s's %s (the model's shape must "
+                "match its checkpoint)", a, path, b);
+        return -1;
+    }
+    memcpy(cfg->hidden, k.hidden, sizeof k.hidden);
+    cfg->nhidden = k.nhidden;
+    cfg->hidden_set = 1;
+    /* Model and data options: the checkpoint's, or an error. */
+#define FIX(f, opt, fmt)                                                  \
+    if (cfg->f < 0)                                                       \
+        cfg->f = k.f;                                                     \
+    else if (cfg->f != k.f && k.f >= 0) {                                 \
+        tr_fail(opt " " fmt " differs from %s's " fmt " (model and data " \
+                "options must match the checkpoint)", cfg->f, path, k.f); \
+        return -1;                                                        \
+    }
+    FIX(layers, "--layers", "%" PRId64)
+    FIX(embed, "--embed", "%" PRId64)
+    if (fixed) {
+        FIX(seq_len, "--seq-len", "%" PRId64)
+        FIX(batch, "--batch", "%" PRId64)
+        FIX(seed, "--seed", "%" PRId64)
+        FIX(dropout, "--dropout", "%g")
+        FIX(holdout, "--holdout", "%g")
+    }
+#undef FIX
+    if (fixed && cfg->optimizer[0] && k.optimizer[0] &&
+        strcmp(cfg->optimizer, k.optimizer)) {
+        tr_fail("--optimizer %s differs from %s's %s (its state is the "
+                "checkpoint's)", cfg->optimizer, path, k.optimizer);
+        return -1;
+    }
+    if (!cfg->optimizer[0])
+        memcpy(cfg->optimizer, k.optimizer, sizeof k.optimizer);
+    if (!fixed)
+        return weights_only;
+    /* Training options: what is given takes effect, and is reported. */
+#define MAY(f, opt, fmt)                                                  \
+    if (cfg->f < 0)                                                       \
+        cfg->f = k.f;                                                     \
+    else if (cfg->f != k.f && !cfg->quiet)                                \
+        printf("clgrad-train: resuming with " opt " " fmt " (%s had "      \
+               fmt ")\n", cfg->f, path, k.f);
+    MAY(lr, "--lr", "%g")
+    MAY(momentum, "--momentum", "%g")
+    MAY(weight_decay, "--weight-decay", "%g")
+    MAY(clip, "--clip", "%g")
+    MAY(warmup, "--warmup", "%" PRId64)
+    MAY(step_size, "--step-size", "%" PRId64)
+    MAY(gamma, "--gamma", "%g")
+    MAY(min_lr, "--min-lr", "%g")
+#undef MAY
+    if (!cfg->schedule[0])
+        memcpy(cfg->schedule, k.schedule, sizeof k.schedule);
+    else if (strcmp(cfg->schedule, k.schedule) && !cfg->quiet)
+        printf("clgrad-train: resuming with --schedule %s (%s had %s)\n",
+               cfg->schedule, path, k.schedule);
+    return weights_only;
 }
 
 /* Restores parameters, optimizer state, the generator and the position
@@ -150,6 +288,8 @@ tr_restore(run *r, const cg_checkpoint *ck, const char *path)
 
     if (cg_checkpoint_restore_module(ck, NULL, r->model))
         return tr_ck_fail("restoring the model from", path);
+    if (r->weights_only)
+        return 0;
     if (cg_checkpoint_restore_optimizer(ck, NULL, r->opt))
         return tr_ck_fail("restoring the optimizer from", path);
     if (cg_checkpoint_tensor_info(ck, "train.state.h", NULL, NULL, NULL) ==
@@ -162,6 +302,9 @@ tr_restore(run *r, const cg_checkpoint *ck, const char *path)
     if (cg_checkpoint_get_position(ck, &pos) ||
         cg_checkpoint_restore_generator(ck, r->ctx))
         return tr_ck_fail("restoring the position from", path);
+    cg_checkpoint_get_meta_double(ck, "train.elapsed", &r->elapsed);
+    cg_checkpoint_get_meta_double(ck, "train.epoch_loss", &r->epoch_loss);
+    cg_checkpoint_get_meta_int(ck, "train.epoch_steps", &r->epoch_steps);
     r->step = pos.step;
     r->epoch = pos.epoch;
     r->index = pos.index;

@@ -142,7 +142,8 @@ tr_make_optimizer(cg_context *ctx, const tr_config *c, cg_tensor **params,
     }
 }
 
-/* NULL for "constant". */
+/* NULL for "constant"; step_size, gamma 0: the defaults (a third of the
+ * run, 0.1; exp: 1% of lr at the end). */
 cg_lr_schedule *
 tr_make_schedule(const tr_config *c, cg_optimizer *opt, int64_t total,
                  int *status)
@@ -151,13 +152,15 @@ tr_make_schedule(const tr_config *c, cg_optimizer *opt, int64_t total,
 
     *status = 0;
     if (strcmp(c->schedule, "step") == 0)
-        s = cg_lr_schedule_step_new(opt, total / 3 > 0 ? total / 3 : 1, 0.1);
+        s = cg_lr_schedule_step_new(opt, c->step_size > 0 ? c->step_size
+                                         : total / 3 > 0 ? total / 3 : 1,
+                                    c->gamma > 0 ? c->gamma : 0.1);
     else if (strcmp(c->schedule, "exp") == 0)
-        s = cg_lr_schedule_exponential_new(opt, pow(0.01, 1.0 /
-                                                    (double)total));
+        s = cg_lr_schedule_exponential_new(opt, c->gamma > 0 ? c->gamma
+                                           : pow(0.01, 1.0 / (double)total));
     else if (strcmp(c->schedule, "cosine") == 0)
         s = cg_lr_schedule_cosine_new(opt, c->warmup < total ? c->warmup : 0,
-                                      0.0, total, 0.0);
+                                      0.0, total, c->min_lr);
     else
         return NULL;
     if (!s)

@@ -12,14 +12,25 @@
 
 #include "train.h"
 
+typedef struct tr_point {
+    int64_t step;
+    double loss, val;           /* val NAN where none */
+} tr_point;
+
 typedef struct progress {
     const tr_config *cfg;
     FILE *log;
-    int tty;
-    double t0, last_print;
-    int64_t total;              /* steps planned, or 0 if unknown */
+    int tty, shown;             /* shown: columns of the bar on screen */
+    double t0;                  /* elapsed time's origin (across resumes) */
+    double start, last_print;   /* this process's start, the last draw */
+    int64_t total, end;         /* steps planned; this run's last step */
+    int64_t first_step, step, drawn_step;
+    double loss, lr, rate;      /* the last step's */
+    const char *unit;
     double rate_t0;             /* throughput: items since rate_t0 */
-    int64_t rate_items;
+    int64_t rate_items, items;  /* items: this process's */
+    tr_point *pts;              /* --plot's points */
+    size_t npts, cap;
 } progress;
 
 typedef struct run {
@@ -34,6 +45,7 @@ typedef struct run {
     int64_t first_step;         /* step when this process started */
     int64_t epoch, index;       /* next batch: epoch and batch index */
     int64_t total;              /* steps planned */
+    int weights_only;           /* resumed from weights only */
     /* mlp */
     cg_dataset *train, *test;
     float *mean, *inv_std;      /* feature standardisation [F] */
@@ -44,6 +56,14 @@ typedef struct run {
     unsigned char vocab[256];
     int id_of[256];
     cg_tensor *h, *c;           /* carried (detached) LSTM state */
+    cg_text *valid;             /* the held-out end of the text */
+    /* evaluation */
+    double val_loss, best_loss; /* NAN until evaluated */
+    int64_t best_step, eval_step;
+    double elapsed;             /* seconds of the runs before this one */
+    char *best_path;            /* --save-best's file */
+    double epoch_loss;          /* mlp: the epoch's loss sum, and steps */
+    int64_t epoch_steps;
     progress prog;
 } run;
 
@@ -51,6 +71,37 @@ typedef struct run {
  * monotonic seconds. */
 void tr_fail(const char *fmt, ...);
 double tr_now(void);
+
+/* train_progress.c.  Durations as "42s", "3m07s", "2h05m". */
+void tr_fmt_time(double s, char *buf, size_t n);
+/* Starts the progress display and opens --log (a header when the file is
+ * new); elapsed: the seconds of the runs before.  0, or -1 after a
+ * message. */
+int tr_progress_start(progress *p, const tr_config *cfg, int64_t step,
+                      int64_t total, double elapsed);
+/* One step done: a log row, and the bar or a plain line. */
+void tr_progress_step(progress *p, int64_t step, double loss, double lr,
+                      double rate, const char *unit);
+/* A log row (acc, rate, val NAN where none). */
+void tr_progress_log(progress *p, int64_t step, double loss, double acc,
+                     double lr, double rate, double val);
+/* Ends the bar's line (redrawn at the last step) before other output. */
+void tr_progress_break(progress *p);
+/* --plot: a point (val NAN where none), and the plot at the end (0, or
+ * -1 after a message, which says how to install gnuplot if absent). */
+void tr_plot_add(progress *p, int64_t step, double loss, double val);
+int tr_have_gnuplot(void);
+int tr_plot(progress *p);
+
+/* train_eval.c.  The MLP's held-out loss and accuracy; the character
+ * LSTM's validation loss over at most TR_EVAL_BATCHES batches of the
+ * held-out text (no grad, dropout off).  0, or -1 after a message. */
+#define TR_EVAL_BATCHES 8
+int tr_mlp_eval(run *r, double *loss, double *acc);
+int tr_lstm_eval(run *r, double *loss);
+/* Prints n characters sampled after cfg.prime: temperature 0 is greedy,
+ * top_k > 0 keeps the k likeliest characters.  0, or -1. */
+int tr_sample(run *r, int64_t n, uint64_t seed);
 
 /* train_model.c.  The models are sequential containers: the MLP fc0,
  * relu0, ..., fcN; the character LSTM embed, lstm, head.  NULL after an
@@ -69,11 +120,16 @@ cg_lr_schedule *tr_make_schedule(const tr_config *c, cg_optimizer *opt,
 
 /* train_ckpt.c.  Each returns 0, or -1 after a message. */
 int tr_ck_fail(const char *what, const char *path);
-int tr_save(run *r, const char *path);
-/* The model's shape and the training configuration of a checkpoint, into
- * cfg, before anything is built. */
-int tr_read_config(const cg_checkpoint *ck, tr_config *cfg,
-                   const char *path);
+/* val_loss: recorded as train.val_loss (--save-best's file), or NAN. */
+int tr_save(run *r, const char *path, double val_loss);
+/* Resuming from ck: the options the command line left unset take the
+ * checkpoint's values; a model or data option given with another value
+ * is an error naming both, a training option (lr, schedule, ...) takes
+ * effect with a note on stdout.  With cfg->sample_only only the model's
+ * shape must match.  Returns 0, 1 for a weights-only checkpoint (the
+ * character LSTM's shape inferred from its tensors), or -1. */
+int tr_resume_config(const cg_checkpoint *ck, tr_config *cfg,
+                     const char *path);
 /* Parameters, optimizer state, the generator and the position from ck
  * into the freshly built run. */
 int tr_restore(run *r, const cg_checkpoint *ck, const char *path);
