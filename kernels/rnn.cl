@@ -161,7 +161,9 @@ tile_fwd(floatv *acc, const int G, const __global float *wt, int hpad,
     for (r = 0; r < G * RB; r++)
         acc[r] = ZV;
     for (k = 0; k < H; k++) {
-#pragma unroll
+        /* No #pragma unroll on the loads: LLVM unrolls a loop of G <= 4
+         * by itself, and with one it could not honour (PoCL 3.1's) it
+         * warned "loop not unrolled" on stderr at every first build. */
         for (g = 0; g < G; g++)
             w[g] = LDV(wt + (k * G + g) * hpad + u0);
 #pragma unroll

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cl/internal.h"
+#include "tune/tuner.h"
 #include "testutil.h"
 
 /* Runs copy4 from program `name` over n float4s of 0, 1, 2, ... and
@@ -114,6 +115,47 @@ START_TEST(every_table_kernel_builds)
     }
     for (i = 0; i < CG__P_COUNT; i++)
         ck_assert_int_gt(cg__param_table[i].ncand, 0);
+}
+END_TEST
+
+/* Every kernel file compiles without a warning: built from source (no
+ * cache) with -Werror and its tunables' defaults, a warning fails the
+ * build, and its log names the line.  PoCL prints the log of a build that
+ * warns on stderr, past the library, so a warning would reach the user. */
+START_TEST(every_kernel_file_builds_without_warnings)
+{
+    cg_context *ctx = tt_ctx();
+    char opts[1024], *src, *log;
+    size_t n, len;
+    cl_program prog;
+    cl_int rc;
+    int f, i;
+
+    for (f = 0; f < CG__KF_COUNT; f++) {
+        ck_assert_int_eq(cg__kernel_source(cg__kfile_names[f], &src), CG_OK);
+        n = (size_t)snprintf(opts, sizeof opts, "-cl-std=CL1.2 -Werror");
+        for (i = 0; i < CG__P_COUNT; i++)
+            if (cg__param_table[i].file == (cg__kfile)f)
+                n += (size_t)snprintf(opts + n, sizeof opts - n, " -D%s=%ld",
+                                      cg__param_table[i].name,
+                                      cg__param_table[i].dflt);
+        prog = clCreateProgramWithSource(ctx->context, 1,
+                                         (const char **)&src, NULL, &rc);
+        ck_assert_int_eq(rc, CL_SUCCESS);
+        rc = clBuildProgram(prog, 1, &ctx->device, opts, NULL, NULL);
+        if (rc != CL_SUCCESS) {
+            len = 0;
+            clGetProgramBuildInfo(prog, ctx->device, CL_PROGRAM_BUILD_LOG, 0,
+                                  NULL, &len);
+            log = calloc(1, len + 1);
+            clGetProgramBuildInfo(prog, ctx->device, CL_PROGRAM_BUILD_LOG,
+                                  len, log, NULL);
+            ck_abort_msg("%s.cl with \"%s\": %s", cg__kfile_names[f], opts,
+                         log);
+        }
+        clReleaseProgram(prog);
+        free(src);
+    }
 }
 END_TEST
 
@@ -408,6 +450,7 @@ main(void)
     tcase_add_test(tc, syntax_error_reports_the_build_log);
     tcase_add_test(tc, cache_directory_follows_the_environment);
     tcase_add_test(tc, every_table_kernel_builds);
+    tcase_add_test(tc, every_kernel_file_builds_without_warnings);
     tcase_add_test(tc, argument_errors_name_the_kernel);
     tcase_add_test(tc, setting_a_tunable_rebuilds_its_file);
     tcase_add_test(tc, kernel_dir_inlines_list_files);
