@@ -306,6 +306,52 @@ START_TEST(cache_misses_then_hits)
 }
 END_TEST
 
+/* What the progress callback saw: the events of the last builds. */
+static struct {
+    int n, starts, hits, dones;
+    char file[64], dir[512];
+} seen;
+
+static void
+count_events(const cg_compile_event *e, void *user)
+{
+    seen.n++;
+    seen.starts += !e->done;
+    seen.hits += e->done && e->from_cache;
+    seen.dones += e->done && !e->from_cache && !e->failed;
+    snprintf(seen.file, sizeof seen.file, "%s", e->file);
+    snprintf(seen.dir, sizeof seen.dir, "%s", e->cache_dir ? e->cache_dir
+             : "");
+    ck_assert_ptr_eq(user, &seen);
+    ck_assert_ptr_nonnull(e->device);
+}
+
+/* The progress callback hears of a compile before and after it, of a
+ * cache hit once, and nothing once it is unset. */
+START_TEST(compile_progress_reports_builds)
+{
+    char dir[512];
+
+    use_cache_dir("progress", dir, sizeof dir);
+    cg_set_compile_progress(count_events, &seen);
+    memset(&seen, 0, sizeof seen);
+    ck_assert_int_eq(build_fresh("-DPROGRESS=1"), 0);
+    ck_assert_int_eq(seen.n, 2);
+    ck_assert_int_eq(seen.starts, 1);
+    ck_assert_int_eq(seen.dones, 1);
+    ck_assert_str_eq(seen.file, "twice");
+    ck_assert_str_eq(seen.dir, dir);
+    memset(&seen, 0, sizeof seen);
+    ck_assert_int_eq(build_fresh("-DPROGRESS=1"), 1);
+    ck_assert_int_eq(seen.n, 1);
+    ck_assert_int_eq(seen.hits, 1);
+    cg_set_compile_progress(NULL, NULL);
+    memset(&seen, 0, sizeof seen);
+    ck_assert_int_eq(build_fresh("-DPROGRESS=2"), 0);
+    ck_assert_int_eq(seen.n, 0);
+}
+END_TEST
+
 static void
 corrupt(const char *path, long offset, const char *bytes, size_t n,
         int truncate_it)
@@ -444,6 +490,7 @@ main(void)
     tcase_add_test(tc, embedded_kernel_builds_and_runs);
     tcase_add_test(tc, kernel_dir_override_reads_sources_from_disk);
     tcase_add_test(tc, cache_misses_then_hits);
+    tcase_add_test(tc, compile_progress_reports_builds);
     tcase_add_test(tc, corrupted_cache_files_are_rebuilt);
     tcase_add_test(tc, cache_can_be_switched_off);
     tcase_add_test(tc, cache_io_leaves_the_error_state_alone);

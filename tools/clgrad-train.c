@@ -284,7 +284,8 @@ main(int argc, char **argv)
     if (r)
         return r > 0 ? 0 : 2;
     cg_set_log(tool_log, (void *)"clgrad-train");
-    cg_set_compile_progress(tool_progress, (void *)"clgrad-train");
+    if (!cfg.quiet)
+        cg_set_compile_progress(tool_progress, (void *)"clgrad-train");
     signal(SIGINT, on_sigint);
     return tr_run(&cfg, &interrupted);
 }
