@@ -17,6 +17,8 @@
 #                               the .def files the kernel file includes,
 #                               the kernels name SUFFIX...
 #   #include "LIST.def"         a list file, under kernels/
+#   @split                      each kernel is built as a program of its
+#                               own (kernels/common.cl's CG_WANT)
 # A kernel name used twice, or a file without kernels or tunables that
 # should have them, is the compiler's or the test's to find; a name used
 # twice is an error here.
@@ -92,6 +94,10 @@ want_name {
     n = split(line, w, / +/)
     for (i = 1; i <= n; i++)
         add_kernel(w[i])
+    next
+}
+/^ \* @split$/ {
+    split_file[nf - 1] = 1
     next
 }
 /^ \* @family / {
@@ -172,6 +178,8 @@ function header(    i) {
     print "} cg__param_info;"
     print ""
     print "extern const char *const cg__kfile_names[CG__KF_COUNT];"
+    print "/* 1 for a file built one kernel per program (@split). */"
+    print "extern const unsigned char cg__kfile_split[CG__KF_COUNT];"
     print "extern const cg__kernel_info cg__kernel_table[CG__K_COUNT];"
     print "extern const cg__param_info cg__param_table[CG__P_COUNT];"
     print ""
@@ -183,6 +191,11 @@ function tables(    i, n, c) {
     print "const char *const cg__kfile_names[CG__KF_COUNT] = {"
     for (i = 0; i < nf; i++)
         print "    \"" files[i] "\","
+    print "};"
+    print ""
+    print "const unsigned char cg__kfile_split[CG__KF_COUNT] = {"
+    for (i = 0; i < nf; i++)
+        print "    " (split_file[i] ? 1 : 0) ","
     print "};"
     print ""
     print "const cg__kernel_info cg__kernel_table[CG__K_COUNT] = {"

@@ -99,6 +99,37 @@ typedef void (*cg_log_fn)(cg_log_level level, const char *message,
  * previous callback is not called again.  Cannot fail. */
 void cg_set_log(cg_log_fn fn, void *user);
 
+/* Compilation progress.  The first use of a kernel on a device compiles
+ * it (seconds on a CPU through PoCL), then the binary goes to the disk
+ * cache (CLGRAD_CACHE_DIR, else $XDG_CACHE_HOME/clgrad, else
+ * ~/.cache/clgrad; CLGRAD_CACHE=0: none) and later runs load it.  An
+ * application that wants to tell its user why the first run waits sets a
+ * progress callback; the library itself prints nothing.  One event per
+ * program: a cache hit gives one event with done = 1 and from_cache = 1;
+ * a compile gives one with done = 0 before it and one with done = 1
+ * after it.  The strings are valid only during the call. */
+typedef struct cg_compile_event {
+    const char *device;      /* the device's name */
+    const char *file;        /* the kernel file ("elementwise"), or a
+                              * custom op's label */
+    const char *kernel;      /* the one kernel of the program, or NULL
+                              * when the program holds the whole file */
+    const char *cache_dir;   /* where its binary is kept; NULL: no cache */
+    int done;                /* 0: starting to compile; 1: ready */
+    int from_cache;          /* with done: loaded from the cache */
+    int failed;              /* with done: the build failed */
+    double seconds;          /* with done: wall time of the build */
+} cg_compile_event;
+
+typedef void (*cg_compile_fn)(const cg_compile_event *event, void *user);
+
+/* Sets the process-wide compilation progress callback and its user data;
+ * fn NULL (the default) turns it off.  The same rules as cg_set_log:
+ * thread-safe, calls never overlap, the callback must not call clgrad,
+ * and after this returns the previous callback is not called again.
+ * Cannot fail. */
+void cg_set_compile_progress(cg_compile_fn fn, void *user);
+
 /* ------------------------------------------------------------------------
  * Devices
  *

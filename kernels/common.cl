@@ -14,7 +14,35 @@
  * fixed-shape tree over a work-group of wg work-items (a power of two,
  * the size the kernel requires), the same order on every run, so results
  * are deterministic.
+ *
+ * One kernel per program: a file whose banner says @split is built one
+ * kernel at a time (PoCL compiles every kernel of a program when the
+ * library asks for its binary, and again per work-group size at its
+ * first launch, so a program of 80 kernels cost a first user 40 s for
+ * one op).  The host passes -DCG_ONE -DCG_K_<name>=1 for kernel <name>;
+ * the file guards each kernel with #if CG_WANT(name) ... #endif (or, in a
+ * macro, CG_WHEN(CG_WANT(name))(kernel text)).  Without CG_ONE, every
+ * kernel is built: a whole file still compiles as one program.
  */
+
+#ifdef CG_ONE
+/* 1 if CG_K_##name is defined as 1, else 0 (the Linux kernel's IS_ENABLED
+ * idiom: an undefined name stays a token, which the placeholder does not
+ * turn into "0,"). */
+#define CG_PH_1 0,
+#define CG_2ND_(a, b, ...) b
+#define CG_ISSET__(x) CG_2ND_(x 1, 0)
+#define CG_ISSET_(v) CG_ISSET__(CG_PH_##v)
+#define CG_ISSET(v) CG_ISSET_(v)
+#define CG_WANT(name) CG_ISSET(CG_K_##name)
+#else
+#define CG_WANT(name) 1
+#endif
+/* The text of the arguments if c is 1, nothing if it is 0. */
+#define CG_WHEN_1(...) __VA_ARGS__
+#define CG_WHEN_0(...)
+#define CG_WHEN_(c) CG_WHEN_##c
+#define CG_WHEN(c) CG_WHEN_(c)
 
 /* Combines buf[0 .. wg - 1] into buf[0] with COMBINE(a, b), each work-item
  * having stored its own buf[lid]; every work-item of the group must reach

@@ -38,6 +38,8 @@
  * @family CG_UNARY _f _b _fv _bv
  * @family CG_BINARY _f _b _fv _bv
  * @kernels where_f where_f_b where_i where_i_b
+ * Each kernel is a program of its own (common.cl's CG_WANT):
+ * @split
  */
 
 #define VW 8
@@ -54,6 +56,7 @@ cg_vld(__global const float *p, int s)
 }
 
 #define CG_UNARY(ID, NAME, FWD, BWD)                                         \
+CG_WHEN(CG_WANT(NAME##_f))(                                                  \
 __kernel void NAME##_f(__global const float *x, int xo, int8 shape,         \
                        int8 sx, int nd, __global float *yv, uint n,         \
                        float p0, float p1)                                  \
@@ -65,7 +68,8 @@ __kernel void NAME##_f(__global const float *x, int xo, int8 shape,         \
         return;                                                              \
     x_ = x[xo + cg_off(i, shape, sx, nd)];                                   \
     yv[i] = (FWD);                                                           \
-}                                                                            \
+})                                                                           \
+CG_WHEN(CG_WANT(NAME##_b))(                                                  \
 __kernel void NAME##_b(__global const float *x, int xo, int8 shape,         \
                        int8 sx, int nd, __global const float *yv,           \
                        __global const float *g, __global float *gx, uint n, \
@@ -80,7 +84,8 @@ __kernel void NAME##_b(__global const float *x, int xo, int8 shape,         \
     y_ = yv[i];                                                              \
     g_ = g[i];                                                               \
     gx[i] = (BWD);                                                           \
-}                                                                            \
+})                                                                           \
+CG_WHEN(CG_WANT(NAME##_fv))(                                                 \
 __kernel void NAME##_fv(__global const float *x, int xo, int8 shape,        \
                         int8 sx, int nd, int ix, __global float *yv,        \
                         uint len, uint ch, float p0_, float p1_)            \
@@ -104,7 +109,8 @@ __kernel void NAME##_fv(__global const float *x, int xo, int8 shape,        \
                                                                              \
         py[k] = (FWD);                                                       \
     }                                                                        \
-}                                                                            \
+})                                                                           \
+CG_WHEN(CG_WANT(NAME##_bv))(                                                 \
 __kernel void NAME##_bv(__global const float *x, int xo, int8 shape,        \
                         int8 sx, int nd, int ix, __global const float *yv,  \
                         __global const float *g, __global float *gx,        \
@@ -130,11 +136,12 @@ __kernel void NAME##_bv(__global const float *x, int xo, int8 shape,        \
                                                                              \
         gx[o + k] = (BWD);                                                   \
     }                                                                        \
-}
+})
 
 #define CG_1_SQRT2PI 0.39894228040143268f  /* 1 / sqrt(2 pi) */
 
 #define CG_BINARY(ID, NAME, FWD, GA, GB)                                     \
+CG_WHEN(CG_WANT(NAME##_f))(                                                  \
 __kernel void NAME##_f(__global const float *a, int ao,                     \
                        __global const float *b, int bo, int8 shape,         \
                        int8 sa, int8 sb, int nd, __global float *yv,        \
@@ -150,7 +157,8 @@ __kernel void NAME##_f(__global const float *a, int ao,                     \
     a_ = a[ao + o.x];                                                        \
     b_ = b[bo + o.y];                                                        \
     yv[i] = (FWD);                                                           \
-}                                                                            \
+})                                                                           \
+CG_WHEN(CG_WANT(NAME##_b))(                                                  \
 __kernel void NAME##_b(__global const float *a, int ao,                     \
                        __global const float *b, int bo, int8 shape,         \
                        int8 sa, int8 sb, int nd, __global const float *yv,  \
@@ -172,7 +180,8 @@ __kernel void NAME##_b(__global const float *a, int ao,                     \
         ga[i] = (GA);                                                        \
     if (want & 2)                                                            \
         gb[i] = (GB);                                                        \
-}                                                                            \
+})                                                                           \
+CG_WHEN(CG_WANT(NAME##_fv))(                                                 \
 __kernel void NAME##_fv(__global const float *a, int ao,                    \
                         __global const float *b, int bo, int8 shape,        \
                         int8 sa, int8 sb, int nd, int ia, int ib,           \
@@ -201,7 +210,8 @@ __kernel void NAME##_fv(__global const float *a, int ao,                    \
                                                                              \
         py[k] = (FWD);                                                       \
     }                                                                        \
-}                                                                            \
+})                                                                           \
+CG_WHEN(CG_WANT(NAME##_bv))(                                                 \
 __kernel void NAME##_bv(__global const float *a, int ao,                    \
                         __global const float *b, int bo, int8 shape,        \
                         int8 sa, int8 sb, int nd, int ia, int ib,           \
@@ -239,7 +249,7 @@ __kernel void NAME##_bv(__global const float *a, int ao,                    \
         if (want & 2)                                                        \
             gb[q + k] = (GB);                                                \
     }                                                                        \
-}
+})
 
 /* The ops themselves (each macro above pastes NAME itself: passed on to
  * another macro, a name such as exp would be expanded first). */
@@ -247,6 +257,7 @@ __kernel void NAME##_bv(__global const float *a, int ao,                    \
 
 /* where: y = cond ? a : b, for a float32 (_f) or int32 (_i) condition. */
 #define WHERE(SUFFIX, CTYPE)                                                 \
+CG_WHEN(CG_WANT(where##SUFFIX))(                                             \
 __kernel void where##SUFFIX(__global const CTYPE *c, int co,                \
                             __global const float *a, int ao,                \
                             __global const float *b, int bo, int8 shape,    \
@@ -260,7 +271,8 @@ __kernel void where##SUFFIX(__global const CTYPE *c, int co,                \
         return;                                                              \
     o = cg_off3(i, shape, sc, sa, sb, nd);                                   \
     yv[i] = c[co + o.x] != 0 ? a[ao + o.y] : b[bo + o.z];                    \
-}                                                                            \
+})                                                                           \
+CG_WHEN(CG_WANT(where##SUFFIX##_b))(                                         \
 __kernel void where##SUFFIX##_b(__global const CTYPE *c, int co,            \
                                 int8 shape, int8 sc, int nd,                \
                                 __global const float *g,                    \
@@ -277,13 +289,14 @@ __kernel void where##SUFFIX##_b(__global const CTYPE *c, int co,            \
         ga[i] = t ? g[i] : 0.0f;                                             \
     if (want & 2)                                                            \
         gb[i] = t ? 0.0f : g[i];                                             \
-}
+})
 
 WHERE(_f, float)
 WHERE(_i, int)
 
 /* dst[dst layout] = src[src layout]: 32-bit words, so float32 and int32
  * alike.  Both operands strided over the same iteration space. */
+#if CG_WANT(copy32)
 __kernel void
 copy32(__global const uint *src, int so, __global uint *dst, int dso,
        int8 shape, int8 ss, int8 sd, int nd, uint n)
@@ -296,8 +309,10 @@ copy32(__global const uint *src, int so, __global uint *dst, int dso,
     o = cg_off2(i, shape, ss, sd, nd);
     dst[dso + o.y] = src[so + o.x];
 }
+#endif
 
 /* acc[i] += alpha * g[g layout]; acc contiguous. */
+#if CG_WANT(axpy)
 __kernel void
 axpy(__global float *acc, __global const float *g, int go, int8 shape,
      int8 sg, int nd, uint n, float alpha)
@@ -308,8 +323,10 @@ axpy(__global float *acc, __global const float *g, int go, int8 shape,
         return;
     acc[i] += alpha * g[go + cg_off(i, shape, sg, nd)];
 }
+#endif
 
 /* y[i] = start + i * step. */
+#if CG_WANT(arange)
 __kernel void
 arange(__global float *y, uint n, float start, float step)
 {
@@ -319,3 +336,4 @@ arange(__global float *y, uint n, float start, float step)
         return;
     y[i] = start + (float)i * step;
 }
+#endif

@@ -21,9 +21,13 @@
  * (sort_init), per compared pair (bitonic_step: m / 2) or per bound
  * (seg_bounds: V + 1), each padded to the host's work-group size.
  * No tunable parameters.
+ *
+ * Each kernel is a program of its own (common.cl's CG_WANT):
+ * @split
  */
 
 /* 32-bit words, so float32 and int32 tensors alike. */
+#if CG_WANT(gather)
 __kernel void
 gather(__global const uint *x, __global const int *idx, __global uint *y,
        uint n, uint V, uint inner, uint total)
@@ -40,7 +44,9 @@ gather(__global const uint *x, __global const int *idx, __global uint *y,
     y[t] = (v >= 0 && (uint)v < V) ? x[((size_t)o * V + (uint)v) * inner + i]
                                    : 0u;
 }
+#endif
 
+#if CG_WANT(sort_init)
 __kernel void
 sort_init(__global const int *idx, __global int2 *pairs, uint n, uint m)
 {
@@ -50,6 +56,7 @@ sort_init(__global const int *idx, __global int2 *pairs, uint n, uint m)
         return;
     pairs[t] = (int2)(t < n ? idx[t] : INT_MAX, (int)t);
 }
+#endif
 
 inline int
 pair_greater(int2 a, int2 b)
@@ -58,6 +65,7 @@ pair_greater(int2 a, int2 b)
 }
 
 /* One compare-exchange stage of a bitonic sort: block size k, distance j. */
+#if CG_WANT(bitonic_step)
 __kernel void
 bitonic_step(__global int2 *pairs, uint m, uint j, uint k)
 {
@@ -77,7 +85,9 @@ bitonic_step(__global int2 *pairs, uint m, uint j, uint k)
         pairs[b] = pa;
     }
 }
+#endif
 
+#if CG_WANT(seg_bounds)
 __kernel void
 seg_bounds(__global const int2 *pairs, uint m, __global int *bounds, uint V)
 {
@@ -95,7 +105,9 @@ seg_bounds(__global const int2 *pairs, uint m, __global int *bounds, uint V)
     }
     bounds[v] = (int)lo;
 }
+#endif
 
+#if CG_WANT(seg_sum)
 __kernel void
 seg_sum(__global const float *g, __global const int2 *pairs,
         __global const int *bounds, __global float *gx, uint n, uint V,
@@ -114,3 +126,4 @@ seg_sum(__global const float *g, __global const int2 *pairs,
         acc += g[((size_t)o * n + (uint)pairs[s].y) * inner + i];
     gx[t] = acc;
 }
+#endif

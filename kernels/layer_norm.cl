@@ -28,10 +28,14 @@
  * library always passes -DLWG) and the candidates clgrad-tune tries.
  *
  * @tunable LWG 64: 16 32 64 128 256
+ *
+ * Each kernel is a program of its own (common.cl's CG_WANT):
+ * @split
  */
 
 /* Two passes over the row (mean, then squared deviations): as accurate as
  * float32 allows, unlike E[x^2] - E[x]^2. */
+#if CG_WANT(layer_norm_f)
 __kernel __attribute__((reqd_work_group_size(LWG, 1, 1))) void
 layer_norm_f(__global const float *x, __global const float *w,
              __global const float *b, int flags, uint N, float eps,
@@ -66,7 +70,9 @@ layer_norm_f(__global const float *x, __global const float *w,
         rstd[r] = rs;
     }
 }
+#endif
 
+#if CG_WANT(layer_norm_b)
 __kernel __attribute__((reqd_work_group_size(LWG, 1, 1))) void
 layer_norm_b(__global const float *x, __global const float *w, int flags,
              uint N, __global const float *mean, __global const float *rstd,
@@ -92,7 +98,9 @@ layer_norm_b(__global const float *x, __global const float *w, int flags,
         gx[base + j] = rs * (gh - m1 - xh * m2);
     }
 }
+#endif
 
+#if CG_WANT(layer_norm_wb)
 __kernel void
 layer_norm_wb(__global const float *x, __global const float *g,
               __global const float *mean, __global const float *rstd,
@@ -115,3 +123,4 @@ layer_norm_wb(__global const float *x, __global const float *g,
     if (flags & 2)
         gb[j] = sb;
 }
+#endif

@@ -27,6 +27,9 @@
  * clgrad-tune tries.
  *
  * @tunable LWG 64: 16 32 64 128 256
+ *
+ * Each kernel is a program of its own (common.cl's CG_WANT):
+ * @split
  */
 
 /* The target of row i, or -1 if it is ignored (or out of range). */
@@ -40,6 +43,7 @@ cls_target(__global const int *t, int8 p, uint i)
 
 /* loss[i] = (1 - eps) (lse - x[i, t]) + eps / C * sum_c (lse - x[i, c]),
  * 0 for an ignored row; lse[i] = log sum_c exp x[i, c] for the gradient. */
+#if CG_WANT(ce_f)
 __kernel __attribute__((reqd_work_group_size(LWG, 1, 1))) void
 ce_f(__global const float *x, __global const int *t, int8 p, float eps,
      __global float *loss, __global float *lse)
@@ -70,9 +74,11 @@ ce_f(__global const float *x, __global const int *t, int8 p, float eps,
             : (1.0f - eps) * (m + ls - xr[tc * p.s2])
               + eps / (float)nc * ((float)nc * ls + sd);
 }
+#endif
 
 /* gx[i, c] = g_i (softmax(x)[i, c] - (1 - eps) [c == t_i] - eps / C); gx
  * is contiguous [N, C]. */
+#if CG_WANT(ce_b)
 __kernel void
 ce_b(__global const float *x, __global const int *t, int8 p, float eps,
      __global const float *lse, __global const float *g, int gs,
@@ -92,8 +98,10 @@ ce_b(__global const float *x, __global const int *t, int8 p, float eps,
     gx[j] = tc < 0 ? 0.0f
           : gi * (q - ((int)c == tc ? 1.0f - eps : 0.0f) - eps / (float)nc);
 }
+#endif
 
 /* loss[i] = -x[i, t_i], 0 for an ignored row. */
+#if CG_WANT(nll_f)
 __kernel void
 nll_f(__global const float *x, __global const int *t, int8 p,
       __global float *loss, uint n)
@@ -106,8 +114,10 @@ nll_f(__global const float *x, __global const int *t, int8 p,
     tc = cls_target(t, p, i);
     loss[i] = tc < 0 ? 0.0f : -x[p.s0 + (int)i * p.s1 + tc * p.s2];
 }
+#endif
 
 /* gx[i, c] = -g_i where c == t_i, else 0; gx contiguous [N, C]. */
+#if CG_WANT(nll_b)
 __kernel void
 nll_b(__global const int *t, int8 p, __global const float *g, int gs,
       float scale, __global float *gx, uint n)
@@ -120,11 +130,13 @@ nll_b(__global const int *t, int8 p, __global const float *g, int gs,
     gx[j] = (int)(j % nc) == cls_target(t, p, i)
           ? -g[(int)i * gs] * scale : 0.0f;
 }
+#endif
 
 /* Pointwise losses of a and b (same shape, strided as in common.cl) into
  * contiguous y.  kind 0: mse, (a - b)^2.  kind 1: binary cross entropy of
  * logits a against targets b, max(a, 0) - a b + log(1 + exp(-|a|)), which
  * never overflows. */
+#if CG_WANT(pointwise_f)
 __kernel void
 pointwise_f(__global const float *a, int ao, __global const float *b, int bo,
             int8 shape, int8 sa, int8 sb, int nd, int kind,
@@ -142,10 +154,12 @@ pointwise_f(__global const float *a, int ao, __global const float *b, int bo,
     y[i] = kind == 0 ? (x - v) * (x - v)
          : fmax(x, 0.0f) - x * v + log1p(exp(-fabs(x)));
 }
+#endif
 
 /* Their gradients into contiguous ga / gb (want: bit 0 a, bit 1 b).
  * mse: ga = 2 (a - b) g, gb = -ga.  bce: ga = (sigmoid(a) - b) g,
  * gb = -a g. */
+#if CG_WANT(pointwise_b)
 __kernel void
 pointwise_b(__global const float *a, int ao, __global const float *b, int bo,
             int8 shape, int8 sa, int8 sb, int nd, int kind,
@@ -177,3 +191,4 @@ pointwise_b(__global const float *a, int ao, __global const float *b, int bo,
     if (want & 2)
         gb[i] = db;
 }
+#endif

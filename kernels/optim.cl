@@ -35,6 +35,9 @@
  * clgrad-tune tries.
  *
  * @tunable RWG 64: 16 32 64 128 256
+ *
+ * Each kernel is a program of its own (common.cl's CG_WANT):
+ * @split
  */
 #pragma OPENCL FP_CONTRACT OFF
 
@@ -81,6 +84,7 @@
         ST(fma((T)neg_lr, d, pv), p + po + i);                               \
     } while (0)
 
+#if CG_WANT(sgd_step)
 __kernel void
 sgd_step(__global float *p, int po, __global const float *g, int go,
          __global float *buf, uint n, float momentum, float omd, float wd,
@@ -88,6 +92,7 @@ sgd_step(__global float *p, int po, __global const float *g, int go,
 {
     FOR_CHUNK(SGD);
 }
+#endif
 
 /* Adam and AdamW.  pscale multiplies p first (AdamW's 1 - lr * wd, else
  * 1); wd is Adam's L2 term (0 for AdamW).  omb1 = 1 - beta1,
@@ -119,6 +124,7 @@ sgd_step(__global float *p, int po, __global const float *g, int go,
         ST(neg_step * mv / den + pv, p + po + i);                            \
     } while (0)
 
+#if CG_WANT(adam_step)
 __kernel void
 adam_step(__global float *p, int po, __global const float *g, int go,
           __global float *m, __global float *v, __global float *vmax,
@@ -128,6 +134,7 @@ adam_step(__global float *p, int po, __global const float *g, int go,
 {
     FOR_CHUNK(ADAM);
 }
+#endif
 
 /* RMSprop.  sq: square_avg; ga: grad_avg (centered only); buf: momentum
  * buffer (momentum > 0 only).  oma = 1 - alpha, neg_lr = -lr. */
@@ -162,6 +169,7 @@ adam_step(__global float *p, int po, __global const float *g, int go,
         }                                                                    \
     } while (0)
 
+#if CG_WANT(rmsprop_step)
 __kernel void
 rmsprop_step(__global float *p, int po, __global const float *g, int go,
              __global float *sq, __global float *ga, __global float *buf,
@@ -171,6 +179,7 @@ rmsprop_step(__global float *p, int po, __global const float *g, int go,
 {
     FOR_CHUNK(RMSPROP);
 }
+#endif
 
 /* |x|^p for the norm kinds: kind 0 sum of squares, 1 maximum of |x|,
  * 2 sum of |x|^p. */
@@ -195,6 +204,7 @@ cg_norm_combine(float a, float b, int kind)
 
 /* Work-group w of ng (global size ng * RWG) reduces elements w * RWG +
  * lid, + ng * RWG, ... of g into part[pofs + w]. */
+#if CG_WANT(grad_norm_partial)
 __kernel __attribute__((reqd_work_group_size(RWG, 1, 1))) void
 grad_norm_partial(__global const float *g, int go, uint n,
                   __global float *part, uint pofs, int kind, float p)
@@ -211,9 +221,11 @@ grad_norm_partial(__global const float *g, int go, uint n,
     if (lid == 0)
         part[pofs + w] = buf[0];
 }
+#endif
 
 /* One work-group of RWG: out[0] = the total norm of the npart partials,
  * out[1] = min(1, max_norm / (total + 1e-6)). */
+#if CG_WANT(grad_norm_finish)
 __kernel __attribute__((reqd_work_group_size(RWG, 1, 1))) void
 grad_norm_finish(__global const float *part, uint npart,
                  __global float *out, int kind, float p, float max_norm)
@@ -238,8 +250,10 @@ grad_norm_finish(__global const float *part, uint npart,
     out[0] = total;
     out[1] = coef > 1.0f ? 1.0f : coef;
 }
+#endif
 
 /* g[go + i] *= coef[1] (grad_norm_finish's scale). */
+#if CG_WANT(grad_scale)
 __kernel void
 grad_scale(__global float *g, int go, uint n, __global const float *coef)
 {
@@ -249,8 +263,10 @@ grad_scale(__global float *g, int go, uint n, __global const float *coef)
         return;
     g[go + i] = g[go + i] * coef[1];
 }
+#endif
 
 /* g[go + i] = clamp to [lo, hi] (NaN stays NaN, as torch.clamp). */
+#if CG_WANT(clamp_inplace)
 __kernel void
 clamp_inplace(__global float *g, int go, uint n, float lo, float hi)
 {
@@ -262,3 +278,4 @@ clamp_inplace(__global float *g, int go, uint n, float lo, float hi)
     x = g[go + i];
     g[go + i] = x < lo ? lo : x > hi ? hi : x;
 }
+#endif

@@ -8,6 +8,9 @@
  * Element j of a draw therefore depends only on (seed, offset, j), never
  * on the launch shape.  Index space: ceil(n / 4) work-items, padded.
  * No tunable parameters.
+ *
+ * Each kernel is a program of its own (common.cl's CG_WANT):
+ * @split
  */
 
 #define PHILOX_M0 0xD2511F53u
@@ -46,6 +49,7 @@ cg_u01(uint4 r)
     return convert_float4(r >> 8) * (1.0f / 16777216.0f);
 }
 
+#if CG_WANT(uniform)
 __kernel void
 uniform(__global float *y, uint n, ulong seed, ulong offset, float low,
         float high)
@@ -61,8 +65,10 @@ uniform(__global float *y, uint n, ulong seed, ulong offset, float low,
     for (j = 0; j < 4 && 4 * i + j < n; j++)
         y[4 * i + j] = v[j];
 }
+#endif
 
 /* Box-Muller on the pairs (u0, u1) and (u2, u3); u0, u2 in (0, 1]. */
+#if CG_WANT(normal)
 __kernel void
 normal(__global float *y, uint n, ulong seed, ulong offset, float mean,
        float std)
@@ -83,8 +89,10 @@ normal(__global float *y, uint n, ulong seed, ulong offset, float mean,
     for (j = 0; j < 4 && 4 * i + j < n; j++)
         y[4 * i + j] = v[j];
 }
+#endif
 
 /* Bernoulli keep-mask for dropout: y[j] = (u >= p) ? scale : 0. */
+#if CG_WANT(dropout_mask)
 __kernel void
 dropout_mask(__global float *y, uint n, ulong seed, ulong offset, float p,
              float scale)
@@ -98,3 +106,4 @@ dropout_mask(__global float *y, uint n, ulong seed, ulong offset, float p,
     for (j = 0; j < 4 && 4 * i + j < n; j++)
         y[4 * i + j] = v[j] >= p ? scale : 0.0f;
 }
+#endif

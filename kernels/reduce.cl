@@ -28,8 +28,12 @@
  * the library always passes -DRWG) and the candidates clgrad-tune tries.
  *
  * @tunable RWG 64: 16 32 64 128 256
+ *
+ * Each kernel is a program of its own (common.cl's CG_WANT):
+ * @split
  */
 
+#if CG_WANT(reduce_sum)
 __kernel __attribute__((reqd_work_group_size(RWG, 1, 1))) void
 reduce_sum(__global const float *x, int xo, int8 kshape, int8 kst, int knd,
            int8 rshape, int8 rst, int rnd, uint nred, __global float *y,
@@ -46,6 +50,7 @@ reduce_sum(__global const float *x, int xo, int8 kshape, int8 kst, int knd,
     if (lid == 0)
         y[o] = acc * scale;
 }
+#endif
 
 #define VW 8
 #define VF float8
@@ -70,6 +75,7 @@ cg_hsum(VF v)
  * element xo, contiguous): work-group (w, o), each work-item a run of
  * chunk / RWG elements (chunk a multiple of RWG * VW), the runs then
  * combined by reduce_sum's tree. */
+#if CG_WANT(reduce_rows)
 __kernel __attribute__((reqd_work_group_size(RWG, 1, 1))) void
 reduce_rows(__global const float *x, int xo, uint len, uint chunk,
             __global float *part, float scale)
@@ -90,6 +96,7 @@ reduce_rows(__global const float *x, int xo, uint len, uint chunk,
     if (lid == 0)
         part[(size_t)o * ng + w] = acc * scale;
 }
+#endif
 
 /* Column sums of a row-major [R, C] matrix with row stride ld (the sum
  * over leading dimensions of a contiguous tensor: bias gradients).
@@ -99,6 +106,7 @@ reduce_rows(__global const float *x, int xo, uint len, uint chunk,
  * is the same on every run.  A work-item's loads along a row are
  * consecutive vectors; the last, partial block of columns goes one column
  * at a time.  A second launch with R = nchunk adds the chunks up. */
+#if CG_WANT(reduce_cols)
 __kernel void
 reduce_cols(__global const float *x, int xo, int ld, int R, int C, int rows,
             __global float *part, float scale)
@@ -138,6 +146,7 @@ reduce_cols(__global const float *x, int xo, int ld, int R, int C, int rows,
         q[k] = acc * scale;
     }
 }
+#endif
 
 /* Is (v, i) a better maximum than (bv, bi)?  NaN wins (it propagates, as
  * in PyTorch), then the larger value, then the smaller index. */
@@ -151,6 +160,7 @@ cg_better(float v, int i, float bv, int bi)
 
 /* y[o] = max of row o; am[o] = the row-major index into x's full shape of
  * the first maximal element (kcs, rcs: x's contiguous strides). */
+#if CG_WANT(reduce_max)
 __kernel __attribute__((reqd_work_group_size(RWG, 1, 1))) void
 reduce_max(__global const float *x, int xo, int8 kshape, int8 kst,
            int8 kcs, int knd, int8 rshape, int8 rst, int8 rcs, int rnd,
@@ -187,8 +197,10 @@ reduce_max(__global const float *x, int xo, int8 kshape, int8 kst,
         am[o] = bi[0];
     }
 }
+#endif
 
 /* gx[am[o]] = g[o]: the gradient of max (gx zeroed beforehand). */
+#if CG_WANT(max_backward)
 __kernel void
 max_backward(__global const float *g, __global const int *am,
              __global float *gx, uint nout)
@@ -199,9 +211,11 @@ max_backward(__global const float *g, __global const int *am,
         return;
     gx[am[o]] = g[o];
 }
+#endif
 
 /* y[o] = sum over row o of (x - mean)^2 / (nred - correction), the mean
  * computed first in the same work-group (two passes over the row). */
+#if CG_WANT(reduce_var)
 __kernel __attribute__((reqd_work_group_size(RWG, 1, 1))) void
 reduce_var(__global const float *x, int xo, int8 kshape, int8 kst, int knd,
            int8 rshape, int8 rst, int rnd, uint nred, __global float *y,
@@ -226,3 +240,4 @@ reduce_var(__global const float *x, int xo, int8 kshape, int8 kst, int knd,
     if (lid == 0)
         y[o] = acc / ((float)nred - correction);
 }
+#endif

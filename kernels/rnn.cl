@@ -60,6 +60,9 @@
  * product comes from a CLBlast GEMM per step (in wt, [B, G*H]) and the
  * kernel only adds it and updates the cell.  Backward then runs with mode
  * bit 1 clear after a GEMM has added dgates_{t+1} W_hh into dh.
+ *
+ * Each kernel is a program of its own (common.cl's CG_WANT):
+ * @split
  */
 #ifndef HPROJ
 #define HPROJ 0
@@ -162,7 +165,9 @@ tile_fwd(floatv *acc, const int G, const __global float *wt, int hpad,
     for (r = 0; r < G * RB; r++)
         acc[r] = ZV;
     for (k = 0; k < H; k++) {
-#pragma unroll
+        /* No #pragma unroll on the loads: LLVM unrolls a loop of G <= 4
+         * by itself, and with one it could not honour (PoCL 3.1's) it
+         * warned "loop not unrolled" on stderr at every first build. */
         for (g = 0; g < G; g++)
             w[g] = LDV(wt + (k * G + g) * hpad + u0);
 #pragma unroll
@@ -211,6 +216,7 @@ tile_bwd(floatv *acc, const __global float *wp, int hpad,
 
 /* ------------------------------------------------------------- forward */
 
+#if CG_WANT(lstm_fwd)
 KERNEL
 lstm_fwd(const __global float *xp, int xo, int ldx, const __global float *wt,
          const __global float *bi, int bio, const __global float *bh, int bho,
@@ -258,7 +264,9 @@ lstm_fwd(const __global float *xp, int xo, int ldx, const __global float *wt,
         stn(og, s + 3 * H, n);
     }
 }
+#endif
 
+#if CG_WANT(gru_fwd)
 KERNEL
 gru_fwd(const __global float *xp, int xo, int ldx, const __global float *wt,
         const __global float *bi, int bio, const __global float *bh, int bho,
@@ -305,8 +313,10 @@ gru_fwd(const __global float *xp, int xo, int ldx, const __global float *wt,
         stn(hh, s + 3 * H, n);
     }
 }
+#endif
 
 /* relu != 0: h = max(a, 0), else tanh(a). */
+#if CG_WANT(rnn_fwd)
 KERNEL
 rnn_fwd(const __global float *xp, int xo, int ldx, const __global float *wt,
         const __global float *bi, int bio, const __global float *bh, int bho,
@@ -336,6 +346,7 @@ rnn_fwd(const __global float *xp, int xo, int ldx, const __global float *wt,
         stn(h, y + yo + b * ldy + u0, n);
     }
 }
+#endif
 
 /* ------------------------------------------------------------ backward */
 
@@ -364,6 +375,7 @@ rnn_fwd(const __global float *xp, int xo, int ldx, const __global float *wt,
     if (dy != 0)                                                          \
         d += ldn(dy + dyo + (b) * ldy + u0, n)
 
+#if CG_WANT(lstm_bwd)
 KERNEL
 lstm_bwd(const __global float *wp, const __global float *dgn, int dgno,
          int mode, const __global float *dy, int dyo, int ldy,
@@ -403,7 +415,9 @@ lstm_bwd(const __global float *wp, const __global float *dgn, int dgno,
         stn(ZV, dh + o, n);
     }
 }
+#endif
 
+#if CG_WANT(gru_bwd)
 KERNEL
 gru_bwd(const __global float *wp, const __global float *dgn, int dgno,
         int mode, const __global float *dy, int dyo, int ldy,
@@ -446,8 +460,10 @@ gru_bwd(const __global float *wp, const __global float *dgn, int dgno,
         stn(d * zg, dh + o, n);
     }
 }
+#endif
 
 /* ht: the saved h_t (the state slot written by rnn_fwd). */
+#if CG_WANT(rnn_bwd)
 KERNEL
 rnn_bwd(const __global float *wp, const __global float *dgn, int dgno,
         int mode, const __global float *dy, int dyo, int ldy,
@@ -472,11 +488,13 @@ rnn_bwd(const __global float *wp, const __global float *dgn, int dgno,
         stn(ZV, dh + o, n);
     }
 }
+#endif
 
 /* ------------------------------------------------------------- layout */
 
 /* wt[k, g, u] = W_hh[g*H + u, k] (zero for u >= H): [H, G, hpad] from
  * W_hh ([G*H, H] at w + wo).  One item per element of wt. */
+#if CG_WANT(rnn_pack_t)
 KERNEL
 rnn_pack_t(const __global float *w, int wo, int G, int H, __global float *wt)
 {
@@ -490,8 +508,10 @@ rnn_pack_t(const __global float *w, int wo, int G, int H, __global float *wt)
     u = i % hpad;
     wt[i] = u < H ? w[wo + (g * H + u) * H + k] : 0.0f;
 }
+#endif
 
 /* wp[j, u] = W_hh[j, u] (zero for u >= H): [G*H, hpad]. */
+#if CG_WANT(rnn_pack)
 KERNEL
 rnn_pack(const __global float *w, int wo, int G, int H, __global float *wp)
 {
@@ -502,3 +522,4 @@ rnn_pack(const __global float *w, int wo, int G, int H, __global float *wp)
         return;
     wp[i] = u < H ? w[wo + i / hpad * H + u] : 0.0f;
 }
+#endif

@@ -18,9 +18,13 @@
  * the library always passes -DSWG) and the candidates clgrad-tune tries.
  *
  * @tunable SWG 64: 16 32 64 128 256
+ *
+ * Each kernel is a program of its own (common.cl's CG_WANT):
+ * @split
  */
 
 /* y = softmax(x) along the row, or log_softmax(x) when logmode is set. */
+#if CG_WANT(softmax_f)
 __kernel __attribute__((reqd_work_group_size(SWG, 1, 1))) void
 softmax_f(__global const float *x, int xo, int8 kshape, int8 kx, int8 ky,
           int knd, uint n, int xs, int ys, __global float *y,
@@ -44,10 +48,12 @@ softmax_f(__global const float *x, int xo, int8 kshape, int8 kx, int8 ky,
         yr[j * ys] = logmode ? xr[j * xs] - m - ls
                                       : exp(xr[j * xs] - m) / s;
 }
+#endif
 
 /* The gradient from y (the forward's output), g and gx, all contiguous
  * of one shape; rows as above with element stride ys.  softmax:
  * gx = y (g - sum(g y)); log_softmax: gx = g - exp(y) sum(g). */
+#if CG_WANT(softmax_b)
 __kernel __attribute__((reqd_work_group_size(SWG, 1, 1))) void
 softmax_b(__global const float *y, __global const float *g,
           __global float *gx, int8 kshape, int8 ky, int knd, uint n, int ys,
@@ -68,3 +74,4 @@ softmax_b(__global const float *y, __global const float *g,
         gx[j * ys] = logmode ? g[j * ys] - exp(y[j * ys]) * s
                              : y[j * ys] * (g[j * ys] - s);
 }
+#endif

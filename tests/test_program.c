@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cl/internal.h"
+#include "tune/tuner.h"
 #include "testutil.h"
 
 /* Runs copy4 from program `name` over n float4s of 0, 1, 2, ... and
@@ -115,6 +116,47 @@ START_TEST(every_table_kernel_builds)
     }
     for (i = 0; i < CG__P_COUNT; i++)
         ck_assert_int_gt(cg__param_table[i].ncand, 0);
+}
+END_TEST
+
+/* Every kernel file compiles without a warning: built from source (no
+ * cache) with -Werror and its tunables' defaults, a warning fails the
+ * build, and its log names the line.  PoCL prints the log of a build that
+ * warns on stderr, past the library, so a warning would reach the user. */
+START_TEST(every_kernel_file_builds_without_warnings)
+{
+    cg_context *ctx = tt_ctx();
+    char opts[1024], *src, *log;
+    size_t n, len;
+    cl_program prog;
+    cl_int rc;
+    int f, i;
+
+    for (f = 0; f < CG__KF_COUNT; f++) {
+        ck_assert_int_eq(cg__kernel_source(cg__kfile_names[f], &src), CG_OK);
+        n = (size_t)snprintf(opts, sizeof opts, "-cl-std=CL1.2 -Werror");
+        for (i = 0; i < CG__P_COUNT; i++)
+            if (cg__param_table[i].file == (cg__kfile)f)
+                n += (size_t)snprintf(opts + n, sizeof opts - n, " -D%s=%ld",
+                                      cg__param_table[i].name,
+                                      cg__param_table[i].dflt);
+        prog = clCreateProgramWithSource(ctx->context, 1,
+                                         (const char **)&src, NULL, &rc);
+        ck_assert_int_eq(rc, CL_SUCCESS);
+        rc = clBuildProgram(prog, 1, &ctx->device, opts, NULL, NULL);
+        if (rc != CL_SUCCESS) {
+            len = 0;
+            clGetProgramBuildInfo(prog, ctx->device, CL_PROGRAM_BUILD_LOG, 0,
+                                  NULL, &len);
+            log = calloc(1, len + 1);
+            clGetProgramBuildInfo(prog, ctx->device, CL_PROGRAM_BUILD_LOG,
+                                  len, log, NULL);
+            ck_abort_msg("%s.cl with \"%s\": %s", cg__kfile_names[f], opts,
+                         log);
+        }
+        clReleaseProgram(prog);
+        free(src);
+    }
 }
 END_TEST
 
@@ -265,6 +307,52 @@ START_TEST(cache_misses_then_hits)
 }
 END_TEST
 
+/* What the progress callback saw: the events of the last builds. */
+static struct {
+    int n, starts, hits, dones;
+    char file[64], dir[512];
+} seen;
+
+static void
+count_events(const cg_compile_event *e, void *user)
+{
+    seen.n++;
+    seen.starts += !e->done;
+    seen.hits += e->done && e->from_cache;
+    seen.dones += e->done && !e->from_cache && !e->failed;
+    snprintf(seen.file, sizeof seen.file, "%s", e->file);
+    snprintf(seen.dir, sizeof seen.dir, "%s", e->cache_dir ? e->cache_dir
+             : "");
+    ck_assert_ptr_eq(user, &seen);
+    ck_assert_ptr_nonnull(e->device);
+}
+
+/* The progress callback hears of a compile before and after it, of a
+ * cache hit once, and nothing once it is unset. */
+START_TEST(compile_progress_reports_builds)
+{
+    char dir[512];
+
+    use_cache_dir("progress", dir, sizeof dir);
+    cg_set_compile_progress(count_events, &seen);
+    memset(&seen, 0, sizeof seen);
+    ck_assert_int_eq(build_fresh("-DPROGRESS=1"), 0);
+    ck_assert_int_eq(seen.n, 2);
+    ck_assert_int_eq(seen.starts, 1);
+    ck_assert_int_eq(seen.dones, 1);
+    ck_assert_str_eq(seen.file, "twice");
+    ck_assert_str_eq(seen.dir, dir);
+    memset(&seen, 0, sizeof seen);
+    ck_assert_int_eq(build_fresh("-DPROGRESS=1"), 1);
+    ck_assert_int_eq(seen.n, 1);
+    ck_assert_int_eq(seen.hits, 1);
+    cg_set_compile_progress(NULL, NULL);
+    memset(&seen, 0, sizeof seen);
+    ck_assert_int_eq(build_fresh("-DPROGRESS=2"), 0);
+    ck_assert_int_eq(seen.n, 0);
+}
+END_TEST
+
 static void
 corrupt(const char *path, long offset, const char *bytes, size_t n,
         int truncate_it)
@@ -403,12 +491,14 @@ main(void)
     tcase_add_test(tc, embedded_kernel_builds_and_runs);
     tcase_add_test(tc, kernel_dir_override_reads_sources_from_disk);
     tcase_add_test(tc, cache_misses_then_hits);
+    tcase_add_test(tc, compile_progress_reports_builds);
     tcase_add_test(tc, corrupted_cache_files_are_rebuilt);
     tcase_add_test(tc, cache_can_be_switched_off);
     tcase_add_test(tc, cache_io_leaves_the_error_state_alone);
     tcase_add_test(tc, syntax_error_reports_the_build_log);
     tcase_add_test(tc, cache_directory_follows_the_environment);
     tcase_add_test(tc, every_table_kernel_builds);
+    tcase_add_test(tc, every_kernel_file_builds_without_warnings);
     tcase_add_test(tc, argument_errors_name_the_kernel);
     tcase_add_test(tc, setting_a_tunable_rebuilds_its_file);
     tcase_add_test(tc, kernel_dir_inlines_list_files);

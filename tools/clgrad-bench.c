@@ -29,6 +29,7 @@ extern char *openblas_get_config(void);
 
 #include "bench.h"
 #include "log.h"
+#include "progress.h"
 
 static const char *prog = "clgrad-bench";
 
@@ -658,6 +659,7 @@ main(int argc, char **argv)
         return 2;
     }
     cg_set_log(tool_log, (void *)prog);
+    cg_set_compile_progress(tool_progress, (void *)prog);
     for (i = 0; i < NSUITES; i++)
         want[i] = want[i] || !any;
     if (!b.repeat)

@@ -20,6 +20,7 @@
 
 #include "clgrad.h"
 #include "log.h"
+#include "progress.h"
 #include "train.h"
 
 static volatile sig_atomic_t interrupted;
@@ -335,6 +336,8 @@ main(int argc, char **argv)
     if (r)
         return r > 0 ? 0 : 2;
     cg_set_log(tool_log, (void *)"clgrad-train");
+    if (!cfg.quiet)
+        cg_set_compile_progress(tool_progress, (void *)"clgrad-train");
     signal(SIGINT, on_sigint);
     return tr_run(&cfg, &interrupted);
 }

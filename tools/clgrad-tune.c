@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "progress.h"
 #include "tune.h"
 #include "cl/internal.h"
 
@@ -645,6 +646,7 @@ main(int argc, char **argv)
     int rc, failed, written = 0;
 
     cg_set_log(tool_log, (void *)prog);
+    cg_set_compile_progress(tool_progress, (void *)prog);
     if (argc > 1 && strcmp(argv[1], "--clblast-child") == 0)
         return child_main(argc, argv);
     rc = parse_args(argc, argv, &cfg);

@@ -313,13 +313,36 @@ build_failure(cg_context *ctx, cl_program prog, cl_int rc, const char *name,
     return CG_EBUILD;
 }
 
+/* Tells the progress callback (cg_set_compile_progress) about a build. */
+static void
+progress(const cg_context *ctx, const char *name, const char *kernel,
+         const char *dir, int done, int from_cache, int failed, double t0)
+{
+    cg_compile_event e;
+
+    e.device = ctx->info.name;
+    e.file = name;
+    e.kernel = kernel;
+    e.cache_dir = dir;
+    e.done = done;
+    e.from_cache = from_cache;
+    e.failed = failed;
+    e.seconds = done ? cg__now() - t0 : 0.0;
+    cg__compile_progress(&e);
+}
+
+/* From the cache, else from source (and then into the cache).  kernel:
+ * the program's one kernel (a split file), or NULL; for the progress
+ * callback only. */
 static int
-build(cg_context *ctx, const char *name, const char *source,
-      const char *options, cl_program *out, int *from_cache)
+build(cg_context *ctx, const char *name, const char *kernel,
+      const char *source, const char *options, cl_program *out,
+      int *from_cache)
 {
     char dir[4096], path[4400];
-    int use_cache = cg__cache_dir(dir, sizeof dir);
+    int use_cache = cg__cache_dir(dir, sizeof dir), status = CG_OK;
     cg__hash key = cache_key(ctx, source, options);
+    double t0 = cg__now();
     cl_program prog;
     cl_int rc;
 
@@ -330,23 +353,29 @@ build(cg_context *ctx, const char *name, const char *source,
         if (prog) {
             *from_cache = 1;
             *out = prog;
+            progress(ctx, name, kernel, dir, 1, 1, 0, t0);
             return CG_OK;
         }
     }
+    progress(ctx, name, kernel, use_cache ? dir : NULL, 0, 0, 0, t0);
     prog = clCreateProgramWithSource(ctx->context, 1, &source, NULL, &rc);
-    if (rc != CL_SUCCESS)
-        return cg__cl_fail(rc, "clCreateProgramWithSource");
+    if (rc != CL_SUCCESS) {
+        status = cg__cl_fail(rc, "clCreateProgramWithSource");
+        goto out;
+    }
     rc = clBuildProgram(prog, 1, &ctx->device, options, NULL, NULL);
     if (rc != CL_SUCCESS) {
-        int status = build_failure(ctx, prog, rc, name, options);
-
+        status = build_failure(ctx, prog, rc, name, options);
         clReleaseProgram(prog);
-        return status;
+        goto out;
     }
     if (use_cache)
         cache_store(ctx, prog, dir, path, &key);
     *out = prog;
-    return CG_OK;
+out:
+    progress(ctx, name, kernel, use_cache ? dir : NULL, 1, 0, status != CG_OK,
+             t0);
+    return status;
 }
 
 static char *
@@ -364,9 +393,10 @@ full_options(const char *options)
     return s;
 }
 
-int
-cg__program_get_source(cg_context *ctx, const char *name, const char *source,
-                       const char *options, cg__program **out)
+/* cg__program_get_source, for the program of one kernel (or NULL). */
+static int
+program_get_source(cg_context *ctx, const char *name, const char *kernel,
+                   const char *source, const char *options, cg__program **out)
 {
     cg__program *p;
     char *opts;
@@ -388,7 +418,7 @@ cg__program_get_source(cg_context *ctx, const char *name, const char *source,
     }
     p->options = opts;
     opts = NULL;
-    status = build(ctx, name, source, p->options, &p->program,
+    status = build(ctx, name, kernel, source, p->options, &p->program,
                    &p->from_cache);
     if (status)
         goto fail;
@@ -407,8 +437,16 @@ fail:
 }
 
 int
-cg__program_get(cg_context *ctx, const char *name, const char *options,
-                cg__program **out)
+cg__program_get_source(cg_context *ctx, const char *name, const char *source,
+                       const char *options, cg__program **out)
+{
+    return program_get_source(ctx, name, NULL, source, options, out);
+}
+
+/* cg__program_get, for the program of one kernel (or NULL). */
+static int
+program_get(cg_context *ctx, const char *name, const char *kernel,
+            const char *options, cg__program **out)
 {
     char *source, *opts;
     cg__program *p;
@@ -429,9 +467,16 @@ cg__program_get(cg_context *ctx, const char *name, const char *options,
     status = cg__kernel_source(name, &source);
     if (status)
         return status;
-    status = cg__program_get_source(ctx, name, source, options, out);
+    status = program_get_source(ctx, name, kernel, source, options, out);
     free(source);
     return status;
+}
+
+int
+cg__program_get(cg_context *ctx, const char *name, const char *options,
+                cg__program **out)
+{
+    return program_get(ctx, name, NULL, options, out);
 }
 
 /* kernel id of program p, or an error naming both. */
@@ -449,16 +494,52 @@ create(cg__program *p, cg__kid id, cl_kernel *out)
     return CG_OK;
 }
 
+/* The options of kernel id's program: `options`, and for a file built
+ * one kernel per program (@split) the kernel's selection (common.cl's
+ * CG_WANT).  PoCL compiles every kernel of a program when the binary
+ * cache asks for its binary, so a program holds only what is launched. */
+static char *
+kernel_options(cg__kid id, const char *options)
+{
+    const char *name = cg__kernel_table[id].name;
+    size_t n;
+    char *s;
+
+    if (!options)
+        options = "";
+    if (!cg__kfile_split[cg__kernel_table[id].file])
+        return cg__strdup(options);
+    n = strlen(options) + strlen(name) + 32;
+    s = cg__malloc(n);
+    if (s)
+        snprintf(s, n, "%s%s-DCG_ONE -DCG_K_%s=1", options,
+                 *options ? " " : "", name);
+    return s;
+}
+
+/* Kernel id from the program of its file (or, split, its own) built with
+ * `options`. */
+static int
+kernel_make(cg_context *ctx, cg__kid id, const char *options, cl_kernel *out)
+{
+    cg__program *p;
+    char *opts = kernel_options(id, options);
+    int status;
+
+    if (!opts)
+        return CG_EHOSTMEM;
+    status = program_get(ctx, cg__kfile_names[cg__kernel_table[id].file],
+                         cg__kfile_split[cg__kernel_table[id].file]
+                         ? cg__kernel_table[id].name : NULL, opts, &p);
+    free(opts);
+    return status ? status : create(p, id, out);
+}
+
 int
 cg__kernel_create(cg_context *ctx, cg__kid id, const char *options,
                   cl_kernel *out)
 {
-    cg__program *p;
-    int status;
-
-    status = cg__program_get(ctx, cg__kfile_names[cg__kernel_table[id].file],
-                             options, &p);
-    return status ? status : create(p, id, out);
+    return kernel_make(ctx, id, options, out);
 }
 
 /* The -D options of file f's tunables, their values in force. */
@@ -482,14 +563,11 @@ int
 cg__kernel_get(cg_context *ctx, cg__kid id, cl_kernel *out)
 {
     cg__kfile f = cg__kernel_table[id].file;
-    cg__program *p;
     int status;
 
     if (!ctx->options[f] && !(ctx->options[f] = file_options(ctx, f)))
         return CG_EHOSTMEM;
-    status = cg__program_get(ctx, cg__kfile_names[f], ctx->options[f], &p);
-    if (status == CG_OK)
-        status = create(p, id, &ctx->k[id]);
+    status = kernel_make(ctx, id, ctx->options[f], &ctx->k[id]);
     if (status == CG_OK)
         *out = ctx->k[id];
     return status;

@@ -41,6 +41,10 @@ void cg__error_quiet_leave(void);
  * has set one; formats nothing otherwise.  Never touches the error state. */
 void cg__log(cg_log_level level, const char *fmt, ...) CG__PRINTF(2, 3);
 
+/* Passes a compilation event to the callback of cg_set_compile_progress,
+ * if one is set (under the log lock). */
+void cg__compile_progress(const cg_compile_event *event);
+
 /* The status of the last cg__error on this thread (CG_OK after a clear):
  * how a function that returned NULL failed. */
 int cg__last_status(void);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * lib/core/log.c - the application's log callback (cg_set_log).
+ * lib/core/log.c - the application's log callback (cg_set_log) and
+ * compilation progress callback (cg_set_compile_progress).
  */
 #include "config.h"
 
@@ -39,5 +40,26 @@ cg__log(cg_log_level level, const char *fmt, ...)
         va_end(ap);
         log_fn(level, msg, log_user);
     }
+    pthread_mutex_unlock(&lock);
+}
+
+static cg_compile_fn progress_fn;
+static void *progress_user;
+
+void
+cg_set_compile_progress(cg_compile_fn fn, void *user)
+{
+    pthread_mutex_lock(&lock);
+    progress_fn = fn;
+    progress_user = fn ? user : NULL;
+    pthread_mutex_unlock(&lock);
+}
+
+void
+cg__compile_progress(const cg_compile_event *event)
+{
+    pthread_mutex_lock(&lock);
+    if (progress_fn)
+        progress_fn(event, progress_user);
     pthread_mutex_unlock(&lock);
 }
