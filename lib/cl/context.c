@@ -114,9 +114,9 @@ cg__launch(cg_context *ctx, cl_kernel kernel, cl_uint dims,
     cl_event ev = NULL;
 
     CG__CHECK_CL(clEnqueueNDRangeKernel(ctx->queue, kernel, dims, NULL, global,
-                                    local, 0, NULL,
-                                    ctx->profiling ? &ev : event),
-             "clEnqueueNDRangeKernel");
+                                        local, 0, NULL,
+                                        ctx->profiling ? &ev : event),
+                 "clEnqueueNDRangeKernel");
     ctx->stats.kernels_enqueued++;
     if (ctx->profiling) {
         if (event) {

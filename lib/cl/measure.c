@@ -144,8 +144,9 @@ measure_copy(cg_context *ctx, cg_measurements *out)
     ma = cg__buffer_mem(a);
     mb = cg__buffer_mem(b);
     CG__CHECK_CL(clEnqueueFillBuffer(ctx->queue, ma, &(float){ 1.0f },
-                                 sizeof(float), 0, BW_BYTES, 0, NULL, NULL),
-             "clEnqueueFillBuffer");
+                                     sizeof(float), 0, BW_BYTES, 0, NULL,
+                                     NULL),
+                 "clEnqueueFillBuffer");
     status = cg__args(k, CG__ARG(ma), CG__ARG(mb), CG__ARG(n));
     if (status)
         goto fail;

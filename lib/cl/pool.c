@@ -229,9 +229,9 @@ cg_buffer_write(cg_buffer *buf, size_t offset, const void *src, size_t bytes)
     if (status || bytes == 0)
         return status;
     CG__CHECK_CL(clEnqueueWriteBuffer(buf->ctx->queue, cg__buffer_mem(buf),
-                                  CL_TRUE, offset, bytes, src, 0, NULL,
-                                  NULL),
-             "clEnqueueWriteBuffer");
+                                      CL_TRUE, offset, bytes, src, 0, NULL,
+                                      NULL),
+                 "clEnqueueWriteBuffer");
 fail:
     return status;
 }
@@ -246,8 +246,9 @@ cg_buffer_read(const cg_buffer *buf, size_t offset, void *dst, size_t bytes)
     if (status || bytes == 0)
         return status;
     CG__CHECK_CL(clEnqueueReadBuffer(buf->ctx->queue, cg__buffer_mem(buf),
-                                 CL_TRUE, offset, bytes, dst, 0, NULL, NULL),
-             "clEnqueueReadBuffer");
+                                     CL_TRUE, offset, bytes, dst, 0, NULL,
+                                     NULL),
+                 "clEnqueueReadBuffer");
 fail:
     return status;
 }

@@ -19,8 +19,9 @@ cg__fill(cg_tensor *t, float value)
     size_t n = (size_t)cg_tensor_numel(t);
 
     CG__CHECK_CL(clEnqueueFillBuffer(t->ctx->queue, cg__tensor_mem(t), &value,
-                                 sizeof value, (size_t)t->offset * 4, n * 4,
-                                 0, NULL, NULL), "clEnqueueFillBuffer");
+                                     sizeof value, (size_t)t->offset * 4,
+                                     n * 4, 0, NULL, NULL),
+                 "clEnqueueFillBuffer");
 fail:
     return status;
 }

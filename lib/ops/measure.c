@@ -37,11 +37,13 @@ measure_sgemm(cg_context *ctx, cg_measurements *out)
         goto fail;
     }
     CG__CHECK_CL(clEnqueueFillBuffer(ctx->queue, cg__buffer_mem(a),
-                                 &(float){ 0.5f }, sizeof(float), 0, bytes,
-                                 0, NULL, NULL), "clEnqueueFillBuffer");
+                                     &(float){ 0.5f }, sizeof(float), 0,
+                                     bytes, 0, NULL, NULL),
+                 "clEnqueueFillBuffer");
     CG__CHECK_CL(clEnqueueFillBuffer(ctx->queue, cg__buffer_mem(b),
-                                 &(float){ 0.25f }, sizeof(float), 0, bytes,
-                                 0, NULL, NULL), "clEnqueueFillBuffer");
+                                     &(float){ 0.25f }, sizeof(float), 0,
+                                     bytes, 0, NULL, NULL),
+                 "clEnqueueFillBuffer");
     am = (cg__mat){ cg__buffer_mem(a), 0, n };
     bm = (cg__mat){ cg__buffer_mem(b), 0, n };
     cm = (cg__mat){ cg__buffer_mem(c), 0, n };
