@@ -519,8 +519,9 @@ kernel_options(cg__kid id, const char *options)
 
 /* Kernel id from the program of its file (or, split, its own) built with
  * `options`. */
-static int
-kernel_make(cg_context *ctx, cg__kid id, const char *options, cl_kernel *out)
+int
+cg__kernel_create(cg_context *ctx, cg__kid id, const char *options,
+                  cl_kernel *out)
 {
     cg__program *p;
     char *opts = kernel_options(id, options);
@@ -533,13 +534,6 @@ kernel_make(cg_context *ctx, cg__kid id, const char *options, cl_kernel *out)
                          ? cg__kernel_table[id].name : NULL, opts, &p);
     free(opts);
     return status ? status : create(p, id, out);
-}
-
-int
-cg__kernel_create(cg_context *ctx, cg__kid id, const char *options,
-                  cl_kernel *out)
-{
-    return kernel_make(ctx, id, options, out);
 }
 
 /* The -D options of file f's tunables, their values in force. */
@@ -567,7 +561,7 @@ cg__kernel_get(cg_context *ctx, cg__kid id, cl_kernel *out)
 
     if (!ctx->options[f] && !(ctx->options[f] = file_options(ctx, f)))
         return CG_EHOSTMEM;
-    status = kernel_make(ctx, id, ctx->options[f], &ctx->k[id]);
+    status = cg__kernel_create(ctx, id, ctx->options[f], &ctx->k[id]);
     if (status == CG_OK)
         *out = ctx->k[id];
     return status;
