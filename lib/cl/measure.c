@@ -121,6 +121,22 @@ measure_transfer(cg_context *ctx, cg_measurements *out)
     return status;
 }
 
+/* Seconds from enqueueing a 1-D launch of k to its end (clFinish). */
+static int
+timed_launch(cg_context *ctx, cl_kernel k, size_t global, size_t local,
+             double *seconds)
+{
+    double t = cg__now();
+    int status = cg__launch(ctx, k, 1, &global, &local, NULL);
+
+    if (status)
+        return status;
+    CG__CHECK_CL(clFinish(ctx->queue), "clFinish");
+    *seconds = cg__now() - t;
+fail:
+    return status;
+}
+
 static int
 measure_copy(cg_context *ctx, cg_measurements *out)
 {
@@ -151,12 +167,9 @@ measure_copy(cg_context *ctx, cg_measurements *out)
     if (status)
         goto fail;
     for (i = 0; i <= BW_REPS; i++) {
-        t = cg__now();
-        status = cg__launch(ctx, k, 1, &global, &local, NULL);
+        status = timed_launch(ctx, k, global, local, &t);
         if (status)
             goto fail;
-        CG__CHECK_CL(clFinish(ctx->queue), "clFinish");
-        t = cg__now() - t;
         if (i > 0 && t < best)
             best = t;
     }
@@ -179,12 +192,9 @@ measure_launch(cg_context *ctx, cg_measurements *out)
     if (status)
         return status;
     for (i = 0; i <= LAUNCH_REPS; i++) {
-        t = cg__now();
-        status = cg__launch(ctx, k, 1, &one, &one, NULL);
+        status = timed_launch(ctx, k, one, one, &t);
         if (status)
             goto fail;
-        CG__CHECK_CL(clFinish(ctx->queue), "clFinish");
-        t = cg__now() - t;
         if (i > 0 && t < best)
             best = t;
     }
@@ -207,20 +217,10 @@ fma_run(cg_context *ctx, cl_kernel k, cl_mem m, size_t global, cl_uint iters,
         double *seconds)
 {
     const cl_float c = 0.999f, d = 0.001f;
-    size_t local = 64;
-    double t;
     int status;
 
     status = cg__args(k, CG__ARG(m), CG__ARG(iters), CG__ARG(c), CG__ARG(d));
-    t = cg__now();
-    if (status == CG_OK)
-        status = cg__launch(ctx, k, 1, &global, &local, NULL);
-    if (status)
-        return status;
-    CG__CHECK_CL(clFinish(ctx->queue), "clFinish");
-    *seconds = cg__now() - t;
-fail:
-    return status;
+    return status ? status : timed_launch(ctx, k, global, 64, seconds);
 }
 
 static int
