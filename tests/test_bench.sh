@@ -14,23 +14,10 @@
 #     suites are skipped with a message and the run still succeeds;
 #   - the human table, --suite, --csv (the scaling CSV), bad arguments.
 set -u
-bld=${TEST_BUILDDIR:-.}
+name=test_bench
+. "${TEST_SRCDIR:-.}/tests/shell_common.sh"
 bench="$bld/tools/clgrad-bench"
 py=/usr/bin/python3
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/test_bench.XXXXXX") || exit 99
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-
-fail() {
-    echo "FAIL: $*"
-    fails=$((fails + 1))
-}
-
-if ! "$bld/tools/clgrad-info" --list 2>/dev/null | grep -q .; then
-    echo "no OpenCL device"
-    if [ -n "${CI:-}" ]; then exit 1; fi
-    exit 77
-fi
 if ! [ -x "$py" ]; then
     echo "$py is needed to read the JSON"
     exit 77

@@ -10,23 +10,9 @@
 #   - char_lstm's mean loss over its last 5 steps is below that of its
 #     first 5, and it prints its sample.
 set -u
-top=${TEST_SRCDIR:-.}
-bld=${TEST_BUILDDIR:-.}
+name=test_examples
+. "${TEST_SRCDIR:-.}/tests/shell_common.sh"
 ex="$bld/examples"
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/test_examples.XXXXXX") || exit 99
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-
-fail() {
-    echo "FAIL: $*"
-    fails=$((fails + 1))
-}
-
-if ! "$bld/tools/clgrad-info" --list 2>/dev/null | grep -q .; then
-    echo "no OpenCL device"
-    if [ -n "${CI:-}" ]; then exit 1; fi
-    exit 77
-fi
 
 # --- README shows the tutorial as it is
 sed -n '/^#include <stdio.h>/,$p' "$top/examples/tutorial.c" |

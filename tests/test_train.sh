@@ -23,17 +23,9 @@
 #   - sampling: --temperature 0 is greedy and equals --top-k 1, --seed
 #     decides the sample, --sample-only reads a weights-only checkpoint.
 set -u
-top=${TEST_SRCDIR:-.}
-bld=${TEST_BUILDDIR:-.}
+name=test_train
+. "${TEST_SRCDIR:-.}/tests/shell_common.sh"
 train="$bld/tools/clgrad-train"
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/test_train.XXXXXX") || exit 99
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-
-fail() {
-    echo "FAIL: $*"
-    fails=$((fails + 1))
-}
 
 # Two checkpoints hold the same state: the same bytes but for the run's
 # elapsed time, train.elapsed in the safetensors header (8 bytes of
@@ -47,12 +39,6 @@ same_state() {
     done
     cmp "$1.head" "$2.head" && cmp "$1.data" "$2.data"
 }
-
-if ! "$bld/tools/clgrad-info" --list 2>/dev/null | grep -q .; then
-    echo "no OpenCL device"
-    if [ -n "${CI:-}" ]; then exit 1; fi
-    exit 77
-fi
 
 # --- exact resume, character LSTM
 lstm="--model char-lstm --data $top/data/kjv.txt --layers 2 --hidden 24
