@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * lib/core/util.c - hashing, host allocation and file helpers.
+ * lib/core/util.c - hashing, checked size arithmetic, host allocation and
+ * file helpers.
  */
 #include "config.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +60,42 @@ cg__hash_hex(const cg__hash *h, char out[33])
 {
     snprintf(out, 33, "%016llx%016llx", (unsigned long long)h->hi,
              (unsigned long long)h->lo);
+}
+
+int
+cg__checked_mul_i64(int64_t a, int64_t b, int64_t *r, const char *what)
+{
+    if (cg__mul_i64(a, b, r))
+        return cg__error(CG_ESHAPE, "%s: %lld * %lld overflows a 64-bit "
+                         "integer", what, (long long)a, (long long)b);
+    return CG_OK;
+}
+
+int
+cg__checked_add_i64(int64_t a, int64_t b, int64_t *r, const char *what)
+{
+    if (cg__add_i64(a, b, r))
+        return cg__error(CG_ESHAPE, "%s: %lld + %lld overflows a 64-bit "
+                         "integer", what, (long long)a, (long long)b);
+    return CG_OK;
+}
+
+int
+cg__checked_mul_size(size_t a, size_t b, size_t *r, const char *what)
+{
+    if (cg__mul_size(a, b, r))
+        return cg__error(CG_ESHAPE, "%s: %zu * %zu overflows size_t", what,
+                         a, b);
+    return CG_OK;
+}
+
+int
+cg__checked_add_size(size_t a, size_t b, size_t *r, const char *what)
+{
+    if (cg__add_size(a, b, r))
+        return cg__error(CG_ESHAPE, "%s: %zu + %zu overflows size_t", what,
+                         a, b);
+    return CG_OK;
 }
 
 /* The countdown of cg__alloc_fail_after: one thread-local compare per
