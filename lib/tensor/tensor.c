@@ -25,8 +25,12 @@ cg__numel(int ndim, const int64_t *shape)
     int64_t n = 1;
     int i;
 
+    /* Saturates: a product past INT64_MAX (a custom op's shape rule can
+     * return any sizes) must not wrap around to a small count that would
+     * pass the callers' "> INT32_MAX" checks. */
     for (i = 0; i < ndim; i++)
-        n *= shape[i];
+        if (cg__mul_i64(n, shape[i], &n))
+            return INT64_MAX;
     return n;
 }
 
