@@ -350,6 +350,10 @@ START_TEST(batches_cover_every_row_once_per_epoch)
     ck_assert(memcmp(a, d, sizeof a) == 0);
     ck_assert_int_eq(cg_dataset_batch(ds, ctx, 8, 1, 42, 0, 5, &x, &y), 0);
     ck_assert(x == NULL && y == NULL);
+    /* Past the end by far: index * batch would overflow (issue 16). */
+    ck_assert_int_eq(cg_dataset_batch(ds, ctx, 8, 1, 42, 0, INT64_MAX, &x,
+                                      &y), 0);
+    ck_assert(x == NULL && y == NULL);
     ck_assert_int_eq(cg_dataset_batch(ds, ctx, 0, 1, 42, 0, 0, &x, &y),
                      CG_EINVAL);
     cg_dataset_free(ds);

@@ -442,7 +442,8 @@ cg_dataset_split(const cg_dataset *ds, double holdout, uint64_t seed,
     cg__error_clear();
     if (!ds || !train || !test)
         return cg__error(CG_EINVAL, "NULL dataset or output");
-    ntest = (int64_t)llround(holdout * (double)ds->rows);
+    ntest = holdout > 0 && holdout < 1      /* llround(NaN) has no value */
+            ? (int64_t)llround(holdout * (double)ds->rows) : 0;
     if (!(holdout > 0 && holdout < 1) || ntest < 1 || ntest >= ds->rows)
         return cg__error(CG_EINVAL, "a held-out fraction of %g of %lld "
                          "rows leaves a part empty", holdout,
@@ -506,9 +507,11 @@ cg_dataset_batch(cg_dataset *ds, cg_context *ctx, int batch_size,
         return cg__error(CG_EINVAL, "NULL argument, batch size %d < 1, or "
                          "negative epoch or index", batch_size);
     *x = *y = NULL;
-    first = index * batch_size;
+    /* Range first: index * batch_size overflows for an index near
+     * INT64_MAX. */
     if (index >= cg_dataset_num_batches(ds, batch_size))
         return 0;
+    first = index * batch_size;
     rows = ds->rows - first < batch_size ? ds->rows - first : batch_size;
     if (shuffled && ensure_perm(ds, seed, epoch) != CG_OK)
         return CG_EHOSTMEM;
