@@ -9,6 +9,7 @@
  * numbers.  Strided operands (xproj rows, output slots, an offset W_hh)
  * are laid out as the layer will lay them out.
  */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -704,6 +705,16 @@ START_TEST(step_timing_runs_and_rejects_bad_sizes)
                                         &b), CG_EINVAL);
     ck_assert_int_eq(cg__rnn_time_steps(ctx, cells[_i], &bad, 3, 5, 2, &f,
                                         &b), CG_EINVAL);
+    /* Sizes whose buffers overflow int (issue 16): H * G * hpad and
+     * B * H * G, refused before anything is computed or allocated. */
+    ck_assert_int_eq(cg__rnn_time_steps(ctx, cells[_i], tune, 1, INT_MAX,
+                                        1, &f, &b), CG_ESHAPE);
+    ck_assert_msg(strstr(TT_ERR, "more than 2^31-1 floats") != NULL, "%s",
+                  TT_ERR);
+    ck_assert_int_eq(cg__rnn_time_steps(ctx, cells[_i], tune, 1, 65536, 1,
+                                        &f, &b), CG_ESHAPE);
+    ck_assert_int_eq(cg__rnn_time_steps(ctx, cells[_i], tune, INT_MAX, 2, 1,
+                                        &f, &b), CG_ESHAPE);
     ck_assert_int_eq(cg_context_finish(ctx), CG_OK);
 }
 END_TEST
