@@ -115,7 +115,7 @@ cg__tensor_empty(cg_context *ctx, cg_dtype dtype, int ndim,
         return NULL;
     }
     n = cg__numel(ndim, shape);
-    t->storage->buf = cg_buffer_new(ctx, (size_t)n * cg__dtype_size(dtype));
+    t->storage->buf = cg__buffer_new(ctx, (size_t)n * cg__dtype_size(dtype));
     if (!t->storage->buf) {
         free(t->storage);
         free(t);
