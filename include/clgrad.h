@@ -298,7 +298,8 @@ int cg_context_finish(cg_context *ctx);
 typedef struct cg_buffer cg_buffer;
 
 /* Allocates `bytes` (> 0) of device memory.  If the device refuses, the
- * pool's cache is released and the allocation retried once; if that fails
+ * pool's cache (if it holds anything) is released and the allocation
+ * retried once; if that fails
  * too the result is NULL with CG_ENOMEM and a message giving the requested
  * and the available sizes.  The context stays usable.  The caller owns the
  * buffer; free it with cg_buffer_free. */

@@ -147,7 +147,7 @@ cg__buffer_new(cg_context *ctx, size_t bytes)
         ctx->stats.reuses++;
     } else {
         b = device_block(ctx, size, &why);
-        if (!b && why) {
+        if (!b && why && ctx->stats.bytes_cached > 0) {
             /* Give the cache back to the device and try once more. */
             cg_context_release_cache(ctx);
             b = device_block(ctx, size, &why);
