@@ -172,8 +172,8 @@ START_TEST(memory_does_not_grow_over_20000_steps)
                       "step %ld: memory grew since step %ld", step, every);
     }
     /* It learned: the soak ran real training steps. */
-    ck_assert_msg(tt_checker() || loss < 0.5f * loss0, "loss %f after %f", (double)loss,
-                  (double)loss0);
+    ck_assert_msg(tt_checker() || loss < 0.5f * loss0, "loss %f after %f",
+                  (double)loss, (double)loss0);
     cg_tensor_free(h);
     cg_tensor_free(c);
     cg_optim_free(opt);

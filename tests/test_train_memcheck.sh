@@ -43,7 +43,8 @@ run "char-lstm: resumed to step 4, saved, sampled" --resume "$tmp/l2.st" \
     --data "$tmp/text.txt" --steps 4 --sample 16 --quiet \
     --checkpoint "$tmp/l4.st"
 [ -s "$tmp/l4.st" ] || fail "char-lstm: no checkpoint after the resume"
-cmp -s "$tmp/l2.st" "$tmp/l4.st" && fail "char-lstm: the resume changed nothing"
+cmp -s "$tmp/l2.st" "$tmp/l4.st" &&
+    fail "char-lstm: the resume changed nothing"
 run "mlp: 3 steps" --model mlp --data "$tmp/digits.csv" --hidden 8,8 \
     --batch 16 --steps 3 --seed 2 --quiet --checkpoint "$tmp/m.st"
 [ -s "$tmp/m.st" ] || fail "mlp: no checkpoint"
