@@ -298,7 +298,8 @@ int cg_context_finish(cg_context *ctx);
 typedef struct cg_buffer cg_buffer;
 
 /* Allocates `bytes` (> 0) of device memory.  If the device refuses, the
- * pool's cache is released and the allocation retried once; if that fails
+ * pool's cache (if it holds anything) is released and the allocation
+ * retried once; if that fails
  * too the result is NULL with CG_ENOMEM and a message giving the requested
  * and the available sizes.  The context stays usable.  The caller owns the
  * buffer; free it with cg_buffer_free. */
@@ -1084,8 +1085,11 @@ void cg_optim_free(cg_optimizer *opt);
 
 /* One update of every parameter that has a gradient.  A gradient that is
  * not a contiguous float32 tensor of its parameter's shape gives CG_ESHAPE
- * (CG_EDTYPE) and nothing is enqueued; a launch failure part-way may leave
- * earlier parameters updated. */
+ * (CG_EDTYPE) and nothing is enqueued.  Each parameter is updated by one
+ * launch, in order, so a launch failure part-way (an error) leaves every
+ * parameter, with its state and step count, either wholly stepped or
+ * untouched: those before the failing one have stepped, it and those after
+ * it have not, and cg_optim_get_step tells which (tests/test_faults.c). */
 int cg_optim_step(cg_optimizer *opt);
 
 /* Drops every parameter's gradient (cg_tensor_zero_grad: PyTorch's
@@ -1348,7 +1352,10 @@ int cg_checkpoint_add_optimizer(cg_checkpoint *ck, const char *prefix,
  * taken steps, or a tensor under the prefix that is no state of this
  * optimizer (another kind of optimizer, more parameters) give CG_EFORMAT
  * naming the tensor or key.  State the checkpoint does not hold for a
- * parameter that has not stepped stays as it is. */
+ * parameter that has not stepped stays as it is.  Only a device failure
+ * while writing (one transfer per tensor) can stop part-way: each state
+ * tensor is then either as it was or as in the checkpoint, and a
+ * parameter's step count is set only once all its state is written. */
 int cg_checkpoint_restore_optimizer(const cg_checkpoint *ck,
                                     const char *prefix, cg_optimizer *opt);
 
@@ -1598,7 +1605,10 @@ int cg_context_tuning_entry(const cg_context *ctx, int i,
                             cg_tuning_entry *out);
 
 /* Looks up the databases for the context's device and puts what matches in
- * force (what cg_context_new does unless options.no_tuning is set). */
+ * force (what cg_context_new does unless options.no_tuning is set).  A
+ * file that cannot be read or holds unusable entries is skipped with a
+ * warning to the log callback; running out of host memory is an error
+ * (CG_EHOSTMEM) and leaves the entries in force as they were. */
 int cg_context_apply_tuning(cg_context *ctx);
 
 #ifdef __cplusplus

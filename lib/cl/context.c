@@ -113,9 +113,10 @@ cg__launch(cg_context *ctx, cl_kernel kernel, cl_uint dims,
 
     cl_event ev = NULL;
 
-    CG__CHECK_CL(clEnqueueNDRangeKernel(ctx->queue, kernel, dims, NULL, global,
-                                        local, 0, NULL,
-                                        ctx->profiling ? &ev : event),
+    CG__CHECK_CL(cg__fault(CG__FAULT_LAUNCH) ? CL_OUT_OF_RESOURCES
+                 : clEnqueueNDRangeKernel(ctx->queue, kernel, dims, NULL,
+                                          global, local, 0, NULL,
+                                          ctx->profiling ? &ev : event),
                  "clEnqueueNDRangeKernel");
     ctx->stats.kernels_enqueued++;
     if (ctx->profiling) {

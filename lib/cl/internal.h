@@ -226,6 +226,11 @@ cg__buffer_mem(const cg_buffer *buf)
 /* Releases every program of a context. */
 void cg__programs_free(cg_context *ctx);
 
+/* cg_buffer_new without clearing this thread's last error: for the
+ * layers above, whose "a = make(); b = make(); if (!a || !b)" must still
+ * find a's error when b succeeded. */
+cg_buffer *cg__buffer_new(cg_context *ctx, size_t bytes);
+
 /* Releases every block of the pool, live or cached (context teardown). */
 void cg__pool_destroy(cg_context *ctx);
 

@@ -91,7 +91,13 @@ device_block(cg_context *ctx, size_t size, const char **why)
         *why = NULL;
         return NULL;
     }
-    b->mem = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE, size, NULL, &rc);
+    if (cg__fault(CG__FAULT_DEVICE_ALLOC)) {
+        b->mem = NULL;
+        rc = CL_MEM_OBJECT_ALLOCATION_FAILURE;
+    } else {
+        b->mem = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE, size, NULL,
+                                &rc);
+    }
     if (rc != CL_SUCCESS) {
         *why = cg__cl_error_name(rc) ? cg__cl_error_name(rc)
              : "the driver refused";
@@ -106,13 +112,19 @@ device_block(cg_context *ctx, size_t size, const char **why)
 cg_buffer *
 cg_buffer_new(cg_context *ctx, size_t bytes)
 {
+    cg__error_clear();
+    return cg__buffer_new(ctx, bytes);
+}
+
+cg_buffer *
+cg__buffer_new(cg_context *ctx, size_t bytes)
+{
     cg_buffer *buf;
     cg__block *b;
     const char *why = "";
     size_t size;
     int cls;
 
-    cg__error_clear();
     if (!ctx) {
         cg__error(CG_EINVAL, "ctx is NULL");
         return NULL;
@@ -137,7 +149,7 @@ cg_buffer_new(cg_context *ctx, size_t bytes)
         ctx->stats.reuses++;
     } else {
         b = device_block(ctx, size, &why);
-        if (!b && why) {
+        if (!b && why && ctx->stats.bytes_cached > 0) {
             /* Give the cache back to the device and try once more. */
             cg_context_release_cache(ctx);
             b = device_block(ctx, size, &why);
@@ -231,9 +243,10 @@ cg_buffer_write(cg_buffer *buf, size_t offset, const void *src, size_t bytes)
     status = check_range(buf, offset, src, bytes);
     if (status || bytes == 0)
         return status;
-    CG__CHECK_CL(clEnqueueWriteBuffer(buf->ctx->queue, cg__buffer_mem(buf),
-                                      CL_TRUE, offset, bytes, src, 0, NULL,
-                                      NULL),
+    CG__CHECK_CL(cg__fault(CG__FAULT_TRANSFER) ? CL_OUT_OF_RESOURCES
+                 : clEnqueueWriteBuffer(buf->ctx->queue, cg__buffer_mem(buf),
+                                        CL_TRUE, offset, bytes, src, 0, NULL,
+                                        NULL),
                  "clEnqueueWriteBuffer");
 fail:
     return status;
@@ -248,9 +261,10 @@ cg_buffer_read(const cg_buffer *buf, size_t offset, void *dst, size_t bytes)
     status = check_range(buf, offset, dst, bytes);
     if (status || bytes == 0)
         return status;
-    CG__CHECK_CL(clEnqueueReadBuffer(buf->ctx->queue, cg__buffer_mem(buf),
-                                     CL_TRUE, offset, bytes, dst, 0, NULL,
-                                     NULL),
+    CG__CHECK_CL(cg__fault(CG__FAULT_TRANSFER) ? CL_OUT_OF_RESOURCES
+                 : clEnqueueReadBuffer(buf->ctx->queue, cg__buffer_mem(buf),
+                                       CL_TRUE, offset, bytes, dst, 0, NULL,
+                                       NULL),
                  "clEnqueueReadBuffer");
 fail:
     return status;

@@ -134,8 +134,15 @@ cg__kernel_source(const char *name, char **out)
     status = kernel_file(name, &body);
     if (status)
         return status;
-    /* Every file but common.cl starts with the shared helpers. */
-    if (strcmp(name, "common") == 0 || kernel_file("common", &common)) {
+    /* Every file but common.cl starts with the shared helpers.  Running
+     * out of memory for them is an error: the source without them would
+     * hash (and build) as another program. */
+    if (strcmp(name, "common") != 0 &&
+        (status = kernel_file("common", &common)) == CG_EHOSTMEM) {
+        free(body);
+        return status;
+    }
+    if (strcmp(name, "common") == 0 || status) {
         cg__error_clear();
         *out = body;
         return CG_OK;
@@ -440,6 +447,10 @@ build(cg_context *ctx, const char *name, const char *kernel,
     cl_int rc;
 
     *from_cache = 0;
+    if (cg__fault(CG__FAULT_BUILD))
+        return cg__error(CG_EBUILD, "building kernel '%s' with options "
+                         "\"%s\" on %s failed: CL_OUT_OF_HOST_MEMORY (an "
+                         "injected fault)", name, options, ctx->info.name);
     if (use_cache) {
         cache_path(&key, dir, path, sizeof path);
         prog = cache_load(ctx, dir, path, &key, options);

@@ -139,10 +139,37 @@ void *cg__calloc(size_t n, size_t size);
 void *cg__realloc(void *p, size_t bytes);
 char *cg__strdup(const char *s);
 
-/* For tests of the out-of-memory paths: after `n` more allocations through
- * the functions above on this thread, the next one fails, once; n < 0 (the
- * default) injects nothing.  Returns the previous countdown, -1 when no
- * failure was pending, so a test can tell whether its failure happened. */
+/* Fault injection, for tests of the failure paths (in the spirit of
+ * SQLite's OOM tests).  Each place where the library asks the host or the
+ * OpenCL runtime for something that can fail calls cg__fault(kind) first
+ * and, when it returns nonzero, fails as that call would: */
+enum {
+    CG__FAULT_HOST_ALLOC = 1 << 0,  /* cg__malloc, cg__calloc, cg__realloc */
+    CG__FAULT_DEVICE_ALLOC = 1 << 1, /* clCreateBuffer for the pool */
+    CG__FAULT_BUILD = 1 << 2,       /* a program build (cached or not) */
+    CG__FAULT_LAUNCH = 1 << 3,      /* an enqueue: cg__launch, a fill, a
+                                     * CLBlast GEMM */
+    CG__FAULT_TRANSFER = 1 << 4,    /* clEnqueueRead/WriteBuffer */
+    CG__FAULT_FILE_WRITE = 1 << 5,  /* cg__write_parts_atomic: create,
+                                     * write, sync, close, rename */
+    CG__FAULT_ALL = (1 << 6) - 1
+};
+
+/* After `n` more sites of a kind in `mask` on this thread, the next one
+ * fails, once; n < 0 (the default) injects nothing.  Returns the previous
+ * countdown, -1 when no failure was pending (it fired, or none was set),
+ * so a test can tell whether its failure happened.  Off, a site costs one
+ * thread-local compare, so the switch stays compiled in. */
+long cg__fault_after(unsigned mask, long n);
+
+/* Nonzero when this site, of kind `kind`, is the one to fail. */
+int cg__fault(unsigned kind);
+
+/* The kind of the last fault that fired on this thread (0 if none since
+ * the last cg__fault_after): for tests that report what they swept. */
+unsigned cg__fault_fired_kind(void);
+
+/* cg__fault_after(CG__FAULT_HOST_ALLOC, n): host allocations only. */
 long cg__alloc_fail_after(long n);
 
 /* Reads a whole file into a new NUL-terminated buffer (caller frees);

@@ -98,26 +98,51 @@ cg__checked_add_size(size_t a, size_t b, size_t *r, const char *what)
     return CG_OK;
 }
 
-/* The countdown of cg__alloc_fail_after: one thread-local compare per
- * allocation when off, so it stays compiled in. */
-static _Thread_local long fail_countdown = -1;
+/* The countdown of cg__fault_after: one thread-local compare per site
+ * when off, so it stays compiled in. */
+static _Thread_local long fault_countdown = -1;
+static _Thread_local unsigned fault_mask;
+static _Thread_local unsigned fault_fired;
+
+long
+cg__fault_after(unsigned mask, long n)
+{
+    long old = fault_countdown;
+
+    fault_countdown = n < 0 || !mask ? -1 : n;
+    fault_mask = mask;
+    fault_fired = 0;
+    return old;
+}
+
+int
+cg__fault(unsigned kind)
+{
+    if (fault_countdown < 0 || !(fault_mask & kind))
+        return 0;
+    if (fault_countdown-- != 0)
+        return 0;
+    fault_fired = kind;
+    return 1;
+}
+
+unsigned
+cg__fault_fired_kind(void)
+{
+    return fault_fired;
+}
 
 long
 cg__alloc_fail_after(long n)
 {
-    long old = fail_countdown;
-
-    fail_countdown = n < 0 ? -1 : n;
-    return old;
+    return cg__fault_after(CG__FAULT_HOST_ALLOC, n);
 }
 
 /* Nonzero when this allocation is the one a test asked to fail. */
 static int
 injected_failure(void)
 {
-    if (fail_countdown < 0)
-        return 0;
-    return fail_countdown-- == 0;
+    return cg__fault(CG__FAULT_HOST_ALLOC);
 }
 
 void *
@@ -294,8 +319,12 @@ write_all(int fd, const char *tmp, const void *data, size_t len)
     const char *p = data;
 
     while (len > 0) {
-        ssize_t w = write(fd, p, len);
+        ssize_t w = -1;
 
+        if (cg__fault(CG__FAULT_FILE_WRITE))
+            errno = ENOSPC;
+        else
+            w = write(fd, p, len);
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0)
@@ -307,6 +336,19 @@ write_all(int fd, const char *tmp, const void *data, size_t len)
     return CG_OK;
 }
 
+/* An injected file-write fault: sets errno as the failing call would. */
+static int
+injected_io(int err)
+{
+    if (!cg__fault(CG__FAULT_FILE_WRITE))
+        return 0;
+    errno = err;
+    return 1;
+}
+
+/* The rename is the commit point: the directory's fsync after it is not
+ * a fault site, as its failure cannot undo the rename (the new file is in
+ * place; the error only says that its durability is not known). */
 int
 cg__write_parts_atomic(const char *path, int mode, int nparts,
                        const void *const *parts, const size_t *lens)
@@ -317,24 +359,25 @@ cg__write_parts_atomic(const char *path, int mode, int nparts,
     if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >=
         (int)sizeof tmp)
         return cg__error(CG_EIO, "path too long: %s", path);
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, mode);
+    fd = injected_io(ENOSPC) ? -1
+         : open(tmp, O_WRONLY | O_CREAT | O_TRUNC, mode);
     if (fd < 0)
         return cg__error(CG_EIO, "cannot create %s: %s", tmp,
                          strerror(errno));
     for (i = 0; i < nparts; i++)
         if (write_all(fd, tmp, parts[i], lens[i]) != CG_OK)
             goto fail;
-    if (fsync(fd) != 0) {
+    if (injected_io(EIO) || fsync(fd) != 0) {
         cg__error(CG_EIO, "cannot sync %s: %s", tmp, strerror(errno));
         goto fail;
     }
-    if (close(fd) != 0) {
+    if (close(fd) != 0 || injected_io(EIO)) {
         fd = -1;
         cg__error(CG_EIO, "cannot close %s: %s", tmp, strerror(errno));
         goto fail;
     }
     fd = -1;
-    if (rename(tmp, path) != 0) {
+    if (injected_io(EIO) || rename(tmp, path) != 0) {
         cg__error(CG_EIO, "cannot rename %s to %s: %s", tmp, path,
                   strerror(errno));
         goto fail;

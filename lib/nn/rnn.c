@@ -377,7 +377,7 @@ layer_forward(cg_module *m, int l, cg_tensor *x, cg_tensor *h0,
     cg_tensor *wt[2] = { NULL }, *hproj = NULL;
     cg_tensor *inputs[3 + 8] = { NULL };
     cg__node *node = NULL;
-    int gemm;
+    int gemm, done = 0;
 
     k.T = (int)x->shape[0];
     k.B = (int)x->shape[1];
@@ -505,8 +505,10 @@ layer_forward(cg_module *m, int l, cg_tensor *x, cg_tensor *h0,
     *hn_out = hn;
     *cn_out = cn;
     y = hn = cn = NULL;
+    done = 1;
 fail:
-    if (status == CG_OK && (y || hn))
+    /* A NULL from an allocation or a copy jumped here with status OK. */
+    if (status == CG_OK && !done)
         status = cg__last_status();
     cg_tensor_free(xd);
     cg_tensor_free(xproj);

@@ -18,9 +18,11 @@ cg__fill(cg_tensor *t, float value)
     int status = CG_OK;
     size_t n = (size_t)cg_tensor_numel(t);
 
-    CG__CHECK_CL(clEnqueueFillBuffer(t->ctx->queue, cg__tensor_mem(t), &value,
-                                     sizeof value, (size_t)t->offset * 4,
-                                     n * 4, 0, NULL, NULL),
+    CG__CHECK_CL(cg__fault(CG__FAULT_LAUNCH) ? CL_OUT_OF_RESOURCES
+                 : clEnqueueFillBuffer(t->ctx->queue, cg__tensor_mem(t),
+                                       &value, sizeof value,
+                                       (size_t)t->offset * 4, n * 4, 0, NULL,
+                                       NULL),
                  "clEnqueueFillBuffer");
 fail:
     return status;

@@ -161,6 +161,8 @@ cg__sgemm(cg_context *ctx, int ta, int tb, size_t m, size_t n, size_t k,
      * out); this way it does not, which made the LSTM's input projection
      * 1.6-2.4x faster on PoCL, and no shape of the benchmarks more than
      * 7% slower (within the noise). */
+    if (cg__fault(CG__FAULT_LAUNCH))
+        return clblast_fail(CLBlastOpenCLOutOfResources, "CLBlastSgemm");
     rc = CLBlastSgemm(CLBlastLayoutColMajor,
                       tb ? CLBlastTransposeYes : CLBlastTransposeNo,
                       ta ? CLBlastTransposeYes : CLBlastTransposeNo, n, m, k,
@@ -200,6 +202,9 @@ gemm_run(cg_tensor *c, size_t batch, size_t m, size_t n, size_t k,
                          bm, 0.0f, cm);
     }
     /* Column-major on the transposed problem, as cg__sgemm. */
+    if (cg__fault(CG__FAULT_LAUNCH))
+        return clblast_fail(CLBlastOpenCLOutOfResources,
+                            "CLBlastSgemmStridedBatched");
     rc = CLBlastSgemmStridedBatched(CLBlastLayoutColMajor, b->trans,
                                     a->trans, n, m, k, 1.0f, mb, b->offset,
                                     b->ld, b->stride, ma, a->offset, a->ld,

@@ -130,7 +130,7 @@ cg__tensor_empty(cg_context *ctx, cg_dtype dtype, int ndim,
         free(t);
         return NULL;
     }
-    t->storage->buf = cg_buffer_new(ctx, bytes);
+    t->storage->buf = cg__buffer_new(ctx, bytes);
     if (!t->storage->buf) {
         free(t->storage);
         free(t);

@@ -136,19 +136,25 @@ typedef struct {
     } f[CG__KF_COUNT];
 } file_hashes;
 
-static const char *
-file_hash(file_hashes *fh, const char *file)
+/* The hash of kernel file `file` into *hash; an error (out of host
+ * memory) when it cannot be computed, never an unchecked entry. */
+static int
+file_hash(file_hashes *fh, const char *file, const char **hash)
 {
-    int i;
+    int i, status;
 
     for (i = 0; i < fh->n; i++)
-        if (strcmp(fh->f[i].file, file) == 0)
-            return fh->f[i].hash;
-    if (fh->n == CG__KF_COUNT ||
-        cg_kernel_source_hash(file, fh->f[fh->n].hash))
-        return NULL;
+        if (strcmp(fh->f[i].file, file) == 0) {
+            *hash = fh->f[i].hash;
+            return CG_OK;
+        }
+    if (fh->n == CG__KF_COUNT)
+        return cg__error(CG_EINVAL, "more kernel files than kernels/ has");
+    if ((status = cg_kernel_source_hash(file, fh->f[fh->n].hash)))
+        return status;
     fh->f[fh->n].file = file;
-    return fh->f[fh->n++].hash;
+    *hash = fh->f[fh->n++].hash;
+    return CG_OK;
 }
 
 /* Whether entry e can be put in force on ctx's device; if not, a message
@@ -159,9 +165,9 @@ entry_usable(const cg_context *ctx, const cg_tuning_entry *e,
              file_hashes *hashes)
 {
     own_kernel own, *k = &own;
-    const char *hash;
+    const char *hash = NULL;
     long v;
-    int i;
+    int i, status;
 
     if (strncmp(e->kernel, CLBLAST_PREFIX, strlen(CLBLAST_PREFIX)) == 0) {
         if (strcmp(e->shape, "any") != 0)
@@ -175,7 +181,8 @@ entry_usable(const cg_context *ctx, const cg_tuning_entry *e,
     if (shape_h(e->shape) < 0)
         return cg__error(CG_EINVAL, "%s: shape \"%s\" is neither \"any\" "
                          "nor H<hidden size>", e->kernel, e->shape);
-    hash = hashes ? file_hash(hashes, k->file) : NULL;
+    if (hashes && (status = file_hash(hashes, k->file, &hash)))
+        return status;
     if (hash && strcmp(e->source_hash, hash) != 0)
         return cg__error(CG_EINVAL, "%s %s is stale: tuned for kernels/%s.cl "
                          "with hash %s, this library's is %s", e->kernel,
@@ -268,6 +275,25 @@ cg__tuning_free(cg_context *ctx)
     ctx->tuning = NULL;
 }
 
+/* Room for n entries in force, so that putting that many in force cannot
+ * fail for want of memory. */
+static int
+reserve(cg_context *ctx, int n)
+{
+    struct cg__tuning *t = ctx->tuning;
+    cg_tuning_entry *e;
+
+    if (!t && !(t = ctx->tuning = cg__calloc(1, sizeof *t)))
+        return CG_EHOSTMEM;
+    if (n <= t->cap)
+        return CG_OK;
+    if (!(e = cg__realloc(t->e, (size_t)n * sizeof *e)))
+        return CG_EHOSTMEM;
+    t->e = e;
+    t->cap = n;
+    return CG_OK;
+}
+
 /* Puts e in force (already checked), replacing one of the same kernel
  * and shape. */
 static int
@@ -282,19 +308,17 @@ put_in_force(cg_context *ctx, const cg_tuning_entry *e)
         if (status)
             return status;
     }
-    if (!ctx->tuning && !(ctx->tuning = cg__calloc(1, sizeof *ctx->tuning)))
-        return CG_EHOSTMEM;
     t = ctx->tuning;
-    for (i = 0; i < t->n; i++)
+    for (i = 0; i < ntuning(ctx); i++)
         if (strcmp(t->e[i].kernel, e->kernel) == 0 &&
             strcmp(t->e[i].shape, e->shape) == 0)
             break;
-    if (i == t->n) {
-        cg_tuning_entry *n = realloc(t->e, (size_t)(i + 1) * sizeof *n);
+    if (i == ntuning(ctx)) {
+        int status = reserve(ctx, i + 1);
 
-        if (!n)
-            return cg__error(CG_EHOSTMEM, "out of host memory");
-        t->e = n;
+        if (status)
+            return status;
+        t = ctx->tuning;
         t->n++;
     }
     t->e[i] = *e;
@@ -410,20 +434,24 @@ typedef struct {
     int n, cap;
 } candidates;
 
-static void
+/* Adds db's usable entries to cs; an error only when the host ran out of
+ * memory (an unusable entry is a warning). */
+static int
 consider(cg_context *ctx, cg_tuning_db *db, int user, const char *origin,
          file_hashes *fh, candidates *cs)
 {
     cg_tuning_match m = cg__tuning_match(&db->device, &ctx->info);
     char msg[600];
-    int i;
+    int i, status;
 
     if (m == CG_TUNING_NONE)
-        return;
+        return CG_OK;
     for (i = 0; i < db->count; i++) {
         cg_tuning_entry *e = &db->entries[i];
 
-        if (entry_usable(ctx, e, fh)) {
+        if ((status = entry_usable(ctx, e, fh))) {
+            if (status == CG_EHOSTMEM)
+                return status;
             snprintf(msg, sizeof msg, "%.250s: %.48s skipped (%.280s)", origin,
                      e->kernel, cg_last_error());
             warn(msg);
@@ -431,12 +459,10 @@ consider(cg_context *ctx, cg_tuning_db *db, int user, const char *origin,
         }
         if (cs->n == cs->cap) {
             int cap = cs->cap ? 2 * cs->cap : 16;
-            candidate *n = realloc(cs->c, (size_t)cap * sizeof *n);
+            candidate *n = cg__realloc(cs->c, (size_t)cap * sizeof *n);
 
-            if (!n) {
-                warn("out of host memory");
-                return;
-            }
+            if (!n)
+                return CG_EHOSTMEM;
             cs->c = n;
             cs->cap = cap;
         }
@@ -447,6 +473,7 @@ consider(cg_context *ctx, cg_tuning_db *db, int user, const char *origin,
         cs->c[cs->n].user = user;
         cs->n++;
     }
+    return CG_OK;
 }
 
 static int
@@ -458,32 +485,37 @@ is_json(const struct dirent *d)
            strcmp(d->d_name + n - 5, ".json") == 0;
 }
 
-static void
+/* Reads the user's databases into cs: a file that cannot be read or
+ * parsed is a warning, the host running out of memory an error. */
+static int
 scan_user_dir(cg_context *ctx, file_hashes *fh, candidates *cs)
 {
     struct dirent **names = NULL;
     char dir[3072], path[4096], msg[800];
-    int i, n;
+    int i, n, status = CG_OK;
 
     if (cg_tuning_dir(dir, sizeof dir))
-        return;
+        return CG_OK;
     n = scandir(dir, &names, is_json, alphasort);
     for (i = 0; i < n; i++) {
-        cg_tuning_db *db;
+        cg_tuning_db *db = NULL;
 
         snprintf(path, sizeof path, "%s/%s", dir, names[i]->d_name);
-        db = cg_tuning_db_load(path);
-        if (!db) {
+        if (status == CG_OK && !(db = cg_tuning_db_load(path))) {
+            if (cg__last_status() == CG_EHOSTMEM)
+                status = CG_EHOSTMEM;
             snprintf(msg, sizeof msg, "%.400s ignored (%.380s)", path,
                      cg_last_error());
-            warn(msg);
-        } else {
-            consider(ctx, db, 1, path, fh, cs);
+            if (status == CG_OK)
+                warn(msg);
+        } else if (db) {
+            status = consider(ctx, db, 1, path, fh, cs);
             cg_tuning_db_free(db);
         }
         free(names[i]);
     }
     free(names);
+    return status;
 }
 
 /* Whether a beats b for the same kernel and shape. */
@@ -501,29 +533,39 @@ cg_context_apply_tuning(cg_context *ctx)
     candidates cs = { NULL, 0, 0 };
     file_hashes fh;
     char origin[96], msg[600];
-    int i, j;
+    int i, j, status;
 
     cg__error_clear();
     if (!ctx)
         return cg__error(CG_EINVAL, "ctx is NULL");
     fh.n = 0;
-    cg_context_clear_tuning(ctx);
-    scan_user_dir(ctx, &fh, &cs);
-    for (i = 0; cg__tuning_embedded[i].name; i++) {
+    /* Everything that can run out of memory comes before the entries in
+     * force are touched: a failure leaves them as they were. */
+    status = scan_user_dir(ctx, &fh, &cs);
+    for (i = 0; status == CG_OK && cg__tuning_embedded[i].name; i++) {
         cg_tuning_db *db;
 
         snprintf(origin, sizeof origin, "shipped:%s",
                  cg__tuning_embedded[i].name);
         db = cg__tuning_db_parse(cg__tuning_embedded[i].text, origin);
-        if (!db) {
+        if (!db && cg__last_status() == CG_EHOSTMEM) {
+            status = CG_EHOSTMEM;
+        } else if (!db) {
             snprintf(msg, sizeof msg, "%.90s ignored (%.400s)", origin,
                      cg_last_error());
             warn(msg);
-            continue;
+        } else {
+            status = consider(ctx, db, 0, origin, &fh, &cs);
+            cg_tuning_db_free(db);
         }
-        consider(ctx, db, 0, origin, &fh, &cs);
-        cg_tuning_db_free(db);
     }
+    if (status == CG_OK)
+        status = reserve(ctx, ntuning(ctx) + cs.n);
+    if (status) {
+        free(cs.c);
+        return status;
+    }
+    cg_context_clear_tuning(ctx);
     /* The best candidate of each kernel and shape; the first wins ties. */
     for (i = 0; i < cs.n; i++) {
         for (j = 0; j < cs.n; j++)

@@ -20,6 +20,7 @@
 struct cg__tuning {
     cg_tuning_entry *e;
     int n;
+    int cap;            /* entries e has room for */
 };
 
 /* Frees ctx's entries in force (the context's destructor). */
