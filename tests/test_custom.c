@@ -344,7 +344,7 @@ START_TEST(a_build_warning_goes_to_the_log_callback)
     op = cg_custom_op_new(tt_ctx(), &d);
     cg_set_log(NULL, NULL);
     ck_assert_msg(op != NULL, "%s", TT_ERR);
-    ck_assert_msg(strstr(custom_logged, "built with messages") &&
+    ck_assert_msg(strstr(custom_logged, "compiler messages") &&
                   strstr(custom_logged, "warning"), "logged: '%s'",
                   custom_logged);
     ck_assert_msg(custom_logged[0] == '0' + CG_LOG_WARNING, "level: '%s'",

@@ -658,7 +658,6 @@ main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    tool_quiet_clblast();
     cg_set_log(tool_log, (void *)prog);
     cg_set_compile_progress(tool_progress, (void *)prog);
     for (i = 0; i < NSUITES; i++)

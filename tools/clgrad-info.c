@@ -616,7 +616,6 @@ main(int argc, char **argv)
         return 2;
     }
     cg_set_log(on_log, (void *)prog);
-    tool_quiet_clblast();
     cg_set_compile_progress(tool_progress, (void *)prog);
     if (cg_device_count(&n) != CG_OK || n == 0) {
         fprintf(stderr, "%s: %s\n", prog, n == 0 && cg_last_error()[0] == 0

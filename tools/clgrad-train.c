@@ -370,7 +370,6 @@ main(int argc, char **argv)
 
     if (r)
         return r > 0 ? 0 : 2;
-    tool_quiet_clblast();
     cg_set_log(tool_log, (void *)"clgrad-train");
     /* Also with --quiet: the summary's throughput leaves out the time
      * spent compiling kernels, which the callback measures. */

@@ -746,7 +746,6 @@ main(int argc, char **argv)
     json_object *root;
     int rc, failed, written = 0;
 
-    tool_quiet_clblast();
     cg_set_log(tool_log, (void *)prog);
     cg_set_compile_progress(tool_progress, (void *)prog);
     if (argc > 1 && strcmp(argv[1], "--clblast-child") == 0)

@@ -760,8 +760,11 @@ finish(run *r, volatile sig_atomic_t *stop)
            (long long)r->step, t);
     /* Kernel compiles (a first run on the device, or a later phase's
      * first kernel) are said apart and left out of the throughput. */
-    if (comp >= 0.05) {
-        tr_fmt_time(comp, t, sizeof t);
+    if (comp > 0) {
+        if (comp < 60)
+            snprintf(t, sizeof t, "%.1fs", comp);
+        else
+            tr_fmt_time(comp, t, sizeof t);
         printf(" (%s of it compiling kernels)", t);
     }
     printf(", %.0f %s/s", (double)r->prog.items / (el - comp + 1e-9),

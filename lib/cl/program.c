@@ -314,16 +314,22 @@ build_failure(cg_context *ctx, cl_program prog, cl_int rc, const char *name,
 }
 
 /* A build that succeeded with something in its log (a custom op's
- * warnings): the log goes to the application's log callback as a
- * warning, instead of nowhere.  The runtime's own one-line summary
- * ("1 warning generated.", clang's, which PoCL lets through to stderr) is
- * beyond the library's reach; README, "What reaches stderr", says so. */
+ * warnings): the log goes to the application's log callback as warnings,
+ * instead of nowhere: a first message naming the kernel, the options, the
+ * device and the number of lines, then up to LOG_LINES lines of the log,
+ * one message each (a message is one line).  The runtime's own one-line
+ * summary ("1 warning generated.", clang's, which PoCL lets through to
+ * stderr) is beyond the library's reach; README, "What reaches stderr",
+ * says so. */
+#define LOG_LINES 4
+
 static void
 log_build_messages(cg_context *ctx, cl_program prog, const char *name,
                    const char *options)
 {
-    size_t loglen = 0, i;
-    char *log;
+    size_t loglen = 0;
+    char *log, *p, *nl;
+    int lines = 0, shown = 0;
 
     if (clGetProgramBuildInfo(prog, ctx->device, CL_PROGRAM_BUILD_LOG, 0,
                               NULL, &loglen) != CL_SUCCESS || loglen < 2 ||
@@ -333,15 +339,30 @@ log_build_messages(cg_context *ctx, cl_program prog, const char *name,
                               loglen, log, NULL) != CL_SUCCESS)
         loglen = 0;
     log[loglen] = '\0';
-    while (loglen > 0 && (log[loglen - 1] == '\n' || log[loglen - 1] == ' ' ||
-                          log[loglen - 1] == '\0'))
-        log[--loglen] = '\0';
-    for (i = 0; i < loglen && (log[i] == ' ' || log[i] == '\n'); i++)
-        ;
-    if (i < loglen)
+    for (p = log; *p; p = nl ? nl + 1 : p + strlen(p)) {
+        nl = strchr(p, '\n');
+        if (nl)
+            *nl = '\0';
+        if (strspn(p, " \t\r") < strlen(p))
+            lines++;
+        if (nl)
+            *nl = '\n';
+    }
+    if (lines)
         cg__log(CG_LOG_WARNING, "kernel '%s' (options \"%s\") on %s built "
-                "with messages:\n%s", name, options, ctx->info.name,
-                log + i);
+                "with %d line%s of compiler messages%s", name, options,
+                ctx->info.name, lines, lines == 1 ? "" : "s",
+                lines > LOG_LINES ? ", the first follow" : ":");
+    for (p = log; *p && lines && shown < LOG_LINES;
+         p = nl ? nl + 1 : p + strlen(p)) {
+        nl = strchr(p, '\n');
+        if (nl)
+            *nl = '\0';
+        if (strspn(p, " \t\r") < strlen(p)) {
+            cg__log(CG_LOG_WARNING, "  %s", p);
+            shown++;
+        }
+    }
     free(log);
 }
 
