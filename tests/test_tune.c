@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "testutil.h"
 #include "tune/internal.h"
@@ -747,6 +749,46 @@ START_TEST(invalid_clblast_parameters_are_skipped_with_a_warning)
 }
 END_TEST
 
+/* cg_tuning_db_save (what clgrad-tune --output writes with) onto a
+ * symbolic link replaces the file it names and leaves the link a link; an
+ * existing file keeps its mode (0640 stays 0640); a directory is refused
+ * and left alone. */
+START_TEST(saving_writes_through_a_link_and_keeps_the_mode)
+{
+    char dir[512], target[700], link[700];
+    cg_device_info info;
+    cg_tuning_entry e = rnn_entry("rnn.lstm", "H9", 2, 1, 16);
+    cg_tuning_db *db, *back;
+    struct stat st;
+
+    snprintf(dir, sizeof dir, "%s/linked", tt_tmpdir());
+    ck_assert_int_eq(mkdir(dir, 0700), 0);
+    snprintf(target, sizeof target, "%s/real.json", dir);
+    snprintf(link, sizeof link, "%s/link.json", dir);
+    write_text(target, "old\n");
+    ck_assert_int_eq(chmod(target, 0640), 0);
+    ck_assert_int_eq(symlink("real.json", link), 0);
+    cg_context_device_info(tt_ctx(), &info);
+    db = cg_tuning_db_new(&info);
+    ck_assert_ptr_nonnull(db);
+    ck_assert_int_eq(cg_tuning_db_put(db, &e), CG_OK);
+    ck_assert_msg(cg_tuning_db_save(db, link) == CG_OK, "%s", TT_ERR);
+    ck_assert_int_eq(lstat(link, &st), 0);
+    ck_assert_msg(S_ISLNK(st.st_mode), "the link became a regular file");
+    ck_assert_int_eq(stat(target, &st), 0);
+    ck_assert_int_eq(st.st_mode & 07777, 0640);
+    back = cg_tuning_db_load(target);
+    ck_assert_msg(back != NULL, "%s", TT_ERR);
+    ck_assert_int_eq(cg_tuning_db_count(back), 1);
+    cg_tuning_db_free(back);
+    ck_assert_int_eq(cg_tuning_db_save(db, dir), CG_EIO);
+    ck_assert_msg(strstr(cg_last_error(), "is a directory"), "%s", TT_ERR);
+    ck_assert_int_eq(stat(dir, &st), 0);
+    ck_assert(S_ISDIR(st.st_mode));
+    cg_tuning_db_free(db);
+}
+END_TEST
+
 /* Host copy of a tensor (n floats). */
 static void
 to_host(cg_tensor *t, float *out, size_t n)
@@ -938,6 +980,7 @@ main(void)
     tcase_add_test(tc, user_file_beats_shipped);
     tcase_add_test(tc, bad_and_stale_files_are_skipped_with_a_warning);
     tcase_add_test(tc, invalid_clblast_parameters_are_skipped_with_a_warning);
+    tcase_add_test(tc, saving_writes_through_a_link_and_keeps_the_mode);
     tcase_add_test(tc, own_parameters_become_build_options);
     tcase_add_test(tc, file_work_group_sizes_are_applied);
     tcase_add_test(tc, clblast_parameters_are_applied);
