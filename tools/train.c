@@ -113,13 +113,21 @@ resolve(tr_config *c)
 void
 tr_fail(const char *fmt, ...)
 {
+    char msg[4096];
+    size_t n;
     va_list ap;
 
-    fprintf(stderr, "clgrad-train: ");
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "\n");
+    /* A detail that came out empty ("...: " and cg_last_error() "") is
+     * said, not left as a dangling colon. */
+    n = strlen(msg);
+    while (n > 0 && msg[n - 1] == ' ')
+        msg[--n] = '\0';
+    if (n > 0 && msg[n - 1] == ':')
+        snprintf(msg + n - 1, sizeof msg - n + 1, " (no detail given)");
+    fprintf(stderr, "clgrad-train: %s\n", msg);
 }
 
 double
