@@ -25,10 +25,20 @@ cg_context_new(const char *selector)
 cg_context *
 cg_context_new_with(const cg_context_options *opts)
 {
-    const char *env = getenv("CLGRAD_TUNING");
     cg_context *ctx;
+    int tuning, tset, set, flag;
+    long min_h;
 
     cg__error_clear();
+    /* Every variable the library reads, checked once here so that a typo
+     * is an error naming it rather than a setting silently ignored (the
+     * directories are checked where they are used, naming the variable). */
+    if (cg__env_flag("CLGRAD_TUNING", &tuning, &tset) ||
+        cg__env_flag("CLGRAD_CACHE", &flag, &set) ||
+        cg__env_long("CLGRAD_RNN_GEMM_MIN_H", 0, 1L << 30, &min_h, &set))
+        return NULL;
+    if (!tset)
+        tuning = 1;
     ctx = cg__context_create(opts);
     if (!ctx)
         return NULL;
@@ -41,7 +51,7 @@ cg_context_new_with(const cg_context_options *opts)
     /* The tuning database decides the kernels' parameters; a bad or
      * stale file is skipped with a warning to the log callback
      * (cg_set_log), and the context is made all the same. */
-    if (!(opts && opts->no_tuning) && !(env && strcmp(env, "0") == 0))
+    if (!(opts && opts->no_tuning) && tuning)
         cg_context_apply_tuning(ctx);
     return ctx;
 }

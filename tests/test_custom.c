@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "opcheck.h"
 #include "cl/internal.h"
@@ -314,6 +315,49 @@ START_TEST(a_syntax_error_gives_ebuild_with_the_compiler_message)
 }
 END_TEST
 
+/* What the library logged, for the test below (a callback must not call
+ * into Check). */
+static char custom_logged[8192];
+
+static void
+collect_log(cg_log_level level, const char *message, void *user)
+{
+    size_t n = strlen(custom_logged);
+
+    (void)user;
+    snprintf(custom_logged + n, sizeof custom_logged - n, "%d %s\n",
+             (int)level, message);
+}
+
+/* A custom op whose source compiles with a warning: the build log goes to
+ * the log callback as a warning naming the op (not only to the runtime's
+ * stderr), and the op works.  The source is new each run (a comment with
+ * the process id), so that it is compiled, not loaded from the cache. */
+START_TEST(a_build_warning_goes_to_the_log_callback)
+{
+    cg_custom_op_def d = elementwise_def();
+    char src[4096];
+    cg_custom_op *op;
+
+    snprintf(src, sizeof src, "/* %ld */\n%s\n__kernel void w(__global "
+             "float *y)\n{\n    y[0] == 1.0f;\n}\n", (long)getpid(),
+             elementwise_src);
+    d.name = "warns";
+    d.source = src;
+    custom_logged[0] = '\0';
+    cg_set_log(collect_log, NULL);
+    op = cg_custom_op_new(tt_ctx(), &d);
+    cg_set_log(NULL, NULL);
+    ck_assert_msg(op != NULL, "%s", TT_ERR);
+    ck_assert_msg(strstr(custom_logged, "compiler messages") &&
+                  strstr(custom_logged, "warning"), "logged: '%s'",
+                  custom_logged);
+    ck_assert_msg(custom_logged[0] == '0' + CG_LOG_WARNING, "level: '%s'",
+                  custom_logged);
+    cg_custom_op_free(op);
+}
+END_TEST
+
 static void
 expect_einval(const cg_custom_op_def *d, const char *needle)
 {
@@ -475,6 +519,7 @@ main(void)
     tcase_add_test(tc, custom_program_is_loaded_from_the_disk_cache);
     tcase_add_test(tc, one_program_serves_every_op_with_the_same_source);
     tcase_add_test(tc, a_syntax_error_gives_ebuild_with_the_compiler_message);
+    tcase_add_test(tc, a_build_warning_goes_to_the_log_callback);
     tcase_add_test(tc, bad_definitions_are_rejected_with_a_clear_error);
     tcase_add_test(tc, wrong_inputs_fail_and_change_nothing);
     tcase_add_test(tc, the_graph_keeps_a_freed_op_alive_for_backward);

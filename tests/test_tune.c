@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "testutil.h"
 #include "tune/internal.h"
@@ -594,16 +595,16 @@ xgemm_entry(long mdimc, long ndimc, long mwg, long nwg, long kwg, long vw)
 }
 
 /* CLBlast parameters are applied: with the indirect path forced from 64^3
- * up (GemmRoutine), an Xgemm set that needs more work-items per group than
- * the device has makes the GEMM fail, a valid one works and is correct; a
- * set CLBlast does not know is refused. */
+ * up (GemmRoutine), a valid Xgemm set works and is correct; a set that is
+ * not exactly CLBlast's parameters, or needs more work-items per group
+ * than the device has, is refused. */
 START_TEST(clblast_parameters_are_applied)
 {
     cg_context *ctx = tt_ctx();
     cg_device_info info;
     cg_tuning_entry e;
     double err = 1;
-    int n = 160, status;
+    int n = 160;
 
     cg_context_device_info(ctx, &info);
     ck_assert_int_eq(check_gemm(ctx, n, n, n, &err), CG_OK);
@@ -620,24 +621,23 @@ START_TEST(clblast_parameters_are_applied)
     e = xgemm_entry(8, 8, 32, 32, 16, 4);
     strcpy(e.names[3], "KWJ");
     ck_assert_int_eq(cg_context_set_tuning(ctx, &e), CG_EINVAL);
-    ck_assert_msg(strstr(cg_last_error(), "CLBlast rejected"), "%s", TT_ERR);
+    ck_assert_msg(strstr(cg_last_error(), "KWI is missing"), "%s", TT_ERR);
     e.nparams = 15;
     strcpy(e.names[3], "KWI");
     ck_assert_int_eq(cg_context_set_tuning(ctx, &e), CG_EINVAL);
+    /* A set that breaks CLBlast's rules or the device's limits is refused
+     * before CLBlast compiles anything (64 x 128 = 8192 work-items). */
+    e = xgemm_entry(64, 128, 64, 128, 128, 1);
+    if (info.max_work_group_size < 8192) {
+        ck_assert_int_eq(cg_context_set_tuning(ctx, &e), CG_EINVAL);
+        ck_assert_msg(strstr(cg_last_error(), "exceeds the device's limits"),
+                      "%s", TT_ERR);
+    }
     /* Under a memory checker each new CLBlast GEMM program takes minutes
      * to compile; what follows is CLBlast's code, checked natively. */
     if (tt_checker())
         return;
 
-    if (info.max_work_group_size < 8192) {
-        /* 64 x 128 = 8192 work-items per group. */
-        e = xgemm_entry(64, 128, 64, 128, 128, 1);
-        ck_assert_msg(cg_context_set_tuning(ctx, &e) == CG_OK, "%s",
-                      TT_ERR);
-        status = check_gemm(ctx, n, n, n, &err);
-        ck_assert_msg(status != CG_OK, "a GEMM with an impossible "
-                      "work-group size ran: parameters not applied");
-    }
     e = xgemm_entry(8, 8, 32, 32, 16, 4);
     ck_assert_msg(cg_context_set_tuning(ctx, &e) == CG_OK, "%s", TT_ERR);
     ck_assert_msg(check_gemm(ctx, n, n, n, &err) == CG_OK, "%s", TT_ERR);
@@ -646,6 +646,154 @@ START_TEST(clblast_parameters_are_applied)
     ck_assert_msg(check_gemm(ctx, 37, 531, 300, &err) == CG_OK, "%s",
                   TT_ERR);
     ck_assert_msg(err < 1e-5, "tuned error %g", err);
+}
+END_TEST
+
+/* A user's database of this device holding the one entry e, in file
+ * `name` of dir. */
+static void
+write_own_db(const char *dir, const char *name, const cg_tuning_entry *e)
+{
+    cg_device_info info;
+    cg_tuning_device dev;
+    char path[700];
+
+    cg_context_device_info(tt_ctx(), &info);
+    cg__tuning_device_of(&info, &dev);
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    write_db(path, &dev, e, 1);
+}
+
+/* CLBlast parameter sets CLBlast's kernels cannot run (Xgemm MWG=3 NWG=5,
+ * all zeros, an XgemmDirect work-group tile not dividing WGD, a Copy
+ * vector width of 3, a Transpose tile beyond the device) are skipped when
+ * the database is read, with a warning naming the file, the entry and the
+ * rule; they are not in force, and a GEMM runs with the defaults. */
+START_TEST(invalid_clblast_parameters_are_skipped_with_a_warning)
+{
+    const char *dir = fresh_dir("badclblast"), *log;
+    cg_tuning_entry e, got;
+    cg_context *ctx;
+    double err = 1;
+    int i;
+
+    e = xgemm_entry(8, 8, 32, 32, 16, 4);
+    e.values[6] = 3;                    /* MWG */
+    e.values[9] = 5;                    /* NWG */
+    write_own_db(dir, "a-mwg3.json", &e);
+    for (i = 0; i < e.nparams; i++)
+        e.values[i] = 0;
+    write_own_db(dir, "b-zeros.json", &e);
+    memset(&e, 0, sizeof e);
+    strcpy(e.kernel, "clblast.XgemmDirect");
+    strcpy(e.shape, "any");
+    {
+        static const char *const n[10] = { "KWID", "MDIMAD", "MDIMCD",
+            "NDIMBD", "NDIMCD", "PADA", "PADB", "VWMD", "VWND", "WGD" };
+        static const long v[10] = { 2, 8, 8, 8, 8, 1, 1, 4, 4, 24 };
+
+        for (i = 0; i < 10; i++) {
+            strcpy(e.names[i], n[i]);
+            e.values[i] = v[i];
+        }
+        e.nparams = 10;
+    }
+    write_own_db(dir, "c-direct.json", &e);
+    memset(&e, 0, sizeof e);
+    strcpy(e.kernel, "clblast.Copy");
+    strcpy(e.shape, "any");
+    e.nparams = 4;
+    strcpy(e.names[0], "COPY_DIMX");
+    strcpy(e.names[1], "COPY_DIMY");
+    strcpy(e.names[2], "COPY_VW");
+    strcpy(e.names[3], "COPY_WPT");
+    e.values[0] = 8;
+    e.values[1] = 8;
+    e.values[2] = 3;
+    e.values[3] = 1;
+    write_own_db(dir, "d-copy.json", &e);
+    memset(&e, 0, sizeof e);
+    strcpy(e.kernel, "clblast.Transpose");
+    strcpy(e.shape, "any");
+    e.nparams = 4;
+    strcpy(e.names[0], "TRA_DIM");
+    strcpy(e.names[1], "TRA_PAD");
+    strcpy(e.names[2], "TRA_SHUFFLE");
+    strcpy(e.names[3], "TRA_WPT");
+    e.values[0] = 4096;
+    e.values[3] = 1;
+    write_own_db(dir, "e-transpose.json", &e);
+
+    ctx = new_ctx_logged(&log);
+    ck_assert_msg(strstr(log, "a-mwg3.json: clblast.Xgemm skipped") &&
+                  strstr(log, "MWG (3) must be a multiple of MDIMC * VWM "
+                         "(32)"), "%s", log);
+    ck_assert_msg(strstr(log, "b-zeros.json: clblast.Xgemm skipped") &&
+                  strstr(log, "= 0 (1 to 4096)"), "%s", log);
+    ck_assert_msg(strstr(log, "c-direct.json: clblast.XgemmDirect skipped") &&
+                  strstr(log, "WGD (24) must be a multiple of MDIMCD * "
+                         "VWMD (32)"), "%s", log);
+    ck_assert_msg(strstr(log, "d-copy.json: clblast.Copy skipped") &&
+                  strstr(log, "COPY_VW = 3 is not a vector width"), "%s",
+                  log);
+    ck_assert_msg(strstr(log, "e-transpose.json: clblast.Transpose "
+                         "skipped") && strstr(log, "exceeds the device's "
+                         "limits"), "%s", log);
+    ck_assert(!in_force(ctx, "clblast.XgemmDirect", "any", &got) ||
+              strstr(got.origin, "c-direct") == NULL);
+    ck_assert(!in_force(ctx, "clblast.Copy", "any", &got) ||
+              strstr(got.origin, "d-copy") == NULL);
+    if (in_force(ctx, "clblast.Xgemm", "any", &got))
+        ck_assert_msg(strstr(got.origin, dir) == NULL, "%s in force",
+                      got.origin);
+    /* The GEMM runs (with the shipped or built-in parameters). */
+    if (!tt_checker()) {
+        ck_assert_msg(check_gemm(ctx, 67, 45, 33, &err) == CG_OK, "%s",
+                      TT_ERR);
+        ck_assert_msg(err < 1e-5, "error %g", err);
+    }
+    cg_context_free(ctx);
+    unsetenv("CLGRAD_TUNING_DIR");
+}
+END_TEST
+
+/* cg_tuning_db_save (what clgrad-tune --output writes with) onto a
+ * symbolic link replaces the file it names and leaves the link a link; an
+ * existing file keeps its mode (0640 stays 0640); a directory is refused
+ * and left alone. */
+START_TEST(saving_writes_through_a_link_and_keeps_the_mode)
+{
+    char dir[512], target[700], link[700];
+    cg_device_info info;
+    cg_tuning_entry e = rnn_entry("rnn.lstm", "H9", 2, 1, 16);
+    cg_tuning_db *db, *back;
+    struct stat st;
+
+    snprintf(dir, sizeof dir, "%s/linked", tt_tmpdir());
+    ck_assert_int_eq(mkdir(dir, 0700), 0);
+    snprintf(target, sizeof target, "%s/real.json", dir);
+    snprintf(link, sizeof link, "%s/link.json", dir);
+    write_text(target, "old\n");
+    ck_assert_int_eq(chmod(target, 0640), 0);
+    ck_assert_int_eq(symlink("real.json", link), 0);
+    cg_context_device_info(tt_ctx(), &info);
+    db = cg_tuning_db_new(&info);
+    ck_assert_ptr_nonnull(db);
+    ck_assert_int_eq(cg_tuning_db_put(db, &e), CG_OK);
+    ck_assert_msg(cg_tuning_db_save(db, link) == CG_OK, "%s", TT_ERR);
+    ck_assert_int_eq(lstat(link, &st), 0);
+    ck_assert_msg(S_ISLNK(st.st_mode), "the link became a regular file");
+    ck_assert_int_eq(stat(target, &st), 0);
+    ck_assert_int_eq(st.st_mode & 07777, 0640);
+    back = cg_tuning_db_load(target);
+    ck_assert_msg(back != NULL, "%s", TT_ERR);
+    ck_assert_int_eq(cg_tuning_db_count(back), 1);
+    cg_tuning_db_free(back);
+    ck_assert_int_eq(cg_tuning_db_save(db, dir), CG_EIO);
+    ck_assert_msg(strstr(cg_last_error(), "is a directory"), "%s", TT_ERR);
+    ck_assert_int_eq(stat(dir, &st), 0);
+    ck_assert(S_ISDIR(st.st_mode));
+    cg_tuning_db_free(db);
 }
 END_TEST
 
@@ -839,6 +987,8 @@ main(void)
     tcase_add_test(tc, lookup_order);
     tcase_add_test(tc, user_file_beats_shipped);
     tcase_add_test(tc, bad_and_stale_files_are_skipped_with_a_warning);
+    tcase_add_test(tc, invalid_clblast_parameters_are_skipped_with_a_warning);
+    tcase_add_test(tc, saving_writes_through_a_link_and_keeps_the_mode);
     tcase_add_test(tc, own_parameters_become_build_options);
     tcase_add_test(tc, file_work_group_sizes_are_applied);
     tcase_add_test(tc, clblast_parameters_are_applied);

@@ -5,8 +5,10 @@
  * compile): the database file it writes loads, its entries are sane and a
  * new context puts them in force; a second run merges into the file; the
  * stage "kernels" writes an entry per reduction kernel file; --dry-run
- * writes nothing; a budget too small for anything still gives a valid
- * report; options and exit statuses.  Nothing depends on time: the runs
+ * writes nothing; an --output that is not this device's database (a
+ * notes file, another device's), a directory, '' or in a missing
+ * directory is refused before tuning, and left alone; a budget too small
+ * for anything still gives a valid report; options and exit statuses.  Nothing depends on time: the runs
  * are bounded by --max-candidates under a budget (BUDGET) they never
  * reach even on a loaded machine, and which candidate wins depends on the
  * machine.
@@ -299,6 +301,8 @@ START_TEST(a_tiny_budget_still_gives_a_valid_result)
 
     snprintf(dir, sizeof dir, "%s/tiny", tt_tmpdir());
     snprintf(file, sizeof file, "%s/db.json", dir);
+    /* (--output's directory must exist) */
+    ck_assert_int_eq(mkdir(dir, 0700), 0);
     snprintf(args, sizeof args, "--budget 0.001 --only rnn --model-shape "
              LSTM_SHAPE " --max-candidates 1 --json --quiet --output '%s'",
              file);
@@ -320,6 +324,98 @@ START_TEST(a_tiny_budget_still_gives_a_valid_result)
         ck_assert_int_ne(stat(file, &st), 0);
     }
     json_object_put(root);
+    free(out);
+}
+END_TEST
+
+/* Writes `text` into `path`. */
+static void
+put_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+/* Whether `path` holds exactly `text`. */
+static int
+holds(const char *path, const char *text)
+{
+    char got[4096];
+    FILE *f = fopen(path, "r");
+    size_t n;
+
+    if (!f)
+        return 0;
+    n = fread(got, 1, sizeof got - 1, f);
+    fclose(f);
+    got[n] = '\0';
+    return strcmp(got, text) == 0;
+}
+
+/* An --output that cannot take the results is refused before anything is
+ * tuned (nothing on stdout: no report, no summary) and left as it was: a
+ * file that is not a tuning database (with --quiet too), another device's
+ * database, a directory, '', a directory that does not exist (not
+ * created). */
+START_TEST(a_bad_output_is_refused_before_tuning)
+{
+    static const char notes[] = "my notes\n";
+    static const char other[] =
+        "{\"format\": \"clgrad-tuning\", \"version\": 1, \"device\": "
+        "{\"name\": \"Some GPU\", \"vendor\": \"V\", \"platform_name\": "
+        "\"P\", \"platform_vendor\": \"V\", \"driver_version\": \"1\", "
+        "\"type\": \"GPU\"}, \"entries\": [{\"kernel\": \"rnn.lstm\", "
+        "\"shape\": \"H16\", \"params\": {\"VW\": 1, \"RB\": 1, \"WG\": "
+        "8}, \"time_us\": 1, \"default_time_us\": 2}]}\n";
+    const char *flags[] = { "", "--quiet ", "--json " };
+    char dir[512], file[600], args[1400], *out;
+    struct stat st;
+    int status;
+    size_t i;
+
+    snprintf(dir, sizeof dir, "%s/badout", tt_tmpdir());
+    ck_assert_int_eq(mkdir(dir, 0700), 0);
+    for (i = 0; i < 3; i++) {
+        snprintf(file, sizeof file, "%s/notes.txt", dir);
+        put_file(file, notes);
+        snprintf(args, sizeof args, BUDGET "--only rnn --model-shape "
+                 LSTM_SHAPE " --max-candidates 1 %s--output '%s'", flags[i],
+                 file);
+        out = run_tune(dir, args, &status);
+        ck_assert_msg(status == 1, "notes: exit status %d", status);
+        ck_assert_str_eq(out, "");
+        ck_assert_msg(holds(file, notes), "the notes file was changed");
+        free(out);
+    }
+    snprintf(file, sizeof file, "%s/other.json", dir);
+    put_file(file, other);
+    snprintf(args, sizeof args, BUDGET "--only rnn --model-shape " LSTM_SHAPE
+             " --max-candidates 1 --output '%s'", file);
+    out = run_tune(dir, args, &status);
+    ck_assert_msg(status == 1, "other device: exit status %d", status);
+    ck_assert_str_eq(out, "");
+    ck_assert_msg(holds(file, other), "another device's database changed");
+    free(out);
+    snprintf(args, sizeof args, BUDGET "--only rnn --model-shape " LSTM_SHAPE
+             " --max-candidates 1 --output '%s'", dir);
+    out = run_tune(dir, args, &status);
+    ck_assert_msg(status == 1, "a directory: exit status %d", status);
+    ck_assert_str_eq(out, "");
+    free(out);
+    out = run_tune(dir, BUDGET "--only rnn --output ''", &status);
+    ck_assert_msg(status == 2, "'': exit status %d", status);
+    free(out);
+    snprintf(file, sizeof file, "%s/no/such/dir/db.json", dir);
+    snprintf(args, sizeof args, BUDGET "--only rnn --model-shape " LSTM_SHAPE
+             " --max-candidates 1 --output '%s'", file);
+    out = run_tune(dir, args, &status);
+    ck_assert_msg(status == 1, "missing directory: exit status %d", status);
+    ck_assert_str_eq(out, "");
+    snprintf(file, sizeof file, "%s/no", dir);
+    ck_assert_msg(stat(file, &st) != 0, "%s was created", file);
     free(out);
 }
 END_TEST
@@ -366,6 +462,7 @@ main(void)
     tcase_add_test(tc, a_tiny_run_writes_a_database_that_contexts_use);
     tcase_add_test(tc, the_kernels_stage_writes_an_entry_per_file);
     tcase_add_test(tc, dry_run_writes_nothing);
+    tcase_add_test(tc, a_bad_output_is_refused_before_tuning);
     tcase_add_test(tc, a_tiny_budget_still_gives_a_valid_result);
     suite_add_tcase(s, tc);
     return tt_run(s);

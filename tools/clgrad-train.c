@@ -22,6 +22,7 @@
 #include "log.h"
 #include "progress.h"
 #include "train.h"
+#include "train_run.h"
 
 static volatile sig_atomic_t interrupted;
 
@@ -30,6 +31,12 @@ on_sigint(int sig)
 {
     (void)sig;
     interrupted = 1;
+}
+
+double
+tr_compile_seconds(void)
+{
+    return tool_compile_seconds();
 }
 
 static void
@@ -117,37 +124,61 @@ usage(FILE *f)
             TR_LSTM_STEPS, TR_MLP_EPOCHS);
 }
 
+/* --hidden's comma-separated widths into out[max]; the count, or -1
+ * after a message (a bad width, or more than max of them). */
 static int
 parse_int_list(const char *s, int *out, int max)
 {
+    const char *a = s;
     int n = 0;
     char *end;
 
-    while (*s && n < max) {
-        long v = strtol(s, &end, 10);
+    while (*s) {
+        long v;
 
-        if (end == s || v < 1 || v > 1 << 20)
+        errno = 0;
+        v = strtol(s, &end, 10);
+        if (errno || end == s || v < 1 || v > 1 << 20 ||
+            (*end && *end != ',')) {
+            fprintf(stderr, "clgrad-train: --hidden %s: want positive "
+                    "integers up to %d separated by commas\n", a, 1 << 20);
             return -1;
+        }
+        if (n == max) {
+            fprintf(stderr, "clgrad-train: --hidden %s: at most %d widths "
+                    "(hidden layers)\n", a, max);
+            return -1;
+        }
         out[n++] = (int)v;
-        s = end;
-        if (*s == ',')
-            s++;
-        else if (*s)
+        s = *end ? end + 1 : end;
+        if (*end && !*s) {
+            fprintf(stderr, "clgrad-train: --hidden %s: a width is "
+                    "missing after the last comma\n", a);
             return -1;
+        }
     }
-    return n;
+    if (!n)
+        fprintf(stderr, "clgrad-train: --hidden '%s': want positive "
+                "integers separated by commas\n", a);
+    return n ? n : -1;
 }
 
+/* A number in [lo, hi] (lo excluded when open_lo; an integer when
+ * integer); -1 after a message naming the option and what it wants. */
 static int
-parse_num(const char *opt, const char *s, double lo, double hi, double *v)
+parse_num(const char *opt, const char *s, double lo, double hi, int open_lo,
+          int integer, double *v)
 {
     char *end;
 
     errno = 0;
     *v = strtod(s, &end);
-    if (errno || end == s || *end || !(*v >= lo && *v <= hi)) {
-        fprintf(stderr, "clgrad-train: %s %s: want a number in [%g, %g]\n",
-                opt, s, lo, hi);
+    if (errno || end == s || *end || !(open_lo ? *v > lo : *v >= lo) ||
+        !(*v <= hi) || (integer && *v != floor(*v))) {
+        fprintf(stderr, "clgrad-train: %s %s: want %s %s %.15g %s %.15g\n",
+                opt, s, integer ? "an integer" : "a number",
+                open_lo ? "above" : "from", lo, open_lo ? "up to" : "to",
+                hi);
         return -1;
     }
     return 0;
@@ -234,16 +265,13 @@ parse_args(int argc, char **argv, tr_config *cfg)
             break;
         case O_HIDDEN:
             cfg->nhidden = parse_int_list(a, cfg->hidden, TR_MAX_HIDDEN);
-            if (cfg->nhidden < 1) {
-                fprintf(stderr, "clgrad-train: --hidden %s: want positive "
-                        "integers separated by commas\n", a);
+            if (cfg->nhidden < 1)
                 return -1;
-            }
             cfg->hidden_set = 1;
             break;
 #define INTOPT(ID, NAME, FIELD, LO, HI)                                   \
         case ID:                                                          \
-            if (parse_num(NAME, a, LO, HI, &v))                           \
+            if (parse_num(NAME, a, LO, HI, 0, 1, &v))                     \
                 return -1;                                                \
             cfg->FIELD = (int64_t)v;                                      \
             break;
@@ -264,20 +292,20 @@ parse_args(int argc, char **argv, tr_config *cfg)
         INTOPT(O_EVAL_EVERY, "--eval-every", eval_every, 1, 1e12)
         INTOPT(O_TOP_K, "--top-k", top_k, 0, 256)
 #undef INTOPT
-#define DBLOPT(ID, NAME, FIELD, LO, HI)                                   \
+#define DBLOPT(ID, NAME, FIELD, LO, HI, OPEN)                             \
         case ID:                                                          \
-            if (parse_num(NAME, a, LO, HI, &cfg->FIELD))                  \
+            if (parse_num(NAME, a, LO, HI, OPEN, 0, &cfg->FIELD))         \
                 return -1;                                                \
             break;
-        DBLOPT(O_DROPOUT, "--dropout", dropout, 0, 0.99)
-        DBLOPT(O_HOLDOUT, "--holdout", holdout, 0, 0.99)
-        DBLOPT(O_LR, "--lr", lr, 0, 100)
-        DBLOPT(O_MOMENTUM, "--momentum", momentum, 0, 0.9999)
-        DBLOPT(O_WD, "--weight-decay", weight_decay, 0, 10)
-        DBLOPT(O_CLIP, "--clip", clip, 0, 1e9)
-        DBLOPT(O_TEMP, "--temperature", temperature, 0, 100)
-        DBLOPT(O_GAMMA, "--gamma", gamma, 1e-9, 1e3)
-        DBLOPT(O_MIN_LR, "--min-lr", min_lr, 0, 100)
+        DBLOPT(O_DROPOUT, "--dropout", dropout, 0, 0.99, 0)
+        DBLOPT(O_HOLDOUT, "--holdout", holdout, 0, 0.99, 0)
+        DBLOPT(O_LR, "--lr", lr, 0, 100, 1)
+        DBLOPT(O_MOMENTUM, "--momentum", momentum, 0, 0.9999, 0)
+        DBLOPT(O_WD, "--weight-decay", weight_decay, 0, 10, 0)
+        DBLOPT(O_CLIP, "--clip", clip, 0, 1e9, 0)
+        DBLOPT(O_TEMP, "--temperature", temperature, 0, 100, 0)
+        DBLOPT(O_GAMMA, "--gamma", gamma, 0, 1e3, 1)
+        DBLOPT(O_MIN_LR, "--min-lr", min_lr, 0, 100, 0)
 #undef DBLOPT
         case O_DATA: cfg->data = a; break;
         case O_OPT:
@@ -298,9 +326,16 @@ parse_args(int argc, char **argv, tr_config *cfg)
             snprintf(cfg->schedule, sizeof cfg->schedule, "%s", a);
             break;
         case O_DEVICE: cfg->device = a; break;
-        case O_CKPT: cfg->checkpoint = a; break;
+        case O_CKPT:
+            if (!*a) {
+                fprintf(stderr, "clgrad-train: --checkpoint '': want a "
+                        "file name\n");
+                return -1;
+            }
+            cfg->checkpoint = a;
+            break;
         case O_RESUME: cfg->resume = a; break;
-        case O_PRIME: cfg->prime = a; break;
+        case O_PRIME: cfg->prime = a; cfg->prime_set = 1; break;
         case O_SAMPLE_ONLY: cfg->sample_only = 1; break;
         case O_LOG: cfg->log = a; break;
         case O_QUIET: cfg->quiet = 1; break;
@@ -336,8 +371,10 @@ main(int argc, char **argv)
     if (r)
         return r > 0 ? 0 : 2;
     cg_set_log(tool_log, (void *)"clgrad-train");
-    if (!cfg.quiet)
-        cg_set_compile_progress(tool_progress, (void *)"clgrad-train");
+    /* Also with --quiet: the summary's throughput leaves out the time
+     * spent compiling kernels, which the callback measures. */
+    tool_progress_silent = cfg.quiet;
+    cg_set_compile_progress(tool_progress, (void *)"clgrad-train");
     signal(SIGINT, on_sigint);
     return tr_run(&cfg, &interrupted);
 }

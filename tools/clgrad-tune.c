@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -82,7 +83,9 @@ usage(FILE *f)
 "                           smaller when the budget is under 2 minutes)\n"
 "  -o, --output PATH        the database file (default: the device's file in\n"
 "                           the tuning directory; entries for other kernels\n"
-"                           already there are kept)\n"
+"                           already there are kept).  An existing file must\n"
+"                           be this device's tuning database: any other file\n"
+"                           is left alone, checked before tuning starts\n"
 "  -n, --dry-run            measure and report, write nothing\n"
 "  -j, --json               print a machine-readable report on stdout: every\n"
 "                           candidate tried or skipped (with the reason), the\n"
@@ -410,7 +413,13 @@ parse_args(int argc, char **argv, tu_config *c)
             else
                 c->max_candidates = (int)v;
             break;
-        case 'o': c->output = optarg; break;
+        case 'o':
+            if (!*optarg) {
+                fprintf(stderr, "%s: --output '': want a file name\n", prog);
+                return -1;
+            }
+            c->output = optarg;
+            break;
         case 'n': c->dry_run = 1; break;
         case 'j': c->json = 1; break;
         case 'q': c->quiet = 1; break;
@@ -452,35 +461,127 @@ parse_args(int argc, char **argv, tu_config *c)
  * The database
  * ------------------------------------------------------------------------ */
 
+/* Whether the database in `path` (NULL: none, or an empty file) may
+ * take this device's entries: a file that is not a tuning database, or
+ * another device's, is never replaced (a database holds one device).
+ * Returns 0 and *old (NULL or the file's entries, the caller frees), or
+ * -1 after a message. */
+static int
+open_db(tu_run *r, const char *path, cg_tuning_db **old)
+{
+    cg_tuning_device od;
+    struct stat st;
+
+    *old = NULL;
+    if (stat(path, &st) != 0) {
+        if (errno == ENOENT)
+            return 0;
+        fprintf(stderr, "%s: %s: %s\n", prog, path, strerror(errno));
+        return -1;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "%s: %s is a directory; --output wants a file "
+                "name\n", prog, path);
+        return -1;
+    }
+    if (S_ISREG(st.st_mode) && st.st_size == 0)
+        return 0;
+    if (!S_ISREG(st.st_mode) || !(*old = cg_tuning_db_load(path))) {
+        fprintf(stderr, "%s: %s exists and is not a clgrad tuning database "
+                "(%s); not replacing it: remove it or give another "
+                "--output\n", prog, path, S_ISREG(st.st_mode)
+                ? cg_last_error() : "not a regular file");
+        return -1;
+    }
+    if (cg_tuning_db_device(*old, &od) == CG_OK &&
+        (strcmp(od.name, r->dev.name) != 0 ||
+         strcmp(od.platform_name, r->dev.platform_name) != 0)) {
+        fprintf(stderr, "%s: %s is the tuning database of another device, "
+                "%s (%s); a database holds one device, so its %d entries "
+                "would be lost: give another --output\n", prog, path,
+                od.name, od.platform_name, cg_tuning_db_count(*old));
+        cg_tuning_db_free(*old);
+        *old = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+/* Where the results will go, checked before any time is spent: an
+ * existing file must be this device's database (open_db), the file and
+ * its directory writable.  The default path's directory is created when
+ * written; a directory given with --output must exist.  0 or -1 after a
+ * message. */
+static int
+check_output(tu_run *r, const char *path, int given)
+{
+    char real[4096], dir[4096], *slash;
+    cg_tuning_db *old;
+    const char *where = path;
+    struct stat st;
+
+    if (open_db(r, path, &old))
+        return -1;
+    cg_tuning_db_free(old);
+    if (stat(path, &st) == 0) {
+        if (access(path, W_OK) != 0) {
+            fprintf(stderr, "%s: cannot write %s: %s\n", prog, path,
+                    strerror(errno));
+            return -1;
+        }
+        if (realpath(path, real))
+            where = real;   /* written through a link: its target */
+    }
+    snprintf(dir, sizeof dir, "%s", where);
+    slash = strrchr(dir, '/');
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == dir)
+        dir[1] = '\0';
+    else
+        *slash = '\0';
+    if (stat(dir, &st) != 0) {
+        if (!given && errno == ENOENT)
+            return 0;       /* the tuning directory, made when written */
+        fprintf(stderr, "%s: --output %s: the directory %s does not exist\n",
+                prog, path, dir);
+        return -1;
+    }
+    if (!S_ISDIR(st.st_mode) || access(dir, W_OK | X_OK) != 0) {
+        fprintf(stderr, "%s: cannot create files in %s: %s\n", prog, dir,
+                S_ISDIR(st.st_mode) ? strerror(errno) : "not a directory");
+        return -1;
+    }
+    return 0;
+}
+
 /* Writes the results into `path`, keeping the other entries of a file
- * there for the same device and driver. */
+ * there for the same device (merged: a result replaces the entry of the
+ * same kernel and shape, every other entry stays). */
 static int
 write_db(tu_run *r, const char *path)
 {
     cg_tuning_db *db = cg_tuning_db_new(&r->dev), *old = NULL;
-    cg_tuning_device od;
     cg_tuning_entry e;
     int i, n, status = CG_OK;
 
     if (!db)
         return -1;
-    if (access(path, F_OK) == 0) {
-        old = cg_tuning_db_load(path);
-        if (!old)
-            tu_say(r, "warning: replacing %s, which cannot be read: %s",
-                   path, cg_last_error());
-    }
-    if (old && cg_tuning_db_device(old, &od) == CG_OK &&
-        (strcmp(od.name, r->dev.name) != 0 ||
-         strcmp(od.platform_name, r->dev.platform_name) != 0 ||
-         strcmp(od.driver_version, r->dev.driver_version) != 0)) {
-        tu_say(r, "warning: %s was measured on %s (%s, driver %s); its "
-               "entries are replaced", path, od.name, od.platform_name,
-               od.driver_version);
-        cg_tuning_db_free(old);
-        old = NULL;
+    /* Again: the file may have changed while tuning ran. */
+    if (open_db(r, path, &old)) {
+        cg_tuning_db_free(db);
+        return -1;
     }
     n = old ? cg_tuning_db_count(old) : 0;
+    if (old) {
+        cg_tuning_device od;
+
+        if (cg_tuning_db_device(old, &od) == CG_OK &&
+            strcmp(od.driver_version, r->dev.driver_version) != 0)
+            tu_say(r, "note: %s was measured with driver %s; its %d "
+                   "entries are kept, those tuned again replaced", path,
+                   od.driver_version, n);
+    }
     for (i = 0; i < n && status == CG_OK; i++)
         if ((status = cg_tuning_db_entry(old, i, &e)) == CG_OK)
             status = cg_tuning_db_put(db, &e);
@@ -674,6 +775,10 @@ main(int argc, char **argv)
         snprintf(path, sizeof path, "%s", cfg.output);
     else if (cg_tuning_path(&r.dev, path, sizeof path) != CG_OK) {
         fprintf(stderr, "%s: %s\n", prog, cg_last_error());
+        cg_context_free(r.ctx);
+        return 1;
+    }
+    if (!cfg.dry_run && check_output(&r, path, cfg.output != NULL)) {
         cg_context_free(r.ctx);
         return 1;
     }

@@ -113,13 +113,21 @@ resolve(tr_config *c)
 void
 tr_fail(const char *fmt, ...)
 {
+    char msg[4096];
+    size_t n;
     va_list ap;
 
-    fprintf(stderr, "clgrad-train: ");
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "\n");
+    /* A detail that came out empty ("...: " and cg_last_error() "") is
+     * said, not left as a dangling colon. */
+    n = strlen(msg);
+    while (n > 0 && msg[n - 1] == ' ')
+        msg[--n] = '\0';
+    if (n > 0 && msg[n - 1] == ':')
+        snprintf(msg + n - 1, sizeof msg - n + 1, " (no detail given)");
+    fprintf(stderr, "clgrad-train: %s\n", msg);
 }
 
 double
@@ -162,6 +170,36 @@ first_bad_grad(const cg_module *m)
             return name;
     }
     return NULL;
+}
+
+/* How a message names a model or data option: "--batch" when the
+ * command line gave it, "the checkpoint's config.batch" when a resumed
+ * run took it from there, "the default batch" otherwise.  The returned
+ * string is one of a few static buffers. */
+static const char *
+opt_name(const run *r, const char *opt)
+{
+    static char buf[4][160];
+    static int next;
+    char *b = buf[next++ % 4], key[32];
+    int64_t given = -1;
+    size_t i;
+
+    if (strcmp(opt, "batch") == 0)
+        given = r->given_batch;
+    else if (strcmp(opt, "seq-len") == 0)
+        given = r->given_seq_len;
+    if (given >= 0 || !r->cfg.resume) {
+        snprintf(b, sizeof buf[0], given >= 0 ? "--%s" : "the default "
+                 "--%s", opt);
+        return b;
+    }
+    snprintf(key, sizeof key, "%s", opt);
+    for (i = 0; key[i]; i++)
+        if (key[i] == '-')
+            key[i] = '_';
+    snprintf(b, sizeof buf[0], "%s's config.%s", r->cfg.resume, key);
+    return b;
 }
 
 /* ------------------------------------------------------------------------
@@ -383,8 +421,11 @@ run_char_lstm(run *r, volatile sig_atomic_t *stop)
     int64_t nb = cg_text_num_batches(r->text, T, B);
 
     if (nb <= 0) {
-        tr_fail("%s: too short for --batch %d: %s", r->cfg.data, B,
-                cg_last_error());
+        tr_fail("%s: %lld bytes for training are too few for one batch of "
+                "%s %d and %s %d (%d sequences of %d + 1 bytes)%s%s",
+                r->cfg.data, (long long)cg_text_length(r->text),
+                opt_name(r, "seq-len"), T, opt_name(r, "batch"), B, B, T,
+                cg_last_error()[0] ? ": " : "", cg_last_error());
         return 1;
     }
     while (r->step < r->total && !at_stop(r) && !*stop) {
@@ -493,6 +534,71 @@ print_profile(run *r)
     return 0;
 }
 
+/* Sampling's --prime against the vocabulary, before any training: the
+ * default "\n" gives way to the vocabulary's first character when the
+ * text has no newline; a given prime must be in the vocabulary. */
+static int
+check_prime(run *r)
+{
+    const char *p;
+
+    if (r->cfg.sample <= 0)
+        return 0;
+    if (!r->cfg.prime_set && r->id_of['\n'] < 0) {
+        r->cfg.prime = "";
+        return 0;
+    }
+    for (p = r->cfg.prime; *p; p++)
+        if (r->id_of[(unsigned char)*p] < 0) {
+            if (*p >= 0x20 && *p < 0x7f)
+                tr_fail("--prime: the character '%c' is not in the "
+                        "vocabulary of %s", *p, r->cfg.data ? r->cfg.data
+                        : r->cfg.resume);
+            else
+                tr_fail("--prime: the byte 0x%02x is not in the "
+                        "vocabulary of %s", (unsigned char)*p,
+                        r->cfg.data ? r->cfg.data : r->cfg.resume);
+            return -1;
+        }
+    return 0;
+}
+
+/* Every weight tensor within the library's 2^31-1 elements, checked
+ * before the model is built so that the message names the layer and the
+ * option behind it (-1 after a message). */
+static int
+check_sizes(const run *r)
+{
+    const tr_config *c = &r->cfg;
+    int64_t lim = INT32_MAX, w, n;
+    int i;
+
+    if (c->model == TR_MLP) {
+        for (i = 0, w = r->features; i <= c->nhidden; i++) {
+            n = i < c->nhidden ? c->hidden[i] : r->classes;
+            if (w * n > lim) {
+                tr_fail("layer fc%d (%lld inputs, %lld outputs%s) would "
+                        "hold %lld weights, more than 2^31-1 elements in "
+                        "one tensor: give smaller --hidden widths", i,
+                        (long long)w, (long long)n, i < c->nhidden ? ""
+                        : ": the classes", (long long)(w * n));
+                return -1;
+            }
+            w = n;
+        }
+        return 0;
+    }
+    n = c->hidden[0];
+    if (4 * n * n > lim || 4 * n * c->embed > lim) {
+        tr_fail("layer lstm (--hidden %lld, --embed %lld) would hold %lld "
+                "weights in one tensor, more than 2^31-1 elements",
+                (long long)n, (long long)c->embed,
+                (long long)(4 * n * (n > c->embed ? n : c->embed)));
+        return -1;
+    }
+    return 0;
+}
+
 /* The data, then the model it implies. */
 static int
 build(run *r, const cg_checkpoint *ck)
@@ -510,7 +616,7 @@ build(run *r, const cg_checkpoint *ck)
         r->features = cg_dataset_features(all);
         r->classes = cg_dataset_classes(all);
         cg_dataset_free(all);
-        if (tr_normalisation(r, ck))
+        if (tr_normalisation(r, ck) || check_sizes(r))
             return -1;
         r->model = tr_mlp_new(r->ctx, &r->cfg, r->features, r->classes);
         r->total = r->cfg.steps ? r->cfg.steps
@@ -537,15 +643,18 @@ build(run *r, const cg_checkpoint *ck)
         if (r->valid && cg_text_num_batches(r->valid, (int)r->cfg.seq_len,
                                             (int)r->cfg.batch) <= 0) {
             tr_fail("%s: the held-out %lld bytes (--holdout %g) are too "
-                    "few for --batch %lld; give a larger --holdout, or 0",
+                    "few for %s %lld; give a larger --holdout, or 0",
                     r->cfg.data, (long long)cg_text_length(r->valid),
-                    r->cfg.holdout, (long long)r->cfg.batch);
+                    r->cfg.holdout, opt_name(r, "batch"),
+                    (long long)r->cfg.batch);
             return -1;
         }
         if (tr_parse_vocab(r, r->text ? cg_text_vocab(r->text) : vocab)) {
             tr_fail("%s: no valid vocabulary (data.vocab)", r->cfg.resume);
             return -1;
         }
+        if (check_prime(r) || check_sizes(r))
+            return -1;
         r->model = tr_lstm_new(r->ctx, &r->cfg, r->nvocab);
         r->total = r->cfg.steps || !r->text ? r->cfg.steps
                    : r->cfg.epochs * cg_text_num_batches(r->text,
@@ -629,7 +738,7 @@ mlp_final(run *r)
 static int
 finish(run *r, volatile sig_atomic_t *stop)
 {
-    double el = tr_now() - r->prog.start;
+    double el = tr_now() - r->prog.start, comp;
     char t[32];
     int lstm = r->cfg.model == TR_CHAR_LSTM;
 
@@ -651,10 +760,23 @@ finish(run *r, volatile sig_atomic_t *stop)
         return 1;
     if (r->cfg.quiet)
         return 0;
+    comp = tr_compile_seconds() - r->prog.compile0;
+    if (!(comp >= 0 && comp < el))
+        comp = 0;
     tr_fmt_time(el, t, sizeof t);
-    printf("summary: steps %lld to %lld in %s, %.0f %s/s",
-           (long long)r->first_step, (long long)r->step, t,
-           (double)r->prog.items / (el + 1e-9), lstm ? "tok" : "rows");
+    printf("summary: steps %lld to %lld in %s", (long long)r->first_step,
+           (long long)r->step, t);
+    /* Kernel compiles (a first run on the device, or a later phase's
+     * first kernel) are said apart and left out of the throughput. */
+    if (comp > 0) {
+        if (comp < 60)
+            snprintf(t, sizeof t, "%.1fs", comp);
+        else
+            tr_fmt_time(comp, t, sizeof t);
+        printf(" (%s of it compiling kernels)", t);
+    }
+    printf(", %.0f %s/s", (double)r->prog.items / (el - comp + 1e-9),
+           lstm ? "tok" : "rows");
     if (!isnan(r->val_loss))
         printf("; validation loss final %.4f, best %.4f (step %lld)",
                r->val_loss, r->best_loss, (long long)r->best_step);
@@ -676,6 +798,8 @@ tr_run(const tr_config *given, volatile sig_atomic_t *stop)
 
     memset(&r, 0, sizeof r);
     r.cfg = *given;
+    r.given_batch = given->batch;
+    r.given_seq_len = given->seq_len;
     r.val_loss = r.best_loss = NAN;
     r.eval_step = -1;
     if (r.cfg.resume) {
@@ -714,6 +838,12 @@ tr_run(const tr_config *given, volatile sig_atomic_t *stop)
         goto out;
     }
     resolve(&r.cfg);
+    /* The files written at the end, checked before any work. */
+    if (!r.cfg.sample_only &&
+        ((r.cfg.checkpoint &&
+          tr_check_output("--checkpoint", r.cfg.checkpoint)) ||
+         (r.cfg.plot && tr_check_output("--plot", r.cfg.plot))))
+        goto out;
     {
         cg_context_options o = { r.cfg.device, r.cfg.profile, 0 };
 

@@ -31,6 +31,8 @@ typedef struct tr_config {
     char optimizer[16], schedule[16];
     const char *data, *device, *checkpoint, *resume, *prime, *log, *plot;
     int sample_only, quiet, profile, save_best;
+    int prime_set;              /* --prime given (else "\n", or the
+                                 * vocabulary's first character) */
 } tr_config;
 
 /* A run given neither --steps nor --epochs: the character LSTM takes

@@ -7,11 +7,16 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "train_run.h"
 
@@ -20,6 +25,50 @@ tr_ck_fail(const char *what, const char *path)
 {
     tr_fail("%s %s: %s", what, path, cg_last_error());
     return -1;
+}
+
+int
+tr_check_output(const char *opt, const char *path)
+{
+    char real[PATH_MAX], dir[PATH_MAX], *slash;
+    const char *where = path;
+    struct stat st;
+
+    if (!path[0]) {
+        tr_fail("%s '': want a file name", opt);
+        return -1;
+    }
+    if (stat(path, &st) == 0) {
+        if (S_ISDIR(st.st_mode)) {
+            tr_fail("%s %s: is a directory; want a file name", opt, path);
+            return -1;
+        }
+        if (access(path, W_OK) != 0) {
+            tr_fail("%s %s: cannot write it: %s", opt, path,
+                    strerror(errno));
+            return -1;
+        }
+        if (realpath(path, real))
+            where = real;       /* written through a link: its target */
+    }
+    snprintf(dir, sizeof dir, "%s", where);
+    slash = strrchr(dir, '/');
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == dir)
+        dir[1] = '\0';
+    else
+        *slash = '\0';
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        tr_fail("%s %s: the directory %s does not exist", opt, path, dir);
+        return -1;
+    }
+    if (access(dir, W_OK | X_OK) != 0) {
+        tr_fail("%s %s: cannot create files in %s: %s", opt, path, dir,
+                strerror(errno));
+        return -1;
+    }
+    return 0;
 }
 
 int
@@ -135,6 +184,58 @@ infer_lstm(const cg_checkpoint *ck, tr_config *cfg, const char *path)
     return 1;
 }
 
+/* The checkpoint's configuration values against the command line's
+ * ranges (clgrad-train.c), named as the checkpoint's fields: -1 after a
+ * message for the first out of range. */
+static int
+check_ranges(const tr_config *c, const char *path)
+{
+    static const struct {
+        const char *key;
+        size_t off;
+        int is_int, open_lo;
+        double lo, hi;
+    } f[] = {
+#define I(k, m, lo, hi) { k, offsetof(tr_config, m), 1, 0, lo, hi }
+#define D(k, m, o, lo, hi) { k, offsetof(tr_config, m), 0, o, lo, hi }
+        I("config.layers", layers, 1, 8),
+        I("config.embed", embed, 1, 65536),
+        I("config.seq_len", seq_len, 1, 1e6),
+        I("config.batch", batch, 1, 1e6),
+        I("config.warmup", warmup, 0, 1e12),
+        I("config.step_size", step_size, 0, 1e12),
+        I("config.seed", seed, 0, 9e15),
+        D("config.dropout", dropout, 0, 0, 0.99),
+        D("config.lr", lr, 1, 0, 100),
+        D("config.momentum", momentum, 0, 0, 0.9999),
+        D("config.weight_decay", weight_decay, 0, 0, 10),
+        D("config.clip", clip, 0, 0, 1e9),
+        D("config.holdout", holdout, 0, 0, 0.99),
+        D("config.gamma", gamma, 0, 0, 1e3),
+        D("config.min_lr", min_lr, 0, 0, 100),
+#undef I
+#undef D
+    };
+    size_t i;
+
+    for (i = 0; i < sizeof f / sizeof f[0]; i++) {
+        const char *p = (const char *)c + f[i].off;
+        double v = f[i].is_int ? (double)*(const int64_t *)(const void *)p
+                               : *(const double *)(const void *)p;
+
+        if (v == -1)
+            continue;           /* not recorded */
+        if (!(f[i].open_lo ? v > f[i].lo : v >= f[i].lo) ||
+            !(v <= f[i].hi)) {
+            tr_fail("%s: %s = %g is out of range (want %s %.15g to %.15g)",
+                    path, f[i].key, v, f[i].open_lo ? "above" : "from",
+                    f[i].lo, f[i].hi);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* The model's shape and the training configuration of a checkpoint into
  * cfg; 1 for a weights-only checkpoint (shape inferred, no state). */
 static int
@@ -181,11 +282,32 @@ read_config(const cg_checkpoint *ck, tr_config *cfg, const char *path)
     GETD("config.min_lr", cfg->min_lr);
 #undef GETI
 #undef GETD
-    if ((s = cg_checkpoint_get_meta(ck, "config.optimizer")) &&
-        tr_optimizer_kind(s) >= 0)
+    for (v = 0; v < cfg->nhidden; v++)
+        if (cfg->hidden[v] < 1 || cfg->hidden[v] > 1 << 20) {
+            tr_fail("%s: config.hidden \"%s\": want widths from 1 to %d",
+                    path, cg_checkpoint_get_meta(ck, "config.hidden"),
+                    1 << 20);
+            return -1;
+        }
+    if (check_ranges(cfg, path))
+        return -1;
+    if ((s = cg_checkpoint_get_meta(ck, "config.optimizer"))) {
+        if (tr_optimizer_kind(s) < 0) {
+            tr_fail("%s: config.optimizer \"%s\" is not adam, adamw, sgd "
+                    "or rmsprop", path, s);
+            return -1;
+        }
         snprintf(cfg->optimizer, sizeof cfg->optimizer, "%s", s);
-    if ((s = cg_checkpoint_get_meta(ck, "config.schedule")))
+    }
+    if ((s = cg_checkpoint_get_meta(ck, "config.schedule"))) {
+        if (strcmp(s, "constant") && strcmp(s, "step") && strcmp(s, "exp") &&
+            strcmp(s, "cosine")) {
+            tr_fail("%s: config.schedule \"%s\" is not constant, step, "
+                    "exp or cosine", path, s);
+            return -1;
+        }
         snprintf(cfg->schedule, sizeof cfg->schedule, "%s", s);
+    }
     return 0;
 }
 
@@ -279,6 +401,36 @@ tr_resume_config(const cg_checkpoint *ck, tr_config *cfg, const char *path)
     return weights_only;
 }
 
+/* Every parameter's elements finite: -1 after a message naming the
+ * first tensor with a NaN or an infinity, and the element. */
+static int
+check_finite(run *r, const char *path)
+{
+    int i;
+
+    for (i = 0; i < cg_module_num_params(r->model); i++) {
+        const char *name;
+        cg_tensor *t = cg_module_param(r->model, i, &name);
+        int64_t n = cg_tensor_numel(t), j;
+        float *v = malloc((size_t)(n > 0 ? n : 1) * sizeof *v);
+
+        if (!v || cg_tensor_to_host(t, v, (size_t)n * sizeof *v)) {
+            free(v);
+            return tr_ck_fail("reading the model of", path);
+        }
+        for (j = 0; j < n && isfinite(v[j]); j++)
+            ;
+        if (j < n) {
+            tr_fail("%s: %s holds %g at element %lld: not a usable model",
+                    path, name, (double)v[j], (long long)j);
+            free(v);
+            return -1;
+        }
+        free(v);
+    }
+    return 0;
+}
+
 /* Restores parameters, optimizer state, the generator and the position
  * from ck into the freshly built run. */
 int
@@ -288,6 +440,8 @@ tr_restore(run *r, const cg_checkpoint *ck, const char *path)
 
     if (cg_checkpoint_restore_module(ck, NULL, r->model))
         return tr_ck_fail("restoring the model from", path);
+    if (check_finite(r, path))
+        return -1;
     if (r->weights_only)
         return 0;
     if (cg_checkpoint_restore_optimizer(ck, NULL, r->opt))
@@ -305,6 +459,15 @@ tr_restore(run *r, const cg_checkpoint *ck, const char *path)
     cg_checkpoint_get_meta_double(ck, "train.elapsed", &r->elapsed);
     cg_checkpoint_get_meta_double(ck, "train.epoch_loss", &r->epoch_loss);
     cg_checkpoint_get_meta_int(ck, "train.epoch_steps", &r->epoch_steps);
+    if (pos.step < 0 || pos.epoch < 0 || pos.index < 0 ||
+        r->epoch_steps < 0 || !(r->elapsed >= 0) || !isfinite(r->elapsed)) {
+        tr_fail("%s: bad training position (step %lld, epoch %lld, batch "
+                "%lld, epoch_steps %lld, elapsed %g): none may be negative",
+                path, (long long)pos.step, (long long)pos.epoch,
+                (long long)pos.index, (long long)r->epoch_steps,
+                r->elapsed);
+        return -1;
+    }
     r->step = pos.step;
     r->epoch = pos.epoch;
     r->index = pos.index;

@@ -56,6 +56,7 @@ tr_progress_start(progress *p, const tr_config *cfg, int64_t step,
     p->end = cfg->stop_at > 0 && cfg->stop_at < total ? cfg->stop_at : total;
     p->first_step = step;
     p->start = p->rate_t0 = now;
+    p->compile0 = tr_compile_seconds();
     p->t0 = now - elapsed;
     if (!cfg->log)
         return 0;

@@ -23,6 +23,7 @@ typedef struct progress {
     int tty, shown;             /* shown: columns of the bar on screen */
     double t0;                  /* elapsed time's origin (across resumes) */
     double start, last_print;   /* this process's start, the last draw */
+    double compile0;            /* tr_compile_seconds() at start */
     int64_t total, end;         /* steps planned; this run's last step */
     int64_t first_step, step, drawn_step;
     double loss, lr, rate;      /* the last step's */
@@ -45,6 +46,7 @@ typedef struct run {
     int64_t first_step;         /* step when this process started */
     int64_t epoch, index;       /* next batch: epoch and batch index */
     int64_t total;              /* steps planned */
+    int64_t given_batch, given_seq_len; /* the command line's, or -1 */
     int weights_only;           /* resumed from weights only */
     /* mlp */
     cg_dataset *train, *test;
@@ -71,6 +73,9 @@ typedef struct run {
  * monotonic seconds. */
 void tr_fail(const char *fmt, ...);
 double tr_now(void);
+/* clgrad-train.c: the wall seconds this process has spent compiling
+ * kernels so far (tools/progress.h measures them). */
+double tr_compile_seconds(void);
 
 /* train_progress.c.  Durations as "42s", "3m07s", "2h05m". */
 void tr_fmt_time(double s, char *buf, size_t n);
@@ -120,6 +125,11 @@ cg_lr_schedule *tr_make_schedule(const tr_config *c, cg_optimizer *opt,
 
 /* train_ckpt.c.  Each returns 0, or -1 after a message. */
 int tr_ck_fail(const char *what, const char *path);
+/* Whether `path` can be written as `opt`'s file (not '', not a directory,
+ * its directory exists and takes new files): checked before training, so
+ * that a bad --checkpoint fails before the first step, not after the
+ * last. */
+int tr_check_output(const char *opt, const char *path);
 /* val_loss: recorded as train.val_loss (--save-best's file), or NAN. */
 int tr_save(run *r, const char *path, double val_loss);
 /* Resuming from ck: the options the command line left unset take the

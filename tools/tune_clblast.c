@@ -21,6 +21,7 @@
 
 #include "tune.h"
 #include "cl/internal.h"
+#include "tune/internal.h"
 #include "nn/internal.h"
 #include "ops/internal.h"
 
@@ -323,47 +324,16 @@ static const struct {
     { 0, { 0, 1, 32, 2, 8, 8, 32, 8, 8, 32, 1, 1, 0, 0, 1, 1 } },
 };
 
-#define P(name) tu_params_get(p, name, 0)
-
+/* Why CLBlast cannot run this parameter set on the device (the
+ * library's check, lib/tune/clblast.c, that also guards the database
+ * reader), or NULL. */
 static const char *
-too_big(const tu_run *r, long wx, long wy, long local_bytes, char *buf,
-        size_t n)
+clblast_invalid(const tu_run *r, const tu_params *p, char *buf, size_t n)
 {
-    const cg_device_info *d = &r->dev;
-
-    if ((size_t)(wx * wy) > d->max_work_group_size ||
-        (size_t)wx > d->max_work_item_sizes[0] ||
-        (size_t)wy > d->max_work_item_sizes[1])
-        snprintf(buf, n, "work-group %ld x %ld exceeds the device's limits",
-                 wx, wy);
-    else if ((uint64_t)local_bytes > d->local_mem_size)
-        snprintf(buf, n, "needs %ld bytes of local memory, the device has "
-                 "%llu", local_bytes, (unsigned long long)d->local_mem_size);
-    else
+    if (cg__clblast_check(&r->dev, p) == CG_OK)
         return NULL;
+    snprintf(buf, n, "%s", cg_last_error());
     return buf;
-}
-
-/* Why CLBlast cannot run this Xgemm set on the device, or NULL. */
-static const char *
-xgemm_invalid(const tu_run *r, const tu_params *p, char *buf, size_t n)
-{
-    long mdimc = P("MDIMC"), ndimc = P("NDIMC"), mdima = P("MDIMA"),
-         ndimb = P("NDIMB"), kwg = P("KWG"), mwg = P("MWG"), nwg = P("NWG"),
-         vwm = P("VWM"), vwn = P("VWN");
-
-    if (!kwg || !P("KWI") || !mdimc || !ndimc || !mdima || !ndimb || !vwm ||
-        !vwn || kwg % P("KWI") || mwg % (mdimc * vwm) ||
-        nwg % (ndimc * vwn) || mwg % (mdima * vwm) || nwg % (ndimb * vwn) ||
-        (P("GEMMK") == 0 && (kwg % (mdimc * ndimc / mdima) ||
-                             kwg % (mdimc * ndimc / ndimb))) ||
-        (P("GEMMK") == 1 && (P("KREG") % vwn || mdima != mdimc ||
-                             ndimb != ndimc))) {
-        snprintf(buf, n, "violates CLBlast's Xgemm constraints");
-        return buf;
-    }
-    return too_big(r, mdimc, ndimc,
-                   4 * (P("SA") * kwg * mwg + P("SB") * kwg * nwg), buf, n);
 }
 
 static size_t
@@ -454,7 +424,7 @@ tu_stage_xgemm(tu_run *r)
     }
     /* Half the stage for the curated sets, the rest for the search. */
     try_curated(r, &st, xgemm_names, 16, (const long (*)[16])sets, cpu,
-                nsets, xgemm_invalid, 0.5 * tu_left(r));
+                nsets, clblast_invalid, 0.5 * tu_left(r));
     search(r, &st, "Xgemm", 256, 256, 256);
     stage_end(r, &st, note);
     bench_free(&b);
@@ -484,24 +454,6 @@ static const struct {
     { 0, { 2, 8, 8, 8, 8, 1, 1, 2, 2, 16 } },
     { 0, { 8, 16, 16, 16, 16, 1, 1, 4, 4, 64 } },
 };
-
-static const char *
-direct_invalid(const tu_run *r, const tu_params *p, char *buf, size_t n)
-{
-    long wgd = P("WGD"), mdc = P("MDIMCD"), ndc = P("NDIMCD"),
-         mda = P("MDIMAD"), ndb = P("NDIMBD"), vwm = P("VWMD"),
-         vwn = P("VWND");
-
-    if (!wgd || !P("KWID") || !mdc || !ndc || !mda || !ndb || !vwm ||
-        !vwn || wgd % P("KWID") || wgd % (mdc * vwm) || wgd % (ndc * vwn) ||
-        wgd % (mda * vwm) || wgd % (ndb * vwn) ||
-        wgd % (mdc * ndc / mda) || wgd % (mdc * ndc / ndb)) {
-        snprintf(buf, n, "violates CLBlast's XgemmDirect constraints");
-        return buf;
-    }
-    return too_big(r, mdc, ndc, 4 * (wgd * (wgd + P("PADA")) +
-                                     wgd * (wgd + P("PADB"))), buf, n);
-}
 
 /* The recurrent product of a model shape's step: B x G*H x H. */
 static void
@@ -542,7 +494,7 @@ tu_stage_xgemm_direct(tu_run *r)
         return -1;
     }
     try_curated(r, &st, direct_names, 10, (const long (*)[16])sets, cpu,
-                nsets, direct_invalid, 0.5 * tu_left(r));
+                nsets, clblast_invalid, 0.5 * tu_left(r));
     search(r, &st, "XgemmDirect", 256, 256, 256);
     stage_end(r, &st, note);
     bench_free(&b);

@@ -27,8 +27,10 @@ cg__context_create(const cg_context_options *opts)
     cg_context *ctx = NULL;
     cl_command_queue_properties props = 0;
     cl_int rc;
-    int index, status;
+    int index, status, exact, set;
 
+    if (cg__env_flag("CLGRAD_POOL_EXACT", &exact, &set))
+        return NULL;
     status = cg_device_select(opts ? opts->device : NULL, &index);
     if (status)
         return NULL;
@@ -44,8 +46,7 @@ cg__context_create(const cg_context_options *opts)
     ctx->context = clCreateContext(NULL, 1, &ctx->device, NULL, NULL, &rc);
     CG__CHECK_CL(rc, "clCreateContext");
     ctx->profiling = opts && opts->profiling;
-    ctx->exact_blocks = getenv("CLGRAD_POOL_EXACT") &&
-                        strcmp(getenv("CLGRAD_POOL_EXACT"), "1") == 0;
+    ctx->exact_blocks = exact;
     if (ctx->profiling)
         props |= CL_QUEUE_PROFILING_ENABLE;
     ctx->queue = clCreateCommandQueue(ctx->context, ctx->device, props, &rc);

@@ -413,6 +413,59 @@ build_failure(cg_context *ctx, cl_program prog, cl_int rc, const char *name,
     return CG_EBUILD;
 }
 
+/* A build that succeeded with something in its log (a custom op's
+ * warnings): the log goes to the application's log callback as warnings,
+ * instead of nowhere: a first message naming the kernel, the options, the
+ * device and the number of lines, then up to LOG_LINES lines of the log,
+ * one message each (a message is one line).  The runtime's own one-line
+ * summary ("1 warning generated.", clang's, which PoCL lets through to
+ * stderr) is beyond the library's reach; README, "What reaches stderr",
+ * says so. */
+#define LOG_LINES 4
+
+static void
+log_build_messages(cg_context *ctx, cl_program prog, const char *name,
+                   const char *options)
+{
+    size_t loglen = 0;
+    char *log, *p, *nl;
+    int lines = 0, shown = 0;
+
+    if (clGetProgramBuildInfo(prog, ctx->device, CL_PROGRAM_BUILD_LOG, 0,
+                              NULL, &loglen) != CL_SUCCESS || loglen < 2 ||
+        !(log = malloc(loglen + 1)))
+        return;
+    if (clGetProgramBuildInfo(prog, ctx->device, CL_PROGRAM_BUILD_LOG,
+                              loglen, log, NULL) != CL_SUCCESS)
+        loglen = 0;
+    log[loglen] = '\0';
+    for (p = log; *p; p = nl ? nl + 1 : p + strlen(p)) {
+        nl = strchr(p, '\n');
+        if (nl)
+            *nl = '\0';
+        if (strspn(p, " \t\r") < strlen(p))
+            lines++;
+        if (nl)
+            *nl = '\n';
+    }
+    if (lines)
+        cg__log(CG_LOG_WARNING, "kernel '%s' (options \"%s\") on %s built "
+                "with %d line%s of compiler messages%s", name, options,
+                ctx->info.name, lines, lines == 1 ? "" : "s",
+                lines > LOG_LINES ? ", the first follow" : ":");
+    for (p = log; *p && lines && shown < LOG_LINES;
+         p = nl ? nl + 1 : p + strlen(p)) {
+        nl = strchr(p, '\n');
+        if (nl)
+            *nl = '\0';
+        if (strspn(p, " \t\r") < strlen(p)) {
+            cg__log(CG_LOG_WARNING, "  %s", p);
+            shown++;
+        }
+    }
+    free(log);
+}
+
 /* Tells the progress callback (cg_set_compile_progress) about a build. */
 static void
 progress(const cg_context *ctx, const char *name, const char *kernel,
@@ -473,6 +526,7 @@ build(cg_context *ctx, const char *name, const char *kernel,
         clReleaseProgram(prog);
         goto out;
     }
+    log_build_messages(ctx, prog, name, options);
     if (use_cache)
         cache_store(ctx, prog, dir, path, &key);
     *out = prog;

@@ -172,6 +172,13 @@ unsigned cg__fault_fired_kind(void);
 /* cg__fault_after(CG__FAULT_HOST_ALLOC, n): host allocations only. */
 long cg__alloc_fail_after(long n);
 
+/* The environment variables the library reads, checked: unset or empty
+ * gives CG_OK with *set 0.  cg__env_flag wants "0" or "1"; cg__env_long
+ * a decimal integer in [lo, hi].  Anything else is CG_EINVAL naming the
+ * variable, its value and what it wants. */
+int cg__env_flag(const char *name, int *value, int *set);
+int cg__env_long(const char *name, long lo, long hi, long *value, int *set);
+
 /* Reads a whole file into a new NUL-terminated buffer (caller frees);
  * NULL with CG_EIO set if it cannot. */
 char *cg__read_file(const char *path, size_t *len);
@@ -182,7 +189,9 @@ int cg__mkdir_p(const char *path);
 /* Writes `len` bytes to `path` atomically: a temporary file in the same
  * directory, fsync, rename over the target, fsync the directory.  A crash
  * at any point leaves either the old file or the new one under `path`
- * (and possibly a stray path.tmp.PID), never a partial one. */
+ * (and possibly a stray path.tmp.PID), never a partial one.  A symbolic
+ * link is written through (the file it names is replaced, the link stays),
+ * and an existing file keeps its mode; a directory is refused. */
 int cg__write_file_atomic(const char *path, const void *data, size_t len);
 
 /* The same for `nparts` pieces written one after another, creating the

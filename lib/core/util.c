@@ -265,6 +265,46 @@ fail:
 }
 
 int
+cg__env_flag(const char *name, int *value, int *set)
+{
+    const char *v = getenv(name);
+
+    *value = 0;
+    *set = v && *v;
+    if (!*set)
+        return CG_OK;
+    if ((v[0] == '0' || v[0] == '1') && !v[1]) {
+        *value = v[0] == '1';
+        return CG_OK;
+    }
+    *set = 0;
+    return cg__error(CG_EINVAL, "environment variable %s=%s: want 0 or 1 "
+                     "(or unset it)", name, v);
+}
+
+int
+cg__env_long(const char *name, long lo, long hi, long *value, int *set)
+{
+    const char *v = getenv(name);
+    char *end;
+    long n;
+
+    *set = v && *v;
+    if (!*set)
+        return CG_OK;
+    errno = 0;
+    n = strtol(v, &end, 10);
+    if (errno || end == v || *end || n < lo || n > hi) {
+        *set = 0;
+        return cg__error(CG_EINVAL, "environment variable %s=%s: want an "
+                         "integer from %ld to %ld (or unset it)", name, v,
+                         lo, hi);
+    }
+    *value = n;
+    return CG_OK;
+}
+
+int
 cg__mkdir_p(const char *path)
 {
     char tmp[4096];
@@ -346,6 +386,53 @@ injected_io(int err)
     return 1;
 }
 
+/* Where a write to `path` must land: the file a symbolic link (or a chain
+ * of them) names, so that the link stays a link, as editors do.  A link
+ * to a file that does not exist yet names where to create it.  Fails with
+ * CG_EIO for a directory, a link loop, or a path too long. */
+static int
+write_target(const char *path, char *out, size_t size)
+{
+    char cur[4096], link[4096];
+    struct stat st;
+    int hops;
+
+    if (snprintf(cur, sizeof cur, "%s", path) >= (int)sizeof cur)
+        return cg__error(CG_EIO, "path too long: %s", path);
+    for (hops = 0; hops < 40; hops++) {
+        ssize_t n;
+        const char *slash;
+
+        if (lstat(cur, &st) != 0 || !S_ISLNK(st.st_mode))
+            break;
+        n = readlink(cur, link, sizeof link - 1);
+        if (n < 0 || n >= (ssize_t)sizeof link - 1)
+            return cg__error(CG_EIO, "cannot read the link %s: %s", cur,
+                             n < 0 ? strerror(errno) : "target too long");
+        link[n] = '\0';
+        slash = strrchr(cur, '/');
+        if (link[0] == '/' || !slash) {
+            memcpy(cur, link, (size_t)n + 1);
+        } else {            /* relative to the link's directory */
+            size_t d = (size_t)(slash - cur) + 1;
+
+            if (d + (size_t)n + 1 > sizeof cur)
+                return cg__error(CG_EIO, "path too long: %s", path);
+            memcpy(cur + d, link, (size_t)n + 1);
+        }
+    }
+    if (hops == 40)
+        return cg__error(CG_EIO, "cannot write %s: too many levels of "
+                         "symbolic links", path);
+    if (stat(cur, &st) == 0 && S_ISDIR(st.st_mode))
+        return cg__error(CG_EIO, "cannot write %s: it is a directory%s%s",
+                         path, strcmp(cur, path) ? " (through a link: " : "",
+                         strcmp(cur, path) ? cur : "");
+    if (snprintf(out, size, "%s", cur) >= (int)size)
+        return cg__error(CG_EIO, "path too long: %s", path);
+    return CG_OK;
+}
+
 /* The rename is the commit point: the directory's fsync after it is not
  * a fault site, as its failure cannot undo the rename (the new file is in
  * place; the error only says that its durability is not known). */
@@ -353,10 +440,16 @@ int
 cg__write_parts_atomic(const char *path, int mode, int nparts,
                        const void *const *parts, const size_t *lens)
 {
-    char tmp[4096];
-    int fd, i;
+    char target[4096], tmp[4200];
+    struct stat st;
+    int fd, i, keep;
 
-    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >=
+    if (write_target(path, target, sizeof target) != CG_OK)
+        return CG_EIO;
+    /* An existing file keeps its permissions (a 0600 checkpoint stays
+     * 0600); a new one gets `mode` less the umask. */
+    keep = stat(target, &st) == 0;
+    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", target, (long)getpid()) >=
         (int)sizeof tmp)
         return cg__error(CG_EIO, "path too long: %s", path);
     fd = injected_io(ENOSPC) ? -1
@@ -364,6 +457,11 @@ cg__write_parts_atomic(const char *path, int mode, int nparts,
     if (fd < 0)
         return cg__error(CG_EIO, "cannot create %s: %s", tmp,
                          strerror(errno));
+    if (keep && fchmod(fd, st.st_mode & 07777) != 0) {
+        cg__error(CG_EIO, "cannot give %s the mode %04o of %s: %s", tmp,
+                  (unsigned)(st.st_mode & 07777), target, strerror(errno));
+        goto fail;
+    }
     for (i = 0; i < nparts; i++)
         if (write_all(fd, tmp, parts[i], lens[i]) != CG_OK)
             goto fail;
@@ -377,12 +475,12 @@ cg__write_parts_atomic(const char *path, int mode, int nparts,
         goto fail;
     }
     fd = -1;
-    if (injected_io(EIO) || rename(tmp, path) != 0) {
-        cg__error(CG_EIO, "cannot rename %s to %s: %s", tmp, path,
+    if (injected_io(EIO) || rename(tmp, target) != 0) {
+        cg__error(CG_EIO, "cannot rename %s to %s: %s", tmp, target,
                   strerror(errno));
         goto fail;
     }
-    return sync_parent_dir(path);
+    return sync_parent_dir(target);
 fail:
     if (fd >= 0)
         close(fd);

@@ -78,14 +78,15 @@ static int
 use_gemm(cg_module *m, int *gemm)
 {
     cg__rnn_tune tune;
-    const char *env;
     long min_h = m->gemm_min_h;
 
     *gemm = m->path == CG__RNN_PATH_GEMM;
     if (m->path == CG__RNN_PATH_AUTO) {
-        env = getenv("CLGRAD_RNN_GEMM_MIN_H");
-        if (env && *env)
-            min_h = strtol(env, NULL, 10);
+        int set, status = cg__env_long("CLGRAD_RNN_GEMM_MIN_H", 0,
+                                       1L << 30, &min_h, &set);
+
+        if (status)
+            return status;
         *gemm = min_h > 0 && m->rnn.hidden_size >= min_h;
     }
     if (!*gemm || m->gstep.ctx)

@@ -174,7 +174,7 @@ entry_usable(const cg_context *ctx, const cg_tuning_entry *e,
             return cg__error(CG_EINVAL, "%s has shape \"%s\": CLBlast "
                              "parameters hold for every shape (\"any\")",
                              e->kernel, e->shape);
-        return CG_OK;
+        return cg__clblast_check(&ctx->info, e);
     }
     if (!own_of(e->kernel, k))
         return cg__error(CG_EINVAL, "unknown kernel \"%s\"", e->kernel);

@@ -51,6 +51,13 @@ const cg_tuning_entry *cg__tuning_find_h(const cg_context *ctx,
 int cg__tuning_param(const cg_tuning_entry *e, const char *name,
                      long *value);
 
+/* Whether the CLBlast parameters of e ("clblast.Xgemm", ...) can run on
+ * dev: every parameter of the kernel given and none other, CLBlast's
+ * divisibility constraints, vector widths, the work-group and local
+ * memory against the device's limits (lib/tune/clblast.c).  CG_OK, or
+ * CG_EINVAL with a message naming the entry and the rule. */
+int cg__clblast_check(const cg_device_info *dev, const cg_tuning_entry *e);
+
 /* The shipped databases, built into the library from data/tuning/ by
  * build-aux/json2c.sh: { name, text }, ended by { NULL, NULL }. */
 typedef struct {
