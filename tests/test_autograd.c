@@ -459,6 +459,17 @@ START_TEST(creation_and_transfers)
         ck_assert_float_eq(f[i], 1.0f + 0.5f * (float)i);
     cg_tensor_free(t);
     ck_assert_ptr_null(cg_arange(tt_ctx(), 0, 1, 0));
+    /* Issue 16: counts beyond int64 (an infinite one included) were
+     * converted from double with no defined value. */
+    ck_assert_ptr_null(cg_arange(tt_ctx(), -1e308, 1e308, 1));
+    ck_assert_int_eq(cg__last_status(), CG_ESHAPE);
+    ck_assert_msg(strstr(cg_last_error(), "more than 2^31-1") != NULL, "%s",
+                  cg_last_error());
+    ck_assert_ptr_null(cg_arange(tt_ctx(), 0, 1e30, 1e-30));
+    ck_assert_ptr_null(cg_arange(tt_ctx(), 0, 3e9, 1));
+    ck_assert_ptr_null(cg_arange(tt_ctx(), 1, 0, 1));
+    ck_assert_int_eq(cg__last_status(), CG_ESHAPE);
+    ck_assert_ptr_nonnull(strstr(cg_last_error(), "is empty"));
     t = cg_tensor_from_host(tt_ctx(), CG_I32, 1, &n, iv);
     ck_assert_int_eq(cg_tensor_dtype(t), CG_I32);
     ck_assert_int_eq(cg_tensor_to_host(t, ib, sizeof ib), CG_OK);

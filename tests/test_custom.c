@@ -155,7 +155,7 @@ static const char *const rowsum_bwd[] = { "rowsum_b" };
 
 /* [N, M] -> [N]; `user` points at an int that, when set, makes the rule
  * misbehave in the way it says. */
-enum { RULE_OK, RULE_BAD_NDIM, RULE_ZERO_SIZE };
+enum { RULE_OK, RULE_BAD_NDIM, RULE_ZERO_SIZE, RULE_WRAPS };
 
 static int
 rowsum_rule(int ninputs, const int *ndims, const int64_t *const *shapes,
@@ -167,6 +167,11 @@ rowsum_rule(int ninputs, const int *ndims, const int64_t *const *shapes,
         return 1;
     *out_ndim = mode == RULE_BAD_NDIM ? CG_MAX_DIMS + 1 : 1;
     out_shape[0] = mode == RULE_ZERO_SIZE ? 0 : shapes[0][0];
+    if (mode == RULE_WRAPS) {   /* 3 x that = 2^64 + 2 elements */
+        *out_ndim = 2;
+        out_shape[0] = 3;
+        out_shape[1] = 6148914691236517206LL;
+    }
     return 0;
 }
 
@@ -413,6 +418,10 @@ START_TEST(wrong_inputs_fail_and_change_nothing)
     expect_unchanged_failure(rs, 1, in, CG_ESHAPE, "output dimensions");
     mode = RULE_ZERO_SIZE;
     expect_unchanged_failure(rs, 1, in, CG_ESHAPE, "size 0");
+    /* Issue 16: an element count that wraps around to 2 is refused. */
+    mode = RULE_WRAPS;
+    expect_unchanged_failure(rs, 1, in, CG_EUNSUPPORTED,
+                             "2^31 elements or more");
     cg_tensor_free(a);
     cg_tensor_free(b);
     cg_tensor_free(m);

@@ -119,6 +119,13 @@ static const bad_csv bad_csvs[] = {
     { "1,2,3\n4,5,1e999\n", ":2: field 3" },
     { "1,2,-1\n", ":1: label -1" },
     { "1,2,2.5\n", ":1: label 2.5" },
+    /* Issue 16, defect 6: the class count (largest label + 1) overflowed
+     * an int and the error came at step 1 with a misleading message. */
+    { "1,2,0\n3,4,2147483647\n", ":2: label 2147483647 (field 3) is not a "
+      "class index (an integer from 0 to 2147483646)" },
+    { "1,2,0\n3,4,1e10\n", ":2: label 1e10" },
+    { "1,2,-0.5\n", ":1: label -0.5" },
+    { "1,2,3\n1,2,4294967296\n", ":2: label 4294967296" },
     { "x,y\n", "no data rows" },
     { "", "no data rows" },
     { "\n\n", "no data rows" },
@@ -149,6 +156,24 @@ START_TEST(csv_bad_arguments)
     ck_assert_int_eq(cg__last_status(), CG_EIO);
     ck_assert_ptr_nonnull(strstr(TT_ERR, "/nonexistent/x.csv"));
     ck_assert_ptr_null(cg_csv_load(NULL, NULL));
+    /* Issue 16, defect 7: a directory asked malloc for LONG_MAX + 1. */
+    ck_assert_ptr_null(cg_csv_load(tt_tmpdir(), NULL));
+    ck_assert_int_eq(cg__last_status(), CG_EIO);
+    ck_assert_msg(strstr(TT_ERR, "is a directory") &&
+                  strstr(TT_ERR, tt_tmpdir()), "%s", TT_ERR);
+}
+END_TEST
+
+/* The largest label allowed loads, and the class count is right. */
+START_TEST(csv_largest_label_counts_its_classes)
+{
+    const char *p = write_tmp("big_label.csv", "1,2,0\n3,4,2147483646\n");
+    cg_dataset *ds = cg_csv_load(p, NULL);
+
+    ck_assert_msg(ds != NULL, "%s", TT_ERR);
+    ck_assert_int_eq(cg_dataset_label_data(ds)[1], 2147483646);
+    ck_assert_int_eq(cg_dataset_classes(ds), 2147483647);
+    cg_dataset_free(ds);
 }
 END_TEST
 
@@ -325,6 +350,10 @@ START_TEST(batches_cover_every_row_once_per_epoch)
     ck_assert(memcmp(a, d, sizeof a) == 0);
     ck_assert_int_eq(cg_dataset_batch(ds, ctx, 8, 1, 42, 0, 5, &x, &y), 0);
     ck_assert(x == NULL && y == NULL);
+    /* Past the end by far: index * batch would overflow (issue 16). */
+    ck_assert_int_eq(cg_dataset_batch(ds, ctx, 8, 1, 42, 0, INT64_MAX, &x,
+                                      &y), 0);
+    ck_assert(x == NULL && y == NULL);
     ck_assert_int_eq(cg_dataset_batch(ds, ctx, 0, 1, 42, 0, 0, &x, &y),
                      CG_EINVAL);
     cg_dataset_free(ds);
@@ -373,6 +402,9 @@ START_TEST(bad_text_is_named)
     ck_assert_ptr_nonnull(strstr(TT_ERR, "empty"));
     ck_assert_ptr_null(cg_text_load("/nonexistent/t.txt", NULL));
     ck_assert_int_eq(cg__last_status(), CG_EIO);
+    ck_assert_ptr_null(cg_text_load(tt_tmpdir(), NULL));
+    ck_assert_int_eq(cg__last_status(), CG_EIO);
+    ck_assert_msg(strstr(TT_ERR, "is a directory") != NULL, "%s", TT_ERR);
     p = write_tmp("abc.txt", "ab\nba\ncab\n");
     ck_assert_ptr_null(cg_text_load(p, "[10,97,98]"));
     ck_assert_int_eq(cg__last_status(), CG_EFORMAT);
@@ -427,6 +459,9 @@ START_TEST(text_batches_continue_each_stream)
     }
     ck_assert_int_eq(cg_text_batch(t, ctx, 4, 3, 2, &in, &tg), 0);
     ck_assert(in == NULL && tg == NULL);
+    /* Past the end by far: index * steps would overflow. */
+    ck_assert_int_eq(cg_text_batch(t, ctx, 4, 3, INT64_MAX, &in, &tg), 0);
+    ck_assert(in == NULL && tg == NULL);
     /* Windows of 3: the last batch has 2 steps. */
     ck_assert_int_eq(cg_text_num_batches(t, 3, 3), 3);
     ck_assert_int_eq(cg_text_batch(t, ctx, 3, 3, 2, &in, &tg), 2);
@@ -456,6 +491,7 @@ main(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, digits_csv_is_the_sklearn_digits_set);
     tcase_add_test(tc, csv_header_label_column_and_delimiter);
+    tcase_add_test(tc, csv_largest_label_counts_its_classes);
     tcase_add_loop_test(tc, each_bad_csv_names_file_and_line, 0,
                         (int)(sizeof bad_csvs / sizeof bad_csvs[0]));
     tcase_add_test(tc, csv_bad_arguments);

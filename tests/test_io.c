@@ -527,6 +527,12 @@ START_TEST(short_and_truncated_files_fail)
     expect_bad(path, "cut in the header", "runs past the end");
     free(buf);
     cg_checkpoint_free(ck);
+    /* Issue 16, defect 7: a directory asked malloc for LONG_MAX + 1. */
+    ck_assert_ptr_null(cg_checkpoint_load(tt_tmpdir()));
+    ck_assert_int_eq(cg__last_status(), CG_EIO);
+    ck_assert_msg(strstr(cg_last_error(), "is a directory, not a file") &&
+                  strstr(cg_last_error(), tt_tmpdir()), "%s",
+                  cg_last_error());
 }
 END_TEST
 

@@ -659,6 +659,127 @@ START_TEST(views_and_their_gradients)
 }
 END_TEST
 
+/* Asserts that the last call failed with `status` and a message that
+ * contains `part`. */
+static void
+expect_error(const void *result, int status, const char *part)
+{
+    const char *e = cg_last_error();
+
+    ck_assert_ptr_null(result);
+    ck_assert_msg(strstr(e, cg_status_name(status)) == e,
+                  "wanted %s, got: %s", cg_status_name(status), e);
+    ck_assert_msg(strstr(e, part) != NULL, "'%s' not in: %s", part, e);
+}
+
+/* The tensor a[2, 3] = 0..5 is as it was. */
+static void
+expect_intact(cg_tensor *a)
+{
+    float h[6];
+    int i;
+
+    ck_assert_int_eq(cg_tensor_ndim(a), 2);
+    ck_assert_int_eq(cg_tensor_dim(a, 0), 2);
+    ck_assert_int_eq(cg_tensor_dim(a, 1), 3);
+    ck_assert_int_eq(cg_tensor_to_host(a, h, sizeof h), CG_OK);
+    for (i = 0; i < 6; i++)
+        ck_assert_float_eq(h[i], (float)i);
+}
+
+/* Issue 16, defects 1 and 2: shapes whose products or ranges overflow
+ * int64 wrapped around to small, plausible values, were accepted, and
+ * crashed later (reduce_rows read past its buffer; a narrow view read
+ * before the storage or ran memcpy off the end).  Each is refused with
+ * CG_ESHAPE naming the values, and the input is untouched. */
+START_TEST(shape_arithmetic_cannot_overflow)
+{
+    static const float data[6] = { 0, 1, 2, 3, 4, 5 };
+    const int64_t wrap[2] = { 9, 6148914691236517206LL };  /* 2^64 + 6 */
+    const int64_t wrap3[2] = { 3, 6148914691236517206LL }; /* 2^64 + 2 */
+    const int64_t huge[2] = { INT64_MAX, INT64_MAX };
+    const int64_t infer[3] = { 2, 9223372036854775805LL, -1 };
+    const int64_t two_three[2] = { 2, 3 }, one[1] = { 1 };
+    const int64_t big[2] = { 2, 1LL << 31 };
+    const int64_t wide[2] = { 2, INT64_MAX };
+    const int64_t split_sizes[3] = { INT64_MAX, INT64_MAX, 5 };
+    cg_context *ctx = tt_ctx();
+    cg_tensor *a, *v, *parts[4];
+    float h[2];
+
+    expect_error(cg_tensor_new(ctx, CG_F32, 2, wrap), CG_ESHAPE,
+                 "[9, 6148914691236517206]");
+    expect_error(cg_zeros(ctx, 2, wrap3), CG_ESHAPE,
+                 "[3, 6148914691236517206] has more than 2^31-1 elements");
+    expect_error(cg_zeros(ctx, 2, huge), CG_ESHAPE, "2^31-1");
+    expect_error(cg_tensor_from_host(ctx, CG_F32, 2, wrap, data), CG_ESHAPE,
+                 "6148914691236517206");
+
+    a = cg_tensor_from_host(ctx, CG_F32, 2, two_three, data);
+    ck_assert_ptr_nonnull(a);
+    expect_error(cg_reshape(a, 2, wrap), CG_ESHAPE,
+                 "cannot reshape [2, 3] (6 elements) to "
+                 "[9, 6148914691236517206]");
+    expect_error(cg_reshape(a, 3, infer), CG_ESHAPE,
+                 "[2, 9223372036854775805, -1]");
+    expect_error(cg_reshape(a, 2, huge), CG_ESHAPE, "cannot reshape");
+
+    expect_error(cg_narrow(a, 1, INT64_MAX - 807, 808), CG_ESHAPE,
+                 "cg_narrow: start 9223372036854775000 + length 808 exceeds "
+                 "dimension 1 of size 3 of a [2, 3]");
+    expect_error(cg_narrow(a, 1, INT64_MAX, 2), CG_ESHAPE,
+                 "start 9223372036854775807 + length 2 exceeds");
+    expect_error(cg_narrow(a, 1, 1, INT64_MAX), CG_ESHAPE,
+                 "length 9223372036854775807 exceeds");
+    expect_error(cg_narrow(a, 1, 3, 1), CG_ESHAPE, "start 3 + length 1");
+    expect_error(cg_narrow(a, 1, -1, 2), CG_ESHAPE, "start -1 + length 2");
+    expect_error(cg_narrow(a, -1, 0, 0), CG_ESHAPE, "length 0");
+    expect_error(cg_narrow(a, 0, INT64_MIN, 3), CG_ESHAPE,
+                 "start -9223372036854775808");
+
+    v = cg_reshape(a, 1, one);
+    expect_error(v, CG_ESHAPE, "cannot reshape");
+    v = cg_narrow(a, 1, 1, 1);
+    expect_error(cg_expand(v, 2, wide), CG_ESHAPE,
+                 "cannot expand [2, 1] to [2, 9223372036854775807]: more "
+                 "than 2^31-1 elements");
+    {
+        const int64_t lead[3] = { 3, 2, 6148914691236517206LL };
+
+        expect_error(cg_expand(v, 3, lead), CG_ESHAPE,
+                     "[3, 2, 6148914691236517206]: more than 2^31-1");
+    }
+    expect_error(cg_expand(v, 2, big), CG_ESHAPE,
+                 "[2, 2147483648]: more than 2^31-1");
+    ck_assert_int_eq(cg_split(a, 1, 3, split_sizes, parts), CG_ESHAPE);
+    ck_assert_ptr_nonnull(strstr(cg_last_error(), "exceed dimension 1"));
+    ck_assert_int_eq(cg_split_chunks(a, 1, INT64_MAX, 4, parts), 1);
+    ck_assert_int_eq(cg_tensor_dim(parts[0], 1), 3);
+    cg_tensor_free(parts[0]);
+
+    /* What is in range still works. */
+    ck_assert_int_eq(cg_tensor_to_host(v, h, sizeof h), CG_OK);
+    ck_assert_float_eq(h[0], 1.0f);
+    ck_assert_float_eq(h[1], 4.0f);
+    cg_tensor_free(v);
+    v = cg_narrow(a, 1, 2, 1);
+    ck_assert_ptr_nonnull(v);
+    ck_assert_int_eq(cg_tensor_to_host(v, h, sizeof h), CG_OK);
+    ck_assert_float_eq(h[0], 2.0f);
+    ck_assert_float_eq(h[1], 5.0f);
+    cg_tensor_free(v);
+    expect_intact(a);
+    cg_tensor_free(a);
+
+    /* A buffer over the device's largest allocation, SIZE_MAX included
+     * (the pool's size classes would have wrapped around). */
+    expect_error(cg_buffer_new(ctx, SIZE_MAX), CG_ENOMEM,
+                 "larger than the device's largest allocation");
+    expect_error(cg_buffer_new(ctx, SIZE_MAX - 300), CG_ENOMEM,
+                 "largest allocation");
+}
+END_TEST
+
 START_TEST(print_error_table)
 {
     oc_report();
@@ -680,6 +801,7 @@ main(void)
     tcase_add_test(tc, reductions_are_bit_identical_between_runs);
     tcase_add_test(tc, large_sums_match_reference);
     tcase_add_test(tc, views_and_their_gradients);
+    tcase_add_test(tc, shape_arithmetic_cannot_overflow);
     tcase_add_test(tc, print_error_table);
     suite_add_tcase(s, tc);
     return tt_run(s);

@@ -2,7 +2,7 @@
 /*
  * tests/test_program.c - kernels: the embedded sources build and run, the
  * CLGRAD_KERNEL_DIR override, the program binary cache (miss, hit,
- * corruption, off switch, the error state left alone), build failures
+ * corruption, forged payloads, off switch, the error state left alone), build failures
  * with their log, and the kernel table generated from the sources
  * (build-aux/cltable.sh).
  */
@@ -394,6 +394,137 @@ START_TEST(corrupted_cache_files_are_rebuilt)
 }
 END_TEST
 
+/* Builds src_a in a fresh context and runs it over 0..n-1: each element
+ * must come out doubled.  Returns whether the program came from the
+ * cache. */
+static int
+build_and_run_fresh(void)
+{
+    cg_context *ctx = cg_context_new(NULL);
+    float host[37];
+    size_t i, global = 37;
+    cg__program *p;
+    cg_buffer *buf;
+    cl_kernel k;
+    cl_mem m;
+    cl_int rc;
+    int from_cache;
+
+    ck_assert_ptr_nonnull(ctx);
+    ck_assert_msg(cg__program_get_source(ctx, "twice", src_a, "-DSEAL=1",
+                                         &p) == CG_OK, "%s", cg_last_error());
+    from_cache = p->from_cache;
+    for (i = 0; i < 37; i++)
+        host[i] = (float)i + 0.5f;
+    buf = cg_buffer_new(ctx, sizeof host);
+    ck_assert_ptr_nonnull(buf);
+    ck_assert_int_eq(cg_buffer_write(buf, 0, host, sizeof host), CG_OK);
+    k = clCreateKernel(p->program, "twice", &rc);
+    ck_assert_int_eq(rc, CL_SUCCESS);
+    m = cg__buffer_mem(buf);
+    ck_assert_int_eq(cg__args(k, CG__ARG(m)), CG_OK);
+    ck_assert_int_eq(cg__launch(ctx, k, 1, &global, NULL, NULL), CG_OK);
+    ck_assert_int_eq(cg_buffer_read(buf, 0, host, sizeof host), CG_OK);
+    for (i = 0; i < 37; i++)
+        ck_assert_float_eq(host[i], 2.0f * ((float)i + 0.5f));
+    clReleaseKernel(k);
+    cg_buffer_free(buf);
+    cg_context_free(ctx);
+    return from_cache;
+}
+
+static unsigned char *
+slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    unsigned char *d;
+    long n;
+
+    ck_assert_ptr_nonnull(f);
+    fseek(f, 0, SEEK_END);
+    n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    d = malloc((size_t)n);
+    ck_assert_int_eq(fread(d, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    *len = (size_t)n;
+    return d;
+}
+
+static void
+spit(const char *path, const unsigned char *d, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(fwrite(d, 1, len, f), len);
+    fclose(f);
+}
+
+/* Issue 16, defect 5: a cache file whose header is consistent with a
+ * truncated or altered binary (its length and a checksum of what is
+ * there, as anyone can compute) used to reach clCreateProgramWithBinary,
+ * where PoCL's deserializer asserts and aborts.  Only a binary sealed with
+ * the cache directory's secret is loaded: these are rebuilt from source,
+ * the program still gives the right results, and the file is rewritten. */
+START_TEST(forged_cache_payloads_are_rebuilt)
+{
+    char dir[512], file[600], keyfile[600];
+    unsigned char *orig, *forged;
+    size_t len, i;
+    int kase;
+
+    use_cache_dir("sealed", dir, sizeof dir);
+    snprintf(keyfile, sizeof keyfile, "%s/cache.key", dir);
+    ck_assert_int_eq(build_and_run_fresh(), 0);
+    only_cache_file(dir, file, sizeof file);
+    ck_assert(file[0]);
+    ck_assert_int_eq(access(keyfile, R_OK), 0);
+    ck_assert_int_eq(build_and_run_fresh(), 1);
+    orig = slurp(file, &len);
+    ck_assert_uint_gt(len, 48 + 16);
+    forged = malloc(len);
+    for (kase = 0; kase < 4; kase++) {
+        size_t binlen = len - 48;
+        cg__hash h;
+
+        memcpy(forged, orig, len);
+        switch (kase) {
+        case 0: binlen /= 2; break;                  /* truncated */
+        case 1: binlen = 1; break;                   /* one byte left */
+        case 2: forged[48 + binlen / 2] ^= 0x5a; break;  /* altered */
+        case 3: memcpy(forged, "CLGRADB1", 8); break;  /* format 1 */
+        }
+        /* The header made consistent: the length of what is there and an
+         * unkeyed hash of it in the checksum field. */
+        for (i = 0; i < 8; i++)
+            forged[24 + i] = (unsigned char)((uint64_t)binlen >> (8 * i));
+        cg__hash_init(&h);
+        cg__hash_update(&h, forged + 48, binlen);
+        for (i = 0; i < 8; i++) {
+            forged[32 + i] = (unsigned char)(h.hi >> (8 * i));
+            forged[40 + i] = (unsigned char)(h.lo >> (8 * i));
+        }
+        spit(file, forged, 48 + binlen);
+        ck_assert_msg(build_and_run_fresh() == 0, "case %d loaded", kase);
+        ck_assert_msg(build_and_run_fresh() == 1, "case %d not rewritten",
+                      kase);
+    }
+    /* An intact file whose directory lost its secret (or was copied
+     * elsewhere) is a miss too; a new secret is made and used. */
+    ck_assert_int_eq(unlink(keyfile), 0);
+    ck_assert_int_eq(build_and_run_fresh(), 0);
+    ck_assert_int_eq(access(keyfile, R_OK), 0);
+    ck_assert_int_eq(build_and_run_fresh(), 1);
+    /* A secret of the wrong length is replaced, not trusted. */
+    spit(keyfile, (const unsigned char *)"short", 5);
+    ck_assert_int_eq(build_and_run_fresh(), 0);
+    ck_assert_int_eq(build_and_run_fresh(), 1);
+    free(forged);
+    free(orig);
+}
+END_TEST
+
 /* The cache's file I/O, a miss, a write, a hit, and a write that fails,
  * leaves the error state as it was: a long message (a build log runs to
  * kilobytes) whole, and its status. */
@@ -493,6 +624,7 @@ main(void)
     tcase_add_test(tc, cache_misses_then_hits);
     tcase_add_test(tc, compile_progress_reports_builds);
     tcase_add_test(tc, corrupted_cache_files_are_rebuilt);
+    tcase_add_test(tc, forged_cache_payloads_are_rebuilt);
     tcase_add_test(tc, cache_can_be_switched_off);
     tcase_add_test(tc, cache_io_leaves_the_error_state_alone);
     tcase_add_test(tc, syntax_error_reports_the_build_log);

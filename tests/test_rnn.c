@@ -15,6 +15,7 @@
  *   - truncated BPTT with a detached state; dropout between layers;
  *   - bad input is rejected with nothing changed.
  */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1029,6 +1030,13 @@ START_TEST(bad_input_is_rejected_and_changes_nothing)
     bad.mode = (cg_rnn_mode)7;
     ck_assert_ptr_null(cg_rnn_new(tt_ctx(), &bad));
     ck_assert_ptr_null(cg_rnn_new(NULL, &o));
+    /* Issue 16: num_layers * 2 * 4 overflowed an int and passed. */
+    bad = o;
+    bad.num_layers = INT_MAX / 8 + 1;
+    bad.bidirectional = 1;
+    ck_assert_ptr_null(cg_rnn_new(tt_ctx(), &bad));
+    ck_assert_msg(strstr(cg_last_error(), "more than clgrad supports") !=
+                  NULL, "%s", cg_last_error());
 #undef REJECT
     {
         cg_tensor *all[] = { x, xbad, xflat, h, hbad, xi };

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "testutil.h"
 #include "tune/internal.h"
@@ -382,6 +383,10 @@ START_TEST(bad_and_stale_files_are_skipped_with_a_warning)
     e[2] = rnn_entry("rnn.lstm_v2", "H9", 2, 1, 16);    /* unknown */
     snprintf(path, sizeof path, "%s/mixed.json", dir);
     write_db(path, &dev, e, 3);
+    /* Issue 16, defect 7: a directory named *.json was reported as an
+     * allocation of 9223372036854775808 bytes. */
+    snprintf(path, sizeof path, "%s/adir.json", dir);
+    ck_assert_int_eq(mkdir(path, 0700), 0);
 
     ctx = new_ctx_logged(&log);
     /* A success leaves no error; each skip is one warning, passed the
@@ -396,6 +401,10 @@ START_TEST(bad_and_stale_files_are_skipped_with_a_warning)
                   strstr(log, "VW is not an integer"), "%s", log);
     ck_assert_msg(strstr(log, "rnn.gru skipped") && strstr(log, "stale"),
                   "%s", log);
+    ck_assert_msg(strstr(log, "adir.json ignored") &&
+                  strstr(log, "adir.json is a directory, not a file"), "%s",
+                  log);
+    ck_assert_msg(!strstr(log, "allocate"), "%s", log);
     ck_assert_msg(strstr(log, "unknown kernel \"rnn.lstm_v2\""), "%s", log);
     /* With no callback (the default) the same lookup is silent. */
     cg_context_free(ctx);

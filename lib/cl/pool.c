@@ -121,6 +121,12 @@ cg_buffer_new(cg_context *ctx, size_t bytes)
         cg__error(CG_EINVAL, "a buffer of 0 bytes was requested");
         return NULL;
     }
+    /* Before size_class: its rounding of sizes near SIZE_MAX would wrap
+     * around to a small block. */
+    if (bytes > ctx->info.max_alloc_size) {
+        enomem(ctx, bytes, "larger than the device's largest allocation");
+        return NULL;
+    }
     buf = cg__malloc(sizeof *buf);
     if (!buf)
         return NULL;
@@ -214,8 +220,9 @@ check_range(const cg_buffer *buf, size_t offset, const void *host,
         return cg__error(CG_EINVAL, "%s is NULL", buf ? "host pointer"
                          : "buffer");
     if (offset > buf->size || bytes > buf->size - offset)
-        return cg__error(CG_EINVAL, "range [%zu, %zu) is outside the buffer "
-                         "of %zu bytes", offset, offset + bytes, buf->size);
+        return cg__error(CG_EINVAL, "range of %zu bytes at offset %zu is "
+                         "outside the buffer of %zu bytes", bytes, offset,
+                         buf->size);
     return CG_OK;
 }
 

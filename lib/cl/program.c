@@ -7,25 +7,40 @@
  * the binary: the source, the build options (tuning -D values included),
  * the platform name and version, the device name, the driver version and
  * clgrad's version.  Its layout:
- *     "CLGRADB1"  8 bytes magic
+ *     "CLGRADB2"  8 bytes magic
  *     key        16 bytes, the hash again (guards against renamed files)
  *     length      8 bytes, little-endian, of the binary
- *     checksum   16 bytes, hash of the binary
+ *     seal       16 bytes, hash of the cache directory's secret, the key,
+ *                the length, the binary and the secret again
  *     binary     length bytes
- * Anything wrong with a cache file (missing, short, bad magic, bad checksum,
- * rejected by the driver) means the program is built from source and the
- * file rewritten; it is never an error.
+ * The secret is 32 random bytes in the cache directory's "cache.key"
+ * (mode 0600), made by the first store.  A checksum anyone can recompute
+ * is not enough: the driver's deserializer trusts the binary (PoCL asserts
+ * and aborts the process on a truncated one), so only a binary that
+ * clgrad itself wrote and sealed, intact, is handed to
+ * clCreateProgramWithBinary.  The seal is no defence against someone who
+ * can read the user's files (they can write them too); it keeps out
+ * binaries truncated, corrupted, copied from another cache, or made by a
+ * tool.  Anything wrong with a cache file (missing, short, bad magic, bad
+ * seal, no secret, rejected by the driver) means the program is built from
+ * source and the file rewritten; it is never an error, and nothing is
+ * printed.  Format 1 files (CLGRADB1, an unkeyed checksum) are misses.
  */
 #include "config.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cl/internal.h"
 
-#define CACHE_MAGIC "CLGRADB1"
+#define CACHE_MAGIC "CLGRADB2"
 #define CACHE_HEADER 48
+#define CACHE_SECRET "cache.key"
+#define SECRET_BYTES 32
 #define BASE_OPTIONS "-cl-std=CL1.2"
 
 typedef struct {
@@ -205,36 +220,112 @@ cache_path(const cg__hash *key, const char *dir, char *out, size_t size)
     snprintf(out, size, "%s/%s.bin", dir, hex);
 }
 
+/* The cache directory's secret: 1 if dir/cache.key holds SECRET_BYTES
+ * bytes, else 0.  Call between cg__error_quiet_enter and leave. */
+static int
+secret_read(const char *dir, unsigned char *secret)
+{
+    char path[4200];
+    unsigned char *data;
+    size_t len;
+    int ok;
+
+    snprintf(path, sizeof path, "%s/%s", dir, CACHE_SECRET);
+    data = (unsigned char *)cg__read_file(path, &len);
+    if (!data)
+        return 0;
+    ok = len == SECRET_BYTES;
+    if (ok)
+        memcpy(secret, data, SECRET_BYTES);
+    free(data);
+    return ok;
+}
+
+/* A new secret from /dev/urandom, written to dir/cache.key; 1 on success.
+ * Two processes that make one at once each seal with their own; the last
+ * rename wins and the other's files are misses, rebuilt once. */
+static int
+secret_create(const char *dir, unsigned char *secret)
+{
+    char path[4200];
+    size_t n = 0;
+    int fd = open("/dev/urandom", O_RDONLY);
+
+    if (fd < 0)
+        return 0;
+    while (n < SECRET_BYTES) {
+        ssize_t r = read(fd, secret + n, SECRET_BYTES - n);
+
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        n += (size_t)r;
+    }
+    close(fd);
+    if (n != SECRET_BYTES)
+        return 0;
+    snprintf(path, sizeof path, "%s/%s", dir, CACHE_SECRET);
+    {
+        const void *part = secret;
+        size_t len = SECRET_BYTES;
+
+        return cg__write_parts_atomic(path, 0600, 1, &part, &len) == CG_OK;
+    }
+}
+
+/* The seal of a cache file: see the top of this file. */
+static void
+seal(unsigned char out[16], const unsigned char *secret, const cg__hash *key,
+     const unsigned char *bin, size_t binlen)
+{
+    unsigned char k[16], l[8];
+    cg__hash h;
+
+    put_hash(k, key);
+    put_u64(l, binlen);
+    cg__hash_init(&h);
+    cg__hash_update(&h, secret, SECRET_BYTES);
+    cg__hash_update(&h, k, sizeof k);
+    cg__hash_update(&h, l, sizeof l);
+    cg__hash_update(&h, bin, binlen);
+    cg__hash_update(&h, secret, SECRET_BYTES);
+    put_hash(out, &h);
+}
+
 /* Tries to make a program from a cache file; NULL if anything is off. */
 static cl_program
-cache_load(cg_context *ctx, const char *path, const cg__hash *key,
-           const char *options)
+cache_load(cg_context *ctx, const char *dir, const char *path,
+           const cg__hash *key, const char *options)
 {
-    unsigned char want[16], *data;
+    unsigned char want[16], secret[SECRET_BYTES], *data;
     const unsigned char *bin;
     size_t len, binlen;
-    cg__hash sum;
     cl_program prog;
     cl_int rc, bin_rc;
+    uint64_t len64;
+    int have_secret;
 
     /* A missing file is the ordinary miss: keep the caller's error text. */
     cg__error_quiet_enter();
     data = (unsigned char *)cg__read_file(path, &len);
+    have_secret = data && secret_read(dir, secret);
     cg__error_quiet_leave();
     if (!data)
         return NULL;
     prog = NULL;
     put_hash(want, key);
-    if (len < CACHE_HEADER || memcmp(data, CACHE_MAGIC, 8) != 0 ||
-        memcmp(data + 8, want, 16) != 0)
+    if (!have_secret || len < CACHE_HEADER ||
+        memcmp(data, CACHE_MAGIC, 8) != 0 || memcmp(data + 8, want, 16) != 0)
         goto out;
-    binlen = (size_t)get_u64(data + 24);
-    if (binlen == 0 || binlen != len - CACHE_HEADER)
+    /* The recorded length, checked against the payload actually there
+     * before anything is sized by it. */
+    len64 = get_u64(data + 24);
+    if (len64 == 0 || len64 != (uint64_t)(len - CACHE_HEADER))
         goto out;
+    binlen = (size_t)len64;
     bin = data + CACHE_HEADER;
-    cg__hash_init(&sum);
-    cg__hash_update(&sum, bin, binlen);
-    put_hash(want, &sum);
+    seal(want, secret, key, bin, binlen);
     if (memcmp(data + 32, want, 16) != 0)
         goto out;
     prog = clCreateProgramWithBinary(ctx->context, 1, &ctx->device, &binlen,
@@ -251,6 +342,7 @@ cache_load(cg_context *ctx, const char *path, const cg__hash *key,
         prog = NULL;
     }
 out:
+    memset(secret, 0, sizeof secret);
     free(data);
     return prog;
 }
@@ -261,30 +353,31 @@ static void
 cache_store(cg_context *ctx, cl_program prog, const char *dir,
             const char *path, const cg__hash *key)
 {
-    size_t binlen = 0;
-    unsigned char *file = NULL, *bin;
-    cg__hash sum;
+    size_t binlen = 0, total;
+    unsigned char *file = NULL, *bin, secret[SECRET_BYTES];
 
     cg__error_quiet_enter();
     if (clGetProgramInfo(prog, CL_PROGRAM_BINARY_SIZES, sizeof binlen,
-                         &binlen, NULL) != CL_SUCCESS || binlen == 0)
+                         &binlen, NULL) != CL_SUCCESS || binlen == 0 ||
+        cg__add_size(binlen, CACHE_HEADER, &total))
         goto out;
-    file = malloc(CACHE_HEADER + binlen);
+    file = malloc(total);
     if (!file)
         goto out;
     bin = file + CACHE_HEADER;
     if (clGetProgramInfo(prog, CL_PROGRAM_BINARIES, sizeof bin, &bin,
                          NULL) != CL_SUCCESS)
         goto out;
+    if (cg__mkdir_p(dir) != CG_OK ||
+        (!secret_read(dir, secret) && !secret_create(dir, secret)))
+        goto out;
     memcpy(file, CACHE_MAGIC, 8);
     put_hash(file + 8, key);
     put_u64(file + 24, binlen);
-    cg__hash_init(&sum);
-    cg__hash_update(&sum, bin, binlen);
-    put_hash(file + 32, &sum);
-    if (cg__mkdir_p(dir) == CG_OK)
-        cg__write_file_atomic(path, file, CACHE_HEADER + binlen);
+    seal(file + 32, secret, key, bin, binlen);
+    cg__write_file_atomic(path, file, total);
 out:
+    memset(secret, 0, sizeof secret);
     free(file);
     cg__error_quiet_leave();
     (void)ctx;
@@ -349,7 +442,7 @@ build(cg_context *ctx, const char *name, const char *kernel,
     *from_cache = 0;
     if (use_cache) {
         cache_path(&key, dir, path, sizeof path);
-        prog = cache_load(ctx, path, &key, options);
+        prog = cache_load(ctx, dir, path, &key, options);
         if (prog) {
             *from_cache = 1;
             *out = prog;

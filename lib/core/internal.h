@@ -60,6 +60,78 @@ void cg__hash_update(cg__hash *h, const void *data, size_t len);
 void cg__hash_str(cg__hash *h, const char *s);
 void cg__hash_hex(const cg__hash *h, char out[33]);
 
+/* Checked arithmetic for every size, offset and stride: each stores
+ * a op b in *r and returns 0, or returns 1 (leaving *r unspecified) when
+ * the exact result does not fit the type, as __builtin_mul_overflow does.
+ * They set no error: the caller names its operands in a CG_ESHAPE message
+ * (or uses the cg__checked_* forms below, which do). */
+#if defined(HAVE_BUILTIN_OVERFLOW)
+static inline int
+cg__mul_i64(int64_t a, int64_t b, int64_t *r)
+{
+    return __builtin_mul_overflow(a, b, r);
+}
+static inline int
+cg__add_i64(int64_t a, int64_t b, int64_t *r)
+{
+    return __builtin_add_overflow(a, b, r);
+}
+static inline int
+cg__mul_size(size_t a, size_t b, size_t *r)
+{
+    return __builtin_mul_overflow(a, b, r);
+}
+static inline int
+cg__add_size(size_t a, size_t b, size_t *r)
+{
+    return __builtin_add_overflow(a, b, r);
+}
+#else
+static inline int
+cg__mul_i64(int64_t a, int64_t b, int64_t *r)
+{
+    if (a != 0 && b != 0) {
+        if (a > 0 ? (b > 0 ? a > INT64_MAX / b : b < INT64_MIN / a)
+                  : (b > 0 ? a < INT64_MIN / b : a < INT64_MAX / b))
+            return 1;
+    }
+    *r = a * b;
+    return 0;
+}
+static inline int
+cg__add_i64(int64_t a, int64_t b, int64_t *r)
+{
+    if (b > 0 ? a > INT64_MAX - b : a < INT64_MIN - b)
+        return 1;
+    *r = a + b;
+    return 0;
+}
+static inline int
+cg__mul_size(size_t a, size_t b, size_t *r)
+{
+    if (a != 0 && b > SIZE_MAX / a)
+        return 1;
+    *r = a * b;
+    return 0;
+}
+static inline int
+cg__add_size(size_t a, size_t b, size_t *r)
+{
+    if (b > SIZE_MAX - a)
+        return 1;
+    *r = a + b;
+    return 0;
+}
+#endif
+
+/* The same, recording CG_ESHAPE "what: a * b overflows" (or "+") on
+ * overflow; CG_OK otherwise.  `what` names the computation, e.g.
+ * "cg_concat: total size of dimension 0". */
+int cg__checked_mul_i64(int64_t a, int64_t b, int64_t *r, const char *what);
+int cg__checked_add_i64(int64_t a, int64_t b, int64_t *r, const char *what);
+int cg__checked_mul_size(size_t a, size_t b, size_t *r, const char *what);
+int cg__checked_add_size(size_t a, size_t b, size_t *r, const char *what);
+
 /* Host allocation that records CG_EHOSTMEM on failure.  cg__realloc
  * leaves `p` as it was when it fails, like realloc. */
 void *cg__malloc(size_t bytes);

@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * lib/core/util.c - hashing, host allocation and file helpers.
+ * lib/core/util.c - hashing, checked size arithmetic, host allocation and
+ * file helpers.
  */
 #include "config.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +60,42 @@ cg__hash_hex(const cg__hash *h, char out[33])
 {
     snprintf(out, 33, "%016llx%016llx", (unsigned long long)h->hi,
              (unsigned long long)h->lo);
+}
+
+int
+cg__checked_mul_i64(int64_t a, int64_t b, int64_t *r, const char *what)
+{
+    if (cg__mul_i64(a, b, r))
+        return cg__error(CG_ESHAPE, "%s: %lld * %lld overflows a 64-bit "
+                         "integer", what, (long long)a, (long long)b);
+    return CG_OK;
+}
+
+int
+cg__checked_add_i64(int64_t a, int64_t b, int64_t *r, const char *what)
+{
+    if (cg__add_i64(a, b, r))
+        return cg__error(CG_ESHAPE, "%s: %lld + %lld overflows a 64-bit "
+                         "integer", what, (long long)a, (long long)b);
+    return CG_OK;
+}
+
+int
+cg__checked_mul_size(size_t a, size_t b, size_t *r, const char *what)
+{
+    if (cg__mul_size(a, b, r))
+        return cg__error(CG_ESHAPE, "%s: %zu * %zu overflows size_t", what,
+                         a, b);
+    return CG_OK;
+}
+
+int
+cg__checked_add_size(size_t a, size_t b, size_t *r, const char *what)
+{
+    if (cg__add_size(a, b, r))
+        return cg__error(CG_ESHAPE, "%s: %zu + %zu overflows size_t", what,
+                         a, b);
+    return CG_OK;
 }
 
 /* The countdown of cg__alloc_fail_after: one thread-local compare per
@@ -126,37 +164,78 @@ cg__strdup(const char *s)
     return p;
 }
 
+/* fstat after open, not the size fseek/ftell report: a directory opens
+ * for reading on Linux and "ends" at LONG_MAX, which was then asked of
+ * malloc.  A regular file is read at its size; anything else (a pipe,
+ * a character device) is read to its end in growing steps. */
 char *
 cg__read_file(const char *path, size_t *len)
 {
-    FILE *f = fopen(path, "rb");
-    char *buf = NULL;
-    long size;
+    struct stat st;
+    char *buf = NULL, *nb;
+    size_t cap, n = 0, want;
+    int fd = open(path, O_RDONLY);
 
-    if (!f) {
+    if (fd < 0) {
         cg__error(CG_EIO, "cannot open %s: %s", path, strerror(errno));
         return NULL;
     }
-    if (fseek(f, 0, SEEK_END) != 0 || (size = ftell(f)) < 0 ||
-        fseek(f, 0, SEEK_SET) != 0) {
-        cg__error(CG_EIO, "cannot seek in %s: %s", path, strerror(errno));
+    if (fstat(fd, &st) != 0) {
+        cg__error(CG_EIO, "cannot stat %s: %s", path, strerror(errno));
         goto fail;
     }
-    buf = cg__malloc((size_t)size + 1);
-    if (!buf)
-        goto fail;
-    if (fread(buf, 1, (size_t)size, f) != (size_t)size) {
-        cg__error(CG_EIO, "cannot read %s", path);
+    if (S_ISDIR(st.st_mode)) {
+        cg__error(CG_EIO, "%s is a directory, not a file", path);
         goto fail;
     }
-    buf[size] = '\0';
+    if (S_ISREG(st.st_mode) && (uintmax_t)st.st_size >= SIZE_MAX) {
+        cg__error(CG_EIO, "%s: %jd bytes do not fit in memory", path,
+                  (intmax_t)st.st_size);
+        goto fail;
+    }
+    cap = S_ISREG(st.st_mode) ? (size_t)st.st_size + 1 : 65536;
+    if (!(buf = cg__malloc(cap)))
+        goto fail;
+    for (;;) {
+        ssize_t r;
+
+        if (n + 1 == cap) {
+            if (S_ISREG(st.st_mode))
+                break;             /* what fstat said: no more is read */
+            if (cg__mul_size(cap, 2, &want)) {
+                cg__error(CG_EHOSTMEM, "%s: too large to read into memory",
+                          path);
+                goto fail;
+            }
+            if (!(nb = cg__realloc(buf, want)))
+                goto fail;
+            buf = nb;
+            cap = want;
+        }
+        r = read(fd, buf + n, cap - 1 - n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            cg__error(CG_EIO, "cannot read %s: %s", path, strerror(errno));
+            goto fail;
+        }
+        if (r == 0)
+            break;
+        n += (size_t)r;
+    }
+    if (S_ISREG(st.st_mode) && n != (size_t)st.st_size) {
+        cg__error(CG_EIO, "cannot read %s: %zu of %jd bytes (the file "
+                  "changed while read)", path, n, (intmax_t)st.st_size);
+        goto fail;
+    }
+    buf[n] = '\0';
     if (len)
-        *len = (size_t)size;
-    fclose(f);
+        *len = n;
+    close(fd);
     return buf;
 fail:
     free(buf);
-    fclose(f);
+    close(fd);
     return NULL;
 }
 

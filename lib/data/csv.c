@@ -142,10 +142,13 @@ store_row(csv_parse *p, char **fields, int nf, long lineno)
                              fields[i]);
         if (i != p->label_col) {
             xr[f++] = (float)v;
-        } else if (v < 0 || v > INT32_MAX || v != floor(v)) {
+        } else if (v < 0 || v > INT32_MAX - 1 || v != floor(v)) {
+            /* At most INT32_MAX - 1: the class count, the largest label
+             * + 1, is an int too. */
             return cg__error(CG_EFORMAT, "%s:%ld: label %.32s (field %d) is "
-                             "not a class index (an integer >= 0)", p->path,
-                             lineno, fields[i], i + 1);
+                             "not a class index (an integer from 0 to %d)",
+                             p->path, lineno, fields[i], i + 1,
+                             INT32_MAX - 1);
         } else {
             p->y[p->rows] = (int32_t)v;
         }
@@ -159,6 +162,7 @@ static int
 first_row(csv_parse *p, int nf, int label_column, long lineno)
 {
     int64_t cells;
+    size_t bytes;
 
     if (nf < 2)
         return cg__error(CG_EFORMAT, "%s:%ld: %d field; a row needs at "
@@ -169,8 +173,12 @@ first_row(csv_parse *p, int nf, int label_column, long lineno)
         return cg__error(CG_EINVAL, "%s: label column %d is outside the %d "
                          "columns", p->path, label_column, nf);
     p->ncols = nf;
-    cells = p->cap * (nf - 1);
-    p->x = cg__malloc((size_t)cells * sizeof *p->x);
+    if (cg__checked_mul_i64(p->cap, nf - 1, &cells, "CSV table: rows "
+                            "* features") ||
+        cg__checked_mul_size((size_t)cells, sizeof *p->x, &bytes,
+                             "CSV table: bytes of features"))
+        return CG_ESHAPE;
+    p->x = cg__malloc(bytes);
     p->y = cg__malloc((size_t)p->cap * sizeof *p->y);
     return p->x && p->y ? CG_OK : CG_EHOSTMEM;
 }
@@ -434,7 +442,8 @@ cg_dataset_split(const cg_dataset *ds, double holdout, uint64_t seed,
     cg__error_clear();
     if (!ds || !train || !test)
         return cg__error(CG_EINVAL, "NULL dataset or output");
-    ntest = (int64_t)llround(holdout * (double)ds->rows);
+    ntest = holdout > 0 && holdout < 1      /* llround(NaN) has no value */
+            ? (int64_t)llround(holdout * (double)ds->rows) : 0;
     if (!(holdout > 0 && holdout < 1) || ntest < 1 || ntest >= ds->rows)
         return cg__error(CG_EINVAL, "a held-out fraction of %g of %lld "
                          "rows leaves a part empty", holdout,
@@ -498,9 +507,11 @@ cg_dataset_batch(cg_dataset *ds, cg_context *ctx, int batch_size,
         return cg__error(CG_EINVAL, "NULL argument, batch size %d < 1, or "
                          "negative epoch or index", batch_size);
     *x = *y = NULL;
-    first = index * batch_size;
+    /* Range first: index * batch_size overflows for an index near
+     * INT64_MAX. */
     if (index >= cg_dataset_num_batches(ds, batch_size))
         return 0;
+    first = index * batch_size;
     rows = ds->rows - first < batch_size ? ds->rows - first : batch_size;
     if (shuffled && ensure_perm(ds, seed, epoch) != CG_OK)
         return CG_EHOSTMEM;

@@ -234,7 +234,9 @@ cg_text_split(const cg_text *t, double holdout, cg_text **train,
     cg__error_clear();
     if (!t || !train || !valid)
         return cg__error(CG_EINVAL, "NULL text or output");
-    nv = (int64_t)llround(holdout * (double)t->length);
+    /* llround of a NaN or an infinity has no value: range first. */
+    nv = holdout > 0 && holdout < 1
+         ? (int64_t)llround(holdout * (double)t->length) : 0;
     if (!(holdout > 0 && holdout < 1) || nv < 2 || t->length - nv < 2)
         return cg__error(CG_EINVAL, "a held-out fraction of %g of %lld "
                          "bytes leaves a part shorter than 2", holdout,
@@ -290,9 +292,11 @@ cg_text_batch(const cg_text *t, cg_context *ctx, int steps, int batch,
     if (s < 1)
         return cg__error(CG_EINVAL, "a text of %lld bytes is too short for "
                          "%d streams", (long long)t->length, batch);
-    first = index * steps;
+    /* Range first: index * steps overflows for an index near
+     * INT64_MAX. */
     if (index >= cg_text_num_batches(t, steps, batch))
         return 0;
+    first = index * steps;
     n = s - first < steps ? s - first : steps;
     in = cg__malloc((size_t)(n * batch) * sizeof *in);
     tg = cg__malloc((size_t)(n * batch) * sizeof *tg);

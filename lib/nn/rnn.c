@@ -156,7 +156,8 @@ cg_rnn_new(cg_context *ctx, const cg_rnn_options *options)
         return NULL;
     }
     D = o.bidirectional ? 2 : 1;
-    if (o.num_layers * D * 4 > CG__MODULE_MAX_PARAMS) {
+    /* Divided, not multiplied: num_layers * D * 4 overflows an int. */
+    if (o.num_layers > CG__MODULE_MAX_PARAMS / (D * 4)) {
         cg__error(CG_EINVAL, "rnn: %d layers%s are more than clgrad "
                   "supports (%d)", o.num_layers,
                   D == 2 ? " in two directions" : "",
@@ -182,7 +183,8 @@ cg_rnn_new(cg_context *ctx, const cg_rnn_options *options)
                 char name[64];
 
                 shape[0] = (int64_t)G * o.hidden_size;
-                shape[1] = j == 0 ? (l ? D * o.hidden_size : o.input_size)
+                shape[1] = j == 0 ? (l ? (int64_t)D * o.hidden_size
+                                         : o.input_size)
                                   : o.hidden_size;
                 snprintf(name, sizeof name, "%s_l%d%s", pname[j], l,
                          d ? "_reverse" : "");
@@ -745,7 +747,7 @@ check_args(const cg_module *m, const cg_tensor *x, const cg_tensor *h0,
 {
     const cg_rnn_options *o;
     char s1[128];
-    int64_t widest, b;
+    int64_t widest, cells, b;
     int status;
 
     if ((status = cg__module_check(m, "rnn")))
@@ -781,7 +783,8 @@ check_args(const cg_module *m, const cg_tensor *x, const cg_tensor *h0,
         widest = 4 * (int64_t)o->hidden_size;
     if (widest < o->input_size)
         widest = o->input_size;
-    if ((*T + 1) * *B * widest > INT_MAX)
+    if (cg__mul_i64(*T + 1, *B, &cells) ||
+        cg__mul_i64(cells, widest, &cells) || cells > INT_MAX)
         return cg__error(CG_EINVAL, "rnn: T %lld x B %lld x %lld elements "
                          "exceed 32-bit indexing", (long long)*T,
                          (long long)*B, (long long)widest);

@@ -292,13 +292,28 @@ cg__rnn_time_steps(cg_context *ctx, cg__rnn_cell cell,
                          "%d must be positive", B, H, steps);
     if ((status = cg__rnn_step_init(&s, ctx, cell, tune)))
         return status;
+    /* Checked, as clgrad-tune passes sizes from its command line: the
+     * largest buffer, G H x hp floats, must be indexable in 32 bits
+     * (which bounds every other product below). */
+    {
+        int64_t biggest = 0, rows;
+
+        if (H > INT32_MAX - 64 ||
+            cg__mul_i64((int64_t)s.gates, H, &rows) ||
+            cg__mul_i64(rows, cg__rnn_hpad(&s, H), &biggest) ||
+            biggest > INT32_MAX ||
+            cg__mul_i64(rows, B, &rows) || rows > INT32_MAX / 2)
+            return cg__error(CG_ESHAPE, "rnn step timing: B %d and H %d "
+                             "need buffers of more than 2^31-1 floats",
+                             B, H);
+    }
     bh = (size_t)B * H;
     gh = (size_t)s.gates * H;
     hp = (size_t)cg__rnn_hpad(&s, H);
     {
         /* xproj, W_hh, wt, wp, h (2 slots), c (2), y, saved, dh, dc,
          * dgates (2 slots), dgi. */
-        size_t n[NSCRATCH] = { bh * gh / H, gh * H, H * s.gates * hp,
+        size_t n[NSCRATCH] = { bh * gh / H, gh * H, gh * hp,
                                gh * hp, 2 * bh, 2 * bh, bh, 4 * bh, bh, bh,
                                2 * bh * s.gates, bh * s.gates };
 

@@ -170,6 +170,7 @@ cg_arange(cg_context *ctx, double start, double stop, double step)
     cl_mem m;
     cl_uint n;
     cl_float fstart = (cl_float)start, fstep = (cl_float)step;
+    double count;
     int64_t len;
 
     cg__error_clear();
@@ -182,12 +183,20 @@ cg_arange(cg_context *ctx, double start, double stop, double step)
                   "all finite", start, stop, step);
         return NULL;
     }
-    len = (int64_t)ceil((stop - start) / step);
-    if (len < 1) {
+    /* In double first: the count can be infinite (arange(-1e308, 1e308,
+     * 1)) or beyond int64, where the conversion has no value. */
+    count = ceil((stop - start) / step);
+    if (!(count >= 1)) {
         cg__error(CG_ESHAPE, "arange(%g, %g, %g) is empty", start, stop,
                   step);
         return NULL;
     }
+    if (count > INT32_MAX) {
+        cg__error(CG_ESHAPE, "arange(%g, %g, %g) has %g elements, more "
+                  "than 2^31-1", start, stop, step, count);
+        return NULL;
+    }
+    len = (int64_t)count;
     t = cg__tensor_empty(ctx, CG_F32, 1, &len);
     if (!t)
         return NULL;

@@ -51,7 +51,9 @@ concat_check(cg_tensor *const *ts, int n, int dim, int *d, int64_t *total)
                              cg__shape_str(t->ndim, t->shape, s1, sizeof s1),
                              cg__shape_str(t0->ndim, t0->shape, s2,
                                            sizeof s2));
-        *total += t->shape[*d];
+        if (cg__checked_add_i64(*total, t->shape[*d], total,
+                                "concat: size along the joined dimension"))
+            return CG_ESHAPE;
     }
     return CG_OK;
 }
@@ -247,7 +249,13 @@ cg_split(cg_tensor *x, int dim, int n, const int64_t *sizes,
         if (sizes[k] < 1)
             return cg__error(CG_ESHAPE, "split: piece %d has size %lld", k,
                              (long long)sizes[k]);
-        total += sizes[k];
+        /* Checked: {INT64_MAX, INT64_MAX, 5} would add up to 3. */
+        if (cg__add_i64(total, sizes[k], &total) || total > x->shape[d])
+            return cg__error(CG_ESHAPE, "split: pieces 0..%d (the last of "
+                             "size %lld) exceed dimension %d of %s, of size "
+                             "%lld", k, (long long)sizes[k], d,
+                             cg__shape_str(x->ndim, x->shape, s, sizeof s),
+                             (long long)x->shape[d]);
     }
     if (total != x->shape[d])
         return cg__error(CG_ESHAPE, "split: sizes add up to %lld, dimension "
@@ -273,7 +281,7 @@ cg_split_chunks(cg_tensor *x, int dim, int64_t chunk, int max_outputs,
         return cg__error(CG_EINVAL, "split_chunks: dimension %d of a %d-D "
                          "tensor, chunk %lld", dim, x->ndim, (long long)chunk);
     len = x->shape[d];
-    n = (len + chunk - 1) / chunk;
+    n = len / chunk + (len % chunk != 0);   /* len + chunk - 1 overflows */
     if (n > max_outputs)
         return cg__error(CG_EINVAL, "split_chunks: %lld pieces of %lld from "
                          "dimension %d of %s, room for %d", (long long)n,

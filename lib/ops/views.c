@@ -61,7 +61,7 @@ cg_reshape(cg_tensor *x, int ndim, const int64_t *shape)
 {
     int64_t s[CG_MAX_DIMS], known = 1, n;
     int d, infer = -1;
-    char s1[128], s2[128];
+    char s1[CG_MAX_DIMS * 22 + 4], s2[CG_MAX_DIMS * 22 + 4];
 
     cg__error_clear();
     if (cg__check_tensor(x, "input", 1))
@@ -76,9 +76,10 @@ cg_reshape(cg_tensor *x, int ndim, const int64_t *shape)
             infer = d;
             continue;
         }
-        if (s[d] < 1)
+        /* Checked: {2, 9223372036854775805, -1} wraps around to a
+         * product that divides the element count. */
+        if (s[d] < 1 || cg__mul_i64(known, s[d], &known))
             goto bad;
-        known *= s[d];
     }
     n = cg_tensor_numel(x);
     if (infer >= 0) {
@@ -210,10 +211,15 @@ cg_narrow(cg_tensor *x, int dim, int64_t start, int64_t length)
                   x->ndim);
         return NULL;
     }
-    if (start < 0 || length < 1 || start + length > x->shape[d]) {
-        cg__error(CG_ESHAPE, "narrow: elements %lld..%lld of dimension %d "
-                  "of %s", (long long)start, (long long)(start + length - 1),
-                  d, cg__shape_str(x->ndim, x->shape, s, sizeof s));
+    /* start + length is not computed: it overflows for a start near
+     * INT64_MAX, and the view would then read outside the storage. */
+    if (start < 0 || length < 1 || start > x->shape[d] ||
+        length > x->shape[d] - start) {
+        cg__error(CG_ESHAPE, "cg_narrow: start %lld + length %lld %s "
+                  "dimension %d of size %lld of a %s", (long long)start,
+                  (long long)length, start < 0 || length < 1 ? "is not "
+                  "a range of" : "exceeds", d, (long long)x->shape[d],
+                  cg__shape_str(x->ndim, x->shape, s, sizeof s));
         return NULL;
     }
     memcpy(shape, x->shape, sizeof shape);
@@ -237,9 +243,9 @@ expand_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
 cg_tensor *
 cg_expand(cg_tensor *x, int ndim, const int64_t *shape)
 {
-    int64_t s[CG_MAX_DIMS], strides[CG_MAX_DIMS];
+    int64_t s[CG_MAX_DIMS], strides[CG_MAX_DIMS], n = 1;
     int d, lead;
-    char s1[128], s2[128];
+    char s1[128], s2[CG_MAX_DIMS * 22 + 4];
 
     cg__error_clear();
     if (cg__check_tensor(x, "input", 1))
@@ -255,6 +261,16 @@ cg_expand(cg_tensor *x, int ndim, const int64_t *shape)
             goto bad;
         strides[d] = (d < lead || have != s[d]) ? 0 : x->strides[d - lead];
     }
+    /* The view reads no more memory, but every op on it launches one
+     * work-item per element, counted in 32 bits as for any tensor. */
+    for (d = 0; d < ndim; d++)
+        if (cg__mul_i64(n, s[d], &n) || n > INT32_MAX) {
+            cg__error(CG_ESHAPE, "cannot expand %s to %s: more than 2^31-1 "
+                      "elements", cg__shape_str(x->ndim, x->shape, s1,
+                                                sizeof s1),
+                      cg__shape_str(ndim, shape, s2, sizeof s2));
+            return NULL;
+        }
     return record_view(cg__tensor_view(x, ndim, s, strides, x->offset), x,
                        "expand", expand_backward, NULL, 0);
 bad:

@@ -47,6 +47,7 @@ cg_tensor *cg__tensor_view(const cg_tensor *t, int ndim,
                            const int64_t *shape, const int64_t *strides,
                            int64_t offset);
 
+/* The product of the sizes; INT64_MAX when it overflows. */
 int64_t cg__numel(int ndim, const int64_t *shape);
 void cg__contiguous_strides(int ndim, const int64_t *shape,
                             int64_t *strides);

@@ -25,8 +25,12 @@ cg__numel(int ndim, const int64_t *shape)
     int64_t n = 1;
     int i;
 
+    /* Saturates: a product past INT64_MAX (a custom op's shape rule can
+     * return any sizes) must not wrap around to a small count that would
+     * pass the callers' "> INT32_MAX" checks. */
     for (i = 0; i < ndim; i++)
-        n *= shape[i];
+        if (cg__mul_i64(n, shape[i], &n))
+            return INT64_MAX;
     return n;
 }
 
@@ -86,14 +90,20 @@ check_shape(int ndim, const int64_t *shape)
                          CG_MAX_DIMS);
     if (ndim > 0 && !shape)
         return cg__error(CG_EINVAL, "shape is NULL");
-    for (i = 0; i < ndim; i++) {
+    for (i = 0; i < ndim; i++)
         if (shape[i] < 1)
             return cg__error(CG_ESHAPE, "dimension %d has size %lld (must be "
                              ">= 1)", i, (long long)shape[i]);
-        n *= shape[i];
-        if (n > INT32_MAX)
-            return cg__error(CG_ESHAPE, "more than 2^31-1 elements");
-    }
+    /* The product is checked at every step: {9, 6148914691236517206}
+     * would wrap around to 6. */
+    for (i = 0; i < ndim; i++)
+        if (cg__mul_i64(n, shape[i], &n) || n > INT32_MAX) {
+            char s[CG_MAX_DIMS * 22 + 4];
+
+            return cg__error(CG_ESHAPE, "shape %s has more than 2^31-1 "
+                             "elements", cg__shape_str(ndim, shape, s,
+                                                       sizeof s));
+        }
     return CG_OK;
 }
 
@@ -102,9 +112,15 @@ cg__tensor_empty(cg_context *ctx, cg_dtype dtype, int ndim,
                  const int64_t *shape)
 {
     cg_tensor *t;
-    int64_t n;
+    size_t bytes;
 
     if (check_shape(ndim, shape))
+        return NULL;
+    /* Fits size_t on a 64-bit host; checked for 32-bit ones.  The
+     * device's largest allocation is checked by cg_buffer_new. */
+    if (cg__checked_mul_size((size_t)cg__numel(ndim, shape),
+                             cg__dtype_size(dtype), &bytes,
+                             "tensor size in bytes"))
         return NULL;
     t = cg__calloc(1, sizeof *t);
     if (!t)
@@ -114,8 +130,7 @@ cg__tensor_empty(cg_context *ctx, cg_dtype dtype, int ndim,
         free(t);
         return NULL;
     }
-    n = cg__numel(ndim, shape);
-    t->storage->buf = cg_buffer_new(ctx, (size_t)n * cg__dtype_size(dtype));
+    t->storage->buf = cg_buffer_new(ctx, bytes);
     if (!t->storage->buf) {
         free(t->storage);
         free(t);

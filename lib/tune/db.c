@@ -17,6 +17,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -376,6 +377,12 @@ cg__tuning_db_parse(const char *text, const char *what)
     size_t i, n;
     int status;
 
+    /* json-c takes the length as an int. */
+    if (strlen(text) >= INT_MAX) {
+        cg__error(CG_EFORMAT, "%s: %zu bytes, too large for a tuning "
+                  "database", what, strlen(text));
+        return NULL;
+    }
     tok = json_tokener_new();
     if (!tok) {
         cg__error(CG_EHOSTMEM, "out of host memory");
