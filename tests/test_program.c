@@ -2,9 +2,9 @@
 /*
  * tests/test_program.c - kernels: the embedded sources build and run, the
  * CLGRAD_KERNEL_DIR override, the program binary cache (miss, hit,
- * corruption, forged payloads, off switch, the error state left alone), build failures
- * with their log, and the kernel table generated from the sources
- * (build-aux/cltable.sh).
+ * corruption, forged payloads, off switch, the error state left alone),
+ * build failures with their log, and the kernel table generated from the
+ * sources (build-aux/cltable.sh).
  */
 #include <dirent.h>
 #include <stdio.h>

@@ -121,19 +121,15 @@ cg_buffer_new(cg_context *ctx, size_t bytes)
         cg__error(CG_EINVAL, "a buffer of 0 bytes was requested");
         return NULL;
     }
-    /* Before size_class: its rounding of sizes near SIZE_MAX would wrap
-     * around to a small block. */
-    if (bytes > ctx->info.max_alloc_size) {
-        enomem(ctx, bytes, "larger than the device's largest allocation");
-        return NULL;
-    }
     buf = cg__malloc(sizeof *buf);
     if (!buf)
         return NULL;
     cls = size_class(bytes, &size);
-    if ((size > ctx->info.max_alloc_size &&
-         bytes <= ctx->info.max_alloc_size) || ctx->exact_blocks)
-        size = bytes;   /* no rounding over the limit, or none asked */
+    /* No rounding over the limit, or none asked.  Nor for a request over
+     * it, which device_block refuses: the rounding of sizes near SIZE_MAX
+     * wraps around to a small block. */
+    if (size > ctx->info.max_alloc_size || size < bytes || ctx->exact_blocks)
+        size = bytes;
     b = ctx->exact_blocks ? NULL : ctx->free_blocks[cls];
     if (b && b->size >= bytes) {
         ctx->free_blocks[cls] = b->next;
