@@ -120,7 +120,12 @@ fuzz_fail(const char *file, int line, const char *cond, const char *fmt, ...)
     vfprintf(stderr, fmt, ap);
     va_end(ap);
     fprintf(stderr, " (cg_last_error: %s)\n", cg_last_error());
-    abort();
+    fflush(stderr);
+    /* Not abort(): once PoCL has compiled a kernel, LLVM's handler for
+     * SIGABRT comes first and re-raises it with the default action, so
+     * libFuzzer would never save the input.  LLVM passes a trap's SIGILL
+     * on to libFuzzer's handler when the instruction runs again. */
+    __builtin_trap();
 }
 
 void

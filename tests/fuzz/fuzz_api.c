@@ -286,7 +286,7 @@ view(fuzz_input *in, unsigned op, int s)
         break;
     case 3:
         dim = get_dim(in);
-        a = get_size(in) - 1;
+        a = (int64_t)((uint64_t)get_size(in) - 1);
         b = get_size(in);
         result(cg_narrow(t, dim, a, b), s, "cg_narrow");
         break;

@@ -122,6 +122,9 @@ def csv():
     put('csv', 'near-bigcolumn', bytes([0x80 | 0x40]) + b'1,2\n3,4\n')
     put('csv', 'near-one-column', opt(1) + b'1\n2\n')
     put('csv', 'near-nul', opt(1) + b'1,0\n\x002,1\n')
+    # Found by fuzz_csv: finite doubles that are +-inf as float32.
+    put('csv', 'regress-float-range', opt(1) + b'1e39,0\n2,1\n')
+    put('csv', 'regress-float-range-neg', opt(1) + b'-3.5e38,0\n2,1\n')
 
 
 # ---------------------------------------------------------------- text
@@ -167,7 +170,7 @@ def size(v):
         return bytes([160 + (v + 2 + 1) % 3])
     if v in EXTREME:
         return bytes([176 + EXTREME[v]])
-    return bytes([201]) + struct.pack('>q', v)
+    return bytes([201]) + struct.pack('>Q', v % 2**64)
 
 
 def dim(d):
@@ -221,6 +224,16 @@ def api():
     put('api', 'near-create-zero', create(0, [2, 0]) + create(1, [-1]))
     put('api', 'near-expand-huge', create(0, [1, 1], 1) +
         view(1, 0, 4, shape([2**62, 4])) + view(2, 0, 4, shape([3, 2])))
+    # Issue 16's defects 1 and 2: a shape whose product wraps to 6, then
+    # summed; a [2, 3] reshaped to it; narrow past INT64_MAX.
+    wrap = [9, 6148914691236517206]
+    put('api', 'regress-shape-wrap', create(1, wrap, 1) + create(2, wrap, 3) +
+        bytes([4, 1 << 3 | 0, 1]) + bytes([1]) + dim(1))
+    put('api', 'regress-reshape-wrap', a + view(1, 0, 0, shape(wrap)) +
+        view(2, 0, 0, shape([2, 9223372036854775805, -1])))
+    put('api', 'regress-narrow-wrap', a +
+        view(1, 0, 3, dim(1) + size(2**63 - 807) + size(808)) +
+        view(2, 0, 3, dim(1) + size(-2**63) + size(2)))
     put('api', 'near-dims', a + view(1, 0, 1, bytes([255, 240])) +
         view(2, 0, 5, dim(5)) + view(3, 0, 2, bytes(8)))
 
