@@ -1412,7 +1412,7 @@ typedef struct cg_csv_options {
 /* Reads a CSV file: every row has the same number of fields (at least 2),
  * each a finite number (spaces around it allowed; no quoting); the label
  * column is an integer >= 0 and the others are the features, in file
- * order.  Blank lines are skipped.  opts NULL means { -1,
+ * order, finite as float32 too (1e39 is CG_EFORMAT, not +inf).  Blank lines are skipped.  opts NULL means { -1,
  * CG_CSV_HEADER_DETECT, ',' }.  A ragged row, a field that is not a
  * number, a bad label or a file with no rows give CG_EFORMAT naming the
  * file and line.  The caller owns the result; free it with

@@ -9,6 +9,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,6 +142,11 @@ store_row(csv_parse *p, char **fields, int nf, long lineno)
                              "a finite number", p->path, lineno, i + 1,
                              fields[i]);
         if (i != p->label_col) {
+            /* Finite as a double but not as a float: 1e39 would be +inf. */
+            if (fabs(v) > FLT_MAX)
+                return cg__error(CG_EFORMAT, "%s:%ld: field %d ('%.32s') is "
+                                 "outside float32's range", p->path, lineno,
+                                 i + 1, fields[i]);
             xr[f++] = (float)v;
         } else if (v < 0 || v > INT32_MAX - 1 || v != floor(v)) {
             /* At most INT32_MAX - 1: the class count, the largest label
