@@ -97,18 +97,27 @@ fits_int(cg__mat x, size_t stride, size_t batch, size_t rows, size_t cols)
            stride < (size_t)INT_MAX;
 }
 
-/* Which backend runs this product when the choice is automatic.
- * Measured on a 2-core PoCL 3.1 CPU (clgrad-bench --suite gemm and the
- * shapes of the recurrent and linear layers): see the rule below. */
+/* Which backend runs this product when the choice is automatic.  From
+ * tests/bench_gemm on a 2-core PoCL 3.1 CPU (AVX2), under the load of
+ * other jobs (GFLOP/s clgrad / CLBlast, same run): clgrad's kernels win
+ * at every shape of the recurrent and linear layers of the tools' jobs
+ * (char-LSTM 1600x512x64 NT, 1600x77x128 NT 19/2.5, 1600x128x77 NN 60/17,
+ * 77x128x1600 TN 51/12, 512x128x1600 TN 44/36; MLP 128x784x512 NN 68/18,
+ * 512x784x128 TN 64/19, 128x10x512 NT 22/0.9; 32x2048x512 NN 53/8), and
+ * at 1024^3 NN and NT (50/34, 32/22) and 2048x3200x512 NN (47/18).
+ * Without blocking over K they fall behind on long K: op(A) transposed
+ * with K >= 1024 over a large C (1024^3 TN 10/21, 3200x512x2048 TN 9/23)
+ * and NN at K >= 2048 (2048^3 12/28); CLBlast runs those.  So a first
+ * run of the tools' small jobs never builds CLBlast's programs. */
 static cg__gemm_backend
-backend_for(int ta, int tb, size_t m, size_t n, size_t k, size_t batch)
+backend_for(int ta, int tb, size_t m, size_t n, size_t k)
 {
-    (void)ta;
-    (void)tb;
-    (void)m;
-    (void)n;
-    (void)k;
-    (void)batch;
+    double mn = (double)m * (double)n;
+
+    if (ta && k >= 1024 && mn >= 262144.0)
+        return CG__GEMM_CLBLAST;
+    if (!ta && !tb && k >= 2048 && mn >= 1048576.0)
+        return CG__GEMM_CLBLAST;
     return CG__GEMM_CLGRAD;
 }
 
@@ -207,7 +216,7 @@ cg__sgemm_batched(cg_context *ctx, int ta, int tb, size_t m, size_t n,
     if (m == 0 || n == 0 || batch == 0)
         return CG_OK;
     use = ctx->gemm_backend == CG__GEMM_AUTO
-        ? backend_for(ta, tb, m, n, k, batch)
+        ? backend_for(ta, tb, m, n, k)
         : (cg__gemm_backend)ctx->gemm_backend;
     if (k == 0)     /* C = beta C, which CLBlast refuses */
         use = CG__GEMM_CLGRAD;
