@@ -666,6 +666,41 @@ close_to(const float *got, const double *want, int n, const char *what)
                       want[i]);
 }
 
+/* A tuning entry for kernels/gemm.cl (kernel "gemm", shape "any") puts
+ * its tile in force: clgrad's GEMM kernels are rebuilt with it and stay
+ * right (clgrad's GEMM forced, at a size no tile divides). */
+START_TEST(gemm_file_entry_is_applied)
+{
+    static const char *const names[4] = { "TM", "TN", "DTN", "WG" };
+    static const long values[4] = { 3, 1, 3, 4 };
+    cg_context_options o = { NULL, 0, 1 };
+    cg_context *ctx = cg_context_new_with(&o);
+    cg_tuning_entry e;
+    double err = 1;
+    int i;
+
+    ck_assert_msg(ctx != NULL, "%s", TT_ERR);
+    cg__gemm_force(ctx, CG__GEMM_CLGRAD);
+    memset(&e, 0, sizeof e);
+    strcpy(e.kernel, "gemm");
+    strcpy(e.shape, "any");
+    e.nparams = 4;
+    for (i = 0; i < 4; i++) {
+        strcpy(e.names[i], names[i]);
+        e.values[i] = values[i];
+    }
+    ck_assert_int_eq(cg_kernel_source_hash("gemm", e.source_hash), CG_OK);
+    ck_assert_msg(cg_context_set_tuning(ctx, &e) == CG_OK, "%s", TT_ERR);
+    ck_assert_int_eq(cg__param(ctx, CG__P_GEMM_TM), 3);
+    ck_assert_int_eq(cg__param(ctx, CG__P_GEMM_TN), 1);
+    ck_assert_int_eq(cg__param(ctx, CG__P_GEMM_DTN), 3);
+    ck_assert_int_eq(cg__param(ctx, CG__P_GEMM_WG), 4);
+    ck_assert_msg(check_gemm(ctx, 37, 67, 19, &err) == CG_OK, "%s", TT_ERR);
+    ck_assert_msg(err < 1e-5, "error %g with the entry's tile", err);
+    cg_context_free(ctx);
+}
+END_TEST
+
 /* The work-group sizes of the reduction kernel files: a tuning entry for
  * the file builds all its kernels with the -D option and the host launches
  * with the same size; results match a double reference with each size. */
@@ -838,6 +873,7 @@ main(void)
     tcase_add_test(tc, bad_and_stale_files_are_skipped_with_a_warning);
     tcase_add_test(tc, own_parameters_become_build_options);
     tcase_add_test(tc, file_work_group_sizes_are_applied);
+    tcase_add_test(tc, gemm_file_entry_is_applied);
     tcase_add_test(tc, clblast_parameters_are_applied);
     suite_add_tcase(s, tc);
     return tt_run(s);
