@@ -8,7 +8,8 @@
  * accumulating), offsets and leading dimensions wider than the matrix,
  * strided batches with a broadcast operand (stride 0).  Also clgrad's
  * kernels built with other tunables than the defaults (the candidates
- * clgrad-tune tries), and CLGRAD_GEMM's validation.
+ * clgrad-tune tries), the automatic choice on small products, and
+ * CLGRAD_GEMM's validation.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -251,6 +252,51 @@ START_TEST(gemm_kernels_are_right_with_other_tunables)
 }
 END_TEST
 
+/* With the automatic choice, the small products of a first training run
+ * (the char-LSTM's projections and gradients, here at a quarter of their
+ * rows) run clgrad's kernels, so that such a run never builds CLBlast's
+ * programs: a profiling context names every launch. */
+START_TEST(gemm_auto_runs_clgrad_on_small_products)
+{
+    static const int shapes[][5] = {
+        { 400, 512, 64, 0, 1 }, { 400, 62, 128, 0, 1 },
+        { 400, 128, 62, 0, 0 }, { 62, 128, 400, 1, 0 },
+        { 3, 5, 7, 1, 1 },
+    };
+    cg_context_options o = { NULL, 1, 0 };
+    cg_context *ctx;
+    cg_profile_entry e[16];
+    size_t s;
+    int i, n = 0, ours = 0;
+
+    unsetenv("CLGRAD_GEMM");
+    ctx = cg_context_new_with(&o);
+    ck_assert_msg(ctx != NULL, "%s", TT_ERR);
+    for (s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        const int *x = shapes[s];
+        int64_t sa[2] = { x[3] ? x[2] : x[0], x[3] ? x[0] : x[2] };
+        int64_t sb[2] = { x[4] ? x[1] : x[2], x[4] ? x[2] : x[1] };
+        cg_tensor *a = cg_ones(ctx, 2, sa), *b = cg_ones(ctx, 2, sb), *c;
+
+        c = cg_matmul_t(a, b, x[3], x[4]);
+        ck_assert_msg(c != NULL, "%s", TT_ERR);
+        cg_tensor_free(a);
+        cg_tensor_free(b);
+        cg_tensor_free(c);
+    }
+    ck_assert_int_eq(cg_context_profile(ctx, e, 16, &n), CG_OK);
+    for (i = 0; i < n && i < 16; i++) {
+        ck_assert_msg(strncmp(e[i].name, "clblast", 7) != 0,
+                      "%s ran on a small product", e[i].name);
+        if (strcmp(e[i].name, "gemm") == 0 ||
+            strcmp(e[i].name, "gemm_nt") == 0)
+            ours += (int)e[i].launches;
+    }
+    ck_assert_int_eq(ours, 5);
+    cg_context_free(ctx);
+}
+END_TEST
+
 /* CLGRAD_GEMM names a backend or fails the first product with a message
  * naming the variable and the values it takes. */
 START_TEST(gemm_backend_variable_is_validated)
@@ -297,6 +343,7 @@ main(void)
     tcase_add_loop_test(tc, gemm_alpha_beta_offsets_and_batches,
                         CG__GEMM_CLBLAST, CG__GEMM_CLGRAD + 1);
     tcase_add_test(tc, gemm_kernels_are_right_with_other_tunables);
+    tcase_add_test(tc, gemm_auto_runs_clgrad_on_small_products);
     tcase_add_test(tc, gemm_backend_variable_is_validated);
     suite_add_tcase(s, tc);
     return tt_run(s);

@@ -107,13 +107,17 @@ fits_int(cg__mat x, size_t stride, size_t batch, size_t rows, size_t cols)
  * at 1024^3 NN and NT (50/34, 32/22) and 2048x3200x512 NN (47/18).
  * Without blocking over K they fall behind on long K: op(A) transposed
  * with K >= 1024 over a large C (1024^3 TN 10/21, 3200x512x2048 TN 9/23)
- * and NN at K >= 2048 (2048^3 12/28); CLBlast runs those.  So a first
- * run of the tools' small jobs never builds CLBlast's programs. */
+ * and NN at K >= 2048 (2048^3 12/28); CLBlast runs those.  TT reads
+ * op(B) lane by lane (128x512x256 17/24, 512^3 17/41): CLBlast from
+ * 2^21 multiply-adds up.  So a first run of the tools' small jobs never
+ * builds CLBlast's programs. */
 static cg__gemm_backend
 backend_for(int ta, int tb, size_t m, size_t n, size_t k)
 {
     double mn = (double)m * (double)n;
 
+    if (ta && tb && mn * (double)k >= 2097152.0)
+        return CG__GEMM_CLBLAST;
     if (ta && k >= 1024 && mn >= 262144.0)
         return CG__GEMM_CLBLAST;
     if (!ta && !tb && k >= 2048 && mn >= 1048576.0)
