@@ -21,6 +21,11 @@
  *            floatDVW accumulator over K in steps of DVW (both operands
  *            read with vector loads), summed across lanes at the end.
  *
+ *   gemm_tpose  the transpose of op(B) into a packed [K, N] array, so
+ *            that an NT product of short K (where gemm_nt's per-item
+ *            overhead and lane sums weigh) runs as NN through gemm: one
+ *            work-item per element, writes contiguous.
+ *
  * Edges: rows past M (and, in gemm_nt, columns past N) re-read the last
  * valid row and the result is dropped; columns past N in gemm are read
  * lane by lane, clamped, only by the items that reach the edge, and never
@@ -312,4 +317,20 @@ gemm_nt(int M, int N, int K, float alpha,
 
 #undef LDD
 #undef STD
+#endif
+
+/* ----------------------------------------------------------- gemm_tpose */
+
+#if CG_WANT(gemm_tpose)
+/* dst[c * rows + r] = src[r * lds + c] for a rows x cols src. */
+KERNEL
+gemm_tpose(const __global float *src, int so, int lds, int rows, int cols,
+           __global float *dst)
+{
+    int i = get_global_id(0);
+
+    if (i >= rows * cols)
+        return;
+    dst[i] = src[so + (i % rows) * lds + i / rows];
+}
 #endif

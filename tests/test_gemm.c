@@ -135,6 +135,7 @@ START_TEST(gemm_matches_reference_at_odd_sizes)
     static const int sizes[][3] = {
         { 1, 1, 1 }, { 7, 13, 5 }, { 33, 65, 17 }, { 7, 13, 1 },
         { 1, 37, 9 }, { 37, 1, 9 }, { 17, 3, 40 }, { 13, 29, 64 },
+        { 300, 13, 5 },     /* NT: through a packed B^T (short K) */
     };
     cg_context *ctx = tt_ctx();
     char label[128];
@@ -182,6 +183,8 @@ START_TEST(gemm_alpha_beta_offsets_and_batches)
         { 5, 17, 33, 1, 1, 1.0f, 0.0f, 2, 1, 0, 2 },
         { 1, 1, 1, 0, 1, 1.0f, 1.0f, 5, 1, 1, 0 },
         { 13, 29, 0, 0, 0, 1.0f, 0.5f, 1, 0, 0, 0 },
+        { 260, 9, 7, 0, 1, 0.5f, 1.0f, 3, 2, 3, 2 },
+        { 260, 9, 7, 0, 1, 1.0f, 0.0f, 1, 0, 1, 4 },
     };
     cg_context *ctx = tt_ctx();
     char label[160];
