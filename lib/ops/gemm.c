@@ -101,13 +101,15 @@ fits_int(cg__mat x, size_t stride, size_t batch, size_t rows, size_t cols)
  * tests/bench_gemm on a 2-core PoCL 3.1 CPU (AVX2), under the load of
  * other jobs (GFLOP/s clgrad / CLBlast, same run): clgrad's kernels win
  * at every shape of the recurrent and linear layers of the tools' jobs
- * (char-LSTM 1600x512x64 NT, 1600x77x128 NT 19/2.5, 1600x128x77 NN 60/17,
- * 77x128x1600 TN 51/12, 512x128x1600 TN 44/36; MLP 128x784x512 NN 68/18,
- * 512x784x128 TN 64/19, 128x10x512 NT 22/0.9; 32x2048x512 NN 53/8), and
- * at 1024^3 NN and NT (50/34, 32/22) and 2048x3200x512 NN (47/18).
+ * (char-LSTM 1600x512x64 NT 64/52 packed, 1600x77x128 NT 43/5,
+ * 1600x128x77 NN 106/34, 77x128x1600 TN 90/24, 512x128x1600 TN 49/42;
+ * MLP 128x784x512 NN 82/31, 512x784x128 TN 136/44, 128x10x512 NT 17/1;
+ * 32x2048x512 NN 56/9), and at 1024^3 NN and NT (51/30, 90/49) and
+ * 2048x3200x512 NN (151/76).
  * Without blocking over K they fall behind on long K: op(A) transposed
- * with K >= 1024 over a large C (1024^3 TN 10/21, 3200x512x2048 TN 9/23)
- * and NN at K >= 2048 (2048^3 12/28); CLBlast runs those.  TT reads
+ * with K >= 1024 over a large C (1024^3 TN 32/49, 3200x512x2048 TN 29/78)
+ * and NN or NT at K >= 2048 (2048^3 NN 50/64, 2048x512x3200 NT 51/57);
+ * CLBlast runs those.  TT reads
  * op(B) lane by lane (128x512x256 17/24, 512^3 17/41): CLBlast from
  * 2^21 multiply-adds up.  So a first run of the tools' small jobs never
  * builds CLBlast's programs. */
@@ -120,7 +122,7 @@ backend_for(int ta, int tb, size_t m, size_t n, size_t k)
         return CG__GEMM_CLBLAST;
     if (ta && k >= 1024 && mn >= 262144.0)
         return CG__GEMM_CLBLAST;
-    if (!ta && !tb && k >= 2048 && mn >= 1048576.0)
+    if (!ta && k >= 2048 && mn >= 1048576.0)
         return CG__GEMM_CLBLAST;
     return CG__GEMM_CLGRAD;
 }
