@@ -372,7 +372,7 @@ typedef struct cg_measurements {
     double copy_gbps;          /* device copy kernel, bytes read + written */
     double launch_latency_us;  /* one empty kernel, enqueue + wait */
     double launch_queued_us;   /* per launch when 1000 are queued, one wait */
-    double sgemm_gflops;       /* CLBlast SGEMM, 1024 x 1024 x 1024 */
+    double sgemm_gflops;       /* matmul's SGEMM, 1024 x 1024 x 1024 */
     double fp32_fma_gflops;    /* chains of float FMAs, 2 FLOP each */
 } cg_measurements;
 

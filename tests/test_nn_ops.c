@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core/internal.h"    /* cg__last_status: how a NULL came about */
+#include "ops/internal.h"     /* cg__gemm_force: each GEMM backend */
 #include "opcheck.h"
 
 /* ----------------------------------------------------------------- matmul */
@@ -18,7 +19,7 @@
 /* How the test passes operand a: as given, with its two batch dimensions
  * swapped (batch strides that no single stride describes), or a [1, K]
  * expanded to [m, K] (a matrix with a zero stride): both must be copied
- * before CLBlast can read them. */
+ * before the GEMM can read them. */
 enum { M_PLAIN, M_PERMUTE, M_EXPAND };
 
 typedef struct { int ta, tb, mode; int64_t m; } mparam;
@@ -133,6 +134,8 @@ ref_matmul(const oc_tensor *in, oc_tensor *out, const void *param)
             }
 }
 
+/* With each GEMM backend forced (the loop's _i), CLBlast's and clgrad's,
+ * forward and backward. */
 START_TEST(matmul_matches_reference_and_finite_differences)
 {
     static const struct { const char *a, *b; mparam p; } cases[] = {
@@ -142,7 +145,7 @@ START_TEST(matmul_matches_reference_and_finite_differences)
         { "1,7", "7,1", { 0, 0, M_PLAIN, 0 } },
         { "3,7,33", "3,33,5", { 0, 0, M_PLAIN, 0 } },
         { "2,3,7,33", "2,3,33,5", { 0, 0, M_PLAIN, 0 } },
-        /* transposed views: CLBlast's flag, no copy */
+        /* transposed views: the GEMM's flag, no copy */
         { "T7,33", "33,5", { 0, 0, M_PLAIN, 0 } },
         { "7,33", "T33,5", { 0, 0, M_PLAIN, 0 } },
         { "T3,7,33", "T3,33,5", { 0, 0, M_PLAIN, 0 } },
@@ -168,12 +171,14 @@ START_TEST(matmul_matches_reference_and_finite_differences)
     op.ninputs = 2;
     op.run = run_matmul;
     op.ref = ref_matmul;
+    cg__gemm_force(tt_ctx(), (cg__gemm_backend)_i);
     for (c = 0; c < sizeof cases / sizeof cases[0]; c++)
         oc_check(&op, &cases[c].p, cases[c].a, cases[c].b);
+    cg__gemm_force(tt_ctx(), CG__GEMM_AUTO);
 }
 END_TEST
 
-/* A transposed view goes to CLBlast as it is: the only allocation is the
+/* A transposed view goes to the GEMM as it is: the only allocation is the
  * result. */
 START_TEST(matmul_reads_transposed_views_without_copying)
 {
@@ -690,7 +695,8 @@ main(void)
 
     tt_require_device();
     tcase_set_timeout(tc, 1800);
-    tcase_add_test(tc, matmul_matches_reference_and_finite_differences);
+    tcase_add_loop_test(tc, matmul_matches_reference_and_finite_differences,
+                        CG__GEMM_CLBLAST, CG__GEMM_CLGRAD + 1);
     tcase_add_test(tc, matmul_reads_transposed_views_without_copying);
     tcase_add_test(tc, softmax_along_any_dimension);
     tcase_add_test(tc, softmax_is_stable_and_deterministic);

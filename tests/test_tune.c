@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "testutil.h"
+#include "ops/internal.h"      /* cg__gemm_force */
 #include "tune/internal.h"
 
 static char rnn_hash[33];
@@ -594,7 +595,8 @@ xgemm_entry(long mdimc, long ndimc, long mwg, long nwg, long kwg, long vw)
     return e;
 }
 
-/* CLBlast parameters are applied: with the indirect path forced from 64^3
+/* CLBlast parameters are applied (CLBlast's GEMM forced, as the automatic
+ * choice may run clgrad's kernel): with the indirect path forced from 64^3
  * up (GemmRoutine), a valid Xgemm set works and is correct; a set that is
  * not exactly CLBlast's parameters, or needs more work-items per group
  * than the device has, is refused. */
@@ -607,6 +609,7 @@ START_TEST(clblast_parameters_are_applied)
     int n = 160;
 
     cg_context_device_info(ctx, &info);
+    cg__gemm_force(ctx, CG__GEMM_CLBLAST);
     ck_assert_int_eq(check_gemm(ctx, n, n, n, &err), CG_OK);
     ck_assert_msg(err < 1e-5, "untuned error %g", err);
     /* GEMMs from 64^3 up take the indirect path, which runs Xgemm. */
@@ -635,8 +638,10 @@ START_TEST(clblast_parameters_are_applied)
     }
     /* Under a memory checker each new CLBlast GEMM program takes minutes
      * to compile; what follows is CLBlast's code, checked natively. */
-    if (tt_checker())
+    if (tt_checker()) {
+        cg__gemm_force(ctx, CG__GEMM_AUTO);
         return;
+    }
 
     e = xgemm_entry(8, 8, 32, 32, 16, 4);
     ck_assert_msg(cg_context_set_tuning(ctx, &e) == CG_OK, "%s", TT_ERR);
@@ -646,6 +651,7 @@ START_TEST(clblast_parameters_are_applied)
     ck_assert_msg(check_gemm(ctx, 37, 531, 300, &err) == CG_OK, "%s",
                   TT_ERR);
     ck_assert_msg(err < 1e-5, "tuned error %g", err);
+    cg__gemm_force(ctx, CG__GEMM_AUTO);
 }
 END_TEST
 
@@ -816,6 +822,41 @@ close_to(const float *got, const double *want, int n, const char *what)
                       "%s[%d]: %.9g, reference %.9g", what, i, got[i],
                       want[i]);
 }
+
+/* A tuning entry for kernels/gemm.cl (kernel "gemm", shape "any") puts
+ * its tile in force: clgrad's GEMM kernels are rebuilt with it and stay
+ * right (clgrad's GEMM forced, at a size no tile divides). */
+START_TEST(gemm_file_entry_is_applied)
+{
+    static const char *const names[4] = { "TM", "TN", "DTN", "WG" };
+    static const long values[4] = { 3, 1, 3, 4 };
+    cg_context_options o = { NULL, 0, 1 };
+    cg_context *ctx = cg_context_new_with(&o);
+    cg_tuning_entry e;
+    double err = 1;
+    int i;
+
+    ck_assert_msg(ctx != NULL, "%s", TT_ERR);
+    cg__gemm_force(ctx, CG__GEMM_CLGRAD);
+    memset(&e, 0, sizeof e);
+    strcpy(e.kernel, "gemm");
+    strcpy(e.shape, "any");
+    e.nparams = 4;
+    for (i = 0; i < 4; i++) {
+        strcpy(e.names[i], names[i]);
+        e.values[i] = values[i];
+    }
+    ck_assert_int_eq(cg_kernel_source_hash("gemm", e.source_hash), CG_OK);
+    ck_assert_msg(cg_context_set_tuning(ctx, &e) == CG_OK, "%s", TT_ERR);
+    ck_assert_int_eq(cg__param(ctx, CG__P_GEMM_TM), 3);
+    ck_assert_int_eq(cg__param(ctx, CG__P_GEMM_TN), 1);
+    ck_assert_int_eq(cg__param(ctx, CG__P_GEMM_DTN), 3);
+    ck_assert_int_eq(cg__param(ctx, CG__P_GEMM_WG), 4);
+    ck_assert_msg(check_gemm(ctx, 37, 67, 19, &err) == CG_OK, "%s", TT_ERR);
+    ck_assert_msg(err < 1e-5, "error %g with the entry's tile", err);
+    cg_context_free(ctx);
+}
+END_TEST
 
 /* The work-group sizes of the reduction kernel files: a tuning entry for
  * the file builds all its kernels with the -D option and the host launches
@@ -991,6 +1032,7 @@ main(void)
     tcase_add_test(tc, saving_writes_through_a_link_and_keeps_the_mode);
     tcase_add_test(tc, own_parameters_become_build_options);
     tcase_add_test(tc, file_work_group_sizes_are_applied);
+    tcase_add_test(tc, gemm_file_entry_is_applied);
     tcase_add_test(tc, clblast_parameters_are_applied);
     suite_add_tcase(s, tc);
     return tt_run(s);

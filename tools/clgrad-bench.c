@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * clgrad-bench - clgrad against reference implementations, measured in one
- * run on one machine: CLBlast SGEMM against OpenBLAS, memory-bound kernels
+ * run on one machine: matmul's SGEMM against OpenBLAS, memory-bound kernels
  * against the device's copy bandwidth, and training steps against PyTorch
  * on the CPU.  Every result is a ratio (see usage()).
  */
@@ -49,7 +49,7 @@ usage(FILE *f)
 "for the bandwidth suite the fraction of the device's copy bandwidth.\n"
 "\n"
 "Suites:\n"
-"  gemm       CLBlast SGEMM (untuned and tuned) vs OpenBLAS cblas_sgemm\n"
+"  gemm       matmul's SGEMM (untuned and tuned) vs OpenBLAS cblas_sgemm\n"
 "  bandwidth  elementwise, reduction and Adam kernels vs device copy\n"
 "  mlp        784-512-512-10 training step, batch 128, vs PyTorch CPU\n"
 "  lstm       LSTM training steps (1x256, char-LSTM 2x512) vs PyTorch CPU\n"

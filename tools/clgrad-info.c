@@ -276,8 +276,8 @@ print_measure(const cg_measurements *m, double untuned)
         m->launch_queued_us);
     FIG("FP32 FMA peak", CG_FIGURE_FP32_FMA, "%.1f GFLOP/s",
         m->fp32_fma_gflops);
-    row("  SGEMM 1024^3 (CLBlast), tuned", "%.1f GFLOP/s", m->sgemm_gflops);
-    FIG("SGEMM 1024^3 (CLBlast), untuned", CG_FIGURE_SGEMM, "%.1f GFLOP/s",
+    row("  SGEMM 1024^3 (matmul's), tuned", "%.1f GFLOP/s", m->sgemm_gflops);
+    FIG("SGEMM 1024^3 (matmul's), untuned", CG_FIGURE_SGEMM, "%.1f GFLOP/s",
         untuned);
 #undef FIG
     printf("      (tuned: the same, with the tuning database's CLBlast "

@@ -75,6 +75,10 @@ struct cg_context {
      * when freed, so that memory checkers (Oclgrind) see every overrun
      * and every buffer's history starts fresh. */
     int exact_blocks;
+    /* Which SGEMM runs (lib/ops/gemm.c's; lib/cl never looks at it):
+     * 0 until the first product reads CLGRAD_GEMM, then one of
+     * cg__gemm_backend's values. */
+    int gemm_backend;
     cg__program *programs;
     /* The kernels by id, each made on first use and reused for every
      * launch (a context is used by one thread at a time, so setting

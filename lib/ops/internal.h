@@ -97,10 +97,11 @@ typedef enum {
  * contiguous tensor of x's shape.  No recording. */
 cg_tensor *cg__unary(cg__ew_op op, cg_tensor *x, float p0, float p1);
 
-/* One row-major SGEMM through CLBlast on ctx's queue:
- * c = alpha op(a) op(b) + beta c, op transposing when ta / tb is set;
- * op(a) is m x k, op(b) k x n, c m x n; offsets and leading dimensions in
- * floats.  Counts one launch in the context statistics. */
+/* One row-major SGEMM (lib/ops/gemm.c) on ctx's queue, clgrad's kernel or
+ * CLBlast's as gemm.c chooses: c = alpha op(a) op(b) + beta c, op
+ * transposing when ta / tb is set; op(a) is m x k, op(b) k x n, c m x n;
+ * offsets and leading dimensions in floats.  beta == 0 does not read c.
+ * Counts one launch in the context statistics. */
 typedef struct cg__mat {
     cl_mem mem;
     size_t off, ld;
@@ -108,5 +109,25 @@ typedef struct cg__mat {
 
 int cg__sgemm(cg_context *ctx, int ta, int tb, size_t m, size_t n, size_t k,
               float alpha, cg__mat a, cg__mat b, float beta, cg__mat c);
+
+/* The same for `batch` products, matrix i of each operand at its offset
+ * plus i times its stride (sa, sb, sc; 0 repeats one matrix). */
+int cg__sgemm_batched(cg_context *ctx, int ta, int tb, size_t m, size_t n,
+                      size_t k, float alpha, cg__mat a, size_t sa, cg__mat b,
+                      size_t sb, float beta, cg__mat c, size_t sc,
+                      size_t batch);
+
+/* Which SGEMM runs: CG__GEMM_AUTO chooses per product (the default, or
+ * what CLGRAD_GEMM says); the others force one backend (tests, tuning,
+ * benchmarks).  Where clgrad's kernels cannot index an operand with an
+ * int, CLBlast runs whatever is forced; K = 0 (C = beta C), which CLBlast
+ * refuses, always runs clgrad's. */
+typedef enum cg__gemm_backend {
+    CG__GEMM_AUTO = 1,
+    CG__GEMM_CLBLAST,
+    CG__GEMM_CLGRAD
+} cg__gemm_backend;
+
+void cg__gemm_force(cg_context *ctx, cg__gemm_backend b);
 
 #endif

@@ -1,56 +1,29 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * lib/ops/matmul.c - matrix products through CLBlast: one SGEMM for 2-D
- * operands (and for a batch folded into the rows), one strided-batched
- * SGEMM otherwise.  No GEMM kernel of our own.
+ * lib/ops/matmul.c - matrix products: one SGEMM (lib/ops/gemm.c, clgrad's
+ * kernel or CLBlast's) for 2-D operands (and for a batch folded into the
+ * rows), one strided-batched SGEMM otherwise.
  *
- * CLBlast reads strided memory itself: a leading dimension per matrix, a
- * transpose flag, and one stride between the matrices of a batch.  An
+ * Both GEMMs read strided memory themselves: a leading dimension per
+ * matrix, a transpose flag, and one stride between the matrices of a
+ * batch.  An
  * operand is copied only when its layout cannot be said that way (a
  * matrix with no unit stride, batch dimensions that do not merge into one
  * stride, or a batch broadcast along some dimensions only).
  */
 #include "config.h"
 
-#include <clblast_c.h>
 #include <string.h>
 
 #include "ops/internal.h"
 
-/* One operand as CLBlast sees it. */
+/* One operand as the GEMM sees it. */
 typedef struct gemm_arg {
-    cg_tensor *t;        /* what CLBlast reads: a reference to the input,
+    cg_tensor *t;        /* what the GEMM reads: a reference to the input,
                           * or a contiguous copy */
     size_t offset, ld, stride;
-    CLBlastTranspose trans;
+    int trans;
 } gemm_arg;
-
-/* Turns a CLBlast status into a clgrad error.  CLBlast reuses OpenCL's
- * codes (above -1000) for OpenCL failures; its own codes below mean that
- * clgrad passed something CLBlast rejects, or the device lacks something. */
-static int
-clblast_fail(CLBlastStatusCode rc, const char *what)
-{
-    const char *why;
-
-    if (rc > -1000)
-        return cg__cl_fail((cl_int)rc, what);
-    switch (rc) {
-    case CLBlastNotImplemented: why = "not implemented"; break;
-    case CLBlastInvalidDimension: why = "invalid dimension"; break;
-    case CLBlastInvalidLeadDimA: case CLBlastInvalidLeadDimB:
-    case CLBlastInvalidLeadDimC: why = "invalid leading dimension"; break;
-    case CLBlastInsufficientMemoryA: case CLBlastInsufficientMemoryB:
-    case CLBlastInsufficientMemoryC: why = "buffer too small"; break;
-    case CLBlastInvalidLocalMemUsage: why = "not enough local memory"; break;
-    case CLBlastDatabaseError: why = "no tuning entry for this device"; break;
-    default: why = "CLBlast error"; break;
-    }
-    return cg__error(rc <= CLBlastInvalidDimension &&
-                     rc >= CLBlastInsufficientMemoryY ? CG_EINVAL
-                     : CG_EUNSUPPORTED, "%s failed: %s (CLBlast status %d)",
-                     what, why, (int)rc);
-}
 
 /* Whether the matrix (r x c, strides sr, sc) is row-major with a leading
  * dimension (*ld); size-1 dimensions may have any stride. */
@@ -113,7 +86,7 @@ copy_expanded(cg_tensor *x, int nb, const int64_t *bshape)
     return c;
 }
 
-/* Describes x (its op(x) transposed when `trans`) to CLBlast over the
+/* Describes x (its op(x) transposed when `trans`) to the GEMM over the
  * batch (nb, bshape), copying it if it must. */
 static int
 gemm_prepare(cg_tensor *x, int trans, int nb, const int64_t *bshape,
@@ -124,17 +97,17 @@ gemm_prepare(cg_tensor *x, int trans, int nb, const int64_t *bshape,
     cg_tensor *t = cg_tensor_ref(x), *u;
 
     if (row_major(r, c, sr, sc, &g->ld)) {
-        g->trans = trans ? CLBlastTransposeYes : CLBlastTransposeNo;
+        g->trans = trans;
     } else if (row_major(c, r, sc, sr, &g->ld)) {
-        /* The transpose of a row-major matrix: CLBlast's flag flips. */
-        g->trans = trans ? CLBlastTransposeNo : CLBlastTransposeYes;
+        /* The transpose of a row-major matrix: the flag flips. */
+        g->trans = !trans;
     } else {
         u = cg__copy_contiguous(t);
         cg_tensor_free(t);
         if (!(t = u))
             return cg__last_status();
         g->ld = (size_t)c;
-        g->trans = trans ? CLBlastTransposeYes : CLBlastTransposeNo;
+        g->trans = trans;
     }
     if (!batch_stride(t, nb, bshape, &g->stride)) {
         u = copy_expanded(t, nb, bshape);
@@ -148,73 +121,25 @@ gemm_prepare(cg_tensor *x, int trans, int nb, const int64_t *bshape,
     return CG_OK;
 }
 
-int
-cg__sgemm(cg_context *ctx, int ta, int tb, size_t m, size_t n, size_t k,
-          float alpha, cg__mat a, cg__mat b, float beta, cg__mat c)
-{
-    CLBlastStatusCode rc;
-    cl_event ev = NULL;
-
-    /* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T:
-     * the same memory, asked for in CLBlast's own layout.  CLBlast's
-     * row-major path copies C through a transposed temporary (in and
-     * out); this way it does not, which made the LSTM's input projection
-     * 1.6-2.4x faster on PoCL, and no shape of the benchmarks more than
-     * 7% slower (within the noise). */
-    if (cg__fault(CG__FAULT_LAUNCH))
-        return clblast_fail(CLBlastOpenCLOutOfResources, "CLBlastSgemm");
-    rc = CLBlastSgemm(CLBlastLayoutColMajor,
-                      tb ? CLBlastTransposeYes : CLBlastTransposeNo,
-                      ta ? CLBlastTransposeYes : CLBlastTransposeNo, n, m, k,
-                      alpha, b.mem, b.off, b.ld, a.mem, a.off, a.ld, beta,
-                      c.mem, c.off, c.ld, &ctx->queue,
-                      ctx->profiling ? &ev : NULL);
-    if (rc != CLBlastSuccess)
-        return clblast_fail(rc, "CLBlastSgemm");
-    ctx->stats.kernels_enqueued++;
-    return ev ? cg__profile_event(ctx, ev, "clblast.sgemm") : CG_OK;
-}
-
 /* c (contiguous [batch, m, n]) = op(a) op(b) for `batch` matrices. */
 static int
 gemm_run(cg_tensor *c, size_t batch, size_t m, size_t n, size_t k,
          const gemm_arg *a, const gemm_arg *b)
 {
-    cg_context *ctx = c->ctx;
-    cl_mem ma = cg__tensor_mem(a->t), mb = cg__tensor_mem(b->t);
-    cl_mem mc = cg__tensor_mem(c);
-    CLBlastStatusCode rc;
-    cl_event ev = NULL;
+    cg__mat am = { cg__tensor_mem(a->t), a->offset, a->ld };
+    cg__mat bm = { cg__tensor_mem(b->t), b->offset, b->ld };
+    cg__mat cm = { cg__tensor_mem(c), (size_t)c->offset, n };
 
     /* A batch of row-major, untransposed, packed a against one b is a
      * single taller GEMM: the common x @ W of a layer. */
-    if (batch > 1 && b->stride == 0 && a->trans == CLBlastTransposeNo &&
-        a->ld == k && a->stride == m * k) {
+    if (batch > 1 && b->stride == 0 && !a->trans && a->ld == k &&
+        a->stride == m * k) {
         m *= batch;
         batch = 1;
     }
-    if (batch == 1) {
-        cg__mat am = { ma, a->offset, a->ld }, bm = { mb, b->offset, b->ld };
-        cg__mat cm = { mc, (size_t)c->offset, n };
-
-        return cg__sgemm(ctx, a->trans == CLBlastTransposeYes,
-                         b->trans == CLBlastTransposeYes, m, n, k, 1.0f, am,
-                         bm, 0.0f, cm);
-    }
-    /* Column-major on the transposed problem, as cg__sgemm. */
-    if (cg__fault(CG__FAULT_LAUNCH))
-        return clblast_fail(CLBlastOpenCLOutOfResources,
-                            "CLBlastSgemmStridedBatched");
-    rc = CLBlastSgemmStridedBatched(CLBlastLayoutColMajor, b->trans,
-                                    a->trans, n, m, k, 1.0f, mb, b->offset,
-                                    b->ld, b->stride, ma, a->offset, a->ld,
-                                    a->stride, 0.0f, mc, (size_t)c->offset,
-                                    n, m * n, batch, &ctx->queue,
-                                    ctx->profiling ? &ev : NULL);
-    if (rc != CLBlastSuccess)
-        return clblast_fail(rc, "CLBlastSgemmStridedBatched");
-    ctx->stats.kernels_enqueued++;
-    return ev ? cg__profile_event(ctx, ev, "clblast.sgemm_batched") : CG_OK;
+    return cg__sgemm_batched(c->ctx, a->trans, b->trans, m, n, k, 1.0f, am,
+                             a->stride, bm, b->stride, 0.0f, cm, m * n,
+                             batch);
 }
 
 /* Checks the operands and computes the output shape (batch dims, then

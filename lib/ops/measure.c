@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * lib/ops/measure.c - cg_context_measure: the device layer's figures
- * (lib/cl/measure.c) and CLBlast's SGEMM throughput, measured here through
- * cg__sgemm, the one entry by which clgrad calls CLBlast's SGEMM, so that
- * the figure is that of the GEMMs the ops and layers run (the same layout,
- * launch counting and profiling event), and lib/cl never calls CLBlast.
+ * (lib/cl/measure.c) and the SGEMM throughput, measured here through
+ * cg__sgemm, the one GEMM entry of the library (clgrad's kernel or
+ * CLBlast's, as lib/ops/gemm.c chooses), so that the figure is that of the
+ * GEMMs the ops and layers run (the same layout, choice, launch counting
+ * and profiling event), and lib/cl never calls CLBlast.
  *
  * Each figure is the best of a few repetitions after a warm-up, so that a
  * kernel build is never what gets measured.
@@ -87,7 +88,8 @@ const char *
 cg_measure_method(cg_figure figure)
 {
     if (figure == CG_FIGURE_SGEMM)
-        return "CLBlast SGEMM as clgrad's matmul calls it, " STR(GEMM_N) " x "
+        return "SGEMM as clgrad's matmul calls it (clgrad's kernel or "
+               "CLBlast's, as chosen for the shape), " STR(GEMM_N) " x "
                STR(GEMM_N) " x " STR(GEMM_N) ", no transposes, launch to "
                "clFinish; 2 n^3 FLOP counted; best of " STR(GEMM_REPS)
                " after a warm-up";

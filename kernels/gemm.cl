@@ -1,0 +1,336 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * kernels/gemm.cl - clgrad's own SGEMM: C = alpha op(A) op(B) + beta C for
+ * a batch of row-major matrices, each operand read in place through its
+ * offset, strides and batch stride (0: the same matrix for every batch
+ * entry).  op(A) is M x K, op(B) K x N, C M x N with leading dimension ldc.
+ * beta == 0 does not read C (so NaN there is ignored, as in BLAS).
+ *
+ * Two kernels, the host picking by the transposes (lib/ops/gemm.c):
+ *
+ *   gemm     op(A)[m, k] = a[m * sam + k * sak] for any strides (NN, TN,
+ *            TT).  A work-item computes a TM x (TN * VW) tile of C with
+ *            TM * TN floatVW accumulators: per k it loads TN vectors of
+ *            op(B)'s row k and broadcasts TM values of op(A)'s column k.
+ *            op(B)[k, n] = b[k * sbk + n * sbn]; with sbn == 1 (B not
+ *            transposed) a row is read with vector loads, otherwise
+ *            (TT) lane by lane.
+ *   gemm_nt  C = op(A) B^T with A and B both row-major along K (NT, the
+ *            linear layer's x W^T and the matmul gradients): a work-item
+ *            computes DTM x DTN values of C as dot products, each a
+ *            floatDVW accumulator over K in steps of DVW (both operands
+ *            read with vector loads), summed across lanes at the end.
+ *
+ *   gemm_tpose  the transpose of op(B) into a packed [K, N] array, so
+ *            that an NT product of short K (where gemm_nt's per-item
+ *            overhead and lane sums weigh) runs as NN through gemm: one
+ *            work-item per element, writes contiguous.
+ *
+ * Edges: rows past M (and, in gemm_nt, columns past N) re-read the last
+ * valid row and the result is dropped; columns past N in gemm are read
+ * lane by lane, clamped, only by the items that reach the edge, and never
+ * stored.  K may be anything from 1 up (gemm_nt ends with the K % DVW
+ * remainder in scalars).  Offsets, strides and extents are ints: the host
+ * checks that every index fits.
+ *
+ * Index space: dimension 0 the tiles of one matrix, item i taking column
+ * block i % ncb and row block i / ncb (ncb = column blocks), padded by the
+ * host to a multiple of WG; dimension 1 the batch entry.
+ *
+ * Tunables (the kernel table's defaults, which a tuning entry replaces;
+ * clgrad-tune tries the candidates):
+ * @tunable VW 8: 4 8 16
+ * @tunable TM 6: 1 2 4 6 8
+ * @tunable TN 2: 1 2 3 4
+ * @tunable DVW 8: 4 8 16
+ * @tunable DTM 2: 1 2 3 4
+ * @tunable DTN 4: 1 2 3 4
+ * @tunable WG 8: 4 8 16 32 64
+ *
+ * A tile's accumulators are named variables (acc<r>_<j>), written out by
+ * the repetition macros below rather than kept in arrays: PoCL 3.1 kept
+ * private arrays in memory, per work-item, even under #pragma unroll,
+ * which ran at a tenth of the speed.
+ *
+ * Each kernel is a program of its own (common.cl's CG_WANT), so a first
+ * run compiles only the one it uses:
+ * @split
+ */
+
+#define CG_CAT_(a, b) a##b
+#define CG_CAT(a, b) CG_CAT_(a, b)
+
+/* Helpers are forced inline so that a tile's accumulators stay in
+ * registers. */
+#define INLINE inline __attribute__((always_inline))
+#define KERNEL __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void
+
+/* Repetition: R<n>(F, x) is F(0, x) ... F(n, x), C<n>(F, x) is F(x, 0)
+ * ... F(x, n); two families, so that one can run inside the other. */
+#define R0(F, x) F(0, x)
+#define R1(F, x) R0(F, x) F(1, x)
+#define R2(F, x) R1(F, x) F(2, x)
+#define R3(F, x) R2(F, x) F(3, x)
+#define R4(F, x) R3(F, x) F(4, x)
+#define R5(F, x) R4(F, x) F(5, x)
+#define R6(F, x) R5(F, x) F(6, x)
+#define R7(F, x) R6(F, x) F(7, x)
+#define C0(F, x) F(x, 0)
+#define C1(F, x) C0(F, x) F(x, 1)
+#define C2(F, x) C1(F, x) F(x, 2)
+#define C3(F, x) C2(F, x) F(x, 3)
+
+/* ----------------------------------------------------------------- gemm */
+
+#if CG_WANT(gemm)
+#if VW == 1
+typedef float floatv;
+#define LDV(p) (*(p))
+#define STV(v, p) (*(p) = (v))
+#else
+typedef CG_CAT(float, VW) floatv;
+#define LDV(p) CG_CAT(vload, VW)(0, p)
+#define STV(v, p) CG_CAT(vstore, VW)(v, 0, p)
+#endif
+
+#if TM == 1
+#define ROWS R0
+#elif TM == 2
+#define ROWS R1
+#elif TM == 3
+#define ROWS R2
+#elif TM == 4
+#define ROWS R3
+#elif TM == 5
+#define ROWS R4
+#elif TM == 6
+#define ROWS R5
+#elif TM == 7
+#define ROWS R6
+#elif TM == 8
+#define ROWS R7
+#else
+#error "TM must be 1 to 8"
+#endif
+#if TN == 1
+#define COLS C0
+#elif TN == 2
+#define COLS C1
+#elif TN == 3
+#define COLS C2
+#elif TN == 4
+#define COLS C3
+#else
+#error "TN must be 1 to 4"
+#endif
+
+/* VW values of op(B)'s row at p (lane l at p[l * sbn]), those at columns
+ * n0 + l >= N clamped to column N - 1 (they are never stored). */
+INLINE floatv
+ldb_lanes(const __global float *p, int sbn, int n0, int N)
+{
+    float t[VW];
+    int l;
+
+    for (l = 0; l < VW; l++)
+        t[l] = p[(min(n0 + l, N - 1) - n0) * sbn];
+    return LDV(t);
+}
+
+/* C's n (<= VW) values at p = alpha v + beta p (p not read when beta is
+ * 0). */
+INLINE void
+store_c(floatv v, __global float *p, int n, float alpha, float beta)
+{
+    float t[VW];
+    int l;
+
+    v *= alpha;
+    if (n >= VW) {
+        if (beta != 0.0f)
+            v += beta * LDV(p);
+        STV(v, p);
+        return;
+    }
+    STV(v, t);
+    for (l = 0; l < n; l++)
+        p[l] = beta != 0.0f ? t[l] + beta * p[l] : t[l];
+}
+
+/* The tile, one macro per step of it. */
+#define G_ACC(r, j) floatv acc##r##_##j = (floatv)(0.0f);
+#define G_ROW(r, _) COLS(G_ACC, r) int ar##r = min(m0 + r, M - 1) * sam;
+#define G_BV(_, j) floatv bv##j;
+#define G_LD(_, j) bv##j = LDV(bk + j * VW);
+#define G_LDE(_, j) bv##j = ldb_lanes(bk + j * VW * sbn, sbn, n0 + j * VW, N);
+#define G_FMA1(r, j) acc##r##_##j += av * bv##j;
+#define G_FMA(r, _)                                                       \
+    {                                                                     \
+        floatv av = (floatv)(a[ar##r + k * sak]);                         \
+        COLS(G_FMA1, r)                                                   \
+    }
+#define G_ST(r, j)                                                        \
+    if (m0 + r < M && n0 + j * VW < N)                                    \
+        store_c(acc##r##_##j, c + (m0 + r) * ldc + n0 + j * VW,           \
+                min(VW, N - n0 - j * VW), alpha, beta);
+#define G_STROW(r, _) COLS(G_ST, r)
+
+KERNEL
+gemm(int M, int N, int K, float alpha,
+     const __global float *a, int ao, int sam, int sak, int sab,
+     const __global float *b, int bo, int sbk, int sbn, int sbb,
+     float beta, __global float *c, int co, int ldc, int scb)
+{
+    int ncb = (N + TN * VW - 1) / (TN * VW), nrb = (M + TM - 1) / TM;
+    int i = get_global_id(0), z = get_global_id(1);
+    int k;
+
+    if (i >= ncb * nrb)
+        return;
+    int m0 = (i % nrb) * TM, n0 = (i / nrb) * (TN * VW);
+
+    a += ao + z * sab;
+    b += bo + z * sbb + n0 * sbn;
+    c += co + z * scb;
+    ROWS(G_ROW, _)
+    COLS(G_BV, _)
+    if (sbn == 1 && n0 + TN * VW <= N) {
+        /* The common case: whole vectors of a row-major op(B). */
+        for (k = 0; k < K; k++) {
+            const __global float *bk = b + k * sbk;
+
+            COLS(G_LD, _)
+            ROWS(G_FMA, _)
+        }
+    } else {
+        /* Lane by lane: op(B) transposed, or the right edge. */
+        for (k = 0; k < K; k++) {
+            const __global float *bk = b + k * sbk;
+
+            COLS(G_LDE, _)
+            ROWS(G_FMA, _)
+        }
+    }
+    ROWS(G_STROW, _)
+}
+
+#undef LDV
+#undef STV
+#endif
+
+/* -------------------------------------------------------------- gemm_nt */
+
+#if CG_WANT(gemm_nt)
+#if DVW == 1
+typedef float floatd;
+#define LDD(p) (*(p))
+#define STD(v, p) (*(p) = (v))
+#else
+typedef CG_CAT(float, DVW) floatd;
+#define LDD(p) CG_CAT(vload, DVW)(0, p)
+#define STD(v, p) CG_CAT(vstore, DVW)(v, 0, p)
+#endif
+
+#if DTM == 1
+#define DROWS R0
+#elif DTM == 2
+#define DROWS R1
+#elif DTM == 3
+#define DROWS R2
+#elif DTM == 4
+#define DROWS R3
+#else
+#error "DTM must be 1 to 4"
+#endif
+#if DTN == 1
+#define DCOLS C0
+#elif DTN == 2
+#define DCOLS C1
+#elif DTN == 3
+#define DCOLS C2
+#elif DTN == 4
+#define DCOLS C3
+#else
+#error "DTN must be 1 to 4"
+#endif
+
+/* The sum of v's lanes, in a fixed order. */
+INLINE float
+hsum(floatd v)
+{
+    float t[DVW], s = 0.0f;
+    int l;
+
+    STD(v, t);
+    for (l = 0; l < DVW; l++)
+        s += t[l];
+    return s;
+}
+
+#define D_ACC(r, j) floatd acc##r##_##j = (floatd)(0.0f);
+#define D_ROW(r, _)                                                       \
+    DCOLS(D_ACC, r) floatd av##r;                                         \
+    int ar##r = min(m0 + r, M - 1) * lda;
+#define D_COL(_, j) floatd bv##j; int bc##j = min(n0 + j, N - 1) * ldb;
+#define D_LDA(r, _) av##r = LDD(a + ar##r + k);
+#define D_LDB(_, j) bv##j = LDD(b + bc##j + k);
+#define D_FMA1(r, j) acc##r##_##j += av##r * bv##j;
+#define D_FMA(r, _) DCOLS(D_FMA1, r)
+#define D_ST(r, j)                                                        \
+    if (m0 + r < M && n0 + j < N) {                                       \
+        float s = hsum(acc##r##_##j);                                     \
+        __global float *p = c + (m0 + r) * ldc + n0 + j;                  \
+                                                                          \
+        for (k = kv; k < K; k++)                                          \
+            s += a[ar##r + k] * b[bc##j + k];                             \
+        s *= alpha;                                                       \
+        *p = beta != 0.0f ? s + beta * *p : s;                            \
+    }
+#define D_STROW(r, _) DCOLS(D_ST, r)
+
+KERNEL
+gemm_nt(int M, int N, int K, float alpha,
+        const __global float *a, int ao, int lda, int sab,
+        const __global float *b, int bo, int ldb, int sbb,
+        float beta, __global float *c, int co, int ldc, int scb)
+{
+    int ncb = (N + DTN - 1) / DTN, nrb = (M + DTM - 1) / DTM;
+    int i = get_global_id(0), z = get_global_id(1);
+    int k, kv = K - K % DVW;
+
+    if (i >= ncb * nrb)
+        return;
+    int m0 = (i % nrb) * DTM, n0 = (i / nrb) * DTN;
+
+    a += ao + z * sab;
+    b += bo + z * sbb;
+    c += co + z * scb;
+    DROWS(D_ROW, _)
+    DCOLS(D_COL, _)
+    for (k = 0; k < kv; k += DVW) {
+        DROWS(D_LDA, _)
+        DCOLS(D_LDB, _)
+        DROWS(D_FMA, _)
+    }
+    DROWS(D_STROW, _)
+}
+
+#undef LDD
+#undef STD
+#endif
+
+/* ----------------------------------------------------------- gemm_tpose */
+
+#if CG_WANT(gemm_tpose)
+/* dst[c * rows + r] = src[r * lds + c] for a rows x cols src. */
+KERNEL
+gemm_tpose(const __global float *src, int so, int lds, int rows, int cols,
+           __global float *dst)
+{
+    int i = get_global_id(0);
+
+    if (i >= rows * cols)
+        return;
+    dst[i] = src[so + (i % rows) * lds + i / rows];
+}
+#endif

@@ -1,0 +1,154 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tests/bench_gemm.c - GFLOP/s of one SGEMM shape through clgrad's GEMM
+ * entry (cg__sgemm_batched) with each backend forced, beside OpenBLAS's
+ * cblas_sgemm on the same data, and the largest difference from
+ * OpenBLAS.  Tunables of kernels/gemm.cl may be set for the run (how the
+ * defaults and the rule in lib/ops/gemm.c were chosen).  Not run by make
+ * check (build with `make tests/bench_gemm`).
+ *
+ * usage: bench_gemm [-r REPS] [-p NAME=VALUE]... M N K [TA TB]
+ */
+#include "config.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/internal.h"
+
+static double
+run(cg_context *ctx, int ta, int tb, size_t m, size_t n, size_t k,
+    cg__mat a, cg__mat b, cg__mat c, int reps)
+{
+    double best = 1e30, t0;
+    int i;
+
+    for (i = 0; i <= reps; i++) {
+        t0 = cg__now();
+        if (cg__sgemm(ctx, ta, tb, m, n, k, 1.0f, a, b, 0.0f, c) ||
+            cg_context_finish(ctx))
+            return -1;
+        if (i > 0 && cg__now() - t0 < best)   /* the first one warms up */
+            best = cg__now() - t0;
+    }
+    return best;
+}
+
+int
+main(int argc, char **argv)
+{
+    int reps = 5, ta = 0, tb = 0, i, be;
+    size_t m, n, k, j, na, nb, nc;
+    float *ha, *hb, *hc, *ref;
+    cg_context *ctx;
+    cg_buffer *ba, *bb, *bc;
+    double t0, tblas = 1e30;
+
+    ctx = cg_context_new(NULL);
+    if (!ctx) {
+        fprintf(stderr, "bench_gemm: %s\n", cg_last_error());
+        return 1;
+    }
+    for (i = 1; i < argc && argv[i][0] == '-'; i++) {
+        if (strcmp(argv[i], "-r") == 0 && i + 1 < argc) {
+            reps = atoi(argv[++i]);
+        } else if (strcmp(argv[i], "-p") == 0 && i + 1 < argc) {
+            char *eq = strchr(argv[++i], '=');
+            int p, found = 0;
+
+            for (p = 0; eq && p < CG__P_COUNT; p++)
+                if (cg__param_table[p].file == CG__KF_GEMM &&
+                    strncmp(cg__param_table[p].name, argv[i],
+                            (size_t)(eq - argv[i])) == 0 &&
+                    strlen(cg__param_table[p].name) ==
+                    (size_t)(eq - argv[i])) {
+                    cg__param_set(ctx, (cg__pid)p, atol(eq + 1));
+                    found = 1;
+                }
+            if (!found) {
+                fprintf(stderr, "bench_gemm: no gemm tunable %s\n", argv[i]);
+                return 2;
+            }
+        } else {
+            break;
+        }
+    }
+    if (argc - i != 3 && argc - i != 5) {
+        fprintf(stderr, "usage: bench_gemm [-r REPS] [-p NAME=VALUE]... "
+                "M N K [TA TB]\n");
+        return 2;
+    }
+    m = strtoul(argv[i], NULL, 10);
+    n = strtoul(argv[i + 1], NULL, 10);
+    k = strtoul(argv[i + 2], NULL, 10);
+    if (argc - i == 5) {
+        ta = atoi(argv[i + 3]);
+        tb = atoi(argv[i + 4]);
+    }
+    na = m * k;
+    nb = k * n;
+    nc = m * n;
+    ha = malloc(na * sizeof *ha);
+    hb = malloc(nb * sizeof *hb);
+    hc = malloc(nc * sizeof *hc);
+    ref = malloc(nc * sizeof *ref);
+    srand(1);
+    for (j = 0; j < na; j++)
+        ha[j] = (float)rand() / RAND_MAX - 0.5f;
+    for (j = 0; j < nb; j++)
+        hb[j] = (float)rand() / RAND_MAX - 0.5f;
+    for (i = 0; i <= reps; i++) {
+        t0 = cg__now();
+        cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+                    tb ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k,
+                    1.0f, ha, ta ? (int)m : (int)k, hb, tb ? (int)k : (int)n,
+                    0.0f, ref, (int)n);
+        if (i > 0 && cg__now() - t0 < tblas)
+            tblas = cg__now() - t0;
+    }
+    printf("%zux%zux%zu %s%s openblas %.1f GFLOP/s", m, n, k, ta ? "T" : "N",
+           tb ? "T" : "N", 2e-9 * (double)m * n * k / tblas);
+    ba = cg_buffer_new(ctx, na * sizeof(float));
+    bb = cg_buffer_new(ctx, nb * sizeof(float));
+    bc = cg_buffer_new(ctx, nc * sizeof(float));
+    if (!ba || !bb || !bc || cg_buffer_write(ba, 0, ha, na * 4) ||
+        cg_buffer_write(bb, 0, hb, nb * 4)) {
+        fprintf(stderr, "\nbench_gemm: %s\n", cg_last_error());
+        return 1;
+    }
+    for (be = CG__GEMM_CLBLAST; be <= CG__GEMM_CLGRAD; be++) {
+        cg__mat am = { cg__buffer_mem(ba), 0, ta ? m : k };
+        cg__mat bm = { cg__buffer_mem(bb), 0, tb ? k : n };
+        cg__mat cm = { cg__buffer_mem(bc), 0, n };
+        double t, err = 0, scale = 0;
+
+        if (getenv("BENCH_ONLY") && atoi(getenv("BENCH_ONLY")) != be)
+            continue;
+        cg__gemm_force(ctx, (cg__gemm_backend)be);
+        t = run(ctx, ta, tb, m, n, k, am, bm, cm, reps);
+        if (t < 0 || cg_buffer_read(bc, 0, hc, nc * 4)) {
+            fprintf(stderr, "\nbench_gemm: %s\n", cg_last_error());
+            return 1;
+        }
+        for (j = 0; j < nc; j++) {
+            err = fmax(err, fabs((double)hc[j] - ref[j]));
+            scale = fmax(scale, fabs((double)ref[j]));
+        }
+        printf("  %s %.1f GFLOP/s (err %.1e)",
+               be == CG__GEMM_CLBLAST ? "clblast" : "clgrad",
+               2e-9 * (double)m * n * k / t, err / scale);
+    }
+    printf("\n");
+    cg_buffer_free(ba);
+    cg_buffer_free(bb);
+    cg_buffer_free(bc);
+    free(ha);
+    free(hb);
+    free(hc);
+    free(ref);
+    cg_context_free(ctx);
+    return 0;
+}

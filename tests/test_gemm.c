@@ -1,0 +1,353 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tests/test_gemm.c - the SGEMM entry (lib/ops/gemm.c) with each backend
+ * forced, clgrad's kernels (kernels/gemm.cl) and CLBlast's, against a
+ * double-precision C reference: sizes that are multiples of no tile (1,
+ * 5, 7, 13, 17, 33, 65, K = 1), the four transposes, alpha and beta
+ * (beta 0 over a C full of NaN, which must not be read; beta 1
+ * accumulating), offsets and leading dimensions wider than the matrix,
+ * strided batches with a broadcast operand (stride 0).  Also clgrad's
+ * kernels built with other tunables than the defaults (the candidates
+ * clgrad-tune tries), the automatic choice on small products, and
+ * CLGRAD_GEMM's validation.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/internal.h"
+#include "testutil.h"
+
+typedef struct gcase {
+    int m, n, k, ta, tb;
+    float alpha, beta;
+    int batch, bcast;   /* bcast: 1 a, 2 b repeated over the batch */
+    int off, pad;       /* offset of every operand; ld = cols + pad */
+} gcase;
+
+static float
+frand(void)
+{
+    return (float)rand() / (float)RAND_MAX * 2.0f - 1.0f;
+}
+
+/* Runs case g on ctx and checks every element of C, padding included
+ * (which must keep its value), against the reference. */
+static void
+check_case(cg_context *ctx, const gcase *g, const char *label)
+{
+    int ra = g->ta ? g->k : g->m, ca = g->ta ? g->m : g->k;
+    int rb = g->tb ? g->n : g->k, cb = g->tb ? g->k : g->n;
+    size_t lda = (size_t)(ca + g->pad), ldb = (size_t)(cb + g->pad);
+    size_t ldc = (size_t)(g->n + g->pad);
+    size_t sa = g->bcast == 1 ? 0 : (size_t)ra * lda;
+    size_t sb = g->bcast == 2 ? 0 : (size_t)rb * ldb;
+    size_t sc = (size_t)g->m * ldc;
+    size_t na = (size_t)g->off + sa * (size_t)(g->batch - 1) + (size_t)ra * lda;
+    size_t nb = (size_t)g->off + sb * (size_t)(g->batch - 1) + (size_t)rb * ldb;
+    size_t nc = (size_t)g->off + sc * (size_t)g->batch, i;
+    /* One float more than needed: K = 0 makes A and B empty. */
+    float *ha = malloc(++na * 4), *hb = malloc(++nb * 4), *hc = malloc(nc * 4);
+    float *out = malloc(nc * 4);
+    cg_buffer *ba = cg_buffer_new(ctx, na * 4), *bb = cg_buffer_new(ctx, nb * 4);
+    cg_buffer *bc = cg_buffer_new(ctx, nc * 4);
+    int z, r, c, l;
+
+    ck_assert(ha && hb && hc && out && ba && bb && bc);
+    for (i = 0; i < na; i++)
+        ha[i] = frand();
+    for (i = 0; i < nb; i++)
+        hb[i] = frand();
+    for (i = 0; i < nc; i++)
+        hc[i] = g->beta == 0.0f ? NAN : frand();
+    ck_assert_int_eq(cg_buffer_write(ba, 0, ha, na * 4), CG_OK);
+    ck_assert_int_eq(cg_buffer_write(bb, 0, hb, nb * 4), CG_OK);
+    ck_assert_int_eq(cg_buffer_write(bc, 0, hc, nc * 4), CG_OK);
+    {
+        cg__mat am = { cg__buffer_mem(ba), (size_t)g->off, lda };
+        cg__mat bm = { cg__buffer_mem(bb), (size_t)g->off, ldb };
+        cg__mat cm = { cg__buffer_mem(bc), (size_t)g->off, ldc };
+
+        ck_assert_msg(cg__sgemm_batched(ctx, g->ta, g->tb, (size_t)g->m,
+                                        (size_t)g->n, (size_t)g->k, g->alpha,
+                                        am, sa, bm, sb, g->beta, cm, sc,
+                                        (size_t)g->batch) == CG_OK,
+                      "%s: %s", label, TT_ERR);
+    }
+    ck_assert_int_eq(cg_buffer_read(bc, 0, out, nc * 4), CG_OK);
+    /* Everything outside the products keeps its value. */
+    for (i = 0; i < nc; i++) {
+        int inside = i >= (size_t)g->off &&
+                     (i - (size_t)g->off) % ldc < (size_t)g->n;
+
+        if (!inside)
+            ck_assert_msg(memcmp(&out[i], &hc[i], 4) == 0,
+                          "%s: C[%zu] outside the product changed", label,
+                          i);
+    }
+    for (z = 0; z < g->batch; z++)
+        for (r = 0; r < g->m; r++)
+            for (c = 0; c < g->n; c++) {
+                const float *pa = ha + g->off + sa * (size_t)z;
+                const float *pb = hb + g->off + sb * (size_t)z;
+                size_t ci = (size_t)g->off + sc * (size_t)z +
+                            (size_t)r * ldc + (size_t)c;
+                double s = 0, mag = 0, want, tol;
+
+                for (l = 0; l < g->k; l++) {
+                    double x = g->ta ? pa[(size_t)l * lda + (size_t)r]
+                                     : pa[(size_t)r * lda + (size_t)l];
+                    double y = g->tb ? pb[(size_t)c * ldb + (size_t)l]
+                                     : pb[(size_t)l * ldb + (size_t)c];
+
+                    s += x * y;
+                    mag += fabs(x * y);
+                }
+                want = g->alpha * s;
+                mag *= fabs(g->alpha);
+                if (g->beta != 0.0f) {
+                    want += (double)g->beta * hc[ci];
+                    mag += fabs((double)g->beta * hc[ci]);
+                }
+                tol = 1e-5 * mag + 1e-6;
+                ck_assert_msg(fabs(out[ci] - want) <= tol,
+                              "%s: C[%d][%d, %d] = %.9g, want %.9g", label,
+                              z, r, c, (double)out[ci], want);
+            }
+    cg_buffer_free(ba);
+    cg_buffer_free(bb);
+    cg_buffer_free(bc);
+    free(ha);
+    free(hb);
+    free(hc);
+    free(out);
+}
+
+static const char *
+backend_name(int be)
+{
+    return be == CG__GEMM_CLBLAST ? "clblast" : "clgrad";
+}
+
+/* The sizes, each with every transpose, on the backend of the loop. */
+START_TEST(gemm_matches_reference_at_odd_sizes)
+{
+    static const int sizes[][3] = {
+        { 1, 1, 1 }, { 7, 13, 5 }, { 33, 65, 17 }, { 7, 13, 1 },
+        { 1, 37, 9 }, { 37, 1, 9 }, { 17, 3, 40 }, { 13, 29, 64 },
+        { 300, 13, 5 },     /* NT: through a packed B^T (short K) */
+    };
+    cg_context *ctx = tt_ctx();
+    char label[128];
+    size_t s;
+    int t;
+
+    /* Under a memory checker, CLBlast's programs take minutes each to
+     * build, and its code is not clgrad's: checked natively only. */
+    if (_i == CG__GEMM_CLBLAST && tt_checker())
+        return;
+    cg__gemm_force(ctx, (cg__gemm_backend)_i);
+    srand(1);
+    for (s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+        for (t = 0; t < 4; t++) {
+            gcase g = { sizes[s][0], sizes[s][1], sizes[s][2], t >> 1, t & 1,
+                        1.0f, 0.0f, 1, 0, 0, 0 };
+
+            snprintf(label, sizeof label, "%s %dx%dx%d %c%c",
+                     backend_name(_i), g.m, g.n, g.k, g.ta ? 'T' : 'N',
+                     g.tb ? 'T' : 'N');
+            check_case(ctx, &g, label);
+        }
+    cg__gemm_force(ctx, CG__GEMM_AUTO);
+}
+END_TEST
+
+/* alpha and beta (beta 0 over NaN, beta 1 accumulating), offsets and
+ * leading dimensions past the matrix, batches with either operand
+ * broadcast. */
+START_TEST(gemm_alpha_beta_offsets_and_batches)
+{
+    static const gcase cases[] = {
+        { 7, 13, 5, 0, 0, 1.0f, 1.0f, 1, 0, 0, 0 },
+        { 33, 65, 17, 0, 1, -1.5f, 0.25f, 1, 0, 0, 0 },
+        { 33, 65, 17, 1, 0, 0.5f, 1.0f, 1, 0, 0, 0 },
+        { 9, 11, 6, 1, 1, 2.0f, -1.0f, 1, 0, 0, 0 },
+        { 7, 13, 5, 0, 0, 1.0f, 0.0f, 1, 0, 3, 5 },
+        { 7, 13, 5, 0, 1, 0.5f, 1.0f, 1, 0, 17, 2 },
+        { 7, 13, 5, 1, 0, 1.0f, 0.0f, 1, 0, 1, 9 },
+        { 7, 13, 5, 1, 1, -2.0f, 0.5f, 1, 0, 2, 1 },
+        { 7, 13, 5, 0, 0, 1.0f, 0.0f, 3, 0, 0, 0 },
+        { 7, 13, 5, 0, 1, 1.0f, 0.0f, 3, 1, 4, 3 },
+        { 7, 13, 5, 1, 0, 1.0f, 1.0f, 4, 2, 0, 1 },
+        { 5, 17, 33, 0, 0, 0.75f, 0.0f, 3, 2, 5, 0 },
+        { 5, 17, 33, 1, 1, 1.0f, 0.0f, 2, 1, 0, 2 },
+        { 1, 1, 1, 0, 1, 1.0f, 1.0f, 5, 1, 1, 0 },
+        { 13, 29, 0, 0, 0, 1.0f, 0.5f, 1, 0, 0, 0 },
+        { 260, 9, 7, 0, 1, 0.5f, 1.0f, 3, 2, 3, 2 },
+        { 260, 9, 7, 0, 1, 1.0f, 0.0f, 1, 0, 1, 4 },
+    };
+    cg_context *ctx = tt_ctx();
+    char label[160];
+    size_t c;
+
+    /* Under a memory checker, CLBlast's programs take minutes each to
+     * build, and its code is not clgrad's: checked natively only. */
+    if (_i == CG__GEMM_CLBLAST && tt_checker())
+        return;
+    cg__gemm_force(ctx, (cg__gemm_backend)_i);
+    srand(2);
+    for (c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const gcase *g = &cases[c];
+
+        snprintf(label, sizeof label, "%s %dx%dx%d %c%c alpha %g beta %g "
+                 "batch %d bcast %d off %d pad %d", backend_name(_i), g->m,
+                 g->n, g->k, g->ta ? 'T' : 'N', g->tb ? 'T' : 'N',
+                 (double)g->alpha, (double)g->beta, g->batch, g->bcast,
+                 g->off, g->pad);
+        check_case(ctx, g, label);
+    }
+    cg__gemm_force(ctx, CG__GEMM_AUTO);
+}
+END_TEST
+
+/* clgrad's kernels with tunables other than the defaults: the tile
+ * edges move, and every candidate clgrad-tune may record must be right. */
+START_TEST(gemm_kernels_are_right_with_other_tunables)
+{
+    static const struct { const char *name; long v[7]; } sets[] = {
+        /*            VW  TM  TN DVW DTM DTN  WG */
+        { "small",  { 4,  1,  1,  4,  1,  1,  4 } },
+        { "wide",   { 16, 2,  3,  16, 3,  2, 16 } },
+        { "tall",   { 4,  8,  4,  4,  4,  4, 64 } },
+        { "odd",    { 8,  5,  3,  8,  3,  3,  8 } },
+    };
+    static const cg__pid pid[7] = {
+        CG__P_GEMM_VW, CG__P_GEMM_TM, CG__P_GEMM_TN, CG__P_GEMM_DVW,
+        CG__P_GEMM_DTM, CG__P_GEMM_DTN, CG__P_GEMM_WG,
+    };
+    static const int sizes[][3] = { { 1, 1, 1 }, { 33, 65, 17 },
+                                    { 7, 13, 1 } };
+    cg_context *ctx = tt_ctx();
+    char label[128];
+    size_t s, z;
+    int t, p;
+
+    cg__gemm_force(ctx, CG__GEMM_CLGRAD);
+    srand(3);
+    for (z = 0; z < sizeof sets / sizeof sets[0]; z++) {
+        for (p = 0; p < 7; p++)
+            cg__param_set(ctx, pid[p], sets[z].v[p]);
+        for (s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+            for (t = 0; t < 4; t++) {
+                gcase g = { sizes[s][0], sizes[s][1], sizes[s][2], t >> 1,
+                            t & 1, 1.0f, t == 1 ? 1.0f : 0.0f, 2, 0, 1, 1 };
+
+                snprintf(label, sizeof label, "tunables %s %dx%dx%d %c%c",
+                         sets[z].name, g.m, g.n, g.k, g.ta ? 'T' : 'N',
+                         g.tb ? 'T' : 'N');
+                check_case(ctx, &g, label);
+            }
+        if (tt_checker())
+            break;
+    }
+    cg__params_reset(ctx);
+    cg__gemm_force(ctx, CG__GEMM_AUTO);
+}
+END_TEST
+
+/* With the automatic choice, the small products of a first training run
+ * (the char-LSTM's projections and gradients, here at a quarter of their
+ * rows) run clgrad's kernels, so that such a run never builds CLBlast's
+ * programs: a profiling context names every launch. */
+START_TEST(gemm_auto_runs_clgrad_on_small_products)
+{
+    static const int shapes[][5] = {
+        { 400, 512, 64, 0, 1 }, { 400, 62, 128, 0, 1 },
+        { 400, 128, 62, 0, 0 }, { 62, 128, 400, 1, 0 },
+        { 3, 5, 7, 1, 1 },
+    };
+    cg_context_options o = { NULL, 1, 0 };
+    cg_context *ctx;
+    cg_profile_entry e[16];
+    size_t s;
+    int i, n = 0, ours = 0;
+
+    unsetenv("CLGRAD_GEMM");
+    ctx = cg_context_new_with(&o);
+    ck_assert_msg(ctx != NULL, "%s", TT_ERR);
+    for (s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        const int *x = shapes[s];
+        int64_t sa[2] = { x[3] ? x[2] : x[0], x[3] ? x[0] : x[2] };
+        int64_t sb[2] = { x[4] ? x[1] : x[2], x[4] ? x[2] : x[1] };
+        cg_tensor *a = cg_ones(ctx, 2, sa), *b = cg_ones(ctx, 2, sb), *c;
+
+        c = cg_matmul_t(a, b, x[3], x[4]);
+        ck_assert_msg(c != NULL, "%s", TT_ERR);
+        cg_tensor_free(a);
+        cg_tensor_free(b);
+        cg_tensor_free(c);
+    }
+    ck_assert_int_eq(cg_context_profile(ctx, e, 16, &n), CG_OK);
+    for (i = 0; i < n && i < 16; i++) {
+        ck_assert_msg(strncmp(e[i].name, "clblast", 7) != 0,
+                      "%s ran on a small product", e[i].name);
+        if (strcmp(e[i].name, "gemm") == 0 ||
+            strcmp(e[i].name, "gemm_nt") == 0)
+            ours += (int)e[i].launches;
+    }
+    ck_assert_int_eq(ours, 5);
+    cg_context_free(ctx);
+}
+END_TEST
+
+/* CLGRAD_GEMM names a backend or fails the first product with a message
+ * naming the variable and the values it takes. */
+START_TEST(gemm_backend_variable_is_validated)
+{
+    cg_context *ctx;
+    int64_t s[2] = { 3, 3 };
+    cg_tensor *a, *c;
+
+    setenv("CLGRAD_GEMM", "openblas", 1);
+    ctx = cg_context_new(NULL);
+    ck_assert_ptr_nonnull(ctx);
+    a = cg_ones(ctx, 2, s);
+    ck_assert_ptr_nonnull(a);
+    c = cg_matmul(a, a);
+    ck_assert_ptr_null(c);
+    ck_assert_ptr_nonnull(strstr(TT_ERR, "CLGRAD_GEMM=openblas"));
+    ck_assert_ptr_nonnull(strstr(TT_ERR, "clblast or clgrad"));
+    cg_tensor_free(a);
+    cg_context_free(ctx);
+    setenv("CLGRAD_GEMM", "clgrad", 1);
+    ctx = cg_context_new(NULL);
+    a = cg_ones(ctx, 2, s);
+    c = cg_matmul(a, a);
+    ck_assert_msg(c != NULL, "%s", TT_ERR);
+    ck_assert_int_eq(ctx->gemm_backend, CG__GEMM_CLGRAD);
+    cg_tensor_free(c);
+    cg_tensor_free(a);
+    cg_context_free(ctx);
+    unsetenv("CLGRAD_GEMM");
+}
+END_TEST
+
+int
+main(void)
+{
+    Suite *s = suite_create("gemm");
+    TCase *tc = tcase_create("gemm");
+
+    tt_require_device();
+    unsetenv("CLGRAD_GEMM");
+    tcase_set_timeout(tc, 1800);
+    tcase_add_loop_test(tc, gemm_matches_reference_at_odd_sizes,
+                        CG__GEMM_CLBLAST, CG__GEMM_CLGRAD + 1);
+    tcase_add_loop_test(tc, gemm_alpha_beta_offsets_and_batches,
+                        CG__GEMM_CLBLAST, CG__GEMM_CLGRAD + 1);
+    tcase_add_test(tc, gemm_kernels_are_right_with_other_tunables);
+    tcase_add_test(tc, gemm_auto_runs_clgrad_on_small_products);
+    tcase_add_test(tc, gemm_backend_variable_is_validated);
+    suite_add_tcase(s, tc);
+    return tt_run(s);
+}
