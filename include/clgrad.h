@@ -81,7 +81,10 @@ const char *cg_version(void);
 typedef enum cg_log_level {
     /* Something was skipped or fell back to a default; results are still
      * right.  Later levels may be added: treat unknown ones as notes. */
-    CG_LOG_WARNING = 1
+    CG_LOG_WARNING = 1,
+    /* Worth knowing, changes nothing asked for: a tuning entry measured
+     * on another device of the same vendor adapted to this one. */
+    CG_LOG_NOTE = 2
 } cg_log_level;
 
 /* Receives one message: a single line without a trailing newline, valid

@@ -468,8 +468,9 @@ on_log(cg_log_level level, const char *message, void *user)
         tool_log(level, message, user);
         return;
     }
-    snprintf(tuning_warning + n, sizeof tuning_warning - n, "%s%s",
-             n ? "; " : "warning: ", message);
+    snprintf(tuning_warning + n, sizeof tuning_warning - n, "%s%s%s",
+             n ? "; " : "", level == CG_LOG_NOTE ? "note: " : "warning: ",
+             message);
 }
 
 /* The tuning entries in force on ctx, as text or JSON. */

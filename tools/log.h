@@ -2,7 +2,8 @@
 /*
  * tools/log.h - how the tools show what the library logs (cg_set_log):
  * on stderr after the program's name, like their own messages, so that a
- * skipped tuning file is seen and not silently slower.
+ * skipped tuning file is seen and not silently slower.  Notes (an entry
+ * for another device adapted) are left to clgrad-info's report.
  */
 #ifndef CG_TOOLS_LOG_H
 #define CG_TOOLS_LOG_H
@@ -16,6 +17,8 @@
 static inline void
 tool_log(cg_log_level level, const char *message, void *user)
 {
+    if (level == CG_LOG_NOTE)   /* clgrad-info reports them */
+        return;
     fprintf(stderr, "%s: %s: %s\n", (const char *)user,
             level == CG_LOG_WARNING ? "warning" : "note", message);
 }

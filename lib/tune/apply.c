@@ -423,6 +423,48 @@ warn(const char *what)
     cg__log(CG_LOG_WARNING, "tuning: %s", what);
 }
 
+/* Whether a parameter is a vector width: by the convention of clgrad's
+ * kernels (VW, DVW) and CLBlast's (VWM, VWN, VWMD, VWND, COPY_VW), a name
+ * that begins or ends with "VW". */
+static int
+is_vector_width(const char *name)
+{
+    size_t n = strlen(name);
+
+    return strncmp(name, "VW", 2) == 0 ||
+           (n >= 2 && strcmp(name + n - 2, "VW") == 0);
+}
+
+/* An entry measured on another device of the same vendor and type (a
+ * CG_TUNING_VENDOR match) may have vector widths wider than this device's
+ * native float vectors, being tuned for wider registers: on PoCL a float16
+ * kernel for an 8-wide CPU builds with an "AVX vector ... changes the ABI"
+ * warning per call, which the compiler prints on stderr.  Such widths are
+ * narrowed to the widest power of two the device has natively, the rest
+ * of the set kept (the shipped LSTM entries, VW 16 from an AVX-512 CPU,
+ * ran README's job as fast with VW 8 on an AVX2 one, and 30-40% faster
+ * than the built-in defaults).  Narrowing a power-of-two width keeps
+ * CLBlast's divisibility rules.  An entry for this very device is used as
+ * measured.  Returns whether anything was narrowed. */
+static int
+narrow(const cg_context *ctx, cg_tuning_entry *e, cg_tuning_match m)
+{
+    unsigned native = ctx->info.native_width_float;
+    long w = 1;
+    int i, changed = 0;
+
+    if (m >= CG_TUNING_DEVICE || native == 0)
+        return 0;
+    while (w * 2 <= (long)native)
+        w *= 2;
+    for (i = 0; i < e->nparams; i++)
+        if (is_vector_width(e->names[i]) && e->values[i] > w) {
+            e->values[i] = w;
+            changed = 1;
+        }
+    return changed;
+}
+
 /* Candidates: every usable entry of every matching file. */
 typedef struct {
     cg_tuning_entry e;
@@ -468,6 +510,11 @@ consider(cg_context *ctx, cg_tuning_db *db, int user, const char *origin,
         }
         cs->c[cs->n].e = *e;
         cs->c[cs->n].e.match = m;
+        if (narrow(ctx, &cs->c[cs->n].e, m))
+            cg__log(CG_LOG_NOTE, "tuning: %.250s: %.48s %.48s: vector "
+                    "widths narrowed to this device's %u floats (tuned on "
+                    "%.120s)", origin, e->kernel, e->shape,
+                    ctx->info.native_width_float, db->device.name);
         snprintf(cs->c[cs->n].e.origin, sizeof cs->c[cs->n].e.origin, "%s",
                  origin);
         cs->c[cs->n].user = user;
