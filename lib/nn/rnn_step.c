@@ -302,10 +302,12 @@ cg__rnn_time_steps(cg_context *ctx, cg__rnn_cell cell,
             cg__mul_i64((int64_t)s.gates, H, &rows) ||
             cg__mul_i64(rows, cg__rnn_hpad(&s, H), &biggest) ||
             biggest > INT32_MAX ||
-            cg__mul_i64(rows, B, &rows) || rows > INT32_MAX / 2)
-            return cg__error(CG_ESHAPE, "rnn step timing: B %d and H %d "
-                             "need buffers of more than 2^31-1 floats",
-                             B, H);
+            cg__mul_i64(rows, B, &rows) || rows > INT32_MAX / 2) {
+            status = cg__error(CG_ESHAPE, "rnn step timing: B %d and H %d "
+                               "need buffers of more than 2^31-1 floats",
+                               B, H);
+            goto out;
+        }
     }
     bh = (size_t)B * H;
     gh = (size_t)s.gates * H;
