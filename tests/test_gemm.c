@@ -12,6 +12,7 @@
  * CLGRAD_GEMM's validation.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
