@@ -21,3 +21,18 @@ if ! "$bld/tools/clgrad-info" --list 2>/dev/null | grep -q .; then
     if [ -n "${CI:-}" ]; then exit 1; fi
     exit 77
 fi
+
+# expect_error WHAT TEXT ARGS...: "$train" with ARGS must fail and print
+# TEXT (taken literally) among its output.
+expect_error() {
+    what=$1
+    text=$2
+    shift 2
+    out=$("$train" "$@" 2>&1)
+    status=$?
+    [ $status -ne 0 ] || fail "$what: exit status 0"
+    case $out in
+    *"$text"*) ;;
+    *) fail "$what: '$out' lacks '$text'" ;;
+    esac
+}

@@ -129,18 +129,6 @@ case $out in
 esac
 
 # --- bad input
-expect_error() {
-    what=$1
-    pattern=$2
-    shift 2
-    out=$("$train" "$@" 2>&1)
-    status=$?
-    [ $status -ne 0 ] || fail "$what: exit status 0"
-    case $out in
-    *$pattern*) ;;
-    *) fail "$what: '$out' lacks '$pattern'" ;;
-    esac
-}
 expect_error "no data" "--data FILE is needed" --model mlp
 expect_error "bad model" "want mlp or char-lstm" --model cnn
 expect_error "missing file" "nope.csv" --model mlp --data "$tmp/nope.csv"

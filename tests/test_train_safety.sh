@@ -23,19 +23,6 @@ train="$bld/tools/clgrad-train"
 digits="$top/data/digits.csv"
 mlp="--model mlp --data $digits --hidden 8 --quiet"
 
-expect_error() {
-    what=$1
-    pattern=$2
-    shift 2
-    out=$("$train" "$@" 2>&1)
-    status=$?
-    [ $status -ne 0 ] || fail "$what: exit status 0"
-    case $out in
-    *"$pattern"*) ;;
-    *) fail "$what: '$out' lacks '$pattern'" ;;
-    esac
-}
-
 # --- option values
 expect_error "--lr 0" "--lr 0: want a number above 0" --model mlp \
     --data "$digits" --lr 0

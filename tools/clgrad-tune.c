@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "outpath.h"
 #include "progress.h"
 #include "tune.h"
 #include "cl/internal.h"
@@ -515,44 +516,40 @@ open_db(tu_run *r, const char *path, cg_tuning_db **old)
 static int
 check_output(tu_run *r, const char *path, int given)
 {
-    char real[4096], dir[4096], *slash;
+    char dir[4096];
     cg_tuning_db *old;
-    const char *where = path;
-    struct stat st;
+    int err;
 
     if (open_db(r, path, &old))
         return -1;
     cg_tuning_db_free(old);
-    if (stat(path, &st) == 0) {
-        if (access(path, W_OK) != 0) {
-            fprintf(stderr, "%s: cannot write %s: %s\n", prog, path,
-                    strerror(errno));
-            return -1;
-        }
-        if (realpath(path, real))
-            where = real;   /* written through a link: its target */
-    }
-    snprintf(dir, sizeof dir, "%s", where);
-    slash = strrchr(dir, '/');
-    if (!slash)
-        snprintf(dir, sizeof dir, ".");
-    else if (slash == dir)
-        dir[1] = '\0';
-    else
-        *slash = '\0';
-    if (stat(dir, &st) != 0) {
-        if (!given && errno == ENOENT)
+    switch (out_check(path, dir, sizeof dir, &err)) {
+    case OUT_OK:
+        return 0;
+    case OUT_EMPTY:
+        fprintf(stderr, "%s: --output '': want a file name\n", prog);
+        break;
+    case OUT_IS_DIR:
+        fprintf(stderr, "%s: %s is a directory; want a file name\n", prog,
+                path);
+        break;
+    case OUT_NO_WRITE:
+        fprintf(stderr, "%s: cannot write %s: %s\n", prog, path,
+                strerror(err));
+        break;
+    case OUT_NO_DIR:
+        if (!given && err == ENOENT)
             return 0;       /* the tuning directory, made when written */
-        fprintf(stderr, "%s: --output %s: the directory %s does not exist\n",
-                prog, path, dir);
-        return -1;
-    }
-    if (!S_ISDIR(st.st_mode) || access(dir, W_OK | X_OK) != 0) {
+        fprintf(stderr, "%s: --output %s: the directory %s %s\n", prog,
+                path, dir, err == ENOTDIR ? "is not a directory"
+                : "does not exist");
+        break;
+    case OUT_DIR_NO_WRITE:
         fprintf(stderr, "%s: cannot create files in %s: %s\n", prog, dir,
-                S_ISDIR(st.st_mode) ? strerror(errno) : "not a directory");
-        return -1;
+                strerror(err));
+        break;
     }
-    return 0;
+    return -1;
 }
 
 /* Writes the results into `path`, keeping the other entries of a file

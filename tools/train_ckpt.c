@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "outpath.h"
 #include "train_run.h"
 
 int
@@ -30,45 +31,31 @@ tr_ck_fail(const char *what, const char *path)
 int
 tr_check_output(const char *opt, const char *path)
 {
-    char real[PATH_MAX], dir[PATH_MAX], *slash;
-    const char *where = path;
-    struct stat st;
+    char dir[PATH_MAX];
+    int err;
 
-    if (!path[0]) {
+    switch (out_check(path, dir, sizeof dir, &err)) {
+    case OUT_OK:
+        return 0;
+    case OUT_EMPTY:
         tr_fail("%s '': want a file name", opt);
-        return -1;
-    }
-    if (stat(path, &st) == 0) {
-        if (S_ISDIR(st.st_mode)) {
-            tr_fail("%s %s: is a directory; want a file name", opt, path);
-            return -1;
-        }
-        if (access(path, W_OK) != 0) {
-            tr_fail("%s %s: cannot write it: %s", opt, path,
-                    strerror(errno));
-            return -1;
-        }
-        if (realpath(path, real))
-            where = real;       /* written through a link: its target */
-    }
-    snprintf(dir, sizeof dir, "%s", where);
-    slash = strrchr(dir, '/');
-    if (!slash)
-        snprintf(dir, sizeof dir, ".");
-    else if (slash == dir)
-        dir[1] = '\0';
-    else
-        *slash = '\0';
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        tr_fail("%s %s: the directory %s does not exist", opt, path, dir);
-        return -1;
-    }
-    if (access(dir, W_OK | X_OK) != 0) {
+        break;
+    case OUT_IS_DIR:
+        tr_fail("%s %s: is a directory; want a file name", opt, path);
+        break;
+    case OUT_NO_WRITE:
+        tr_fail("%s %s: cannot write it: %s", opt, path, strerror(err));
+        break;
+    case OUT_NO_DIR:
+        tr_fail("%s %s: the directory %s %s", opt, path, dir,
+                err == ENOTDIR ? "is not a directory" : "does not exist");
+        break;
+    case OUT_DIR_NO_WRITE:
         tr_fail("%s %s: cannot create files in %s: %s", opt, path, dir,
-                strerror(errno));
-        return -1;
+                strerror(err));
+        break;
     }
-    return 0;
+    return -1;
 }
 
 int
