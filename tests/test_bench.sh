@@ -63,7 +63,24 @@ for name in suites:
     rows = s.get("rows") or []
     if not rows:
         bad.append("%s: no rows (%r)" % (name, s))
+    if name == "gemm":
+        cases = {}
+        for r in rows:
+            c, _, v = r.get("case", "").rpartition(" ")
+            cases.setdefault(c, set()).add(v)
+            if not r.get("max_rel_err", 1) < 1e-4:
+                bad.append("gemm/%s: max_rel_err %r" % (r.get("case"),
+                                                        r.get("max_rel_err")))
+        for c, v in cases.items():
+            if v != {"auto", "clgrad", "clblast"}:
+                bad.append("gemm/%s: variants %r" % (c, sorted(v)))
     for r in rows:
+        if name in ("gemm", "mlp", "lstm"):
+            for k in ("clgrad_gflops", "peak_fraction") + \
+                     (() if name == "gemm" else ("gflop_per_step",)):
+                if not (isinstance(r.get(k), (int, float)) and r[k] > 0):
+                    bad.append("%s/%s: %s = %r" % (name, r.get("case"), k,
+                                                   r.get(k)))
         keys = [k for k in r if "ratio" in k]
         if not keys:
             bad.append("%s/%s: no ratio field" % (name, r.get("case")))

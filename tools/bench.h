@@ -78,7 +78,7 @@ cg_context *bench_context(const bench *b, int no_tuning);
  * parameters are process-wide), then makes a tuned context of its own;
  * bandwidth and scaling use ctx (tuned); mlp and lstm make one context per
  * model so that peak memory is the model's own. */
-json_object *suite_gemm(bench *b, cg_context *untuned);
+json_object *suite_gemm(bench *b);
 json_object *suite_bandwidth(bench *b, cg_context *ctx);
 json_object *suite_mlp(bench *b);
 json_object *suite_lstm(bench *b);

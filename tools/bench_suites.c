@@ -181,29 +181,39 @@ bench_fma_peak(cg_context *ctx, double *gflops)
 }
 
 /* ------------------------------------------------------------------------
- * gemm: CLBlast SGEMM through cg_matmul vs OpenBLAS cblas_sgemm
+ * gemm: clgrad's GEMM entry (cg_matmul_t, which reads transposed operands
+ * in place) vs OpenBLAS cblas_sgemm, at the shapes the layers run: per
+ * case the library's own choice ("auto"), then each backend forced
+ * (CLGRAD_GEMM=clgrad: clgrad's kernels; CLGRAD_GEMM=clblast: CLBlast),
+ * each on a tuned context of its own, so that GFLOP/s of the three stand
+ * side by side with OpenBLAS's from the same run.
  * ------------------------------------------------------------------------ */
 #ifdef HAVE_OPENBLAS
 
 typedef struct gemm_case {
     const char *label;
     int m, n, k;
+    int ta, tb;         /* op(A) = A^T, op(B) = B^T */
 } gemm_case;
 
 typedef struct gemm_run {
-    int m, n, k;
+    const gemm_case *gc;
     const float *a, *b;
     float *c;
     cg_tensor *ta, *tb, *tc;
 } gemm_run;
 
+/* op(A) is m x k: A stored [m, k], or [k, m] when transposed; so B. */
 static int
 gemm_blas_step(void *arg)
 {
     gemm_run *g = arg;
+    const gemm_case *c = g->gc;
 
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g->m, g->n, g->k,
-                1.0f, g->a, g->k, g->b, g->n, 0.0f, g->c, g->n);
+    cblas_sgemm(CblasRowMajor, c->ta ? CblasTrans : CblasNoTrans,
+                c->tb ? CblasTrans : CblasNoTrans, c->m, c->n, c->k, 1.0f,
+                g->a, c->ta ? c->m : c->k, g->b, c->tb ? c->k : c->n, 0.0f,
+                g->c, c->n);
     return 0;
 }
 
@@ -213,33 +223,36 @@ gemm_clgrad_step(void *arg)
     gemm_run *g = arg;
 
     cg_tensor_free(g->tc);
-    g->tc = cg_matmul(g->ta, g->tb);
+    g->tc = cg_matmul_t(g->ta, g->tb, g->gc->ta, g->gc->tb);
     return g->tc ? 0 : -1;
 }
 
-/* Times clgrad on ctx for case g (already holding the host inputs and
- * OpenBLAS's result in ref); adds a row. */
+/* Times clgrad on ctx for case gc (ref: OpenBLAS's result and time);
+ * adds a row. */
 static int
-gemm_row(bench *b, cg_context *ctx, const gemm_case *gc, gemm_run *g,
-         const float *ref, const bstat *ref_st, const char *variant,
-         json_object *s)
+gemm_row(bench *b, cg_context *ctx, const gemm_case *gc, const float *ha,
+         const float *hb, const float *ref, const bstat *ref_st,
+         const char *variant, json_object *s)
 {
-    int64_t sa[2] = { gc->m, gc->k }, sb[2] = { gc->k, gc->n };
+    int64_t sa[2] = { gc->ta ? gc->k : gc->m, gc->ta ? gc->m : gc->k };
+    int64_t sb[2] = { gc->tb ? gc->n : gc->k, gc->tb ? gc->k : gc->n };
     size_t n = (size_t)gc->m * (size_t)gc->n, i;
-    double err = 0, scale = 0;
-    char name[80];
+    double err = 0, scale = 0, flop = 2.0 * gc->m * gc->n * gc->k;
+    char name[96];
     json_object *row;
+    gemm_run g;
     bstat st;
     float *c = malloc(n * sizeof *c);
     int rc = -1;
 
     bench_progress("gemm %s %s", gc->label, variant);
-    g->ta = cg_tensor_from_host(ctx, CG_F32, 2, sa, g->a);
-    g->tb = cg_tensor_from_host(ctx, CG_F32, 2, sb, g->b);
-    g->tc = NULL;
-    if (!c || !g->ta || !g->tb ||
-        bench_time(b, ctx, gemm_clgrad_step, g, &st) ||
-        cg_tensor_to_host(g->tc, c, n * sizeof *c))
+    memset(&g, 0, sizeof g);
+    g.gc = gc;
+    g.ta = cg_tensor_from_host(ctx, CG_F32, 2, sa, ha);
+    g.tb = cg_tensor_from_host(ctx, CG_F32, 2, sb, hb);
+    if (!c || !g.ta || !g.tb ||
+        bench_time(b, ctx, gemm_clgrad_step, &g, &st) ||
+        cg_tensor_to_host(g.tc, c, n * sizeof *c))
         goto done;
     for (i = 0; i < n; i++) {
         err = fmax(err, fabs((double)c[i] - ref[i]));
@@ -247,59 +260,77 @@ gemm_row(bench *b, cg_context *ctx, const gemm_case *gc, gemm_run *g,
     }
     snprintf(name, sizeof name, "%s %s", gc->label, variant);
     row = bench_row(name, &st, ref_st, SPEEDUP);
-    bench_add_double(row, "clgrad_gflops", 2.0 * gc->m * gc->n * gc->k /
-                     st.med * 1e-9);
+    bench_add_double(row, "clgrad_gflops", flop / st.med * 1e-9);
+    bench_add_double(row, "openblas_gflops", flop / ref_st->med * 1e-9);
+    bench_add_double(row, "peak_fraction", b->fma_gflops > 0
+                     ? flop / st.med * 1e-9 / b->fma_gflops : 0);
     bench_add_double(row, "max_rel_err", scale > 0 ? err / scale : err);
     bench_suite_add(s, row);
     rc = 0;
 done:
     if (rc)
         bench_fail("gemm %s: %s", gc->label, cg_last_error());
-    cg_tensor_free(g->ta);
-    cg_tensor_free(g->tb);
-    cg_tensor_free(g->tc);
+    cg_tensor_free(g.ta);
+    cg_tensor_free(g.tb);
+    cg_tensor_free(g.tc);
     free(c);
     return rc;
 }
 
+#define GEMM_MAX_CASES 12
+
 json_object *
-suite_gemm(bench *b, cg_context *untuned)
+suite_gemm(bench *b)
 {
+    /* The layers' products: the char-LSTM 2x512 (B32 T100: 3200 rows,
+     * 4H = 2048) input projection x W^T, its input gradient dG W and
+     * weight gradient dG^T x; the recurrent step h W_hh^T; the MLP's
+     * 128-row forward, input and weight gradients. */
     static const gemm_case full[] = {
-        { "256^3", 256, 256, 256 },
-        { "1024^3", 1024, 1024, 1024 },
-        { "2048^3", 2048, 2048, 2048 },
-        { "lstm H256 B32 (32x1024x256)", 32, 1024, 256 },
-        { "lstm H512 B32 (32x2048x512)", 32, 2048, 512 },
+        { "1024^3 NN", 1024, 1024, 1024, 0, 0 },
+        { "2048^3 NN", 2048, 2048, 2048, 0, 0 },
+        { "lstm x W^T 3200x2048x512 NT", 3200, 2048, 512, 0, 1 },
+        { "lstm dG W 3200x512x2048 NN", 3200, 512, 2048, 0, 0 },
+        { "lstm dG^T x 2048x512x3200 TN", 2048, 512, 3200, 1, 0 },
+        { "lstm step h W^T 32x2048x512 NT", 32, 2048, 512, 0, 1 },
+        { "mlp x W^T 128x512x784 NT", 128, 512, 784, 0, 1 },
+        { "mlp dY W 128x784x512 NN", 128, 784, 512, 0, 0 },
+        { "mlp dY^T x 512x784x128 TN", 512, 784, 128, 1, 0 },
     };
     static const gemm_case quick[] = {
-        { "64^3", 64, 64, 64 },
-        { "lstm H32 B4 (4x128x32)", 4, 128, 32 },
+        { "64^3 NN", 64, 64, 64, 0, 0 },
+        { "lstm H32 B4 4x128x32 NT", 4, 128, 32, 0, 1 },
+        { "33x17x40 TN", 33, 17, 40, 1, 0 },
     };
+    /* The variants: the library's choice, then each backend forced. */
+    static const char *const variant[3] = { "auto", "clgrad", "clblast" };
     const gemm_case *cases = b->quick ? quick : full;
-    int ncases = b->quick ? 2 : 5, i, pass;
-    float *a[5] = { 0 }, *bm[5] = { 0 }, *ref[5] = { 0 };
-    bstat ref_st[5];
+    int ncases = b->quick ? 3 : (int)(sizeof full / sizeof full[0]), i, v;
+    float *a[GEMM_MAX_CASES] = { 0 }, *bm[GEMM_MAX_CASES] = { 0 };
+    float *ref[GEMM_MAX_CASES] = { 0 };
+    bstat ref_st[GEMM_MAX_CASES];
+    const char *saved = getenv("CLGRAD_GEMM");
+    char *keep = saved ? strdup(saved) : NULL;
     json_object *s;
     char what[256];
-    cg_context *tuned = NULL;
 
     snprintf(what, sizeof what, "OpenBLAS cblas_sgemm (core %s, %d threads)",
              openblas_get_corename(), openblas_get_num_threads());
     s = bench_suite_new(what, SPEEDUP_MEANING);
     json_object_object_add(s, "note", json_object_new_string(
-        "max_rel_err: max |clgrad - OpenBLAS| / max |OpenBLAS|; untuned: "
-        "the context made with no_tuning (built-in parameters)"));
+        "auto: the library's choice of backend (tuned context); clgrad, "
+        "clblast: that backend forced (CLGRAD_GEMM); peak_fraction: "
+        "clgrad_gflops / the measured fp32 FMA peak; max_rel_err: max "
+        "|clgrad - OpenBLAS| / max |OpenBLAS|"));
     for (i = 0; i < ncases; i++) {
         gemm_run g;
 
         memset(&g, 0, sizeof g);
-        g.m = cases[i].m;
-        g.n = cases[i].n;
-        g.k = cases[i].k;
-        a[i] = rand_floats((size_t)g.m * (size_t)g.k);
-        bm[i] = rand_floats((size_t)g.k * (size_t)g.n);
-        ref[i] = malloc((size_t)g.m * (size_t)g.n * sizeof(float));
+        g.gc = &cases[i];
+        a[i] = rand_floats((size_t)cases[i].m * (size_t)cases[i].k);
+        bm[i] = rand_floats((size_t)cases[i].k * (size_t)cases[i].n);
+        ref[i] = malloc((size_t)cases[i].m * (size_t)cases[i].n *
+                        sizeof(float));
         if (!a[i] || !bm[i] || !ref[i])
             goto fail;
         g.a = a[i];
@@ -312,28 +343,35 @@ suite_gemm(bench *b, cg_context *untuned)
     /* OpenBLAS's idle threads spin for a while before they sleep: let
      * them settle before the OpenCL runtime's threads are timed. */
     usleep(300000);
-    for (pass = 0; pass < 2; pass++) {
-        cg_context *ctx = untuned;
+    for (i = 0; i < ncases; i++)
+        for (v = 0; v < 3; v++) {
+            cg_context *ctx;
+            int rc;
 
-        if (pass == 1 && !(ctx = tuned = bench_context(b, 0)))
-            goto fail;
-        for (i = 0; i < ncases; i++) {
-            gemm_run g;
-
-            memset(&g, 0, sizeof g);
-            g.a = a[i];
-            g.b = bm[i];
-            if (gemm_row(b, ctx, &cases[i], &g, ref[i], &ref_st[i],
-                         pass ? "tuned" : "untuned", s))
+            /* Read at a context's first product: a context per variant. */
+            if (v == 0 && keep)
+                setenv("CLGRAD_GEMM", keep, 1);
+            else if (v == 0)
+                unsetenv("CLGRAD_GEMM");
+            else
+                setenv("CLGRAD_GEMM", variant[v], 1);
+            ctx = bench_context(b, 0);
+            rc = !ctx || gemm_row(b, ctx, &cases[i], a[i], bm[i], ref[i],
+                                  &ref_st[i], variant[v], s);
+            cg_context_free(ctx);
+            if (rc)
                 goto fail;
         }
-    }
     if (0) {
 fail:
         json_object_put(s);
         s = NULL;
     }
-    cg_context_free(tuned);
+    if (keep)
+        setenv("CLGRAD_GEMM", keep, 1);
+    else
+        unsetenv("CLGRAD_GEMM");
+    free(keep);
     for (i = 0; i < ncases; i++) {
         free(a[i]);
         free(bm[i]);
@@ -343,10 +381,11 @@ fail:
 }
 #else
 json_object *
-suite_gemm(bench *b, cg_context *untuned)
+suite_gemm(bench *b)
 {
     json_object *s = json_object_new_object();
 
+    (void)b;
     json_object_object_add(s, "skipped", json_object_new_string(
         "clgrad-bench was built without OpenBLAS, the reference of this "
         "suite (apt-get install libopenblas-dev, then configure and make)"));

@@ -26,7 +26,10 @@
 #define LSTM_NOTE "tokens: T * B per step; launches_per_step: kernel " \
     "launches of one whole step; forward_launches_per_time_step: those " \
     "of cg_rnn_forward alone / T; peak_device_bytes: the pool's peak " \
-    "(block sizes) in a context that holds only this model"
+    "(block sizes) in a context that holds only this model; " \
+    "gflop_per_step: the step's matrix products (forward, weight and " \
+    "input gradients), clgrad_gflops: that over the median step time, " \
+    "peak_fraction: that over the measured fp32 FMA peak"
 #define MAX_PARAMS 32
 
 typedef enum { M_MLP, M_LSTM, M_CHAR } model_kind;
@@ -296,6 +299,40 @@ model_phases(const bench *b, model *m, json_object *row)
     return 0;
 }
 
+/* The floating-point operations of one training step of m, counting the
+ * matrix products (2 per multiply-add) and not the elementwise work: a
+ * layer's forward product F, then in backward its weight gradient (F
+ * again) and its input gradient (F again) unless its input needs none
+ * (the data: the MLP's first layer, the plain LSTM's first layer's
+ * input projection; the char-LSTM's first layer reads the embedding,
+ * whose weight learns).  The char-LSTM 2x512 (embedding 64, V65, B32,
+ * T100) counts 63.5 GFLOP. */
+static double
+model_gflop(const model *m)
+{
+    double rows = m->kind == M_MLP ? m->b : (double)m->t * m->b, f = 0;
+    int l;
+
+    if (m->kind == M_MLP) {
+        double f1 = 2 * rows * m->in * m->h;
+
+        return (3 * f1 - f1 + 3 * 2 * rows * ((double)m->h * m->h2 +
+                                              (double)m->h2 * m->out)) * 1e-9;
+    }
+    for (l = 0; l < m->layers; l++) {
+        double in = l ? m->h : (m->kind == M_CHAR ? m->embed : m->in);
+        double proj = 2 * rows * 4.0 * m->h * in;
+        double rec = 2 * rows * 4.0 * m->h * m->h;
+
+        f += 3 * (proj + rec);
+        if (l == 0 && m->kind == M_LSTM)
+            f -= proj;          /* no gradient for the data */
+    }
+    if (m->kind == M_CHAR)
+        f += 3 * 2 * rows * (double)m->h * m->vocab;
+    return f * 1e-9;
+}
+
 /* Times m (built here on ctx, freed after) and adds its row; ref is
  * PyTorch's time.  With `detail`, launches and memory too. */
 static int
@@ -317,6 +354,10 @@ model_row(bench *b, cg_context *ctx, model *m, const char *name,
     if (rc)
         goto done;
     row = bench_row(name, &st, ref, SPEEDUP);
+    bench_add_double(row, "gflop_per_step", model_gflop(m));
+    bench_add_double(row, "clgrad_gflops", model_gflop(m) / st.med);
+    bench_add_double(row, "peak_fraction", b->fma_gflops > 0
+                     ? model_gflop(m) / st.med / b->fma_gflops : 0);
     if (m->kind != M_MLP) {
         bench_add_double(row, "clgrad_tokens_per_s", tokens / st.med);
         bench_add_double(row, "torch_tokens_per_s", tokens / ref->med);

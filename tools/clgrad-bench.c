@@ -49,7 +49,8 @@ usage(FILE *f)
 "for the bandwidth suite the fraction of the device's copy bandwidth.\n"
 "\n"
 "Suites:\n"
-"  gemm       matmul's SGEMM (untuned and tuned) vs OpenBLAS cblas_sgemm\n"
+"  gemm       SGEMM at the layers' shapes, the library's choice and each\n"
+"             backend (clgrad's kernels, CLBlast) vs OpenBLAS cblas_sgemm\n"
 "  bandwidth  elementwise, reduction and Adam kernels vs device copy\n"
 "  mlp        784-512-512-10 training step, batch 128, vs PyTorch CPU\n"
 "  lstm       LSTM training steps (1x256, char-LSTM 2x512) vs PyTorch CPU\n"
@@ -687,6 +688,7 @@ main(int argc, char **argv)
         json_object_put(root);
         return 1;
     }
+    cg_context_free(untuned);
     if (!b.json)
         print_header(&b, root);
     suites = json_object_new_object();
@@ -696,15 +698,7 @@ main(int argc, char **argv)
 
         if (!want[i])
             continue;
-        if (i == 0)
-            s = suite_gemm(&b, untuned);
-        if (untuned) {
-            /* done with the untuned context */
-            cg_context_free(untuned);
-            untuned = NULL;
-        }
-        if (i > 0)
-            s = run_suite(&b, i, &ctx);
+        s = i == 0 ? suite_gemm(&b) : run_suite(&b, i, &ctx);
         bench_progress("%s done\n", suite_names[i]);
         if (!s) {
             failed = 1;
@@ -734,7 +728,6 @@ main(int argc, char **argv)
         puts(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY |
                                             JSON_C_TO_STRING_NOSLASHESCAPE));
     json_object_put(root);
-    cg_context_free(untuned);
     cg_context_free(ctx);
     return failed;
 }
