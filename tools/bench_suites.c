@@ -58,7 +58,7 @@ rand_tensor(cg_context *ctx, int ndim, const int64_t *shape)
 
 /* ------------------------------------------------------------------------
  * fp32 FMA peak: custom ops whose work-items run independent chains of
- * multiply-adds (mad: one FMA where the device has them).  Which vector
+ * multiply-adds (mad or fma, whichever the device fuses).  Which vector
  * width and how many chains keep a device's FMA units busy differs (a CPU
  * through PoCL wants wide vectors and enough chains to cover the FMA
  * latency, a GPU scalars and many work-items), so a few shapes are timed
@@ -68,9 +68,10 @@ rand_tensor(cg_context *ctx, int ndim, const int64_t *shape)
 #define FMA_ITEMS 65536
 #define FMA_PER_ITEM 16384      /* multiply-adds per work-item */
 
-/* The source for `chains` chains of float`width` (width 1: float). */
+/* The source for `chains` chains of float`width` (width 1: float), each
+ * step op(a, m, c) with op mad or fma. */
 static void
-fma_source(char *src, size_t size, int width, int chains)
+fma_source(char *src, size_t size, const char *op, int width, int chains)
 {
     char vt[16];
     size_t n;
@@ -95,7 +96,7 @@ fma_source(char *src, size_t size, int width, int chains)
         "    for (k = 0; k < iters; k++) {\n");
     for (c = 0; c < chains; c++)
         n += (size_t)snprintf(src + n, size - n,
-                              "        a%d = mad(a%d, m, c);\n", c, c);
+                              "        a%d = %s(a%d, m, c);\n", c, op, c);
     n += (size_t)snprintf(src + n, size - n, "    }\n    s = a0");
     for (c = 1; c < chains; c++)
         n += (size_t)snprintf(src + n, size - n, " + a%d", c);
@@ -131,12 +132,27 @@ fma_step(void *arg)
     return y ? 0 : -1;
 }
 
+/* The device's native float vector width (0 if unknown). */
+static unsigned
+b_native_width(cg_context *ctx)
+{
+    cg_device_info info;
+
+    return cg_context_device_info(ctx, &info) == CG_OK
+        ? info.native_width_float : 0;
+}
+
 int
 bench_fma_peak(cg_context *ctx, double *gflops)
 {
     static const char *const back[] = { "fma_peak_b" };
-    static const int shapes[][2] = {    /* width (1, 4, 8, 16), chains */
-        { 1, 16 }, { 4, 16 }, { 8, 16 }, { 16, 8 }, { 16, 16 }
+    /* width (1, 4, 8, 16), chains, fma (1) or mad (0): a compiler may
+     * keep mad a multiply and an add (PoCL 3.1 on an AVX2 CPU: 100-135
+     * GFLOP/s with mad, 195-202 with fma at float8 x 8-12), and a device
+     * without fused multiply-add runs fma slowly. */
+    static const int shapes[][3] = {
+        { 1, 16, 0 }, { 8, 16, 0 }, { 16, 8, 0 }, { 1, 16, 1 },
+        { 8, 8, 1 }, { 8, 12, 1 }, { 16, 8, 1 }
     };
     const int64_t items = FMA_ITEMS;
     char src[4096], name[64];
@@ -156,11 +172,18 @@ bench_fma_peak(cg_context *ctx, double *gflops)
         return -1;
     for (v = 0; v < sizeof shapes / sizeof shapes[0] && !status; v++) {
         int lanes = shapes[v][0] * shapes[v][1];
+
+        /* Vectors wider than the device's own are split by the compiler
+         * (and warned about by PoCL on a CPU): not a peak. */
+        if (shapes[v][0] > 1 && b_native_width(ctx) > 0 &&
+            (unsigned)shapes[v][0] > b_native_width(ctx))
+            continue;
         float params[3] = { (float)(FMA_PER_ITEM / lanes), 0.999f, 0.001f };
 
-        fma_source(src, sizeof src, shapes[v][0], shapes[v][1]);
-        snprintf(name, sizeof name, "bench.fma_peak_w%d_c%d", shapes[v][0],
-                 shapes[v][1]);
+        fma_source(src, sizeof src, shapes[v][2] ? "fma" : "mad",
+                   shapes[v][0], shapes[v][1]);
+        snprintf(name, sizeof name, "bench.fma_peak_%s_w%d_c%d",
+                 shapes[v][2] ? "fma" : "mad", shapes[v][0], shapes[v][1]);
         memset(&def, 0, sizeof def);
         def.name = name;
         def.source = src;
