@@ -254,7 +254,8 @@ START_TEST(human_output_list_help_and_errors)
         int lines = 0;
 
         ck_assert_msg(p && strstr(p, "GFLOP/s"), "%s", out);
-        ck_assert_ptr_nonnull(strstr(p, "measured as: kernels fma_peak (mad) and fma_peak_fused"));
+        ck_assert_ptr_nonnull(strstr(p, "measured as: kernels fma_peak "
+                                     "(mad) and fma_peak_fused"));
         for (p = strstr(out, "Measured"); p && (p = strstr(p, "measured as: "));
              p++)
             lines++;
