@@ -3,8 +3,9 @@
  * tests/test_gemm.c - the SGEMM entry (lib/ops/gemm.c) with each backend
  * forced, clgrad's kernels (kernels/gemm.cl) and CLBlast's, against a
  * double-precision C reference: sizes that are multiples of no tile (1,
- * 5, 7, 13, 17, 33, 65, K = 1), the four transposes, alpha and beta
- * (beta 0 over a C full of NaN, which must not be read; beta 1
+ * 5, 7, 13, 17, 33, 65, K = 1; K 515 for a packed A^T), the four
+ * transposes, alpha and beta (beta 0 over a C full of NaN, which must
+ * not be read; beta 1
  * accumulating), offsets and leading dimensions wider than the matrix,
  * strided batches with a broadcast operand (stride 0).  Also clgrad's
  * kernels built with other tunables than the defaults (the candidates
@@ -137,6 +138,8 @@ START_TEST(gemm_matches_reference_at_odd_sizes)
         { 1, 1, 1 }, { 7, 13, 5 }, { 33, 65, 17 }, { 7, 13, 1 },
         { 1, 37, 9 }, { 37, 1, 9 }, { 17, 3, 40 }, { 13, 29, 64 },
         { 300, 13, 5 },     /* NT: through a packed B^T (short K) */
+        { 19, 37, 515 },    /* TN: through a packed A^T (long K), */
+        { 16, 8, 512 },     /* at and off the 8 x 8 blocks' edges */
     };
     cg_context *ctx = tt_ctx();
     char label[128];
@@ -186,6 +189,11 @@ START_TEST(gemm_alpha_beta_offsets_and_batches)
         { 13, 29, 0, 0, 0, 1.0f, 0.5f, 1, 0, 0, 0 },
         { 260, 9, 7, 0, 1, 0.5f, 1.0f, 3, 2, 3, 2 },
         { 260, 9, 7, 0, 1, 1.0f, 0.0f, 1, 0, 1, 4 },
+        /* TN of long K, A packed: one A for the batch, offset and pad */
+        { 11, 21, 517, 1, 0, 0.5f, 1.0f, 3, 1, 3, 2 },
+        { 11, 21, 517, 1, 0, 1.0f, 0.0f, 1, 0, 1, 5 },
+        /* ... and a batch of distinct A's, not packed */
+        { 11, 21, 517, 1, 0, 1.0f, 0.0f, 2, 2, 0, 1 },
     };
     cg_context *ctx = tt_ctx();
     char label[160];

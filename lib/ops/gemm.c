@@ -97,32 +97,61 @@ fits_int(cg__mat x, size_t stride, size_t batch, size_t rows, size_t cols)
            stride < (size_t)INT_MAX;
 }
 
+/* Whether an NT product runs as NN on a packed B^T (gemm_tpose): short K
+ * over many rows, one B for the whole batch.  At 1600x512x64 (the
+ * char-LSTM's input projection) gemm_nt gave 25 GFLOP/s, CLBlast 52, the
+ * packed copy and gemm 64. */
+static int
+pack_nt(int ta, int tb, size_t m, size_t n, size_t k, size_t sb,
+        size_t batch)
+{
+    return !ta && tb && k > 0 && k <= 128 && m >= 256 && m >= n / 4 &&
+           (batch == 1 || sb == 0);
+}
+
+/* Whether a TN product runs as NN on a packed A^T: long K, one A for the
+ * whole batch.  gemm reads op(A)'s column k from A's row k, which over a
+ * long K leaves the cache behind; packed, A^T's rows stream (on the
+ * 2-core AVX2 machine, GFLOP/s TN in place / NN: the weight gradients
+ * 2048x512x3200 33 / 103 and 2048x64x3200 35 / 135, 1024^3 56 / 104,
+ * 256x256x3200 77 / 120).  The copy costs one pass over A (4 K M bytes
+ * each way), small beside 2 M N K FLOP from K 512 up. */
+static int
+pack_tn(int ta, int tb, size_t k, size_t sa, size_t batch)
+{
+    return ta && !tb && k >= 512 && (batch == 1 || sa == 0);
+}
+
 /* Which backend runs this product when the choice is automatic.  From
- * tests/bench_gemm on a 2-core PoCL 3.1 CPU (AVX2), under the load of
- * other jobs (GFLOP/s clgrad / CLBlast, same run): clgrad's kernels win
- * at every shape of the recurrent and linear layers of the tools' jobs
- * (char-LSTM 1600x512x64 NT 64/52 packed, 1600x77x128 NT 43/5,
- * 1600x128x77 NN 106/34, 77x128x1600 TN 90/24, 512x128x1600 TN 49/42;
- * MLP 128x784x512 NN 82/31, 512x784x128 TN 136/44, 128x10x512 NT 17/1;
- * 32x2048x512 NN 56/9), and at 1024^3 NN and NT (51/30, 90/49) and
- * 2048x3200x512 NN (151/76).
- * Without blocking over K they fall behind on long K: op(A) transposed
- * with K >= 1024 over a large C (1024^3 TN 32/49, 3200x512x2048 TN 29/78)
- * and NN or NT at K >= 2048 (2048^3 NN 50/64, 2048x512x3200 NT 51/57);
- * CLBlast runs those.  TT reads
- * op(B) lane by lane (128x512x256 17/24, 512^3 17/41): CLBlast from
- * 2^21 multiply-adds up.  So a first run of the tools' small jobs never
+ * tests/bench_gemm on a 2-core PoCL 3.1 CPU (AVX2; OpenBLAS 170-187
+ * GFLOP/s at these sizes, FMA peak 200), GFLOP/s clgrad / CLBlast in the
+ * same run: clgrad's kernels win at every shape of the recurrent and
+ * linear layers of the tools' jobs (char-LSTM 1600x512x64 NT 67/17,
+ * 1600x128x77 NN 106/34, 77x128x1600 TN 82/24, 512x128x1600 TN 112/86;
+ * MLP 128x784x512 NN 156/51, 512x784x128 TN 136/33, 128x512x784 NT
+ * 113/51; the recurrent step 32x2048x512 NT 99/9), and at 1024^3 NN, NT
+ * and TN (104/73, 103/81 TN).  Long K: TN runs on a packed A^T (pack_tn;
+ * 2048x512x3200 96/77, 2048x64x3200 53/39), NT holds (2048^3 98/71,
+ * 2048x512x3200 73/62, 3200x512x2048 62/67), NN holds while B's K x N
+ * panel is narrow (3200x512x2048 103/70, 2048x512x3200 103/65) and falls
+ * behind from N 1024 (2048^3 58/75, 3200x1024x2048 66/71, 1024x2048x2048
+ * 67/76): CLBlast runs those, and TN products over a batch of distinct
+ * A's, which are not packed (1024^3 TN in place 56/68).  TT reads op(B)
+ * lane by lane (128x512x256 17/24, 512^3 17/41): CLBlast from 2^21
+ * multiply-adds up.  So a first run of the tools' small jobs never
  * builds CLBlast's programs. */
 static cg__gemm_backend
-backend_for(int ta, int tb, size_t m, size_t n, size_t k)
+backend_for(int ta, int tb, size_t m, size_t n, size_t k, size_t sa,
+            size_t batch)
 {
     double mn = (double)m * (double)n;
 
-    if (ta && tb && mn * (double)k >= 2097152.0)
+    if (ta && tb)
+        return mn * (double)k >= 2097152.0 ? CG__GEMM_CLBLAST
+                                           : CG__GEMM_CLGRAD;
+    if (ta && !pack_tn(ta, tb, k, sa, batch) && k >= 1024 && mn >= 262144.0)
         return CG__GEMM_CLBLAST;
-    if (ta && k >= 1024 && mn >= 262144.0)
-        return CG__GEMM_CLBLAST;
-    if (!ta && k >= 2048 && mn >= 1048576.0)
+    if (!ta && !tb && k >= 2048 && n >= 1024 && mn >= 1048576.0)
         return CG__GEMM_CLBLAST;
     return CG__GEMM_CLGRAD;
 }
@@ -165,52 +194,64 @@ clblast_run(cg_context *ctx, int ta, int tb, size_t m, size_t n, size_t k,
                                   : "clblast.sgemm_batched") : CG_OK;
 }
 
-/* Whether an NT product runs as NN on a packed B^T (gemm_tpose): short K
- * over many rows, one B for the whole batch.  At 1600x512x64 (the
- * char-LSTM's input projection) gemm_nt gave 25 GFLOP/s, CLBlast 52, the
- * packed copy and gemm 64. */
-static int
-pack_nt(int ta, int tb, size_t m, size_t n, size_t k, size_t sb,
-        size_t batch)
-{
-    return !ta && tb && k > 0 && k <= 128 && m >= 256 && m >= n / 4 &&
-           (batch == 1 || sb == 0);
-}
-
 static int clgrad_run(cg_context *ctx, int ta, int tb, size_t m, size_t n,
                       size_t k, float alpha, cg__mat a, size_t sa, cg__mat b,
                       size_t sb, float beta, cg__mat c, size_t sc,
                       size_t batch);
 
-/* The NT product through a packed copy of B^T (a pool buffer, freed once
- * the product is enqueued: the queue is in order). */
+/* x (rows x cols stored, leading dimension x.ld) transposed into a pool
+ * buffer *t, which the caller frees once the product that reads it is
+ * enqueued (the queue is in order). */
 static int
-clgrad_run_packed(cg_context *ctx, size_t m, size_t n, size_t k, float alpha,
-                  cg__mat a, size_t sa, cg__mat b, float beta, cg__mat c,
-                  size_t sc, size_t batch)
+pack_transposed(cg_context *ctx, cg__mat x, size_t rows, size_t cols,
+                cg_buffer **t)
 {
-    cl_int so = (cl_int)b.off, lds = (cl_int)b.ld;
-    cl_int rows = (cl_int)n, cols = (cl_int)k;
-    cg_buffer *t = cg_buffer_new(ctx, n * k * sizeof(float));
-    cl_mem tm;
+    cl_int so = (cl_int)x.off, lds = (cl_int)x.ld;
+    cl_int r = (cl_int)rows, c = (cl_int)cols;
     cl_kernel kn;
+    cl_mem tm;
     int status;
 
-    if (!t)
+    if (!(*t = cg_buffer_new(ctx, rows * cols * sizeof(float))))
         return cg__last_status();
-    tm = cg__buffer_mem(t);
+    tm = cg__buffer_mem(*t);
     status = cg__kernel(ctx, CG__K_GEMM_TPOSE, &kn);
     if (status == CG_OK)
-        status = cg__args(kn, CG__ARG(b.mem), CG__ARG(so), CG__ARG(lds),
-                          CG__ARG(rows), CG__ARG(cols), CG__ARG(tm));
+        status = cg__args(kn, CG__ARG(x.mem), CG__ARG(so), CG__ARG(lds),
+                          CG__ARG(r), CG__ARG(c), CG__ARG(tm));
+    /* one item per 8 x 8 block */
     if (status == CG_OK)
-        status = cg__launch1d(ctx, kn, n * k,
+        status = cg__launch1d(ctx, kn, ((rows + 7) / 8) * ((cols + 7) / 8),
                               (size_t)cg__param(ctx, CG__P_GEMM_WG));
-    if (status == CG_OK) {
-        cg__mat bt = { tm, 0, n };
+    return status;
+}
 
-        status = clgrad_run(ctx, 0, 0, m, n, k, alpha, a, sa, bt, 0, beta,
-                            c, sc, batch);
+/* The NT product through a packed copy of B^T, or the TN product through
+ * a packed copy of A^T, as NN. */
+static int
+clgrad_run_packed(cg_context *ctx, int ta, size_t m, size_t n, size_t k,
+                  float alpha, cg__mat a, size_t sa, cg__mat b, size_t sb,
+                  float beta, cg__mat c, size_t sc, size_t batch)
+{
+    cg_buffer *t = NULL;
+    int status;
+
+    if (ta) {       /* A stored [K, M] */
+        status = pack_transposed(ctx, a, k, m, &t);
+        if (status == CG_OK) {
+            cg__mat at = { cg__buffer_mem(t), 0, k };
+
+            status = clgrad_run(ctx, 0, 0, m, n, k, alpha, at, 0, b, sb,
+                                beta, c, sc, batch);
+        }
+    } else {        /* B stored [N, K] */
+        status = pack_transposed(ctx, b, n, k, &t);
+        if (status == CG_OK) {
+            cg__mat bt = { cg__buffer_mem(t), 0, n };
+
+            status = clgrad_run(ctx, 0, 0, m, n, k, alpha, a, sa, bt, 0,
+                                beta, c, sc, batch);
+        }
     }
     cg_buffer_free(t);
     return status;
@@ -230,9 +271,9 @@ clgrad_run(cg_context *ctx, int ta, int tb, size_t m, size_t n, size_t k,
     cl_kernel kn;
     int status;
 
-    if (pack_nt(ta, tb, m, n, k, sb, batch))
-        return clgrad_run_packed(ctx, m, n, k, alpha, a, sa, b, beta, c, sc,
-                                 batch);
+    if (pack_nt(ta, tb, m, n, k, sb, batch) || pack_tn(ta, tb, k, sa, batch))
+        return clgrad_run_packed(ctx, ta, m, n, k, alpha, a, sa, b, sb, beta,
+                                 c, sc, batch);
     if (!ta && tb) {
         tm = (size_t)cg__param(ctx, CG__P_GEMM_DTM);
         tn = (size_t)cg__param(ctx, CG__P_GEMM_DTN);
@@ -280,7 +321,7 @@ cg__sgemm_batched(cg_context *ctx, int ta, int tb, size_t m, size_t n,
     if (m == 0 || n == 0 || batch == 0)
         return CG_OK;
     use = ctx->gemm_backend == CG__GEMM_AUTO
-        ? backend_for(ta, tb, m, n, k)
+        ? backend_for(ta, tb, m, n, k, sa, batch)
         : (cg__gemm_backend)ctx->gemm_backend;
     if (k == 0)     /* C = beta C, which CLBlast refuses */
         use = CG__GEMM_CLGRAD;
