@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "ops/internal.h"
+#include "tune/internal.h"
 #include "testutil.h"
 
 typedef struct gcase {
@@ -309,6 +310,170 @@ START_TEST(gemm_auto_runs_clgrad_on_small_products)
 }
 END_TEST
 
+/* The shape classes: names, and which class the layers' products fall
+ * in. */
+START_TEST(gemm_classes_are_named_and_found)
+{
+    static const struct { int ta, tb, m, n, k; const char *name; } c[] = {
+        { 0, 1, 32, 2048, 512, "NT.skinny" },   /* a recurrent step */
+        { 0, 0, 32, 512, 2048, "NN.skinny" },   /* its input gradient */
+        { 0, 1, 128, 10, 512, "NT.skinny" },    /* an MLP head */
+        { 1, 0, 97, 97, 64, "TN.small" },
+        { 0, 1, 128, 512, 784, "NT.large" },    /* the MLP's first layer */
+        { 1, 0, 2048, 512, 3200, "TN.longk" },  /* an LSTM weight gradient */
+        { 0, 0, 3200, 512, 2048, "NN.longk" },
+        { 1, 1, 512, 512, 512, "TT.large" },
+    };
+    char buf[32];
+    size_t i;
+
+    for (i = 0; i < sizeof c / sizeof c[0]; i++) {
+        int cls = cg__gemm_class(c[i].ta, c[i].tb, (size_t)c[i].m,
+                                 (size_t)c[i].n, (size_t)c[i].k);
+
+        ck_assert_str_eq(cg__gemm_class_name(cls, buf, sizeof buf),
+                         c[i].name);
+        ck_assert_int_eq(cg__gemm_class_parse(c[i].name), cls);
+    }
+    for (i = 0; i < CG__GEMM_NCLASSES; i++)
+        ck_assert_int_eq(cg__gemm_class_parse(
+            cg__gemm_class_name((int)i, buf, sizeof buf)), (int)i);
+    ck_assert_int_eq(cg__gemm_class_parse("NN.huge"), -1);
+    ck_assert_int_eq(cg__gemm_class_parse("any"), -1);
+}
+END_TEST
+
+/* A "gemm" entry for a class: its tunables and backend hold for that
+ * class's products only, results stay right, and clearing the entries
+ * restores the defaults; the profile shows the backend an entry names. */
+START_TEST(gemm_class_entries_are_applied)
+{
+    cg_context_options o = { NULL, 1, 1 };
+    cg_context *ctx = cg_context_new_with(&o);
+    int nn_small = cg__gemm_class_parse("NN.small");
+    int tn_small = cg__gemm_class_parse("TN.small");
+    int nt_skinny = cg__gemm_class_parse("NT.skinny");
+    cg_tuning_entry e;
+    cg_profile_entry pe[16];
+    long p[7], q[7];
+    int backend, i, n = 0, blast = 0;
+
+    ck_assert_msg(ctx != NULL, "%s", TT_ERR);
+    ck_assert_int_eq(cg__gemm_class_params(ctx, nn_small, q, &backend),
+                     CG_OK);
+    ck_assert_int_eq(backend, -1);
+    memset(&e, 0, sizeof e);
+    strcpy(e.kernel, "gemm");
+    strcpy(e.shape, "NN.small");
+    ck_assert_int_eq(cg_kernel_source_hash("gemm", e.source_hash), CG_OK);
+    strcpy(e.names[0], "TM");
+    e.values[0] = 3;
+    strcpy(e.names[1], "TN");
+    e.values[1] = 1;
+    strcpy(e.names[2], "WG");
+    e.values[2] = 4;
+    e.nparams = 3;
+    ck_assert_msg(cg_context_set_tuning(ctx, &e) == CG_OK, "%s", TT_ERR);
+    strcpy(e.shape, "NT.skinny");
+    strcpy(e.names[0], "DTM");
+    e.values[0] = 3;
+    strcpy(e.names[1], "DTN");
+    e.values[1] = 1;
+    strcpy(e.names[2], "DVW");
+    e.values[2] = 4;
+    ck_assert_msg(cg_context_set_tuning(ctx, &e) == CG_OK, "%s", TT_ERR);
+    strcpy(e.shape, "TN.small");
+    strcpy(e.names[0], "clblast");
+    e.values[0] = 1;
+    e.nparams = 1;
+    ck_assert_msg(cg_context_set_tuning(ctx, &e) == CG_OK, "%s", TT_ERR);
+    ck_assert_int_eq(cg__gemm_class_params(ctx, nn_small, p, &backend),
+                     CG_OK);
+    ck_assert_int_eq(p[1], 3);
+    ck_assert_int_eq(p[2], 1);
+    ck_assert_int_eq(p[6], 4);
+    ck_assert_int_eq(p[0], q[0]);
+    ck_assert_int_eq(backend, -1);
+    ck_assert_int_eq(cg__gemm_class_params(ctx, nt_skinny, p, &backend),
+                     CG_OK);
+    ck_assert_int_eq(p[3], 4);
+    ck_assert_int_eq(p[4], 3);
+    ck_assert_int_eq(p[5], 1);
+    ck_assert_int_eq(cg__gemm_class_params(ctx, tn_small, p, &backend),
+                     CG_OK);
+    ck_assert_int_eq(backend, CG__GEMM_CLBLAST);
+    for (i = 0; i < 7; i++)
+        ck_assert_int_eq(p[i], q[i]);
+    /* results with the entries: NN.small, NT.skinny (with an edge) */
+    {
+        gcase g1 = { 100, 130, 17, 0, 0, 1.0f, 0.0f, 1, 0, 0, 0 };
+        gcase g2 = { 7, 130, 67, 0, 1, 0.5f, 1.0f, 2, 2, 1, 3 };
+        gcase g3 = { 100, 97, 9, 1, 0, 1.0f, 0.0f, 1, 0, 0, 0 };
+
+        srand(3);
+        check_case(ctx, &g1, "NN.small entry");
+        check_case(ctx, &g2, "NT.skinny entry");
+        if (!tt_checker())      /* CLBlast: natively only */
+            check_case(ctx, &g3, "TN.small entry (CLBlast)");
+    }
+    if (!tt_checker()) {
+        ck_assert_int_eq(cg_context_profile(ctx, pe, 16, &n), CG_OK);
+        for (i = 0; i < n && i < 16; i++)
+            if (strncmp(pe[i].name, "clblast", 7) == 0)
+                blast += (int)pe[i].launches;
+        ck_assert_int_eq(blast, 1);
+    }
+    ck_assert_int_eq(cg_context_clear_tuning(ctx), CG_OK);
+    ck_assert_int_eq(cg__gemm_class_params(ctx, nn_small, p, &backend),
+                     CG_OK);
+    for (i = 0; i < 7; i++)
+        ck_assert_int_eq(p[i], q[i]);
+    ck_assert_int_eq(backend, -1);
+    cg_context_free(ctx);
+}
+END_TEST
+
+/* Bad class entries are refused with a message, and nothing changes. */
+START_TEST(gemm_bad_class_entries_are_refused)
+{
+    static const struct {
+        const char *shape, *name;
+        long value;
+        const char *msg;
+    } bad[] = {
+        { "NN.huge", "TM", 4, "product class" },
+        { "NN.skinny", "clblast", 2, "clblast = 2" },
+        { "NN.skinny", "TM", 9, "TM = 9 (1 to 8)" },
+        { "NT.large", "DTN", 5, "DTN = 5 (1 to 4)" },
+        { "NT.large", "DVW", 3, "DVW = 3" },
+        { "TN.longk", "XX", 1, "unknown parameter XX" },
+        { "any", "clblast", 1, "unknown parameter clblast" },
+    };
+    cg_context_options o = { NULL, 0, 1 };
+    cg_context *ctx = cg_context_new_with(&o);
+    cg_tuning_entry e;
+    size_t i;
+    int count;
+
+    ck_assert_msg(ctx != NULL, "%s", TT_ERR);
+    for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        memset(&e, 0, sizeof e);
+        strcpy(e.kernel, "gemm");
+        strcpy(e.shape, bad[i].shape);
+        strcpy(e.names[0], bad[i].name);
+        e.values[0] = bad[i].value;
+        e.nparams = 1;
+        ck_assert_int_eq(cg_kernel_source_hash("gemm", e.source_hash), CG_OK);
+        ck_assert_int_eq(cg_context_set_tuning(ctx, &e), CG_EINVAL);
+        ck_assert_msg(strstr(TT_ERR, bad[i].msg) != NULL, "%s: %s",
+                      bad[i].msg, TT_ERR);
+        ck_assert_int_eq(cg_context_tuning_count(ctx, &count), CG_OK);
+        ck_assert_int_eq(count, 0);
+    }
+    cg_context_free(ctx);
+}
+END_TEST
+
 /* CLGRAD_GEMM names a backend or fails the first product with a message
  * naming the variable and the values it takes. */
 START_TEST(gemm_backend_variable_is_validated)
@@ -357,6 +522,9 @@ main(void)
     tcase_add_test(tc, gemm_kernels_are_right_with_other_tunables);
     tcase_add_test(tc, gemm_auto_runs_clgrad_on_small_products);
     tcase_add_test(tc, gemm_backend_variable_is_validated);
+    tcase_add_test(tc, gemm_classes_are_named_and_found);
+    tcase_add_test(tc, gemm_class_entries_are_applied);
+    tcase_add_test(tc, gemm_bad_class_entries_are_refused);
     suite_add_tcase(s, tc);
     return tt_run(s);
 }

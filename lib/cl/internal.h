@@ -93,6 +93,14 @@ struct cg_context {
     /* The tuning entries in force: lib/tune's state, which it allocates
      * and frees (cg__tuning_free); lib/cl never looks inside. */
     struct cg__tuning *tuning;
+    /* Counts changes to the tuning entries in force (lib/tune bumps it)
+     * and to param[] (cg__param_set), so that what was derived from them
+     * can tell it is out of date. */
+    unsigned tuning_gen;
+    /* The GEMM's per-class configurations and kernels: lib/ops's, which it
+     * allocates and frees (cg__gemm_classes_free); lib/cl never looks
+     * inside. */
+    struct cg__gemm_classes *gemm_classes;
     cg__profile prof;       /* with profiling (lib/cl/profile.c) */
     /* The Philox generator's state: lib/ops's, which it allocates and
      * frees (cg__rng_attach, cg__rng_detach); lib/cl never looks inside. */

@@ -746,6 +746,7 @@ cg__param_set(cg_context *ctx, cg__pid p, long value)
     if (ctx->param[p] == value)
         return;
     ctx->param[p] = value;
+    ctx->tuning_gen++;
     file_drop(ctx, cg__param_table[p].file);
 }
 

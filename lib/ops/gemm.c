@@ -22,10 +22,12 @@
 
 #include <clblast_c.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ops/internal.h"
+#include "tune/internal.h"
 
 /* Turns a CLBlast status into a clgrad error.  CLBlast reuses OpenCL's
  * codes (above -1000) for OpenCL failures; its own codes below mean that
@@ -58,6 +60,146 @@ void
 cg__gemm_force(cg_context *ctx, cg__gemm_backend b)
 {
     ctx->gemm_backend = (int)b;
+}
+
+/* ------------------------------------------------------------ classes */
+
+/* gemm.cl's tunables, in the kernel table's order. */
+static const cg__pid gemm_pid[7] = {
+    CG__P_GEMM_VW, CG__P_GEMM_TM, CG__P_GEMM_TN, CG__P_GEMM_DVW,
+    CG__P_GEMM_DTM, CG__P_GEMM_DTN, CG__P_GEMM_WG
+};
+enum { P_VW, P_TM, P_TN, P_DVW, P_DTM, P_DTN, P_WG };
+enum { K_GEMM, K_NT, K_TPOSE };
+static const cg__kid gemm_kid[3] = {
+    CG__K_GEMM, CG__K_GEMM_NT, CG__K_GEMM_TPOSE
+};
+
+/* How products of one shape class run: the tuning entry of the class
+ * ("gemm", "NT.skinny", ...) if one is in force, else the context's
+ * parameters (built-in, or a whole-file "gemm" entry) and backend_for's
+ * rule.  With parameters of its own a class has kernels of its own, built
+ * with its -D options (the program cache shares a program among classes
+ * of the same values). */
+typedef struct gemm_cfg {
+    int resolved;
+    int backend;            /* -1: backend_for's rule; else CG__GEMM_* */
+    int own;                /* k[] built with opts, not the context's */
+    long p[7];
+    char opts[160];
+    cl_kernel k[3];
+} gemm_cfg;
+
+/* Owned by the context (ctx->gemm_classes), made on the first product,
+ * released by cg__gemm_classes_free; out of date once the entries in
+ * force change (ctx->tuning_gen). */
+struct cg__gemm_classes {
+    unsigned gen;
+    gemm_cfg c[CG__GEMM_NCLASSES];
+};
+
+static void
+classes_release(struct cg__gemm_classes *g)
+{
+    int c, i;
+
+    for (c = 0; c < CG__GEMM_NCLASSES; c++) {
+        for (i = 0; i < 3; i++)
+            if (g->c[c].k[i])
+                clReleaseKernel(g->c[c].k[i]);
+        memset(&g->c[c], 0, sizeof g->c[c]);
+    }
+}
+
+void
+cg__gemm_classes_free(cg_context *ctx)
+{
+    if (!ctx || !ctx->gemm_classes)
+        return;
+    classes_release(ctx->gemm_classes);
+    free(ctx->gemm_classes);
+    ctx->gemm_classes = NULL;
+}
+
+/* The configuration of class cls in force on ctx. */
+static int
+class_cfg(cg_context *ctx, int cls, gemm_cfg **out)
+{
+    struct cg__gemm_classes *g = ctx->gemm_classes;
+    const cg_tuning_entry *e;
+    gemm_cfg *cfg;
+    char name[32];
+    size_t n = 0;
+    long v;
+    int i;
+
+    if (!g) {
+        if (!(g = cg__calloc(1, sizeof *g)))
+            return CG_EHOSTMEM;
+        g->gen = ctx->tuning_gen;
+        ctx->gemm_classes = g;
+    }
+    if (g->gen != ctx->tuning_gen) {
+        classes_release(g);
+        g->gen = ctx->tuning_gen;
+    }
+    cfg = &g->c[cls];
+    *out = cfg;
+    if (cfg->resolved)
+        return CG_OK;
+    e = cg__tuning_find(ctx, "gemm",
+                        cg__gemm_class_name(cls, name, sizeof name));
+    cfg->backend = -1;
+    for (i = 0; i < 7; i++) {
+        cfg->p[i] = cg__param(ctx, gemm_pid[i]);
+        if (e && cg__tuning_param(e, cg__param_table[gemm_pid[i]].name, &v)
+            && v != cfg->p[i]) {
+            cfg->p[i] = v;
+            cfg->own = 1;
+        }
+    }
+    if (e && cg__tuning_param(e, "clblast", &v))
+        cfg->backend = v ? CG__GEMM_CLBLAST : CG__GEMM_CLGRAD;
+    /* the same options as the context's own for these values */
+    for (i = 0; cfg->own && i < 7; i++)
+        n += (size_t)snprintf(cfg->opts + n, sizeof cfg->opts - n,
+                              "%s-D%s=%ld", i ? " " : "",
+                              cg__param_table[gemm_pid[i]].name, cfg->p[i]);
+    cfg->resolved = 1;
+    return CG_OK;
+}
+
+int
+cg__gemm_class_params(cg_context *ctx, int cls, long p[7], int *backend)
+{
+    gemm_cfg *cfg;
+    int status, i;
+
+    if (cls < 0 || cls >= CG__GEMM_NCLASSES)
+        return cg__error(CG_EINVAL, "GEMM class %d (0 to %d)", cls,
+                         CG__GEMM_NCLASSES - 1);
+    if ((status = class_cfg(ctx, cls, &cfg)))
+        return status;
+    for (i = 0; i < 7; i++)
+        p[i] = cfg->p[i];
+    *backend = cfg->backend;
+    return CG_OK;
+}
+
+/* Kernel `which` of cfg. */
+static int
+cfg_kernel(cg_context *ctx, gemm_cfg *cfg, int which, cl_kernel *out)
+{
+    int status;
+
+    if (!cfg->own)
+        return cg__kernel(ctx, gemm_kid[which], out);
+    if (!cfg->k[which] &&
+        (status = cg__kernel_create(ctx, gemm_kid[which], cfg->opts,
+                                    &cfg->k[which])))
+        return status;
+    *out = cfg->k[which];
+    return CG_OK;
 }
 
 /* The backend CLGRAD_GEMM names, once per context. */
@@ -194,17 +336,17 @@ clblast_run(cg_context *ctx, int ta, int tb, size_t m, size_t n, size_t k,
                                   : "clblast.sgemm_batched") : CG_OK;
 }
 
-static int clgrad_run(cg_context *ctx, int ta, int tb, size_t m, size_t n,
-                      size_t k, float alpha, cg__mat a, size_t sa, cg__mat b,
-                      size_t sb, float beta, cg__mat c, size_t sc,
-                      size_t batch);
+static int clgrad_run(cg_context *ctx, gemm_cfg *cfg, int ta, int tb,
+                      size_t m, size_t n, size_t k, float alpha, cg__mat a,
+                      size_t sa, cg__mat b, size_t sb, float beta, cg__mat c,
+                      size_t sc, size_t batch);
 
 /* x (rows x cols stored, leading dimension x.ld) transposed into a pool
  * buffer *t, which the caller frees once the product that reads it is
  * enqueued (the queue is in order). */
 static int
-pack_transposed(cg_context *ctx, cg__mat x, size_t rows, size_t cols,
-                cg_buffer **t)
+pack_transposed(cg_context *ctx, gemm_cfg *cfg, cg__mat x, size_t rows,
+                size_t cols, cg_buffer **t)
 {
     cl_int so = (cl_int)x.off, lds = (cl_int)x.ld;
     cl_int r = (cl_int)rows, c = (cl_int)cols;
@@ -215,42 +357,42 @@ pack_transposed(cg_context *ctx, cg__mat x, size_t rows, size_t cols,
     if (!(*t = cg_buffer_new(ctx, rows * cols * sizeof(float))))
         return cg__last_status();
     tm = cg__buffer_mem(*t);
-    status = cg__kernel(ctx, CG__K_GEMM_TPOSE, &kn);
+    status = cfg_kernel(ctx, cfg, K_TPOSE, &kn);
     if (status == CG_OK)
         status = cg__args(kn, CG__ARG(x.mem), CG__ARG(so), CG__ARG(lds),
                           CG__ARG(r), CG__ARG(c), CG__ARG(tm));
     /* one item per 8 x 8 block */
     if (status == CG_OK)
         status = cg__launch1d(ctx, kn, ((rows + 7) / 8) * ((cols + 7) / 8),
-                              (size_t)cg__param(ctx, CG__P_GEMM_WG));
+                              (size_t)cfg->p[P_WG]);
     return status;
 }
 
 /* The NT product through a packed copy of B^T, or the TN product through
  * a packed copy of A^T, as NN. */
 static int
-clgrad_run_packed(cg_context *ctx, int ta, size_t m, size_t n, size_t k,
-                  float alpha, cg__mat a, size_t sa, cg__mat b, size_t sb,
-                  float beta, cg__mat c, size_t sc, size_t batch)
+clgrad_run_packed(cg_context *ctx, gemm_cfg *cfg, int ta, size_t m, size_t n,
+                  size_t k, float alpha, cg__mat a, size_t sa, cg__mat b,
+                  size_t sb, float beta, cg__mat c, size_t sc, size_t batch)
 {
     cg_buffer *t = NULL;
     int status;
 
     if (ta) {       /* A stored [K, M] */
-        status = pack_transposed(ctx, a, k, m, &t);
+        status = pack_transposed(ctx, cfg, a, k, m, &t);
         if (status == CG_OK) {
             cg__mat at = { cg__buffer_mem(t), 0, k };
 
-            status = clgrad_run(ctx, 0, 0, m, n, k, alpha, at, 0, b, sb,
-                                beta, c, sc, batch);
+            status = clgrad_run(ctx, cfg, 0, 0, m, n, k, alpha, at, 0, b,
+                                sb, beta, c, sc, batch);
         }
     } else {        /* B stored [N, K] */
-        status = pack_transposed(ctx, b, n, k, &t);
+        status = pack_transposed(ctx, cfg, b, n, k, &t);
         if (status == CG_OK) {
             cg__mat bt = { cg__buffer_mem(t), 0, n };
 
-            status = clgrad_run(ctx, 0, 0, m, n, k, alpha, a, sa, bt, 0,
-                                beta, c, sc, batch);
+            status = clgrad_run(ctx, cfg, 0, 0, m, n, k, alpha, a, sa, bt,
+                                0, beta, c, sc, batch);
         }
     }
     cg_buffer_free(t);
@@ -258,26 +400,26 @@ clgrad_run_packed(cg_context *ctx, int ta, size_t m, size_t n, size_t k,
 }
 
 static int
-clgrad_run(cg_context *ctx, int ta, int tb, size_t m, size_t n, size_t k,
-           float alpha, cg__mat a, size_t sa, cg__mat b, size_t sb,
-           float beta, cg__mat c, size_t sc, size_t batch)
+clgrad_run(cg_context *ctx, gemm_cfg *cfg, int ta, int tb, size_t m,
+           size_t n, size_t k, float alpha, cg__mat a, size_t sa, cg__mat b,
+           size_t sb, float beta, cg__mat c, size_t sc, size_t batch)
 {
     cl_int M = (cl_int)m, N = (cl_int)n, K = (cl_int)k;
     cl_int ao = (cl_int)a.off, bo = (cl_int)b.off, co = (cl_int)c.off;
     cl_int lda = (cl_int)a.ld, ldb = (cl_int)b.ld, ldc = (cl_int)c.ld;
     cl_int sab = (cl_int)sa, sbb = (cl_int)sb, scb = (cl_int)sc;
-    size_t wg = (size_t)cg__param(ctx, CG__P_GEMM_WG), tm, tn, tiles;
+    size_t wg = (size_t)cfg->p[P_WG], tm, tn, tiles;
     size_t global[2], local[2] = { wg, 1 };
     cl_kernel kn;
     int status;
 
     if (pack_nt(ta, tb, m, n, k, sb, batch) || pack_tn(ta, tb, k, sa, batch))
-        return clgrad_run_packed(ctx, ta, m, n, k, alpha, a, sa, b, sb, beta,
-                                 c, sc, batch);
+        return clgrad_run_packed(ctx, cfg, ta, m, n, k, alpha, a, sa, b, sb,
+                                 beta, c, sc, batch);
     if (!ta && tb) {
-        tm = (size_t)cg__param(ctx, CG__P_GEMM_DTM);
-        tn = (size_t)cg__param(ctx, CG__P_GEMM_DTN);
-        if ((status = cg__kernel(ctx, CG__K_GEMM_NT, &kn)) ||
+        tm = (size_t)cfg->p[P_DTM];
+        tn = (size_t)cfg->p[P_DTN];
+        if ((status = cfg_kernel(ctx, cfg, K_NT, &kn)) ||
             (status = cg__args(kn, CG__ARG(M), CG__ARG(N), CG__ARG(K),
                                CG__ARG(alpha), CG__ARG(a.mem), CG__ARG(ao),
                                CG__ARG(lda), CG__ARG(sab), CG__ARG(b.mem),
@@ -289,10 +431,9 @@ clgrad_run(cg_context *ctx, int ta, int tb, size_t m, size_t n, size_t k,
         cl_int sam = ta ? 1 : lda, sak = ta ? lda : 1;
         cl_int sbk = tb ? 1 : ldb, sbn = tb ? ldb : 1;
 
-        tm = (size_t)cg__param(ctx, CG__P_GEMM_TM);
-        tn = (size_t)(cg__param(ctx, CG__P_GEMM_TN) *
-                      cg__param(ctx, CG__P_GEMM_VW));
-        if ((status = cg__kernel(ctx, CG__K_GEMM, &kn)) ||
+        tm = (size_t)cfg->p[P_TM];
+        tn = (size_t)(cfg->p[P_TN] * cfg->p[P_VW]);
+        if ((status = cfg_kernel(ctx, cfg, K_GEMM, &kn)) ||
             (status = cg__args(kn, CG__ARG(M), CG__ARG(N), CG__ARG(K),
                                CG__ARG(alpha), CG__ARG(a.mem), CG__ARG(ao),
                                CG__ARG(sam), CG__ARG(sak), CG__ARG(sab),
@@ -314,15 +455,19 @@ cg__sgemm_batched(cg_context *ctx, int ta, int tb, size_t m, size_t n,
                   size_t sb, float beta, cg__mat c, size_t sc, size_t batch)
 {
     cg__gemm_backend use;
+    gemm_cfg *cfg;
     int status;
 
     if ((status = backend_mode(ctx)))
         return status;
     if (m == 0 || n == 0 || batch == 0)
         return CG_OK;
-    use = ctx->gemm_backend == CG__GEMM_AUTO
-        ? backend_for(ta, tb, m, n, k, sa, batch)
-        : (cg__gemm_backend)ctx->gemm_backend;
+    if ((status = class_cfg(ctx, cg__gemm_class(ta, tb, m, n, k), &cfg)))
+        return status;
+    use = ctx->gemm_backend != CG__GEMM_AUTO
+        ? (cg__gemm_backend)ctx->gemm_backend
+        : cfg->backend >= 0 ? (cg__gemm_backend)cfg->backend
+        : backend_for(ta, tb, m, n, k, sa, batch);
     if (k == 0)     /* C = beta C, which CLBlast refuses */
         use = CG__GEMM_CLGRAD;
     if (use == CG__GEMM_CLGRAD &&
@@ -332,8 +477,8 @@ cg__sgemm_batched(cg_context *ctx, int ta, int tb, size_t m, size_t n,
          !fits_int(c, sc, batch, m, n)))
         use = CG__GEMM_CLBLAST;
     if (use == CG__GEMM_CLGRAD)
-        return clgrad_run(ctx, ta != 0, tb != 0, m, n, k, alpha, a, sa, b,
-                          sb, beta, c, sc, batch);
+        return clgrad_run(ctx, cfg, ta != 0, tb != 0, m, n, k, alpha, a, sa,
+                          b, sb, beta, c, sc, batch);
     return clblast_run(ctx, ta, tb, m, n, k, alpha, a, sa, b, sb, beta, c,
                        sc, batch);
 }

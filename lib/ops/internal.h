@@ -129,5 +129,12 @@ typedef enum cg__gemm_backend {
 } cg__gemm_backend;
 
 void cg__gemm_force(cg_context *ctx, cg__gemm_backend b);
+/* Releases the per-class configurations and kernels of the GEMM entry
+ * (lib/context.c, before the context goes). */
+void cg__gemm_classes_free(cg_context *ctx);
+/* The configuration in force for product class cls (lib/tune's
+ * cg__gemm_class): gemm.cl's tunables VW, TM, TN, DVW, DTM, DTN, WG, and
+ * the backend its entry fixes (-1: the built-in rule); for the tests. */
+int cg__gemm_class_params(cg_context *ctx, int cls, long p[7], int *backend);
 
 #endif

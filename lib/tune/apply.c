@@ -157,6 +157,26 @@ file_hash(file_hashes *fh, const char *file, const char **hash)
     return CG_OK;
 }
 
+/* Whether value v of gemm.cl's tunable `name` is one its kernels are
+ * written for (their #error lines): VW and DVW 1, 2, 4, 8 or 16, TM 1 to
+ * 8, TN, DTM and DTN 1 to 4; WG is checked with the other files'. */
+static int
+gemm_value(const cg_tuning_entry *e, const char *name, long v)
+{
+    long hi = strcmp(name, "TM") == 0 ? 8 : 4;
+
+    if (strcmp(name, "VW") == 0 || strcmp(name, "DVW") == 0) {
+        if (v == 1 || v == 2 || v == 4 || v == 8 || v == 16)
+            return CG_OK;
+        return cg__error(CG_EINVAL, "%s %s: %s = %ld (1, 2, 4, 8 or 16)",
+                         e->kernel, e->shape, name, v);
+    }
+    if (strcmp(name, "WG") == 0 || (v >= 1 && v <= hi))
+        return CG_OK;
+    return cg__error(CG_EINVAL, "%s %s: %s = %ld (1 to %ld)", e->kernel,
+                     e->shape, name, v, hi);
+}
+
 /* Whether entry e can be put in force on ctx's device; if not, a message
  * saying why.  With hashes, an entry for clgrad's own kernels must name
  * the current hash of its kernel file. */
@@ -167,7 +187,7 @@ entry_usable(const cg_context *ctx, const cg_tuning_entry *e,
     own_kernel own, *k = &own;
     const char *hash = NULL;
     long v;
-    int i, status;
+    int i, status, gemm_class;
 
     if (strncmp(e->kernel, CLBLAST_PREFIX, strlen(CLBLAST_PREFIX)) == 0) {
         if (strcmp(e->shape, "any") != 0)
@@ -178,9 +198,14 @@ entry_usable(const cg_context *ctx, const cg_tuning_entry *e,
     }
     if (!own_of(e->kernel, k))
         return cg__error(CG_EINVAL, "unknown kernel \"%s\"", e->kernel);
-    if (shape_h(e->shape) < 0)
+    gemm_class = strcmp(k->file, "gemm") == 0 && !k->param &&
+                 cg__gemm_class_parse(e->shape) >= 0;
+    if (shape_h(e->shape) < 0 && !gemm_class)
         return cg__error(CG_EINVAL, "%s: shape \"%s\" is neither \"any\" "
-                         "nor H<hidden size>", e->kernel, e->shape);
+                         "nor H<hidden size>%s", e->kernel, e->shape,
+                         strcmp(k->file, "gemm") == 0 ? " nor a product class "
+                         "(NN, NT, TN or TT, then .skinny, .small, .large or "
+                         ".longk)" : "");
     if (hashes && (status = file_hash(hashes, k->file, &hash)))
         return status;
     if (hash && strcmp(e->source_hash, hash) != 0)
@@ -188,10 +213,22 @@ entry_usable(const cg_context *ctx, const cg_tuning_entry *e,
                          "with hash %s, this library's is %s", e->kernel,
                          e->shape, k->file, e->source_hash[0]
                          ? e->source_hash : "(none)", hash);
-    for (i = 0; i < e->nparams; i++)
+    for (i = 0; i < e->nparams; i++) {
+        if (gemm_class && strcmp(e->names[i], "clblast") == 0) {
+            if (e->values[i] != 0 && e->values[i] != 1)
+                return cg__error(CG_EINVAL, "%s %s: clblast = %ld (1: "
+                                 "CLBlast runs the class, 0: clgrad's "
+                                 "kernels)", e->kernel, e->shape,
+                                 e->values[i]);
+            continue;
+        }
         if (!own_param(k, e->names[i]))
             return cg__error(CG_EINVAL, "%s: unknown parameter %s",
                              e->kernel, e->names[i]);
+        if (strcmp(k->file, "gemm") == 0 &&
+            (status = gemm_value(e, e->names[i], e->values[i])))
+            return status;
+    }
     if (cg__tuning_param(e, "VW", &v) && v != 1 && v != 2 && v != 4 &&
         v != 8 && v != 16)
         return cg__error(CG_EINVAL, "%s: VW = %ld (1, 2, 4, 8 or 16)",
@@ -252,6 +289,9 @@ static void
 set_file_params(cg_context *ctx, const cg_tuning_entry *e)
 {
     int i, p;
+
+    if (strcmp(e->shape, "any") != 0)
+        return;         /* per shape (rnn.*, a gemm product class) */
 
     for (p = 0; p < CG__P_COUNT; p++)
         if (strcmp(cg__kfile_names[cg__param_table[p].file], e->kernel) == 0)
@@ -323,6 +363,7 @@ put_in_force(cg_context *ctx, const cg_tuning_entry *e)
     }
     t->e[i] = *e;
     set_file_params(ctx, e);
+    ctx->tuning_gen++;
     return CG_OK;
 }
 
@@ -362,6 +403,7 @@ cg_context_clear_tuning(cg_context *ctx)
     if (ctx->tuning)
         ctx->tuning->n = n;
     cg__params_reset(ctx);
+    ctx->tuning_gen++;
     return CG_OK;
 }
 
@@ -386,6 +428,18 @@ cg_context_tuning_entry(const cg_context *ctx, int i, cg_tuning_entry *out)
                          ntuning(ctx));
     *out = ctx->tuning->e[i];
     return CG_OK;
+}
+
+const cg_tuning_entry *
+cg__tuning_find(const cg_context *ctx, const char *kernel, const char *shape)
+{
+    int i;
+
+    for (i = 0; i < ntuning(ctx); i++)
+        if (strcmp(ctx->tuning->e[i].kernel, kernel) == 0 &&
+            strcmp(ctx->tuning->e[i].shape, shape) == 0)
+            return &ctx->tuning->e[i];
+    return NULL;
 }
 
 const cg_tuning_entry *

@@ -51,6 +51,19 @@ const cg_tuning_entry *cg__tuning_find_h(const cg_context *ctx,
 int cg__tuning_param(const cg_tuning_entry *e, const char *name,
                      long *value);
 
+/* The entry in force for kernel and exactly this shape, or NULL. */
+const cg_tuning_entry *cg__tuning_find(const cg_context *ctx,
+                                       const char *kernel, const char *shape);
+
+/* A product's shape class (gemm_class.c): transposes NN, NT, TN, TT times
+ * sizes skinny, small, large, longk; 0 .. CG__GEMM_NCLASSES - 1. */
+#define CG__GEMM_NCLASSES 16
+int cg__gemm_class(int ta, int tb, size_t m, size_t n, size_t k);
+/* Its name, "NT.skinny", into buf. */
+const char *cg__gemm_class_name(int c, char *buf, size_t size);
+/* The class a name gives, or -1. */
+int cg__gemm_class_parse(const char *shape);
+
 /* Whether the CLBlast parameters of e ("clblast.Xgemm", ...) can run on
  * dev: every parameter of the kernel given and none other, CLBlast's
  * divisibility constraints, vector widths, the work-group and local
