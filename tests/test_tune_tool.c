@@ -262,6 +262,87 @@ START_TEST(the_kernels_stage_writes_an_entry_per_file)
 }
 END_TEST
 
+/* The stage "gemm", for the classes --gemm-classes names: each class's
+ * result in the report, an entry for a class whose best beat the
+ * defaults (gemm.cl's values and the backend, with the file's hash) and
+ * none otherwise, and the entries in force in a new context. */
+START_TEST(the_gemm_stage_writes_class_entries)
+{
+    static const char *const classes[2] = { "NT.skinny", "NN.small" };
+    char dir[512], hash[33], *out;
+    const char *path;
+    json_object *root, *kernels;
+    cg_tuning_db *db;
+    cg_tuning_entry e, in_force;
+    cg_context *ctx;
+    int status, c, i, n, written = 0;
+
+    snprintf(dir, sizeof dir, "%s/gemm", tt_tmpdir());
+    out = run_tune(dir, BUDGET "--only gemm --gemm-classes "
+                   "NT.skinny,NN.small --max-candidates 2 --json --quiet",
+                   &status);
+    ck_assert_int_eq(status, 0);
+    root = json_tokener_parse(out);
+    ck_assert_msg(root != NULL, "not JSON: %.200s", out);
+    path = json_object_get_string(get(root, "output"));
+    kernels = get(root, "kernels");
+    ck_assert_int_eq(json_object_array_length(kernels), 2);
+    ck_assert_int_eq(cg_kernel_source_hash("gemm", hash), CG_OK);
+    db = json_object_get_boolean(get(root, "written"))
+       ? cg_tuning_db_load(path) : NULL;
+    for (c = 0; c < 2; c++) {
+        json_object *k = json_object_array_get_idx(kernels, (size_t)c);
+        const char *outcome = json_object_get_string(get(k, "outcome"));
+        int found = 0;
+
+        ck_assert_str_eq(json_object_get_string(get(k, "kernel")), "gemm");
+        ck_assert_str_eq(json_object_get_string(get(k, "shape")),
+                         classes[c]);
+        ck_assert_int_eq(json_object_array_length(get(k, "candidates")), 2);
+        for (i = 0; db && i < cg_tuning_db_count(db); i++) {
+            ck_assert_int_eq(cg_tuning_db_entry(db, i, &e), CG_OK);
+            if (strcmp(e.shape, classes[c]) == 0) {
+                found = 1;
+                break;
+            }
+        }
+        if (strcmp(outcome, "tuned") != 0) {
+            ck_assert_msg(!found, "%s: %s, but an entry", classes[c],
+                          outcome);
+            continue;
+        }
+        ck_assert_msg(found, "%s tuned, but no entry", classes[c]);
+        written++;
+        ck_assert_str_eq(e.kernel, "gemm");
+        ck_assert_str_eq(e.source_hash, hash);
+        ck_assert(param(&e, "clblast") == 0 || param(&e, "clblast") == 1);
+        ck_assert(e.time_us > 0 && e.time_us < e.default_time_us);
+        ck_assert_msg(strstr(e.note, "SGEMM") != NULL, "note: %s", e.note);
+    }
+    if (db) {
+        ck_assert_int_eq(cg_tuning_db_count(db), written);
+        cg_tuning_db_free(db);
+    }
+    ck_assert_int_eq(setenv("CLGRAD_TUNING_DIR", dir, 1), 0);
+    ctx = cg_context_new(NULL);
+    ck_assert_msg(ctx != NULL, "%s", TT_ERR);
+    ck_assert_int_eq(cg_context_tuning_count(ctx, &n), CG_OK);
+    for (i = 0; i < n; i++) {
+        ck_assert_int_eq(cg_context_tuning_entry(ctx, i, &in_force), CG_OK);
+        if (strcmp(in_force.kernel, "gemm") == 0 &&
+            strcmp(in_force.origin, path) == 0) {
+            assert_match(in_force.match);
+            written--;
+        }
+    }
+    ck_assert_int_eq(written, 0);
+    cg_context_free(ctx);
+    unsetenv("CLGRAD_TUNING_DIR");
+    json_object_put(root);
+    free(out);
+}
+END_TEST
+
 START_TEST(dry_run_writes_nothing)
 {
     char dir[512], file[600];
@@ -427,6 +508,7 @@ START_TEST(help_version_and_usage_errors)
         "--budget 5s", "--fraction 2",
         "--only rnn,bogus", "--model-shape lstm:B=x", "--model-shape cnn",
         "--max-candidates -1", "extra-argument",
+        "--gemm-classes NN.huge", "--gemm-classes ''",
     };
     char *out;
     int status;
@@ -461,6 +543,7 @@ main(void)
     tcase_add_test(tc, help_version_and_usage_errors);
     tcase_add_test(tc, a_tiny_run_writes_a_database_that_contexts_use);
     tcase_add_test(tc, the_kernels_stage_writes_an_entry_per_file);
+    tcase_add_test(tc, the_gemm_stage_writes_class_entries);
     tcase_add_test(tc, dry_run_writes_nothing);
     tcase_add_test(tc, a_bad_output_is_refused_before_tuning);
     tcase_add_test(tc, a_tiny_budget_still_gives_a_valid_result);

@@ -24,6 +24,7 @@
 #include "progress.h"
 #include "tune.h"
 #include "cl/internal.h"
+#include "tune/internal.h"
 
 static const char *prog = "clgrad-tune";
 static volatile sig_atomic_t stop_flag;
@@ -51,6 +52,11 @@ usage(FILE *f)
 "                        recurrent product B x 4H x H\n"
 "  clblast.GemmRoutine   the size from which CLBlast uses Xgemm rather than\n"
 "                        XgemmDirect (XGEMM_MIN_INDIRECT_SIZE)\n"
+"  gemm                  clgrad's GEMM per product class (NN, NT, TN, TT\n"
+"                        times skinny, small, large, longk): the @tunable\n"
+"                        values of kernels/gemm.cl and whether CLBlast runs\n"
+"                        the class instead, each candidate's product checked\n"
+"                        against a double-precision one on the host\n"
 "  rnn.path              the hidden size from which a recurrent layer uses a\n"
 "                        GEMM per step instead of the fused kernel\n"
 "  kernels               the work-group size of clgrad's reduction kernel\n"
@@ -82,6 +88,8 @@ usage(FILE *f)
 "                           besides the defaults\n"
 "      --gemm-size N        SGEMM size for clblast.Xgemm (default 1024,\n"
 "                           smaller when the budget is under 2 minutes)\n"
+"      --gemm-classes LIST  the product classes the stage gemm tunes, such\n"
+"                           as NT.skinny,TN.longk (default: all 16)\n"
 "  -o, --output PATH        the database file (default: the device's file in\n"
 "                           the tuning directory; entries for other kernels\n"
 "                           already there are kept).  An existing file must\n"
@@ -217,6 +225,7 @@ static const struct {
     { "clblast.Xgemm", TU_XGEMM },
     { "clblast.XgemmDirect", TU_XGEMM_DIRECT },
     { "clblast.GemmRoutine", TU_GEMM_ROUTINE },
+    { "gemm", TU_GEMM },
     { "rnn.path", TU_RNN_PATH },
     { "kernels", TU_KERNELS },
     { "clblast.copy-kernels", TU_COPY },
@@ -327,7 +336,28 @@ parse_sizes(const char *s, int *out, int max, int *n)
     return *n ? 0 : -1;
 }
 
-enum { OPT_PATH = 256, OPT_MAXCAND, OPT_GEMM, OPT_CHILD };
+/* A comma-separated list of GEMM product classes into a bit set. */
+static int
+parse_classes(const char *arg, unsigned *out)
+{
+    char buf[512], *tok, *save = NULL;
+
+    if (strlen(arg) >= sizeof buf)
+        return -1;
+    snprintf(buf, sizeof buf, "%s", arg);
+    *out = 0;
+    for (tok = strtok_r(buf, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
+        int c = cg__gemm_class_parse(tok);
+
+        if (c < 0)
+            return -1;
+        *out |= 1u << c;
+    }
+    return *out ? 0 : -1;
+}
+
+enum { OPT_PATH = 256, OPT_MAXCAND, OPT_GEMM, OPT_CHILD, OPT_CLASSES };
 
 /* Returns 0 to run, 1 to exit 0 (help, version), -1 for a usage error. */
 static int
@@ -342,6 +372,7 @@ parse_args(int argc, char **argv, tu_config *c)
         { "only", required_argument, NULL, 'k' },
         { "max-candidates", required_argument, NULL, OPT_MAXCAND },
         { "gemm-size", required_argument, NULL, OPT_GEMM },
+        { "gemm-classes", required_argument, NULL, OPT_CLASSES },
         { "output", required_argument, NULL, 'o' },
         { "dry-run", no_argument, NULL, 'n' },
         { "json", no_argument, NULL, 'j' },
@@ -413,6 +444,14 @@ parse_args(int argc, char **argv, tu_config *c)
                 c->gemm_size = (int)v;
             else
                 c->max_candidates = (int)v;
+            break;
+        case OPT_CLASSES:
+            if (parse_classes(optarg, &c->gemm_classes)) {
+                fprintf(stderr, "%s: --gemm-classes: bad list '%s' (names "
+                        "such as NT.skinny: NN, NT, TN or TT, then .skinny, "
+                        ".small, .large or .longk)\n", prog, optarg);
+                return -1;
+            }
             break;
         case 'o':
             if (!*optarg) {
@@ -685,6 +724,7 @@ static const struct {
     { TU_XGEMM, 25, tu_stage_xgemm },
     { TU_XGEMM_DIRECT, 10, tu_stage_xgemm_direct },
     { TU_GEMM_ROUTINE, 5, tu_stage_gemm_routine },
+    { TU_GEMM, 30, tu_stage_gemm },
     { TU_RNN_PATH, 20, tu_stage_rnn_path },
     { TU_KERNELS, 5, tu_stage_kernels },
     { TU_COPY, 5, tu_stage_copy },

@@ -3,7 +3,8 @@
  * tools/tune.h - clgrad-tune's engine: the configuration, the run state
  * (budget, interruption, progress, report, results) and the stages:
  * clgrad's own recurrent kernels (tune_rnn.c), the work-group sizes of its
- * reduction kernel files (tune_kernels.c) and CLBlast's kernels
+ * reduction kernel files (tune_kernels.c), its GEMM per product class
+ * (tune_gemm.c) and CLBlast's kernels
  * (tune_clblast.c, with the C++ tuner behind tools/clblast_tune.cpp).
  */
 #ifndef CG_TUNE_H
@@ -30,7 +31,8 @@ enum {
     TU_RNN_PATH = 16,       /* "rnn.path" */
     TU_COPY = 32,           /* "clblast.copy-kernels": with the time left */
     TU_KERNELS = 64,        /* "kernels": reduction kernel files' WG */
-    TU_ALL = 127
+    TU_GEMM = 128,          /* "gemm": gemm.cl's tunables per class */
+    TU_ALL = 255
 };
 
 /* A recurrent layer to tune for: cell mode, batch, hidden, input, steps. */
@@ -52,6 +54,7 @@ typedef struct tu_config {
     int dry_run, json, quiet;
     int max_candidates;         /* per kernel and shape; 0: no limit */
     int gemm_size;              /* SGEMM tuning size; 0: by budget */
+    unsigned gemm_classes;      /* bit c: tune GEMM class c; 0: all */
     const char *self;           /* this program, for the search child */
 } tu_config;
 
@@ -186,6 +189,10 @@ int tu_stage_rnn_path(tu_run *r);
  * layer_norm, loss, optim), timed on operations of the first model
  * shape's size (tune_kernels.c). */
 int tu_stage_kernels(tu_run *r);
+
+/* clgrad's GEMM: gemm.cl's tunables and the backend per product class
+ * (tune_gemm.c). */
+int tu_stage_gemm(tu_run *r);
 
 /* CLBlast: Xgemm, XgemmDirect, GemmRoutine, the copy kernels. */
 int tu_stage_xgemm(tu_run *r);

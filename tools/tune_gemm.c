@@ -1,0 +1,437 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tools/tune_gemm.c - clgrad-tune's stage "gemm": for each shape class of
+ * a matrix product (lib/tune/gemm_class.c: NN, NT, TN, TT times skinny,
+ * small, large, longk), the values of kernels/gemm.cl's tunables and the
+ * backend (clgrad's kernels or CLBlast's) that run a representative
+ * product of the class fastest, written as the entry kernel "gemm",
+ * shape the class ("NT.skinny"), which the library's GEMM entry looks up
+ * per product.
+ *
+ * A class's product is timed through that entry (lib/ops/gemm.c,
+ * cg__sgemm) as the layers call it: first without an entry (the context's
+ * parameters and the built-in choice of backend: the baseline), then
+ * with candidates.  The tiles come first at the default work-group size
+ * (gemm's TM x TN with VW for NN, TN and TT, which a short-K NT product
+ * also runs on a packed B^T; gemm_nt's DTM x DTN with DVW for NT), then
+ * the work-group sizes with the best tile, then CLBlast.  Every
+ * candidate's C is compared with a double-precision product computed on
+ * the host before its time counts; one that differs by more than the
+ * rounding of K float multiply-adds allows is reported and dropped.
+ */
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tune.h"
+#include "ops/internal.h"
+#include "tune/internal.h"
+
+#define MAX_REPS 5
+#define MAX_INNER 64
+#define SAMPLE_S 0.004      /* a timed sample runs the product this long */
+#define MAX_CANDS 32
+
+/* The representative product of each class, from the layers the tools
+ * train (B 32 rows of a recurrent step, 4H = 2048 at H 512, T * B = 3200
+ * rows of a sequence, the MLP's 128-row batches), K capped so that the
+ * host's double reference stays around a second. */
+static const struct {
+    const char *cls;
+    int m, n, k;
+    const char *what;
+} reps[] = {
+    { "NT.skinny", 32, 2048, 512, "a recurrent step, h W_hh^T" },
+    { "NN.skinny", 32, 512, 2048, "its input gradient, dG W_hh" },
+    { "TN.skinny", 65, 512, 3200, "a 65-class head's weight gradient" },
+    { "NN.longk", 1024, 512, 2048, "an LSTM input gradient, dG W_ih" },
+    { "TN.longk", 2048, 256, 2048, "an LSTM weight gradient, dG^T x" },
+    { "NT.longk", 512, 512, 2048, "x W^T over a long K" },
+    { "NT.large", 128, 512, 784, "the MLP's first layer, x W^T" },
+    { "NN.large", 128, 784, 512, "its input gradient, dY W" },
+    { "TN.large", 512, 784, 128, "its weight gradient, dY^T x" },
+    { "NT.small", 200, 128, 64, "a projection of short K" },
+    { "NN.small", 128, 128, 128, "a small product" },
+    { "TN.small", 128, 128, 256, "a small weight gradient" },
+    { "TT.skinny", 32, 256, 256, "both transposed" },
+    { "TT.small", 128, 128, 128, "both transposed" },
+    { "TT.large", 256, 256, 512, "both transposed" },
+    { "TT.longk", 256, 256, 1024, "both transposed" },
+};
+#define NREPS (int)(sizeof reps / sizeof reps[0])
+
+/* Tiles tried, the default's neighbours first. */
+static const int gemm_tiles[][2] = {        /* TM, TN */
+    { 8, 2 }, { 4, 4 }, { 4, 2 }, { 8, 1 }, { 6, 3 }, { 2, 4 }, { 8, 3 },
+    { 6, 1 },
+};
+static const int nt_tiles[][2] = {          /* DTM, DTN */
+    { 4, 2 }, { 2, 2 }, { 4, 4 }, { 3, 4 }, { 4, 3 }, { 1, 4 }, { 2, 3 },
+    { 3, 3 },
+};
+static const int wgs[] = { 4, 16, 32, 64 };
+
+/* One class's product: device operands, host copies, the reference. */
+typedef struct gwork {
+    int ta, tb, m, n, k;
+    cg_buffer *a, *b, *c;
+    float *out;             /* C read back */
+    double *ref;            /* the double-precision product */
+    double scale;           /* max |ref| */
+} gwork;
+
+static void
+gwork_free(gwork *w)
+{
+    cg_buffer_free(w->a);
+    cg_buffer_free(w->b);
+    cg_buffer_free(w->c);
+    free(w->out);
+    free(w->ref);
+    memset(w, 0, sizeof *w);
+}
+
+/* Uniform [-1, 1) from a fixed seed, the same for every run. */
+static float
+frand(uint64_t *s)
+{
+    return (float)(cg_splitmix64_uniform(s) * 2 - 1);
+}
+
+/* Makes the operands (A stored k x m when transposed, B n x k) and the
+ * reference C = op(A) op(B) in double. */
+static int
+gwork_init(cg_context *ctx, gwork *w, int i)
+{
+    const char *cls = reps[i].cls;
+    size_t m, n, k, na, nb, r, l, j;
+    float *ha, *hb;
+    double *oa, *ob;
+    uint64_t seed = 12345;
+    int status = CG_OK;
+
+    memset(w, 0, sizeof *w);
+    w->ta = cls[0] == 'T';
+    w->tb = cls[1] == 'T';
+    w->m = reps[i].m;
+    w->n = reps[i].n;
+    w->k = reps[i].k;
+    m = (size_t)w->m;
+    n = (size_t)w->n;
+    k = (size_t)w->k;
+    na = m * k;
+    nb = k * n;
+    ha = malloc(na * sizeof *ha);
+    hb = malloc(nb * sizeof *hb);
+    oa = malloc(na * sizeof *oa);       /* op(A), m x k */
+    ob = malloc(nb * sizeof *ob);       /* op(B), k x n */
+    w->out = malloc(m * n * sizeof *w->out);
+    w->ref = calloc(m * n, sizeof *w->ref);
+    if (!ha || !hb || !oa || !ob || !w->out || !w->ref) {
+        status = cg__error(CG_EHOSTMEM, "gemm %s: out of host memory for "
+                           "the %dx%dx%d product", cls, reps[i].m, reps[i].n,
+                           reps[i].k);
+        goto out;
+    }
+    for (j = 0; j < na; j++)
+        ha[j] = frand(&seed);
+    for (j = 0; j < nb; j++)
+        hb[j] = frand(&seed);
+    for (r = 0; r < m; r++)
+        for (l = 0; l < k; l++)
+            oa[r * k + l] = w->ta ? ha[l * m + r] : ha[r * k + l];
+    for (l = 0; l < k; l++)
+        for (j = 0; j < n; j++)
+            ob[l * n + j] = w->tb ? hb[j * k + l] : hb[l * n + j];
+    for (r = 0; r < m; r++)
+        for (l = 0; l < k; l++) {
+            double x = oa[r * k + l];
+            double *c = w->ref + r * n;
+            const double *b = ob + l * n;
+
+            for (j = 0; j < n; j++)
+                c[j] += x * b[j];
+        }
+    for (j = 0; j < m * n; j++)
+        w->scale = fmax(w->scale, fabs(w->ref[j]));
+    w->a = cg_buffer_new(ctx, na * sizeof(float));
+    w->b = cg_buffer_new(ctx, nb * sizeof(float));
+    w->c = cg_buffer_new(ctx, m * n * sizeof(float));
+    if (!w->a || !w->b || !w->c)
+        status = cg__last_status();
+    if (status == CG_OK)
+        status = cg_buffer_write(w->a, 0, ha, na * sizeof(float));
+    if (status == CG_OK)
+        status = cg_buffer_write(w->b, 0, hb, nb * sizeof(float));
+out:
+    free(ha);
+    free(hb);
+    free(oa);
+    free(ob);
+    return status;
+}
+
+static int
+gwork_run(cg_context *ctx, const gwork *w)
+{
+    cg__mat a = { cg__buffer_mem(w->a), 0,
+                  (size_t)(w->ta ? w->m : w->k) };
+    cg__mat b = { cg__buffer_mem(w->b), 0,
+                  (size_t)(w->tb ? w->k : w->n) };
+    cg__mat c = { cg__buffer_mem(w->c), 0, (size_t)w->n };
+
+    return cg__sgemm(ctx, w->ta, w->tb, (size_t)w->m, (size_t)w->n,
+                     (size_t)w->k, 1.0f, a, b, 0.0f, c);
+}
+
+/* The largest |C - reference| over max |reference|. */
+static double
+gwork_error(const gwork *w)
+{
+    size_t i, n = (size_t)w->m * (size_t)w->n;
+    double err = 0;
+
+    for (i = 0; i < n; i++) {
+        double d = fabs((double)w->out[i] - w->ref[i]);
+
+        if (isnan(d))
+            return INFINITY;
+        err = fmax(err, d);
+    }
+    return w->scale > 0 ? err / w->scale : err;
+}
+
+/* Puts p in force (NULL: no entry for the class), runs the product once
+ * (building kernels) and checks it against the reference (*err), then
+ * times up to MAX_REPS samples of *inner runs (*inner 0: chosen from one
+ * timed run): *us the median per run.  On failure, why says what. */
+static int
+measure(tu_run *r, const gwork *w, const tu_params *p, int *inner,
+        double *us, double *err, char *why, size_t whylen)
+{
+    double times[MAX_REPS], t;
+    size_t bytes = (size_t)w->m * (size_t)w->n * sizeof(float);
+    int status, i, j, done = 0;
+
+    status = p ? cg_context_set_tuning(r->ctx, p)
+               : cg_context_clear_tuning(r->ctx);
+    if (status == CG_OK)
+        status = gwork_run(r->ctx, w);
+    if (status == CG_OK)
+        status = cg_buffer_read(w->c, 0, w->out, bytes);
+    if (status == CG_OK)
+        *err = gwork_error(w);
+    if (status == CG_OK && *inner <= 0) {
+        t = tu_now();
+        status = gwork_run(r->ctx, w);
+        if (status == CG_OK)
+            status = cg_context_finish(r->ctx);
+        t = tu_now() - t;
+        *inner = t <= 0 ? MAX_INNER : (int)ceil(SAMPLE_S / t);
+        *inner = *inner < 1 ? 1 : *inner > MAX_INNER ? MAX_INNER : *inner;
+    }
+    for (i = 0; i < MAX_REPS && status == CG_OK; i++) {
+        if (i > 0 && (tu_stopped(r) || tu_left(r) < times[0] * *inner))
+            break;
+        t = tu_now();
+        for (j = 0; j < *inner && status == CG_OK; j++)
+            status = gwork_run(r->ctx, w);
+        if (status == CG_OK)
+            status = cg_context_finish(r->ctx);
+        times[done++] = (tu_now() - t) / *inner;
+    }
+    if (status != CG_OK)
+        snprintf(why, whylen, "%s", cg_last_error());
+    else if (!done) {
+        snprintf(why, whylen, "interrupted");
+        status = -1;
+    } else
+        *us = tu_median(times, done) * 1e6;
+    return status;
+}
+
+/* The device's native float vector width, at least 1. */
+static int
+native_vw(const tu_run *r)
+{
+    int v = (int)r->dev.native_width_float;
+
+    return v >= 16 ? 16 : v >= 8 ? 8 : v >= 4 ? 4 : v >= 2 ? 2 : 1;
+}
+
+/* The candidates of round `round` (0: tiles, 1: work-group sizes around
+ * best, 2: CLBlast) for class i into c; returns how many. */
+static int
+candidates(const tu_run *r, int i, int round, const tu_params *best,
+           const char *hash, tu_params *c)
+{
+    const char *cls = reps[i].cls;
+    int nt = cls[0] == 'N' && cls[1] == 'T', n = 0, t, v, vw = native_vw(r);
+    int vws[2] = { vw, vw > 4 ? 4 : 0 };
+
+    if (round == 2) {
+        tu_params_init(&c[0], "gemm", cls);
+        tu_params_add(&c[0], "clblast", 1);
+        snprintf(c[0].source_hash, sizeof c[0].source_hash, "%s", hash);
+        return 1;
+    }
+    if (round == 1) {
+        for (t = 0; t < (int)(sizeof wgs / sizeof wgs[0]); t++) {
+            if ((size_t)wgs[t] > r->dev.max_work_group_size)
+                continue;
+            c[n] = *best;
+            tu_params_add(&c[n++], "WG", wgs[t]);
+        }
+        return n;
+    }
+    for (v = 0; v < 2; v++) {
+        if (!vws[v])
+            continue;
+        for (t = 0; t < 8; t++) {
+            tu_params_init(&c[n], "gemm", cls);
+            snprintf(c[n].source_hash, sizeof c[n].source_hash, "%s", hash);
+            tu_params_add(&c[n], nt ? "DVW" : "VW", vws[v]);
+            tu_params_add(&c[n], nt ? "DTM" : "TM",
+                          nt ? nt_tiles[t][0] : gemm_tiles[t][0]);
+            tu_params_add(&c[n], nt ? "DTN" : "TN",
+                          nt ? nt_tiles[t][1] : gemm_tiles[t][1]);
+            tu_params_add(&c[n], "clblast", 0);
+            n++;
+        }
+    }
+    return n;
+}
+
+/* Tunes class i; nonzero if it could not be tuned at all. */
+static int
+tune_class(tu_run *r, int i)
+{
+    const char *cls = reps[i].cls;
+    char hash[33], note[160], why[512], buf[256];
+    tu_params best, cand[MAX_CANDS];
+    gwork w;
+    json_object *k;
+    double def_us = 0, best_us, err = 0, est, t0;
+    double tol = 2e-6 * sqrt((double)reps[i].k);
+    int round, n, c, tried = 0, inner = 0, limit;
+
+    snprintf(note, sizeof note, "SGEMM %dx%dx%d %.2s (%s): per product, "
+             "median of up to %d", reps[i].m, reps[i].n, reps[i].k, cls,
+             reps[i].what, MAX_REPS);
+    k = tu_report_kernel(r, "gemm", cls, note);
+    if (cg_kernel_source_hash("gemm", hash) != CG_OK ||
+        gwork_init(r->ctx, &w, i) != CG_OK) {
+        snprintf(why, sizeof why, "%s", cg_last_error());
+        tu_say(r, "gemm %s: %s", cls, why);
+        tu_report_result(k, 0, NULL, 0, why);
+        return -1;
+    }
+    tu_progress(r, "gemm", cls, 0, 0, 0, 0);
+    t0 = tu_now();
+    if (measure(r, &w, NULL, &inner, &def_us, &err, why, sizeof why) !=
+        CG_OK || err > tol) {
+        if (err > tol)
+            snprintf(why, sizeof why, "the defaults do not verify: "
+                     "relative error %.3g against the double reference",
+                     err);
+        tu_say(r, "gemm %s: %s", cls, why);
+        tu_report_result(k, 0, NULL, 0, why);
+        gwork_free(&w);
+        return -1;
+    }
+    est = tu_now() - t0;
+    best_us = def_us;
+    tu_params_init(&best, "gemm", cls);
+    snprintf(best.source_hash, sizeof best.source_hash, "%s", hash);
+    limit = r->cfg->max_candidates ? r->cfg->max_candidates : MAX_CANDS * 3;
+    for (round = 0; round < 3; round++) {
+        tu_params base = best;
+
+        /* WG around the best tile only when a tile is in it */
+        if (round == 1 && best.nparams == 0)
+            continue;
+        n = candidates(r, i, round, &base, hash, cand);
+        for (c = 0; c < n; c++) {
+            double us = 0;
+            int st;
+
+            if (limit-- <= 0)
+                break;
+            if (!tu_fits(r, est)) {
+                tu_report_candidate(k, &cand[c], 0, r->interrupted
+                                    ? "not tried: interrupted"
+                                    : "not tried: out of time", NULL);
+                continue;
+            }
+            tu_progress(r, "gemm", cls, c + 1, n, best_us, def_us);
+            t0 = tu_now();
+            st = measure(r, &w, &cand[c], &inner, &us, &err, why,
+                         sizeof why);
+            est = fmax(est, tu_now() - t0);
+            if (st != CG_OK) {
+                tu_report_candidate(k, &cand[c], 0, why, NULL);
+                tu_say(r, "gemm %s: %s failed: %s", cls,
+                       tu_params_str(&cand[c], buf, sizeof buf), why);
+                continue;
+            }
+            if (err > tol) {
+                snprintf(why, sizeof why, "does not verify: relative error "
+                         "%.3g against the double reference (at most %.3g)",
+                         err, tol);
+                tu_report_candidate(k, &cand[c], 0, why, NULL);
+                tu_say(r, "gemm %s: %s %s", cls,
+                       tu_params_str(&cand[c], buf, sizeof buf), why);
+                continue;
+            }
+            tu_report_candidate(k, &cand[c], us, NULL, NULL);
+            tried++;
+            if (us < best_us) {
+                best = cand[c];
+                best_us = us;
+            }
+        }
+    }
+    gwork_free(&w);
+    cg_context_clear_tuning(r->ctx);
+    if (tried && best.nparams == 0) {
+        /* Nothing beat the built-in parameters and choice: no entry, so
+         * that the class keeps them. */
+        tu_report_result(k, def_us, NULL, 0, "the defaults are the "
+                         "fastest (no entry)");
+        tu_say(r, "gemm %s: the defaults, %.1f GFLOP/s", cls,
+               2.0 * reps[i].m * reps[i].n * reps[i].k / def_us * 1e-3);
+        return 0;
+    }
+    if (!tu_conclude(r, k, tried, &best, best_us, def_us, note))
+        return 0;
+    tu_say(r, "gemm %s: %s, %.1f GFLOP/s (defaults %.1f)", cls,
+           tu_params_str(&best, buf, sizeof buf),
+           2.0 * reps[i].m * reps[i].n * reps[i].k / best_us * 1e-3,
+           2.0 * reps[i].m * reps[i].n * reps[i].k / def_us * 1e-3);
+    return 0;
+}
+
+int
+tu_stage_gemm(tu_run *r)
+{
+    double end = r->stage_end;
+    unsigned want = r->cfg->gemm_classes;
+    int i, left = 0, failed = 0;
+
+    for (i = 0; i < NREPS; i++)
+        left += !want || (want >> cg__gemm_class_parse(reps[i].cls) & 1u);
+    /* Each class gets an equal share of what is left. */
+    for (i = 0; i < NREPS && !tu_stopped(r); i++) {
+        if (want && !(want >> cg__gemm_class_parse(reps[i].cls) & 1u))
+            continue;
+        r->stage_end = tu_now() + (end - tu_now()) / left--;
+        if (tune_class(r, i))
+            failed = 1;
+    }
+    r->stage_end = end;
+    cg_context_clear_tuning(r->ctx);
+    return failed;
+}
