@@ -130,4 +130,10 @@ typedef enum cg__gemm_backend {
 
 void cg__gemm_force(cg_context *ctx, cg__gemm_backend b);
 
+/* The largest column buffer (bytes) a convolution allocates before it
+ * splits the batch into chunks (lib/ops/conv.c); 0 restores the default,
+ * an eighth of the device's global memory.  For tests that force
+ * chunking; not thread-safe against running convolutions. */
+void cg__conv_set_col_limit(size_t bytes);
+
 #endif

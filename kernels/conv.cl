@@ -1,0 +1,98 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * kernels/conv.cl - the column transforms of 2-D convolution (NCHW) by
+ * im2col + GEMM, batched over the images of a chunk, for any stride,
+ * padding and dilation; and the bias add.
+ *
+ *   conv_im2col: col[n * cn + (c * R * S + r * S + s) * ld + oh * OW + ow]
+ *                  = x[n0 + n, c, oh * sh - ph + r * dh, ow * sw - pw + s * dw]
+ *                (0 outside the input: the padding)
+ *   conv_col2im: dx[n0 + n, c, h, w] = sum over (r, s, oh, ow) with
+ *                  oh * sh - ph + r * dh = h and ow * sw - pw + s * dw = w
+ *                of col[...] as above - a gather: each work-item owns one
+ *                element of dx and adds its contributions in increasing
+ *                (r, s), so the result is deterministic and needs no atomics
+ *   conv_bias:   y[i] += b[(i / P) % K] over a contiguous [N, K, P] y
+ *
+ * cn (the stride between images) and ld (between rows of one image's
+ * matrix) let the host choose [n][C R S][P] (cn = C R S P, ld = P) or
+ * [C R S][n][P] (cn = P, ld = nimg P) layouts.  x and dx are contiguous
+ * [N, C, H, W]; the host checks that every index fits an int.
+ *
+ * Index space: one work-item per element written (nimg C R S OH OW for
+ * im2col, nimg C H W for col2im, N K P for the bias), padded to the host's
+ * work-group size.  No tunable parameters.
+ */
+
+/* The geometry: C, H, W, R, S, OH, OW, sh, sw, ph, pw, dh, dw, then
+ * cn, ld, n0 and nimg. */
+#define CONV_ARGS int C, int H, int W, int R, int S, int OH, int OW,         \
+                  int sh, int sw, int ph, int pw, int dh, int dw, int cn,    \
+                  int ld, int n0, int nimg
+
+__kernel void
+conv_im2col(__global const float *x, __global float *col, CONV_ARGS)
+{
+    int i = (int)get_global_id(0), P = OH * OW, RS = R * S;
+    int p, row, n, c, r, s, oh, ow, h, w;
+    float v = 0.0f;
+
+    if (i >= nimg * C * RS * P)
+        return;
+    p = i % P;
+    row = (i / P) % (C * RS);
+    n = i / P / (C * RS);
+    c = row / RS;
+    r = (row % RS) / S;
+    s = row % S;
+    oh = p / OW;
+    ow = p % OW;
+    h = oh * sh - ph + r * dh;
+    w = ow * sw - pw + s * dw;
+    if (h >= 0 && h < H && w >= 0 && w < W)
+        v = x[(((n0 + n) * C + c) * H + h) * W + w];
+    col[n * cn + row * ld + p] = v;
+}
+
+__kernel void
+conv_col2im(__global const float *col, __global float *dx, CONV_ARGS)
+{
+    int i = (int)get_global_id(0), RS = R * S;
+    int w, h, c, n, r, s, th, tw, oh, ow;
+    float acc = 0.0f;
+
+    if (i >= nimg * C * H * W)
+        return;
+    w = i % W;
+    h = (i / W) % H;
+    c = (i / (W * H)) % C;
+    n = i / (W * H * C);
+    for (r = 0; r < R; r++) {
+        th = h + ph - r * dh;
+        if (th < 0 || th % sh)
+            continue;
+        oh = th / sh;
+        if (oh >= OH)
+            continue;
+        for (s = 0; s < S; s++) {
+            tw = w + pw - s * dw;
+            if (tw < 0 || tw % sw)
+                continue;
+            ow = tw / sw;
+            if (ow >= OW)
+                continue;
+            acc += col[n * cn + (c * RS + r * S + s) * ld + oh * OW + ow];
+        }
+    }
+    dx[(n0 + n) * C * H * W + (c * H + h) * W + w] = acc;
+}
+
+__kernel void
+conv_bias(__global float *y, __global const float *b, int K, int P, int n)
+{
+    int i = (int)get_global_id(0);
+
+    if (i >= n)
+        return;
+    y[i] += b[(i / P) % K];
+}
