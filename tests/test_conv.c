@@ -5,15 +5,18 @@
  * (tests/opcheck.h) at odd sizes - 1, 3 and 7 channels, 1x1, 3x3 and 5x2
  * kernels, stride 2, dilation 2, groups 1, 2 and C (depthwise), padding
  * 0, 1 and "same"; forced chunking of the batch against one chunk, bit
- * for bit; and bad shapes and options, which must fail with the right
+ * for bit; PyTorch 1.13's outputs and gradients (tests/fixtures/conv.txt,
+ * written by gen_conv.py); and bad shapes and options, which must fail with the right
  * status, name the shapes and enqueue nothing.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/internal.h"    /* cg__last_status */
 #include "ops/internal.h"     /* cg__conv_set_col_limit: forced chunking */
+#include "fixture.h"
 #include "opcheck.h"
 
 typedef struct {
@@ -270,6 +273,101 @@ START_TEST(chunked_batch_equals_one_chunk)
 }
 END_TEST
 
+static cg_tensor *
+fx_tensor_new(const fx_file *f, int k, const char *what, int grad)
+{
+    char name[32];
+    const fx_tensor *t;
+    cg_tensor *d;
+
+    snprintf(name, sizeof name, "%d.%s", k, what);
+    t = fx_get(f, name);
+    ck_assert_msg(t != NULL, "conv.txt lacks %s", name);
+    d = cg_tensor_from_host(tt_ctx(), CG_F32, t->ndim, t->shape, t->data);
+    ck_assert_msg(d != NULL, "%s", TT_ERR);
+    if (grad)
+        ck_assert_int_eq(cg_tensor_set_requires_grad(d, 1), CG_OK);
+    return d;
+}
+
+/* max |got - want| / max |want| over the tensor: at most 1e-5. */
+static void
+fx_compare(const fx_file *f, int k, const char *what, const cg_tensor *t)
+{
+    char name[32];
+    const fx_tensor *want;
+    float *got;
+    double big = 0, err = 0;
+    int64_t i;
+
+    snprintf(name, sizeof name, "%d.%s", k, what);
+    want = fx_get(f, name);
+    ck_assert_msg(want != NULL && t != NULL, "case %s missing", name);
+    ck_assert_int_eq(cg_tensor_numel(t), want->numel);
+    got = host_copy(t);
+    for (i = 0; i < want->numel; i++) {
+        double d = fabs((double)got[i] - want->data[i]);
+
+        big = fabs(want->data[i]) > big ? fabs(want->data[i]) : big;
+        err = d > err ? d : err;
+    }
+    free(got);
+    ck_assert_msg(err <= 1e-5 * big, "%s: max error %g of largest %g", name,
+                  err, big);
+}
+
+/* Outputs and gradients of PyTorch's conv2d / conv1d, each tensor within
+ * 1e-5 of its largest value: float32 sums of at most a few hundred
+ * products round to about 1e-6 of that. */
+START_TEST(conv_matches_pytorch)
+{
+    char err[512];
+    fx_file *f = fx_load_fixture("conv.txt", err, sizeof err);
+    int ncases, k, v[10];
+
+    ck_assert_msg(f != NULL, "%s", err);
+    ncases = fx_config_int(f, "cases", 0);
+    ck_assert_int_gt(ncases, 0);
+    for (k = 0; k < ncases; k++) {
+        char key[16];
+        cparam p;
+        cg_conv_options o;
+        cg_tensor *x, *w, *b = NULL, *g, *y, *yg, *s;
+
+        snprintf(key, sizeof key, "case.%d", k);
+        ck_assert_int_eq(fx_config_ints(f, key, v, 10), 10);
+        p.one_d = v[0]; p.sh = v[1]; p.sw = v[2]; p.ph = v[3]; p.pw = v[4];
+        p.dh = v[5]; p.dw = v[6]; p.groups = v[7]; p.same = v[8];
+        p.bias = v[9];
+        o = options_of(&p);
+        x = fx_tensor_new(f, k, "x", 1);
+        w = fx_tensor_new(f, k, "w", 1);
+        if (p.bias)
+            b = fx_tensor_new(f, k, "b", 1);
+        g = fx_tensor_new(f, k, "grad_output", 0);
+        y = p.one_d ? cg_conv1d(x, w, b, &o) : cg_conv2d(x, w, b, &o);
+        ck_assert_msg(y != NULL, "case %d: %s", k, TT_ERR);
+        yg = cg_mul(y, g);
+        s = yg ? cg_sum(yg, 0, NULL, 0) : NULL;
+        ck_assert_msg(s != NULL, "%s", TT_ERR);
+        ck_assert_msg(cg_backward(s, NULL, 0) == CG_OK, "%s", TT_ERR);
+        fx_compare(f, k, "y", y);
+        fx_compare(f, k, "grad_x", cg_tensor_grad(x));
+        fx_compare(f, k, "grad_w", cg_tensor_grad(w));
+        if (p.bias)
+            fx_compare(f, k, "grad_b", cg_tensor_grad(b));
+        cg_tensor_free(s);
+        cg_tensor_free(yg);
+        cg_tensor_free(y);
+        cg_tensor_free(g);
+        cg_tensor_free(b);
+        cg_tensor_free(w);
+        cg_tensor_free(x);
+    }
+    fx_free(f);
+}
+END_TEST
+
 /* A failing call returns NULL with the status and a message naming what
  * is wrong. */
 static void
@@ -346,6 +444,7 @@ main(void)
     tcase_add_test(tc, conv2d_matches_reference_and_finite_differences);
     tcase_add_test(tc, conv1d_matches_reference_and_finite_differences);
     tcase_add_test(tc, chunked_batch_equals_one_chunk);
+    tcase_add_test(tc, conv_matches_pytorch);
     tcase_add_test(tc, bad_shapes_and_options_fail_cleanly);
     tcase_add_test(tc, print_error_table);
     suite_add_tcase(s, tc);
