@@ -19,9 +19,10 @@
  * [C R S][n][P] (cn = P, ld = nimg P) layouts.  x and dx are contiguous
  * [N, C, H, W]; the host checks that every index fits an int.
  *
- * Index space: one work-item per element written (nimg C R S OH OW for
- * im2col, nimg C H W for col2im, N K P for the bias), padded to the host's
- * work-group size.  No tunable parameters.
+ * Index space: one work-item per output row of the columns for im2col
+ * (nimg C R S OH of them, each writing OW elements), one per element
+ * written for col2im (nimg C H W) and the bias (N K P); padded to the
+ * host's work-group size.  No tunable parameters.
  */
 
 /* The geometry: C, H, W, R, S, OH, OW, sh, sw, ph, pw, dh, dw, then
@@ -30,28 +31,34 @@
                   int sh, int sw, int ph, int pw, int dh, int dw, int cn,    \
                   int ld, int n0, int nimg
 
+/* One work-item per (image, row, oh): it fills the row's OW columns
+ * (contiguous), so the index arithmetic is paid once per output row. */
 __kernel void
 conv_im2col(__global const float *x, __global float *col, CONV_ARGS)
 {
-    int i = (int)get_global_id(0), P = OH * OW, RS = R * S;
-    int p, row, n, c, r, s, oh, ow, h, w;
-    float v = 0.0f;
+    int i = (int)get_global_id(0), RS = R * S;
+    int oh, row, n, c, r, s, h, w, ow;
+    __global float *dst;
+    __global const float *src;
 
-    if (i >= nimg * C * RS * P)
+    if (i >= nimg * C * RS * OH)
         return;
-    p = i % P;
-    row = (i / P) % (C * RS);
-    n = i / P / (C * RS);
+    oh = i % OH;
+    row = (i / OH) % (C * RS);
+    n = i / OH / (C * RS);
     c = row / RS;
     r = (row % RS) / S;
     s = row % S;
-    oh = p / OW;
-    ow = p % OW;
     h = oh * sh - ph + r * dh;
-    w = ow * sw - pw + s * dw;
-    if (h >= 0 && h < H && w >= 0 && w < W)
-        v = x[(((n0 + n) * C + c) * H + h) * W + w];
-    col[n * cn + row * ld + p] = v;
+    dst = col + n * cn + row * ld + oh * OW;
+    if (h < 0 || h >= H) {
+        for (ow = 0; ow < OW; ow++)
+            dst[ow] = 0.0f;
+        return;
+    }
+    src = x + (((n0 + n) * C + c) * H + h) * W;
+    for (ow = 0, w = s * dw - pw; ow < OW; ow++, w += sw)
+        dst[ow] = w >= 0 && w < W ? src[w] : 0.0f;
 }
 
 __kernel void

@@ -197,7 +197,7 @@ columns(cg_context *ctx, cg__kid kid, const conv_geom *g, cl_mem img,
     if (kid == CG__K_CONV_IM2COL) {
         CG__PUSH(&l, img);
         CG__PUSH(&l, col);
-        n = (size_t)(nimg * g->C * g->R * g->S * g->OH * g->OW);
+        n = (size_t)(nimg * g->C * g->R * g->S * g->OH);
     } else {
         CG__PUSH(&l, col);
         CG__PUSH(&l, img);
