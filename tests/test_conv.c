@@ -412,7 +412,10 @@ START_TEST(bad_shapes_and_options_fail_cleanly)
     o.dilation[1] = 3;
     expect_fail(x, wb, NULL, &o, 0, CG_ESHAPE, "dilation 3 * (3 - 1) + 1");
     o.dilation[1] = 0;
-    expect_fail(xl, wl, NULL, &o, 1, CG_ESHAPE, "larger than the padded");
+    expect_fail(xl, wl, NULL, &o, 1, CG_ESHAPE, "kernel length 9");
+    o.groups = 3;
+    expect_fail(xl, wl, NULL, &o, 1, CG_ESHAPE, "channels of [2, 4, 5]");
+    o.groups = 0;
     expect_fail(x, wl, NULL, &o, 0, CG_ESHAPE, "must have 4 dimensions");
     expect_fail(xl, wb, NULL, &o, 1, CG_ESHAPE, "must have 3 dimensions");
     expect_fail(NULL, wb, NULL, &o, 0, CG_EINVAL, "input");

@@ -107,6 +107,27 @@ conv_dim(const char *op, const char *name, int64_t in, int64_t k, int st,
 }
 
 static int
+one_d(const char *op)
+{
+    return strcmp(op, "conv1d") == 0;
+}
+
+/* t's shape as the caller wrote it: conv1d's [N, C, 1, L] views without
+ * their inserted 1. */
+static const char *
+user_shape(const char *op, const cg_tensor *t, char *buf, size_t size)
+{
+    int64_t s[3];
+
+    if (!one_d(op) || t->ndim != 4)
+        return cg__shape_str(t->ndim, t->shape, buf, size);
+    s[0] = t->shape[0];
+    s[1] = t->shape[1];
+    s[2] = t->shape[3];
+    return cg__shape_str(3, s, buf, size);
+}
+
+static int
 conv_check(const char *op, cg_tensor *x, cg_tensor *w, cg_tensor *b,
            const cg_conv_options *o, conv_geom *g)
 {
@@ -129,8 +150,8 @@ conv_check(const char *op, cg_tensor *x, cg_tensor *w, cg_tensor *b,
                              "%d and groups %d must not be negative", op,
                              o->stride[k], o->padding[k], o->dilation[k],
                              o->groups);
-    cg__shape_str(x->ndim, x->shape, s1, sizeof s1);
-    cg__shape_str(w->ndim, w->shape, s2, sizeof s2);
+    user_shape(op, x, s1, sizeof s1);
+    user_shape(op, w, s2, sizeof s2);
     if (x->ndim != 4 || w->ndim != 4)
         return cg__error(CG_ESHAPE, "%s: input %s and weight %s must have %d "
                          "dimensions", op, s1, s2, x->ndim == 4 ? 4 : 3);
@@ -161,7 +182,7 @@ conv_check(const char *op, cg_tensor *x, cg_tensor *w, cg_tensor *b,
     if ((status = conv_dim(op, "height", g->H, g->R, (int)g->sh,
                            o->padding[0], (int)g->dh, o->padding_same,
                            &g->ph, &g->OH)) ||
-        (status = conv_dim(op, "width", g->W, g->S, (int)g->sw,
+        (status = conv_dim(op, one_d(op) ? "length" : "width", g->W, g->S, (int)g->sw,
                            o->padding[1], (int)g->dw, o->padding_same,
                            &g->pw, &g->OW)))
         return status;
