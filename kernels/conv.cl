@@ -20,9 +20,9 @@
  * [N, C, H, W]; the host checks that every index fits an int.
  *
  * Index space: one work-item per output row of the columns for im2col
- * (nimg C R S OH of them, each writing OW elements), one per element
- * written for col2im (nimg C H W) and the bias (N K P); padded to the
- * host's work-group size.  No tunable parameters.
+ * (nimg C R S OH of them, each writing OW elements), one per row of dx
+ * for col2im (nimg C H, each writing W elements), one per element for the
+ * bias (N K P); padded to the host's work-group size.  No tunable parameters.
  */
 
 /* The geometry: C, H, W, R, S, OH, OW, sh, sw, ph, pw, dh, dw, then
@@ -61,37 +61,45 @@ conv_im2col(__global const float *x, __global float *col, CONV_ARGS)
         dst[ow] = w >= 0 && w < W ? src[w] : 0.0f;
 }
 
+/* One work-item per (image, channel, h) row of dx: the rows r of the
+ * kernel that reach h are found once, then each w of the row gathers. */
 __kernel void
 conv_col2im(__global const float *col, __global float *dx, CONV_ARGS)
 {
     int i = (int)get_global_id(0), RS = R * S;
-    int w, h, c, n, r, s, th, tw, oh, ow;
-    float acc = 0.0f;
+    int h, c, n, r, s, th, tw, oh, ow, w;
+    __global const float *src;
+    __global float *dst;
 
-    if (i >= nimg * C * H * W)
+    if (i >= nimg * C * H)
         return;
-    w = i % W;
-    h = (i / W) % H;
-    c = (i / (W * H)) % C;
-    n = i / (W * H * C);
-    for (r = 0; r < R; r++) {
-        th = h + ph - r * dh;
-        if (th < 0 || th % sh)
-            continue;
-        oh = th / sh;
-        if (oh >= OH)
-            continue;
-        for (s = 0; s < S; s++) {
-            tw = w + pw - s * dw;
-            if (tw < 0 || tw % sw)
+    h = i % H;
+    c = (i / H) % C;
+    n = i / (H * C);
+    src = col + n * cn + c * RS * ld;
+    dst = dx + (((n0 + n) * C + c) * H + h) * W;
+    for (w = 0; w < W; w++) {
+        float acc = 0.0f;
+
+        for (r = 0; r < R; r++) {
+            th = h + ph - r * dh;
+            if (th < 0 || th % sh)
                 continue;
-            ow = tw / sw;
-            if (ow >= OW)
+            oh = th / sh;
+            if (oh >= OH)
                 continue;
-            acc += col[n * cn + (c * RS + r * S + s) * ld + oh * OW + ow];
+            for (s = 0; s < S; s++) {
+                tw = w + pw - s * dw;
+                if (tw < 0 || tw % sw)
+                    continue;
+                ow = tw / sw;
+                if (ow >= OW)
+                    continue;
+                acc += src[(r * S + s) * ld + oh * OW + ow];
+            }
         }
+        dst[w] = acc;
     }
-    dx[(n0 + n) * C * H * W + (c * H + h) * W + w] = acc;
 }
 
 __kernel void

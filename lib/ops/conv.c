@@ -222,7 +222,7 @@ columns(cg_context *ctx, cg__kid kid, const conv_geom *g, cl_mem img,
     } else {
         CG__PUSH(&l, col);
         CG__PUSH(&l, img);
-        n = (size_t)(nimg * g->C * g->H * g->W);
+        n = (size_t)(nimg * g->C * g->H);
     }
     for (j = 0; j < 17; j++)
         CG__PUSH(&l, v[j]);
