@@ -650,6 +650,41 @@ cg_tensor *cg_layer_norm(cg_tensor *x, int nnorm,
                          const int64_t *normalized_shape, cg_tensor *weight,
                          cg_tensor *bias, float eps);
 
+/* Convolution options, as PyTorch's Conv2d arguments; a zeroed struct (or
+ * a NULL pointer) gives the defaults.  Pairs are (height, width) for
+ * cg_conv2d; cg_conv1d uses element [0] of each.  stride and dilation 0
+ * mean 1, groups 0 means 1.  padding_same nonzero is PyTorch's
+ * padding="same": stride must be 1, the output has the input's size and
+ * the total padding dilation * (kernel - 1) is split with the extra
+ * element at the end (bottom / right); padding[] is then ignored. */
+typedef struct cg_conv_options {
+    int stride[2];
+    int padding[2];        /* zeros added on both sides, >= 0 */
+    int dilation[2];
+    int groups;
+    int padding_same;
+} cg_conv_options;
+
+/* 2-D cross-correlation, as torch.nn.functional.conv2d: x is [N, C, H, W],
+ * weight [K, C / groups, R, S], bias [K] or NULL; the result is a new
+ * [N, K, OH, OW] tensor the caller owns, with OH = (H + 2 ph - dh (R - 1)
+ * - 1) / sh + 1 (likewise OW).  groups must divide C and K (groups = C =
+ * K: depthwise).  Gradients flow to x, weight and bias.  Computed as
+ * im2col + GEMM over chunks of images whose column buffers stay within a
+ * fraction of the device memory; results do not depend on the chunking.
+ * A wrong channel count, groups not dividing the channels, a dilated
+ * kernel larger than the padded input or an output size below 1 give
+ * CG_ESHAPE naming the shapes and the formula's values; a bad option
+ * gives CG_EINVAL; nothing is enqueued on error. */
+cg_tensor *cg_conv2d(cg_tensor *x, cg_tensor *weight, cg_tensor *bias,
+                     const cg_conv_options *opts);
+
+/* 1-D cross-correlation, as torch.nn.functional.conv1d: x [N, C, L],
+ * weight [K, C / groups, S], bias [K] or NULL; result [N, K, OL].  The
+ * options' element [0] applies; errors as cg_conv2d's. */
+cg_tensor *cg_conv1d(cg_tensor *x, cg_tensor *weight, cg_tensor *bias,
+                     const cg_conv_options *opts);
+
 /* The n tensors (one dtype, equal shapes except along dim) joined along
  * dim into a new tensor; each input gets its slice of the gradient.
  * Mismatched shapes give CG_ESHAPE naming both shapes. */

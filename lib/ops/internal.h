@@ -137,4 +137,10 @@ void cg__gemm_classes_free(cg_context *ctx);
  * the backend its entry fixes (-1: the built-in rule); for the tests. */
 int cg__gemm_class_params(cg_context *ctx, int cls, long p[7], int *backend);
 
+/* The largest column buffer (bytes) a convolution allocates before it
+ * splits the batch into chunks (lib/ops/conv.c); 0 restores the default,
+ * an eighth of the device's global memory.  For tests that force
+ * chunking; not thread-safe against running convolutions. */
+void cg__conv_set_col_limit(size_t bytes);
+
 #endif

@@ -1,0 +1,481 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * lib/ops/conv.c - 2-D and 1-D convolution (NCHW / NCL, PyTorch's
+ * cross-correlation) with stride, padding ("same" included), dilation,
+ * groups and an optional bias, forward and backward.
+ *
+ * Algorithm: im2col + SGEMM (kernels/conv.cl for the column transforms,
+ * lib/ops/gemm.c's batched entry for the products), over chunks of images
+ * whose column buffer stays below a limit (an eighth of the device's
+ * global memory, or what cg__conv_set_col_limit says), so memory is
+ * bounded whatever the batch.  conv_run dispatches on conv_algo; a direct
+ * kernel for depthwise / few channels would be a second case there.
+ *
+ *   forward:  per image, Y_g (Kg x P) = W_g (Kg x Cg R S) col_g, batched
+ *             over the groups (and over the images of a chunk when
+ *             groups = 1, W repeated with stride 0); then the bias.
+ *   backward: the chunk's dY is laid out [K][n P] (one copy), its columns
+ *             [C R S][n P]; then dcol_g = W_g^T dY_g (col2im gathers it
+ *             into dx) and dW_g += dY_g col_g^T - one GEMM per chunk over
+ *             all its images, batched over the groups.  db sums dY over
+ *             N, OH, OW.
+ */
+#include "config.h"
+
+#include <limits.h>
+#include <string.h>
+
+#include "ops/internal.h"
+
+/* The geometry of one convolution, stored in the graph node's i[]. */
+typedef struct conv_geom {
+    int64_t N, C, H, W, K, R, S, OH, OW, sh, sw, ph, pw, dh, dw, G;
+} conv_geom;
+
+typedef enum conv_algo { CONV_IM2COL_GEMM } conv_algo;
+
+/* 0: an eighth of the device memory. */
+static size_t col_limit_bytes;
+
+void
+cg__conv_set_col_limit(size_t bytes)
+{
+    col_limit_bytes = bytes;
+}
+
+/* Images per chunk: as many as keep the column buffer under the limit. */
+static int64_t
+chunk_images(cg_context *ctx, const conv_geom *g)
+{
+    size_t limit = col_limit_bytes ? col_limit_bytes
+                 : (size_t)(ctx->info.global_mem_size / 8);
+    int64_t per = g->C * g->R * g->S * g->OH * g->OW * 4, n;
+
+    n = per > 0 ? (int64_t)(limit / (size_t)per) : g->N;
+    if (n < 1)
+        n = 1;
+    return n > g->N ? g->N : n;
+}
+
+static int
+opt_or(int v, int dflt)
+{
+    return v == 0 ? dflt : v;
+}
+
+/* Product of the n values, or CG_ESHAPE when it overflows or reaches
+ * INT_MAX (the kernels index with ints). */
+static int
+fits(const char *what, int n, const int64_t *v)
+{
+    int64_t p = 1;
+    int k;
+
+    for (k = 0; k < n; k++)
+        if (cg__checked_mul_i64(p, v[k], &p, what))
+            return cg__last_status();
+    if (p >= INT_MAX)
+        return cg__error(CG_ESHAPE, "%s: %lld elements exceed the kernels' "
+                         "int indexing", what, (long long)p);
+    return CG_OK;
+}
+
+/* One spatial dimension: padding, output size; CG_ESHAPE with the
+ * formula's values when the kernel does not fit. */
+static int
+conv_dim(const char *op, const char *name, int64_t in, int64_t k, int st,
+         int pad, int dil, int same, int64_t *ppad, int64_t *out)
+{
+    int64_t eff = (int64_t)dil * (k - 1) + 1, total;
+
+    total = same ? eff - 1 : 2 * (int64_t)pad;
+    *ppad = same ? total / 2 : pad;
+    if (eff > in + total)
+        return cg__error(CG_ESHAPE, "%s: dilated kernel %s %lld (dilation "
+                         "%d * (%lld - 1) + 1) is larger than the padded "
+                         "input %lld (%lld + padding %lld)", op, name,
+                         (long long)eff, dil, (long long)k,
+                         (long long)(in + total), (long long)in,
+                         (long long)total);
+    *out = (in + total - eff) / st + 1;
+    if (*out < 1)
+        return cg__error(CG_ESHAPE, "%s: output %s (%lld + %lld - %lld) / %d "
+                         "+ 1 = %lld < 1", op, name, (long long)in,
+                         (long long)total, (long long)eff, st,
+                         (long long)*out);
+    return CG_OK;
+}
+
+static int
+one_d(const char *op)
+{
+    return strcmp(op, "conv1d") == 0;
+}
+
+/* t's shape as the caller wrote it: conv1d's [N, C, 1, L] views without
+ * their inserted 1. */
+static const char *
+user_shape(const char *op, const cg_tensor *t, char *buf, size_t size)
+{
+    int64_t s[3];
+
+    if (!one_d(op) || t->ndim != 4)
+        return cg__shape_str(t->ndim, t->shape, buf, size);
+    s[0] = t->shape[0];
+    s[1] = t->shape[1];
+    s[2] = t->shape[3];
+    return cg__shape_str(3, s, buf, size);
+}
+
+static int
+conv_check(const char *op, cg_tensor *x, cg_tensor *w, cg_tensor *b,
+           const cg_conv_options *o, conv_geom *g)
+{
+    cg_tensor *all[3] = { x, w, b };
+    cg_conv_options d = { { 0, 0 }, { 0, 0 }, { 0, 0 }, 0, 0 };
+    char s1[128], s2[128], s3[128];
+    int status, k;
+
+    if ((status = cg__check_tensor(x, "input", 0)) ||
+        (status = cg__check_tensor(w, "weight", 0)) ||
+        (b && (status = cg__check_tensor(b, "bias", 0))) ||
+        (status = cg__same_context(b ? 3 : 2, (const cg_tensor *const *)all)))
+        return status;
+    if (!o)
+        o = &d;
+    for (k = 0; k < 2; k++)
+        if (o->stride[k] < 0 || o->dilation[k] < 0 || o->padding[k] < 0 ||
+            o->groups < 0)
+            return cg__error(CG_EINVAL, "%s: stride %d, padding %d, dilation "
+                             "%d and groups %d must not be negative", op,
+                             o->stride[k], o->padding[k], o->dilation[k],
+                             o->groups);
+    user_shape(op, x, s1, sizeof s1);
+    user_shape(op, w, s2, sizeof s2);
+    if (x->ndim != 4 || w->ndim != 4)
+        return cg__error(CG_ESHAPE, "%s: input %s and weight %s must have %d "
+                         "dimensions", op, s1, s2, x->ndim == 4 ? 4 : 3);
+    g->N = x->shape[0]; g->C = x->shape[1];
+    g->H = x->shape[2]; g->W = x->shape[3];
+    g->K = w->shape[0]; g->R = w->shape[2]; g->S = w->shape[3];
+    g->sh = opt_or(o->stride[0], 1); g->sw = opt_or(o->stride[1], 1);
+    g->dh = opt_or(o->dilation[0], 1); g->dw = opt_or(o->dilation[1], 1);
+    g->G = opt_or(o->groups, 1);
+    if (o->padding_same && (g->sh != 1 || g->sw != 1))
+        return cg__error(CG_EINVAL, "%s: padding \"same\" needs stride 1, "
+                         "not %lld, %lld", op, (long long)g->sh,
+                         (long long)g->sw);
+    if (g->C % g->G || g->K % g->G)
+        return cg__error(CG_ESHAPE, "%s: groups %lld must divide the input "
+                         "channels of %s (%lld) and the output channels of "
+                         "weight %s (%lld)", op, (long long)g->G, s1,
+                         (long long)g->C, s2, (long long)g->K);
+    if (w->shape[1] * g->G != g->C)
+        return cg__error(CG_ESHAPE, "%s: weight %s has %lld input channels "
+                         "per group, input %s has %lld / groups %lld = %lld",
+                         op, s2, (long long)w->shape[1], s1, (long long)g->C,
+                         (long long)g->G, (long long)(g->C / g->G));
+    if (b && (b->ndim != 1 || b->shape[0] != g->K))
+        return cg__error(CG_ESHAPE, "%s: bias %s must be [%lld] (weight %s)",
+                         op, cg__shape_str(b->ndim, b->shape, s3, sizeof s3),
+                         (long long)g->K, s2);
+    if ((status = conv_dim(op, "height", g->H, g->R, (int)g->sh,
+                           o->padding[0], (int)g->dh, o->padding_same,
+                           &g->ph, &g->OH)) ||
+        (status = conv_dim(op, one_d(op) ? "length" : "width", g->W, g->S, (int)g->sw,
+                           o->padding[1], (int)g->dw, o->padding_same,
+                           &g->pw, &g->OW)))
+        return status;
+    {
+        int64_t xs[4] = { g->N, g->C, g->H, g->W };
+        int64_t ys[4] = { g->N, g->K, g->OH, g->OW };
+        int64_t cs[5] = { g->C, g->R, g->S, g->OH, g->OW };
+
+        if ((status = fits(op, 4, xs)) || (status = fits(op, 4, ys)) ||
+            (status = fits(op, 5, cs)))
+            return status;
+    }
+    return CG_OK;
+}
+
+/* Enqueues im2col (kid CG__K_CONV_IM2COL) or col2im of images n0 ..
+ * n0 + nimg - 1 with layout (cn, ld). */
+static int
+columns(cg_context *ctx, cg__kid kid, const conv_geom *g, cl_mem img,
+        cl_mem col, int64_t n0, int64_t nimg, int64_t cn, int64_t ld)
+{
+    cl_int v[17] = {
+        (cl_int)g->C, (cl_int)g->H, (cl_int)g->W, (cl_int)g->R,
+        (cl_int)g->S, (cl_int)g->OH, (cl_int)g->OW, (cl_int)g->sh,
+        (cl_int)g->sw, (cl_int)g->ph, (cl_int)g->pw, (cl_int)g->dh,
+        (cl_int)g->dw, (cl_int)cn, (cl_int)ld, (cl_int)n0, (cl_int)nimg
+    };
+    cg__arg_list l = { .n = 0 };
+    size_t n;
+    cl_kernel k;
+    int status, j;
+
+    if (kid == CG__K_CONV_IM2COL) {
+        CG__PUSH(&l, img);
+        CG__PUSH(&l, col);
+        n = (size_t)(nimg * g->C * g->R * g->S * g->OH);
+    } else {
+        CG__PUSH(&l, col);
+        CG__PUSH(&l, img);
+        n = (size_t)(nimg * g->C * g->H);
+    }
+    for (j = 0; j < 17; j++)
+        CG__PUSH(&l, v[j]);
+    status = cg__kernel(ctx, kid, &k);
+    if (status == CG_OK)
+        status = cg__set_args(k, l.a, l.n);
+    if (status == CG_OK)
+        status = cg__launch1d(ctx, k, n, CG__WG);
+    return status;
+}
+
+static int
+add_bias(cg_tensor *y, cg_tensor *b, const conv_geom *g)
+{
+    cl_mem my = cg__tensor_mem(y), mb = cg__tensor_mem(b);
+    cl_int K = (cl_int)g->K, P = (cl_int)(g->OH * g->OW);
+    cl_int n = (cl_int)(g->N * g->K * g->OH * g->OW);
+    cl_kernel k;
+    int status = cg__kernel(y->ctx, CG__K_CONV_BIAS, &k);
+
+    if (status == CG_OK)
+        status = cg__args(k, CG__ARG(my), CG__ARG(mb), CG__ARG(K),
+                          CG__ARG(P), CG__ARG(n));
+    if (status == CG_OK)
+        status = cg__launch1d(y->ctx, k, (size_t)n, CG__WG);
+    return status;
+}
+
+/* y = conv(x, w) by im2col + GEMM, chunk by chunk; x and w dense. */
+static int
+forward_im2col(const conv_geom *g, cg_tensor *x, cg_tensor *w, cg_tensor *y)
+{
+    cg_context *ctx = x->ctx;
+    int64_t nc = chunk_images(ctx, g), n0, n, i;
+    size_t P = (size_t)(g->OH * g->OW), Kg = (size_t)(g->K / g->G);
+    size_t CgRS = (size_t)(g->C / g->G * g->R * g->S), CRS = CgRS * g->G;
+    int64_t csize = nc * (int64_t)(CRS * P);
+    cg_tensor *col = cg__tensor_empty(ctx, CG_F32, 1, &csize);
+    cl_mem mc, mx = cg__tensor_mem(x), mw = cg__tensor_mem(w);
+    cl_mem my = cg__tensor_mem(y);
+    int status = col ? CG_OK : cg__last_status();
+
+    mc = col ? cg__tensor_mem(col) : NULL;
+    for (n0 = 0; status == CG_OK && n0 < g->N; n0 += nc) {
+        n = g->N - n0 < nc ? g->N - n0 : nc;
+        status = columns(ctx, CG__K_CONV_IM2COL, g, mx, mc, n0, n,
+                         (int64_t)(CRS * P), (int64_t)P);
+        if (status == CG_OK && g->G == 1) {
+            cg__mat a = { mw, 0, CRS }, b = { mc, 0, P };
+            cg__mat c = { my, (size_t)n0 * Kg * P, P };
+
+            status = cg__sgemm_batched(ctx, 0, 0, Kg, P, CRS, 1.0f, a, 0, b,
+                                       CRS * P, 0.0f, c, Kg * P, (size_t)n);
+            continue;
+        }
+        for (i = 0; status == CG_OK && i < n; i++) {
+            cg__mat a = { mw, 0, CgRS }, b = { mc, (size_t)i * CRS * P, P };
+            cg__mat c = { my, (size_t)(n0 + i) * (size_t)g->K * P, P };
+
+            status = cg__sgemm_batched(ctx, 0, 0, Kg, P, CgRS, 1.0f, a,
+                                       Kg * CgRS, b, CgRS * P, 0.0f, c,
+                                       Kg * P, (size_t)g->G);
+        }
+    }
+    cg_tensor_free(col);
+    return status;
+}
+
+/* The chunk's upstream gradient as a contiguous [K, n, P]. */
+static cg_tensor *
+dy_chunk(cg_tensor *dy, const conv_geom *g, int64_t n0, int64_t n)
+{
+    int64_t P = g->OH * g->OW;
+    int64_t shape[3] = { g->K, n, P }, strides[3] = { P, g->K * P, 1 };
+    cg_tensor *v = cg__tensor_view(dy, 3, shape, strides,
+                                   dy->offset + n0 * g->K * P), *c;
+
+    if (!v)
+        return NULL;
+    c = cg__copy_contiguous(v);
+    cg_tensor_free(v);
+    return c;
+}
+
+/* One chunk of the backward: dx's images n0.. and dW's share. */
+static int
+backward_chunk(const conv_geom *g, cg_tensor *x, cg_tensor *w, cg_tensor *dy,
+               cg_tensor *col, cg_tensor *dx, cg_tensor *dw, int64_t n0,
+               int64_t n)
+{
+    cg_context *ctx = x->ctx;
+    size_t P = (size_t)(g->OH * g->OW), Q = P * (size_t)n;
+    size_t Kg = (size_t)(g->K / g->G), G = (size_t)g->G;
+    size_t CgRS = (size_t)(g->C / g->G * g->R * g->S);
+    cg_tensor *dyt = dy_chunk(dy, g, n0, n);
+    cl_mem mc = cg__tensor_mem(col), mw = cg__tensor_mem(w);
+    int status = dyt ? CG_OK : cg__last_status();
+    cg__mat d = { dyt ? cg__tensor_mem(dyt) : NULL, 0, Q };
+    cg__mat cm = { mc, 0, Q };
+
+    if (status == CG_OK && dx) {
+        cg__mat a = { mw, 0, CgRS };
+
+        status = cg__sgemm_batched(ctx, 1, 0, CgRS, Q, Kg, 1.0f, a,
+                                   Kg * CgRS, d, Kg * Q, 0.0f, cm, CgRS * Q,
+                                   G);
+        if (status == CG_OK)
+            status = columns(ctx, CG__K_CONV_COL2IM, g, cg__tensor_mem(dx),
+                             mc, n0, n, (int64_t)P, (int64_t)Q);
+    }
+    if (status == CG_OK && dw) {
+        cg__mat c = { cg__tensor_mem(dw), 0, CgRS };
+
+        status = columns(ctx, CG__K_CONV_IM2COL, g, cg__tensor_mem(x), mc,
+                         n0, n, (int64_t)P, (int64_t)Q);
+        if (status == CG_OK)
+            status = cg__sgemm_batched(ctx, 0, 1, Kg, CgRS, Q, 1.0f, d,
+                                       Kg * Q, cm, CgRS * Q,
+                                       n0 ? 1.0f : 0.0f, c, Kg * CgRS, G);
+    }
+    cg_tensor_free(dyt);
+    return status;
+}
+
+static int
+conv_backward(cg__node *node, cg_tensor *dy, cg_tensor **gin)
+{
+    conv_geom g;
+    cg_tensor *x = node->saved[0], *w = node->saved[1], *col, *gd;
+    int64_t nc, n0, csize;
+    int status = CG_OK;
+
+    memcpy(&g, node->i, sizeof g);
+    if (!(gd = cg__dense(dy)))
+        return cg__last_status();
+    nc = chunk_images(dy->ctx, &g);
+    csize = nc * g.C * g.R * g.S * g.OH * g.OW;
+    if (node->needs[0] &&
+        !(gin[0] = cg__tensor_empty(dy->ctx, CG_F32, 4, x->shape)))
+        status = cg__last_status();
+    if (status == CG_OK && node->needs[1] &&
+        !(gin[1] = cg__tensor_empty(dy->ctx, CG_F32, 4, w->shape)))
+        status = cg__last_status();
+    col = status == CG_OK && (gin[0] || gin[1])
+        ? cg__tensor_empty(dy->ctx, CG_F32, 1, &csize) : NULL;
+    if (status == CG_OK && (gin[0] || gin[1]) && !col)
+        status = cg__last_status();
+    for (n0 = 0; col && status == CG_OK && n0 < g.N; n0 += nc)
+        status = backward_chunk(&g, x, w, gd, col, gin[0], gin[1], n0,
+                                g.N - n0 < nc ? g.N - n0 : nc);
+    if (status == CG_OK && node->needs[2] &&
+        !(gin[2] = cg__sum_mask(gd, 0xdu, 0, 1.0f)))
+        status = cg__last_status();
+    cg_tensor_free(col);
+    cg_tensor_free(gd);
+    return status;
+}
+
+static int
+conv_run(conv_algo algo, const conv_geom *g, cg_tensor *x, cg_tensor *w,
+         cg_tensor *y)
+{
+    switch (algo) {
+    case CONV_IM2COL_GEMM:
+        return forward_im2col(g, x, w, y);
+    }
+    return cg__error(CG_EINVAL, "conv: unknown algorithm %d", (int)algo);
+}
+
+static cg_tensor *
+conv2d_op(const char *op, cg_tensor *x, cg_tensor *w, cg_tensor *b,
+          const cg_conv_options *opts)
+{
+    cg_tensor *in[3] = { x, w, b }, *dx = NULL, *dw = NULL, *y = NULL;
+    conv_geom g;
+    int64_t shape[4];
+    cg__node *node;
+    int status;
+
+    if (conv_check(op, x, w, b, opts, &g))
+        return NULL;
+    shape[0] = g.N; shape[1] = g.K; shape[2] = g.OH; shape[3] = g.OW;
+    dx = cg__dense(x);
+    dw = dx ? cg__dense(w) : NULL;
+    y = dw ? cg__tensor_empty(x->ctx, CG_F32, 4, shape) : NULL;
+    status = y ? conv_run(CONV_IM2COL_GEMM, &g, dx, dw, y)
+               : cg__last_status();
+    if (status == CG_OK && b)
+        status = add_bias(y, b, &g);
+    if (status == CG_OK) {
+        node = cg__record(y, op, conv_backward, 3, in, &status);
+        if (node) {
+            memcpy(node->i, &g, sizeof g);
+            status = cg__node_save(node, 0, dx);
+            if (status == CG_OK)
+                status = cg__node_save(node, 1, dw);
+        }
+    }
+    cg_tensor_free(dx);
+    cg_tensor_free(dw);
+    if (status) {
+        cg_tensor_free(y);
+        return NULL;
+    }
+    return y;
+}
+
+cg_tensor *
+cg_conv2d(cg_tensor *x, cg_tensor *weight, cg_tensor *bias,
+          const cg_conv_options *opts)
+{
+    cg__error_clear();
+    return conv2d_op("conv2d", x, weight, bias, opts);
+}
+
+/* conv1d is conv2d with H = 1: [N, C, L] viewed as [N, C, 1, L]. */
+cg_tensor *
+cg_conv1d(cg_tensor *x, cg_tensor *weight, cg_tensor *bias,
+          const cg_conv_options *opts)
+{
+    cg_conv_options o = { { 1, 1 }, { 0, 0 }, { 1, 1 }, 1, 0 };
+    cg_tensor *x4 = NULL, *w4 = NULL, *y4 = NULL, *y = NULL;
+    int64_t s[4];
+    char s1[128], s2[128];
+
+    cg__error_clear();
+    if (cg__check_tensor(x, "input", 0) || cg__check_tensor(weight,
+                                                            "weight", 0))
+        return NULL;
+    if (x->ndim != 3 || weight->ndim != 3) {
+        cg__error(CG_ESHAPE, "conv1d: input %s and weight %s must have 3 "
+                  "dimensions",
+                  cg__shape_str(x->ndim, x->shape, s1, sizeof s1),
+                  cg__shape_str(weight->ndim, weight->shape, s2, sizeof s2));
+        return NULL;
+    }
+    if (opts) {
+        o.stride[1] = opts->stride[0];
+        o.padding[1] = opts->padding[0];
+        o.dilation[1] = opts->dilation[0];
+        o.groups = opts->groups;
+        o.padding_same = opts->padding_same;
+    }
+    s[0] = x->shape[0]; s[1] = x->shape[1]; s[2] = 1; s[3] = x->shape[2];
+    x4 = cg_unsqueeze(x, 2);
+    w4 = x4 ? cg_unsqueeze(weight, 2) : NULL;
+    y4 = w4 ? conv2d_op("conv1d", x4, w4, bias, &o) : NULL;
+    if (y4) {
+        s[0] = y4->shape[0]; s[1] = y4->shape[1]; s[2] = y4->shape[3];
+        y = cg_reshape(y4, 3, s);
+    }
+    cg_tensor_free(x4);
+    cg_tensor_free(w4);
+    cg_tensor_free(y4);
+    return y;
+}

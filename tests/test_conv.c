@@ -1,0 +1,455 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tests/test_conv.c - conv2d and conv1d: forward against a C reference in
+ * double and gradients of x, weight and bias against finite differences
+ * (tests/opcheck.h) at odd sizes - 1, 3 and 7 channels, 1x1, 3x3 and 5x2
+ * kernels, stride 2, dilation 2, groups 1, 2 and C (depthwise), padding
+ * 0, 1 and "same"; forced chunking of the batch against one chunk, bit
+ * for bit; PyTorch 1.13's outputs and gradients (tests/fixtures/conv.txt,
+ * written by gen_conv.py); and bad shapes and options, which must fail with the right
+ * status, name the shapes and enqueue nothing.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/internal.h"    /* cg__last_status */
+#include "ops/internal.h"     /* cg__conv_set_col_limit: forced chunking */
+#include "fixture.h"
+#include "opcheck.h"
+
+typedef struct {
+    int sh, sw, ph, pw, dh, dw, groups, same, bias, one_d;
+} cparam;
+
+static cg_conv_options
+options_of(const cparam *p)
+{
+    cg_conv_options o;
+
+    memset(&o, 0, sizeof o);
+    o.stride[0] = p->sh; o.stride[1] = p->sw;
+    o.padding[0] = p->ph; o.padding[1] = p->pw;
+    o.dilation[0] = p->dh; o.dilation[1] = p->dw;
+    o.groups = p->groups;
+    o.padding_same = p->same;
+    return o;
+}
+
+static cg_tensor *
+run_conv(cg_tensor **in, const void *param)
+{
+    const cparam *p = param;
+    cg_conv_options o = options_of(p);
+
+    return p->one_d ? cg_conv1d(in[0], in[1], p->bias ? in[2] : NULL, &o)
+                    : cg_conv2d(in[0], in[1], p->bias ? in[2] : NULL, &o);
+}
+
+static int
+dflt(int v)
+{
+    return v ? v : 1;
+}
+
+/* Output size and leading padding of one dimension, as PyTorch. */
+static void
+ref_dim(int64_t in, int64_t k, int st, int pad, int dil, int same,
+        int64_t *lead, int64_t *out)
+{
+    int64_t total = same ? (int64_t)dil * (k - 1) : 2 * (int64_t)pad;
+
+    *lead = same ? total / 2 : pad;
+    *out = (in + total - (int64_t)dil * (k - 1) - 1) / st + 1;
+}
+
+static void
+ref_conv(const oc_tensor *in, oc_tensor *out, const void *param)
+{
+    const cparam *p = param;
+    const oc_tensor *x = &in[0], *w = &in[1];
+    int od = p->one_d;
+    int64_t N = x->shape[0], C = x->shape[1], H = od ? 1 : x->shape[2];
+    int64_t W = x->shape[od ? 2 : 3], K = w->shape[0];
+    int64_t R = od ? 1 : w->shape[2], S = w->shape[od ? 2 : 3];
+    int sh = od ? 1 : dflt(p->sh), sw = dflt(od ? p->sh : p->sw);
+    int dh = od ? 1 : dflt(p->dh), dw = dflt(od ? p->dh : p->dw);
+    int G = dflt(p->groups);
+    int64_t Cg = C / G, Kg = K / G, OH, OW, ph, pw, n, k, oh, ow, c, r, s;
+
+    ref_dim(H, R, sh, od ? 0 : p->ph, dh, p->same, &ph, &OH);
+    ref_dim(W, S, sw, od ? p->ph : p->pw, dw, p->same, &pw, &OW);
+    out->ndim = od ? 3 : 4;
+    out->shape[0] = N;
+    out->shape[1] = K;
+    if (od) {
+        out->shape[2] = OW;
+    } else {
+        out->shape[2] = OH;
+        out->shape[3] = OW;
+    }
+    oc_alloc(out);
+    for (n = 0; n < N; n++)
+        for (k = 0; k < K; k++)
+            for (oh = 0; oh < OH; oh++)
+                for (ow = 0; ow < OW; ow++) {
+                    double acc = p->bias ? in[2].data[k] : 0.0;
+                    int64_t g = k / Kg;
+
+                    for (c = 0; c < Cg; c++)
+                        for (r = 0; r < R; r++)
+                            for (s = 0; s < S; s++) {
+                                int64_t h = oh * sh - ph + r * dh;
+                                int64_t ww = ow * sw - pw + s * dw;
+
+                                if (h < 0 || h >= H || ww < 0 || ww >= W)
+                                    continue;
+                                acc += x->data[((n * C + g * Cg + c) * H + h)
+                                               * W + ww] *
+                                       w->data[((k * Cg + c) * R + r) * S + s];
+                            }
+                    out->data[((n * K + k) * OH + oh) * OW + ow] = acc;
+                }
+}
+
+START_TEST(conv2d_matches_reference_and_finite_differences)
+{
+    static const struct { const char *x, *w, *b; cparam p; } cases[] = {
+        { "1,1,5,4", "1,1,1,1", "1", { 0, 0, 0, 0, 0, 0, 0, 0, 1, 0 } },
+        { "2,3,7,6", "5,3,3,3", "5", { 0, 0, 1, 1, 0, 0, 0, 0, 1, 0 } },
+        { "2,3,7,8", "4,3,5,2", "4", { 2, 2, 0, 0, 0, 0, 0, 0, 1, 0 } },
+        { "1,3,9,8", "3,3,3,3", "3", { 1, 1, 1, 1, 2, 2, 0, 0, 0, 0 } },
+        { "2,2,6,7", "4,1,3,3", "4", { 2, 1, 1, 0, 1, 2, 2, 0, 1, 0 } },
+        { "2,7,5,5", "7,1,3,3", "7", { 0, 0, 1, 1, 0, 0, 7, 0, 1, 0 } },
+        { "1,7,6,5", "14,1,5,2", "14", { 1, 1, 0, 0, 1, 2, 7, 1, 1, 0 } },
+        { "3,4,5,6", "6,2,3,3", "6", { 1, 1, 0, 0, 2, 1, 2, 1, 0, 0 } },
+        { "2,3,5,5", "7,3,1,1", "7", { 2, 2, 1, 0, 0, 0, 0, 0, 1, 0 } },
+        { "T3,2,5,4", "2,2,3,3", "2", { 0, 0, 1, 1, 0, 0, 0, 0, 1, 0 } },
+    };
+    oc_op op = { 0 };
+    size_t c;
+
+    op.run = run_conv;
+    op.ref = ref_conv;
+    for (c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        op.name = cases[c].p.bias ? "conv2d(b)" : "conv2d";
+        op.ninputs = cases[c].p.bias ? 3 : 2;
+        oc_check(&op, &cases[c].p, cases[c].x, cases[c].w, cases[c].b);
+    }
+}
+END_TEST
+
+START_TEST(conv1d_matches_reference_and_finite_differences)
+{
+    static const struct { const char *x, *w, *b; cparam p; } cases[] = {
+        { "2,3,9", "5,3,3", "5", { 0, 0, 1, 0, 0, 0, 0, 0, 1, 1 } },
+        { "3,1,8", "2,1,1", "2", { 2, 0, 0, 0, 0, 0, 0, 0, 1, 1 } },
+        { "1,4,11", "4,2,5", "4", { 0, 0, 0, 0, 2, 0, 2, 1, 0, 1 } },
+        { "2,7,7", "7,1,3", "7", { 2, 0, 1, 0, 2, 0, 7, 0, 1, 1 } },
+    };
+    oc_op op = { 0 };
+    size_t c;
+
+    op.run = run_conv;
+    op.ref = ref_conv;
+    for (c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        op.name = cases[c].p.bias ? "conv1d(b)" : "conv1d";
+        op.ninputs = cases[c].p.bias ? 3 : 2;
+        oc_check(&op, &cases[c].p, cases[c].x, cases[c].w, cases[c].b);
+    }
+}
+END_TEST
+
+static cg_tensor *
+random_tensor(int ndim, const int64_t *shape, int grad)
+{
+    int64_t n = 1, i;
+    float *v;
+    cg_tensor *t;
+    int d;
+
+    for (d = 0; d < ndim; d++)
+        n *= shape[d];
+    v = malloc((size_t)n * sizeof *v);
+    ck_assert_ptr_nonnull(v);
+    for (i = 0; i < n; i++)
+        v[i] = (float)oc_uniform(-1.0, 1.0);
+    t = cg_tensor_from_host(tt_ctx(), CG_F32, ndim, shape, v);
+    free(v);
+    ck_assert_msg(t != NULL, "%s", TT_ERR);
+    if (grad)
+        ck_assert_int_eq(cg_tensor_set_requires_grad(t, 1), CG_OK);
+    return t;
+}
+
+static float *
+host_copy(const cg_tensor *t)
+{
+    size_t n = (size_t)cg_tensor_numel(t);
+    float *v = malloc(n * sizeof *v);
+
+    ck_assert_ptr_nonnull(v);
+    ck_assert_int_eq(cg_tensor_to_host(t, v, n * sizeof *v), CG_OK);
+    return v;
+}
+
+/* y, dx, dw and db of one convolution, as host arrays. */
+static void
+conv_all(cg_tensor *x, cg_tensor *w, cg_tensor *b,
+         const cg_conv_options *o, float **out)
+{
+    cg_tensor *y = cg_conv2d(x, w, b, o), *s;
+
+    ck_assert_msg(y != NULL, "%s", TT_ERR);
+    s = cg_sum(y, 0, NULL, 0);
+    ck_assert_msg(s != NULL, "%s", TT_ERR);
+    cg_tensor_zero_grad(x);
+    cg_tensor_zero_grad(w);
+    cg_tensor_zero_grad(b);
+    ck_assert_msg(cg_backward(s, NULL, 0) == CG_OK, "%s", TT_ERR);
+    out[0] = host_copy(y);
+    out[1] = host_copy(cg_tensor_grad(x));
+    out[2] = host_copy(cg_tensor_grad(w));
+    out[3] = host_copy(cg_tensor_grad(b));
+    cg_tensor_free(s);
+    cg_tensor_free(y);
+}
+
+/* With the column buffer limited to one or two images, the batch runs in
+ * chunks: y and dx are the same bits as in one chunk (each image's
+ * products are the same); dw and db add the chunks' shares in another
+ * order, so they are compared to float32 rounding of the sums. */
+START_TEST(chunked_batch_equals_one_chunk)
+{
+    static const int64_t xs[4] = { 5, 4, 7, 6 }, ws[4] = { 6, 2, 3, 3 };
+    static const int64_t bs[1] = { 6 };
+    static const int groups[2] = { 1, 2 };
+    static const size_t limits[2] = { 4 * 4 * 9 * 42, 4 * 4 * 9 * 42 * 2 };
+    size_t numel[4] = { 5 * 6 * 42, 5 * 4 * 42, 6 * 2 * 9, 6 }, j;
+    int gi, li, t;
+
+    for (gi = 0; gi < 2; gi++) {
+        int64_t w2[4] = { ws[0], 4 / groups[gi], ws[2], ws[3] };
+        cg_tensor *x = random_tensor(4, xs, 1), *w = random_tensor(4, w2, 1);
+        cg_tensor *b = random_tensor(1, bs, 1);
+        cg_conv_options o;
+        float *one[4], *many[4];
+
+        memset(&o, 0, sizeof o);
+        o.padding[0] = o.padding[1] = 1;
+        o.groups = groups[gi];
+        numel[2] = (size_t)(6 * w2[1] * 9);
+        cg__conv_set_col_limit(0);
+        conv_all(x, w, b, &o, one);
+        for (li = 0; li < 2; li++) {
+            cg__conv_set_col_limit(limits[li]);
+            conv_all(x, w, b, &o, many);
+            for (t = 0; t < 4; t++) {
+                for (j = 0; j < numel[t]; j++) {
+                    if (t < 2)
+                        ck_assert_msg(memcmp(&one[t][j], &many[t][j],
+                                             sizeof(float)) == 0,
+                                      "tensor %d element %zu: %g vs %g "
+                                      "(groups %d, limit %zu)", t, j,
+                                      one[t][j], many[t][j], groups[gi],
+                                      limits[li]);
+                    else
+                        ck_assert_msg(fabsf(one[t][j] - many[t][j]) <=
+                                      1e-5f * (1.0f + fabsf(one[t][j])),
+                                      "tensor %d element %zu: %g vs %g",
+                                      t, j, one[t][j], many[t][j]);
+                }
+                free(many[t]);
+            }
+        }
+        cg__conv_set_col_limit(0);
+        for (t = 0; t < 4; t++)
+            free(one[t]);
+        cg_tensor_free(x);
+        cg_tensor_free(w);
+        cg_tensor_free(b);
+    }
+}
+END_TEST
+
+static cg_tensor *
+fx_tensor_new(const fx_file *f, int k, const char *what, int grad)
+{
+    char name[32];
+    const fx_tensor *t;
+    cg_tensor *d;
+
+    snprintf(name, sizeof name, "%d.%s", k, what);
+    t = fx_get(f, name);
+    ck_assert_msg(t != NULL, "conv.txt lacks %s", name);
+    d = cg_tensor_from_host(tt_ctx(), CG_F32, t->ndim, t->shape, t->data);
+    ck_assert_msg(d != NULL, "%s", TT_ERR);
+    if (grad)
+        ck_assert_int_eq(cg_tensor_set_requires_grad(d, 1), CG_OK);
+    return d;
+}
+
+/* max |got - want| / max |want| over the tensor: at most 1e-5. */
+static void
+fx_compare(const fx_file *f, int k, const char *what, const cg_tensor *t)
+{
+    char name[32];
+    const fx_tensor *want;
+    float *got;
+    double big = 0, err = 0;
+    int64_t i;
+
+    snprintf(name, sizeof name, "%d.%s", k, what);
+    want = fx_get(f, name);
+    ck_assert_msg(want != NULL && t != NULL, "case %s missing", name);
+    ck_assert_int_eq(cg_tensor_numel(t), want->numel);
+    got = host_copy(t);
+    for (i = 0; i < want->numel; i++) {
+        double d = fabs((double)got[i] - want->data[i]);
+
+        big = fabs(want->data[i]) > big ? fabs(want->data[i]) : big;
+        err = d > err ? d : err;
+    }
+    free(got);
+    ck_assert_msg(err <= 1e-5 * big, "%s: max error %g of largest %g", name,
+                  err, big);
+}
+
+/* Outputs and gradients of PyTorch's conv2d / conv1d, each tensor within
+ * 1e-5 of its largest value: float32 sums of at most a few hundred
+ * products round to about 1e-6 of that. */
+START_TEST(conv_matches_pytorch)
+{
+    char err[512];
+    fx_file *f = fx_load_fixture("conv.txt", err, sizeof err);
+    int ncases, k, v[10];
+
+    ck_assert_msg(f != NULL, "%s", err);
+    ncases = fx_config_int(f, "cases", 0);
+    ck_assert_int_gt(ncases, 0);
+    for (k = 0; k < ncases; k++) {
+        char key[16];
+        cparam p;
+        cg_conv_options o;
+        cg_tensor *x, *w, *b = NULL, *g, *y, *yg, *s;
+
+        snprintf(key, sizeof key, "case.%d", k);
+        ck_assert_int_eq(fx_config_ints(f, key, v, 10), 10);
+        p.one_d = v[0]; p.sh = v[1]; p.sw = v[2]; p.ph = v[3]; p.pw = v[4];
+        p.dh = v[5]; p.dw = v[6]; p.groups = v[7]; p.same = v[8];
+        p.bias = v[9];
+        o = options_of(&p);
+        x = fx_tensor_new(f, k, "x", 1);
+        w = fx_tensor_new(f, k, "w", 1);
+        if (p.bias)
+            b = fx_tensor_new(f, k, "b", 1);
+        g = fx_tensor_new(f, k, "grad_output", 0);
+        y = p.one_d ? cg_conv1d(x, w, b, &o) : cg_conv2d(x, w, b, &o);
+        ck_assert_msg(y != NULL, "case %d: %s", k, TT_ERR);
+        yg = cg_mul(y, g);
+        s = yg ? cg_sum(yg, 0, NULL, 0) : NULL;
+        ck_assert_msg(s != NULL, "%s", TT_ERR);
+        ck_assert_msg(cg_backward(s, NULL, 0) == CG_OK, "%s", TT_ERR);
+        fx_compare(f, k, "y", y);
+        fx_compare(f, k, "grad_x", cg_tensor_grad(x));
+        fx_compare(f, k, "grad_w", cg_tensor_grad(w));
+        if (p.bias)
+            fx_compare(f, k, "grad_b", cg_tensor_grad(b));
+        cg_tensor_free(s);
+        cg_tensor_free(yg);
+        cg_tensor_free(y);
+        cg_tensor_free(g);
+        cg_tensor_free(b);
+        cg_tensor_free(w);
+        cg_tensor_free(x);
+    }
+    fx_free(f);
+}
+END_TEST
+
+/* A failing call returns NULL with the status and a message naming what
+ * is wrong. */
+static void
+expect_fail(cg_tensor *x, cg_tensor *w, cg_tensor *b,
+            const cg_conv_options *o, int one_d, int status,
+            const char *needle)
+{
+    cg_tensor *y = one_d ? cg_conv1d(x, w, b, o) : cg_conv2d(x, w, b, o);
+
+    ck_assert_ptr_null(y);
+    ck_assert_int_eq(cg__last_status(), status);
+    ck_assert_msg(strstr(cg_last_error(), needle) != NULL,
+                  "message \"%s\" lacks \"%s\"", cg_last_error(), needle);
+}
+
+START_TEST(bad_shapes_and_options_fail_cleanly)
+{
+    static const int64_t xs[4] = { 2, 4, 5, 5 }, w3[4] = { 6, 3, 3, 3 };
+    static const int64_t w4[4] = { 6, 4, 3, 3 }, big[4] = { 6, 4, 7, 3 };
+    static const int64_t w22[4] = { 6, 2, 3, 3 }, b5[1] = { 5 };
+    static const int64_t x1[3] = { 2, 4, 5 }, wk[3] = { 3, 4, 9 };
+    cg_tensor *x = random_tensor(4, xs, 0), *wa = random_tensor(4, w3, 0);
+    cg_tensor *wb = random_tensor(4, w4, 0), *wc = random_tensor(4, big, 0);
+    cg_tensor *wd = random_tensor(4, w22, 0), *b = random_tensor(1, b5, 0);
+    cg_tensor *xl = random_tensor(3, x1, 0), *wl = random_tensor(3, wk, 0);
+    cg_conv_options o;
+
+    memset(&o, 0, sizeof o);
+    expect_fail(x, wa, NULL, &o, 0, CG_ESHAPE, "[6, 3, 3, 3]");
+    expect_fail(x, wc, NULL, &o, 0, CG_ESHAPE, "larger than the padded");
+    expect_fail(x, wb, b, &o, 0, CG_ESHAPE, "bias [5]");
+    o.groups = 3;
+    expect_fail(x, wd, NULL, &o, 0, CG_ESHAPE, "groups 3 must divide");
+    o.groups = 0;
+    o.stride[0] = -1;
+    expect_fail(x, wb, NULL, &o, 0, CG_EINVAL, "must not be negative");
+    o.stride[0] = 2;
+    o.padding_same = 1;
+    expect_fail(x, wb, NULL, &o, 0, CG_EINVAL, "needs stride 1");
+    o.stride[0] = 0;
+    o.padding_same = 0;
+    o.dilation[1] = 3;
+    expect_fail(x, wb, NULL, &o, 0, CG_ESHAPE, "dilation 3 * (3 - 1) + 1");
+    o.dilation[1] = 0;
+    expect_fail(xl, wl, NULL, &o, 1, CG_ESHAPE, "kernel length 9");
+    o.groups = 3;
+    expect_fail(xl, wl, NULL, &o, 1, CG_ESHAPE, "channels of [2, 4, 5]");
+    o.groups = 0;
+    expect_fail(x, wl, NULL, &o, 0, CG_ESHAPE, "must have 4 dimensions");
+    expect_fail(xl, wb, NULL, &o, 1, CG_ESHAPE, "must have 3 dimensions");
+    expect_fail(NULL, wb, NULL, &o, 0, CG_EINVAL, "input");
+    cg_tensor_free(x);
+    cg_tensor_free(wa);
+    cg_tensor_free(wb);
+    cg_tensor_free(wc);
+    cg_tensor_free(wd);
+    cg_tensor_free(b);
+    cg_tensor_free(xl);
+    cg_tensor_free(wl);
+}
+END_TEST
+
+START_TEST(print_error_table)
+{
+    oc_report();
+}
+END_TEST
+
+int
+main(void)
+{
+    Suite *s = suite_create("conv");
+    TCase *tc = tcase_create("conv");
+
+    tt_require_device();
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, conv2d_matches_reference_and_finite_differences);
+    tcase_add_test(tc, conv1d_matches_reference_and_finite_differences);
+    tcase_add_test(tc, chunked_batch_equals_one_chunk);
+    tcase_add_test(tc, conv_matches_pytorch);
+    tcase_add_test(tc, bad_shapes_and_options_fail_cleanly);
+    tcase_add_test(tc, print_error_table);
+    suite_add_tcase(s, tc);
+    return tt_run(s);
+}
