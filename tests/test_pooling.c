@@ -6,13 +6,15 @@
  * W, stride 2, padding, dilation, ceil_mode, count_include_pad,
  * divisor_override, non-contiguous inputs); max_pool2d's ties and NaN as
  * PyTorch's CPU kernel; bit-identical gradients from run to run; and bad
- * geometry failing with CG_ESHAPE / CG_EINVAL, allocating nothing.
+ * geometry failing with CG_ESHAPE / CG_EINVAL, allocating nothing; and
+ * PyTorch 1.13's results (tests/fixtures/pool.txt).
  */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "fixture.h"
 #include "opcheck.h"
 
 #define ASSERT_STATUS(name)                                                  \
@@ -209,6 +211,100 @@ START_TEST(adaptive_avg_pool2d_matches_reference)
 }
 END_TEST
 
+/* Max |got - want| over max |want| (1 when want is all zero). */
+static double
+rel_err(const float *got, const fx_tensor *want)
+{
+    double err = 0, big = 0;
+    int64_t i;
+
+    for (i = 0; i < want->numel; i++) {
+        double d = fabs((double)got[i] - want->data[i]);
+
+        err = d > err ? d : err;
+        big = fabs(want->data[i]) > big ? fabs(want->data[i]) : big;
+    }
+    return err / (big > 0 ? big : 1);
+}
+
+static const fx_tensor *
+fx_need(const fx_file *f, const char *what, int i)
+{
+    char name[64];
+    const fx_tensor *t;
+
+    snprintf(name, sizeof name, "%s.%d", what, i);
+    t = fx_get(f, name);
+    ck_assert_msg(t != NULL, "pool.txt: no %s", name);
+    return t;
+}
+
+/* PyTorch 1.13's outputs and input gradients (tests/fixtures/gen_pool.py),
+ * each tensor within 1e-5 of its largest value. */
+START_TEST(pool_matches_pytorch_fixture)
+{
+    char err[256], key[32];
+    fx_file *f = fx_load_fixture("pool.txt", err, sizeof err);
+    int n, i, c[14];
+
+    ck_assert_msg(f != NULL, "%s", err);
+    n = fx_config_int(f, "cases", 0);
+    ck_assert_int_gt(n, 0);
+    for (i = 0; i < n; i++) {
+        const fx_tensor *x = fx_need(f, "input", i);
+        const fx_tensor *y = fx_need(f, "output", i);
+        const fx_tensor *go = fx_need(f, "grad_output", i);
+        const fx_tensor *gi = fx_need(f, "grad_input", i);
+        cg_tensor *in[1], *out, *g, *prod, *l;
+        float *buf;
+        pparam p;
+        double e;
+
+        snprintf(key, sizeof key, "case.%d", i);
+        ck_assert_int_eq(fx_config_ints(f, key, c, 14), 14);
+        memset(&p, 0, sizeof p);
+        p.kind = c[0];
+        p.k[0] = c[1], p.k[1] = c[2], p.s[0] = c[3], p.s[1] = c[4];
+        p.pd[0] = c[5], p.pd[1] = c[6], p.dl[0] = c[7], p.dl[1] = c[8];
+        p.ceil_mode = c[9], p.include_pad = c[10], p.divisor = c[11];
+        p.oh = c[12], p.ow = c[13];
+        in[0] = cg_tensor_from_host(tt_ctx(), CG_F32, x->ndim, x->shape,
+                                    x->data);
+        g = cg_tensor_from_host(tt_ctx(), CG_F32, go->ndim, go->shape,
+                                go->data);
+        ck_assert(in[0] && g);
+        ck_assert_int_eq(cg_tensor_set_requires_grad(in[0], 1), CG_OK);
+        out = run_pool(in, &p);
+        ck_assert_msg(out != NULL, "case %d: %s", i, cg_last_error());
+        ck_assert_int_eq(cg_tensor_numel(out), y->numel);
+        buf = malloc((size_t)(x->numel > y->numel ? x->numel : y->numel) *
+                     sizeof *buf);
+        ck_assert_ptr_nonnull(buf);
+        ck_assert_int_eq(cg_tensor_to_host(out, buf,
+                                           (size_t)y->numel * sizeof *buf),
+                         CG_OK);
+        e = rel_err(buf, y);
+        ck_assert_msg(e <= 1e-5, "case %d: output error %g", i, e);
+        prod = cg_mul(out, g);
+        l = prod ? cg_sum(prod, 0, NULL, 0) : NULL;
+        ck_assert_ptr_nonnull(l);
+        ck_assert_int_eq(cg_backward(l, NULL, 0), CG_OK);
+        ck_assert_int_eq(cg_tensor_to_host(cg_tensor_grad(in[0]), buf,
+                                           (size_t)x->numel * sizeof *buf),
+                         CG_OK);
+        e = rel_err(buf, gi);
+        ck_assert_msg(e <= 1e-5, "case %d: gradient error %g", i, e);
+        free(buf);
+        cg_tensor_free(l);
+        cg_tensor_free(prod);
+        cg_tensor_free(out);
+        cg_tensor_free(g);
+        cg_tensor_free(in[0]);
+    }
+    fx_free(f);
+}
+END_TEST
+
 /* Ties go to the first maximum in scan order (rows, then columns); a NaN
  * wins (the last NaN in the window) and the gradient follows. */
 START_TEST(max_pool2d_ties_and_nan_follow_pytorch)
@@ -380,6 +476,7 @@ main(void)
     tcase_add_test(tc, max_pool2d_matches_reference);
     tcase_add_test(tc, avg_pool2d_matches_reference);
     tcase_add_test(tc, adaptive_avg_pool2d_matches_reference);
+    tcase_add_test(tc, pool_matches_pytorch_fixture);
     tcase_add_test(tc, max_pool2d_ties_and_nan_follow_pytorch);
     tcase_add_test(tc, pool_gradients_are_deterministic);
     tcase_add_test(tc, bad_geometry_fails_and_changes_nothing);
