@@ -682,6 +682,24 @@ cg_tensor *cg_avg_pool2d(cg_tensor *x, const int kernel[2],
 cg_tensor *cg_adaptive_avg_pool2d(cg_tensor *x, int64_t out_h,
                                   int64_t out_w);
 
+/* Batch normalisation of x, [N, C], [N, C, L] or [N, C, H, W], per
+ * channel over N (and L or H, W), as PyTorch's batch_norm: y = (x - mean)
+ * / sqrt(var + eps) * weight + bias.  training nonzero: mean and the
+ * biased var come from the batch (more than one value per channel, else
+ * CG_ESHAPE), and running_mean / running_var, when given, are updated in
+ * place: new = (1 - momentum) old + momentum stat, with the unbiased
+ * variance for running_var.  training zero: the running statistics are
+ * used (both required, CG_EINVAL otherwise) and not changed.  weight,
+ * bias (either may be NULL) and the running statistics are [C]; the
+ * running statistics are the caller's, contiguous float32, and get no
+ * gradient.  Gradients reach x, weight and bias in both modes.  eps must
+ * be finite and >= 0, momentum in [0, 1] (CG_EINVAL); wrong shapes give
+ * CG_ESHAPE naming them, and nothing is changed. */
+cg_tensor *cg_batch_norm(cg_tensor *x, cg_tensor *running_mean,
+                         cg_tensor *running_var, cg_tensor *weight,
+                         cg_tensor *bias, int training, float momentum,
+                         float eps);
+
 /* The n tensors (one dtype, equal shapes except along dim) joined along
  * dim into a new tensor; each input gets its slice of the gradient.
  * Mismatched shapes give CG_ESHAPE naming both shapes. */
