@@ -443,7 +443,8 @@ START_TEST(bad_geometry_fails_and_changes_nothing)
     ck_assert_ptr_nonnull(strstr(failed_msg, "padding 2"));
     EXPECT_FAIL(cg_avg_pool2d(x, k3, NULL, p2, 0, 1, 0), "CG_ESHAPE");
     EXPECT_FAIL(cg_max_pool2d(x, k3, NULL, NULL, d3, 0), "CG_ESHAPE");
-    ck_assert_ptr_nonnull(strstr(failed_msg, "(5 + 2 * 0 - 3 * (3 - 1) - 1) / 3"));
+    ck_assert_ptr_nonnull(strstr(failed_msg,
+                                 "(5 + 2 * 0 - 3 * (3 - 1) - 1) / 3"));
     EXPECT_FAIL(cg_max_pool2d(x, z, NULL, NULL, NULL, 0), "CG_EINVAL");
     EXPECT_FAIL(cg_max_pool2d(x, k2, neg, NULL, NULL, 0), "CG_EINVAL");
     EXPECT_FAIL(cg_max_pool2d(x, k2, NULL, neg, NULL, 0), "CG_EINVAL");
