@@ -5,7 +5,8 @@
  * differences (tests/opcheck.h) in training and evaluation, with and
  * without affine, at odd sizes (1, 3, 7 channels); the running statistics
  * after a training step against the reference; PyTorch 1.13's outputs,
- * gradients and running statistics (tests/fixtures/batch_norm.txt); and
+ * gradients and running statistics (tests/fixtures/batch_norm.txt);
+ * bit-identical gradients from run to run; and
  * bad arguments failing with the right status, changing nothing.
  */
 #include <math.h>
@@ -321,6 +322,54 @@ START_TEST(batch_norm_matches_pytorch_fixture)
 }
 END_TEST
 
+/* The per-channel sums are fixed trees: the same bits every run. */
+START_TEST(batch_norm_gradients_are_deterministic)
+{
+    int64_t shape[4] = { 5, 3, 17, 19 }, cs = 3;
+    size_t n = 5 * 3 * 17 * 19;
+    float *first = malloc(n * sizeof *first), *again = malloc(n * sizeof
+                                                               *again);
+    float gw0[3], gw[3];
+    int run;
+
+    ck_assert(first && again);
+    for (run = 0; run < 3; run++) {
+        cg_tensor *x, *w, *y, *g, *prod, *l;
+
+        ck_assert_int_eq(cg_manual_seed(tt_ctx(), 11), CG_OK);
+        x = cg_rand_normal(tt_ctx(), 4, shape, 1.0f, 2.0f);
+        w = cg_rand_normal(tt_ctx(), 1, &cs, 1.0f, 0.1f);
+        g = cg_rand_normal(tt_ctx(), 4, shape, 0.0f, 1.0f);
+        ck_assert(x && w && g);
+        ck_assert_int_eq(cg_tensor_set_requires_grad(x, 1), CG_OK);
+        ck_assert_int_eq(cg_tensor_set_requires_grad(w, 1), CG_OK);
+        y = cg_batch_norm(x, NULL, NULL, w, NULL, 1, MOMENTUM, EPS);
+        prod = y ? cg_mul(y, g) : NULL;
+        l = prod ? cg_sum(prod, 0, NULL, 0) : NULL;
+        ck_assert_ptr_nonnull(l);
+        ck_assert_int_eq(cg_backward(l, NULL, 0), CG_OK);
+        ck_assert_int_eq(cg_tensor_to_host(cg_tensor_grad(x),
+                                           run ? again : first,
+                                           n * sizeof *first), CG_OK);
+        ck_assert_int_eq(cg_tensor_to_host(cg_tensor_grad(w),
+                                           run ? gw : gw0, sizeof gw),
+                         CG_OK);
+        if (run) {
+            ck_assert(memcmp(first, again, n * sizeof *first) == 0);
+            ck_assert(memcmp(gw0, gw, sizeof gw) == 0);
+        }
+        cg_tensor_free(l);
+        cg_tensor_free(prod);
+        cg_tensor_free(y);
+        cg_tensor_free(g);
+        cg_tensor_free(w);
+        cg_tensor_free(x);
+    }
+    free(first);
+    free(again);
+}
+END_TEST
+
 static uint64_t
 in_use(void)
 {
@@ -411,6 +460,7 @@ main(void)
     tcase_add_test(tc, batch_norm_matches_reference);
     tcase_add_test(tc, training_updates_running_statistics);
     tcase_add_test(tc, batch_norm_matches_pytorch_fixture);
+    tcase_add_test(tc, batch_norm_gradients_are_deterministic);
     tcase_add_test(tc, bad_arguments_fail_and_change_nothing);
     tcase_add_test(tc, print_error_table);
     suite_add_tcase(s, tc);
