@@ -685,6 +685,56 @@ cg_tensor *cg_conv2d(cg_tensor *x, cg_tensor *weight, cg_tensor *bias,
 cg_tensor *cg_conv1d(cg_tensor *x, cg_tensor *weight, cg_tensor *bias,
                      const cg_conv_options *opts);
 
+/* 2-D max pooling over the last two dimensions of x, [C, H, W] or [N, C,
+ * H, W], as PyTorch's max_pool2d: kernel {kh, kw}; stride NULL means the
+ * kernel; padding (NULL: 0) at most half the kernel, never a maximum;
+ * dilation (NULL: 1); ceil_mode rounds the output size up (the last
+ * window must start inside the input or its left padding).  Output size
+ * per dimension: (n + 2 pad - dilation (k - 1) - 1) / stride + 1.  The
+ * maximum's position (the first in scan order; a NaN wins) is saved, and
+ * the gradient goes to it.  Bad geometry: CG_EINVAL (non-positive kernel,
+ * stride, dilation; negative padding) or CG_ESHAPE (wrong ndim, padding
+ * more than kernel / 2, output size < 1), naming the values. */
+cg_tensor *cg_max_pool2d(cg_tensor *x, const int kernel[2],
+                         const int stride[2], const int padding[2],
+                         const int dilation[2], int ceil_mode);
+
+/* 2-D average pooling as PyTorch's avg_pool2d (kernel, stride, padding,
+ * ceil_mode as cg_max_pool2d, dilation 1): the mean over each window
+ * clipped to the input, divided by divisor_override when it is positive,
+ * else by the window's size counting the padding (count_include_pad
+ * nonzero, PyTorch's default) or not.  divisor_override < 0 is
+ * CG_EINVAL; shape errors as cg_max_pool2d. */
+cg_tensor *cg_avg_pool2d(cg_tensor *x, const int kernel[2],
+                         const int stride[2], const int padding[2],
+                         int ceil_mode, int count_include_pad,
+                         int divisor_override);
+
+/* Adaptive average pooling of x ([C, H, W] or [N, C, H, W]) to out_h x
+ * out_w as PyTorch: output i averages input rows floor(i H / out_h) to
+ * ceil((i + 1) H / out_h) - 1 (columns likewise).  Output sizes < 1 or an
+ * empty input plane give CG_ESHAPE. */
+cg_tensor *cg_adaptive_avg_pool2d(cg_tensor *x, int64_t out_h,
+                                  int64_t out_w);
+
+/* Batch normalisation of x, [N, C], [N, C, L] or [N, C, H, W], per
+ * channel over N (and L or H, W), as PyTorch's batch_norm: y = (x - mean)
+ * / sqrt(var + eps) * weight + bias.  training nonzero: mean and the
+ * biased var come from the batch (more than one value per channel, else
+ * CG_ESHAPE), and running_mean / running_var, when given, are updated in
+ * place: new = (1 - momentum) old + momentum stat, with the unbiased
+ * variance for running_var.  training zero: the running statistics are
+ * used (both required, CG_EINVAL otherwise) and not changed.  weight,
+ * bias (either may be NULL) and the running statistics are [C]; the
+ * running statistics are the caller's, contiguous float32, and get no
+ * gradient.  Gradients reach x, weight and bias in both modes.  eps must
+ * be finite and >= 0, momentum in [0, 1] (CG_EINVAL); wrong shapes give
+ * CG_ESHAPE naming them, and nothing is changed. */
+cg_tensor *cg_batch_norm(cg_tensor *x, cg_tensor *running_mean,
+                         cg_tensor *running_var, cg_tensor *weight,
+                         cg_tensor *bias, int training, float momentum,
+                         float eps);
+
 /* The n tensors (one dtype, equal shapes except along dim) joined along
  * dim into a new tensor; each input gets its slice of the gradient.
  * Mismatched shapes give CG_ESHAPE naming both shapes. */
