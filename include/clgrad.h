@@ -932,8 +932,8 @@ cg_tensor *cg_bce_with_logits(cg_tensor *input, cg_tensor *target,
 
 typedef struct cg_module cg_module;
 
-/* The layer's kind: "linear", "embedding", "rnn", "sequential", or an
- * activation's name ("relu", ...). */
+/* The layer's kind: "linear", "embedding", "conv2d", "rnn", "sequential",
+ * or an activation's name ("relu", ...). */
 const char *cg_module_kind(const cg_module *m);
 /* The number of parameter tensors (-1 if m is NULL); a container's are
  * all its children's, in order, named "child.param" (see Containers). */
@@ -963,6 +963,19 @@ cg_tensor *cg_linear_forward(cg_module *m, cg_tensor *x);
  * nn.Embedding; forward is cg_embedding(weight, indices). */
 cg_module *cg_embedding_new(cg_context *ctx, int num_embeddings, int dim);
 cg_tensor *cg_embedding_forward(cg_module *m, cg_tensor *indices);
+
+/* A 2-D convolution layer as PyTorch's nn.Conv2d: "weight" [out_channels,
+ * in_channels / groups, kernel[0], kernel[1]] and "bias" [out_channels]
+ * (none if bias is 0), both U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with
+ * fan_in = in_channels / groups * kernel[0] * kernel[1] (PyTorch's
+ * kaiming_uniform with a = sqrt(5)).  opts (NULL: the defaults) are
+ * cg_conv2d's, copied into the layer; forward is cg_conv2d(x, weight,
+ * bias, opts).  Sizes that are not positive, groups that do not divide
+ * both channel counts, or negative options give CG_EINVAL. */
+cg_module *cg_conv2d_new(cg_context *ctx, int in_channels, int out_channels,
+                         const int kernel[2], int bias,
+                         const cg_conv_options *opts);
+cg_tensor *cg_conv2d_forward(cg_module *m, cg_tensor *x);
 
 /* Recurrent layers with PyTorch's semantics and parameter layout.  Cells,
  * with G gate blocks of H units each:
@@ -1062,8 +1075,8 @@ int cg_module_params(const cg_module *m, cg_tensor **params, int max);
  * "tanh", "sigmoid" or "gelu" (else CG_EINVAL); its kind is that name. */
 cg_module *cg_activation_new(cg_context *ctx, const char *name);
 
-/* The forward of a one-input layer: linear, embedding, an activation, or
- * a container (each child's forward applied in order; every child must be
+/* The forward of a one-input layer: linear, embedding, conv2d, an
+ * activation, or a container (each child's forward applied in order; every child must be
  * one of these).  A recurrent layer takes states: call cg_rnn_forward
  * (CG_EINVAL here).  The caller owns the result. */
 cg_tensor *cg_module_forward(cg_module *m, cg_tensor *x);

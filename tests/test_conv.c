@@ -6,8 +6,9 @@
  * kernels, stride 2, dilation 2, groups 1, 2 and C (depthwise), padding
  * 0, 1 and "same"; forced chunking of the batch against one chunk, bit
  * for bit; PyTorch 1.13's outputs and gradients (tests/fixtures/conv.txt,
- * written by gen_conv.py); and bad shapes and options, which must fail with the right
- * status, name the shapes and enqueue nothing.
+ * written by gen_conv.py); bad shapes and options, which must fail with
+ * the right status, name the shapes and enqueue nothing; and the Conv2d
+ * layer (PyTorch's names, shapes and initial bounds).
  */
 #include <math.h>
 #include <stdio.h>
@@ -430,6 +431,94 @@ START_TEST(bad_shapes_and_options_fail_cleanly)
 }
 END_TEST
 
+/* The Conv2d layer: PyTorch's parameter names, shapes and initial bounds,
+ * its forward equal to cg_conv2d with its options (alone and in a
+ * sequential container), and bad sizes refused. */
+START_TEST(conv2d_layer_is_pytorchs)
+{
+    static const int kernel[2] = { 3, 2 };
+    cg_context *ctx = tt_ctx();
+    cg_conv_options o;
+    cg_module *m, *seq, *nb;
+    cg_tensor *x, *y1, *y2, *y3;
+    const char *name;
+    int64_t xs[4] = { 2, 6, 7, 5 }, ws[4];
+    double bound = 1.0 / sqrt(3.0 * 3.0 * 2.0);
+    float *w, *a, *b, lo = 1, hi = -1;
+    size_t i, n;
+
+    memset(&o, 0, sizeof o);
+    o.stride[0] = 2;
+    o.padding[0] = o.padding[1] = 1;
+    o.groups = 2;
+    m = cg_conv2d_new(ctx, 6, 4, kernel, 1, &o);
+    ck_assert_msg(m != NULL, "%s", TT_ERR);
+    ck_assert_str_eq(cg_module_kind(m), "conv2d");
+    ck_assert_int_eq(cg_module_num_params(m), 2);
+    ck_assert_ptr_nonnull(cg_module_param(m, 0, &name));
+    ck_assert_str_eq(name, "weight");
+    ck_assert_int_eq(cg_tensor_ndim(cg_module_param(m, 0, NULL)), 4);
+    ck_assert_int_eq(cg_tensor_shape(cg_module_param(m, 0, NULL), ws), CG_OK);
+    ck_assert(ws[0] == 4 && ws[1] == 3 && ws[2] == 3 && ws[3] == 2);
+    ck_assert_ptr_nonnull(cg_module_param(m, 1, &name));
+    ck_assert_str_eq(name, "bias");
+    ck_assert_int_eq(cg_tensor_numel(cg_module_param(m, 1, NULL)), 4);
+    /* U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = 6 / 2 * 3 * 2 */
+    w = host_copy(cg_module_param(m, 0, NULL));
+    n = (size_t)cg_tensor_numel(cg_module_param(m, 0, NULL));
+    for (i = 0; i < n; i++) {
+        ck_assert(fabs(w[i]) <= bound);
+        lo = w[i] < lo ? w[i] : lo;
+        hi = w[i] > hi ? w[i] : hi;
+    }
+    ck_assert_msg(hi - lo > bound, "72 weights span only %g", hi - lo);
+    free(w);
+
+    x = random_tensor(4, xs, 0);
+    y1 = cg_conv2d_forward(m, x);
+    ck_assert_msg(y1 != NULL, "%s", TT_ERR);
+    y2 = cg_conv2d(x, cg_module_param(m, 0, NULL),
+                   cg_module_param(m, 1, NULL), &o);
+    ck_assert_msg(y2 != NULL, "%s", TT_ERR);
+    seq = cg_sequential_new(ctx);
+    ck_assert_int_eq(cg_module_add(seq, NULL, m), CG_OK);
+    y3 = cg_module_forward(seq, x);
+    ck_assert_msg(y3 != NULL, "%s", TT_ERR);
+    ck_assert_ptr_nonnull(cg_module_find_param(seq, "0.weight"));
+    ck_assert_ptr_nonnull(cg_module_find_param(seq, "0.bias"));
+    ck_assert_int_eq(cg_tensor_numel(y1), cg_tensor_numel(y2));
+    a = host_copy(y1);
+    b = host_copy(y2);
+    ck_assert(memcmp(a, b, (size_t)cg_tensor_numel(y1) * 4) == 0);
+    free(b);
+    b = host_copy(y3);
+    ck_assert(memcmp(a, b, (size_t)cg_tensor_numel(y1) * 4) == 0);
+    free(a);
+    free(b);
+    cg_tensor_free(y1);
+    cg_tensor_free(y2);
+    cg_tensor_free(y3);
+    cg_tensor_free(x);
+    cg_module_free(seq);
+
+    nb = cg_conv2d_new(ctx, 3, 5, kernel, 0, NULL);
+    ck_assert_msg(nb != NULL, "%s", TT_ERR);
+    ck_assert_int_eq(cg_module_num_params(nb), 1);
+    cg_module_free(nb);
+    ck_assert_ptr_null(cg_conv2d_new(ctx, 6, 5, kernel, 1, &o));
+    ck_assert_int_eq(cg__last_status(), CG_EINVAL);
+    ck_assert_ptr_nonnull(strstr(TT_ERR, "groups 2"));
+    ck_assert_ptr_null(cg_conv2d_new(ctx, 0, 5, kernel, 1, NULL));
+    ck_assert_int_eq(cg__last_status(), CG_EINVAL);
+    o.padding[1] = -1;
+    ck_assert_ptr_null(cg_conv2d_new(ctx, 6, 4, kernel, 1, &o));
+    ck_assert_int_eq(cg__last_status(), CG_EINVAL);
+    ck_assert_ptr_null(cg_conv2d_new(NULL, 6, 4, kernel, 1, NULL));
+    ck_assert_ptr_null(cg_conv2d_new(ctx, 6, 4, NULL, 1, NULL));
+    ck_assert_ptr_null(cg_conv2d_forward(NULL, NULL));
+}
+END_TEST
+
 START_TEST(print_error_table)
 {
     oc_report();
@@ -449,6 +538,7 @@ main(void)
     tcase_add_test(tc, chunked_batch_equals_one_chunk);
     tcase_add_test(tc, conv_matches_pytorch);
     tcase_add_test(tc, bad_shapes_and_options_fail_cleanly);
+    tcase_add_test(tc, conv2d_layer_is_pytorchs);
     tcase_add_test(tc, print_error_table);
     suite_add_tcase(s, tc);
     return tt_run(s);

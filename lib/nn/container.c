@@ -294,6 +294,8 @@ cg_module_forward(cg_module *m, cg_tensor *x)
         return cg_linear_forward(m, x);
     if (strcmp(m->kind, "embedding") == 0)
         return cg_embedding_forward(m, x);
+    if (strcmp(m->kind, "conv2d") == 0)
+        return cg_conv2d_forward(m, x);
     if (!m->list) {
         cg__error(CG_EINVAL, "module_forward: a %s layer needs its own "
                   "forward function", m->kind);

@@ -151,7 +151,8 @@ struct cg_module {
     int nparams;
     cg_tensor *params[CG__MODULE_MAX_PARAMS];   /* owned references */
     char *names[CG__MODULE_MAX_PARAMS];         /* owned */
-    int bias;                   /* linear: has a bias */
+    int bias;                   /* linear, conv2d: has a bias */
+    cg_conv_options conv;       /* conv2d: its options */
     cg_rnn_options rnn;         /* rnn: num_layers >= 1 filled in */
     cg__rnn_step step;          /* rnn: the fused step kernels */
     cg__rnn_step gstep;         /* rnn: the GEMM-path kernels, made on

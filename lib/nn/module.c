@@ -272,6 +272,77 @@ cg_linear_forward(cg_module *m, cg_tensor *x)
 }
 
 /* ------------------------------------------------------------------------
+ * Conv2d
+ * ------------------------------------------------------------------------ */
+
+cg_module *
+cg_conv2d_new(cg_context *ctx, int in_channels, int out_channels,
+              const int kernel[2], int bias, const cg_conv_options *opts)
+{
+    cg_conv_options o;
+    int64_t wshape[4];
+    float bound;
+    cg_module *m;
+    int g, i;
+
+    cg__error_clear();
+    if (!ctx || !kernel) {
+        cg__error(CG_EINVAL, "%s is NULL", ctx ? "kernel" : "context");
+        return NULL;
+    }
+    if (opts)
+        o = *opts;
+    else
+        memset(&o, 0, sizeof o);
+    g = o.groups ? o.groups : 1;
+    if (in_channels < 1 || out_channels < 1 || kernel[0] < 1 ||
+        kernel[1] < 1 || g < 1 || in_channels % g || out_channels % g) {
+        cg__error(CG_EINVAL, "conv2d layer: in_channels %d, out_channels "
+                  "%d, kernel %dx%d and groups %d: sizes must be positive "
+                  "and groups divide both channel counts", in_channels,
+                  out_channels, kernel[0], kernel[1], g);
+        return NULL;
+    }
+    for (i = 0; i < 2; i++)
+        if (o.stride[i] < 0 || o.padding[i] < 0 || o.dilation[i] < 0) {
+            cg__error(CG_EINVAL, "conv2d layer: stride %d,%d, padding "
+                      "%d,%d, dilation %d,%d must not be negative",
+                      o.stride[0], o.stride[1], o.padding[0], o.padding[1],
+                      o.dilation[0], o.dilation[1]);
+            return NULL;
+        }
+    m = cg__module_new(ctx, "conv2d");
+    if (!m)
+        return NULL;
+    wshape[0] = out_channels;
+    wshape[1] = in_channels / g;
+    wshape[2] = kernel[0];
+    wshape[3] = kernel[1];
+    /* PyTorch: kaiming_uniform_(a = sqrt(5)) over fan_in = C/g kh kw gives
+     * U(-1/sqrt(fan_in), 1/sqrt(fan_in)); the bias uses the same bound. */
+    bound = (float)(1.0 / sqrt((double)wshape[1] * (double)kernel[0] *
+                               (double)kernel[1]));
+    m->bias = bias != 0;
+    m->conv = o;
+    if (cg__module_add_param(m, "weight", 4, wshape, bound) ||
+        (m->bias && cg__module_add_param(m, "bias", 1, wshape, bound))) {
+        cg__module_unref(m);
+        return NULL;
+    }
+    return m;
+}
+
+cg_tensor *
+cg_conv2d_forward(cg_module *m, cg_tensor *x)
+{
+    cg__error_clear();
+    if (cg__module_check(m, "conv2d"))
+        return NULL;
+    return cg_conv2d(x, m->params[0], m->bias ? m->params[1] : NULL,
+                     &m->conv);
+}
+
+/* ------------------------------------------------------------------------
  * Embedding
  * ------------------------------------------------------------------------ */
 
