@@ -669,9 +669,16 @@ typedef struct cg_conv_options {
  * weight [K, C / groups, R, S], bias [K] or NULL; the result is a new
  * [N, K, OH, OW] tensor the caller owns, with OH = (H + 2 ph - dh (R - 1)
  * - 1) / sh + 1 (likewise OW).  groups must divide C and K (groups = C =
- * K: depthwise).  Gradients flow to x, weight and bias.  Computed as
- * im2col + GEMM over chunks of images whose column buffers stay within a
- * fraction of the device memory; results do not depend on the chunking.
+ * K: depthwise).  Gradients flow to x, weight and bias.  Computed, per
+ * call and direction, either as im2col + GEMM over chunks of images whose
+ * column buffers stay within a fraction of the device memory (results do
+ * not depend on the chunking) or by direct kernels without a column
+ * buffer (the default for depthwise convolutions, groups = C > 1); a
+ * tuning entry "conv" of the shape class ("fwd.depthwise", "fwd.small",
+ * "fwd.large", "bwd.*"; "algo" 0 im2col, 1 direct) changes the default,
+ * and CLGRAD_CONV_ALGO=im2col|direct|auto in the environment, read at each
+ * call, overrides both (another value fails the call with CG_EINVAL).
+ * Both are deterministic: the same inputs give the same bits.
  * A wrong channel count, groups not dividing the channels, a dilated
  * kernel larger than the padded input or an output size below 1 give
  * CG_ESHAPE naming the shapes and the formula's values; a bad option

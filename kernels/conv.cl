@@ -23,6 +23,26 @@
  * (nimg C R S OH of them, each writing OW elements), one per row of dx
  * for col2im (nimg C H, each writing W elements), one per element for the
  * bias (N K P); padded to the host's work-group size.  No tunable parameters.
+ *
+ * The direct algorithm (lib/ops/conv.c runs it for depthwise and
+ * few-channel convolutions, where the columns cost more than the products
+ * they feed): no column buffer, any stride, padding, dilation and groups,
+ * each output a sum in a fixed order (no atomics, so deterministic).
+ *
+ *   conv_direct_fwd: y[n, k, oh, ow] = sum over (c, r, s), in that order,
+ *                    of w[k, c, r, s] x[n, g Cg + c, oh sh - ph + r dh,
+ *                    ow sw - pw + s dw], g = k / Kg.  One work-item per
+ *                    (n, k, oh) and CONV_TW consecutive ow: its CONV_TW
+ *                    sums stay in registers and share each weight load.
+ *   conv_direct_dx:  dx[n, c, h, w] = sum over (k of c's group, r, s), in
+ *                    that order, of w[k, c - g Cg, r, s] dy[n, k, oh, ow]
+ *                    where oh sh - ph + r dh = h, ow sw - pw + s dw = w.
+ *                    One work-item per (n, c, h) and CONV_TW consecutive w.
+ *   conv_direct_dw:  dw[k, c, r, s] = sum over (n, oh, ow), in that order,
+ *                    of dy[n, k, oh, ow] x[n, g Cg + c, ...] as above.  One
+ *                    work-item per element of dw, its ow range clipped to
+ *                    the input once per (r, s), so the inner loop has no
+ *                    test.
  */
 
 /* The geometry: C, H, W, R, S, OH, OW, sh, sw, ph, pw, dh, dw, then
@@ -110,4 +130,136 @@ conv_bias(__global float *y, __global const float *b, int K, int P, int n)
     if (i >= n)
         return;
     y[i] += b[(i / P) % K];
+}
+
+/* Outputs per work-item along a row: a fixed register tile (4 floats is a
+ * 128-bit register; PoCL vectorises across the work-items anyway). */
+#define CONV_TW 4
+
+/* The geometry of the direct kernels: N, C, H, W, K, R, S, OH, OW, sh, sw,
+ * ph, pw, dh, dw and the groups G. */
+#define DIRECT_ARGS int N, int C, int H, int W, int K, int R, int S, int OH, \
+                    int OW, int sh, int sw, int ph, int pw, int dh, int dw,   \
+                    int G
+
+__kernel void
+conv_direct_fwd(__global const float *x, __global const float *wt,
+                __global float *y, DIRECT_ARGS)
+{
+    int i = (int)get_global_id(0), nt = (OW + CONV_TW - 1) / CONV_TW;
+    int Cg = C / G, Kg = K / G, t0, oh, k, n, c, r, s, t, h, w0;
+    float acc[CONV_TW];
+    __global const float *xc, *xr, *wk;
+
+    if (i >= N * K * OH * nt)
+        return;
+    t0 = i % nt * CONV_TW;
+    oh = i / nt % OH;
+    k = i / nt / OH % K;
+    n = i / nt / OH / K;
+    for (t = 0; t < CONV_TW; t++)
+        acc[t] = 0.0f;
+    for (c = 0; c < Cg; c++) {
+        xc = x + (n * C + k / Kg * Cg + c) * H * W;
+        wk = wt + (k * Cg + c) * R * S;
+        for (r = 0; r < R; r++) {
+            h = oh * sh - ph + r * dh;
+            if (h < 0 || h >= H)
+                continue;
+            xr = xc + h * W;
+            for (s = 0; s < S; s++) {
+                float wv = wk[r * S + s];
+
+                w0 = t0 * sw - pw + s * dw;
+                for (t = 0; t < CONV_TW; t++) {
+                    int ww = w0 + t * sw;
+
+                    if (ww >= 0 && ww < W)
+                        acc[t] += wv * xr[ww];
+                }
+            }
+        }
+    }
+    y += ((n * K + k) * OH + oh) * OW;
+    for (t = 0; t < CONV_TW && t0 + t < OW; t++)
+        y[t0 + t] = acc[t];
+}
+
+__kernel void
+conv_direct_dx(__global const float *dy, __global const float *wt,
+               __global float *dx, DIRECT_ARGS)
+{
+    int i = (int)get_global_id(0), nt = (W + CONV_TW - 1) / CONV_TW;
+    int Cg = C / G, Kg = K / G, t0, h, c, n, j, k, r, s, t, th, oh;
+    float acc[CONV_TW];
+    __global const float *dyr, *wk;
+
+    if (i >= N * C * H * nt)
+        return;
+    t0 = i % nt * CONV_TW;
+    h = i / nt % H;
+    c = i / nt / H % C;
+    n = i / nt / H / C;
+    for (t = 0; t < CONV_TW; t++)
+        acc[t] = 0.0f;
+    for (j = 0; j < Kg; j++) {
+        k = c / Cg * Kg + j;
+        wk = wt + (k * Cg + c % Cg) * R * S;
+        for (r = 0; r < R; r++) {
+            th = h + ph - r * dh;
+            if (th < 0 || th % sh)
+                continue;
+            oh = th / sh;
+            if (oh >= OH)
+                continue;
+            dyr = dy + ((n * K + k) * OH + oh) * OW;
+            for (s = 0; s < S; s++) {
+                float wv = wk[r * S + s];
+
+                for (t = 0; t < CONV_TW; t++) {
+                    int tw = t0 + t + pw - s * dw;
+
+                    if (tw >= 0 && tw % sw == 0 && tw / sw < OW)
+                        acc[t] += wv * dyr[tw / sw];
+                }
+            }
+        }
+    }
+    dx += ((n * C + c) * H + h) * W;
+    for (t = 0; t < CONV_TW && t0 + t < W; t++)
+        dx[t0 + t] = acc[t];
+}
+
+__kernel void
+conv_direct_dw(__global const float *dy, __global const float *x,
+               __global float *dw_, DIRECT_ARGS)
+{
+    int i = (int)get_global_id(0), Cg = C / G, Kg = K / G;
+    int s, r, cg, k, c, off, lo, hi, n, oh, ow, h;
+    float acc = 0.0f;
+    __global const float *dyr, *xr;
+
+    if (i >= K * Cg * R * S)
+        return;
+    s = i % S;
+    r = i / S % R;
+    cg = i / S / R % Cg;
+    k = i / S / R / Cg;
+    c = k / Kg * Cg + cg;
+    /* the ow whose input column ow sw + off lies in [0, W) */
+    off = s * dw - pw;
+    lo = off >= 0 ? 0 : (-off + sw - 1) / sw;
+    hi = W - 1 - off < 0 ? 0 : (W - 1 - off) / sw + 1;
+    hi = hi < OW ? hi : OW;
+    for (n = 0; n < N; n++)
+        for (oh = 0; oh < OH; oh++) {
+            h = oh * sh - ph + r * dh;
+            if (h < 0 || h >= H)
+                continue;
+            dyr = dy + ((n * K + k) * OH + oh) * OW;
+            xr = x + ((n * C + c) * H + h) * W;
+            for (ow = lo; ow < hi; ow++)
+                acc += dyr[ow] * xr[ow * sw + off];
+        }
+    dw_[i] = acc;
 }

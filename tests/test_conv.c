@@ -9,6 +9,12 @@
  * written by gen_conv.py); bad shapes and options, which must fail with
  * the right status, name the shapes and enqueue nothing; and the Conv2d
  * layer (PyTorch's names, shapes and initial bounds).
+ *
+ * The reference, finite-difference, chunking and PyTorch checks run once
+ * per algorithm (im2col + GEMM, direct), forced with CLGRAD_CONV_ALGO;
+ * the two agree on larger shapes, the direct one is the same bits run
+ * after run, and the choice follows the variable, the tuning entries of
+ * the shape classes and the built-in rule.
  */
 #include <math.h>
 #include <stdio.h>
@@ -16,13 +22,30 @@
 #include <string.h>
 
 #include "core/internal.h"    /* cg__last_status */
-#include "ops/internal.h"     /* cg__conv_set_col_limit: forced chunking */
+#include "ops/internal.h"     /* cg__conv_set_col_limit, cg__conv_algo */
+#include "tune/tuner.h"       /* cg_context_set_tuning */
 #include "fixture.h"
 #include "opcheck.h"
 
 typedef struct {
     int sh, sw, ph, pw, dh, dw, groups, same, bias, one_d;
 } cparam;
+
+static const char *const algo_names[2] = { "im2col", "direct" };
+
+/* Forces algorithm i (a loop test's _i) on every convolution that
+ * follows, forward and backward, until use_auto. */
+static void
+use_algo(int i)
+{
+    ck_assert_int_eq(setenv("CLGRAD_CONV_ALGO", algo_names[i], 1), 0);
+}
+
+static void
+use_auto(void)
+{
+    ck_assert_int_eq(unsetenv("CLGRAD_CONV_ALGO"), 0);
+}
 
 static cg_conv_options
 options_of(const cparam *p)
@@ -127,17 +150,28 @@ START_TEST(conv2d_matches_reference_and_finite_differences)
         { "3,4,5,6", "6,2,3,3", "6", { 1, 1, 0, 0, 2, 1, 2, 1, 0, 0 } },
         { "2,3,5,5", "7,3,1,1", "7", { 2, 2, 1, 0, 0, 0, 0, 0, 1, 0 } },
         { "T3,2,5,4", "2,2,3,3", "2", { 0, 0, 1, 1, 0, 0, 0, 0, 1, 0 } },
+        /* depthwise 3x3: stride 2, dilation 2, both, padding "same" */
+        { "2,3,7,8", "3,1,3,3", "3", { 2, 2, 1, 1, 0, 0, 3, 0, 1, 0 } },
+        { "1,3,9,8", "3,1,3,3", "3", { 1, 1, 0, 0, 2, 2, 3, 1, 0, 0 } },
+        { "2,7,9,8", "7,1,3,3", "7", { 2, 2, 1, 2, 2, 2, 7, 0, 1, 0 } },
+        { "1,7,6,7", "7,1,3,3", "7", { 1, 1, 0, 0, 1, 1, 7, 1, 1, 0 } },
+    };
+    static const char *const names[2][2] = {
+        { "conv2d/im2col", "conv2d(b)/im2col" },
+        { "conv2d/direct", "conv2d(b)/direct" }
     };
     oc_op op = { 0 };
     size_t c;
 
+    use_algo(_i);
     op.run = run_conv;
     op.ref = ref_conv;
     for (c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        op.name = cases[c].p.bias ? "conv2d(b)" : "conv2d";
+        op.name = names[_i][cases[c].p.bias];
         op.ninputs = cases[c].p.bias ? 3 : 2;
         oc_check(&op, &cases[c].p, cases[c].x, cases[c].w, cases[c].b);
     }
+    use_auto();
 }
 END_TEST
 
@@ -149,16 +183,22 @@ START_TEST(conv1d_matches_reference_and_finite_differences)
         { "1,4,11", "4,2,5", "4", { 0, 0, 0, 0, 2, 0, 2, 1, 0, 1 } },
         { "2,7,7", "7,1,3", "7", { 2, 0, 1, 0, 2, 0, 7, 0, 1, 1 } },
     };
+    static const char *const names[2][2] = {
+        { "conv1d/im2col", "conv1d(b)/im2col" },
+        { "conv1d/direct", "conv1d(b)/direct" }
+    };
     oc_op op = { 0 };
     size_t c;
 
+    use_algo(_i);
     op.run = run_conv;
     op.ref = ref_conv;
     for (c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        op.name = cases[c].p.bias ? "conv1d(b)" : "conv1d";
+        op.name = names[_i][cases[c].p.bias];
         op.ninputs = cases[c].p.bias ? 3 : 2;
         oc_check(&op, &cases[c].p, cases[c].x, cases[c].w, cases[c].b);
     }
+    use_auto();
 }
 END_TEST
 
@@ -220,7 +260,8 @@ conv_all(cg_tensor *x, cg_tensor *w, cg_tensor *b,
 /* With the column buffer limited to one or two images, the batch runs in
  * chunks: y and dx are the same bits as in one chunk (each image's
  * products are the same); dw and db add the chunks' shares in another
- * order, so they are compared to float32 rounding of the sums. */
+ * order, so they are compared to float32 rounding of the sums.  The
+ * direct algorithm has no columns: the limit must not change it. */
 START_TEST(chunked_batch_equals_one_chunk)
 {
     static const int64_t xs[4] = { 5, 4, 7, 6 }, ws[4] = { 6, 2, 3, 3 };
@@ -230,6 +271,7 @@ START_TEST(chunked_batch_equals_one_chunk)
     size_t numel[4] = { 5 * 6 * 42, 5 * 4 * 42, 6 * 2 * 9, 6 }, j;
     int gi, li, t;
 
+    use_algo(_i);
     for (gi = 0; gi < 2; gi++) {
         int64_t w2[4] = { ws[0], 4 / groups[gi], ws[2], ws[3] };
         cg_tensor *x = random_tensor(4, xs, 1), *w = random_tensor(4, w2, 1);
@@ -271,6 +313,7 @@ START_TEST(chunked_batch_equals_one_chunk)
         cg_tensor_free(w);
         cg_tensor_free(b);
     }
+    use_auto();
 }
 END_TEST
 
@@ -313,8 +356,8 @@ fx_compare(const fx_file *f, int k, const char *what, const cg_tensor *t)
         err = d > err ? d : err;
     }
     free(got);
-    ck_assert_msg(err <= 1e-5 * big, "%s: max error %g of largest %g", name,
-                  err, big);
+    ck_assert_msg(err <= 1e-5 * big, "%s (%s): max error %g of largest %g",
+                  name, getenv("CLGRAD_CONV_ALGO"), err, big);
 }
 
 /* Outputs and gradients of PyTorch's conv2d / conv1d, each tensor within
@@ -327,6 +370,7 @@ START_TEST(conv_matches_pytorch)
     int ncases, k, v[10];
 
     ck_assert_msg(f != NULL, "%s", err);
+    use_algo(_i);
     ncases = fx_config_int(f, "cases", 0);
     ck_assert_int_gt(ncases, 0);
     for (k = 0; k < ncases; k++) {
@@ -347,7 +391,8 @@ START_TEST(conv_matches_pytorch)
             b = fx_tensor_new(f, k, "b", 1);
         g = fx_tensor_new(f, k, "grad_output", 0);
         y = p.one_d ? cg_conv1d(x, w, b, &o) : cg_conv2d(x, w, b, &o);
-        ck_assert_msg(y != NULL, "case %d: %s", k, TT_ERR);
+        ck_assert_msg(y != NULL, "case %d (%s): %s", k, algo_names[_i],
+                      TT_ERR);
         yg = cg_mul(y, g);
         s = yg ? cg_sum(yg, 0, NULL, 0) : NULL;
         ck_assert_msg(s != NULL, "%s", TT_ERR);
@@ -366,6 +411,7 @@ START_TEST(conv_matches_pytorch)
         cg_tensor_free(x);
     }
     fx_free(f);
+    use_auto();
 }
 END_TEST
 
@@ -519,6 +565,167 @@ START_TEST(conv2d_layer_is_pytorchs)
 }
 END_TEST
 
+/* Larger shapes than the finite differences afford: the direct kernels
+ * against im2col + GEMM (y, dx, dw, db within 1e-5 of each tensor's
+ * largest value: two float32 sums of at most 7 * 5 * 5 = 175 products
+ * per element, in different orders), and the direct ones run twice give
+ * the same bits (fixed summation order, no atomics). */
+START_TEST(algorithms_agree_and_direct_is_deterministic)
+{
+    static const struct {
+        int64_t x[4], w[4];
+        int stride, pad, dil, groups;
+    } cases[] = {
+        { { 3, 16, 29, 30 }, { 16, 1, 3, 3 }, 2, 1, 1, 16 },
+        { { 2, 12, 17, 19 }, { 24, 1, 3, 3 }, 1, 2, 2, 12 },
+        { { 2, 3, 23, 21 }, { 10, 3, 5, 5 }, 1, 2, 1, 1 },
+        { { 2, 14, 11, 13 }, { 6, 7, 3, 3 }, 1, 1, 1, 2 },
+    };
+    size_t c;
+    int t;
+
+    for (c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int64_t bs[1] = { cases[c].w[0] };
+        cg_tensor *x = random_tensor(4, cases[c].x, 1);
+        cg_tensor *w = random_tensor(4, cases[c].w, 1);
+        cg_tensor *b = random_tensor(1, bs, 1);
+        size_t numel[4];
+        float *out[3][4];
+        cg_conv_options o;
+        int a;
+
+        memset(&o, 0, sizeof o);
+        o.stride[0] = o.stride[1] = cases[c].stride;
+        o.padding[0] = o.padding[1] = cases[c].pad;
+        o.dilation[0] = o.dilation[1] = cases[c].dil;
+        o.groups = cases[c].groups;
+        for (a = 0; a < 3; a++) {
+            use_algo(a ? 1 : 0);
+            conv_all(x, w, b, &o, out[a]);
+        }
+        use_auto();
+        {
+            cg_tensor *y = cg_conv2d(x, w, b, &o);
+
+            ck_assert_msg(y != NULL, "%s", TT_ERR);
+            numel[0] = (size_t)cg_tensor_numel(y);
+            cg_tensor_free(y);
+        }
+        numel[1] = (size_t)cg_tensor_numel(x);
+        numel[2] = (size_t)cg_tensor_numel(w);
+        numel[3] = (size_t)bs[0];
+        for (t = 0; t < 4; t++) {
+            double big = 0, err = 0;
+            size_t j;
+
+            ck_assert_msg(memcmp(out[1][t], out[2][t],
+                                 numel[t] * sizeof(float)) == 0,
+                          "case %zu tensor %d: two direct runs differ", c, t);
+            for (j = 0; j < numel[t]; j++) {
+                double d = fabs((double)out[0][t][j] - out[1][t][j]);
+
+                big = fabs(out[0][t][j]) > big ? fabs(out[0][t][j]) : big;
+                err = d > err ? d : err;
+            }
+            ck_assert_msg(err <= 1e-5 * big, "case %zu tensor %d: direct "
+                          "differs from im2col by %g (largest %g)", c, t,
+                          err, big);
+            for (a = 0; a < 3; a++)
+                free(out[a][t]);
+        }
+        cg_tensor_free(x);
+        cg_tensor_free(w);
+        cg_tensor_free(b);
+    }
+}
+END_TEST
+
+/* 0 im2col + GEMM, 1 direct, for C, K, groups in direction bwd. */
+static int
+algo_of(cg_context *ctx, int bwd, int64_t C, int64_t K, int64_t G)
+{
+    int a = -1;
+
+    ck_assert_msg(cg__conv_algo(ctx, bwd, C, K, G, &a) == CG_OK, "%s",
+                  TT_ERR);
+    return a;
+}
+
+static cg_tuning_entry
+conv_entry(const char *shape, long algo)
+{
+    cg_tuning_entry e;
+
+    memset(&e, 0, sizeof e);
+    strcpy(e.kernel, "conv");
+    snprintf(e.shape, sizeof e.shape, "%s", shape);
+    e.nparams = 1;
+    strcpy(e.names[0], "algo");
+    e.values[0] = algo;
+    return e;
+}
+
+/* The built-in rule (direct for depthwise, im2col else), a class's tuning
+ * entry over it, CLGRAD_CONV_ALGO over both; a bad value of the variable
+ * fails the convolution with CG_EINVAL before anything runs, and bad
+ * entries are refused. */
+START_TEST(algorithm_choice_follows_env_tuning_and_rule)
+{
+    static const int64_t xs[4] = { 1, 4, 5, 5 }, ws[4] = { 4, 1, 3, 3 };
+    cg_context *ctx = tt_ctx();
+    cg_tensor *x = random_tensor(4, xs, 0), *w = random_tensor(4, ws, 0);
+    cg_conv_options o;
+    cg_tuning_entry e;
+    int bwd;
+
+    memset(&o, 0, sizeof o);
+    o.groups = 4;
+    use_auto();
+    for (bwd = 0; bwd < 2; bwd++) {
+        ck_assert_int_eq(algo_of(ctx, bwd, 64, 64, 64), 1);
+        ck_assert_int_eq(algo_of(ctx, bwd, 8, 16, 8), 1);
+        ck_assert_int_eq(algo_of(ctx, bwd, 3, 16, 1), 0);
+        ck_assert_int_eq(algo_of(ctx, bwd, 64, 64, 1), 0);
+        ck_assert_int_eq(algo_of(ctx, bwd, 1, 8, 1), 0);
+    }
+    e = conv_entry("fwd.depthwise", 0);
+    ck_assert_msg(cg_context_set_tuning(ctx, &e) == CG_OK, "%s", TT_ERR);
+    e = conv_entry("bwd.small", 1);
+    ck_assert_msg(cg_context_set_tuning(ctx, &e) == CG_OK, "%s", TT_ERR);
+    ck_assert_int_eq(algo_of(ctx, 0, 64, 64, 64), 0);
+    ck_assert_int_eq(algo_of(ctx, 1, 64, 64, 64), 1);
+    ck_assert_int_eq(algo_of(ctx, 0, 3, 16, 1), 0);
+    ck_assert_int_eq(algo_of(ctx, 1, 3, 16, 1), 1);
+    ck_assert_int_eq(algo_of(ctx, 1, 8, 16, 2), 1);
+    ck_assert_int_eq(algo_of(ctx, 1, 64, 64, 1), 0);
+    use_algo(1);
+    ck_assert_int_eq(algo_of(ctx, 0, 64, 64, 64), 1);
+    ck_assert_int_eq(algo_of(ctx, 0, 64, 64, 1), 1);
+    use_algo(0);
+    ck_assert_int_eq(algo_of(ctx, 1, 3, 16, 1), 0);
+    ck_assert_int_eq(setenv("CLGRAD_CONV_ALGO", "auto", 1), 0);
+    ck_assert_int_eq(algo_of(ctx, 1, 3, 16, 1), 1);
+    ck_assert_int_eq(setenv("CLGRAD_CONV_ALGO", "fast", 1), 0);
+    expect_fail(x, w, NULL, &o, 0, CG_EINVAL, "CLGRAD_CONV_ALGO=fast");
+    use_auto();
+
+    e = conv_entry("fwd.huge", 1);
+    ck_assert_int_eq(cg_context_set_tuning(ctx, &e), CG_EINVAL);
+    ck_assert_msg(strstr(cg_last_error(), "fwd.huge"), "%s", TT_ERR);
+    e = conv_entry("bwd.large", 2);
+    ck_assert_int_eq(cg_context_set_tuning(ctx, &e), CG_EINVAL);
+    ck_assert_msg(strstr(cg_last_error(), "algo = 2"), "%s", TT_ERR);
+    strcpy(e.names[0], "WG");
+    e.values[0] = 1;
+    ck_assert_int_eq(cg_context_set_tuning(ctx, &e), CG_EINVAL);
+    ck_assert_int_eq(cg_context_clear_tuning(ctx), CG_OK);
+    ck_assert_int_eq(algo_of(ctx, 0, 64, 64, 64), 1);
+    ck_assert_int_eq(cg_context_apply_tuning(ctx), CG_OK);
+    cg_tensor_free(x);
+    cg_tensor_free(w);
+}
+END_TEST
+
 START_TEST(print_error_table)
 {
     oc_report();
@@ -533,10 +740,14 @@ main(void)
 
     tt_require_device();
     tcase_set_timeout(tc, 600);
-    tcase_add_test(tc, conv2d_matches_reference_and_finite_differences);
-    tcase_add_test(tc, conv1d_matches_reference_and_finite_differences);
-    tcase_add_test(tc, chunked_batch_equals_one_chunk);
-    tcase_add_test(tc, conv_matches_pytorch);
+    tcase_add_loop_test(tc, conv2d_matches_reference_and_finite_differences,
+                        0, 2);
+    tcase_add_loop_test(tc, conv1d_matches_reference_and_finite_differences,
+                        0, 2);
+    tcase_add_loop_test(tc, chunked_batch_equals_one_chunk, 0, 2);
+    tcase_add_loop_test(tc, conv_matches_pytorch, 0, 2);
+    tcase_add_test(tc, algorithms_agree_and_direct_is_deterministic);
+    tcase_add_test(tc, algorithm_choice_follows_env_tuning_and_rule);
     tcase_add_test(tc, bad_shapes_and_options_fail_cleanly);
     tcase_add_test(tc, conv2d_layer_is_pytorchs);
     tcase_add_test(tc, print_error_table);

@@ -4,12 +4,13 @@
  * cross-correlation) with stride, padding ("same" included), dilation,
  * groups and an optional bias, forward and backward.
  *
- * Algorithm: im2col + SGEMM (kernels/conv.cl for the column transforms,
+ * Two algorithms, chosen per call and direction by conv_choose:
+ *
+ * im2col + SGEMM (kernels/conv.cl for the column transforms,
  * lib/ops/gemm.c's batched entry for the products), over chunks of images
  * whose column buffer stays below a limit (an eighth of the device's
  * global memory, or what cg__conv_set_col_limit says), so memory is
- * bounded whatever the batch.  conv_run dispatches on conv_algo; a direct
- * kernel for depthwise / few channels would be a second case there.
+ * bounded whatever the batch.
  *
  *   forward:  per image, Y_g (Kg x P) = W_g (Kg x Cg R S) col_g, batched
  *             over the groups (and over the images of a chunk when
@@ -19,20 +20,34 @@
  *             into dx) and dW_g += dY_g col_g^T - one GEMM per chunk over
  *             all its images, batched over the groups.  db sums dY over
  *             N, OH, OW.
+ *
+ * direct (kernels/conv.cl's conv_direct_*): one kernel each for y, dx and
+ * dW, no column buffer, each sum in a fixed order.  It wins where the
+ * GEMM would be thin - depthwise (one input channel per group) and few
+ * channels per group - and is correct for every shape.
+ *
+ * The choice: CLGRAD_CONV_ALGO=im2col|direct|auto in the environment
+ * (read at each call; anything else fails the call with a message) forces
+ * one; otherwise the tuning entry of the shape class (kernel "conv",
+ * shape "fwd.depthwise" ... "bwd.large", lib/tune/conv_class.c; "algo" 0
+ * im2col, 1 direct), else the built-in rule: direct for depthwise, im2col
+ * for the rest (measured on PoCL, see the ChangeLog).
  */
 #include "config.h"
 
 #include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ops/internal.h"
+#include "tune/internal.h"
 
 /* The geometry of one convolution, stored in the graph node's i[]. */
 typedef struct conv_geom {
     int64_t N, C, H, W, K, R, S, OH, OW, sh, sw, ph, pw, dh, dw, G;
 } conv_geom;
 
-typedef enum conv_algo { CONV_IM2COL_GEMM } conv_algo;
+typedef enum conv_algo { CONV_IM2COL_GEMM, CONV_DIRECT } conv_algo;
 
 /* 0: an eighth of the device memory. */
 static size_t col_limit_bytes;
@@ -55,6 +70,56 @@ chunk_images(cg_context *ctx, const conv_geom *g)
     if (n < 1)
         n = 1;
     return n > g->N ? g->N : n;
+}
+
+/* The algorithm for one direction of a convolution (see the top). */
+static int
+conv_choose(cg_context *ctx, int backward, const conv_geom *g,
+            conv_algo *out)
+{
+    const char *v = getenv("CLGRAD_CONV_ALGO");
+    const cg_tuning_entry *e;
+    char name[32];
+    long a;
+    int cls;
+
+    if (v && *v && strcmp(v, "auto") != 0) {
+        if (strcmp(v, "im2col") == 0)
+            *out = CONV_IM2COL_GEMM;
+        else if (strcmp(v, "direct") == 0)
+            *out = CONV_DIRECT;
+        else
+            return cg__error(CG_EINVAL, "environment variable "
+                             "CLGRAD_CONV_ALGO=%s: want auto, im2col or "
+                             "direct (or unset it)", v);
+        return CG_OK;
+    }
+    cls = cg__conv_class(backward, g->C, g->G);
+    e = cg__tuning_find(ctx, "conv",
+                        cg__conv_class_name(cls, name, sizeof name));
+    if (e && cg__tuning_param(e, "algo", &a))
+        *out = a ? CONV_DIRECT : CONV_IM2COL_GEMM;
+    else
+        *out = cls % 3 == 0 ? CONV_DIRECT : CONV_IM2COL_GEMM;
+    return CG_OK;
+}
+
+int
+cg__conv_algo(cg_context *ctx, int backward, int64_t C, int64_t K,
+              int64_t G, int *algo)
+{
+    conv_geom g;
+    conv_algo a;
+    int status;
+
+    memset(&g, 0, sizeof g);
+    g.C = C;
+    g.K = K;
+    g.G = G;
+    if ((status = conv_choose(ctx, backward, &g, &a)))
+        return status;
+    *algo = (int)a;
+    return CG_OK;
 }
 
 static int
@@ -251,6 +316,43 @@ add_bias(cg_tensor *y, cg_tensor *b, const conv_geom *g)
     return status;
 }
 
+/* Enqueues direct kernel kid over n work-items: out from a and b. */
+static int
+direct(cg_context *ctx, cg__kid kid, const conv_geom *g, cl_mem a, cl_mem b,
+       cl_mem out, size_t n)
+{
+    cl_int v[16] = {
+        (cl_int)g->N, (cl_int)g->C, (cl_int)g->H, (cl_int)g->W,
+        (cl_int)g->K, (cl_int)g->R, (cl_int)g->S, (cl_int)g->OH,
+        (cl_int)g->OW, (cl_int)g->sh, (cl_int)g->sw, (cl_int)g->ph,
+        (cl_int)g->pw, (cl_int)g->dh, (cl_int)g->dw, (cl_int)g->G
+    };
+    cg__arg_list l = { .n = 0 };
+    cl_kernel k;
+    int status, j;
+
+    CG__PUSH(&l, a);
+    CG__PUSH(&l, b);
+    CG__PUSH(&l, out);
+    for (j = 0; j < 16; j++)
+        CG__PUSH(&l, v[j]);
+    status = cg__kernel(ctx, kid, &k);
+    if (status == CG_OK)
+        status = cg__set_args(k, l.a, l.n);
+    if (status == CG_OK && n)
+        status = cg__launch1d(ctx, k, n, CG__WG);
+    return status;
+}
+
+/* conv.cl's CONV_TW: outputs per work-item of conv_direct_fwd / _dx. */
+#define DIRECT_TW 4
+
+static int64_t
+tiles(int64_t n)
+{
+    return (n + DIRECT_TW - 1) / DIRECT_TW;
+}
+
 /* y = conv(x, w) by im2col + GEMM, chunk by chunk; x and w dense. */
 static int
 forward_im2col(const conv_geom *g, cg_tensor *x, cg_tensor *w, cg_tensor *y)
@@ -347,18 +449,41 @@ backward_chunk(const conv_geom *g, cg_tensor *x, cg_tensor *w, cg_tensor *dy,
     return status;
 }
 
+/* dx and dW (either may be NULL) by the direct kernels; dy dense. */
+static int
+backward_direct(const conv_geom *g, cg_tensor *x, cg_tensor *w,
+                cg_tensor *dy, cg_tensor *dx, cg_tensor *dw)
+{
+    cg_context *ctx = dy->ctx;
+    cl_mem mdy = cg__tensor_mem(dy);
+    int status = CG_OK;
+
+    if (dx)
+        status = direct(ctx, CG__K_CONV_DIRECT_DX, g, mdy, cg__tensor_mem(w),
+                        cg__tensor_mem(dx),
+                        (size_t)(g->N * g->C * g->H * tiles(g->W)));
+    if (status == CG_OK && dw)
+        status = direct(ctx, CG__K_CONV_DIRECT_DW, g, mdy, cg__tensor_mem(x),
+                        cg__tensor_mem(dw),
+                        (size_t)(g->K * (g->C / g->G) * g->R * g->S));
+    return status;
+}
+
 static int
 conv_backward(cg__node *node, cg_tensor *dy, cg_tensor **gin)
 {
     conv_geom g;
-    cg_tensor *x = node->saved[0], *w = node->saved[1], *col, *gd;
+    cg_tensor *x = node->saved[0], *w = node->saved[1], *col = NULL, *gd;
     int64_t nc, n0, csize;
+    conv_algo algo;
     int status = CG_OK;
 
     memcpy(&g, node->i, sizeof g);
+    if ((status = conv_choose(dy->ctx, 1, &g, &algo)))
+        return status;
     if (!(gd = cg__dense(dy)))
         return cg__last_status();
-    nc = chunk_images(dy->ctx, &g);
+    nc = algo == CONV_DIRECT ? g.N : chunk_images(dy->ctx, &g);
     csize = nc * g.C * g.R * g.S * g.OH * g.OW;
     if (node->needs[0] &&
         !(gin[0] = cg__tensor_empty(dy->ctx, CG_F32, 4, x->shape)))
@@ -366,9 +491,10 @@ conv_backward(cg__node *node, cg_tensor *dy, cg_tensor **gin)
     if (status == CG_OK && node->needs[1] &&
         !(gin[1] = cg__tensor_empty(dy->ctx, CG_F32, 4, w->shape)))
         status = cg__last_status();
-    col = status == CG_OK && (gin[0] || gin[1])
-        ? cg__tensor_empty(dy->ctx, CG_F32, 1, &csize) : NULL;
-    if (status == CG_OK && (gin[0] || gin[1]) && !col)
+    if (status == CG_OK && algo == CONV_DIRECT)
+        status = backward_direct(&g, x, w, gd, gin[0], gin[1]);
+    else if (status == CG_OK && (gin[0] || gin[1]) &&
+             !(col = cg__tensor_empty(dy->ctx, CG_F32, 1, &csize)))
         status = cg__last_status();
     for (n0 = 0; col && status == CG_OK && n0 < g.N; n0 += nc)
         status = backward_chunk(&g, x, w, gd, col, gin[0], gin[1], n0,
@@ -388,6 +514,10 @@ conv_run(conv_algo algo, const conv_geom *g, cg_tensor *x, cg_tensor *w,
     switch (algo) {
     case CONV_IM2COL_GEMM:
         return forward_im2col(g, x, w, y);
+    case CONV_DIRECT:
+        return direct(x->ctx, CG__K_CONV_DIRECT_FWD, g, cg__tensor_mem(x),
+                      cg__tensor_mem(w), cg__tensor_mem(y),
+                      (size_t)(g->N * g->K * g->OH * tiles(g->OW)));
     }
     return cg__error(CG_EINVAL, "conv: unknown algorithm %d", (int)algo);
 }
@@ -400,15 +530,17 @@ conv2d_op(const char *op, cg_tensor *x, cg_tensor *w, cg_tensor *b,
     conv_geom g;
     int64_t shape[4];
     cg__node *node;
+    conv_algo algo;
     int status;
 
-    if (conv_check(op, x, w, b, opts, &g))
+    if (conv_check(op, x, w, b, opts, &g) ||
+        conv_choose(x->ctx, 0, &g, &algo))
         return NULL;
     shape[0] = g.N; shape[1] = g.K; shape[2] = g.OH; shape[3] = g.OW;
     dx = cg__dense(x);
     dw = dx ? cg__dense(w) : NULL;
     y = dw ? cg__tensor_empty(x->ctx, CG_F32, 4, shape) : NULL;
-    status = y ? conv_run(CONV_IM2COL_GEMM, &g, dx, dw, y)
+    status = y ? conv_run(algo, &g, dx, dw, y)
                : cg__last_status();
     if (status == CG_OK && b)
         status = add_bias(y, b, &g);

@@ -36,6 +36,7 @@ static const own_kernel own_kernels[] = {
     { "rnn.gru", "rnn", NULL },
     { "rnn.rnn", "rnn", NULL },
     { "rnn.path", "rnn", "gemm_min_h" },
+    { "conv", "conv", "algo" },
 };
 #define NOWN (sizeof own_kernels / sizeof own_kernels[0])
 
@@ -187,7 +188,7 @@ entry_usable(const cg_context *ctx, const cg_tuning_entry *e,
     own_kernel own, *k = &own;
     const char *hash = NULL;
     long v;
-    int i, status, gemm_class;
+    int i, status, gemm_class, conv_class;
 
     if (strncmp(e->kernel, CLBLAST_PREFIX, strlen(CLBLAST_PREFIX)) == 0) {
         if (strcmp(e->shape, "any") != 0)
@@ -200,7 +201,12 @@ entry_usable(const cg_context *ctx, const cg_tuning_entry *e,
         return cg__error(CG_EINVAL, "unknown kernel \"%s\"", e->kernel);
     gemm_class = strcmp(k->file, "gemm") == 0 && !k->param &&
                  cg__gemm_class_parse(e->shape) >= 0;
-    if (shape_h(e->shape) < 0 && !gemm_class)
+    conv_class = strcmp(k->kernel, "conv") == 0;
+    if (conv_class && cg__conv_class_parse(e->shape) < 0)
+        return cg__error(CG_EINVAL, "conv: shape \"%s\" is not a "
+                         "convolution class (fwd or bwd, then .depthwise, "
+                         ".small or .large)", e->shape);
+    if (shape_h(e->shape) < 0 && !gemm_class && !conv_class)
         return cg__error(CG_EINVAL, "%s: shape \"%s\" is neither \"any\" "
                          "nor H<hidden size>%s", e->kernel, e->shape,
                          strcmp(k->file, "gemm") == 0 ? " nor a product class "
@@ -225,6 +231,10 @@ entry_usable(const cg_context *ctx, const cg_tuning_entry *e,
         if (!own_param(k, e->names[i]))
             return cg__error(CG_EINVAL, "%s: unknown parameter %s",
                              e->kernel, e->names[i]);
+        if (conv_class && e->values[i] != 0 && e->values[i] != 1)
+            return cg__error(CG_EINVAL, "conv %s: algo = %ld (0: im2col + "
+                             "GEMM, 1: the direct kernels)", e->shape,
+                             e->values[i]);
         if (strcmp(k->file, "gemm") == 0 &&
             (status = gemm_value(e, e->names[i], e->values[i])))
             return status;

@@ -64,6 +64,16 @@ const char *cg__gemm_class_name(int c, char *buf, size_t size);
 /* The class a name gives, or -1. */
 int cg__gemm_class_parse(const char *shape);
 
+/* A 2-D convolution's shape class (conv_class.c): forward or backward
+ * times depthwise, small (at most 4 input channels per group) or large,
+ * from the input channels C and the groups G; 0 .. CG__CONV_NCLASSES - 1. */
+#define CG__CONV_NCLASSES 6
+int cg__conv_class(int backward, int64_t C, int64_t G);
+/* Its name, "fwd.depthwise", into buf. */
+const char *cg__conv_class_name(int c, char *buf, size_t size);
+/* The class a name gives, or -1. */
+int cg__conv_class_parse(const char *shape);
+
 /* Whether the CLBlast parameters of e ("clblast.Xgemm", ...) can run on
  * dev: every parameter of the kernel given and none other, CLBlast's
  * divisibility constraints, vector widths, the work-group and local

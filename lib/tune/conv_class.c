@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * lib/tune/conv_class.c - the shape classes of a 2-D convolution, by
+ * which tuning entries choose its algorithm: kernel "conv" with shape
+ * "<direction>.<kind>", e.g. "fwd.depthwise", and "algo" 0 (im2col +
+ * GEMM) or 1 (the direct kernels of kernels/conv.cl); lib/ops/conv.c
+ * looks the entry up per call, forward and backward apart.
+ *
+ * The kinds, by what the GEMM of im2col would get:
+ *   depthwise  one input channel per group (groups = C > 1): products
+ *              of a single row per group, far below what a GEMM tiles
+ *   small      at most 4 input channels per group (a first layer on RGB,
+ *              1-D signals): a short inner dimension, while the columns
+ *              cost R S times the input
+ *   large      the rest
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "tune/internal.h"
+
+static const char *const dir_names[2] = { "fwd", "bwd" };
+static const char *const kind_names[3] = { "depthwise", "small", "large" };
+
+int
+cg__conv_class(int backward, int64_t C, int64_t G)
+{
+    int kind = G > 1 && G == C ? 0 : C / (G > 0 ? G : 1) <= 4 ? 1 : 2;
+
+    return (backward ? 3 : 0) + kind;
+}
+
+const char *
+cg__conv_class_name(int c, char *buf, size_t size)
+{
+    if (c < 0 || c >= CG__CONV_NCLASSES)
+        snprintf(buf, size, "?");
+    else
+        snprintf(buf, size, "%s.%s", dir_names[c / 3], kind_names[c % 3]);
+    return buf;
+}
+
+int
+cg__conv_class_parse(const char *shape)
+{
+    char buf[32];
+    int c;
+
+    for (c = 0; c < CG__CONV_NCLASSES; c++)
+        if (strcmp(shape, cg__conv_class_name(c, buf, sizeof buf)) == 0)
+            return c;
+    return -1;
+}
