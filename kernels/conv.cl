@@ -28,21 +28,28 @@
  * few-channel convolutions, where the columns cost more than the products
  * they feed): no column buffer, any stride, padding, dilation and groups,
  * each output a sum in a fixed order (no atomics, so deterministic).
+ * Each work-item holds CONV_VW consecutive outputs of a row in a float8
+ * register tile: PoCL does not vectorise across work-items a kernel with
+ * loops of run-time length, so the vector is written out; a tap whose
+ * CONV_VW inputs lie inside the row at stride 1 is one vload8, one at the
+ * border or at another stride gathers its lanes (0 in the padding, so a
+ * padded tap adds w * 0, as im2col's zeros do).
  *
  *   conv_direct_fwd: y[n, k, oh, ow] = sum over (c, r, s), in that order,
  *                    of w[k, c, r, s] x[n, g Cg + c, oh sh - ph + r dh,
  *                    ow sw - pw + s dw], g = k / Kg.  One work-item per
- *                    (n, k, oh) and CONV_TW consecutive ow: its CONV_TW
- *                    sums stay in registers and share each weight load.
+ *                    (n, k, oh) and CONV_VW consecutive ow.
  *   conv_direct_dx:  dx[n, c, h, w] = sum over (k of c's group, r, s), in
  *                    that order, of w[k, c - g Cg, r, s] dy[n, k, oh, ow]
  *                    where oh sh - ph + r dh = h, ow sw - pw + s dw = w.
- *                    One work-item per (n, c, h) and CONV_TW consecutive w.
- *   conv_direct_dw:  dw[k, c, r, s] = sum over (n, oh, ow), in that order,
- *                    of dy[n, k, oh, ow] x[n, g Cg + c, ...] as above.  One
- *                    work-item per element of dw, its ow range clipped to
- *                    the input once per (r, s), so the inner loop has no
- *                    test.
+ *                    One work-item per (n, c, h) and CONV_VW consecutive w.
+ *   conv_direct_dw:  dw[k, c, r, s] = sum over (n, oh, ow) of dy[n, k,
+ *                    oh, ow] x[n, g Cg + c, ...] as above, in CONV_VW
+ *                    lanes: the ow of each (n, oh) row whose input lies
+ *                    inside it, in blocks of CONV_VW from the first (lane
+ *                    l takes the block's l-th), the last partial block's
+ *                    one by one into lane 0; the lanes summed pairwise at
+ *                    the end.  One work-item per element of dw.
  */
 
 /* The geometry: C, H, W, R, S, OH, OW, sh, sw, ph, pw, dh, dw, then
@@ -132,9 +139,8 @@ conv_bias(__global float *y, __global const float *b, int K, int P, int n)
     y[i] += b[(i / P) % K];
 }
 
-/* Outputs per work-item along a row: a fixed register tile (4 floats is a
- * 128-bit register; PoCL vectorises across the work-items anyway). */
-#define CONV_TW 4
+/* Outputs per work-item: a float8 register tile along a row. */
+#define CONV_VW 8
 
 /* The geometry of the direct kernels: N, C, H, W, K, R, S, OH, OW, sh, sw,
  * ph, pw, dh, dw and the groups G. */
@@ -142,23 +148,53 @@ conv_bias(__global float *y, __global const float *b, int K, int P, int n)
                     int OW, int sh, int sw, int ph, int pw, int dh, int dw,   \
                     int G
 
+/* Elements p0, p0 + st, ... p0 + 7 st of row v (n long), 0 outside it. */
+static inline float8
+row8(__global const float *v, int p0, int st, int n)
+{
+    float e[CONV_VW];
+    int l, p;
+
+    if (st == 1 && p0 >= 0 && p0 + CONV_VW <= n)
+        return vload8(0, v + p0);
+    for (l = 0; l < CONV_VW; l++) {
+        p = p0 + l * st;
+        e[l] = p >= 0 && p < n ? v[p] : 0.0f;
+    }
+    return vload8(0, e);
+}
+
+/* Stores the first n (up to 8) lanes of a at v. */
+static inline void
+store8(__global float *v, float8 a, int n)
+{
+    float e[CONV_VW];
+    int l;
+
+    if (n >= CONV_VW) {
+        vstore8(a, 0, v);
+        return;
+    }
+    vstore8(a, 0, e);
+    for (l = 0; l < n; l++)
+        v[l] = e[l];
+}
+
 __kernel void
 conv_direct_fwd(__global const float *x, __global const float *wt,
                 __global float *y, DIRECT_ARGS)
 {
-    int i = (int)get_global_id(0), nt = (OW + CONV_TW - 1) / CONV_TW;
-    int Cg = C / G, Kg = K / G, t0, oh, k, n, c, r, s, t, h, w0;
-    float acc[CONV_TW];
-    __global const float *xc, *xr, *wk;
+    int i = (int)get_global_id(0), nt = (OW + CONV_VW - 1) / CONV_VW;
+    int Cg = C / G, Kg = K / G, ow0, oh, k, n, c, r, s, h;
+    float8 acc = (float8)(0.0f);
+    __global const float *xc, *wk;
 
     if (i >= N * K * OH * nt)
         return;
-    t0 = i % nt * CONV_TW;
+    ow0 = i % nt * CONV_VW;
     oh = i / nt % OH;
     k = i / nt / OH % K;
     n = i / nt / OH / K;
-    for (t = 0; t < CONV_TW; t++)
-        acc[t] = 0.0f;
     for (c = 0; c < Cg; c++) {
         xc = x + (n * C + k / Kg * Cg + c) * H * W;
         wk = wt + (k * Cg + c) * R * S;
@@ -166,68 +202,60 @@ conv_direct_fwd(__global const float *x, __global const float *wt,
             h = oh * sh - ph + r * dh;
             if (h < 0 || h >= H)
                 continue;
-            xr = xc + h * W;
-            for (s = 0; s < S; s++) {
-                float wv = wk[r * S + s];
-
-                w0 = t0 * sw - pw + s * dw;
-                for (t = 0; t < CONV_TW; t++) {
-                    int ww = w0 + t * sw;
-
-                    if (ww >= 0 && ww < W)
-                        acc[t] += wv * xr[ww];
-                }
-            }
+            for (s = 0; s < S; s++)
+                acc += wk[r * S + s] *
+                       row8(xc + h * W, ow0 * sw - pw + s * dw, sw, W);
         }
     }
-    y += ((n * K + k) * OH + oh) * OW;
-    for (t = 0; t < CONV_TW && t0 + t < OW; t++)
-        y[t0 + t] = acc[t];
+    store8(y + ((n * K + k) * OH + oh) * OW + ow0, acc, OW - ow0);
+}
+
+/* Lanes of dy row v (n long) that reach inputs w0 .. w0 + 7 of a row
+ * through tap offset d = pw - s dw at stride st: input w takes output
+ * (w + d) / st when that divides; 0 else. */
+static inline float8
+taps8(__global const float *v, int w0, int d, int st, int n)
+{
+    float e[CONV_VW];
+    int l, p;
+
+    if (st == 1)
+        return row8(v, w0 + d, 1, n);
+    for (l = 0; l < CONV_VW; l++) {
+        p = w0 + l + d;
+        e[l] = p >= 0 && p % st == 0 && p / st < n ? v[p / st] : 0.0f;
+    }
+    return vload8(0, e);
 }
 
 __kernel void
 conv_direct_dx(__global const float *dy, __global const float *wt,
                __global float *dx, DIRECT_ARGS)
 {
-    int i = (int)get_global_id(0), nt = (W + CONV_TW - 1) / CONV_TW;
-    int Cg = C / G, Kg = K / G, t0, h, c, n, j, k, r, s, t, th, oh;
-    float acc[CONV_TW];
+    int i = (int)get_global_id(0), nt = (W + CONV_VW - 1) / CONV_VW;
+    int Cg = C / G, Kg = K / G, w0, h, c, n, j, k, r, s, th;
+    float8 acc = (float8)(0.0f);
     __global const float *dyr, *wk;
 
     if (i >= N * C * H * nt)
         return;
-    t0 = i % nt * CONV_TW;
+    w0 = i % nt * CONV_VW;
     h = i / nt % H;
     c = i / nt / H % C;
     n = i / nt / H / C;
-    for (t = 0; t < CONV_TW; t++)
-        acc[t] = 0.0f;
     for (j = 0; j < Kg; j++) {
         k = c / Cg * Kg + j;
         wk = wt + (k * Cg + c % Cg) * R * S;
         for (r = 0; r < R; r++) {
             th = h + ph - r * dh;
-            if (th < 0 || th % sh)
+            if (th < 0 || th % sh || th / sh >= OH)
                 continue;
-            oh = th / sh;
-            if (oh >= OH)
-                continue;
-            dyr = dy + ((n * K + k) * OH + oh) * OW;
-            for (s = 0; s < S; s++) {
-                float wv = wk[r * S + s];
-
-                for (t = 0; t < CONV_TW; t++) {
-                    int tw = t0 + t + pw - s * dw;
-
-                    if (tw >= 0 && tw % sw == 0 && tw / sw < OW)
-                        acc[t] += wv * dyr[tw / sw];
-                }
-            }
+            dyr = dy + ((n * K + k) * OH + th / sh) * OW;
+            for (s = 0; s < S; s++)
+                acc += wk[r * S + s] * taps8(dyr, w0, pw - s * dw, sw, OW);
         }
     }
-    dx += ((n * C + c) * H + h) * W;
-    for (t = 0; t < CONV_TW && t0 + t < W; t++)
-        dx[t0 + t] = acc[t];
+    store8(dx + ((n * C + c) * H + h) * W + w0, acc, W - w0);
 }
 
 __kernel void
@@ -236,7 +264,8 @@ conv_direct_dw(__global const float *dy, __global const float *x,
 {
     int i = (int)get_global_id(0), Cg = C / G, Kg = K / G;
     int s, r, cg, k, c, off, lo, hi, n, oh, ow, h;
-    float acc = 0.0f;
+    float8 acc = (float8)(0.0f);
+    float e[CONV_VW];
     __global const float *dyr, *xr;
 
     if (i >= K * Cg * R * S)
@@ -254,12 +283,15 @@ conv_direct_dw(__global const float *dy, __global const float *x,
     for (n = 0; n < N; n++)
         for (oh = 0; oh < OH; oh++) {
             h = oh * sh - ph + r * dh;
-            if (h < 0 || h >= H)
+            if (h < 0 || h >= H || lo >= hi)
                 continue;
             dyr = dy + ((n * K + k) * OH + oh) * OW;
             xr = x + ((n * C + c) * H + h) * W;
-            for (ow = lo; ow < hi; ow++)
-                acc += dyr[ow] * xr[ow * sw + off];
+            for (ow = lo; ow + CONV_VW <= hi; ow += CONV_VW)
+                acc += vload8(0, dyr + ow) * row8(xr, ow * sw + off, sw, W);
+            for (; ow < hi; ow++)
+                acc.s0 += dyr[ow] * xr[ow * sw + off];
         }
-    dw_[i] = acc;
+    vstore8(acc, 0, e);
+    dw_[i] = ((e[0] + e[1]) + (e[2] + e[3])) + ((e[4] + e[5]) + (e[6] + e[7]));
 }

@@ -344,13 +344,13 @@ direct(cg_context *ctx, cg__kid kid, const conv_geom *g, cl_mem a, cl_mem b,
     return status;
 }
 
-/* conv.cl's CONV_TW: outputs per work-item of conv_direct_fwd / _dx. */
-#define DIRECT_TW 4
+/* conv.cl's CONV_VW: outputs per work-item of conv_direct_fwd / _dx. */
+#define DIRECT_VW 8
 
 static int64_t
 tiles(int64_t n)
 {
-    return (n + DIRECT_TW - 1) / DIRECT_TW;
+    return (n + DIRECT_VW - 1) / DIRECT_VW;
 }
 
 /* y = conv(x, w) by im2col + GEMM, chunk by chunk; x and w dense. */
