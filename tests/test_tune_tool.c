@@ -1,17 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * tests/test_tune_tool.c - clgrad-tune end to end, on a tiny LSTM with a
- * candidate or two (each new kernel variant costs PoCL seconds to
- * compile): the database file it writes loads, its entries are sane and a
- * new context puts them in force; a second run merges into the file; the
- * stage "kernels" writes an entry per reduction kernel file; --dry-run
- * writes nothing; an --output that is not this device's database (a
- * notes file, another device's), a directory, '' or in a missing
- * directory is refused before tuning, and left alone; a budget too small
- * for anything still gives a valid report; options and exit statuses.  Nothing depends on time: the runs
- * are bounded by --max-candidates under a budget (BUDGET) they never
- * reach even on a loaded machine, and which candidate wins depends on the
- * machine.
+ * candidate or two (each new kernel variant costs PoCL seconds to compile):
+ * the database file it writes loads, its entries are sane and a new context
+ * puts them in force; a second run merges into the file; the stage "kernels"
+ * writes an entry per reduction kernel file, the stage "conv" one per
+ * convolution class; --dry-run writes nothing; an --output that is not this
+ * device's database (a notes file, another device's), a directory, '' or in
+ * a missing directory is refused before tuning, and left alone; a budget too
+ * small for anything still gives a valid report; options and exit
+ * statuses.  Nothing depends on time: the runs are bounded by
+ * --max-candidates under a budget (BUDGET) they never reach even on a loaded
+ * machine, and which candidate wins depends on the machine.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -343,6 +343,71 @@ START_TEST(the_gemm_stage_writes_class_entries)
 }
 END_TEST
 
+/* The stage "conv": both algorithms timed for each of the six shape
+ * classes, and the faster written as the class's entry (algo 0 or 1,
+ * conv.cl's hash), which a new context puts in force. */
+START_TEST(the_conv_stage_writes_an_entry_per_class)
+{
+    static const char *const classes[6] = {
+        "fwd.depthwise", "fwd.small", "fwd.large",
+        "bwd.depthwise", "bwd.small", "bwd.large"
+    };
+    char dir[512], hash[33], *out;
+    const char *path;
+    json_object *root, *kernels;
+    cg_tuning_db *db;
+    cg_tuning_entry e, in_force;
+    cg_context *ctx;
+    int status, c, i, n, found = 0;
+
+    snprintf(dir, sizeof dir, "%s/conv", tt_tmpdir());
+    out = run_tune(dir, BUDGET "--only conv --json --quiet", &status);
+    ck_assert_int_eq(status, 0);
+    root = json_tokener_parse(out);
+    ck_assert_msg(root != NULL, "not JSON: %.200s", out);
+    ck_assert(json_object_get_boolean(get(root, "written")));
+    path = json_object_get_string(get(root, "output"));
+    kernels = get(root, "kernels");
+    ck_assert_int_eq(json_object_array_length(kernels), 6);
+    ck_assert_int_eq(cg_kernel_source_hash("conv", hash), CG_OK);
+    db = cg_tuning_db_load(path);
+    ck_assert_msg(db != NULL, "%s", TT_ERR);
+    ck_assert_int_eq(cg_tuning_db_count(db), 6);
+    for (c = 0; c < 6; c++) {
+        json_object *k = json_object_array_get_idx(kernels, (size_t)c);
+
+        ck_assert_str_eq(json_object_get_string(get(k, "kernel")), "conv");
+        ck_assert_str_eq(json_object_get_string(get(k, "shape")),
+                         classes[c]);
+        ck_assert_int_eq(json_object_array_length(get(k, "candidates")), 2);
+        ck_assert_int_eq(cg_tuning_db_entry(db, c, &e), CG_OK);
+        ck_assert_str_eq(e.kernel, "conv");
+        ck_assert_str_eq(e.shape, classes[c]);
+        ck_assert_str_eq(e.source_hash, hash);
+        ck_assert(param(&e, "algo") == 0 || param(&e, "algo") == 1);
+        ck_assert(e.time_us > 0 && e.default_time_us > 0);
+    }
+    cg_tuning_db_free(db);
+    ck_assert_int_eq(setenv("CLGRAD_TUNING_DIR", dir, 1), 0);
+    ctx = cg_context_new(NULL);
+    ck_assert_msg(ctx != NULL, "%s", TT_ERR);
+    ck_assert_int_eq(cg_context_tuning_count(ctx, &n), CG_OK);
+    for (i = 0; i < n; i++) {
+        ck_assert_int_eq(cg_context_tuning_entry(ctx, i, &in_force), CG_OK);
+        if (strcmp(in_force.kernel, "conv") == 0 &&
+            strcmp(in_force.origin, path) == 0) {
+            assert_match(in_force.match);
+            found++;
+        }
+    }
+    ck_assert_int_eq(found, 6);
+    cg_context_free(ctx);
+    unsetenv("CLGRAD_TUNING_DIR");
+    json_object_put(root);
+    free(out);
+}
+END_TEST
+
 START_TEST(dry_run_writes_nothing)
 {
     char dir[512], file[600];
@@ -544,6 +609,7 @@ main(void)
     tcase_add_test(tc, a_tiny_run_writes_a_database_that_contexts_use);
     tcase_add_test(tc, the_kernels_stage_writes_an_entry_per_file);
     tcase_add_test(tc, the_gemm_stage_writes_class_entries);
+    tcase_add_test(tc, the_conv_stage_writes_an_entry_per_class);
     tcase_add_test(tc, dry_run_writes_nothing);
     tcase_add_test(tc, a_bad_output_is_refused_before_tuning);
     tcase_add_test(tc, a_tiny_budget_still_gives_a_valid_result);

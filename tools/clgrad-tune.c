@@ -57,6 +57,10 @@ usage(FILE *f)
 "                        values of kernels/gemm.cl and whether CLBlast runs\n"
 "                        the class instead, each candidate's product checked\n"
 "                        against a double-precision one on the host\n"
+"  conv                  clgrad's convolution algorithm per shape class (fwd\n"
+"                        and bwd times depthwise, small, large): im2col +\n"
+"                        GEMM or the direct kernels, each checked against a\n"
+"                        double-precision convolution on the host\n"
 "  rnn.path              the hidden size from which a recurrent layer uses a\n"
 "                        GEMM per step instead of the fused kernel\n"
 "  kernels               the work-group size of clgrad's reduction kernel\n"
@@ -226,6 +230,7 @@ static const struct {
     { "clblast.XgemmDirect", TU_XGEMM_DIRECT },
     { "clblast.GemmRoutine", TU_GEMM_ROUTINE },
     { "gemm", TU_GEMM },
+    { "conv", TU_CONV },
     { "rnn.path", TU_RNN_PATH },
     { "kernels", TU_KERNELS },
     { "clblast.copy-kernels", TU_COPY },
@@ -725,6 +730,7 @@ static const struct {
     { TU_XGEMM_DIRECT, 10, tu_stage_xgemm_direct },
     { TU_GEMM_ROUTINE, 5, tu_stage_gemm_routine },
     { TU_GEMM, 30, tu_stage_gemm },
+    { TU_CONV, 5, tu_stage_conv },
     { TU_RNN_PATH, 20, tu_stage_rnn_path },
     { TU_KERNELS, 5, tu_stage_kernels },
     { TU_COPY, 5, tu_stage_copy },

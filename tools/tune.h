@@ -4,7 +4,8 @@
  * (budget, interruption, progress, report, results) and the stages:
  * clgrad's own recurrent kernels (tune_rnn.c), the work-group sizes of its
  * reduction kernel files (tune_kernels.c), its GEMM per product class
- * (tune_gemm.c) and CLBlast's kernels
+ * (tune_gemm.c), its convolution algorithm per shape class (tune_conv.c)
+ * and CLBlast's kernels
  * (tune_clblast.c, with the C++ tuner behind tools/clblast_tune.cpp).
  */
 #ifndef CG_TUNE_H
@@ -32,7 +33,8 @@ enum {
     TU_COPY = 32,           /* "clblast.copy-kernels": with the time left */
     TU_KERNELS = 64,        /* "kernels": reduction kernel files' WG */
     TU_GEMM = 128,          /* "gemm": gemm.cl's tunables per class */
-    TU_ALL = 255
+    TU_CONV = 256,          /* "conv": the algorithm per class */
+    TU_ALL = 511
 };
 
 /* A recurrent layer to tune for: cell mode, batch, hidden, input, steps. */
@@ -193,6 +195,10 @@ int tu_stage_kernels(tu_run *r);
 /* clgrad's GEMM: gemm.cl's tunables and the backend per product class
  * (tune_gemm.c). */
 int tu_stage_gemm(tu_run *r);
+
+/* clgrad's convolution: im2col + GEMM or the direct kernels per shape
+ * class (tune_conv.c). */
+int tu_stage_conv(tu_run *r);
 
 /* CLBlast: Xgemm, XgemmDirect, GemmRoutine, the copy kernels. */
 int tu_stage_xgemm(tu_run *r);

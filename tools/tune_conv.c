@@ -1,0 +1,379 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tools/tune_conv.c - clgrad-tune's stage "conv": for each shape class of
+ * a 2-D convolution (lib/tune/conv_class.c: fwd and bwd times depthwise,
+ * small, large), which algorithm - im2col + GEMM (algo 0) or the direct
+ * kernels of kernels/conv.cl (algo 1) - runs a representative
+ * convolution of the class fastest, written as the entry kernel "conv",
+ * shape the class ("fwd.depthwise"), which lib/ops/conv.c looks up per
+ * call.
+ *
+ * A class's convolution runs through cg_conv2d as a layer calls it: the
+ * forward classes time y = conv(x, w); the backward ones time a whole
+ * step, y = conv(x, w), sum(y * g) and its backward, with the forward's
+ * algorithm left to its own class, so that only the backward's differs
+ * between candidates.  First without an entry (the built-in rule: the
+ * baseline), then with algo 0 and algo 1.  Every candidate's y (or dx and
+ * dW) is compared with a double-precision convolution on the host before
+ * its time counts; the faster verified candidate is written, also when it
+ * is the rule's choice, so that the database says what was measured.
+ */
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tune.h"
+#include "core/internal.h"
+
+#define MAX_REPS 5
+#define MAX_INNER 64
+#define SAMPLE_S 0.02       /* a timed sample runs the convolution this long */
+#define WARM_S 0.2
+
+/* The representative convolution of each kind: N, C, H, W, K, groups, a
+ * 3x3 kernel with padding 1 and stride 1. */
+static const struct {
+    const char *kind;
+    int N, C, H, W, K, G;
+    const char *what;
+} reps[] = {
+    { "depthwise", 8, 64, 28, 28, 64, 64, "a MobileNet block's 3x3" },
+    { "small", 8, 3, 32, 32, 16, 1, "a first layer on RGB" },
+    { "large", 8, 32, 14, 14, 32, 1, "a middle layer" },
+};
+#define NREPS (int)(sizeof reps / sizeof reps[0])
+#define RS 3
+
+/* One class's convolution: tensors, host copies, references. */
+typedef struct cwork {
+    int i, bwd;
+    int64_t xs[4], ws[4], ys[4];
+    size_t nx, nw, ny;
+    cg_tensor *x, *w, *g;
+    float *out;             /* y, or dx then dW, read back */
+    double *ref;            /* the same in double */
+    double scale[2];        /* max |ref| of each part */
+    cg_conv_options o;
+} cwork;
+
+static void
+cwork_free(cwork *c)
+{
+    cg_tensor_free(c->x);
+    cg_tensor_free(c->w);
+    cg_tensor_free(c->g);
+    free(c->out);
+    free(c->ref);
+    memset(c, 0, sizeof *c);
+}
+
+static cg_tensor *
+upload(cg_context *ctx, const int64_t *shape, const float *v, int grad)
+{
+    cg_tensor *t = cg_tensor_from_host(ctx, CG_F32, 4, shape, v);
+
+    if (t && grad && cg_tensor_set_requires_grad(t, 1) != CG_OK) {
+        cg_tensor_free(t);
+        return NULL;
+    }
+    return t;
+}
+
+/* The double references: y = conv(x, w), or dx and dW of sum(y * g). */
+static void
+reference(cwork *c, const float *hx, const float *hw, const float *hg)
+{
+    int N = reps[c->i].N, C = reps[c->i].C, H = reps[c->i].H;
+    int W = reps[c->i].W, K = reps[c->i].K, G = reps[c->i].G;
+    int Cg = C / G, Kg = K / G, n, k, oh, ow, cg, r, s, h, wi;
+    double *dx = c->ref, *dw = c->ref + c->nx;
+
+    for (n = 0; n < N; n++)
+        for (k = 0; k < K; k++)
+            for (oh = 0; oh < H; oh++)
+                for (ow = 0; ow < W; ow++) {
+                    size_t yi = (((size_t)n * K + k) * H + oh) * W + ow;
+                    double acc = 0;
+
+                    for (cg = 0; cg < Cg; cg++)
+                        for (r = 0; r < RS; r++)
+                            for (s = 0; s < RS; s++) {
+                                size_t xi, wj;
+
+                                h = oh - 1 + r;
+                                wi = ow - 1 + s;
+                                if (h < 0 || h >= H || wi < 0 || wi >= W)
+                                    continue;
+                                xi = (((size_t)n * C + k / Kg * Cg + cg) * H
+                                      + h) * W + wi;
+                                wj = (((size_t)k * Cg + cg) * RS + r) * RS
+                                     + s;
+                                if (!c->bwd) {
+                                    acc += (double)hx[xi] * hw[wj];
+                                } else {
+                                    dx[xi] += (double)hg[yi] * hw[wj];
+                                    dw[wj] += (double)hg[yi] * hx[xi];
+                                }
+                            }
+                    if (!c->bwd)
+                        c->ref[yi] = acc;
+                }
+}
+
+/* Makes the tensors of class (i, bwd) and the references. */
+static int
+cwork_init(cg_context *ctx, cwork *c, int i, int bwd)
+{
+    float *hx = NULL, *hw = NULL, *hg = NULL;
+    uint64_t seed = 4242;
+    size_t j, nref;
+    int status = CG_OK;
+
+    memset(c, 0, sizeof *c);
+    c->i = i;
+    c->bwd = bwd;
+    c->xs[0] = c->ys[0] = reps[i].N;
+    c->xs[1] = reps[i].C;
+    c->ys[1] = c->ws[0] = reps[i].K;
+    c->xs[2] = c->ys[2] = reps[i].H;
+    c->xs[3] = c->ys[3] = reps[i].W;
+    c->ws[1] = reps[i].C / reps[i].G;
+    c->ws[2] = c->ws[3] = RS;
+    c->nx = (size_t)(c->xs[0] * c->xs[1] * c->xs[2] * c->xs[3]);
+    c->nw = (size_t)(c->ws[0] * c->ws[1] * c->ws[2] * c->ws[3]);
+    c->ny = (size_t)(c->ys[0] * c->ys[1] * c->ys[2] * c->ys[3]);
+    c->o.padding[0] = c->o.padding[1] = 1;
+    c->o.groups = reps[i].G;
+    nref = bwd ? c->nx + c->nw : c->ny;
+    hx = malloc(c->nx * sizeof *hx);
+    hw = malloc(c->nw * sizeof *hw);
+    hg = malloc(c->ny * sizeof *hg);
+    c->out = malloc(nref * sizeof *c->out);
+    c->ref = calloc(nref, sizeof *c->ref);
+    if (!hx || !hw || !hg || !c->out || !c->ref) {
+        status = cg__error(CG_EHOSTMEM, "conv: out of host memory");
+        goto out;
+    }
+    for (j = 0; j < c->nx; j++)
+        hx[j] = (float)(cg_splitmix64_uniform(&seed) * 2 - 1);
+    for (j = 0; j < c->nw; j++)
+        hw[j] = (float)(cg_splitmix64_uniform(&seed) * 2 - 1);
+    for (j = 0; j < c->ny; j++)
+        hg[j] = (float)(cg_splitmix64_uniform(&seed) * 2 - 1);
+    reference(c, hx, hw, hg);
+    for (j = 0; j < nref; j++) {
+        int part = bwd && j >= c->nx;
+
+        c->scale[part] = fmax(c->scale[part], fabs(c->ref[j]));
+    }
+    c->x = upload(ctx, c->xs, hx, bwd);
+    c->w = c->x ? upload(ctx, c->ws, hw, bwd) : NULL;
+    c->g = c->w && bwd ? upload(ctx, c->ys, hg, 0) : NULL;
+    if (!c->x || !c->w || (bwd && !c->g))
+        status = cg__last_status();
+out:
+    free(hx);
+    free(hw);
+    free(hg);
+    return status;
+}
+
+/* One forward, or one forward and backward; with `check`, the results
+ * into c->out. */
+static int
+cwork_run(cwork *c, int check)
+{
+    cg_tensor *y = cg_conv2d(c->x, c->w, NULL, &c->o), *yg = NULL, *s = NULL;
+    int status = y ? CG_OK : cg__last_status();
+
+    if (status == CG_OK && !c->bwd && check)
+        status = cg_tensor_to_host(y, c->out, c->ny * sizeof(float));
+    if (status == CG_OK && c->bwd) {
+        yg = cg_mul(y, c->g);
+        s = yg ? cg_sum(yg, 0, NULL, 0) : NULL;
+        cg_tensor_zero_grad(c->x);
+        cg_tensor_zero_grad(c->w);
+        status = s ? cg_backward(s, NULL, 0) : cg__last_status();
+        if (status == CG_OK && check)
+            status = cg_tensor_to_host(cg_tensor_grad(c->x), c->out,
+                                       c->nx * sizeof(float));
+        if (status == CG_OK && check)
+            status = cg_tensor_to_host(cg_tensor_grad(c->w), c->out + c->nx,
+                                       c->nw * sizeof(float));
+    }
+    cg_tensor_free(s);
+    cg_tensor_free(yg);
+    cg_tensor_free(y);
+    return status;
+}
+
+/* The largest |out - ref| over max |ref|, of y or of dx and dW apart. */
+static double
+cwork_error(const cwork *c)
+{
+    size_t j, n = c->bwd ? c->nx + c->nw : c->ny;
+    double err = 0;
+
+    for (j = 0; j < n; j++) {
+        int part = c->bwd && j >= c->nx;
+        double d = fabs((double)c->out[j] - c->ref[j]);
+
+        if (isnan(d))
+            return INFINITY;
+        err = fmax(err, c->scale[part] > 0 ? d / c->scale[part] : d);
+    }
+    return err;
+}
+
+/* Puts p in force (NULL: no entry), runs once and checks (*err), then
+ * times up to MAX_REPS samples of *inner runs: *us the median per run. */
+static int
+measure(tu_run *r, cwork *c, const tu_params *p, int *inner, double *us,
+        double *err, char *why, size_t whylen)
+{
+    double times[MAX_REPS], t;
+    int status, i, j, done = 0;
+
+    status = p ? cg_context_set_tuning(r->ctx, p)
+               : cg_context_clear_tuning(r->ctx);
+    if (status == CG_OK)
+        status = cwork_run(c, 1);
+    if (status == CG_OK)
+        *err = cwork_error(c);
+    if (status == CG_OK && *inner <= 0) {
+        t = tu_now();
+        status = cwork_run(c, 0);
+        if (status == CG_OK)
+            status = cg_context_finish(r->ctx);
+        t = tu_now() - t;
+        *inner = t <= 0 ? MAX_INNER : (int)ceil(SAMPLE_S / t);
+        *inner = *inner < 1 ? 1 : *inner > MAX_INNER ? MAX_INNER : *inner;
+    }
+    for (i = 0; i < MAX_REPS && status == CG_OK; i++) {
+        if (i > 0 && (tu_stopped(r) || tu_left(r) < times[0] * *inner))
+            break;
+        t = tu_now();
+        for (j = 0; j < *inner && status == CG_OK; j++)
+            status = cwork_run(c, 0);
+        if (status == CG_OK)
+            status = cg_context_finish(r->ctx);
+        times[done++] = (tu_now() - t) / *inner;
+    }
+    if (status != CG_OK)
+        snprintf(why, whylen, "%s", cg_last_error());
+    else if (!done) {
+        snprintf(why, whylen, "interrupted");
+        status = -1;
+    } else
+        *us = tu_median(times, done) * 1e6;
+    return status;
+}
+
+/* Tunes class (i, bwd); nonzero if it could not be tuned at all. */
+static int
+tune_class(tu_run *r, int i, int bwd)
+{
+    char cls[32], hash[33], note[160], why[512];
+    tu_params best, cand;
+    cwork c;
+    json_object *k;
+    double def_us = 0, best_us = 0, err = 0, tol, t0, flop;
+    int a, tried = 0, inner = 0;
+
+    snprintf(cls, sizeof cls, "%s.%s", bwd ? "bwd" : "fwd", reps[i].kind);
+    flop = 2.0 * reps[i].N * reps[i].K * reps[i].H * reps[i].W *
+           (reps[i].C / reps[i].G) * RS * RS * (bwd ? 3 : 1);
+    /* float32 sums of up to N H W products (dW) */
+    tol = 2e-6 * sqrt(bwd ? (double)reps[i].N * reps[i].H * reps[i].W
+                          : (double)(reps[i].C / reps[i].G) * RS * RS);
+    snprintf(note, sizeof note, "conv2d N%d C%d %dx%d K%d 3x3 groups %d "
+             "(%s)%s: median of up to %d", reps[i].N, reps[i].C, reps[i].H,
+             reps[i].W, reps[i].K, reps[i].G, reps[i].what,
+             bwd ? ", forward and backward" : "", MAX_REPS);
+    k = tu_report_kernel(r, "conv", cls, note);
+    memset(&c, 0, sizeof c);
+    if (cg_kernel_source_hash("conv", hash) != CG_OK ||
+        cwork_init(r->ctx, &c, i, bwd) != CG_OK) {
+        snprintf(why, sizeof why, "%s", cg_last_error());
+        tu_say(r, "conv %s: %s", cls, why);
+        tu_report_result(k, 0, NULL, 0, why);
+        cwork_free(&c);
+        return -1;
+    }
+    tu_progress(r, "conv", cls, 0, 0, 0, 0);
+    cg_context_clear_tuning(r->ctx);
+    for (t0 = tu_now(); tu_now() - t0 < WARM_S && !tu_stopped(r);)
+        if (cwork_run(&c, 0) != CG_OK || cg_context_finish(r->ctx) != CG_OK)
+            break;
+    if (measure(r, &c, NULL, &inner, &def_us, &err, why, sizeof why) !=
+        CG_OK || err > tol) {
+        if (err > tol)
+            snprintf(why, sizeof why, "the defaults do not verify: "
+                     "relative error %.3g against the double reference",
+                     err);
+        tu_say(r, "conv %s: %s", cls, why);
+        tu_report_result(k, 0, NULL, 0, why);
+        cwork_free(&c);
+        return -1;
+    }
+    for (a = 0; a < 2; a++) {
+        double us = 0, est = def_us * 1e-6 * inner * (MAX_REPS + 2);
+        int st;
+
+        tu_params_init(&cand, "conv", cls);
+        snprintf(cand.source_hash, sizeof cand.source_hash, "%s", hash);
+        tu_params_add(&cand, "algo", a);
+        if (!tu_fits(r, est)) {
+            tu_report_candidate(k, &cand, 0, r->interrupted
+                                ? "not tried: interrupted"
+                                : "not tried: out of time", NULL);
+            continue;
+        }
+        tu_progress(r, "conv", cls, a + 1, 2, best_us, def_us);
+        st = measure(r, &c, &cand, &inner, &us, &err, why, sizeof why);
+        if (st == CG_OK && err > tol) {
+            snprintf(why, sizeof why, "does not verify: relative error "
+                     "%.3g against the double reference (at most %.3g)",
+                     err, tol);
+            st = -1;
+        }
+        if (st != CG_OK) {
+            tu_report_candidate(k, &cand, 0, why, NULL);
+            tu_say(r, "conv %s: algo=%d: %s", cls, a, why);
+            continue;
+        }
+        tu_report_candidate(k, &cand, us, NULL, NULL);
+        if (!tried++ || us < best_us) {
+            best = cand;
+            best_us = us;
+        }
+    }
+    cwork_free(&c);
+    cg_context_clear_tuning(r->ctx);
+    if (!tu_conclude(r, k, tried, &best, best_us, def_us, note))
+        return 0;
+    tu_say(r, "conv %s: %s, %.2f GFLOP/s (defaults %.2f)", cls,
+           tu_params_get(&best, "algo", 0) ? "direct" : "im2col",
+           flop / best_us * 1e-3, flop / def_us * 1e-3);
+    return 0;
+}
+
+int
+tu_stage_conv(tu_run *r)
+{
+    double end = r->stage_end;
+    int i, left = 2 * NREPS, failed = 0;
+
+    /* Each class gets an equal share of what is left. */
+    for (i = 0; i < 2 * NREPS && !tu_stopped(r); i++) {
+        r->stage_end = tu_now() + (end - tu_now()) / left--;
+        if (tune_class(r, i % NREPS, i / NREPS))
+            failed = 1;
+    }
+    r->stage_end = end;
+    cg_context_clear_tuning(r->ctx);
+    return failed;
+}
