@@ -38,7 +38,9 @@
  *   conv_direct_fwd: y[n, k, oh, ow] = sum over (c, r, s), in that order,
  *                    of w[k, c, r, s] x[n, g Cg + c, oh sh - ph + r dh,
  *                    ow sw - pw + s dw], g = k / Kg.  One work-item per
- *                    (n, k, oh) and CONV_VW consecutive ow.
+ *                    (n, oh), CONV_VW consecutive ow and CONV_KT output
+ *                    channels of a group (1 where groups have fewer, as
+ *                    depthwise ones): each input tap loaded once for all.
  *   conv_direct_dx:  dx[n, c, h, w] = sum over (k of c's group, r, s), in
  *                    that order, of w[k, c - g Cg, r, s] dy[n, k, oh, ow]
  *                    where oh sh - ph + r dh = h, ow sw - pw + s dw = w.
@@ -139,8 +141,11 @@ conv_bias(__global float *y, __global const float *b, int K, int P, int n)
     y[i] += b[(i / P) % K];
 }
 
-/* Outputs per work-item: a float8 register tile along a row. */
+/* Outputs per work-item of conv_direct_fwd: CONV_VW consecutive outputs
+ * of a row (a float8) for each of CONV_KT output channels of a group when
+ * the groups have that many, else for one. */
 #define CONV_VW 8
+#define CONV_KT 4
 
 /* The geometry of the direct kernels: N, C, H, W, K, R, S, OH, OW, sh, sw,
  * ph, pw, dh, dw and the groups G. */
@@ -180,23 +185,67 @@ store8(__global float *v, float8 a, int n)
         v[l] = e[l];
 }
 
+/* The CONV_VW outputs of row oh at ow0 of output channels k0 .. k0 + nk -
+ * 1 (nk <= kt) of image n, k0's group starting at input channel c0: each
+ * input tap loaded once for all kt channels.  kt is a constant where this
+ * is called, so acc[] stays in registers. */
+static inline void
+direct_fwd_tile(__global const float *x, __global const float *wt,
+                __global float *y, int C, int H, int W, int K, int R, int S,
+                int OH, int OW, int sh, int sw, int ph, int pw, int dh,
+                int dw, int Cg, int n, int c0, int k0, int nk, int oh,
+                int ow0, const int kt)
+{
+    float8 acc[CONV_KT], xv;
+    int c, r, s, h, j;
+
+    for (j = 0; j < kt; j++)
+        acc[j] = (float8)(0.0f);
+    for (c = 0; c < Cg; c++)
+        for (r = 0; r < R; r++) {
+            h = oh * sh - ph + r * dh;
+            if (h < 0 || h >= H)
+                continue;
+            for (s = 0; s < S; s++) {
+                xv = row8(x + ((n * C + c0 + c) * H + h) * W,
+                          ow0 * sw - pw + s * dw, sw, W);
+                for (j = 0; j < kt; j++)
+                    if (j < nk)
+                        acc[j] += wt[((k0 + j) * Cg + c) * R * S + r * S +
+                                     s] * xv;
+            }
+        }
+    for (j = 0; j < kt && j < nk; j++)
+        store8(y + ((n * K + k0 + j) * OH + oh) * OW + ow0, acc[j],
+               OW - ow0);
+}
+
 __kernel void
 conv_direct_fwd(__global const float *x, __global const float *wt,
                 __global float *y, DIRECT_ARGS)
 {
     int i = (int)get_global_id(0), nt = (OW + CONV_VW - 1) / CONV_VW;
-    int Cg = C / G, Kg = K / G, ow0, oh, k, n, c, r, s, h;
+    int Cg = C / G, Kg = K / G, kt = Kg >= CONV_KT ? CONV_KT : 1;
+    int nb = (Kg + kt - 1) / kt, ow0, oh, b, g, n, k, c, r, s, h;
     float8 acc = (float8)(0.0f);
     __global const float *xc, *wk;
 
-    if (i >= N * K * OH * nt)
+    if (i >= N * G * nb * OH * nt)
         return;
     ow0 = i % nt * CONV_VW;
     oh = i / nt % OH;
-    k = i / nt / OH % K;
-    n = i / nt / OH / K;
+    b = i / nt / OH % nb;
+    g = i / nt / OH / nb % G;
+    n = i / nt / OH / nb / G;
+    if (kt == CONV_KT) {
+        direct_fwd_tile(x, wt, y, C, H, W, K, R, S, OH, OW, sh, sw, ph, pw,
+                        dh, dw, Cg, n, g * Cg, g * Kg + b * kt,
+                        min(kt, Kg - b * kt), oh, ow0, CONV_KT);
+        return;
+    }
+    k = g * Kg + b;
     for (c = 0; c < Cg; c++) {
-        xc = x + (n * C + k / Kg * Cg + c) * H * W;
+        xc = x + (n * C + g * Cg + c) * H * W;
         wk = wt + (k * Cg + c) * R * S;
         for (r = 0; r < R; r++) {
             h = oh * sh - ph + r * dh;

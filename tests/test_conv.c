@@ -565,11 +565,13 @@ START_TEST(conv2d_layer_is_pytorchs)
 }
 END_TEST
 
-/* Larger shapes than the finite differences afford: the direct kernels
+/* Larger shapes than the finite differences afford (rows of several
+ * float8 tiles, partial blocks of output channels): the direct kernels
  * against im2col + GEMM (y, dx, dw, db within 1e-5 of each tensor's
- * largest value: two float32 sums of at most 7 * 5 * 5 = 175 products
- * per element, in different orders), and the direct ones run twice give
- * the same bits (fixed summation order, no atomics). */
+ * largest value: float32 sums of up to 2 * 23 * 21 = 966 products (dw of
+ * the 5x5 case), in different orders, round to about sqrt(966) * 6e-8 =
+ * 2e-6 of that), and the direct ones run twice give the same bits (fixed
+ * summation order, no atomics). */
 START_TEST(algorithms_agree_and_direct_is_deterministic)
 {
     static const struct {
@@ -580,6 +582,7 @@ START_TEST(algorithms_agree_and_direct_is_deterministic)
         { { 2, 12, 17, 19 }, { 24, 1, 3, 3 }, 1, 2, 2, 12 },
         { { 2, 3, 23, 21 }, { 10, 3, 5, 5 }, 1, 2, 1, 1 },
         { { 2, 14, 11, 13 }, { 6, 7, 3, 3 }, 1, 1, 1, 2 },
+        { { 2, 8, 13, 12 }, { 12, 4, 3, 3 }, 2, 1, 2, 2 },
     };
     size_t c;
     int t;

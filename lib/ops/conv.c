@@ -353,6 +353,16 @@ tiles(int64_t n)
     return (n + DIRECT_VW - 1) / DIRECT_VW;
 }
 
+/* conv_direct_fwd's blocks of output channels per group: of CONV_KT (4)
+ * channels when a group has that many, else of 1. */
+static int64_t
+fwd_blocks(const conv_geom *g)
+{
+    int64_t Kg = g->K / g->G;
+
+    return Kg >= 4 ? (Kg + 3) / 4 : Kg;
+}
+
 /* y = conv(x, w) by im2col + GEMM, chunk by chunk; x and w dense. */
 static int
 forward_im2col(const conv_geom *g, cg_tensor *x, cg_tensor *w, cg_tensor *y)
@@ -517,7 +527,8 @@ conv_run(conv_algo algo, const conv_geom *g, cg_tensor *x, cg_tensor *w,
     case CONV_DIRECT:
         return direct(x->ctx, CG__K_CONV_DIRECT_FWD, g, cg__tensor_mem(x),
                       cg__tensor_mem(w), cg__tensor_mem(y),
-                      (size_t)(g->N * g->K * g->OH * tiles(g->OW)));
+                      (size_t)(g->N * g->G * fwd_blocks(g) * g->OH *
+                               tiles(g->OW)));
     }
     return cg__error(CG_EINVAL, "conv: unknown algorithm %d", (int)algo);
 }
