@@ -174,10 +174,13 @@ long cg__alloc_fail_after(long n);
 
 /* The environment variables the library reads, checked: unset or empty
  * gives CG_OK with *set 0.  cg__env_flag wants "0" or "1"; cg__env_long
- * a decimal integer in [lo, hi].  Anything else is CG_EINVAL naming the
+ * a decimal integer in [lo, hi]; cg__env_choice one of the n names of
+ * choices (*value its index).  Anything else is CG_EINVAL naming the
  * variable, its value and what it wants. */
 int cg__env_flag(const char *name, int *value, int *set);
 int cg__env_long(const char *name, long lo, long hi, long *value, int *set);
+int cg__env_choice(const char *name, const char *const *choices, int n,
+                   int *value, int *set);
 
 /* Reads a whole file into a new NUL-terminated buffer (caller frees);
  * NULL with CG_EIO set if it cannot. */

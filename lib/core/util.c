@@ -305,6 +305,33 @@ cg__env_long(const char *name, long lo, long hi, long *value, int *set)
 }
 
 int
+cg__env_choice(const char *name, const char *const *choices, int n,
+               int *value, int *set)
+{
+    const char *v = getenv(name);
+    char want[256];
+    size_t len = 0;
+    int i;
+
+    *set = v && *v;
+    if (!*set)
+        return CG_OK;
+    for (i = 0; i < n; i++)
+        if (strcmp(v, choices[i]) == 0) {
+            *value = i;
+            return CG_OK;
+        }
+    *set = 0;
+    want[0] = '\0';
+    for (i = 0; i < n && len < sizeof want; i++)
+        len += (size_t)snprintf(want + len, sizeof want - len, "%s%s",
+                                i == 0 ? "" : i == n - 1 ? " or " : ", ",
+                                choices[i]);
+    return cg__error(CG_EINVAL, "environment variable %s=%s: want %s (or "
+                     "unset it)", name, v, want);
+}
+
+int
 cg__mkdir_p(const char *path)
 {
     char tmp[4096];

@@ -36,7 +36,6 @@
 #include "config.h"
 
 #include <limits.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "ops/internal.h"
@@ -77,21 +76,16 @@ static int
 conv_choose(cg_context *ctx, int backward, const conv_geom *g,
             conv_algo *out)
 {
-    const char *v = getenv("CLGRAD_CONV_ALGO");
+    static const char *const names[3] = { "im2col", "direct", "auto" };
     const cg_tuning_entry *e;
     char name[32];
     long a;
-    int cls;
+    int cls, v = 2, set, status;
 
-    if (v && *v && strcmp(v, "auto") != 0) {
-        if (strcmp(v, "im2col") == 0)
-            *out = CONV_IM2COL_GEMM;
-        else if (strcmp(v, "direct") == 0)
-            *out = CONV_DIRECT;
-        else
-            return cg__error(CG_EINVAL, "environment variable "
-                             "CLGRAD_CONV_ALGO=%s: want auto, im2col or "
-                             "direct (or unset it)", v);
+    if ((status = cg__env_choice("CLGRAD_CONV_ALGO", names, 3, &v, &set)))
+        return status;
+    if (set && v < 2) {
+        *out = v ? CONV_DIRECT : CONV_IM2COL_GEMM;
         return CG_OK;
     }
     cls = cg__conv_class(backward, g->C, g->G);
@@ -493,14 +487,14 @@ conv_backward(cg__node *node, cg_tensor *dy, cg_tensor **gin)
         return status;
     if (!(gd = cg__dense(dy)))
         return cg__last_status();
-    nc = algo == CONV_DIRECT ? g.N : chunk_images(dy->ctx, &g);
-    csize = nc * g.C * g.R * g.S * g.OH * g.OW;
     if (node->needs[0] &&
         !(gin[0] = cg__tensor_empty(dy->ctx, CG_F32, 4, x->shape)))
         status = cg__last_status();
     if (status == CG_OK && node->needs[1] &&
         !(gin[1] = cg__tensor_empty(dy->ctx, CG_F32, 4, w->shape)))
         status = cg__last_status();
+    nc = chunk_images(dy->ctx, &g);
+    csize = nc * g.C * g.R * g.S * g.OH * g.OW;
     if (status == CG_OK && algo == CONV_DIRECT)
         status = backward_direct(&g, x, w, gd, gin[0], gin[1]);
     else if (status == CG_OK && (gin[0] || gin[1]) &&
