@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * kernels/conv.cl - the column transforms of 2-D convolution (NCHW) by
+ * kernels/conv.cl - 2-D convolution (NCHW): the column transforms of
  * im2col + GEMM, batched over the images of a chunk, for any stride,
- * padding and dilation; and the bias add.
+ * padding and dilation; the direct kernels of the second algorithm; and
+ * the bias add.
  *
  *   conv_im2col: col[n * cn + (c * R * S + r * S + s) * ld + oh * OW + ow]
  *                  = x[n0 + n, c, oh * sh - ph + r * dh, ow * sw - pw + s * dw]
@@ -24,9 +25,9 @@
  * for col2im (nimg C H, each writing W elements), one per element for the
  * bias (N K P); padded to the host's work-group size.  No tunable parameters.
  *
- * The direct algorithm (lib/ops/conv.c runs it for depthwise and
- * few-channel convolutions, where the columns cost more than the products
- * they feed): no column buffer, any stride, padding, dilation and groups,
+ * The direct algorithm (lib/ops/conv.c runs it by default for depthwise
+ * convolutions, where the columns cost more than the products they feed,
+ * and where a tuning entry or CLGRAD_CONV_ALGO says): no column buffer, any stride, padding, dilation and groups,
  * each output a sum in a fixed order (no atomics, so deterministic).
  * Each work-item holds CONV_VW consecutive outputs of a row in a float8
  * register tile: PoCL does not vectorise across work-items a kernel with
