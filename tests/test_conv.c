@@ -4,8 +4,8 @@
  * double and gradients of x, weight and bias against finite differences
  * (tests/opcheck.h) at odd sizes - 1, 3 and 7 channels, 1x1, 3x3 and 5x2
  * kernels, stride 2, dilation 2, groups 1, 2 and C (depthwise), padding
- * 0, 1 and "same"; forced chunking of the batch against one chunk, bit
- * for bit; PyTorch 1.13's outputs and gradients (tests/fixtures/conv.txt,
+ * 0, 1 and "same", a bias that is a view at an offset; forced chunking of
+ * the batch against one chunk, bit for bit; PyTorch 1.13's outputs and gradients (tests/fixtures/conv.txt,
  * written by gen_conv.py); bad shapes and options, which must fail with
  * the right status, name the shapes and enqueue nothing; and the Conv2d
  * layer (PyTorch's names, shapes and initial bounds).
@@ -118,7 +118,7 @@ START_TEST(conv2d_matches_reference_and_finite_differences)
 {
     static const struct { const char *x, *w, *b; cparam p; } cases[] = {
         { "1,1,5,4", "1,1,1,1", "1", { 0, 0, 0, 0, 0, 0, 0, 0, 1, 0 } },
-        { "2,3,7,6", "5,3,3,3", "5", { 0, 0, 1, 1, 0, 0, 0, 0, 1, 0 } },
+        { "2,3,7,6", "5,3,3,3", "O5", { 0, 0, 1, 1, 0, 0, 0, 0, 1, 0 } },
         { "2,3,7,8", "4,3,5,2", "4", { 2, 2, 0, 0, 0, 0, 0, 0, 1, 0 } },
         { "1,3,9,8", "3,3,3,3", "3", { 1, 1, 1, 1, 2, 2, 0, 0, 0, 0 } },
         { "2,2,6,7", "4,1,3,3", "4", { 2, 1, 1, 0, 1, 2, 2, 0, 1, 0 } },
@@ -418,6 +418,7 @@ START_TEST(bad_shapes_and_options_fail_cleanly)
     expect_fail(xl, wl, NULL, &o, 1, CG_ESHAPE, "channels of [2, 4, 5]");
     o.groups = 0;
     expect_fail(x, wl, NULL, &o, 0, CG_ESHAPE, "must have 4 dimensions");
+    expect_fail(xl, wb, NULL, &o, 0, CG_ESHAPE, "must have 4 dimensions");
     expect_fail(xl, wb, NULL, &o, 1, CG_ESHAPE, "must have 3 dimensions");
     expect_fail(NULL, wb, NULL, &o, 0, CG_EINVAL, "input");
     cg_tensor_free(x);

@@ -51,6 +51,9 @@ chunk_images(cg_context *ctx, const conv_geom *g)
                  : (size_t)(ctx->info.global_mem_size / 8);
     int64_t per = g->C * g->R * g->S * g->OH * g->OW * 4, n;
 
+    /* The kernels index a chunk's columns with ints. */
+    if (limit / 4 >= (size_t)INT_MAX)
+        limit = ((size_t)INT_MAX - 1) * 4;
     n = per > 0 ? (int64_t)(limit / (size_t)per) : g->N;
     if (n < 1)
         n = 1;
@@ -154,7 +157,7 @@ conv_check(const char *op, cg_tensor *x, cg_tensor *w, cg_tensor *b,
     user_shape(op, w, s2, sizeof s2);
     if (x->ndim != 4 || w->ndim != 4)
         return cg__error(CG_ESHAPE, "%s: input %s and weight %s must have %d "
-                         "dimensions", op, s1, s2, x->ndim == 4 ? 4 : 3);
+                         "dimensions", op, s1, s2, one_d(op) ? 3 : 4);
     g->N = x->shape[0]; g->C = x->shape[1];
     g->H = x->shape[2]; g->W = x->shape[3];
     g->K = w->shape[0]; g->R = w->shape[2]; g->S = w->shape[3];
@@ -234,20 +237,25 @@ columns(cg_context *ctx, cg__kid kid, const conv_geom *g, cl_mem img,
     return status;
 }
 
+/* y [N, K, OH, OW] += b [K] along dimension 1; b may be any view. */
 static int
-add_bias(cg_tensor *y, cg_tensor *b, const conv_geom *g)
+add_bias(cg_tensor *y, cg_tensor *b)
 {
-    cl_mem my = cg__tensor_mem(y), mb = cg__tensor_mem(b);
-    cl_int K = (cl_int)g->K, P = (cl_int)(g->OH * g->OW);
-    cl_int n = (cl_int)(g->N * g->K * g->OH * g->OW);
+    cl_int K = (cl_int)y->shape[1], P = (cl_int)(y->shape[2] * y->shape[3]);
+    cl_int n = (cl_int)cg_tensor_numel(y);
+    cg_tensor *db = cg__dense(b);
+    cl_mem my = cg__tensor_mem(y), mb;
     cl_kernel k;
-    int status = cg__kernel(y->ctx, CG__K_CONV_BIAS, &k);
+    int status = db ? cg__kernel(y->ctx, CG__K_CONV_BIAS, &k)
+                    : cg__last_status();
 
+    mb = db ? cg__tensor_mem(db) : NULL;
     if (status == CG_OK)
         status = cg__args(k, CG__ARG(my), CG__ARG(mb), CG__ARG(K),
                           CG__ARG(P), CG__ARG(n));
     if (status == CG_OK)
         status = cg__launch1d(y->ctx, k, (size_t)n, CG__WG);
+    cg_tensor_free(db);
     return status;
 }
 
@@ -411,7 +419,7 @@ conv2d_op(const char *op, cg_tensor *x, cg_tensor *w, cg_tensor *b,
     status = y ? conv_run(CONV_IM2COL_GEMM, &g, dx, dw, y)
                : cg__last_status();
     if (status == CG_OK && b)
-        status = add_bias(y, b, &g);
+        status = add_bias(y, b);
     if (status == CG_OK) {
         node = cg__record(y, op, conv_backward, 3, in, &status);
         if (node) {
