@@ -692,6 +692,41 @@ cg_tensor *cg_conv2d(cg_tensor *x, cg_tensor *weight, cg_tensor *bias,
 cg_tensor *cg_conv1d(cg_tensor *x, cg_tensor *weight, cg_tensor *bias,
                      const cg_conv_options *opts);
 
+/* Transposed convolution options, as the arguments of PyTorch's
+ * conv_transpose2d in its order; a zeroed struct (or a NULL pointer)
+ * gives the defaults.  Pairs are (height, width); stride and dilation 0
+ * mean 1, groups 0 means 1.  padding p drops p rows / columns of the
+ * output on each side (the padding of the cg_conv2d it transposes);
+ * output_padding adds rows / columns at the end (bottom / right) only, to
+ * pick one of the input sizes that a strided cg_conv2d maps to one output
+ * size. */
+typedef struct cg_conv_transpose_options {
+    int stride[2];
+    int padding[2];         /* >= 0 */
+    int output_padding[2];  /* >= 0, < stride or < dilation */
+    int groups;
+    int dilation[2];
+} cg_conv_transpose_options;
+
+/* 2-D transposed convolution, as torch.nn.functional.conv_transpose2d:
+ * the gradient of cg_conv2d with respect to its input.  x is [N, C, H,
+ * W], weight [C, K / groups, R, S] (cg_conv2d's layout for a convolution
+ * from K to C channels), bias [K] or NULL; the result is a new [N, K, OH,
+ * OW] tensor the caller owns (free it with cg_tensor_free), with OH = (H
+ * - 1) sh - 2 ph + dh (R - 1) + oph + 1 (likewise OW).  groups must
+ * divide C.  Gradients flow to x, weight and bias.  Computed as GEMM +
+ * col2im (a gather: deterministic, no atomics) over chunks of images as
+ * cg_conv2d, whose memory bound applies; the output and x's gradient do
+ * not depend on the chunking (the weight's only to float rounding).  A
+ * weight whose dimension 0 is not C, groups not dividing C, a bias that
+ * is not [K], an output_padding not smaller than the stride or the
+ * dilation of its dimension (PyTorch's rule) or an output size below 1
+ * give CG_ESHAPE naming the shapes and the formula's values; a negative
+ * option gives CG_EINVAL; nothing is enqueued on error. */
+cg_tensor *cg_conv_transpose2d(cg_tensor *x, cg_tensor *weight,
+                               cg_tensor *bias,
+                               const cg_conv_transpose_options *opts);
+
 /* 2-D max pooling over the last two dimensions of x, [C, H, W] or [N, C,
  * H, W], as PyTorch's max_pool2d: kernel {kh, kw}; stride NULL means the
  * kernel; padding (NULL: 0) at most half the kernel, never a maximum;
