@@ -279,6 +279,29 @@ add_gflops(const bench *b, json_object *row, double gflop, double sec)
                      ? gflop / sec / b->fma_gflops : 0);
 }
 
+/* With --profile: the device time of the 8 kernels that took most, per
+ * step, over `repeat` more steps. */
+static int
+profile_steps(const bench *b, cg_context *ctx, cnn *m, json_object *row)
+{
+    cg_profile_entry pe[8];
+    json_object *o;
+    int i, np = 0;
+
+    if (cg_context_profile_reset(ctx))
+        return -1;
+    for (i = 0; i < b->repeat; i++)
+        if (cnn_step(m))
+            return -1;
+    if (cg_context_profile(ctx, pe, 8, &np))
+        return -1;
+    o = json_object_new_object();
+    for (i = 0; i < np && i < 8; i++)
+        bench_add_double(o, pe[i].name, pe[i].total_us / 1e3 / b->repeat);
+    json_object_object_add(row, "kernels_ms_per_step", o);
+    return 0;
+}
+
 json_object *
 suite_conv(bench *b)
 {
@@ -334,11 +357,14 @@ suite_conv(bench *b)
     if (cnn_build(&m))
         goto fail;
     status = bench_time(b, ctx, cnn_step, &m, &st);
+    row = status ? NULL : bench_row(name, &st, &ref[0], SPEEDUP);
+    if (row)
+        add_gflops(b, row, cnn_gflop(&m), st.med);
+    if (row && b->profile && (status = profile_steps(b, ctx, &m, row)))
+        json_object_put(row);
     cnn_free(&m);
     if (status)
         goto fail;
-    row = bench_row(name, &st, &ref[0], SPEEDUP);
-    add_gflops(b, row, cnn_gflop(&m), st.med);
     bench_suite_add(s, row);
 
     for (i = 0; i < 3 * NLAYERS; i++) {

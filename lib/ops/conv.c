@@ -360,7 +360,7 @@ static int
 add_bias(cg_tensor *y, cg_tensor *b)
 {
     cl_int K = (cl_int)y->shape[1], P = (cl_int)(y->shape[2] * y->shape[3]);
-    cl_int n = (cl_int)cg_tensor_numel(y);
+    cl_int ch = 64;     /* elements of a plane per work-item */
     cg_tensor *db = cg__dense(b);
     cl_mem my = cg__tensor_mem(y), mb;
     cl_kernel k;
@@ -370,9 +370,11 @@ add_bias(cg_tensor *y, cg_tensor *b)
     mb = db ? cg__tensor_mem(db) : NULL;
     if (status == CG_OK)
         status = cg__args(k, CG__ARG(my), CG__ARG(mb), CG__ARG(K),
-                          CG__ARG(P), CG__ARG(n));
+                          CG__ARG(P), CG__ARG(ch));
     if (status == CG_OK)
-        status = cg__launch1d(y->ctx, k, (size_t)n, CG__WG);
+        status = cg__launch_chunks(y->ctx, k, (size_t)P,
+                                   (size_t)(y->shape[0] * K), (size_t)ch,
+                                   CG__WG);
     cg_tensor_free(db);
     return status;
 }
