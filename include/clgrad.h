@@ -1061,6 +1061,25 @@ cg_module *cg_max_pool2d_new(cg_context *ctx, const int kernel[2],
 cg_module *cg_avg_pool2d_new(cg_context *ctx, const int kernel[2],
                              const int stride[2], const int padding[2]);
 
+/* Adaptive average pooling to out_h x out_w, as nn.AdaptiveAvgPool2d
+ * (forward cg_adaptive_avg_pool2d); sizes below 1 give CG_EINVAL. */
+cg_module *cg_adaptive_avg_pool2d_new(cg_context *ctx, int out_h,
+                                      int out_w);
+
+/* A transposed convolution layer, as nn.ConvTranspose2d: parameters
+ * "weight" [in_channels, out_channels / groups, kernel[0], kernel[1]] and
+ * "bias" [out_channels] (none if bias is 0), both U(-1/sqrt(fan_in),
+ * 1/sqrt(fan_in)) with fan_in = out_channels / groups * kernel[0] *
+ * kernel[1], as PyTorch computes it from the weight's shape.  opts (NULL:
+ * the defaults) are cg_conv_transpose2d's, copied; forward (through
+ * cg_module_forward) is cg_conv_transpose2d(x, weight, bias, opts).
+ * Sizes that are not positive, groups that do not divide both channel
+ * counts or negative options give CG_EINVAL. */
+cg_module *cg_conv_transpose2d_new(cg_context *ctx, int in_channels,
+                                   int out_channels, const int kernel[2],
+                                   int bias,
+                                   const cg_conv_transpose_options *opts);
+
 /* A layer that flattens dimensions start_dim .. end_dim, as nn.Flatten
  * (PyTorch's defaults: 1, -1); forward is cg_flatten through
  * cg_module_forward. */
@@ -1164,8 +1183,8 @@ int cg_module_params(const cg_module *m, cg_tensor **params, int max);
  * "tanh", "sigmoid" or "gelu" (else CG_EINVAL); its kind is that name. */
 cg_module *cg_activation_new(cg_context *ctx, const char *name);
 
-/* The forward of a one-input layer: linear, embedding, conv2d, batch
- * norm, pooling, flatten, an activation, or a container (each child's
+/* The forward of a one-input layer: linear, embedding, conv2d,
+ * conv_transpose2d, batch norm, pooling, flatten, an activation, or a container (each child's
  * forward applied in order; every child must be one of these).  A recurrent layer takes states: call cg_rnn_forward
  * (CG_EINVAL here).  The caller owns the result. */
 cg_tensor *cg_module_forward(cg_module *m, cg_tensor *x);

@@ -3,8 +3,9 @@
  * tests/test_cnn_layers.c - the layers around convolutions: BatchNorm1d/2d
  * (PyTorch's initial values; training mode updates the running statistics
  * and the count exactly as cg_batch_norm does, eval mode uses them; state
- * in checkpoints, the count as I64), MaxPool2d and AvgPool2d layers (the
- * ops' results), flatten (a view, its gradient, its errors), and I64
+ * in checkpoints, the count as I64), MaxPool2d, AvgPool2d and
+ * AdaptiveAvgPool2d layers (the ops' results), ConvTranspose2d (PyTorch's
+ * names, shapes and initial bounds; the op's result), flatten (a view, its gradient, its errors), and I64
  * checkpoint entries (saved, loaded, kept on the host, refused as device
  * tensors; a negative or malformed count restores nothing).  The ops
  * themselves are proven in test_batch_norm, test_pooling and test_conv.
@@ -322,6 +323,75 @@ START_TEST(pool_layers_are_the_ops)
 }
 END_TEST
 
+START_TEST(conv_transpose2d_and_adaptive_pool_layers)
+{
+    static const int kernel[2] = { 3, 2 };
+    cg_context *ctx = tt_ctx();
+    cg_conv_transpose_options o;
+    int64_t xs[4] = { 2, 4, 5, 3 }, ws[4];
+    cg_tensor *x = ramp(4, xs, 0.41, 0), *y, *y2;
+    cg_module *m, *ap;
+    const char *name;
+    double bound = 1.0 / sqrt(6.0 / 2 * 3 * 2);
+    float *w, lo = 1, hi = -1;
+    int64_t i, n;
+
+    memset(&o, 0, sizeof o);
+    o.stride[0] = o.stride[1] = 2;
+    o.padding[0] = 1;
+    o.output_padding[1] = 1;
+    o.groups = 2;
+    m = cg_conv_transpose2d_new(ctx, 4, 6, kernel, 1, &o);
+    ck_assert_msg(m != NULL, "%s", TT_ERR);
+    ck_assert_str_eq(cg_module_kind(m), "conv_transpose2d");
+    ck_assert_int_eq(cg_module_num_params(m), 2);
+    ck_assert_ptr_nonnull(cg_module_param(m, 0, &name));
+    ck_assert_str_eq(name, "weight");
+    cg_tensor_shape(cg_module_param(m, 0, NULL), ws);
+    ck_assert(ws[0] == 4 && ws[1] == 3 && ws[2] == 3 && ws[3] == 2);
+    ck_assert_ptr_nonnull(cg_module_param(m, 1, &name));
+    ck_assert_str_eq(name, "bias");
+    ck_assert_int_eq(cg_tensor_numel(cg_module_param(m, 1, NULL)), 6);
+    /* PyTorch: fan_in = out / groups * kh * kw = 3 * 3 * 2 */
+    w = host(cg_module_param(m, 0, NULL));
+    n = cg_tensor_numel(cg_module_param(m, 0, NULL));
+    for (i = 0; i < n; i++) {
+        ck_assert(fabs(w[i]) <= bound);
+        lo = w[i] < lo ? w[i] : lo;
+        hi = w[i] > hi ? w[i] : hi;
+    }
+    ck_assert_msg(hi - lo > bound, "%lld weights span only %g",
+                  (long long)n, hi - lo);
+    free(w);
+    y = cg_module_forward(m, x);
+    y2 = cg_conv_transpose2d(x, cg_module_param(m, 0, NULL),
+                             cg_module_param(m, 1, NULL), &o);
+    ck_assert_msg(y && y2, "%s", TT_ERR);
+    assert_same(y, y2);
+    cg_tensor_free(y);
+    cg_tensor_free(y2);
+    ck_assert_ptr_null(cg_conv_transpose2d_new(ctx, 4, 5, kernel, 1, &o));
+    ck_assert_int_eq(cg__last_status(), CG_EINVAL);
+    o.output_padding[0] = -1;
+    ck_assert_ptr_null(cg_conv_transpose2d_new(ctx, 4, 6, kernel, 1, &o));
+    ck_assert_ptr_null(cg_conv_transpose2d_new(ctx, 4, 6, NULL, 1, NULL));
+    cg_module_free(m);
+
+    ap = cg_adaptive_avg_pool2d_new(ctx, 2, 3);
+    ck_assert_msg(ap != NULL, "%s", TT_ERR);
+    y = cg_module_forward(ap, x);
+    y2 = cg_adaptive_avg_pool2d(x, 2, 3);
+    ck_assert_msg(y && y2, "%s", TT_ERR);
+    assert_same(y, y2);
+    cg_tensor_free(y);
+    cg_tensor_free(y2);
+    cg_module_free(ap);
+    ck_assert_ptr_null(cg_adaptive_avg_pool2d_new(ctx, 0, 3));
+    ck_assert_int_eq(cg__last_status(), CG_EINVAL);
+    cg_tensor_free(x);
+}
+END_TEST
+
 START_TEST(flatten_is_a_view_with_a_gradient)
 {
     cg_context *ctx = tt_ctx();
@@ -377,6 +447,7 @@ main(void)
     tcase_add_test(tc, batch_norm_layer_keeps_pytorchs_state);
     tcase_add_test(tc, batch_norm_state_travels_in_checkpoints);
     tcase_add_test(tc, pool_layers_are_the_ops);
+    tcase_add_test(tc, conv_transpose2d_and_adaptive_pool_layers);
     tcase_add_test(tc, flatten_is_a_view_with_a_gradient);
     suite_add_tcase(s, tc);
     return tt_run(s);

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * lib/nn/cnn.c - the layers around convolutions: batch normalisation
- * (with its running statistics as buffers), max and average pooling, and
- * flatten, named and initialised as PyTorch's BatchNorm1d/2d, MaxPool2d,
- * AvgPool2d and Flatten.
+ * (with its running statistics as buffers), max, average and adaptive
+ * average pooling, flatten and transposed convolution, named and
+ * initialised as PyTorch's BatchNorm1d/2d, MaxPool2d, AvgPool2d,
+ * AdaptiveAvgPool2d, Flatten and ConvTranspose2d.
  */
 #include "config.h"
 
@@ -194,6 +195,90 @@ cg_avg_pool2d_new(cg_context *ctx, const int kernel[2], const int stride[2],
     return m;
 }
 
+cg_module *
+cg_adaptive_avg_pool2d_new(cg_context *ctx, int out_h, int out_w)
+{
+    cg_module *m;
+
+    cg__error_clear();
+    if (!ctx) {
+        cg__error(CG_EINVAL, "context is NULL");
+        return NULL;
+    }
+    if (out_h < 1 || out_w < 1) {
+        cg__error(CG_EINVAL, "adaptive_avg_pool2d layer: output size %dx%d "
+                  "must be positive", out_h, out_w);
+        return NULL;
+    }
+    if ((m = cg__module_new(ctx, "adaptive_avg_pool2d"))) {
+        m->pool[0] = out_h;
+        m->pool[1] = out_w;
+    }
+    return m;
+}
+
+/* ------------------------------------------------------------------------
+ * ConvTranspose2d
+ * ------------------------------------------------------------------------ */
+
+cg_module *
+cg_conv_transpose2d_new(cg_context *ctx, int in_channels, int out_channels,
+                        const int kernel[2], int bias,
+                        const cg_conv_transpose_options *opts)
+{
+    cg_conv_transpose_options o;
+    int64_t wshape[4];
+    float bound;
+    cg_module *m;
+    int g, i;
+
+    cg__error_clear();
+    if (!ctx || !kernel) {
+        cg__error(CG_EINVAL, "%s is NULL", ctx ? "kernel" : "context");
+        return NULL;
+    }
+    if (opts)
+        o = *opts;
+    else
+        memset(&o, 0, sizeof o);
+    g = o.groups ? o.groups : 1;
+    if (in_channels < 1 || out_channels < 1 || kernel[0] < 1 ||
+        kernel[1] < 1 || g < 1 || in_channels % g || out_channels % g) {
+        cg__error(CG_EINVAL, "conv_transpose2d layer: in_channels %d, "
+                  "out_channels %d, kernel %dx%d and groups %d: sizes must "
+                  "be positive and groups divide both channel counts",
+                  in_channels, out_channels, kernel[0], kernel[1], g);
+        return NULL;
+    }
+    for (i = 0; i < 2; i++)
+        if (o.stride[i] < 0 || o.padding[i] < 0 || o.dilation[i] < 0 ||
+            o.output_padding[i] < 0) {
+            cg__error(CG_EINVAL, "conv_transpose2d layer: stride, padding, "
+                      "output_padding and dilation must not be negative");
+            return NULL;
+        }
+    if (!(m = cg__module_new(ctx, "conv_transpose2d")))
+        return NULL;
+    wshape[0] = in_channels;
+    wshape[1] = out_channels / g;
+    wshape[2] = kernel[0];
+    wshape[3] = kernel[1];
+    /* PyTorch's fan_in is the weight's dimension 1 times the kernel:
+     * out_channels / groups * kh * kw for a transposed convolution. */
+    bound = (float)(1.0 / sqrt((double)wshape[1] * (double)kernel[0] *
+                               (double)kernel[1]));
+    m->bias = bias != 0;
+    m->convt = o;
+    if (cg__module_add_param(m, "weight", 4, wshape, bound) ||
+        (m->bias && cg__module_add_param(m, "bias", 1,
+                                         (int64_t[1]){ out_channels },
+                                         bound))) {
+        cg__module_unref(m);
+        return NULL;
+    }
+    return m;
+}
+
 /* ------------------------------------------------------------------------
  * Flatten
  * ------------------------------------------------------------------------ */
@@ -233,6 +318,11 @@ cg__cnn_layer_forward(cg_module *m, cg_tensor *x, int *handled)
                              m->pool_flags & 1, (m->pool_flags & 2) != 0, 0);
     if (strcmp(m->kind, "flatten") == 0)
         return cg_flatten(x, m->pool[0], m->pool[1]);
+    if (strcmp(m->kind, "adaptive_avg_pool2d") == 0)
+        return cg_adaptive_avg_pool2d(x, m->pool[0], m->pool[1]);
+    if (strcmp(m->kind, "conv_transpose2d") == 0)
+        return cg_conv_transpose2d(x, m->params[0],
+                                   m->bias ? m->params[1] : NULL, &m->convt);
     *handled = 0;
     return NULL;
 }

@@ -166,6 +166,7 @@ struct cg_module {
                                  * count_include_pad (2) */
     int bias;                   /* linear, conv2d: has a bias */
     cg_conv_options conv;       /* conv2d: its options */
+    cg_conv_transpose_options convt;    /* conv_transpose2d: its options */
     cg_rnn_options rnn;         /* rnn: num_layers >= 1 filled in */
     cg__rnn_step step;          /* rnn: the fused step kernels */
     cg__rnn_step gstep;         /* rnn: the GEMM-path kernels, made on
