@@ -425,7 +425,9 @@ const char *cg_measure_method(cg_figure figure);
 
 typedef enum cg_dtype {
     CG_F32 = 0,    /* float32: all arithmetic */
-    CG_I32 = 1     /* int32: class indices, embedding indices, masks */
+    CG_I32 = 1,    /* int32: class indices, embedding indices, masks */
+    CG_I64 = 2     /* int64: only in checkpoints (PyTorch writes batch
+                    * norm's num_batches_tracked so); no tensor has it */
 } cg_dtype;
 
 typedef struct cg_tensor cg_tensor;
@@ -497,6 +499,11 @@ int cg_tensor_write(cg_tensor *t, const void *src, size_t bytes);
 /* Reshape; a view when t is contiguous, else a copy.  One entry of shape
  * may be -1 (inferred). */
 cg_tensor *cg_reshape(cg_tensor *t, int ndim, const int64_t *shape);
+/* Dimensions start_dim .. end_dim (negative counts from the end) merged
+ * into one, as torch.flatten: a view when t is contiguous (else a copy,
+ * as cg_reshape).  A scalar becomes [1].  Dimensions out of range or
+ * end_dim before start_dim give CG_EINVAL. */
+cg_tensor *cg_flatten(cg_tensor *t, int start_dim, int end_dim);
 cg_tensor *cg_transpose(cg_tensor *t, int dim0, int dim1);
 cg_tensor *cg_permute(cg_tensor *t, const int *perm);
 /* Elements start .. start+length-1 of dimension dim. */
@@ -691,6 +698,41 @@ cg_tensor *cg_conv2d(cg_tensor *x, cg_tensor *weight, cg_tensor *bias,
  * options' element [0] applies; errors as cg_conv2d's. */
 cg_tensor *cg_conv1d(cg_tensor *x, cg_tensor *weight, cg_tensor *bias,
                      const cg_conv_options *opts);
+
+/* Transposed convolution options, as the arguments of PyTorch's
+ * conv_transpose2d in its order; a zeroed struct (or a NULL pointer)
+ * gives the defaults.  Pairs are (height, width); stride and dilation 0
+ * mean 1, groups 0 means 1.  padding p drops p rows / columns of the
+ * output on each side (the padding of the cg_conv2d it transposes);
+ * output_padding adds rows / columns at the end (bottom / right) only, to
+ * pick one of the input sizes that a strided cg_conv2d maps to one output
+ * size. */
+typedef struct cg_conv_transpose_options {
+    int stride[2];
+    int padding[2];         /* >= 0 */
+    int output_padding[2];  /* >= 0, < stride or < dilation */
+    int groups;
+    int dilation[2];
+} cg_conv_transpose_options;
+
+/* 2-D transposed convolution, as torch.nn.functional.conv_transpose2d:
+ * the gradient of cg_conv2d with respect to its input.  x is [N, C, H,
+ * W], weight [C, K / groups, R, S] (cg_conv2d's layout for a convolution
+ * from K to C channels), bias [K] or NULL; the result is a new [N, K, OH,
+ * OW] tensor the caller owns (free it with cg_tensor_free), with OH = (H
+ * - 1) sh - 2 ph + dh (R - 1) + oph + 1 (likewise OW).  groups must
+ * divide C.  Gradients flow to x, weight and bias.  Computed as GEMM +
+ * col2im (a gather: deterministic, no atomics) over chunks of images as
+ * cg_conv2d, whose memory bound applies; the output and x's gradient do
+ * not depend on the chunking (the weight's only to float rounding).  A
+ * weight whose dimension 0 is not C, groups not dividing C, a bias that
+ * is not [K], an output_padding not smaller than the stride or the
+ * dilation of its dimension (PyTorch's rule) or an output size below 1
+ * give CG_ESHAPE naming the shapes and the formula's values; a negative
+ * option gives CG_EINVAL; nothing is enqueued on error. */
+cg_tensor *cg_conv_transpose2d(cg_tensor *x, cg_tensor *weight,
+                               cg_tensor *bias,
+                               const cg_conv_transpose_options *opts);
 
 /* 2-D max pooling over the last two dimensions of x, [C, H, W] or [N, C,
  * H, W], as PyTorch's max_pool2d: kernel {kh, kw}; stride NULL means the
@@ -984,6 +1026,72 @@ cg_module *cg_conv2d_new(cg_context *ctx, int in_channels, int out_channels,
                          const cg_conv_options *opts);
 cg_tensor *cg_conv2d_forward(cg_module *m, cg_tensor *x);
 
+/* Batch normalisation layers, as PyTorch's BatchNorm1d (input [N, C] or
+ * [N, C, L]) and BatchNorm2d ([N, C, H, W]) with num_features = C: with
+ * affine nonzero, parameters "weight" (ones) and "bias" (zeros) [C];
+ * with track_running_stats nonzero, buffers "running_mean" (zeros) and
+ * "running_var" (ones) [C] and the count "num_batches_tracked" (0).
+ * PyTorch's defaults are eps 1e-5, momentum 0.1, affine 1,
+ * track_running_stats 1.  Forward is cg_batch_norm: in training mode
+ * (cg_module_set_training) with the batch's statistics, updating the
+ * running ones and adding 1 to the count; in eval mode with the running
+ * statistics (the batch's when the layer keeps none).  The buffers and
+ * the count are saved and restored with the parameters by
+ * cg_checkpoint_add_module and cg_checkpoint_restore_module, under
+ * PyTorch's state-dict names; the count is saved as I64, as PyTorch does.
+ * num_features < 1, eps negative or not finite, or momentum outside
+ * [0, 1] give CG_EINVAL. */
+cg_module *cg_batch_norm1d_new(cg_context *ctx, int num_features, float eps,
+                               float momentum, int affine,
+                               int track_running_stats);
+cg_module *cg_batch_norm2d_new(cg_context *ctx, int num_features, float eps,
+                               float momentum, int affine,
+                               int track_running_stats);
+/* Forward of either; a wrong input rank gives CG_ESHAPE. */
+cg_tensor *cg_batch_norm_forward(cg_module *m, cg_tensor *x);
+/* Borrowed pointers to a batch norm layer's running statistics (valid
+ * until cg_module_free; any output may be NULL) and its count of training
+ * batches.  CG_EINVAL for another layer or one without running
+ * statistics. */
+int cg_batch_norm_stats(const cg_module *m, cg_tensor **running_mean,
+                        cg_tensor **running_var,
+                        int64_t *num_batches_tracked);
+
+/* Pooling layers, as PyTorch's MaxPool2d and AvgPool2d (no parameters):
+ * kernel {kh, kw}; stride NULL means the kernel; padding NULL means 0
+ * (at most half the kernel); dilation 1, ceil_mode off and, for average
+ * pooling, count_include_pad on, as PyTorch's defaults.  Forward is
+ * cg_max_pool2d / cg_avg_pool2d through cg_module_forward.  A kernel or
+ * stride below 1 or a padding outside 0 .. kernel / 2 give CG_EINVAL. */
+cg_module *cg_max_pool2d_new(cg_context *ctx, const int kernel[2],
+                             const int stride[2], const int padding[2]);
+cg_module *cg_avg_pool2d_new(cg_context *ctx, const int kernel[2],
+                             const int stride[2], const int padding[2]);
+
+/* Adaptive average pooling to out_h x out_w, as nn.AdaptiveAvgPool2d
+ * (forward cg_adaptive_avg_pool2d); sizes below 1 give CG_EINVAL. */
+cg_module *cg_adaptive_avg_pool2d_new(cg_context *ctx, int out_h,
+                                      int out_w);
+
+/* A transposed convolution layer, as nn.ConvTranspose2d: parameters
+ * "weight" [in_channels, out_channels / groups, kernel[0], kernel[1]] and
+ * "bias" [out_channels] (none if bias is 0), both U(-1/sqrt(fan_in),
+ * 1/sqrt(fan_in)) with fan_in = out_channels / groups * kernel[0] *
+ * kernel[1], as PyTorch computes it from the weight's shape.  opts (NULL:
+ * the defaults) are cg_conv_transpose2d's, copied; forward (through
+ * cg_module_forward) is cg_conv_transpose2d(x, weight, bias, opts).
+ * Sizes that are not positive, groups that do not divide both channel
+ * counts or negative options give CG_EINVAL. */
+cg_module *cg_conv_transpose2d_new(cg_context *ctx, int in_channels,
+                                   int out_channels, const int kernel[2],
+                                   int bias,
+                                   const cg_conv_transpose_options *opts);
+
+/* A layer that flattens dimensions start_dim .. end_dim, as nn.Flatten
+ * (PyTorch's defaults: 1, -1); forward is cg_flatten through
+ * cg_module_forward. */
+cg_module *cg_flatten_new(cg_context *ctx, int start_dim, int end_dim);
+
 /* Recurrent layers with PyTorch's semantics and parameter layout.  Cells,
  * with G gate blocks of H units each:
  *   CG_RNN_TANH, CG_RNN_RELU (G = 1):  h' = act(W_ih x + b_ih + W_hh h + b_hh)
@@ -1082,9 +1190,9 @@ int cg_module_params(const cg_module *m, cg_tensor **params, int max);
  * "tanh", "sigmoid" or "gelu" (else CG_EINVAL); its kind is that name. */
 cg_module *cg_activation_new(cg_context *ctx, const char *name);
 
-/* The forward of a one-input layer: linear, embedding, conv2d, an
- * activation, or a container (each child's forward applied in order; every child must be
- * one of these).  A recurrent layer takes states: call cg_rnn_forward
+/* The forward of a one-input layer: linear, embedding, conv2d,
+ * conv_transpose2d, batch norm, pooling, flatten, an activation, or a container (each child's
+ * forward applied in order; every child must be one of these).  A recurrent layer takes states: call cg_rnn_forward
  * (CG_EINVAL here).  The caller owns the result. */
 cg_tensor *cg_module_forward(cg_module *m, cg_tensor *x);
 
@@ -1322,10 +1430,13 @@ void cg_lr_schedule_free(cg_lr_schedule *sched);
  * A checkpoint is an ordered set of named tensors and string metadata,
  * saved as a safetensors file: an 8-byte little-endian header length N,
  * N bytes of JSON (an object mapping each tensor's name to its "dtype"
- * ("F32" or "I32"), "shape" and "data_offsets" [begin, end) within the
- * data, and "__metadata__" to a string-to-string map), then the raw
+ * ("F32", "I32" or "I64"), "shape" and "data_offsets" [begin, end) within
+ * the data, and "__metadata__" to a string-to-string map), then the raw
  * little-endian data.  The safetensors package and PyTorch read these
- * files, and clgrad reads theirs when every tensor is F32 or I32.
+ * files, and clgrad reads theirs when every tensor is F32, I32 or I64.
+ * I64 entries stay on the host (cg_checkpoint_tensor_data): no device
+ * tensor is int64; batch norm layers read their num_batches_tracked from
+ * one (cg_checkpoint_restore_module).
  * Parameters keep PyTorch's names (cg_checkpoint_add_module with prefix
  * "lstm." gives "lstm.weight_ih_l0", as model.state_dict() does).
  *
@@ -1359,8 +1470,10 @@ int cg_checkpoint_add_tensor(cg_checkpoint *ck, const char *name,
 int cg_checkpoint_add_host(cg_checkpoint *ck, const char *name,
                            cg_dtype dtype, int ndim, const int64_t *shape,
                            const void *data);
-/* Every parameter of m as prefix + its name (prefix may be NULL or "").
- * On error nothing was added. */
+/* Every parameter of m as prefix + its name (prefix may be NULL or ""),
+ * then its buffers (batch norm's running statistics, F32, and
+ * num_batches_tracked, I64 of shape []), as model.state_dict() holds
+ * them.  On error nothing was added. */
 int cg_checkpoint_add_module(cg_checkpoint *ck, const char *prefix,
                              const cg_module *m);
 
@@ -1433,9 +1546,10 @@ int cg_checkpoint_get_meta_double(const cg_checkpoint *ck, const char *key,
  * while writing could leave some tensors written. */
 int cg_checkpoint_restore(const cg_checkpoint *ck, int n,
                           const char *const *names, cg_tensor *const *tensors);
-/* Restores every parameter of m from prefix + its name, with the same
- * all-or-nothing checks; tensors the layer lacks are ignored (optimizer
- * state, other layers). */
+/* Restores every parameter and buffer of m from prefix + its name, with
+ * the same all-or-nothing checks; tensors the layer lacks are ignored
+ * (optimizer state, other layers).  num_batches_tracked may be I64 or I32
+ * of shape [] or [1], and must not be negative. */
 int cg_checkpoint_restore_module(const cg_checkpoint *ck, const char *prefix,
                                  cg_module *m);
 /* Sets ctx's generator from cg_checkpoint_add_generator's metadata

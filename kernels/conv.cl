@@ -13,7 +13,7 @@
  *                of col[...] as above - a gather: each work-item owns one
  *                element of dx and adds its contributions in increasing
  *                (r, s), so the result is deterministic and needs no atomics
- *   conv_bias:   y[i] += b[(i / P) % K] over a contiguous [N, K, P] y
+ *   conv_bias:   y[n, k, p] += b[k] over a contiguous [N, K, P] y
  *
  * cn (the stride between images) and ld (between rows of one image's
  * matrix) let the host choose [n][C R S][P] (cn = C R S P, ld = P) or
@@ -22,13 +22,15 @@
  *
  * Index space: one work-item per output row of the columns for im2col
  * (nimg C R S OH of them, each writing OW elements), one per row of dx
- * for col2im (nimg C H, each writing W elements), one per element for the
- * bias (N K P); padded to the host's work-group size.  No tunable parameters.
+ * for col2im (nimg C H, each writing W elements), padded to the host's
+ * work-group size; for the bias, (chunk of ch elements of a plane, row
+ * n K + k), the chunks padded to the work-group size.  No tunable parameters.
  *
  * The direct algorithm (lib/ops/conv.c runs it by default for depthwise
  * convolutions, where the columns cost more than the products they feed,
- * and where a tuning entry or CLGRAD_CONV_ALGO says): no column buffer, any stride, padding, dilation and groups,
- * each output a sum in a fixed order (no atomics, so deterministic).
+ * and where a tuning entry or CLGRAD_CONV_ALGO says): no column buffer,
+ * any stride, padding, dilation and groups, each output a sum in a fixed
+ * order (no atomics, so deterministic).
  * Each work-item holds CONV_VW consecutive outputs of a row in a float8
  * register tile: PoCL does not vectorise across work-items a kernel with
  * loops of run-time length, so the vector is written out; a tap whose
@@ -133,13 +135,19 @@ conv_col2im(__global const float *col, __global float *dx, CONV_ARGS)
 }
 
 __kernel void
-conv_bias(__global float *y, __global const float *b, int K, int P, int n)
+conv_bias(__global float *y, __global const float *b, int K, int P, int ch)
 {
-    int i = (int)get_global_id(0);
+    int c = (int)get_global_id(0) * ch, r = (int)get_global_id(1), e, i;
+    __global float *py;
+    float v;
 
-    if (i >= n)
+    if (c >= P)
         return;
-    y[i] += b[(i / P) % K];
+    v = b[r % K];
+    py = y + (size_t)r * P + c;
+    e = min(ch, P - c);
+    for (i = 0; i < e; i++)
+        py[i] += v;
 }
 
 /* Outputs per work-item of conv_direct_fwd: CONV_VW consecutive outputs

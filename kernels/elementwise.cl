@@ -7,7 +7,7 @@
  * of them, padded to the work-group size; operands are read through the
  * strided layout of common.cl, so views and broadcasts need no copies.
  *
- * Index space of the row kernels (NAME_fv, NAME_bv): the output seen as
+ * Index space of the row kernels (NAME_fv, NAME_bv, copy32v): the output seen as
  * rows of len elements (the innermost dimension of the coalesced layout),
  * where every operand's innermost stride is 1 or 0 (broadcast).  Work-item
  * (c, r) handles elements c * ch .. c * ch + ch - 1 of row r (global size
@@ -308,6 +308,32 @@ copy32(__global const uint *src, int so, __global uint *dst, int dso,
         return;
     o = cg_off2(i, shape, ss, sd, nd);
     dst[dso + o.y] = src[so + o.x];
+}
+#endif
+
+/* The same over rows: both operands' innermost stride is 1; work-item
+ * (c, r) copies words c * ch .. c * ch + ch - 1 of row r (len words), VW
+ * at a time, the row starts found once. */
+#if CG_WANT(copy32v)
+__kernel void
+copy32v(__global const uint *src, int so, __global uint *dst, int dso,
+        int8 shape, int8 ss, int8 sd, int nd, uint len, uint ch)
+{
+    uint c = get_global_id(0) * ch, r = get_global_id(1), e, k;
+    int2 o;
+    __global const uint *ps;
+    __global uint *pd;
+
+    if (c >= len)
+        return;
+    o = cg_off2(r, shape, ss, sd, nd - 1);
+    ps = src + so + o.x + c;
+    pd = dst + dso + o.y + c;
+    e = min(ch, len - c);
+    for (k = 0; k + VW <= e; k += VW)
+        vstore8(vload8(0, ps + k), 0, pd + k);
+    for (; k < e; k++)
+        pd[k] = ps[k];
 }
 #endif
 

@@ -9,7 +9,9 @@
  *                  as PyTorch's CPU kernel; a NaN replaces the maximum.
  *   max_pool2d_b:  gx[p, h, w] = sum of g[p, oh, ow] over the outputs
  *                  whose idx is h * W + w (a gather: each input element
- *                  visits the few outputs whose window covers it).
+ *                  visits the few outputs whose window covers it);
+ *                  max_pool2d_bs the same when windows do not overlap (a
+ *                  scatter from the outputs into a zeroed gx).
  *   avg_pool2d_f:  y = sum over the window clipped to the input / div,
  *                  div = divisor_override, or the window's size counting
  *                  padding (up to H + pad) or not (count_include_pad).
@@ -20,7 +22,10 @@
  *
  * Each work-item computes one output (forward) or one input element
  * (backward) and adds its terms in a fixed order: no atomics, results are
- * identical from run to run.  Geometry: k (kernel), s (stride), pd
+ * identical from run to run.  Index space: (element of the plane, plane),
+ * the first dimension padded to the work-group size (the host checks that
+ * a plane's elements fit an int), so no work-item divides 64-bit
+ * indices.  Geometry: k (kernel), s (stride), pd
  * (padding), dl (dilation), as int2 (.x: height, .y: width).
  */
 
@@ -49,37 +54,49 @@ avg_div(int oh, int ow, int H, int W, int2 k, int2 s, int2 pd,
     return include_pad ? sh * sw : (h1 - h0) * (w1 - w0);
 }
 
+/* The taps i in [*lo, *hi) of a window starting at a (a + i * d inside
+ * [0, n)), so that the loops over them need no test. */
+static void
+taps(int a, int k, int d, int n, int *lo, int *hi)
+{
+    if (d == 1) {
+        *lo = max(-a, 0);
+        *hi = min(k, n - a);
+        return;
+    }
+    *lo = a < 0 ? (-a + d - 1) / d : 0;
+    *hi = a + (k - 1) * d < n ? k : (n - 1 - a) / d + 1;
+}
+
 __kernel void
 max_pool2d_f(__global const float *x, uint planes, int H, int W, int OH,
              int OW, int2 k, int2 s, int2 pd, int2 dl, __global float *y,
              __global int *idx)
 {
-    size_t o = get_global_id(0), p = o / ((size_t)OH * OW);
-    int r = (int)(o % ((size_t)OH * OW)), oh = r / OW, ow = r % OW;
-    int h0 = oh * s.x - pd.x, w0 = ow * s.y - pd.y, i, j, best;
+    int r = (int)get_global_id(0), oh = r / OW, ow = r % OW;
+    size_t p = get_global_id(1), o = p * (size_t)OH * OW + (size_t)r;
+    int h0 = oh * s.x - pd.x, w0 = ow * s.y - pd.y, i, j, i0, i1, j0, j1;
+    int best;
     __global const float *xp = x + p * H * W;
     float m = -INFINITY;
 
-    if (p >= planes)
+    if (r >= OH * OW || p >= planes)
         return;
-    while (h0 < 0)
-        h0 += dl.x;
-    while (w0 < 0)
-        w0 += dl.y;
-    best = h0 * W + w0;
-    for (i = 0; i < k.x; i++) {
-        int h = oh * s.x - pd.x + i * dl.x;
+    taps(h0, k.x, dl.x, H, &i0, &i1);
+    taps(w0, k.y, dl.y, W, &j0, &j1);
+    /* The first element inside the window, where an all -inf window puts
+     * its maximum (padding is never one). */
+    best = (h0 + i0 * dl.x) * W + w0 + j0 * dl.y;
+    for (i = i0; i < i1; i++) {
+        int h = h0 + i * dl.x;
 
-        if (h < 0 || h >= H)
-            continue;
-        for (j = 0; j < k.y; j++) {
-            int w = ow * s.y - pd.y + j * dl.y;
-            float v;
+        for (j = j0; j < j1; j++) {
+            int w = w0 + j * dl.y;
+            float v = xp[h * W + w];
 
-            if (w < 0 || w >= W)
-                continue;
-            v = xp[h * W + w];
-            if (v > m || isnan(v)) {
+            /* v != v is isnan(v), which PoCL does not vectorise: the
+             * kernel ran 3x slower with it */
+            if (v > m || v != v) {
                 m = v;
                 best = h * W + w;
             }
@@ -94,12 +111,12 @@ max_pool2d_b(__global const int *idx, __global const float *g, uint planes,
              int H, int W, int OH, int OW, int2 k, int2 s, int2 pd, int2 dl,
              __global float *gx)
 {
-    size_t e = get_global_id(0), p = e / ((size_t)H * W);
-    int r = (int)(e % ((size_t)H * W)), h = r / W, w = r % W, i, j;
+    int r = (int)get_global_id(0), h = r / W, w = r % W, i, j;
+    size_t p = get_global_id(1), e = p * (size_t)H * W + (size_t)r;
     size_t base = p * OH * OW;
     float acc = 0.0f;
 
-    if (p >= planes)
+    if (r >= H * W || p >= planes)
         return;
     for (i = 0; i < k.x; i++) {
         int th = h + pd.x - i * dl.x, oh;
@@ -120,18 +137,34 @@ max_pool2d_b(__global const int *idx, __global const float *g, uint planes,
     gx[e] = acc;
 }
 
+/* max_pool2d_b for windows that do not overlap (stride >= dilation *
+ * (kernel - 1) + 1 in both dimensions): each input element is the maximum
+ * of at most one output, so the outputs scatter their gradients into gx,
+ * which the host has zeroed.  Index space as max_pool2d_f's. */
+__kernel void
+max_pool2d_bs(__global const int *idx, __global const float *g, uint planes,
+              int H, int W, int OH, int OW, __global float *gx)
+{
+    int r = (int)get_global_id(0);
+    size_t p = get_global_id(1), o = p * (size_t)OH * OW + (size_t)r;
+
+    if (r >= OH * OW || p >= planes)
+        return;
+    gx[p * (size_t)H * W + (size_t)idx[o]] = g[o];
+}
+
 __kernel void
 avg_pool2d_f(__global const float *x, uint planes, int H, int W, int OH,
              int OW, int2 k, int2 s, int2 pd, int include_pad, int divisor,
              __global float *y)
 {
-    size_t o = get_global_id(0), p = o / ((size_t)OH * OW);
-    int r = (int)(o % ((size_t)OH * OW)), oh = r / OW, ow = r % OW;
+    int r = (int)get_global_id(0), oh = r / OW, ow = r % OW;
+    size_t p = get_global_id(1), o = p * (size_t)OH * OW + (size_t)r;
     int h0, h1, w0, w1, h, w;
     __global const float *xp = x + p * H * W;
     float acc = 0.0f;
 
-    if (p >= planes)
+    if (r >= OH * OW || p >= planes)
         return;
     avg_win(oh, H, k.x, s.x, pd.x, &h0, &h1);
     avg_win(ow, W, k.y, s.y, pd.y, &w0, &w1);
@@ -147,8 +180,8 @@ avg_pool2d_b(__global const float *g, uint planes, int H, int W, int OH,
              int OW, int2 k, int2 s, int2 pd, int include_pad, int divisor,
              __global float *gx)
 {
-    size_t e = get_global_id(0), p = e / ((size_t)H * W);
-    int r = (int)(e % ((size_t)H * W)), h = r / W, w = r % W, oh, ow;
+    int r = (int)get_global_id(0), h = r / W, w = r % W, oh, ow;
+    size_t p = get_global_id(1), e = p * (size_t)H * W + (size_t)r;
     /* Outputs whose unclipped window [o * s - pd, o * s - pd + k) covers
      * h: o in [ceil((h + pd - k + 1) / s), floor((h + pd) / s)]. */
     int oh0 = max(0, (h + pd.x - k.x + s.x) / s.x);
@@ -158,7 +191,7 @@ avg_pool2d_b(__global const float *g, uint planes, int H, int W, int OH,
     __global const float *gp = g + p * OH * OW;
     float acc = 0.0f;
 
-    if (p >= planes)
+    if (r >= H * W || p >= planes)
         return;
     for (oh = oh0; oh <= oh1; oh++)
         for (ow = ow0; ow <= ow1; ow++) {
@@ -193,14 +226,14 @@ __kernel void
 adaptive_avg_pool2d_f(__global const float *x, uint planes, int H, int W,
                       int OH, int OW, __global float *y)
 {
-    size_t o = get_global_id(0), p = o / ((size_t)OH * OW);
-    int r = (int)(o % ((size_t)OH * OW)), oh = r / OW, ow = r % OW;
+    int r = (int)get_global_id(0), oh = r / OW, ow = r % OW;
+    size_t p = get_global_id(1), o = p * (size_t)OH * OW + (size_t)r;
     int h0 = ada_lo(oh, H, OH), h1 = ada_hi(oh, H, OH);
     int w0 = ada_lo(ow, W, OW), w1 = ada_hi(ow, W, OW), h, w;
     __global const float *xp = x + p * H * W;
     float acc = 0.0f;
 
-    if (p >= planes)
+    if (r >= OH * OW || p >= planes)
         return;
     for (h = h0; h < h1; h++)
         for (w = w0; w < w1; w++)
@@ -212,8 +245,8 @@ __kernel void
 adaptive_avg_pool2d_b(__global const float *g, uint planes, int H, int W,
                       int OH, int OW, __global float *gx)
 {
-    size_t e = get_global_id(0), p = e / ((size_t)H * W);
-    int r = (int)(e % ((size_t)H * W)), h = r / W, w = r % W, oh, ow;
+    int r = (int)get_global_id(0), h = r / W, w = r % W, oh, ow;
+    size_t p = get_global_id(1), e = p * (size_t)H * W + (size_t)r;
     /* Outputs covering h lie in [floor(h * OH / H), ceil((h + 1) * OH /
      * H)); each is checked. */
     int oh0 = ada_lo(h, OH, H), oh1 = min(OH, ada_hi(h, OH, H));
@@ -221,7 +254,7 @@ adaptive_avg_pool2d_b(__global const float *g, uint planes, int H, int W,
     __global const float *gp = g + p * OH * OW;
     float acc = 0.0f;
 
-    if (p >= planes)
+    if (r >= H * W || p >= planes)
         return;
     for (oh = oh0; oh < oh1; oh++) {
         int a0 = ada_lo(oh, H, OH), a1 = ada_hi(oh, H, OH);

@@ -10,6 +10,13 @@ this with Debian's python3-torch).
                              recomputes y and compares.
   io_interop.py write FILE   writes such a file from PyTorch, for clgrad to
                              load and recompute.
+  io_interop.py check-cnn FILE, write-cnn FILE
+                             the same with a small CNN, nn.Sequential(
+                             Conv2d, BatchNorm2d, ReLU, MaxPool2d, Flatten,
+                             Linear), after three training-mode forwards:
+                             the state dict holds the batch norm's running
+                             statistics and its num_batches_tracked (I64,
+                             shape []); y is the eval-mode output.
 
 The safetensors package is not in Debian bookworm and torch 1.13 has no
 safetensors reader, so the format is read and written here with struct and
@@ -23,9 +30,9 @@ import sys
 
 import torch
 
-DTYPES = {"F32": torch.float32, "I32": torch.int32}
+DTYPES = {"F32": torch.float32, "I32": torch.int32, "I64": torch.int64}
 NAMES = {v: k for k, v in DTYPES.items()}
-LITTLE = {torch.float32: "<f4", torch.int32: "<i4"}
+LITTLE = {torch.float32: "<f4", torch.int32: "<i4", torch.int64: "<i8"}
 T, B, IN, H, OUT = 5, 2, 3, 4, 2
 
 
@@ -109,12 +116,55 @@ def make(path):
     write(path, tensors, {"format": "pt", "step": "7", "writer": "torch " + torch.__version__})
 
 
+def cnn():
+    nn = torch.nn
+    return nn.Sequential(nn.Conv2d(2, 3, 3, padding=1), nn.BatchNorm2d(3),
+                         nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                         nn.Linear(3 * 2 * 3, 4))
+
+
+def check_cnn(path):
+    tensors, meta = read(path)
+    net = cnn()
+    state = {k[4:]: v for k, v in tensors.items() if k.startswith("cnn.")}
+    nbt = state["1.num_batches_tracked"]
+    if nbt.dtype != torch.int64 or nbt.shape != () or nbt.item() != 3:
+        raise ValueError("num_batches_tracked: %r" % nbt)
+    net.load_state_dict(state, strict=True)
+    net.eval()
+    with torch.no_grad():
+        y = net(tensors["x"])
+    err = (y - tensors["y"]).abs().max().item()
+    scale = tensors["y"].abs().max().item()
+    print("cnn: max |y_torch - y_clgrad| = %.3g (max |y| %.3g)" % (err, scale))
+    if err > 1e-5 * max(scale, 1):
+        raise ValueError("outputs differ")
+
+
+def make_cnn(path):
+    torch.manual_seed(1)
+    net = cnn()
+    with torch.no_grad():
+        for _ in range(3):
+            net(torch.randn(5, 2, 4, 6) * 2 + 0.5)
+    net.eval()
+    x = torch.randn(5, 2, 4, 6)
+    with torch.no_grad():
+        y = net(x)
+    tensors = {"cnn." + k: v for k, v in net.state_dict().items()}
+    tensors["x"] = x
+    tensors["y"] = y
+    write(path, tensors, {"format": "pt"})
+
+
 def main():
-    if len(sys.argv) != 3 or sys.argv[1] not in ("check", "write"):
+    modes = {"check": check, "write": make, "check-cnn": check_cnn,
+             "write-cnn": make_cnn}
+    if len(sys.argv) != 3 or sys.argv[1] not in modes:
         print(__doc__, file=sys.stderr)
         return 2
     try:
-        (check if sys.argv[1] == "check" else make)(sys.argv[2])
+        modes[sys.argv[1]](sys.argv[2])
     except Exception as e:  # any failure is the test's failure
         print("io_interop.py %s: %s: %s" % (sys.argv[1], type(e).__name__, e),
               file=sys.stderr)

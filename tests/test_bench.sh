@@ -75,9 +75,10 @@ for name in suites:
             if v != {"auto", "clgrad", "clblast"}:
                 bad.append("gemm/%s: variants %r" % (c, sorted(v)))
     for r in rows:
-        if name in ("gemm", "mlp", "lstm"):
+        if name in ("gemm", "mlp", "lstm", "conv"):
             for k in ("clgrad_gflops", "peak_fraction") + \
-                     (() if name == "gemm" else ("gflop_per_step",)):
+                     (() if name == "gemm" else
+                      ("gflop",) if name == "conv" else ("gflop_per_step",)):
                 if not (isinstance(r.get(k), (int, float)) and r[k] > 0):
                     bad.append("%s/%s: %s = %r" % (name, r.get("case"), k,
                                                    r.get(k)))
@@ -97,7 +98,7 @@ sys.exit(1 if bad else 0)
 EOF
 }
 
-all=gemm,bandwidth,mlp,lstm,scaling
+all=gemm,bandwidth,mlp,lstm,scaling,conv
 if "$py" -c 'import torch' 2>/dev/null; then
     torch=yes
 elif [ -n "${CI:-}" ]; then
@@ -122,9 +123,9 @@ fi
 
 # --- without PyTorch: skipped with a message, exit 0
 CLGRAD_BENCH_PYTHON=/nonexistent "$bench" --quick --json --suite mlp \
-    --suite lstm --suite scaling --repeat 1 > "$tmp/nopy.json" ||
+    --suite lstm --suite scaling --suite conv --repeat 1 > "$tmp/nopy.json" ||
     fail "no PyTorch: exit status $?"
-check_json "$tmp/nopy.json" mlp,lstm,scaling no ||
+check_json "$tmp/nopy.json" mlp,lstm,scaling,conv no ||
     fail "no PyTorch: bad results"
 grep -q '"skipped": *".*nonexistent' "$tmp/nopy.json" ||
     fail "no PyTorch: the message does not name the python"

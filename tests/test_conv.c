@@ -4,17 +4,21 @@
  * double and gradients of x, weight and bias against finite differences
  * (tests/opcheck.h) at odd sizes - 1, 3 and 7 channels, 1x1, 3x3 and 5x2
  * kernels, stride 2, dilation 2, groups 1, 2 and C (depthwise), padding
- * 0, 1 and "same"; forced chunking of the batch against one chunk, bit
- * for bit; PyTorch 1.13's outputs and gradients (tests/fixtures/conv.txt,
+ * 0, 1 and "same", a bias that is a view at an offset; forced chunking of
+ * the batch against one chunk, bit for bit; PyTorch 1.13's outputs and gradients (tests/fixtures/conv.txt,
  * written by gen_conv.py); bad shapes and options, which must fail with
  * the right status, name the shapes and enqueue nothing; and the Conv2d
- * layer (PyTorch's names, shapes and initial bounds).
+ * layer (PyTorch's names, shapes and initial bounds).  The test case
+ * "conv_transpose" (CK_RUN_CASE=conv_transpose) checks conv_transpose2d
+ * the same ways: a C reference that scatters, finite differences,
+ * chunking, PyTorch's (tests/fixtures/conv_transpose.txt, written by
+ * gen_conv_transpose.py), and bad shapes and options.
  *
- * The reference, finite-difference, chunking and PyTorch checks run once
- * per algorithm (im2col + GEMM, direct), forced with CLGRAD_CONV_ALGO;
- * the two agree on larger shapes, the direct one is the same bits run
- * after run, and the choice follows the variable, the tuning entries of
- * the shape classes and the built-in rule.
+ * The reference, finite-difference, chunking and PyTorch checks of conv2d
+ * and conv1d run once per algorithm (im2col + GEMM, direct), forced with
+ * CLGRAD_CONV_ALGO; the two agree on larger shapes, the direct one is the
+ * same bits run after run, and the choice follows the variable, the
+ * tuning entries of the shape classes and the built-in rule.
  */
 #include <math.h>
 #include <stdio.h>
@@ -141,7 +145,7 @@ START_TEST(conv2d_matches_reference_and_finite_differences)
 {
     static const struct { const char *x, *w, *b; cparam p; } cases[] = {
         { "1,1,5,4", "1,1,1,1", "1", { 0, 0, 0, 0, 0, 0, 0, 0, 1, 0 } },
-        { "2,3,7,6", "5,3,3,3", "5", { 0, 0, 1, 1, 0, 0, 0, 0, 1, 0 } },
+        { "2,3,7,6", "5,3,3,3", "O5", { 0, 0, 1, 1, 0, 0, 0, 0, 1, 0 } },
         { "2,3,7,8", "4,3,5,2", "4", { 2, 2, 0, 0, 0, 0, 0, 0, 1, 0 } },
         { "1,3,9,8", "3,3,3,3", "3", { 1, 1, 1, 1, 2, 2, 0, 0, 0, 0 } },
         { "2,2,6,7", "4,1,3,3", "4", { 2, 1, 1, 0, 1, 2, 2, 0, 1, 0 } },
@@ -202,6 +206,105 @@ START_TEST(conv1d_matches_reference_and_finite_differences)
 }
 END_TEST
 
+typedef struct {
+    int sh, sw, ph, pw, oph, opw, dh, dw, groups, bias;
+} tparam;
+
+static cg_conv_transpose_options
+toptions_of(const tparam *p)
+{
+    cg_conv_transpose_options o;
+
+    memset(&o, 0, sizeof o);
+    o.stride[0] = p->sh; o.stride[1] = p->sw;
+    o.padding[0] = p->ph; o.padding[1] = p->pw;
+    o.output_padding[0] = p->oph; o.output_padding[1] = p->opw;
+    o.dilation[0] = p->dh; o.dilation[1] = p->dw;
+    o.groups = p->groups;
+    return o;
+}
+
+static cg_tensor *
+run_convt(cg_tensor **in, const void *param)
+{
+    const tparam *p = param;
+    cg_conv_transpose_options o = toptions_of(p);
+
+    return cg_conv_transpose2d(in[0], in[1], p->bias ? in[2] : NULL, &o);
+}
+
+/* PyTorch's definition, as a scatter: each x[n, c, h, w] adds x w[c, k,
+ * r, s] to y[n, g Kg + k, h sh - ph + r dh, w sw - pw + s dw] (c in group
+ * g), where that lies inside y. */
+static void
+ref_convt(const oc_tensor *in, oc_tensor *out, const void *param)
+{
+    const tparam *p = param;
+    const oc_tensor *x = &in[0], *w = &in[1];
+    int64_t N = x->shape[0], C = x->shape[1], H = x->shape[2];
+    int64_t W = x->shape[3], Kg = w->shape[1], R = w->shape[2];
+    int64_t S = w->shape[3], G = dflt(p->groups), K = Kg * G, Cg = C / G;
+    int sh = dflt(p->sh), sw = dflt(p->sw), dh = dflt(p->dh);
+    int dw = dflt(p->dw);
+    int64_t OH = (H - 1) * sh - 2 * p->ph + dh * (R - 1) + p->oph + 1;
+    int64_t OW = (W - 1) * sw - 2 * p->pw + dw * (S - 1) + p->opw + 1;
+    int64_t n, c, h, ww, k, r, s, oh, ow, i;
+
+    out->ndim = 4;
+    out->shape[0] = N; out->shape[1] = K;
+    out->shape[2] = OH; out->shape[3] = OW;
+    oc_alloc(out);
+    for (i = 0; p->bias && i < out->numel; i++)
+        out->data[i] = in[2].data[i / (OH * OW) % K];
+    for (n = 0; n < N; n++)
+        for (c = 0; c < C; c++)
+            for (h = 0; h < H; h++)
+                for (ww = 0; ww < W; ww++)
+                    for (k = 0; k < Kg; k++)
+                        for (r = 0; r < R; r++)
+                            for (s = 0; s < S; s++) {
+                                oh = h * sh - p->ph + r * dh;
+                                ow = ww * sw - p->pw + s * dw;
+                                if (oh < 0 || oh >= OH || ow < 0 || ow >= OW)
+                                    continue;
+                                out->data[((n * K + c / Cg * Kg + k) * OH +
+                                           oh) * OW + ow] +=
+                                    x->data[((n * C + c) * H + h) * W + ww] *
+                                    w->data[((c * Kg + k) * R + r) * S + s];
+                            }
+}
+
+/* 1 and 3 channels; 3x3, 2x3 and 1-pixel inputs; stride 1, 2 and (2, 1);
+ * padding 0, 1 and more than the kernel reaches; output_padding 1 with
+ * stride 2 and with dilation 2 at stride 1; groups 1, 2 and C; a
+ * transposed view as input and a bias at an offset. */
+START_TEST(conv_transpose2d_matches_reference_and_finite_differences)
+{
+    static const struct { const char *x, *w, *b; tparam p; } cases[] = {
+        { "1,1,4,5", "1,1,3,3", "1", { 0, 0, 0, 0, 0, 0, 0, 0, 0, 1 } },
+        { "2,3,5,4", "3,2,2,3", "2", { 2, 2, 1, 1, 1, 1, 0, 0, 0, 1 } },
+        { "2,2,4,3", "2,3,3,3", "O6", { 0, 0, 1, 1, 0, 0, 2, 2, 2, 1 } },
+        { "1,3,3,5", "3,1,3,3", "1", { 2, 1, 0, 1, 1, 0, 1, 2, 0, 0 } },
+        { "2,4,3,4", "4,1,2,3", "2", { 0, 0, 0, 1, 1, 1, 2, 2, 2, 1 } },
+        { "T1,3,5,5", "3,3,3,3", "3", { 2, 2, 1, 1, 0, 0, 0, 0, 0, 1 } },
+        { "2,3,4,4", "3,1,3,3", "3", { 2, 2, 0, 0, 1, 1, 0, 0, 3, 1 } },
+        { "3,1,1,2", "1,3,2,3", "3", { 0, 0, 0, 0, 0, 0, 0, 0, 0, 1 } },
+        { "1,2,5,5", "2,2,3,3", "2", { 2, 2, 3, 3, 0, 0, 0, 0, 0, 1 } },
+    };
+    oc_op op = { 0 };
+    size_t c;
+
+    op.run = run_convt;
+    op.ref = ref_convt;
+    for (c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        op.name = cases[c].p.bias ? "conv_transpose2d(b)"
+                                  : "conv_transpose2d";
+        op.ninputs = cases[c].p.bias ? 3 : 2;
+        oc_check(&op, &cases[c].p, cases[c].x, cases[c].w, cases[c].b);
+    }
+}
+END_TEST
+
 static cg_tensor *
 random_tensor(int ndim, const int64_t *shape, int grad)
 {
@@ -235,12 +338,12 @@ host_copy(const cg_tensor *t)
     return v;
 }
 
-/* y, dx, dw and db of one convolution, as host arrays. */
+/* y, dx, dw and db of y, a convolution of x, w and b, as host arrays. */
 static void
-conv_all(cg_tensor *x, cg_tensor *w, cg_tensor *b,
-         const cg_conv_options *o, float **out)
+grads_of(cg_tensor *y, cg_tensor *x, cg_tensor *w, cg_tensor *b,
+         float **out)
 {
-    cg_tensor *y = cg_conv2d(x, w, b, o), *s;
+    cg_tensor *s;
 
     ck_assert_msg(y != NULL, "%s", TT_ERR);
     s = cg_sum(y, 0, NULL, 0);
@@ -257,37 +360,54 @@ conv_all(cg_tensor *x, cg_tensor *w, cg_tensor *b,
     cg_tensor_free(y);
 }
 
+/* The same of one convolution (transposed: conv_transpose2d) with padding
+ * 1 and `groups`. */
+static void
+conv_all(int transposed, cg_tensor *x, cg_tensor *w, cg_tensor *b,
+         int groups, float **out)
+{
+    cg_conv_options o;
+    cg_conv_transpose_options ot;
+
+    memset(&o, 0, sizeof o);
+    memset(&ot, 0, sizeof ot);
+    o.padding[0] = o.padding[1] = ot.padding[0] = ot.padding[1] = 1;
+    o.groups = ot.groups = groups;
+    grads_of(transposed ? cg_conv_transpose2d(x, w, b, &ot)
+                        : cg_conv2d(x, w, b, &o), x, w, b, out);
+}
+
 /* With the column buffer limited to one or two images, the batch runs in
  * chunks: y and dx are the same bits as in one chunk (each image's
  * products are the same); dw and db add the chunks' shares in another
- * order, so they are compared to float32 rounding of the sums.  The
- * direct algorithm has no columns: the limit must not change it. */
-START_TEST(chunked_batch_equals_one_chunk)
+ * order, so they are compared to float32 rounding of the sums.  x is [5,
+ * 4, 7, 6] and y [5, 6, 7, 6] either way; an image's columns are C R S OH
+ * OW floats of the convolution (conv_transpose2d's transposes one from 6
+ * channels to 4).  The direct algorithm has no columns: the limit must
+ * not change it. */
+static void
+check_chunking(int transposed)
 {
-    static const int64_t xs[4] = { 5, 4, 7, 6 }, ws[4] = { 6, 2, 3, 3 };
-    static const int64_t bs[1] = { 6 };
+    static const int64_t xs[4] = { 5, 4, 7, 6 }, bs[1] = { 6 };
     static const int groups[2] = { 1, 2 };
-    static const size_t limits[2] = { 4 * 4 * 9 * 42, 4 * 4 * 9 * 42 * 2 };
-    size_t numel[4] = { 5 * 6 * 42, 5 * 4 * 42, 6 * 2 * 9, 6 }, j;
+    size_t per = (size_t)(transposed ? 6 : 4) * 4 * 9 * 42;
+    size_t limits[2] = { per, 2 * per };
+    size_t numel[4] = { 5 * 6 * 42, 5 * 4 * 42, 0, 6 }, j;
     int gi, li, t;
 
-    use_algo(_i);
     for (gi = 0; gi < 2; gi++) {
-        int64_t w2[4] = { ws[0], 4 / groups[gi], ws[2], ws[3] };
+        int64_t w2[4] = { transposed ? 4 : 6, (transposed ? 6 : 4) /
+                          groups[gi], 3, 3 };
         cg_tensor *x = random_tensor(4, xs, 1), *w = random_tensor(4, w2, 1);
         cg_tensor *b = random_tensor(1, bs, 1);
-        cg_conv_options o;
         float *one[4], *many[4];
 
-        memset(&o, 0, sizeof o);
-        o.padding[0] = o.padding[1] = 1;
-        o.groups = groups[gi];
-        numel[2] = (size_t)(6 * w2[1] * 9);
+        numel[2] = (size_t)(w2[0] * w2[1] * 9);
         cg__conv_set_col_limit(0);
-        conv_all(x, w, b, &o, one);
+        conv_all(transposed, x, w, b, groups[gi], one);
         for (li = 0; li < 2; li++) {
             cg__conv_set_col_limit(limits[li]);
-            conv_all(x, w, b, &o, many);
+            conv_all(transposed, x, w, b, groups[gi], many);
             for (t = 0; t < 4; t++) {
                 for (j = 0; j < numel[t]; j++) {
                     if (t < 2)
@@ -313,7 +433,19 @@ START_TEST(chunked_batch_equals_one_chunk)
         cg_tensor_free(w);
         cg_tensor_free(b);
     }
+}
+
+START_TEST(chunked_batch_equals_one_chunk)
+{
+    use_algo(_i);
+    check_chunking(0);
     use_auto();
+}
+END_TEST
+
+START_TEST(conv_transpose2d_chunked_batch_equals_one_chunk)
+{
+    check_chunking(1);
 }
 END_TEST
 
@@ -326,7 +458,7 @@ fx_tensor_new(const fx_file *f, int k, const char *what, int grad)
 
     snprintf(name, sizeof name, "%d.%s", k, what);
     t = fx_get(f, name);
-    ck_assert_msg(t != NULL, "conv.txt lacks %s", name);
+    ck_assert_msg(t != NULL, "the fixture lacks %s", name);
     d = cg_tensor_from_host(tt_ctx(), CG_F32, t->ndim, t->shape, t->data);
     ck_assert_msg(d != NULL, "%s", TT_ERR);
     if (grad)
@@ -338,6 +470,7 @@ fx_tensor_new(const fx_file *f, int k, const char *what, int grad)
 static void
 fx_compare(const fx_file *f, int k, const char *what, const cg_tensor *t)
 {
+    const char *algo = getenv("CLGRAD_CONV_ALGO");
     char name[32];
     const fx_tensor *want;
     float *got;
@@ -357,12 +490,46 @@ fx_compare(const fx_file *f, int k, const char *what, const cg_tensor *t)
     }
     free(got);
     ck_assert_msg(err <= 1e-5 * big, "%s (%s): max error %g of largest %g",
-                  name, getenv("CLGRAD_CONV_ALGO"), err, big);
+                  name, algo ? algo : "auto", err, big);
 }
 
-/* Outputs and gradients of PyTorch's conv2d / conv1d, each tensor within
- * 1e-5 of its largest value: float32 sums of at most a few hundred
- * products round to about 1e-6 of that. */
+/* Case k of a fixture: y = run(x, w, b) and the gradients of sum(y *
+ * grad_output), each tensor within 1e-5 of its largest value of
+ * PyTorch's: float32 sums of at most a few hundred products round to
+ * about 1e-6 of that. */
+static void
+fx_check_case(const fx_file *f, int k, int bias,
+              cg_tensor *(*run)(cg_tensor **in, const void *param),
+              const void *param)
+{
+    cg_tensor *in[3] = { NULL, NULL, NULL }, *g, *y, *yg, *s;
+    int i;
+
+    in[0] = fx_tensor_new(f, k, "x", 1);
+    in[1] = fx_tensor_new(f, k, "w", 1);
+    if (bias)
+        in[2] = fx_tensor_new(f, k, "b", 1);
+    g = fx_tensor_new(f, k, "grad_output", 0);
+    y = run(in, param);
+    ck_assert_msg(y != NULL, "case %d: %s", k, TT_ERR);
+    yg = cg_mul(y, g);
+    s = yg ? cg_sum(yg, 0, NULL, 0) : NULL;
+    ck_assert_msg(s != NULL, "%s", TT_ERR);
+    ck_assert_msg(cg_backward(s, NULL, 0) == CG_OK, "%s", TT_ERR);
+    fx_compare(f, k, "y", y);
+    fx_compare(f, k, "grad_x", cg_tensor_grad(in[0]));
+    fx_compare(f, k, "grad_w", cg_tensor_grad(in[1]));
+    if (bias)
+        fx_compare(f, k, "grad_b", cg_tensor_grad(in[2]));
+    cg_tensor_free(s);
+    cg_tensor_free(yg);
+    cg_tensor_free(y);
+    cg_tensor_free(g);
+    for (i = 0; i < 3; i++)
+        cg_tensor_free(in[i]);
+}
+
+/* PyTorch's conv2d / conv1d (tests/fixtures/conv.txt). */
 START_TEST(conv_matches_pytorch)
 {
     char err[512];
@@ -376,42 +543,43 @@ START_TEST(conv_matches_pytorch)
     for (k = 0; k < ncases; k++) {
         char key[16];
         cparam p;
-        cg_conv_options o;
-        cg_tensor *x, *w, *b = NULL, *g, *y, *yg, *s;
 
         snprintf(key, sizeof key, "case.%d", k);
         ck_assert_int_eq(fx_config_ints(f, key, v, 10), 10);
         p.one_d = v[0]; p.sh = v[1]; p.sw = v[2]; p.ph = v[3]; p.pw = v[4];
         p.dh = v[5]; p.dw = v[6]; p.groups = v[7]; p.same = v[8];
         p.bias = v[9];
-        o = options_of(&p);
-        x = fx_tensor_new(f, k, "x", 1);
-        w = fx_tensor_new(f, k, "w", 1);
-        if (p.bias)
-            b = fx_tensor_new(f, k, "b", 1);
-        g = fx_tensor_new(f, k, "grad_output", 0);
-        y = p.one_d ? cg_conv1d(x, w, b, &o) : cg_conv2d(x, w, b, &o);
-        ck_assert_msg(y != NULL, "case %d (%s): %s", k, algo_names[_i],
-                      TT_ERR);
-        yg = cg_mul(y, g);
-        s = yg ? cg_sum(yg, 0, NULL, 0) : NULL;
-        ck_assert_msg(s != NULL, "%s", TT_ERR);
-        ck_assert_msg(cg_backward(s, NULL, 0) == CG_OK, "%s", TT_ERR);
-        fx_compare(f, k, "y", y);
-        fx_compare(f, k, "grad_x", cg_tensor_grad(x));
-        fx_compare(f, k, "grad_w", cg_tensor_grad(w));
-        if (p.bias)
-            fx_compare(f, k, "grad_b", cg_tensor_grad(b));
-        cg_tensor_free(s);
-        cg_tensor_free(yg);
-        cg_tensor_free(y);
-        cg_tensor_free(g);
-        cg_tensor_free(b);
-        cg_tensor_free(w);
-        cg_tensor_free(x);
+        fx_check_case(f, k, p.bias, run_conv, &p);
     }
     fx_free(f);
     use_auto();
+}
+END_TEST
+
+/* PyTorch's conv_transpose2d (tests/fixtures/conv_transpose.txt): strides
+ * 1, 2, 3 and (2, 1), output_padding up to 2, dilation 2, groups 1, 2
+ * and C. */
+START_TEST(conv_transpose2d_matches_pytorch)
+{
+    char err[512];
+    fx_file *f = fx_load_fixture("conv_transpose.txt", err, sizeof err);
+    int ncases, k, v[10];
+
+    ck_assert_msg(f != NULL, "%s", err);
+    ncases = fx_config_int(f, "cases", 0);
+    ck_assert_int_gt(ncases, 0);
+    for (k = 0; k < ncases; k++) {
+        char key[16];
+        tparam p;
+
+        snprintf(key, sizeof key, "case.%d", k);
+        ck_assert_int_eq(fx_config_ints(f, key, v, 10), 10);
+        p.sh = v[0]; p.sw = v[1]; p.ph = v[2]; p.pw = v[3];
+        p.oph = v[4]; p.opw = v[5]; p.dh = v[6]; p.dw = v[7];
+        p.groups = v[8]; p.bias = v[9];
+        fx_check_case(f, k, p.bias, run_convt, &p);
+    }
+    fx_free(f);
 }
 END_TEST
 
@@ -464,6 +632,7 @@ START_TEST(bad_shapes_and_options_fail_cleanly)
     expect_fail(xl, wl, NULL, &o, 1, CG_ESHAPE, "channels of [2, 4, 5]");
     o.groups = 0;
     expect_fail(x, wl, NULL, &o, 0, CG_ESHAPE, "must have 4 dimensions");
+    expect_fail(xl, wb, NULL, &o, 0, CG_ESHAPE, "must have 4 dimensions");
     expect_fail(xl, wb, NULL, &o, 1, CG_ESHAPE, "must have 3 dimensions");
     expect_fail(NULL, wb, NULL, &o, 0, CG_EINVAL, "input");
     cg_tensor_free(x);
@@ -474,6 +643,80 @@ START_TEST(bad_shapes_and_options_fail_cleanly)
     cg_tensor_free(b);
     cg_tensor_free(xl);
     cg_tensor_free(wl);
+}
+END_TEST
+
+/* A failing conv_transpose2d returns NULL with the status and a message
+ * naming what is wrong, and neither allocates nor enqueues anything. */
+static void
+expect_convt_fail(cg_tensor *x, cg_tensor *w, cg_tensor *b,
+                  const cg_conv_transpose_options *o, int status,
+                  const char *needle)
+{
+    cg_memory_stats before, after;
+
+    ck_assert_int_eq(cg_context_stats(tt_ctx(), &before), CG_OK);
+    ck_assert_ptr_null(cg_conv_transpose2d(x, w, b, o));
+    ck_assert_int_eq(cg__last_status(), status);
+    ck_assert_msg(strstr(cg_last_error(), needle) != NULL,
+                  "message \"%s\" lacks \"%s\"", cg_last_error(), needle);
+    ck_assert_int_eq(cg_context_stats(tt_ctx(), &after), CG_OK);
+    ck_assert_uint_eq(after.kernels_enqueued, before.kernels_enqueued);
+    ck_assert_uint_eq(after.allocations, before.allocations);
+    ck_assert_uint_eq(after.bytes_in_use, before.bytes_in_use);
+}
+
+START_TEST(conv_transpose2d_bad_shapes_fail_cleanly)
+{
+    static const int64_t xs[4] = { 2, 4, 5, 5 }, x1s[4] = { 2, 4, 1, 5 };
+    static const int64_t w3[4] = { 3, 2, 3, 3 }, w4[4] = { 4, 3, 3, 3 };
+    static const int64_t w11[4] = { 4, 3, 1, 1 }, b5[1] = { 5 };
+    static const int64_t x3[3] = { 2, 4, 5 };
+    cg_tensor *x = random_tensor(4, xs, 0), *x1 = random_tensor(4, x1s, 0);
+    cg_tensor *wa = random_tensor(4, w3, 0), *wb = random_tensor(4, w4, 0);
+    cg_tensor *wc = random_tensor(4, w11, 0), *b = random_tensor(1, b5, 0);
+    cg_tensor *xl = random_tensor(3, x3, 0);
+    cg_conv_transpose_options o;
+
+    memset(&o, 0, sizeof o);
+    expect_convt_fail(x, wa, NULL, &o, CG_ESHAPE,
+                      "weight [3, 2, 3, 3] must have input [2, 4, 5, 5]'s 4 "
+                      "channels");
+    expect_convt_fail(x, wb, b, &o, CG_ESHAPE, "bias [5] must be [3]");
+    o.groups = 2;
+    expect_convt_fail(x, wb, b, &o, CG_ESHAPE, "bias [5] must be [6]");
+    o.groups = 3;
+    expect_convt_fail(x, wb, NULL, &o, CG_ESHAPE, "groups 3 must divide");
+    o.groups = 0;
+    o.stride[0] = 2;
+    o.output_padding[0] = 2;
+    expect_convt_fail(x, wb, NULL, &o, CG_ESHAPE,
+                      "output_padding 2 (height) must be smaller than the "
+                      "stride 2 or the dilation 1");
+    o.stride[0] = 0;
+    o.output_padding[0] = 0;
+    o.output_padding[1] = 1;
+    expect_convt_fail(x, wb, NULL, &o, CG_ESHAPE,
+                      "output_padding 1 (width) must be smaller than the "
+                      "stride 1 or the dilation 1");
+    o.output_padding[1] = 0;
+    o.padding[0] = 1;
+    expect_convt_fail(x1, wc, NULL, &o, CG_ESHAPE, "output height (1 - 1) * "
+                      "1 - 2 * 1 + 1 * (1 - 1) + 0 + 1 = -1 < 1");
+    o.padding[0] = 0;
+    o.output_padding[0] = -1;
+    expect_convt_fail(x, wb, NULL, &o, CG_EINVAL, "must not be negative");
+    o.output_padding[0] = 0;
+    expect_convt_fail(xl, wb, NULL, &o, CG_ESHAPE, "must have 4 dimensions");
+    expect_convt_fail(NULL, wb, NULL, &o, CG_EINVAL, "input");
+    expect_convt_fail(x, NULL, NULL, NULL, CG_EINVAL, "weight");
+    cg_tensor_free(x);
+    cg_tensor_free(x1);
+    cg_tensor_free(wa);
+    cg_tensor_free(wb);
+    cg_tensor_free(wc);
+    cg_tensor_free(b);
+    cg_tensor_free(xl);
 }
 END_TEST
 
@@ -604,7 +847,7 @@ START_TEST(algorithms_agree_and_direct_is_deterministic)
         o.groups = cases[c].groups;
         for (a = 0; a < 3; a++) {
             use_algo(a ? 1 : 0);
-            conv_all(x, w, b, &o, out[a]);
+            grads_of(cg_conv2d(x, w, b, &o), x, w, b, out[a]);
         }
         use_auto();
         {
@@ -753,6 +996,14 @@ main(void)
     tcase_add_test(tc, algorithm_choice_follows_env_tuning_and_rule);
     tcase_add_test(tc, bad_shapes_and_options_fail_cleanly);
     tcase_add_test(tc, conv2d_layer_is_pytorchs);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("conv_transpose");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc,
+                   conv_transpose2d_matches_reference_and_finite_differences);
+    tcase_add_test(tc, conv_transpose2d_chunked_batch_equals_one_chunk);
+    tcase_add_test(tc, conv_transpose2d_matches_pytorch);
+    tcase_add_test(tc, conv_transpose2d_bad_shapes_fail_cleanly);
     tcase_add_test(tc, print_error_table);
     suite_add_tcase(s, tc);
     return tt_run(s);

@@ -9,6 +9,9 @@ by tests/test_torch_export.sh: python3 torch_export.py SRCDIR TRAIN TMPDIR.
     clgrad-train's generator (splitmix64 from the seed); the same weights
     without the training state (a weights-only file) sample the same where
     clgrad-train's --sample-only takes one;
+  - a CNN clgrad-train trained on the digits (batch norm in it), imported
+    with import_cnn (load_state_dict strict), gives on every row the loss
+    and accuracy that clgrad-train --eval-only reports;
   - a checkpoint clgrad-train saved after 3 steps, imported with
     import_char_lstm, gives in PyTorch (with the carried LSTM state) the
     loss clgrad-train reports for step 4, and exports back to the same
@@ -30,7 +33,7 @@ import torch
 SRC, TRAIN, TMP = sys.argv[1:4]
 sys.path.insert(0, os.path.join(SRC, "tools"))
 from clgrad_torch import (export_char_lstm, import_char_lstm,  # noqa: E402
-                          read_safetensors, write_safetensors)
+                          import_cnn, read_safetensors, write_safetensors)
 
 RTOL = 1e-4
 T, E, H, L = 16, 8, 12, 2
@@ -200,5 +203,28 @@ model = sorted(k for k in tensors if k.startswith(("embed.", "lstm.",
 check(sorted(back) == model and
       all(torch.equal(back[k], tensors[k]) for k in back),
       "import then export gives back the model's tensors")
+
+# --- a CNN: clgrad-train -> PyTorch, the same logits on every row
+digits = os.path.join(SRC, "data", "digits.csv")
+cnn = os.path.join(TMP, "cnn.safetensors")
+train("--model", "cnn", "--data", digits, "--hidden", "4,6", "--epochs", 2,
+      "--quiet", "--checkpoint", cnn)
+out = train("--eval-only", "--resume", cnn, "--data", digits).decode()
+fields = out.split("loss ")[1].split(",")
+ours_loss = float(fields[0])
+ours_acc = float(fields[1].split("accuracy ")[1].split("%")[0])
+net, mean, inv_std = import_cnn(cnn)
+with open(digits) as f:
+    rows = [line.strip().split(",") for line in f.readlines()[1:] if line.strip()]
+x = torch.tensor([[float(v) for v in r[:-1]] for r in rows])
+y = torch.tensor([int(r[-1]) for r in rows])
+side = int(round(x.shape[1] ** 0.5))
+with torch.no_grad():
+    logits = net(((x - mean) * inv_std).reshape(-1, 1, side, side))
+theirs_loss = torch.nn.functional.cross_entropy(logits, y).item()
+theirs_acc = 100.0 * (logits.argmax(1) == y).float().mean().item()
+check(close(ours_loss, theirs_loss) and abs(ours_acc - theirs_acc) < 0.01,
+      "cnn: clgrad-train --eval-only loss %.6f accuracy %.2f%%, PyTorch "
+      "%.6f %.2f%%" % (ours_loss, ours_acc, theirs_loss, theirs_acc))
 
 sys.exit(1 if failures else 0)

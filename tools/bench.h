@@ -83,6 +83,8 @@ json_object *suite_bandwidth(bench *b, cg_context *ctx);
 json_object *suite_mlp(bench *b);
 json_object *suite_lstm(bench *b);
 json_object *suite_scaling(bench *b, cg_context *ctx);
+/* bench_conv.c: a CNN training step and conv2d layers vs PyTorch CPU. */
+json_object *suite_conv(bench *b);
 
 /* The fp32 FMA peak of ctx's device, GFLOP/s. */
 int bench_fma_peak(cg_context *ctx, double *gflops);

@@ -17,6 +17,14 @@ Usage: bench_torch.py --threads N --warmup W --repeat R MODEL:SPEC...
   lstm:T:B:IN:H:LAYERS                   LSTM, MSE against a fixed target
   charlstm:T:B:VOCAB:EMBED:H:LAYERS      embedding, LSTM, linear head,
                                          cross-entropy over all T*B steps
+  cnn:N:C:HW:CLASSES                     conv 3x3 (padding 1), relu, max
+                                         pool 2x2 per width of 32, 64, 64;
+                                         flatten, linear; cross-entropy
+  conv:N:C:HW:K:R:STRIDE:PAD:GROUPS:DIR  one conv2d with bias, direction
+                                         DIR: 0 forward (no graph), 1
+                                         backward to the input only, 2 to
+                                         the weight and bias only (one
+                                         forward's graph, retain_graph)
 """
 import argparse
 import json
@@ -78,8 +86,49 @@ def charlstm_case(t, b, vocab, embed, h, layers):
     return step
 
 
+def cnn_case(n, c, hw, classes):
+    layers, ch, side = [], c, hw
+    for k in (32, 64, 64):
+        layers += [torch.nn.Conv2d(ch, k, 3, padding=1), torch.nn.ReLU(),
+                   torch.nn.MaxPool2d(2)]
+        ch, side = k, side // 2
+    model = torch.nn.Sequential(*layers, torch.nn.Flatten(),
+                                torch.nn.Linear(ch * side * side, classes))
+    x = torch.rand(n, c, hw, hw) * 2 - 1
+    y = torch.randint(0, classes, (n,))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+    def step():
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+    return step
+
+
+def conv_case(n, c, hw, k, r, stride, pad, groups, direction):
+    x = torch.rand(n, c, hw, hw) * 2 - 1
+    w = torch.rand(k, c // groups, r, r) * 2 - 1
+    b = torch.rand(k) * 2 - 1
+    if direction == 0:
+        def step():
+            with torch.no_grad():
+                F.conv2d(x, w, b, stride, pad, 1, groups)
+        return step
+    x.requires_grad_(direction == 1)
+    w.requires_grad_(direction == 2)
+    b.requires_grad_(direction == 2)
+    y = F.conv2d(x, w, b, stride, pad, 1, groups)
+    g = torch.rand_like(y) * 2 - 1
+
+    def step():
+        y.backward(g, retain_graph=True)
+    return step
+
+
 CASES = {"mlp": (mlp_case, 5), "lstm": (lstm_case, 5),
-         "charlstm": (charlstm_case, 6)}
+         "charlstm": (charlstm_case, 6), "cnn": (cnn_case, 4),
+         "conv": (conv_case, 9)}
 
 
 def main():

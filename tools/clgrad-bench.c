@@ -34,9 +34,9 @@ extern char *openblas_get_config(void);
 static const char *prog = "clgrad-bench";
 
 static const char *const suite_names[] = {
-    "gemm", "bandwidth", "mlp", "lstm", "scaling"
+    "gemm", "bandwidth", "mlp", "lstm", "scaling", "conv"
 };
-#define NSUITES 5
+#define NSUITES 6
 
 static void
 usage(FILE *f)
@@ -55,6 +55,8 @@ usage(FILE *f)
 "  mlp        784-512-512-10 training step, batch 128, vs PyTorch CPU\n"
 "  lstm       LSTM training steps (1x256, char-LSTM 2x512) vs PyTorch CPU\n"
 "  scaling    LSTM step time over T and B, vs PyTorch CPU\n"
+"  conv       a CNN training step (N32 3x32x32, conv 32,64,64) and conv2d\n"
+"             layers, forward and each backward direction, vs PyTorch CPU\n"
 "\n"
 "  -s, --suite NAME     run only this suite (repeatable)\n"
 "  -q, --quick          tiny sizes and 2 repeats: proves it works (CI)\n"
@@ -597,6 +599,7 @@ run_suite(bench *b, int i, cg_context **ctx)
     case 1: return suite_bandwidth(b, *ctx);
     case 2: return suite_mlp(b);
     case 3: return suite_lstm(b);
+    case 5: return suite_conv(b);
     default: return suite_scaling(b, *ctx);
     }
 }
@@ -630,7 +633,7 @@ main(int argc, char **argv)
         case 's':
             if ((i = suite_index(optarg)) < 0) {
                 bench_fail("no suite '%s' (want gemm, bandwidth, mlp, "
-                           "lstm or scaling)", optarg);
+                           "lstm, scaling or conv)", optarg);
                 return 2;
             }
             want[i] = any = 1;

@@ -43,30 +43,34 @@ static void
 usage(FILE *f)
 {
     fprintf(f,
-"usage: clgrad-train --model mlp|char-lstm --data FILE [OPTION]...\n"
+"usage: clgrad-train --model mlp|cnn|char-lstm --data FILE [OPTION]...\n"
 "       clgrad-train --resume CHECKPOINT --data FILE [OPTION]...\n"
 "       clgrad-train --sample-only --resume CHECKPOINT [OPTION]...\n"
 "\n"
 "Trains on the default OpenCL device (or --device).  Without --steps or\n"
-"--epochs the character LSTM takes %d steps and the MLP %d epochs.\n"
-"Both evaluate on held-out data: the MLP after every epoch (loss and\n"
-"accuracy), the character LSTM every --eval-every steps (loss and bits\n"
-"per character); both at the end, with a summary.\n"
+"--epochs the character LSTM takes %d steps, the MLP and the CNN %d\n"
+"epochs.  All evaluate on held-out data: the MLP and the CNN after every\n"
+"epoch (loss and accuracy), the character LSTM every --eval-every steps\n"
+"(loss and bits per character); all at the end, with a summary.  The CNN\n"
+"reads each CSV row as a square one-channel image (64 features: 8x8) and\n"
+"stacks one block per --hidden width: conv 3x3 (padding 1), batch norm,\n"
+"relu, max pool 2x2; then flatten and a linear layer to the classes.\n"
 "\n"
 "Model (a resumed run must give the checkpoint's values, or none):\n"
-"  --model NAME        mlp or char-lstm\n"
+"  --model NAME        mlp, cnn or char-lstm\n"
 "  --hidden LIST       mlp: hidden widths (default 256,256);\n"
+"                      cnn: channels per block (default 32,64);\n"
 "                      char-lstm: hidden size (default 256)\n"
 "  --layers N          char-lstm: LSTM layers (default 2)\n"
 "  --embed N           char-lstm: embedding size (default 64)\n"
 "  --dropout P         char-lstm: dropout between LSTM layers (default 0)\n"
 "Data and optimizer (likewise; with --sample-only only the model):\n"
 "  --data FILE         CSV (features, then an integer label) or text\n"
-"  --holdout F         held-out fraction: mlp rows drawn at random\n"
+"  --holdout F         held-out fraction: mlp, cnn rows drawn at random\n"
 "                      (default 0.2); char-lstm the end of the text\n"
 "                      (default 0.05; 0 = no validation)\n"
 "  --seq-len N         char-lstm: steps per batch (default 100)\n"
-"  --batch N           batch size (mlp default 64, char-lstm 32)\n"
+"  --batch N           batch size (mlp, cnn default 64, char-lstm 32)\n"
 "  --optimizer NAME    adam (default), adamw, sgd, rmsprop\n"
 "  --seed N            random seed: initialisation, shuffling, the split,\n"
 "                      dropout and sampling (default 1)\n"
@@ -75,8 +79,8 @@ usage(FILE *f)
 "  --epochs N          passes over the data\n"
 "  --stop-at N         end after step N with a checkpoint, keeping the\n"
 "                      schedule of the whole run (resume it later)\n"
-"  --lr X              learning rate (default: adam 1e-3 for mlp, 2e-3\n"
-"                      for char-lstm; sgd 0.1, rmsprop 1e-3)\n"
+"  --lr X              learning rate (default: adam 1e-3 for mlp and cnn,\n"
+"                      2e-3 for char-lstm; sgd 0.1, rmsprop 1e-3)\n"
 "  --momentum X        sgd / rmsprop momentum (default 0.9 for sgd)\n"
 "  --weight-decay X    (default 0)\n"
 "  --clip X            clip gradients to global norm X (default 5 for\n"
@@ -119,6 +123,8 @@ usage(FILE *f)
 "  --prime TEXT        sampling starts after this text (default \"\\n\")\n"
 "  --sample-only       only sample from --resume's model: a clgrad-train\n"
 "                      checkpoint, or weights only (see README)\n"
+"  --eval-only         only evaluate --resume's mlp or cnn model on every\n"
+"                      row of --data: mean loss and accuracy\n"
 "  -h, --help          show this help and exit\n"
 "  -V, --version       show the version and exit\n",
             TR_LSTM_STEPS, TR_MLP_EPOCHS);
@@ -188,7 +194,7 @@ enum {
     O_MODEL = 256, O_HIDDEN, O_LAYERS, O_EMBED, O_DROPOUT, O_DATA, O_HOLDOUT,
     O_SEQ, O_BATCH, O_OPT, O_LR, O_MOMENTUM, O_WD, O_SCHEDULE, O_WARMUP,
     O_CLIP, O_EPOCHS, O_STEPS, O_SEED, O_DEVICE, O_CKPT, O_SAVE_EVERY,
-    O_RESUME, O_SAMPLE, O_SAMPLE_EVERY, O_TEMP, O_PRIME, O_SAMPLE_ONLY,
+    O_RESUME, O_SAMPLE, O_SAMPLE_EVERY, O_TEMP, O_PRIME, O_SAMPLE_ONLY, O_EVAL_ONLY,
     O_LOG, O_LOG_EVERY, O_QUIET, O_PROFILE, O_STOP_AT, O_STEP_SIZE,
     O_GAMMA, O_MIN_LR, O_EVAL_EVERY, O_SAVE_BEST, O_PLOT, O_TOP_K,
     O_HELP = 'h', O_VERSION = 'V'
@@ -224,6 +230,7 @@ static const struct option long_opts[] = {
     { "temperature", required_argument, NULL, O_TEMP },
     { "prime", required_argument, NULL, O_PRIME },
     { "sample-only", no_argument, NULL, O_SAMPLE_ONLY },
+    { "eval-only", no_argument, NULL, O_EVAL_ONLY },
     { "log", required_argument, NULL, O_LOG },
     { "log-every", required_argument, NULL, O_LOG_EVERY },
     { "quiet", no_argument, NULL, O_QUIET },
@@ -253,13 +260,9 @@ parse_args(int argc, char **argv, tr_config *cfg)
 
         switch (c) {
         case O_MODEL:
-            if (strcmp(a, "mlp") == 0)
-                cfg->model = TR_MLP;
-            else if (strcmp(a, "char-lstm") == 0)
-                cfg->model = TR_CHAR_LSTM;
-            else {
-                fprintf(stderr, "clgrad-train: --model %s: want mlp or "
-                        "char-lstm\n", a);
+            if ((cfg->model = tr_model_parse(a)) == TR_NONE) {
+                fprintf(stderr, "clgrad-train: --model %s: want mlp, cnn "
+                        "or char-lstm\n", a);
                 return -1;
             }
             break;
@@ -337,6 +340,7 @@ parse_args(int argc, char **argv, tr_config *cfg)
         case O_RESUME: cfg->resume = a; break;
         case O_PRIME: cfg->prime = a; cfg->prime_set = 1; break;
         case O_SAMPLE_ONLY: cfg->sample_only = 1; break;
+        case O_EVAL_ONLY: cfg->eval_only = 1; break;
         case O_LOG: cfg->log = a; break;
         case O_QUIET: cfg->quiet = 1; break;
         case O_PROFILE: cfg->profile = 1; break;

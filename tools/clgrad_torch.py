@@ -82,8 +82,8 @@ import struct
 
 import torch
 
-__all__ = ["export_char_lstm", "import_char_lstm", "read_safetensors",
-           "write_safetensors"]
+__all__ = ["export_char_lstm", "import_char_lstm", "import_cnn",
+           "read_safetensors", "write_safetensors"]
 
 # clgrad-train's char-lstm defaults once resolved (tools/train.c), the
 # configuration an export records unless given.  holdout is the fraction
@@ -136,7 +136,8 @@ def write_safetensors(path, tensors, metadata=None):
 
 
 def read_safetensors(path):
-    """Return ({name: float32 or int32 tensor}, {key: str}) from path."""
+    """Return ({name: float32, int32 or int64 tensor}, {key: str}) from
+    path."""
     with open(path, "rb") as f:
         blob = f.read()
     if len(blob) < 8:
@@ -148,14 +149,14 @@ def read_safetensors(path):
     meta = header.pop("__metadata__", {}) or {}
     base, tensors = 8 + n, {}
     for name, e in header.items():
-        fmt = {"F32": "f", "I32": "i"}.get(e["dtype"])
+        fmt = {"F32": "f", "I32": "i", "I64": "q"}.get(e["dtype"])
         if fmt is None:
-            raise ValueError("%s: tensor %r: dtype %s is not F32 or I32"
+            raise ValueError("%s: tensor %r: dtype %s is not F32, I32 or I64"
                              % (path, name, e["dtype"]))
         begin, end = e["data_offsets"]
-        count = (end - begin) // 4
+        count = (end - begin) // struct.calcsize(fmt)
         values = struct.unpack_from("<%d%s" % (count, fmt), blob, base + begin)
-        dtype = torch.float32 if fmt == "f" else torch.int32
+        dtype = {"f": torch.float32, "i": torch.int32, "q": torch.int64}[fmt]
         tensors[name] = torch.tensor(values, dtype=dtype).reshape(e["shape"])
     return tensors, meta
 
@@ -292,3 +293,33 @@ def import_char_lstm(path):
         linear.load_state_dict({"weight": tensors["head.weight"],
                                 "bias": tensors["head.bias"]})
     return embedding, lstm, linear, vocab
+
+
+def import_cnn(path):
+    """Read a clgrad-train --model cnn checkpoint into (nn.Sequential, mean,
+    inv_std): the model, in eval mode, with clgrad-train's layer names
+    (conv0, bn0, relu0, pool0, ..., flatten, fc) loaded with
+    load_state_dict(strict=True), batch norm statistics included; and the
+    per-feature standardisation clgrad-train applied to the CSV rows,
+    x' = (x - mean) * inv_std.  The model takes x' viewed as [N, 1, S, S]
+    (S * S features) and gives the class logits."""
+    tensors, meta = read_safetensors(path)
+    kind = meta.get("clgrad.model")
+    if kind != "cnn":
+        raise ValueError("%s holds a %s model, not cnn" % (path, kind))
+    nn = torch.nn
+    layers, k = [], 0
+    while "conv%d.weight" % k in tensors:
+        out, inp = tensors["conv%d.weight" % k].shape[:2]
+        layers += [("conv%d" % k, nn.Conv2d(inp, out, 3, padding=1)),
+                   ("bn%d" % k, nn.BatchNorm2d(out)),
+                   ("relu%d" % k, nn.ReLU()),
+                   ("pool%d" % k, nn.MaxPool2d(2))]
+        k += 1
+    classes, features = tensors["fc.weight"].shape
+    layers += [("flatten", nn.Flatten()), ("fc", nn.Linear(features, classes))]
+    model = nn.Sequential(__import__("collections").OrderedDict(layers))
+    model.load_state_dict({n: t for n, t in tensors.items()
+                           if n.split(".")[0] in dict(layers)}, strict=True)
+    model.eval()
+    return model, tensors["data.mean"], tensors["data.inv_std"]

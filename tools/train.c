@@ -64,10 +64,26 @@ tr_optimizer_kind(const char *name)
 
 /* Fills in the defaults of what neither the command line nor a
  * checkpoint set; some depend on the model. */
+const char *
+tr_model_name(tr_model_kind kind)
+{
+    return kind == TR_MLP ? "mlp" : kind == TR_CNN ? "cnn"
+           : kind == TR_CHAR_LSTM ? "char-lstm" : NULL;
+}
+
+tr_model_kind
+tr_model_parse(const char *name)
+{
+    return strcmp(name, "mlp") == 0 ? TR_MLP
+           : strcmp(name, "cnn") == 0 ? TR_CNN
+           : strcmp(name, "char-lstm") == 0 ? TR_CHAR_LSTM : TR_NONE;
+}
+
 static void
 resolve(tr_config *c)
 {
-    int mlp = c->model == TR_MLP, opt;
+    /* mlp: the models of CSV data, the MLP and the CNN. */
+    int mlp = c->model == TR_MLP || c->model == TR_CNN, opt;
 
     if (!c->optimizer[0])
         snprintf(c->optimizer, sizeof c->optimizer, "adam");
@@ -75,8 +91,8 @@ resolve(tr_config *c)
         snprintf(c->schedule, sizeof c->schedule, "constant");
     opt = tr_optimizer_kind(c->optimizer);
     if (!c->hidden_set) {
-        c->hidden[0] = 256;
-        c->hidden[1] = 256;
+        c->hidden[0] = c->model == TR_CNN ? 32 : 256;
+        c->hidden[1] = c->model == TR_CNN ? 64 : 256;
         c->nhidden = mlp ? 2 : 1;
     }
 #define DEF(f, v) if (c->f < 0) c->f = v
@@ -364,7 +380,7 @@ run_mlp(run *r, volatile sig_atomic_t *stop)
             r->index = 0;
             continue;
         }
-        logits = cg_module_forward(r->model, x);
+        logits = tr_forward(r, x);
         loss = logits ? cg_cross_entropy(logits, y, CG_REDUCTION_MEAN,
                                          CG_IGNORE_INDEX, 0.0f) : NULL;
         cg_tensor_free(logits);
@@ -573,6 +589,31 @@ check_sizes(const run *r)
     int64_t lim = INT32_MAX, w, n;
     int i;
 
+    if (c->model == TR_CNN) {
+        int64_t side = 1;
+
+        while (side * side < r->features)
+            side++;
+        if (side * side != r->features || side >> c->nhidden == 0 ||
+            side % ((int64_t)1 << c->nhidden)) {
+            tr_fail("--model cnn reads each row of %lld features as a "
+                    "square image whose side halves at each of the %d "
+                    "blocks (--hidden): %lld is no such square",
+                    (long long)r->features, c->nhidden,
+                    (long long)r->features);
+            return -1;
+        }
+        for (i = 0, w = 1; i < c->nhidden; i++)
+            w = c->hidden[i];
+        n = w * (side >> c->nhidden) * (side >> c->nhidden);
+        if (n * r->classes > lim) {
+            tr_fail("layer fc (%lld inputs, %lld classes) would hold more "
+                    "than 2^31-1 weights", (long long)n,
+                    (long long)r->classes);
+            return -1;
+        }
+        return 0;
+    }
     if (c->model == TR_MLP) {
         for (i = 0, w = r->features; i <= c->nhidden; i++) {
             n = i < c->nhidden ? c->hidden[i] : r->classes;
@@ -603,23 +644,31 @@ check_sizes(const run *r)
 static int
 build(run *r, const cg_checkpoint *ck)
 {
-    if (r->cfg.model == TR_MLP) {
+    if (r->cfg.model == TR_MLP || r->cfg.model == TR_CNN) {
         cg_dataset *all = cg_csv_load(r->cfg.data, NULL);
 
-        if (!all || cg_dataset_split(all, r->cfg.holdout,
+        if (all && r->cfg.eval_only) {
+            r->test = all;      /* every row; no training set */
+            all = NULL;
+            r->features = cg_dataset_features(r->test);
+            r->classes = cg_dataset_classes(r->test);
+        } else if (!all || cg_dataset_split(all, r->cfg.holdout,
                                      (uint64_t)r->cfg.seed, &r->train,
                                      &r->test)) {
             tr_fail("%s", cg_last_error());
             cg_dataset_free(all);
             return -1;
+        } else {
+            r->features = cg_dataset_features(all);
+            r->classes = cg_dataset_classes(all);
+            cg_dataset_free(all);
         }
-        r->features = cg_dataset_features(all);
-        r->classes = cg_dataset_classes(all);
-        cg_dataset_free(all);
         if (tr_normalisation(r, ck) || check_sizes(r))
             return -1;
-        r->model = tr_mlp_new(r->ctx, &r->cfg, r->features, r->classes);
-        r->total = r->cfg.steps ? r->cfg.steps
+        r->model = r->cfg.model == TR_CNN
+                   ? tr_cnn_new(r->ctx, &r->cfg, r->features, r->classes)
+                   : tr_mlp_new(r->ctx, &r->cfg, r->features, r->classes);
+        r->total = r->cfg.steps || !r->train ? r->cfg.steps
                    : r->cfg.epochs * cg_dataset_num_batches(r->train,
                                                             (int)r->cfg.batch);
     } else {
@@ -708,7 +757,7 @@ headline(run *r)
     for (i = 0; i < r->nparams; i++)
         n += cg_tensor_numel(r->params[i]);
     printf("clgrad-train: %s on %s, %lld parameters, %lld steps",
-           r->cfg.model == TR_MLP ? "mlp" : "char-lstm", info.name,
+           tr_model_name(r->cfg.model), info.name,
            (long long)n, (long long)r->total);
     if (r->step)
         printf(" (resumed at step %lld)", (long long)r->step);
@@ -821,7 +870,8 @@ tr_run(const tr_config *given, volatile sig_atomic_t *stop)
                    (long long)total_saved);
     }
     if (r.cfg.model == TR_NONE) {
-        tr_fail("say --model mlp or --model char-lstm (or --resume)");
+        tr_fail("say --model mlp, --model cnn or --model char-lstm (or "
+                "--resume)");
         goto out;
     }
     if (!r.cfg.data && !(r.cfg.sample_only && ck)) {
@@ -832,6 +882,11 @@ tr_run(const tr_config *given, volatile sig_atomic_t *stop)
         tr_fail("--sample-only needs --resume with a char-lstm checkpoint");
         goto out;
     }
+    if (r.cfg.eval_only && (r.cfg.model == TR_CHAR_LSTM || !ck ||
+                            r.cfg.sample_only)) {
+        tr_fail("--eval-only needs --resume with an mlp or cnn checkpoint");
+        goto out;
+    }
     if (r.weights_only && !r.cfg.sample_only) {
         tr_fail("%s holds weights only (no clgrad.model, optimizer or "
                 "position): use it with --sample-only", r.cfg.resume);
@@ -839,7 +894,7 @@ tr_run(const tr_config *given, volatile sig_atomic_t *stop)
     }
     resolve(&r.cfg);
     /* The files written at the end, checked before any work. */
-    if (!r.cfg.sample_only &&
+    if (!r.cfg.sample_only && !r.cfg.eval_only &&
         ((r.cfg.checkpoint &&
           tr_check_output("--checkpoint", r.cfg.checkpoint)) ||
          (r.cfg.plot && tr_check_output("--plot", r.cfg.plot))))
@@ -882,6 +937,18 @@ tr_run(const tr_config *given, volatile sig_atomic_t *stop)
         status = tr_sample(&r, r.cfg.sample, (uint64_t)r.cfg.seed) ? 1 : 0;
         goto out;
     }
+    if (r.cfg.eval_only) {
+        double loss, acc;
+
+        status = 1;
+        if (tr_mlp_eval(&r, &loss, &acc) == 0) {
+            printf("evaluation of %s on %s: loss %.6f, accuracy %.2f%% "
+                   "(%lld rows)\n", r.cfg.resume, r.cfg.data, loss,
+                   100 * acc, (long long)cg_dataset_rows(r.test));
+            status = 0;
+        }
+        goto out;
+    }
     if (r.cfg.save_best && best_path(&r))
         goto out;
     if (r.cfg.plot && !tr_have_gnuplot())
@@ -892,8 +959,8 @@ tr_run(const tr_config *given, volatile sig_atomic_t *stop)
         goto out;
     if (!r.cfg.quiet)
         headline(&r);
-    status = r.cfg.model == TR_MLP ? run_mlp(&r, stop)
-                                   : run_char_lstm(&r, stop);
+    status = r.cfg.model != TR_CHAR_LSTM ? run_mlp(&r, stop)
+                                         : run_char_lstm(&r, stop);
     if (status == 0)
         status = finish(&r, stop);
     if (status == 0 && r.cfg.profile && print_profile(&r))

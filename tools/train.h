@@ -14,7 +14,14 @@
 #define TR_MAX_HIDDEN 8
 #define TR_MAX_PARAMS 128
 
-typedef enum tr_model_kind { TR_NONE, TR_MLP, TR_CHAR_LSTM } tr_model_kind;
+typedef enum tr_model_kind {
+    TR_NONE, TR_MLP, TR_CHAR_LSTM, TR_CNN
+} tr_model_kind;
+
+/* "mlp", "char-lstm", "cnn" (NULL for TR_NONE), and the reverse
+ * (TR_NONE for another name). */
+const char *tr_model_name(tr_model_kind kind);
+tr_model_kind tr_model_parse(const char *name);
 
 /* The options a checkpoint records are -1 (an empty string for the
  * names, hidden_set 0) until the command line or a resumed checkpoint
@@ -31,6 +38,7 @@ typedef struct tr_config {
     char optimizer[16], schedule[16];
     const char *data, *device, *checkpoint, *resume, *prime, *log, *plot;
     int sample_only, quiet, profile, save_best;
+    int eval_only;              /* --eval-only */
     int prime_set;              /* --prime given (else "\n", or the
                                  * vocabulary's first character) */
 } tr_config;

@@ -89,7 +89,7 @@ tr_save(run *r, const char *path, double val_loss)
         status = cg_checkpoint_set_meta_int(ck, k, (int64_t)(v))
 #define DMETA(k, v) if (status == CG_OK) \
         status = cg_checkpoint_set_meta_double(ck, k, v)
-    META("clgrad.model", r->cfg.model == TR_MLP ? "mlp" : "char-lstm");
+    META("clgrad.model", tr_model_name(r->cfg.model));
     META("config.hidden", hid);
     IMETA("config.layers", r->cfg.layers);
     IMETA("config.embed", r->cfg.embed);
@@ -234,11 +234,10 @@ read_config(const cg_checkpoint *ck, tr_config *cfg, const char *path)
 
     if (!model)
         return infer_lstm(ck, cfg, path);
-    if (strcmp(model, "mlp") && strcmp(model, "char-lstm")) {
+    if ((cfg->model = tr_model_parse(model)) == TR_NONE) {
         tr_fail("%s: unknown clgrad.model \"%s\"", path, model);
         return -1;
     }
-    cfg->model = strcmp(model, "mlp") == 0 ? TR_MLP : TR_CHAR_LSTM;
     s = cg_checkpoint_get_meta(ck, "config.hidden");
     if (!s || (cfg->nhidden = 0, sscanf(s, "%d", &cfg->hidden[0]) != 1)) {
         tr_fail("%s: bad config.hidden", path);
@@ -321,7 +320,7 @@ tr_resume_config(const cg_checkpoint *ck, tr_config *cfg, const char *path)
         return -1;
     if (cfg->model != TR_NONE && cfg->model != k.model) {
         tr_fail("%s holds a %s model, not the --model given", path,
-                k.model == TR_MLP ? "mlp" : "char-lstm");
+                tr_model_name(k.model));
         return -1;
     }
     cfg->model = k.model;
@@ -501,7 +500,8 @@ tr_normalisation(run *r, const cg_checkpoint *ck)
                          r->inv_std)))
         return -1;
     if ((!ck && cg_dataset_feature_stats(r->train, r->mean, r->inv_std)) ||
-        cg_dataset_standardize(r->train, r->mean, r->inv_std) ||
+        (r->train && cg_dataset_standardize(r->train, r->mean,
+                                            r->inv_std)) ||
         cg_dataset_standardize(r->test, r->mean, r->inv_std)) {
         tr_fail("%s", cg_last_error());
         return -1;

@@ -38,7 +38,7 @@ tr_mlp_eval(run *r, double *loss, double *acc)
             ok = n == 0;
             break;
         }
-        out = cg_module_forward(r->model, x);
+        out = tr_forward(r, x);
         am = out ? cg_argmax(out, 1, 0) : NULL;
         l = out ? cg_cross_entropy(out, y, CG_REDUCTION_SUM,
                                    CG_IGNORE_INDEX, 0.0f) : NULL;

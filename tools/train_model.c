@@ -47,6 +47,64 @@ tr_mlp_new(cg_context *ctx, const tr_config *c, int in, int out)
     return m;
 }
 
+cg_module *
+tr_cnn_new(cg_context *ctx, const tr_config *c, int in, int out)
+{
+    cg_module *m = cg_sequential_new(ctx);
+    const int k3[2] = { 3, 3 }, k2[2] = { 2, 2 };
+    cg_conv_options o;
+    char name[16];
+    int i, ch = 1, side = 1;
+
+    while (side * side < in)
+        side++;
+    memset(&o, 0, sizeof o);
+    o.padding[0] = o.padding[1] = 1;
+    for (i = 0; m && i < c->nhidden; i++) {
+        snprintf(name, sizeof name, "conv%d", i);
+        if (add(m, name, cg_conv2d_new(ctx, ch, c->hidden[i], k3, 1, &o)))
+            break;
+        snprintf(name, sizeof name, "bn%d", i);
+        if (add(m, name, cg_batch_norm2d_new(ctx, c->hidden[i], 1e-5f, 0.1f,
+                                             1, 1)))
+            break;
+        snprintf(name, sizeof name, "relu%d", i);
+        if (add(m, name, cg_activation_new(ctx, "relu")))
+            break;
+        snprintf(name, sizeof name, "pool%d", i);
+        if (add(m, name, cg_max_pool2d_new(ctx, k2, NULL, NULL)))
+            break;
+        ch = c->hidden[i];
+        side /= 2;
+    }
+    if (m && (i < c->nhidden || add(m, "flatten", cg_flatten_new(ctx, 1, -1))
+              || add(m, "fc", cg_linear_new(ctx, ch * side * side, out, 1)))) {
+        cg_module_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+cg_tensor *
+tr_forward(run *r, cg_tensor *x)
+{
+    int64_t shape[4] = { 0, 1, 1, 1 };
+    cg_tensor *img, *y;
+
+    if (r->cfg.model != TR_CNN)
+        return cg_module_forward(r->model, x);
+    cg_tensor_shape(x, shape);
+    shape[2] = 1;
+    while (shape[2] * shape[2] < shape[1])
+        shape[2]++;
+    shape[3] = shape[2];
+    shape[1] = 1;
+    img = cg_reshape(x, 4, shape);
+    y = img ? cg_module_forward(r->model, img) : NULL;
+    cg_tensor_free(img);
+    return y;
+}
+
 /* The character LSTM: embed, lstm, head. */
 cg_module *
 tr_lstm_new(cg_context *ctx, const tr_config *c, int vocab)

@@ -113,6 +113,13 @@ int tr_sample(run *r, int64_t n, uint64_t seed);
  * error (cg_last_error). */
 cg_module *tr_mlp_new(cg_context *ctx, const tr_config *c, int in, int out);
 cg_module *tr_lstm_new(cg_context *ctx, const tr_config *c, int vocab);
+/* The CNN: per --hidden width k, conv{k} (3x3, padding 1), bn{k}, relu{k},
+ * pool{k} (max 2x2); then flatten and fc to `out` classes.  `in` is a
+ * square number of features (checked by the caller). */
+cg_module *tr_cnn_new(cg_context *ctx, const tr_config *c, int in, int out);
+/* The model's logits for a batch of CSV rows x [B, features]: the MLP's
+ * directly, the CNN's on x viewed as [B, 1, side, side]. */
+cg_tensor *tr_forward(run *r, cg_tensor *x);
 /* Logits [T*B, V] for ids [T, B]; the final states replace *h and *c
  * (detached when `detach`). */
 cg_tensor *tr_lstm_forward(cg_module *m, cg_tensor *ids, cg_tensor **h,

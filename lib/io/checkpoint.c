@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "io/internal.h"
+#include "nn/internal.h"
 #include "tensor/internal.h"
 
 #define META_SEED "clgrad.generator.seed"
@@ -22,7 +23,7 @@
 const char *
 cg__ckpt_dtype_name(cg_dtype dtype)
 {
-    return dtype == CG_I32 ? "I32" : "F32";
+    return dtype == CG_I64 ? "I64" : dtype == CG_I32 ? "I32" : "F32";
 }
 
 int
@@ -32,27 +33,33 @@ cg__ckpt_dtype_parse(const char *s)
         return CG_F32;
     if (strcmp(s, "I32") == 0)
         return CG_I32;
+    if (strcmp(s, "I64") == 0)
+        return CG_I64;
     return -1;
 }
 
+int
+cg__ckpt_dtype_size(cg_dtype dtype)
+{
+    return dtype == CG_I64 ? 8 : 4;
+}
+
 void
-cg__le32_copy(void *dst, const void *src, size_t n)
+cg__le_copy(void *dst, const void *src, size_t bytes, int size)
 {
     const uint32_t one = 1;
 
     if (*(const unsigned char *)&one == 1) {
-        memcpy(dst, src, n * 4);
+        memcpy(dst, src, bytes);
     } else {
         const unsigned char *s = src;
         unsigned char *d = dst;
         size_t i;
+        int k;
 
-        for (i = 0; i < n * 4; i += 4) {
-            d[i] = s[i + 3];
-            d[i + 1] = s[i + 2];
-            d[i + 2] = s[i + 1];
-            d[i + 3] = s[i];
-        }
+        for (i = 0; i + (size_t)size <= bytes; i += (size_t)size)
+            for (k = 0; k < size; k++)
+                d[i + (size_t)k] = s[i + (size_t)(size - 1 - k)];
     }
 }
 
@@ -230,11 +237,11 @@ nomem:
     return cg__error(CG_EHOSTMEM, "out of host memory");
 }
 
-/* numel * 4, or -1 if a dimension is negative or the size overflows. */
+/* numel * size, or -1 if a dimension is negative or the size overflows. */
 static int64_t
-shape_bytes(int ndim, const int64_t *shape)
+shape_bytes(int ndim, const int64_t *shape, int size)
 {
-    int64_t n = 4;
+    int64_t n = size;
     int d;
 
     for (d = 0; d < ndim; d++) {
@@ -259,13 +266,13 @@ cg_checkpoint_add_host(cg_checkpoint *ck, const char *name, cg_dtype dtype,
         return cg__error(CG_EINVAL, "checkpoint is NULL");
     if ((rc = check_name("tensor name", name)) != CG_OK)
         return rc;
-    if (dtype != CG_F32 && dtype != CG_I32)
+    if (dtype != CG_F32 && dtype != CG_I32 && dtype != CG_I64)
         return cg__error(CG_EDTYPE, "tensor '%s': unknown dtype %d", name,
                          (int)dtype);
     if (ndim < 0 || ndim > CG_MAX_DIMS || (ndim > 0 && !shape))
         return cg__error(CG_EINVAL, "tensor '%s': bad ndim %d or NULL "
                          "shape", name, ndim);
-    bytes = shape_bytes(ndim, shape);
+    bytes = shape_bytes(ndim, shape, cg__ckpt_dtype_size(dtype));
     if (bytes < 0 || (uint64_t)bytes > SIZE_MAX)
         return cg__error(CG_ESHAPE, "tensor '%s': negative or too large "
                          "shape", name);
@@ -372,6 +379,16 @@ cg__ckpt_merge(cg_checkpoint *ck, cg_checkpoint *tmp)
     return rc;
 }
 
+/* A buffer into the checkpoint `user`: a tensor, or a count as I64 of
+ * shape []. */
+static int
+add_buffer(void *user, const char *name, cg_tensor *t, int64_t *count)
+{
+    if (t)
+        return cg_checkpoint_add_tensor(user, name, t);
+    return cg_checkpoint_add_host(user, name, CG_I64, 0, NULL, count);
+}
+
 int
 cg_checkpoint_add_module(cg_checkpoint *ck, const char *prefix,
                          const cg_module *m)
@@ -397,6 +414,8 @@ cg_checkpoint_add_module(cg_checkpoint *ck, const char *prefix,
                   : cg__last_status();
         free(full);
     }
+    if (rc == CG_OK)
+        rc = cg__module_visit_buffers(m, prefix, add_buffer, tmp);
     if (rc == CG_OK)
         rc = cg__ckpt_merge(ck, tmp);
     cg_checkpoint_free(tmp);
@@ -535,6 +554,11 @@ cg_checkpoint_tensor(const cg_checkpoint *ck, cg_context *ctx,
         cg__error(CG_ESHAPE, "tensor '%s' has no elements", name);
         return NULL;
     }
+    if (e->dtype == CG_I64) {
+        cg__error(CG_EDTYPE, "tensor '%s' is I64, which stays on the host "
+                  "(cg_checkpoint_tensor_data)", name);
+        return NULL;
+    }
     return cg_tensor_from_host(ctx, e->dtype, e->ndim, e->shape, e->data);
 }
 
@@ -669,6 +693,119 @@ cg_checkpoint_restore(const cg_checkpoint *ck, int n,
     return CG_OK;
 }
 
+/* Restoring buffers: the tensors are gathered for cg_checkpoint_restore,
+ * the counts checked and kept, and written only once every check passed.
+ */
+typedef struct restore_state {
+    const cg_checkpoint *ck;
+    int n, cap;
+    char **names;               /* owned */
+    cg_tensor **tensors;        /* borrowed */
+    int ncounts;
+    int64_t *counts[64];        /* borrowed: the layers' counts */
+    int64_t values[64];
+} restore_state;
+
+/* The value of a count entry: I64 or I32, shape [] or [1], >= 0. */
+static int
+count_value(const cg__ckpt_tensor *e, int64_t *v)
+{
+    if ((e->dtype != CG_I64 && e->dtype != CG_I32) || e->ndim > 1 ||
+        (e->ndim == 1 && e->shape[0] != 1))
+        return cg__error(CG_EFORMAT, "checkpoint tensor '%s' is not one "
+                         "I64 or I32 count", e->name);
+    if (e->dtype == CG_I64) {
+        memcpy(v, e->data, 8);
+    } else {
+        int32_t i;
+
+        memcpy(&i, e->data, 4);
+        *v = i;
+    }
+    if (*v < 0)
+        return cg__error(CG_EFORMAT, "checkpoint tensor '%s' is a negative "
+                         "count, %lld", e->name, (long long)*v);
+    return CG_OK;
+}
+
+static int
+gather_buffer(void *user, const char *name, cg_tensor *t, int64_t *count)
+{
+    restore_state *r = user;
+    const cg__ckpt_tensor *e;
+    char *copy;
+
+    if (!(e = lookup(r->ck, name)))
+        return cg__last_status();
+    if (!t) {
+        if (r->ncounts == 64)
+            return cg__error(CG_EINVAL, "more than 64 batch norm layers");
+        r->counts[r->ncounts] = count;
+        return count_value(e, &r->values[r->ncounts++]);
+    }
+    if (r->n == r->cap) {
+        int cap = r->cap ? 2 * r->cap : 16;
+        void *a = realloc(r->names, (size_t)cap * sizeof *r->names);
+
+        if (a)
+            r->names = a;
+        a = a ? realloc(r->tensors, (size_t)cap * sizeof *r->tensors) : NULL;
+        if (!a)
+            return cg__error(CG_EHOSTMEM, "out of host memory");
+        r->tensors = a;
+        r->cap = cap;
+    }
+    if (!(copy = cg__strdup(name)))
+        return cg__last_status();
+    r->names[r->n] = copy;
+    r->tensors[r->n++] = t;
+    return CG_OK;
+}
+
+/* The n parameters names[] -> tensors[], then m's buffers, all checked
+ * before any is written. */
+static int
+restore_with_buffers(const cg_checkpoint *ck, const char *prefix,
+                     cg_module *m, int n, const char *const *names,
+                     cg_tensor *const *tensors)
+{
+    restore_state r;
+    int i, rc;
+
+    memset(&r, 0, sizeof r);
+    r.ck = ck;
+    rc = cg__module_visit_buffers(m, prefix, gather_buffer, &r);
+    if (rc == CG_OK) {
+        /* The parameters first, then the buffers, in one checked call. */
+        const char **all_names = cg__calloc((size_t)(n + r.n) + 1,
+                                            sizeof *all_names);
+        cg_tensor **all = cg__calloc((size_t)(n + r.n) + 1, sizeof *all);
+
+        if (all_names && all) {
+            for (i = 0; i < n; i++) {
+                all_names[i] = names[i];
+                all[i] = tensors[i];
+            }
+            for (i = 0; i < r.n; i++) {
+                all_names[n + i] = r.names[i];
+                all[n + i] = r.tensors[i];
+            }
+            rc = cg_checkpoint_restore(ck, n + r.n, all_names, all);
+        } else {
+            rc = CG_EHOSTMEM;
+        }
+        free(all_names);
+        free(all);
+    }
+    for (i = 0; rc == CG_OK && i < r.ncounts; i++)
+        *r.counts[i] = r.values[i];
+    for (i = 0; i < r.n; i++)
+        free(r.names[i]);
+    free(r.names);
+    free(r.tensors);
+    return rc;
+}
+
 int
 cg_checkpoint_restore_module(const cg_checkpoint *ck, const char *prefix,
                              cg_module *m)
@@ -697,7 +834,8 @@ cg_checkpoint_restore_module(const cg_checkpoint *ck, const char *prefix,
             goto done;
         }
     }
-    rc = cg_checkpoint_restore(ck, n, (const char *const *)names, tensors);
+    rc = restore_with_buffers(ck, prefix, m, n, (const char *const *)names,
+                              tensors);
 done:
     for (i = 0; names && i < n; i++)
         free(names[i]);

@@ -48,12 +48,15 @@ int cg__ckpt_find(const cg_checkpoint *ck, const char *name);
 /* Whether s (len bytes) is well-formed UTF-8. */
 int cg__utf8_valid(const char *s, size_t len);
 
-/* "F32" / "I32", and the reverse (-1 if neither). */
+/* "F32" / "I32" / "I64", and the reverse (-1 if none); the size of one
+ * element in bytes. */
 const char *cg__ckpt_dtype_name(cg_dtype dtype);
 int cg__ckpt_dtype_parse(const char *s);
+int cg__ckpt_dtype_size(cg_dtype dtype);
 
-/* Copies n 4-byte words, converting between host order and little-endian
- * (the same swap both ways; memcpy on little-endian hosts). */
-void cg__le32_copy(void *dst, const void *src, size_t n);
+/* Copies `bytes` bytes of elements `size` bytes wide (4 or 8), converting
+ * between host order and little-endian (the same swap both ways; memcpy
+ * on little-endian hosts). */
+void cg__le_copy(void *dst, const void *src, size_t bytes, int size);
 
 #endif

@@ -171,7 +171,8 @@ cg_checkpoint_save(const cg_checkpoint *ck, const char *path)
         if (!host_is_le() && e->bytes > 0) {
             if (!(swapped[i] = cg__malloc(e->bytes)))
                 goto done;
-            cg__le32_copy(swapped[i], e->data, e->bytes / 4);
+            cg__le_copy(swapped[i], e->data, e->bytes,
+                        cg__ckpt_dtype_size(e->dtype));
             parts[2 + i] = swapped[i];
         }
     }
@@ -213,7 +214,7 @@ parse_entry(const char *path, const char *name, json_object *val,
             uint64_t data_len, entry *e)
 {
     json_object *dtype, *shape, *offs;
-    uint64_t need = 4;    /* bytes of the shape; both dtypes have 4 */
+    uint64_t need;        /* bytes of the shape */
     size_t i, n;
 
     e->name = name;
@@ -236,8 +237,9 @@ parse_entry(const char *path, const char *name, json_object *val,
     e->dtype = cg__ckpt_dtype_parse(json_object_get_string(dtype));
     if (e->dtype < 0)
         return cg__error(CG_EFORMAT, "%s: tensor '%s': dtype %.32s is not "
-                         "supported (only F32 and I32)", path, name,
+                         "supported (only F32, I32 and I64)", path, name,
                          json_object_get_string(dtype));
+    need = (uint64_t)cg__ckpt_dtype_size((cg_dtype)e->dtype);
     if (!json_object_is_type(shape, json_type_array) ||
         (n = json_object_array_length(shape)) > CG_MAX_DIMS)
         return cg__error(CG_EFORMAT, "%s: tensor '%s': shape is not an "
@@ -407,7 +409,8 @@ keep_tensors(cg_checkpoint *ck, const entry *entries, int n,
             free(buf);
             return CG_EHOSTMEM;
         }
-        cg__le32_copy(buf, data + e->begin, bytes / 4);
+        cg__le_copy(buf, data + e->begin, bytes,
+                    cg__ckpt_dtype_size((cg_dtype)e->dtype));
         rc = cg__ckpt_put(ck, name, (cg_dtype)e->dtype, e->ndim, e->shape,
                           buf, bytes);
         if (rc != CG_OK)

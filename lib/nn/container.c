@@ -297,6 +297,11 @@ cg_module_forward(cg_module *m, cg_tensor *x)
     if (strcmp(m->kind, "conv2d") == 0)
         return cg_conv2d_forward(m, x);
     if (!m->list) {
+        int handled;
+
+        h = cg__cnn_layer_forward(m, x, &handled);
+        if (handled)
+            return h;
         cg__error(CG_EINVAL, "module_forward: a %s layer needs its own "
                   "forward function", m->kind);
         return NULL;

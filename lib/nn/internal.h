@@ -130,6 +130,7 @@ int cg__rnn_time_steps(cg_context *ctx, cg__rnn_cell cell,
  * ------------------------------------------------------------------------ */
 
 #define CG__MODULE_MAX_PARAMS 64
+#define CG__MODULE_MAX_BUFFERS 4
 
 /* A container's children and, flattened over the whole subtree, its
  * parameters with dotted names ("0.weight"), rebuilt whenever a child is
@@ -151,8 +152,21 @@ struct cg_module {
     int nparams;
     cg_tensor *params[CG__MODULE_MAX_PARAMS];   /* owned references */
     char *names[CG__MODULE_MAX_PARAMS];         /* owned */
+    int nbuffers;
+    cg_tensor *buffers[CG__MODULE_MAX_BUFFERS];     /* owned references:
+                                 * state that is no parameter (running
+                                 * statistics), no gradient */
+    char *buffer_names[CG__MODULE_MAX_BUFFERS];     /* owned */
+    int has_count;              /* batch norm with running statistics */
+    int64_t count;              /* its num_batches_tracked */
+    float eps, momentum;        /* batch norm */
+    int pool[8];                /* pooling: kernel, stride, padding,
+                                 * dilation (pairs); flatten: start, end */
+    int pool_flags;             /* pooling: ceil_mode (1),
+                                 * count_include_pad (2) */
     int bias;                   /* linear, conv2d: has a bias */
     cg_conv_options conv;       /* conv2d: its options */
+    cg_conv_transpose_options convt;    /* conv_transpose2d: its options */
     cg_rnn_options rnn;         /* rnn: num_layers >= 1 filled in */
     cg__rnn_step step;          /* rnn: the fused step kernels */
     cg__rnn_step gstep;         /* rnn: the GEMM-path kernels, made on
@@ -186,6 +200,25 @@ cg_module *cg__module_new(cg_context *ctx, const char *kind);
  * if bound is negative, named `name`. */
 int cg__module_add_param(cg_module *m, const char *name, int ndim,
                          const int64_t *shape, float bound);
+
+/* Adds t (reference taken over, also on failure) as parameter `name`
+ * (requires grad set) or, buffer nonzero, as a buffer. */
+int cg__module_add_tensor(cg_module *m, const char *name, cg_tensor *t,
+                          int buffer);
+
+/* Calls fn for every buffer of m's subtree in state-dict order (each
+ * module's tensors, then its count), with the dotted name under prefix
+ * (NULL: none): t is the buffer, or NULL for a batch norm's
+ * num_batches_tracked, whose host count is *count.  Stops at and returns
+ * fn's first nonzero status. */
+typedef int (*cg__buffer_fn)(void *user, const char *name, cg_tensor *t,
+                             int64_t *count);
+int cg__module_visit_buffers(const cg_module *m, const char *prefix,
+                             cg__buffer_fn fn, void *user);
+
+/* The forward of batch norm, pooling and flatten layers (lib/nn/cnn.c);
+ * *handled 0 when m is none of them. */
+cg_tensor *cg__cnn_layer_forward(cg_module *m, cg_tensor *x, int *handled);
 
 /* Checks that m is a module of `kind`. */
 int cg__module_check(const cg_module *m, const char *kind);

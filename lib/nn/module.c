@@ -55,6 +55,87 @@ cg__module_add_param(cg_module *m, const char *name, int ndim,
 }
 
 int
+cg__module_add_tensor(cg_module *m, const char *name, cg_tensor *t,
+                      int buffer)
+{
+    int *n = buffer ? &m->nbuffers : &m->nparams;
+    int max = buffer ? CG__MODULE_MAX_BUFFERS : CG__MODULE_MAX_PARAMS;
+    char *copy;
+
+    if (!t)
+        return cg__last_status();
+    if (*n == max) {
+        cg_tensor_free(t);
+        return cg__error(CG_EINVAL, "%s layer: more than %d %s", m->kind,
+                         max, buffer ? "buffers" : "parameters");
+    }
+    if (!(copy = strdup(name))) {
+        cg_tensor_free(t);
+        return cg__error(CG_EHOSTMEM, "out of host memory");
+    }
+    if (buffer) {
+        m->buffers[*n] = t;
+        m->buffer_names[*n] = copy;
+    } else {
+        cg_tensor_set_requires_grad(t, 1);
+        m->params[*n] = t;
+        m->names[*n] = copy;
+    }
+    (*n)++;
+    return CG_OK;
+}
+
+static int
+visit(const cg_module *m, char *name, size_t len, size_t cap,
+      cg__buffer_fn fn, void *user)
+{
+    int i, rc = CG_OK;
+
+    for (i = 0; rc == CG_OK && m->list && i < m->list->n; i++) {
+        size_t n = strlen(m->list->name[i]);
+
+        if (len + n + 2 > cap)
+            return cg__error(CG_EINVAL, "buffer name '%s%s' is too long",
+                             name, m->list->name[i]);
+        memcpy(name + len, m->list->name[i], n);
+        name[len + n] = '.';
+        name[len + n + 1] = '\0';
+        rc = visit(m->list->child[i], name, len + n + 1, cap, fn, user);
+        name[len] = '\0';
+    }
+    for (i = 0; rc == CG_OK && i <= m->nbuffers; i++) {
+        const char *b = i < m->nbuffers ? m->buffer_names[i]
+                      : "num_batches_tracked";
+
+        if (i == m->nbuffers && !m->has_count)
+            break;
+        if (len + strlen(b) + 1 > cap)
+            return cg__error(CG_EINVAL, "buffer name '%s%s' is too long",
+                             name, b);
+        strcpy(name + len, b);
+        rc = i < m->nbuffers ? fn(user, name, m->buffers[i], NULL)
+                             : fn(user, name, NULL, (int64_t *)&m->count);
+        name[len] = '\0';
+    }
+    return rc;
+}
+
+int
+cg__module_visit_buffers(const cg_module *m, const char *prefix,
+                         cg__buffer_fn fn, void *user)
+{
+    char name[1100];
+    size_t len = prefix ? strlen(prefix) : 0;
+
+    if (len >= sizeof name)
+        return cg__error(CG_EINVAL, "prefix '%.80s...' is too long",
+                         prefix);
+    memcpy(name, prefix ? prefix : "", len);
+    name[len] = '\0';
+    return visit(m, name, len, sizeof name, fn, user);
+}
+
+int
 cg__module_check(const cg_module *m, const char *kind)
 {
     if (!m)
@@ -83,6 +164,10 @@ cg__module_unref(cg_module *m)
     for (i = 0; i < m->nparams; i++) {
         cg_tensor_free(m->params[i]);
         free(m->names[i]);
+    }
+    for (i = 0; i < m->nbuffers; i++) {
+        cg_tensor_free(m->buffers[i]);
+        free(m->buffer_names[i]);
     }
     cg__rnn_step_release(&m->step);
     cg__rnn_step_release(&m->gstep);

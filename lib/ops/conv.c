@@ -2,7 +2,8 @@
 /*
  * lib/ops/conv.c - 2-D and 1-D convolution (NCHW / NCL, PyTorch's
  * cross-correlation) with stride, padding ("same" included), dilation,
- * groups and an optional bias, forward and backward.
+ * groups and an optional bias, and 2-D transposed convolution, forward
+ * and backward.
  *
  * Two algorithms, chosen per call and direction by conv_choose:
  *
@@ -32,6 +33,13 @@
  * shape "fwd.depthwise" ... "bwd.large", lib/tune/conv_class.c; "algo" 0
  * im2col, 1 direct), else the built-in rule: direct for depthwise, im2col
  * for the rest (measured on PoCL, see the ChangeLog).
+ *
+ * conv_transpose2d is the adjoint of the convolution whose geometry it
+ * keeps (its input is that convolution's output [N, K, OH, OW], its
+ * output that convolution's input [N, C, H, W]): its forward is the
+ * backward's dx step, its dx the forward and its dW the backward's dW
+ * step with x and dY exchanged.  No new kernels, no atomics; im2col +
+ * GEMM only.
  */
 #include "config.h"
 
@@ -65,6 +73,9 @@ chunk_images(cg_context *ctx, const conv_geom *g)
                  : (size_t)(ctx->info.global_mem_size / 8);
     int64_t per = g->C * g->R * g->S * g->OH * g->OW * 4, n;
 
+    /* The kernels index a chunk's columns with ints. */
+    if (limit / 4 >= (size_t)INT_MAX)
+        limit = ((size_t)INT_MAX - 1) * 4;
     n = per > 0 ? (int64_t)(limit / (size_t)per) : g->N;
     if (n < 1)
         n = 1;
@@ -186,19 +197,67 @@ user_shape(const char *op, const cg_tensor *t, char *buf, size_t size)
     return cg__shape_str(3, s, buf, size);
 }
 
+/* The checks every convolution starts with: the tensors, one context,
+ * x and w 4-D (conv1d's views of 3-D ones). */
 static int
-conv_check(const char *op, cg_tensor *x, cg_tensor *w, cg_tensor *b,
-           const cg_conv_options *o, conv_geom *g)
+conv_tensors(const char *op, cg_tensor *x, cg_tensor *w, cg_tensor *b)
 {
     cg_tensor *all[3] = { x, w, b };
-    cg_conv_options d = { { 0, 0 }, { 0, 0 }, { 0, 0 }, 0, 0 };
-    char s1[128], s2[128], s3[128];
-    int status, k;
+    char s1[128], s2[128];
+    int status;
 
     if ((status = cg__check_tensor(x, "input", 0)) ||
         (status = cg__check_tensor(w, "weight", 0)) ||
         (b && (status = cg__check_tensor(b, "bias", 0))) ||
         (status = cg__same_context(b ? 3 : 2, (const cg_tensor *const *)all)))
+        return status;
+    if (x->ndim != 4 || w->ndim != 4)
+        return cg__error(CG_ESHAPE, "%s: input %s and weight %s must have %d "
+                         "dimensions", op, user_shape(op, x, s1, sizeof s1),
+                         user_shape(op, w, s2, sizeof s2), one_d(op) ? 3 : 4);
+    return CG_OK;
+}
+
+/* b, when given, must be [K], the output channels. */
+static int
+bias_check(const char *op, const cg_tensor *b, const cg_tensor *w,
+           const conv_geom *g, int64_t K)
+{
+    char s1[128], s2[128];
+
+    if (!b || (b->ndim == 1 && b->shape[0] == K))
+        return CG_OK;
+    return cg__error(CG_ESHAPE, "%s: bias %s must be [%lld], the output "
+                     "channels (weight %s, groups %lld)", op,
+                     cg__shape_str(b->ndim, b->shape, s1, sizeof s1),
+                     (long long)K, user_shape(op, w, s2, sizeof s2),
+                     (long long)g->G);
+}
+
+/* x [N, C, H, W], y [N, K, OH, OW] and one image's columns must fit the
+ * kernels' ints. */
+static int
+geom_fits(const char *op, const conv_geom *g)
+{
+    int64_t xs[4] = { g->N, g->C, g->H, g->W };
+    int64_t ys[4] = { g->N, g->K, g->OH, g->OW };
+    int64_t cs[5] = { g->C, g->R, g->S, g->OH, g->OW };
+    int status;
+
+    if ((status = fits(op, 4, xs)) || (status = fits(op, 4, ys)))
+        return status;
+    return fits(op, 5, cs);
+}
+
+static int
+conv_check(const char *op, cg_tensor *x, cg_tensor *w, cg_tensor *b,
+           const cg_conv_options *o, conv_geom *g)
+{
+    cg_conv_options d = { { 0, 0 }, { 0, 0 }, { 0, 0 }, 0, 0 };
+    char s1[128], s2[128];
+    int status, k;
+
+    if ((status = conv_tensors(op, x, w, b)))
         return status;
     if (!o)
         o = &d;
@@ -211,9 +270,6 @@ conv_check(const char *op, cg_tensor *x, cg_tensor *w, cg_tensor *b,
                              o->groups);
     user_shape(op, x, s1, sizeof s1);
     user_shape(op, w, s2, sizeof s2);
-    if (x->ndim != 4 || w->ndim != 4)
-        return cg__error(CG_ESHAPE, "%s: input %s and weight %s must have %d "
-                         "dimensions", op, s1, s2, x->ndim == 4 ? 4 : 3);
     g->N = x->shape[0]; g->C = x->shape[1];
     g->H = x->shape[2]; g->W = x->shape[3];
     g->K = w->shape[0]; g->R = w->shape[2]; g->S = w->shape[3];
@@ -234,27 +290,93 @@ conv_check(const char *op, cg_tensor *x, cg_tensor *w, cg_tensor *b,
                          "per group, input %s has %lld / groups %lld = %lld",
                          op, s2, (long long)w->shape[1], s1, (long long)g->C,
                          (long long)g->G, (long long)(g->C / g->G));
-    if (b && (b->ndim != 1 || b->shape[0] != g->K))
-        return cg__error(CG_ESHAPE, "%s: bias %s must be [%lld] (weight %s)",
-                         op, cg__shape_str(b->ndim, b->shape, s3, sizeof s3),
-                         (long long)g->K, s2);
-    if ((status = conv_dim(op, "height", g->H, g->R, (int)g->sh,
+    if ((status = bias_check(op, b, w, g, g->K)) ||
+        (status = conv_dim(op, "height", g->H, g->R, (int)g->sh,
                            o->padding[0], (int)g->dh, o->padding_same,
                            &g->ph, &g->OH)) ||
-        (status = conv_dim(op, one_d(op) ? "length" : "width", g->W, g->S, (int)g->sw,
-                           o->padding[1], (int)g->dw, o->padding_same,
-                           &g->pw, &g->OW)))
+        (status = conv_dim(op, one_d(op) ? "length" : "width", g->W, g->S,
+                           (int)g->sw, o->padding[1], (int)g->dw,
+                           o->padding_same, &g->pw, &g->OW)))
         return status;
-    {
-        int64_t xs[4] = { g->N, g->C, g->H, g->W };
-        int64_t ys[4] = { g->N, g->K, g->OH, g->OW };
-        int64_t cs[5] = { g->C, g->R, g->S, g->OH, g->OW };
+    return geom_fits(op, g);
+}
 
-        if ((status = fits(op, 4, xs)) || (status = fits(op, 4, ys)) ||
-            (status = fits(op, 5, cs)))
-            return status;
-    }
+/* One spatial dimension of conv_transpose2d: the output size (in - 1) st
+ * - 2 pad + dil (k - 1) + opad + 1; CG_ESHAPE with the formula's values
+ * when it is below 1, or when opad is not smaller than st or dil. */
+static int
+convt_dim(const char *name, int64_t in, int64_t k, int st, int pad, int dil,
+          int opad, int64_t *out)
+{
+    const char *op = "conv_transpose2d";
+    int64_t a, b;
+
+    if (opad >= st && opad >= dil)
+        return cg__error(CG_ESHAPE, "%s: output_padding %d (%s) must be "
+                         "smaller than the stride %d or the dilation %d", op,
+                         opad, name, st, dil);
+    if (cg__checked_mul_i64(in - 1, st, &a, op) ||
+        cg__checked_mul_i64(k - 1, dil, &b, op) ||
+        cg__checked_add_i64(a, b, &a, op) ||
+        cg__checked_add_i64(a, (int64_t)opad + 1 - 2 * (int64_t)pad, out, op))
+        return cg__last_status();
+    if (*out < 1)
+        return cg__error(CG_ESHAPE, "%s: output %s (%lld - 1) * %d - 2 * %d "
+                         "+ %d * (%lld - 1) + %d + 1 = %lld < 1", op, name,
+                         (long long)in, st, pad, dil, (long long)k, opad,
+                         (long long)*out);
     return CG_OK;
+}
+
+/* The geometry of the convolution that conv_transpose2d transposes: x is
+ * its output [N, K, OH, OW], the result its input [N, C, H, W]. */
+static int
+convt_check(cg_tensor *x, cg_tensor *w, cg_tensor *b,
+            const cg_conv_transpose_options *o, conv_geom *g)
+{
+    const char *op = "conv_transpose2d";
+    cg_conv_transpose_options d = { { 0, 0 }, { 0, 0 }, { 0, 0 }, 0,
+                                    { 0, 0 } };
+    char s1[128], s2[128];
+    int status, k;
+
+    if ((status = conv_tensors(op, x, w, b)))
+        return status;
+    if (!o)
+        o = &d;
+    for (k = 0; k < 2; k++)
+        if (o->stride[k] < 0 || o->padding[k] < 0 ||
+            o->output_padding[k] < 0 || o->dilation[k] < 0 || o->groups < 0)
+            return cg__error(CG_EINVAL, "%s: stride %d, padding %d, "
+                             "output_padding %d, dilation %d and groups %d "
+                             "must not be negative", op, o->stride[k],
+                             o->padding[k], o->output_padding[k],
+                             o->dilation[k], o->groups);
+    cg__shape_str(4, x->shape, s1, sizeof s1);
+    cg__shape_str(4, w->shape, s2, sizeof s2);
+    g->N = x->shape[0]; g->K = x->shape[1];
+    g->OH = x->shape[2]; g->OW = x->shape[3];
+    g->R = w->shape[2]; g->S = w->shape[3];
+    g->sh = opt_or(o->stride[0], 1); g->sw = opt_or(o->stride[1], 1);
+    g->ph = o->padding[0]; g->pw = o->padding[1];
+    g->dh = opt_or(o->dilation[0], 1); g->dw = opt_or(o->dilation[1], 1);
+    g->G = opt_or(o->groups, 1);
+    if (w->shape[0] != g->K)
+        return cg__error(CG_ESHAPE, "%s: weight %s must have input %s's %lld "
+                         "channels as its dimension 0", op, s2, s1,
+                         (long long)g->K);
+    if (g->K % g->G)
+        return cg__error(CG_ESHAPE, "%s: groups %lld must divide the input "
+                         "channels of %s (%lld)", op, (long long)g->G, s1,
+                         (long long)g->K);
+    if (cg__checked_mul_i64(w->shape[1], g->G, &g->C, op) ||
+        (status = bias_check(op, b, w, g, g->C)) ||
+        (status = convt_dim("height", g->OH, g->R, (int)g->sh, (int)g->ph,
+                            (int)g->dh, o->output_padding[0], &g->H)) ||
+        (status = convt_dim("width", g->OW, g->S, (int)g->sw, (int)g->pw,
+                            (int)g->dw, o->output_padding[1], &g->W)))
+        return cg__last_status();
+    return geom_fits(op, g);
 }
 
 /* Enqueues im2col (kid CG__K_CONV_IM2COL) or col2im of images n0 ..
@@ -293,20 +415,27 @@ columns(cg_context *ctx, cg__kid kid, const conv_geom *g, cl_mem img,
     return status;
 }
 
+/* y [N, K, OH, OW] += b [K] along dimension 1; b may be any view. */
 static int
-add_bias(cg_tensor *y, cg_tensor *b, const conv_geom *g)
+add_bias(cg_tensor *y, cg_tensor *b)
 {
-    cl_mem my = cg__tensor_mem(y), mb = cg__tensor_mem(b);
-    cl_int K = (cl_int)g->K, P = (cl_int)(g->OH * g->OW);
-    cl_int n = (cl_int)(g->N * g->K * g->OH * g->OW);
+    cl_int K = (cl_int)y->shape[1], P = (cl_int)(y->shape[2] * y->shape[3]);
+    cl_int ch = 64;     /* elements of a plane per work-item */
+    cg_tensor *db = cg__dense(b);
+    cl_mem my = cg__tensor_mem(y), mb;
     cl_kernel k;
-    int status = cg__kernel(y->ctx, CG__K_CONV_BIAS, &k);
+    int status = db ? cg__kernel(y->ctx, CG__K_CONV_BIAS, &k)
+                    : cg__last_status();
 
+    mb = db ? cg__tensor_mem(db) : NULL;
     if (status == CG_OK)
         status = cg__args(k, CG__ARG(my), CG__ARG(mb), CG__ARG(K),
-                          CG__ARG(P), CG__ARG(n));
+                          CG__ARG(P), CG__ARG(ch));
     if (status == CG_OK)
-        status = cg__launch1d(y->ctx, k, (size_t)n, CG__WG);
+        status = cg__launch_chunks(y->ctx, k, (size_t)P,
+                                   (size_t)(y->shape[0] * K), (size_t)ch,
+                                   CG__WG);
+    cg_tensor_free(db);
     return status;
 }
 
@@ -413,13 +542,14 @@ dy_chunk(cg_tensor *dy, const conv_geom *g, int64_t n0, int64_t n)
     return c;
 }
 
-/* One chunk of the backward: dx's images n0.. and dW's share. */
+/* One chunk of the backward: dx's images n0.. and dW's share (x may be
+ * NULL without dw). */
 static int
 backward_chunk(const conv_geom *g, cg_tensor *x, cg_tensor *w, cg_tensor *dy,
                cg_tensor *col, cg_tensor *dx, cg_tensor *dw, int64_t n0,
                int64_t n)
 {
-    cg_context *ctx = x->ctx;
+    cg_context *ctx = w->ctx;
     size_t P = (size_t)(g->OH * g->OW), Q = P * (size_t)n;
     size_t Kg = (size_t)(g->K / g->G), G = (size_t)g->G;
     size_t CgRS = (size_t)(g->C / g->G * g->R * g->S);
@@ -473,42 +603,84 @@ backward_direct(const conv_geom *g, cg_tensor *x, cg_tensor *w,
     return status;
 }
 
+/* dx and dw (either may be NULL) of y = conv(x, w) from dy, chunk by
+ * chunk; x (may be NULL without dw), w and dy dense. */
 static int
-conv_backward(cg__node *node, cg_tensor *dy, cg_tensor **gin)
+backward_im2col(const conv_geom *g, cg_tensor *x, cg_tensor *w,
+                cg_tensor *dy, cg_tensor *dx, cg_tensor *dw)
 {
-    conv_geom g;
-    cg_tensor *x = node->saved[0], *w = node->saved[1], *col = NULL, *gd;
-    int64_t nc, n0, csize;
-    conv_algo algo;
-    int status = CG_OK;
+    int64_t nc = chunk_images(w->ctx, g), n0;
+    int64_t csize = nc * g->C * g->R * g->S * g->OH * g->OW;
+    cg_tensor *col = cg__tensor_empty(w->ctx, CG_F32, 1, &csize);
+    int status = col ? CG_OK : cg__last_status();
 
-    memcpy(&g, node->i, sizeof g);
-    if ((status = conv_choose(dy->ctx, 1, &g, &algo)))
-        return status;
-    if (!(gd = cg__dense(dy)))
+    for (n0 = 0; status == CG_OK && n0 < g->N; n0 += nc)
+        status = backward_chunk(g, x, w, dy, col, dx, dw, n0,
+                                g->N - n0 < nc ? g->N - n0 : nc);
+    cg_tensor_free(col);
+    return status;
+}
+
+/* The node's gradient buffers of x and w, where needed; and its dense dy
+ * and geometry. */
+static int
+grads_begin(cg__node *node, cg_tensor *dy, cg_tensor **gin, cg_tensor **gd,
+            conv_geom *g)
+{
+    int k;
+
+    memcpy(g, node->i, sizeof *g);
+    if (!(*gd = cg__dense(dy)))
         return cg__last_status();
-    if (node->needs[0] &&
-        !(gin[0] = cg__tensor_empty(dy->ctx, CG_F32, 4, x->shape)))
-        status = cg__last_status();
-    if (status == CG_OK && node->needs[1] &&
-        !(gin[1] = cg__tensor_empty(dy->ctx, CG_F32, 4, w->shape)))
-        status = cg__last_status();
-    nc = chunk_images(dy->ctx, &g);
-    csize = nc * g.C * g.R * g.S * g.OH * g.OW;
-    if (status == CG_OK && algo == CONV_DIRECT)
-        status = backward_direct(&g, x, w, gd, gin[0], gin[1]);
-    else if (status == CG_OK && (gin[0] || gin[1]) &&
-             !(col = cg__tensor_empty(dy->ctx, CG_F32, 1, &csize)))
-        status = cg__last_status();
-    for (n0 = 0; col && status == CG_OK && n0 < g.N; n0 += nc)
-        status = backward_chunk(&g, x, w, gd, col, gin[0], gin[1], n0,
-                                g.N - n0 < nc ? g.N - n0 : nc);
+    for (k = 0; k < 2; k++)
+        if (node->needs[k] &&
+            !(gin[k] = cg__tensor_empty(dy->ctx, CG_F32, 4,
+                                        node->saved[k]->shape)))
+            return cg__last_status();
+    return CG_OK;
+}
+
+/* db: dy summed over N, OH, OW (either op's bias). */
+static int
+grads_end(cg__node *node, cg_tensor *gd, cg_tensor **gin, int status)
+{
     if (status == CG_OK && node->needs[2] &&
         !(gin[2] = cg__sum_mask(gd, 0xdu, 0, 1.0f)))
         status = cg__last_status();
-    cg_tensor_free(col);
     cg_tensor_free(gd);
     return status;
+}
+
+static int
+conv_backward(cg__node *node, cg_tensor *dy, cg_tensor **gin)
+{
+    cg_tensor *gd = NULL;
+    conv_geom g;
+    conv_algo algo;
+    int status = grads_begin(node, dy, gin, &gd, &g);
+
+    if (status == CG_OK)
+        status = conv_choose(dy->ctx, 1, &g, &algo);
+    if (status == CG_OK && (gin[0] || gin[1]))
+        status = (algo == CONV_DIRECT ? backward_direct : backward_im2col)
+                 (&g, node->saved[0], node->saved[1], gd, gin[0], gin[1]);
+    return grads_end(node, gd, gin, status);
+}
+
+/* conv_transpose2d's: dx is the convolution of dy, dw the convolution's
+ * dW with x as its dY and dy as its input. */
+static int
+convt_backward(cg__node *node, cg_tensor *dy, cg_tensor **gin)
+{
+    cg_tensor *gd = NULL, *x = node->saved[0], *w = node->saved[1];
+    conv_geom g;
+    int status = grads_begin(node, dy, gin, &gd, &g);
+
+    if (status == CG_OK && gin[0])
+        status = forward_im2col(&g, gd, w, gin[0]);
+    if (status == CG_OK && gin[1])
+        status = backward_im2col(&g, gd, w, x, NULL, gin[1]);
+    return grads_end(node, gd, gin, status);
 }
 
 static int
@@ -527,32 +699,39 @@ conv_run(conv_algo algo, const conv_geom *g, cg_tensor *x, cg_tensor *w,
     return cg__error(CG_EINVAL, "conv: unknown algorithm %d", (int)algo);
 }
 
+/* The op once its arguments are checked: y from dense x and w, the bias,
+ * the graph node (g, x and w saved).  transposed: conv_transpose2d, whose
+ * y is the backward's dx of the convolution g describes, with x as dy. */
 static cg_tensor *
-conv2d_op(const char *op, cg_tensor *x, cg_tensor *w, cg_tensor *b,
-          const cg_conv_options *opts)
+conv_apply(const char *op, int transposed, const conv_geom *g, cg_tensor *x,
+           cg_tensor *w, cg_tensor *b)
 {
     cg_tensor *in[3] = { x, w, b }, *dx = NULL, *dw = NULL, *y = NULL;
-    conv_geom g;
-    int64_t shape[4];
+    int64_t shape[4] = { g->N, transposed ? g->C : g->K,
+                         transposed ? g->H : g->OH,
+                         transposed ? g->W : g->OW };
     cg__node *node;
-    conv_algo algo;
+    conv_algo algo = CONV_IM2COL_GEMM;
     int status;
 
-    if (conv_check(op, x, w, b, opts, &g) ||
-        conv_choose(x->ctx, 0, &g, &algo))
+    if (!transposed && conv_choose(x->ctx, 0, g, &algo))
         return NULL;
-    shape[0] = g.N; shape[1] = g.K; shape[2] = g.OH; shape[3] = g.OW;
     dx = cg__dense(x);
     dw = dx ? cg__dense(w) : NULL;
     y = dw ? cg__tensor_empty(x->ctx, CG_F32, 4, shape) : NULL;
-    status = y ? conv_run(algo, &g, dx, dw, y)
-               : cg__last_status();
+    if (!y)
+        status = cg__last_status();
+    else if (transposed)
+        status = backward_im2col(g, NULL, dw, dx, y, NULL);
+    else
+        status = conv_run(algo, g, dx, dw, y);
     if (status == CG_OK && b)
-        status = add_bias(y, b, &g);
+        status = add_bias(y, b);
     if (status == CG_OK) {
-        node = cg__record(y, op, conv_backward, 3, in, &status);
+        node = cg__record(y, op, transposed ? convt_backward : conv_backward,
+                          3, in, &status);
         if (node) {
-            memcpy(node->i, &g, sizeof g);
+            memcpy(node->i, g, sizeof *g);
             status = cg__node_save(node, 0, dx);
             if (status == CG_OK)
                 status = cg__node_save(node, 1, dw);
@@ -565,6 +744,17 @@ conv2d_op(const char *op, cg_tensor *x, cg_tensor *w, cg_tensor *b,
         return NULL;
     }
     return y;
+}
+
+static cg_tensor *
+conv2d_op(const char *op, cg_tensor *x, cg_tensor *w, cg_tensor *b,
+          const cg_conv_options *opts)
+{
+    conv_geom g;
+
+    if (conv_check(op, x, w, b, opts, &g))
+        return NULL;
+    return conv_apply(op, 0, &g, x, w, b);
 }
 
 cg_tensor *
@@ -615,4 +805,16 @@ cg_conv1d(cg_tensor *x, cg_tensor *weight, cg_tensor *bias,
     cg_tensor_free(w4);
     cg_tensor_free(y4);
     return y;
+}
+
+cg_tensor *
+cg_conv_transpose2d(cg_tensor *x, cg_tensor *weight, cg_tensor *bias,
+                    const cg_conv_transpose_options *opts)
+{
+    conv_geom g;
+
+    cg__error_clear();
+    if (convt_check(x, weight, bias, opts, &g))
+        return NULL;
+    return conv_apply("conv_transpose2d", 1, &g, x, weight, bias);
 }

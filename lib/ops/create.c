@@ -28,6 +28,11 @@ fail:
     return status;
 }
 
+/* The row copy (copy32v): words per work-item, a multiple of its vector
+ * width; rows shorter than COPY_MIN_ROW take the element kernel. */
+#define COPY_CHUNK 64
+#define COPY_MIN_ROW 8
+
 int
 cg__copy_into(cg_tensor *dst, const cg_tensor *src)
 {
@@ -35,11 +40,28 @@ cg__copy_into(cg_tensor *dst, const cg_tensor *src)
     cg__layout l;
     cl_kernel k;
     cl_mem ms = cg__tensor_mem(src), md = cg__tensor_mem(dst);
-    cl_uint n;
+    cl_uint n, len, ch = COPY_CHUNK;
     int status;
 
     cg__layout_make(&l, dst->ndim, dst->shape, 2, ops);
     n = (cl_uint)l.numel;
+    len = l.nd > 0 ? (cl_uint)l.shape.s[l.nd - 1] : 1;
+    /* Rows of contiguous words on both sides: the row kernel, which
+     * streams them (a transpose's rows, a narrowed view's). */
+    if (n > 0 && len >= COPY_MIN_ROW && l.strides[0].s[l.nd - 1] == 1 &&
+        l.strides[1].s[l.nd - 1] == 1) {
+        status = cg__kernel(dst->ctx, CG__K_COPY32V, &k);
+        if (status == CG_OK)
+            status = cg__args(k, CG__ARG(ms), CG__ARG(l.offset[0]),
+                              CG__ARG(md), CG__ARG(l.offset[1]),
+                              CG__ARG(l.shape), CG__ARG(l.strides[0]),
+                              CG__ARG(l.strides[1]), CG__ARG(l.nd),
+                              CG__ARG(len), CG__ARG(ch));
+        if (status == CG_OK)
+            status = cg__launch_chunks(dst->ctx, k, len, n / len, ch,
+                                       CG__WG);
+        return status;
+    }
     status = cg__kernel(dst->ctx, CG__K_COPY32, &k);
     if (status == CG_OK)
         status = cg__args(k, CG__ARG(ms), CG__ARG(l.offset[0]), CG__ARG(md),

@@ -201,6 +201,14 @@ args_make(const pool_geom *g, pool_args *a)
     a->divisor = g->divisor;
 }
 
+/* Whether no two max-pooling windows share an input element. */
+static int
+disjoint(const pool_geom *g)
+{
+    return g->s[0] >= g->dl[0] * (g->k[0] - 1) + 1 &&
+           g->s[1] >= g->dl[1] * (g->k[1] - 1) + 1;
+}
+
 static int
 pool_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
 {
@@ -221,6 +229,22 @@ pool_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
     switch (geo.kind) {
     case POOL_MAX:
         mi = cg__tensor_mem(node->saved[0]);
+        if (disjoint(&geo)) {
+            /* Each input is at most one window's maximum: scatter. */
+            status = cg__fill(gin[0], 0.0f);
+            if (status == CG_OK)
+                status = cg__kernel(g->ctx, CG__K_MAX_POOL2D_BS, &k);
+            if (status == CG_OK)
+                status = cg__args(k, CG__ARG(mi), CG__ARG(mg),
+                                  CG__ARG(a.planes), CG__ARG(a.H),
+                                  CG__ARG(a.W), CG__ARG(a.OH), CG__ARG(a.OW),
+                                  CG__ARG(mgx));
+            if (status == CG_OK && cg_tensor_numel(x) > 0)
+                status = cg__launch_chunks(g->ctx, k,
+                                           (size_t)(geo.OH * geo.OW),
+                                           (size_t)geo.planes, 1, CG__WG);
+            return status;
+        }
         status = cg__kernel(g->ctx, CG__K_MAX_POOL2D_B, &k);
         if (status == CG_OK)
             status = cg__args(k, CG__ARG(mi), CG__ARG(mg),
@@ -247,7 +271,8 @@ pool_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
         break;
     }
     if (status == CG_OK && cg_tensor_numel(x) > 0)
-        status = cg__launch1d(g->ctx, k, (size_t)cg_tensor_numel(x), CG__WG);
+        status = cg__launch_chunks(g->ctx, k, (size_t)(geo.H * geo.W),
+                                   (size_t)geo.planes, 1, CG__WG);
     return status;
 }
 
@@ -305,7 +330,8 @@ pool_run(cg_tensor *x, pool_geom *geo)
         break;
     }
     if (status == CG_OK && cg_tensor_numel(y) > 0)
-        status = cg__launch1d(x->ctx, k, (size_t)cg_tensor_numel(y), CG__WG);
+        status = cg__launch_chunks(x->ctx, k, (size_t)(geo->OH * geo->OW),
+                                   (size_t)geo->planes, 1, CG__WG);
     if (status == CG_OK) {
         node = cg__record(y, pool_name(geo->kind), pool_backward, 1, &x,
                           &status);

@@ -100,6 +100,38 @@ bad:
     return NULL;
 }
 
+cg_tensor *
+cg_flatten(cg_tensor *x, int start_dim, int end_dim)
+{
+    int64_t s[CG_MAX_DIMS];
+    int d, nd;
+
+    cg__error_clear();
+    if (cg__check_tensor(x, "input", 1))
+        return NULL;
+    nd = x->ndim > 0 ? x->ndim : 1;
+    if (start_dim < 0)
+        start_dim += nd;
+    if (end_dim < 0)
+        end_dim += nd;
+    if (start_dim < 0 || start_dim >= nd || end_dim < start_dim ||
+        end_dim >= nd) {
+        cg__error(CG_EINVAL, "flatten: dimensions %d to %d of a tensor of "
+                  "%d dimensions", start_dim, end_dim, x->ndim);
+        return NULL;
+    }
+    if (x->ndim == 0)
+        return cg_reshape(x, 1, (const int64_t[1]){ 1 });
+    for (d = 0; d < start_dim; d++)
+        s[d] = x->shape[d];
+    s[start_dim] = 1;
+    for (d = start_dim; d <= end_dim; d++)
+        s[start_dim] *= x->shape[d];  /* numel fits: checked at creation */
+    for (d = end_dim + 1; d < x->ndim; d++)
+        s[d - (end_dim - start_dim)] = x->shape[d];
+    return cg_reshape(x, x->ndim - (end_dim - start_dim), s);
+}
+
 static int
 permute_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
 {

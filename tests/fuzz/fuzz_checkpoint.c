@@ -34,7 +34,8 @@ check_tensor(const cg_checkpoint *ck, int i)
     FUZZ_ASSERT(cg_checkpoint_tensor_info(ck, name, &dtype, &ndim, shape) ==
                 CG_OK, "info of tensor %s", name);
     FUZZ_ASSERT(ndim >= 0 && ndim <= CG_MAX_DIMS, "ndim %d", ndim);
-    FUZZ_ASSERT(dtype == CG_F32 || dtype == CG_I32, "dtype %d", (int)dtype);
+    FUZZ_ASSERT(dtype == CG_F32 || dtype == CG_I32 || dtype == CG_I64,
+                "dtype %d", (int)dtype);
     for (d = 0; d < ndim; d++) {
         FUZZ_ASSERT(shape[d] >= 0, "%s: dimension %d is %lld", name, d,
                     (long long)shape[d]);
@@ -43,10 +44,17 @@ check_tensor(const cg_checkpoint *ck, int i)
     FUZZ_ASSERT(!overflow, "%s: the shape's product overflows", name);
     data = cg_checkpoint_tensor_data(ck, name, &bytes);
     FUZZ_ASSERT(data != NULL || bytes == 0, "%s: no data", name);
-    FUZZ_ASSERT(bytes == (size_t)numel * 4, "%s: %zu bytes for %lld "
-                "elements", name, bytes, (long long)numel);
+    FUZZ_ASSERT(bytes == (size_t)numel * (dtype == CG_I64 ? 8 : 4),
+                "%s: %zu bytes for %lld elements", name, bytes,
+                (long long)numel);
     if (numel > DEVICE_MAX || !fuzz_context())
         return;
+    if (dtype == CG_I64) {
+        FUZZ_ASSERT(cg_checkpoint_tensor(ck, fuzz_context(), name) == NULL,
+                    "%s: an I64 device tensor was made", name);
+        fuzz_expect_error("cg_checkpoint_tensor of I64");
+        return;
+    }
     t = cg_checkpoint_tensor(ck, fuzz_context(), name);
     if (!t) {
         fuzz_expect_error("cg_checkpoint_tensor");

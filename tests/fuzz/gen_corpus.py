@@ -66,6 +66,13 @@ def checkpoint():
                     pad=bytes(24)))
     put('checkpoint', 'near-dtype',
         safetensors([('a', 'F64', [1], bytes(8))]))
+    # batch norm's num_batches_tracked, as PyTorch saves it; and an I64
+    # entry whose byte count fits I32's rule (4 per element), not I64's
+    put('checkpoint', 'valid-i64',
+        safetensors([w, ('bn.num_batches_tracked', 'I64', [],
+                         struct.pack('<q', 3))]))
+    put('checkpoint', 'near-i64',
+        safetensors([('n', 'I64', [2], struct.pack('<q', 5))]))
     put('checkpoint', 'near-hlen', struct.pack('<Q', 1 << 40) + b'{}')
     put('checkpoint', 'near-position',
         safetensors([w], {'train.step': '-1', 'train.epoch': '1e3',

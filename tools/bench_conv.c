@@ -1,0 +1,398 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tools/bench_conv.c - clgrad-bench's conv suite against PyTorch on the
+ * CPU: a small CNN's training step (forward, cross-entropy, backward,
+ * Adam, zero_grad) and single convolution layers at DeepBench-style
+ * shapes, each direction timed on its own: forward (no graph), backward
+ * to the input only and backward to the weight and bias only (the graph
+ * of one forward kept, backward repeated with retain_graph).
+ * tools/bench_torch.py times the same on PyTorch.
+ */
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+
+#define SPEEDUP "speedup_ratio"
+#define SPEEDUP_MEANING "speed-up = PyTorch time / clgrad time (above 1: " \
+    "clgrad is faster)"
+#define CONV_NOTE "gflop: the products of the direction (2 per " \
+    "multiply-add); clgrad_gflops: that over clgrad's median time; " \
+    "peak_fraction: that over the measured fp32 FMA peak (the target is " \
+    "0.5 where the layer is compute-bound); the CNN step counts its " \
+    "convolutions and linear layer, forward and both gradients (no input " \
+    "gradient for the data)"
+#define MAX_PARAMS 16
+
+static uint64_t seed = 11;
+
+/* A tensor of uniform values in [-1, 1), or of class labels below
+ * `classes` (int32) when classes > 0. */
+static cg_tensor *
+random_tensor(cg_context *ctx, int ndim, const int64_t *shape, int classes)
+{
+    int64_t n = 1, i;
+    cg_tensor *t;
+    float *v;
+    int d;
+
+    for (d = 0; d < ndim; d++)
+        n *= shape[d];
+    if (!(v = malloc((size_t)n * sizeof *v)))
+        return NULL;
+    for (i = 0; i < n; i++) {
+        double u = cg_splitmix64_uniform(&seed);
+
+        if (classes > 0)
+            ((int32_t *)v)[i] = (int32_t)(u * classes);
+        else
+            v[i] = (float)(2 * u - 1);
+    }
+    t = cg_tensor_from_host(ctx, classes > 0 ? CG_I32 : CG_F32, ndim, shape,
+                            v);
+    free(v);
+    return t;
+}
+
+/* ------------------------------------------------------------------------
+ * The CNN: per width k of {32, 64, 64}, conv 3x3 (padding 1), relu, max
+ * pool 2x2; then flatten and linear to 10 classes.
+ * ------------------------------------------------------------------------ */
+
+typedef struct cnn {
+    int n, c, hw, classes;
+    const int *widths;
+    int nwidths;
+    cg_context *ctx;
+    cg_module *net;
+    cg_tensor *params[MAX_PARAMS], *x, *y;
+    int nparams;
+    cg_optimizer *opt;
+} cnn;
+
+static const int cnn_widths[] = { 32, 64, 64 };
+
+static int
+add(cg_module *net, cg_module *layer)
+{
+    if (cg_module_add(net, NULL, layer) == CG_OK)
+        return 0;
+    cg_module_free(layer);
+    return -1;
+}
+
+static void
+cnn_free(cnn *m)
+{
+    cg_optim_free(m->opt);
+    cg_module_free(m->net);
+    cg_tensor_free(m->x);
+    cg_tensor_free(m->y);
+    m->opt = NULL;
+    m->net = NULL;
+    m->x = m->y = NULL;
+}
+
+static int
+cnn_build(cnn *m)
+{
+    const int k3[2] = { 3, 3 }, k2[2] = { 2, 2 };
+    cg_conv_options o;
+    int64_t xs[4] = { m->n, m->c, m->hw, m->hw };
+    int i, ch = m->c, side = m->hw, rc = 0;
+
+    memset(&o, 0, sizeof o);
+    o.padding[0] = o.padding[1] = 1;
+    if (!(m->net = cg_sequential_new(m->ctx)))
+        return -1;
+    for (i = 0; i < m->nwidths && !rc; i++) {
+        rc = add(m->net, cg_conv2d_new(m->ctx, ch, m->widths[i], k3, 1,
+                                       &o)) ||
+             add(m->net, cg_activation_new(m->ctx, "relu")) ||
+             add(m->net, cg_max_pool2d_new(m->ctx, k2, NULL, NULL));
+        ch = m->widths[i];
+        side /= 2;
+    }
+    rc = rc || add(m->net, cg_flatten_new(m->ctx, 1, -1)) ||
+         add(m->net, cg_linear_new(m->ctx, ch * side * side, m->classes,
+                                   1));
+    m->x = rc ? NULL : random_tensor(m->ctx, 4, xs, 0);
+    m->y = m->x ? random_tensor(m->ctx, 1, xs, m->classes) : NULL;
+    m->nparams = cg_module_params(m->net, m->params, MAX_PARAMS);
+    m->opt = m->y && m->nparams <= MAX_PARAMS
+             ? cg_optim_adam_new(m->ctx, m->params, m->nparams, NULL) : NULL;
+    if (!m->opt) {
+        bench_fail("building the CNN: %s", cg_last_error());
+        cnn_free(m);
+        return -1;
+    }
+    return 0;
+}
+
+static int
+cnn_step(void *arg)
+{
+    cnn *m = arg;
+    cg_tensor *logits = cg_module_forward(m->net, m->x), *loss;
+    int rc;
+
+    loss = logits ? cg_cross_entropy(logits, m->y, CG_REDUCTION_MEAN,
+                                     CG_IGNORE_INDEX, 0.0f) : NULL;
+    cg_tensor_free(logits);
+    if (!loss)
+        return -1;
+    rc = cg_backward(loss, NULL, 0);
+    cg_tensor_free(loss);
+    if (rc == CG_OK)
+        rc = cg_optim_step(m->opt);
+    if (rc == CG_OK)
+        rc = cg_optim_zero_grad(m->opt);
+    return rc;
+}
+
+/* Convolutions (3 x forward, 2 x for the first: no input gradient) and
+ * the linear layer (3 x). */
+static double
+cnn_gflop(const cnn *m)
+{
+    double f = 0, side = m->hw;
+    int i, ch = m->c;
+
+    for (i = 0; i < m->nwidths; i++) {
+        double fwd = 2.0 * m->n * m->widths[i] * side * side * ch * 9;
+
+        f += (i ? 3 : 2) * fwd;
+        ch = m->widths[i];
+        side /= 2;
+    }
+    f += 3 * 2.0 * m->n * ch * side * side * m->classes;
+    return f * 1e-9;
+}
+
+/* ------------------------------------------------------------------------
+ * Single layers, one direction each
+ * ------------------------------------------------------------------------ */
+
+enum { DIR_FWD, DIR_DATA, DIR_WEIGHT };
+static const char *const dir_names[] = { "fwd", "bwd-data", "bwd-weight" };
+
+typedef struct layer {
+    int n, c, hw, k, r, stride, pad, groups, dir;
+    cg_tensor *x, *w, *b, *y, *g;
+    cg_conv_options o;
+} layer;
+
+static int
+out_size(const layer *l)
+{
+    return (l->hw + 2 * l->pad - l->r) / l->stride + 1;
+}
+
+static double
+layer_gflop(const layer *l)
+{
+    double p = out_size(l);
+
+    return 2.0 * l->n * l->k * p * p * (l->c / l->groups) * l->r * l->r *
+           1e-9;
+}
+
+static void
+layer_free(layer *l)
+{
+    cg_tensor_free(l->x);
+    cg_tensor_free(l->w);
+    cg_tensor_free(l->b);
+    cg_tensor_free(l->y);
+    cg_tensor_free(l->g);
+    l->x = l->w = l->b = l->y = l->g = NULL;
+}
+
+static int
+layer_build(layer *l, cg_context *ctx)
+{
+    int64_t xs[4] = { l->n, l->c, l->hw, l->hw };
+    int64_t ws[4] = { l->k, l->c / l->groups, l->r, l->r }, bs = l->k;
+    int64_t ys[4] = { l->n, l->k, out_size(l), out_size(l) };
+
+    memset(&l->o, 0, sizeof l->o);
+    l->o.stride[0] = l->o.stride[1] = l->stride;
+    l->o.padding[0] = l->o.padding[1] = l->pad;
+    l->o.groups = l->groups;
+    l->x = random_tensor(ctx, 4, xs, 0);
+    l->w = random_tensor(ctx, 4, ws, 0);
+    l->b = random_tensor(ctx, 1, &bs, 0);
+    l->g = random_tensor(ctx, 4, ys, 0);
+    if (!l->x || !l->w || !l->b || !l->g)
+        goto fail;
+    if (l->dir == DIR_FWD)
+        return 0;
+    /* The graph of one forward, kept: backward repeats over it. */
+    cg_tensor_set_requires_grad(l->dir == DIR_DATA ? l->x : l->w, 1);
+    if (l->dir == DIR_WEIGHT)
+        cg_tensor_set_requires_grad(l->b, 1);
+    if (!(l->y = cg_conv2d(l->x, l->w, l->b, &l->o)))
+        goto fail;
+    return 0;
+fail:
+    bench_fail("building a conv layer: %s", cg_last_error());
+    layer_free(l);
+    return -1;
+}
+
+static int
+layer_step(void *arg)
+{
+    layer *l = arg;
+
+    if (l->dir == DIR_FWD) {
+        cg_tensor *y = cg_conv2d(l->x, l->w, l->b, &l->o);
+
+        cg_tensor_free(y);
+        return y ? 0 : -1;
+    }
+    return cg_backward(l->y, l->g, 1);
+}
+
+/* The layers: DeepBench-style shapes small enough for two cores. */
+static const layer layers[] = {
+    { .n = 8, .c = 64, .hw = 28, .k = 64, .r = 3, .stride = 1, .pad = 1,
+      .groups = 1 },
+    { .n = 16, .c = 3, .hw = 64, .k = 32, .r = 7, .stride = 2, .pad = 3,
+      .groups = 1 },
+    { .n = 8, .c = 64, .hw = 28, .k = 64, .r = 3, .stride = 1, .pad = 1,
+      .groups = 64 },
+};
+#define NLAYERS (int)(sizeof layers / sizeof layers[0])
+#define NCASES (1 + 3 * NLAYERS)
+
+static void
+add_gflops(const bench *b, json_object *row, double gflop, double sec)
+{
+    bench_add_double(row, "gflop", gflop);
+    bench_add_double(row, "clgrad_gflops", gflop / sec);
+    bench_add_double(row, "peak_fraction", b->fma_gflops > 0
+                     ? gflop / sec / b->fma_gflops : 0);
+}
+
+/* With --profile: the device time of the 8 kernels that took most, per
+ * step, over `repeat` more steps. */
+static int
+profile_steps(const bench *b, cg_context *ctx, cnn *m, json_object *row)
+{
+    cg_profile_entry pe[8];
+    json_object *o;
+    int i, np = 0;
+
+    if (cg_context_profile_reset(ctx))
+        return -1;
+    for (i = 0; i < b->repeat; i++)
+        if (cnn_step(m))
+            return -1;
+    if (cg_context_profile(ctx, pe, 8, &np))
+        return -1;
+    o = json_object_new_object();
+    for (i = 0; i < np && i < 8; i++)
+        bench_add_double(o, pe[i].name, pe[i].total_us / 1e3 / b->repeat);
+    json_object_object_add(row, "kernels_ms_per_step", o);
+    return 0;
+}
+
+json_object *
+suite_conv(bench *b)
+{
+    char specs_buf[NCASES][96], *specs[NCASES], name[256];
+    bstat ref[NCASES], st;
+    cg_context *ctx = NULL;
+    json_object *s, *row;
+    cnn m;
+    int i, status;
+
+    memset(&m, 0, sizeof m);
+    m.n = b->quick ? 4 : 32;
+    m.c = 3;
+    m.hw = b->quick ? 8 : 32;
+    m.classes = 10;
+    m.widths = cnn_widths;
+    m.nwidths = 3;
+    snprintf(specs_buf[0], 96, "cnn:%d:%d:%d:%d", m.n, m.c, m.hw, m.classes);
+    for (i = 0; i < 3 * NLAYERS; i++) {
+        layer l = layers[i / 3];
+
+        if (b->quick) {
+            l.n = 2;
+            l.hw = 9;
+        }
+        snprintf(specs_buf[1 + i], 96, "conv:%d:%d:%d:%d:%d:%d:%d:%d:%d",
+                 l.n, l.c, l.hw, l.k, l.r, l.stride, l.pad, l.groups, i % 3);
+    }
+    for (i = 0; i < NCASES; i++)
+        specs[i] = specs_buf[i];
+    bench_progress("conv: PyTorch");
+    status = bench_torch(b, NCASES, specs, ref);
+    if (status == 1) {
+        s = json_object_new_object();
+        json_object_object_add(s, "skipped",
+                               json_object_new_string(b->torch_missing));
+        return s;
+    }
+    if (status)
+        return NULL;
+    snprintf(name, sizeof name, "PyTorch %s CPU, %d threads: a CNN "
+             "training step (Adam) and conv2d layers, each direction",
+             b->torch_version, b->threads);
+    s = bench_suite_new(name, SPEEDUP_MEANING);
+    json_object_object_add(s, "note", json_object_new_string(CONV_NOTE));
+    if (!(ctx = bench_context(b, 0)))
+        goto fail;
+
+    m.ctx = ctx;
+    snprintf(name, sizeof name, "cnn N%d %dx%dx%d conv 32,64,64", m.n, m.c,
+             m.hw, m.hw);
+    bench_progress("%s", name);
+    if (cnn_build(&m))
+        goto fail;
+    status = bench_time(b, ctx, cnn_step, &m, &st);
+    row = status ? NULL : bench_row(name, &st, &ref[0], SPEEDUP);
+    if (row)
+        add_gflops(b, row, cnn_gflop(&m), st.med);
+    if (row && b->profile && (status = profile_steps(b, ctx, &m, row)))
+        json_object_put(row);
+    cnn_free(&m);
+    if (status)
+        goto fail;
+    bench_suite_add(s, row);
+
+    for (i = 0; i < 3 * NLAYERS; i++) {
+        layer l = layers[i / 3];
+
+        if (b->quick) {
+            l.n = 2;
+            l.hw = 9;
+        }
+        l.dir = i % 3;
+        snprintf(name, sizeof name, "N%d C%d %d K%d %dx%d s%d%s %s", l.n,
+                 l.c, l.hw, l.k, l.r, l.r, l.stride,
+                 l.groups > 1 ? " dw" : "", dir_names[l.dir]);
+        bench_progress("%s", name);
+        if (layer_build(&l, ctx))
+            goto fail;
+        status = bench_time(b, ctx, layer_step, &l, &st);
+        layer_free(&l);
+        if (status)
+            goto fail;
+        row = bench_row(name, &st, &ref[1 + i], SPEEDUP);
+        add_gflops(b, row, layer_gflop(&l), st.med);
+        bench_suite_add(s, row);
+    }
+    cg_context_free(ctx);
+    return s;
+fail:
+    cg_context_free(ctx);
+    json_object_put(s);
+    return NULL;
+}
