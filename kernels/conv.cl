@@ -162,7 +162,8 @@ conv_bias(__global float *y, __global const float *b, int K, int P, int ch)
                     int OW, int sh, int sw, int ph, int pw, int dh, int dw,   \
                     int G
 
-/* Elements p0, p0 + st, ... p0 + 7 st of row v (n long), 0 outside it. */
+/* Elements p0, p0 + st, ... p0 + 7 st of row v (n long), 0 outside it;
+ * inside the row at stride 1 or 2, one vector load. */
 static inline float8
 row8(__global const float *v, int p0, int st, int n)
 {
@@ -171,6 +172,8 @@ row8(__global const float *v, int p0, int st, int n)
 
     if (st == 1 && p0 >= 0 && p0 + CONV_VW <= n)
         return vload8(0, v + p0);
+    if (st == 2 && p0 >= 0 && p0 + 2 * CONV_VW <= n)
+        return vload16(0, v + p0).even;
     for (l = 0; l < CONV_VW; l++) {
         p = p0 + l * st;
         e[l] = p >= 0 && p < n ? v[p] : 0.0f;
@@ -270,7 +273,8 @@ conv_direct_fwd(__global const float *x, __global const float *wt,
 
 /* Lanes of dy row v (n long) that reach inputs w0 .. w0 + 7 of a row
  * through tap offset d = pw - s dw at stride st: input w takes output
- * (w + d) / st when that divides; 0 else. */
+ * (w + d) / st when that divides; 0 else.  At stride 2 inside the row,
+ * every other lane, from one vload4. */
 static inline float8
 taps8(__global const float *v, int w0, int d, int st, int n)
 {
@@ -279,6 +283,17 @@ taps8(__global const float *v, int w0, int d, int st, int n)
 
     if (st == 1)
         return row8(v, w0 + d, 1, n);
+    p = w0 + d;
+    if (st == 2 && p >= 0 && (p + 1) / 2 + CONV_VW / 2 <= n) {
+        float4 a = vload4(0, v + (p + 1) / 2);
+        float8 t = (float8)(0.0f);
+
+        if (p % 2)
+            t.odd = a;
+        else
+            t.even = a;
+        return t;
+    }
     for (l = 0; l < CONV_VW; l++) {
         p = w0 + l + d;
         e[l] = p >= 0 && p % st == 0 && p / st < n ? v[p / st] : 0.0f;
