@@ -30,24 +30,26 @@
  * convolutions, where the columns cost more than the products they feed,
  * and where a tuning entry or CLGRAD_CONV_ALGO says): no column buffer,
  * any stride, padding, dilation and groups, each output a sum in a fixed
- * order (no atomics, so deterministic).
- * Each work-item holds CONV_VW consecutive outputs of a row in a float8
- * register tile: PoCL does not vectorise across work-items a kernel with
- * loops of run-time length, so the vector is written out; a tap whose
- * CONV_VW inputs lie inside the row at stride 1 is one vload8, one at the
- * border or at another stride gathers its lanes (0 in the padding, so a
- * padded tap adds w * 0, as im2col's zeros do).
+ * order (no atomics, so deterministic).  A work-item computes a row,
+ * CONV_VW consecutive outputs at a time in a float8 register tile: PoCL
+ * does not vectorise across work-items a kernel with loops of run-time
+ * length, so the vector is written out (and a whole row per work-item
+ * pays the index arithmetic once a row).  A tap whose CONV_VW inputs lie
+ * inside the row at stride 1 or 2 is one vector load; one at the border
+ * or at another stride gathers its lanes (0 in the padding, so a padded
+ * tap adds w * 0, as im2col's zeros do).  Index space: as described per
+ * kernel, padded to the host's work-group size.
  *
  *   conv_direct_fwd: y[n, k, oh, ow] = sum over (c, r, s), in that order,
  *                    of w[k, c, r, s] x[n, g Cg + c, oh sh - ph + r dh,
  *                    ow sw - pw + s dw], g = k / Kg.  One work-item per
- *                    (n, oh), CONV_VW consecutive ow and CONV_KT output
- *                    channels of a group (1 where groups have fewer, as
- *                    depthwise ones): each input tap loaded once for all.
+ *                    (n, oh) and CONV_KT output channels of a group (1
+ *                    where groups have fewer, as depthwise ones): each
+ *                    input tap loaded once for all of them.
  *   conv_direct_dx:  dx[n, c, h, w] = sum over (k of c's group, r, s), in
  *                    that order, of w[k, c - g Cg, r, s] dy[n, k, oh, ow]
  *                    where oh sh - ph + r dh = h, ow sw - pw + s dw = w.
- *                    One work-item per (n, c, h) and CONV_VW consecutive w.
+ *                    One work-item per (n, c, h).
  *   conv_direct_dw:  dw[k, c, r, s] = sum over (n, oh, ow) of dy[n, k,
  *                    oh, ow] x[n, g Cg + c, ...] as above, in CONV_VW
  *                    lanes: the ow of each (n, oh) row whose input lies
@@ -236,39 +238,42 @@ __kernel void
 conv_direct_fwd(__global const float *x, __global const float *wt,
                 __global float *y, DIRECT_ARGS)
 {
-    int i = (int)get_global_id(0), nt = (OW + CONV_VW - 1) / CONV_VW;
+    int i = (int)get_global_id(0);
     int Cg = C / G, Kg = K / G, kt = Kg >= CONV_KT ? CONV_KT : 1;
     int nb = (Kg + kt - 1) / kt, ow0, oh, b, g, n, k, c, r, s, h;
-    float8 acc = (float8)(0.0f);
     __global const float *xc, *wk;
 
-    if (i >= N * G * nb * OH * nt)
+    if (i >= N * G * nb * OH)
         return;
-    ow0 = i % nt * CONV_VW;
-    oh = i / nt % OH;
-    b = i / nt / OH % nb;
-    g = i / nt / OH / nb % G;
-    n = i / nt / OH / nb / G;
+    oh = i % OH;
+    b = i / OH % nb;
+    g = i / OH / nb % G;
+    n = i / OH / nb / G;
     if (kt == CONV_KT) {
-        direct_fwd_tile(x, wt, y, C, H, W, K, R, S, OH, OW, sh, sw, ph, pw,
-                        dh, dw, Cg, n, g * Cg, g * Kg + b * kt,
-                        min(kt, Kg - b * kt), oh, ow0, CONV_KT);
+        for (ow0 = 0; ow0 < OW; ow0 += CONV_VW)
+            direct_fwd_tile(x, wt, y, C, H, W, K, R, S, OH, OW, sh, sw, ph,
+                            pw, dh, dw, Cg, n, g * Cg, g * Kg + b * kt,
+                            min(kt, Kg - b * kt), oh, ow0, CONV_KT);
         return;
     }
     k = g * Kg + b;
-    for (c = 0; c < Cg; c++) {
-        xc = x + (n * C + g * Cg + c) * H * W;
-        wk = wt + (k * Cg + c) * R * S;
-        for (r = 0; r < R; r++) {
-            h = oh * sh - ph + r * dh;
-            if (h < 0 || h >= H)
-                continue;
-            for (s = 0; s < S; s++)
-                acc += wk[r * S + s] *
-                       row8(xc + h * W, ow0 * sw - pw + s * dw, sw, W);
+    for (ow0 = 0; ow0 < OW; ow0 += CONV_VW) {
+        float8 acc = (float8)(0.0f);
+
+        for (c = 0; c < Cg; c++) {
+            xc = x + (n * C + g * Cg + c) * H * W;
+            wk = wt + (k * Cg + c) * R * S;
+            for (r = 0; r < R; r++) {
+                h = oh * sh - ph + r * dh;
+                if (h < 0 || h >= H)
+                    continue;
+                for (s = 0; s < S; s++)
+                    acc += wk[r * S + s] *
+                           row8(xc + h * W, ow0 * sw - pw + s * dw, sw, W);
+            }
         }
+        store8(y + ((n * K + k) * OH + oh) * OW + ow0, acc, OW - ow0);
     }
-    store8(y + ((n * K + k) * OH + oh) * OW + ow0, acc, OW - ow0);
 }
 
 /* Lanes of dy row v (n long) that reach inputs w0 .. w0 + 7 of a row
@@ -305,30 +310,33 @@ __kernel void
 conv_direct_dx(__global const float *dy, __global const float *wt,
                __global float *dx, DIRECT_ARGS)
 {
-    int i = (int)get_global_id(0), nt = (W + CONV_VW - 1) / CONV_VW;
+    int i = (int)get_global_id(0);
     int Cg = C / G, Kg = K / G, w0, h, c, n, j, k, r, s, th;
-    float8 acc = (float8)(0.0f);
     __global const float *dyr, *wk;
 
-    if (i >= N * C * H * nt)
+    if (i >= N * C * H)
         return;
-    w0 = i % nt * CONV_VW;
-    h = i / nt % H;
-    c = i / nt / H % C;
-    n = i / nt / H / C;
-    for (j = 0; j < Kg; j++) {
-        k = c / Cg * Kg + j;
-        wk = wt + (k * Cg + c % Cg) * R * S;
-        for (r = 0; r < R; r++) {
-            th = h + ph - r * dh;
-            if (th < 0 || th % sh || th / sh >= OH)
-                continue;
-            dyr = dy + ((n * K + k) * OH + th / sh) * OW;
-            for (s = 0; s < S; s++)
-                acc += wk[r * S + s] * taps8(dyr, w0, pw - s * dw, sw, OW);
+    h = i % H;
+    c = i / H % C;
+    n = i / H / C;
+    for (w0 = 0; w0 < W; w0 += CONV_VW) {
+        float8 acc = (float8)(0.0f);
+
+        for (j = 0; j < Kg; j++) {
+            k = c / Cg * Kg + j;
+            wk = wt + (k * Cg + c % Cg) * R * S;
+            for (r = 0; r < R; r++) {
+                th = h + ph - r * dh;
+                if (th < 0 || th % sh || th / sh >= OH)
+                    continue;
+                dyr = dy + ((n * K + k) * OH + th / sh) * OW;
+                for (s = 0; s < S; s++)
+                    acc += wk[r * S + s] *
+                           taps8(dyr, w0, pw - s * dw, sw, OW);
+            }
         }
+        store8(dx + ((n * C + c) * H + h) * W + w0, acc, W - w0);
     }
-    store8(dx + ((n * C + c) * H + h) * W + w0, acc, W - w0);
 }
 
 __kernel void

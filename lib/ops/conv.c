@@ -467,15 +467,6 @@ direct(cg_context *ctx, cg__kid kid, const conv_geom *g, cl_mem a, cl_mem b,
     return status;
 }
 
-/* conv.cl's CONV_VW: outputs per work-item of conv_direct_fwd / _dx. */
-#define DIRECT_VW 8
-
-static int64_t
-tiles(int64_t n)
-{
-    return (n + DIRECT_VW - 1) / DIRECT_VW;
-}
-
 /* conv_direct_fwd's blocks of output channels per group: of CONV_KT (4)
  * channels when a group has that many, else of 1. */
 static int64_t
@@ -595,7 +586,7 @@ backward_direct(const conv_geom *g, cg_tensor *x, cg_tensor *w,
     if (dx)
         status = direct(ctx, CG__K_CONV_DIRECT_DX, g, mdy, cg__tensor_mem(w),
                         cg__tensor_mem(dx),
-                        (size_t)(g->N * g->C * g->H * tiles(g->W)));
+                        (size_t)(g->N * g->C * g->H));
     if (status == CG_OK && dw)
         status = direct(ctx, CG__K_CONV_DIRECT_DW, g, mdy, cg__tensor_mem(x),
                         cg__tensor_mem(dw),
@@ -693,8 +684,7 @@ conv_run(conv_algo algo, const conv_geom *g, cg_tensor *x, cg_tensor *w,
     case CONV_DIRECT:
         return direct(x->ctx, CG__K_CONV_DIRECT_FWD, g, cg__tensor_mem(x),
                       cg__tensor_mem(w), cg__tensor_mem(y),
-                      (size_t)(g->N * g->G * fwd_blocks(g) * g->OH *
-                               tiles(g->OW)));
+                      (size_t)(g->N * g->G * fwd_blocks(g) * g->OH));
     }
     return cg__error(CG_EINVAL, "conv: unknown algorithm %d", (int)algo);
 }
