@@ -32,7 +32,9 @@
  * one; otherwise the tuning entry of the shape class (kernel "conv",
  * shape "fwd.depthwise" ... "bwd.large", lib/tune/conv_class.c; "algo" 0
  * im2col, 1 direct), else the built-in rule: direct for depthwise, im2col
- * for the rest (measured on PoCL, see the ChangeLog).
+ * for the rest (measured on PoCL, see the ChangeLog).  A weight of
+ * INT_MAX elements or more, which the direct kernels cannot index, runs
+ * im2col whatever is chosen.
  *
  * conv_transpose2d is the adjoint of the convolution whose geometry it
  * keeps (its input is that convolution's output [N, K, OH, OW], its
@@ -95,17 +97,20 @@ conv_choose(cg_context *ctx, int backward, const conv_geom *g,
 
     if ((status = cg__env_choice("CLGRAD_CONV_ALGO", names, 3, &v, &set)))
         return status;
-    if (set && v < 2) {
-        *out = v ? CONV_DIRECT : CONV_IM2COL_GEMM;
-        return CG_OK;
-    }
     cls = cg__conv_class(backward, g->C, g->G);
     e = cg__tuning_find(ctx, "conv",
                         cg__conv_class_name(cls, name, sizeof name));
-    if (e && cg__tuning_param(e, "algo", &a))
+    if (set && v < 2)
+        *out = v ? CONV_DIRECT : CONV_IM2COL_GEMM;
+    else if (e && cg__tuning_param(e, "algo", &a))
         *out = a ? CONV_DIRECT : CONV_IM2COL_GEMM;
     else
         *out = cls % 3 == 0 ? CONV_DIRECT : CONV_IM2COL_GEMM;
+    /* conv_direct_dw indexes the weight with ints; the rest fits (the
+     * checks of x, y and the columns) */
+    if ((double)g->K * (double)(g->C / g->G) * (double)(g->R * g->S) >=
+        (double)INT_MAX)
+        *out = CONV_IM2COL_GEMM;
     return CG_OK;
 }
 
@@ -117,6 +122,9 @@ cg__conv_algo(cg_context *ctx, int backward, int64_t C, int64_t K,
     conv_algo a;
     int status;
 
+    if (G < 1 || C < 1 || K < 1 || C % G || K % G)
+        return cg__error(CG_EINVAL, "conv: channels %lld, %lld and groups "
+                         "%lld", (long long)C, (long long)K, (long long)G);
     memset(&g, 0, sizeof g);
     g.C = C;
     g.K = K;
