@@ -684,8 +684,9 @@ typedef struct cg_conv_options {
  * tuning entry "conv" of the shape class ("fwd.depthwise", "fwd.small",
  * "fwd.large", "bwd.*"; "algo" 0 im2col, 1 direct) changes the default,
  * and CLGRAD_CONV_ALGO=im2col|direct|auto in the environment, read at each
- * call, overrides both (another value fails the call with CG_EINVAL).
- * Both are deterministic: the same inputs give the same bits.
+ * call, overrides both (another value fails the call with CG_EINVAL; a
+ * weight of 2^31 - 1 elements or more always runs im2col).  Both are
+ * deterministic: the same inputs give the same bits.
  * A wrong channel count, groups not dividing the channels, a dilated
  * kernel larger than the padded input or an output size below 1 give
  * CG_ESHAPE naming the shapes and the formula's values; a bad option
