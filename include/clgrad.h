@@ -700,6 +700,16 @@ cg_tensor *cg_conv2d(cg_tensor *x, cg_tensor *weight, cg_tensor *bias,
 cg_tensor *cg_conv1d(cg_tensor *x, cg_tensor *weight, cg_tensor *bias,
                      const cg_conv_options *opts);
 
+/* The algorithm cg_conv2d (and cg_conv1d) runs on ctx for a convolution
+ * of in_channels to out_channels in `groups` groups (0 means 1), forward
+ * (backward 0) or backward (1: dx and dW): "im2col" or "direct", by
+ * CLGRAD_CONV_ALGO, then the tuning entry of its class, then the built-in
+ * rule (see cg_conv2d); a static string.  NULL with CG_EINVAL for a NULL
+ * ctx, channels or groups that do not fit, or a bad CLGRAD_CONV_ALGO. */
+const char *cg_conv2d_algorithm(cg_context *ctx, int backward,
+                                int64_t in_channels, int64_t out_channels,
+                                int groups);
+
 /* Transposed convolution options, as the arguments of PyTorch's
  * conv_transpose2d in its order; a zeroed struct (or a NULL pointer)
  * gives the defaults.  Pairs are (height, width); stride and dilation 0

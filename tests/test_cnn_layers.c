@@ -392,6 +392,30 @@ START_TEST(conv_transpose2d_and_adaptive_pool_layers)
 }
 END_TEST
 
+START_TEST(conv_algorithm_query_follows_the_environment)
+{
+    cg_context *ctx = tt_ctx();
+    const char *a;
+
+    unsetenv("CLGRAD_CONV_ALGO");
+    a = cg_conv2d_algorithm(ctx, 0, 64, 64, 64);
+    ck_assert_msg(a && (!strcmp(a, "direct") || !strcmp(a, "im2col")),
+                  "%s", a ? a : TT_ERR);
+    setenv("CLGRAD_CONV_ALGO", "im2col", 1);
+    ck_assert_str_eq(cg_conv2d_algorithm(ctx, 1, 64, 64, 64), "im2col");
+    setenv("CLGRAD_CONV_ALGO", "direct", 1);
+    ck_assert_str_eq(cg_conv2d_algorithm(ctx, 0, 3, 32, 0), "direct");
+    setenv("CLGRAD_CONV_ALGO", "fastest", 1);
+    ck_assert_ptr_null(cg_conv2d_algorithm(ctx, 0, 3, 32, 1));
+    ck_assert_int_eq(cg__last_status(), CG_EINVAL);
+    ck_assert_ptr_nonnull(strstr(TT_ERR, "CLGRAD_CONV_ALGO"));
+    unsetenv("CLGRAD_CONV_ALGO");
+    ck_assert_ptr_null(cg_conv2d_algorithm(ctx, 0, 3, 32, 2));
+    ck_assert_int_eq(cg__last_status(), CG_EINVAL);
+    ck_assert_ptr_null(cg_conv2d_algorithm(NULL, 0, 3, 32, 1));
+}
+END_TEST
+
 START_TEST(flatten_is_a_view_with_a_gradient)
 {
     cg_context *ctx = tt_ctx();
@@ -448,6 +472,7 @@ main(void)
     tcase_add_test(tc, batch_norm_state_travels_in_checkpoints);
     tcase_add_test(tc, pool_layers_are_the_ops);
     tcase_add_test(tc, conv_transpose2d_and_adaptive_pool_layers);
+    tcase_add_test(tc, conv_algorithm_query_follows_the_environment);
     tcase_add_test(tc, flatten_is_a_view_with_a_gradient);
     suite_add_tcase(s, tc);
     return tt_run(s);

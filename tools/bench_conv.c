@@ -23,7 +23,9 @@
 #define CONV_NOTE "gflop: the products of the direction (2 per " \
     "multiply-add); clgrad_gflops: that over clgrad's median time; " \
     "peak_fraction: that over the measured fp32 FMA peak (the target is " \
-    "0.5 where the layer is compute-bound); the CNN step counts its " \
+    "0.5 where the layer is compute-bound); algorithm: what the library " \
+    "chose (cg_conv2d_algorithm: CLGRAD_CONV_ALGO, the tuning database, " \
+    "the built-in rule); the CNN step counts its " \
     "convolutions and linear layer, forward and both gradients (no input " \
     "gradient for the data)"
 #define MAX_PARAMS 16
@@ -387,6 +389,14 @@ suite_conv(bench *b)
             goto fail;
         row = bench_row(name, &st, &ref[1 + i], SPEEDUP);
         add_gflops(b, row, layer_gflop(&l), st.med);
+        {
+            const char *algo = cg_conv2d_algorithm(ctx, l.dir != DIR_FWD,
+                                                   l.c, l.k, l.groups);
+
+            json_object_object_add(row, "algorithm",
+                                   json_object_new_string(algo ? algo
+                                                          : "unknown"));
+        }
         bench_suite_add(s, row);
     }
     cg_context_free(ctx);

@@ -135,6 +135,23 @@ cg__conv_algo(cg_context *ctx, int backward, int64_t C, int64_t K,
     return CG_OK;
 }
 
+const char *
+cg_conv2d_algorithm(cg_context *ctx, int backward, int64_t in_channels,
+                    int64_t out_channels, int groups)
+{
+    int a;
+
+    cg__error_clear();
+    if (!ctx) {
+        cg__error(CG_EINVAL, "context is NULL");
+        return NULL;
+    }
+    if (cg__conv_algo(ctx, backward != 0, in_channels, out_channels,
+                      groups ? groups : 1, &a))
+        return NULL;
+    return a == CONV_DIRECT ? "direct" : "im2col";
+}
+
 static int
 opt_or(int v, int dflt)
 {
