@@ -95,13 +95,16 @@ conv_im2col(__global const float *x, __global float *col, CONV_ARGS)
         dst[ow] = w >= 0 && w < W ? src[w] : 0.0f;
 }
 
-/* One work-item per (image, channel, h) row of dx: the rows r of the
- * kernel that reach h are found once, then each w of the row gathers. */
+/* One work-item per (image, channel, h) row of dx.  The kernel rows r
+ * that reach h are found once each, and for each kernel column s the
+ * outputs ow whose tap lands in the row; their terms go to dx[.., w] in
+ * increasing (r, s), the order in which a per-element gather would add
+ * them, without a division per element. */
 __kernel void
 conv_col2im(__global const float *col, __global float *dx, CONV_ARGS)
 {
     int i = (int)get_global_id(0), RS = R * S;
-    int h, c, n, r, s, th, tw, oh, ow, w;
+    int h, c, n, r, s, th, oh, ow, ow0, ow1, w, a;
     __global const float *src;
     __global float *dst;
 
@@ -112,27 +115,25 @@ conv_col2im(__global const float *col, __global float *dx, CONV_ARGS)
     n = i / (H * C);
     src = col + n * cn + c * RS * ld;
     dst = dx + (((n0 + n) * C + c) * H + h) * W;
-    for (w = 0; w < W; w++) {
-        float acc = 0.0f;
+    for (w = 0; w < W; w++)
+        dst[w] = 0.0f;
+    for (r = 0; r < R; r++) {
+        th = h + ph - r * dh;
+        if (th < 0 || th % sh)
+            continue;
+        oh = th / sh;
+        if (oh >= OH)
+            continue;
+        for (s = 0; s < S; s++) {
+            __global const float *p = src + (r * S + s) * ld + oh * OW;
 
-        for (r = 0; r < R; r++) {
-            th = h + ph - r * dh;
-            if (th < 0 || th % sh)
-                continue;
-            oh = th / sh;
-            if (oh >= OH)
-                continue;
-            for (s = 0; s < S; s++) {
-                tw = w + pw - s * dw;
-                if (tw < 0 || tw % sw)
-                    continue;
-                ow = tw / sw;
-                if (ow >= OW)
-                    continue;
-                acc += src[(r * S + s) * ld + oh * OW + ow];
-            }
+            /* w = ow sw + a inside [0, W) */
+            a = s * dw - pw;
+            ow0 = a < 0 ? (-a + sw - 1) / sw : 0;
+            ow1 = min(OW, a < W ? (W - 1 - a) / sw + 1 : 0);
+            for (ow = ow0, w = ow0 * sw + a; ow < ow1; ow++, w += sw)
+                dst[w] += p[ow];
         }
-        dst[w] = acc;
     }
 }
 

@@ -13,14 +13,17 @@
  * global memory, or what cg__conv_set_col_limit says), so memory is
  * bounded whatever the batch.
  *
- *   forward:  per image, Y_g (Kg x P) = W_g (Kg x Cg R S) col_g, batched
- *             over the groups (and over the images of a chunk when
- *             groups = 1, W repeated with stride 0); then the bias.
+ *   forward:  the chunk's columns [C R S][n P]; per image, Y_g (Kg x P) =
+ *             W_g (Kg x Cg R S) col_g, batched over the groups (and over
+ *             the images of a chunk when groups = 1, W repeated with
+ *             stride 0); then the bias.  When the whole batch is one
+ *             chunk of at most 1/32 of the device memory and the weight
+ *             needs a gradient, the columns stay in the graph node.
  *   backward: the chunk's dY is laid out [K][n P] (one copy), its columns
- *             [C R S][n P]; then dcol_g = W_g^T dY_g (col2im gathers it
- *             into dx) and dW_g += dY_g col_g^T - one GEMM per chunk over
- *             all its images, batched over the groups.  db sums dY over
- *             N, OH, OW.
+ *             [C R S][n P] (the forward's, when kept); then dcol_g = W_g^T
+ *             dY_g (col2im gathers it into dx) and dW_g += dY_g col_g^T -
+ *             one GEMM per chunk over all its images, batched over the
+ *             groups.  db sums dY over OH, OW, then over N.
  *
  * direct (kernels/conv.cl's conv_direct_*): one kernel each for y, dx and
  * dW, no column buffer, each sum in a fixed order.  It wins where the
@@ -503,8 +506,14 @@ fwd_blocks(const conv_geom *g)
 }
 
 /* y = conv(x, w) by im2col + GEMM, chunk by chunk; x and w dense. */
+/* The column buffer of a forward pass over the whole batch is kept for
+ * the weight gradient (saving backward's im2col) when it is at most this
+ * fraction of the device memory. */
+#define KEEP_COLS_FRACTION 32
+
 static int
-forward_im2col(const conv_geom *g, cg_tensor *x, cg_tensor *w, cg_tensor *y)
+forward_im2col(const conv_geom *g, cg_tensor *x, cg_tensor *w, cg_tensor *y,
+               cg_tensor **keep)
 {
     cg_context *ctx = x->ctx;
     int64_t nc = chunk_images(ctx, g), n0, n, i;
@@ -516,27 +525,38 @@ forward_im2col(const conv_geom *g, cg_tensor *x, cg_tensor *w, cg_tensor *y)
     cl_mem my = cg__tensor_mem(y);
     int status = col ? CG_OK : cg__last_status();
 
+    /* Columns laid out [C R S][n][P], as the backward's: image i's matrix
+     * is the column block i P.. of rows Q = n P long. */
     mc = col ? cg__tensor_mem(col) : NULL;
     for (n0 = 0; status == CG_OK && n0 < g->N; n0 += nc) {
+        size_t Q;
+
         n = g->N - n0 < nc ? g->N - n0 : nc;
+        Q = (size_t)n * P;
         status = columns(ctx, CG__K_CONV_IM2COL, g, mx, mc, n0, n,
-                         (int64_t)(CRS * P), (int64_t)P);
+                         (int64_t)P, (int64_t)Q);
         if (status == CG_OK && g->G == 1) {
-            cg__mat a = { mw, 0, CRS }, b = { mc, 0, P };
+            cg__mat a = { mw, 0, CRS }, b = { mc, 0, Q };
             cg__mat c = { my, (size_t)n0 * Kg * P, P };
 
             status = cg__sgemm_batched(ctx, 0, 0, Kg, P, CRS, 1.0f, a, 0, b,
-                                       CRS * P, 0.0f, c, Kg * P, (size_t)n);
+                                       P, 0.0f, c, Kg * P, (size_t)n);
             continue;
         }
         for (i = 0; status == CG_OK && i < n; i++) {
-            cg__mat a = { mw, 0, CgRS }, b = { mc, (size_t)i * CRS * P, P };
+            cg__mat a = { mw, 0, CgRS }, b = { mc, (size_t)i * P, Q };
             cg__mat c = { my, (size_t)(n0 + i) * (size_t)g->K * P, P };
 
             status = cg__sgemm_batched(ctx, 0, 0, Kg, P, CgRS, 1.0f, a,
-                                       Kg * CgRS, b, CgRS * P, 0.0f, c,
+                                       Kg * CgRS, b, CgRS * Q, 0.0f, c,
                                        Kg * P, (size_t)g->G);
         }
+    }
+    if (status == CG_OK && keep && nc >= g->N &&
+        (uint64_t)csize * 4 <= ctx->info.global_mem_size /
+                               KEEP_COLS_FRACTION) {
+        *keep = col;
+        return CG_OK;
     }
     cg_tensor_free(col);
     return status;
@@ -560,17 +580,21 @@ dy_chunk(cg_tensor *dy, const conv_geom *g, int64_t n0, int64_t n)
 
 /* One chunk of the backward: dx's images n0.. and dW's share (x may be
  * NULL without dw). */
+/* One chunk of the backward: dx's images n0.. and dW's share (x may be
+ * NULL without dw).  col is the workspace; cols, when not NULL, the
+ * forward's columns of the whole batch (one chunk), which dW reads
+ * instead of making them again. */
 static int
 backward_chunk(const conv_geom *g, cg_tensor *x, cg_tensor *w, cg_tensor *dy,
-               cg_tensor *col, cg_tensor *dx, cg_tensor *dw, int64_t n0,
-               int64_t n)
+               cg_tensor *col, cg_tensor *cols, cg_tensor *dx, cg_tensor *dw,
+               int64_t n0, int64_t n)
 {
     cg_context *ctx = w->ctx;
     size_t P = (size_t)(g->OH * g->OW), Q = P * (size_t)n;
     size_t Kg = (size_t)(g->K / g->G), G = (size_t)g->G;
     size_t CgRS = (size_t)(g->C / g->G * g->R * g->S);
     cg_tensor *dyt = dy_chunk(dy, g, n0, n);
-    cl_mem mc = cg__tensor_mem(col), mw = cg__tensor_mem(w);
+    cl_mem mc = col ? cg__tensor_mem(col) : NULL, mw = cg__tensor_mem(w);
     int status = dyt ? CG_OK : cg__last_status();
     cg__mat d = { dyt ? cg__tensor_mem(dyt) : NULL, 0, Q };
     cg__mat cm = { mc, 0, Q };
@@ -588,8 +612,11 @@ backward_chunk(const conv_geom *g, cg_tensor *x, cg_tensor *w, cg_tensor *dy,
     if (status == CG_OK && dw) {
         cg__mat c = { cg__tensor_mem(dw), 0, CgRS };
 
-        status = columns(ctx, CG__K_CONV_IM2COL, g, cg__tensor_mem(x), mc,
-                         n0, n, (int64_t)P, (int64_t)Q);
+        if (cols)
+            cm.mem = cg__tensor_mem(cols);
+        else
+            status = columns(ctx, CG__K_CONV_IM2COL, g, cg__tensor_mem(x),
+                             mc, n0, n, (int64_t)P, (int64_t)Q);
         if (status == CG_OK)
             status = cg__sgemm_batched(ctx, 0, 1, Kg, CgRS, Q, 1.0f, d,
                                        Kg * Q, cm, CgRS * Q,
@@ -620,18 +647,22 @@ backward_direct(const conv_geom *g, cg_tensor *x, cg_tensor *w,
 }
 
 /* dx and dw (either may be NULL) of y = conv(x, w) from dy, chunk by
- * chunk; x (may be NULL without dw), w and dy dense. */
+ * chunk; x (may be NULL without dw), w and dy dense.  cols: the forward's
+ * columns of the whole batch, or NULL. */
 static int
 backward_im2col(const conv_geom *g, cg_tensor *x, cg_tensor *w,
-                cg_tensor *dy, cg_tensor *dx, cg_tensor *dw)
+                cg_tensor *dy, cg_tensor *dx, cg_tensor *dw, cg_tensor *cols)
 {
-    int64_t nc = chunk_images(w->ctx, g), n0;
+    int64_t nc = cols ? g->N : chunk_images(w->ctx, g), n0;
     int64_t csize = nc * g->C * g->R * g->S * g->OH * g->OW;
-    cg_tensor *col = cg__tensor_empty(w->ctx, CG_F32, 1, &csize);
-    int status = col ? CG_OK : cg__last_status();
+    cg_tensor *col = NULL;
+    int status = CG_OK;
 
+    if ((dx || !cols) &&
+        !(col = cg__tensor_empty(w->ctx, CG_F32, 1, &csize)))
+        status = cg__last_status();
     for (n0 = 0; status == CG_OK && n0 < g->N; n0 += nc)
-        status = backward_chunk(g, x, w, dy, col, dx, dw, n0,
+        status = backward_chunk(g, x, w, dy, col, cols, dx, dw, n0,
                                 g->N - n0 < nc ? g->N - n0 : nc);
     cg_tensor_free(col);
     return status;
@@ -660,9 +691,16 @@ grads_begin(cg__node *node, cg_tensor *dy, cg_tensor **gin, cg_tensor **gd,
 static int
 grads_end(cg__node *node, cg_tensor *gd, cg_tensor **gin, int status)
 {
-    if (status == CG_OK && node->needs[2] &&
-        !(gin[2] = cg__sum_mask(gd, 0xdu, 0, 1.0f)))
-        status = cg__last_status();
+    /* Over each plane's contiguous elements first (row sums), then over
+     * the batch (column sums): both streaming reductions, where one over
+     * N, OH and OW at once indexes every element through its shape. */
+    if (status == CG_OK && node->needs[2]) {
+        cg_tensor *nk = cg__sum_mask(gd, 0xcu, 0, 1.0f);
+
+        if (!nk || !(gin[2] = cg__sum_mask(nk, 0x1u, 0, 1.0f)))
+            status = cg__last_status();
+        cg_tensor_free(nk);
+    }
     cg_tensor_free(gd);
     return status;
 }
@@ -678,8 +716,11 @@ conv_backward(cg__node *node, cg_tensor *dy, cg_tensor **gin)
     if (status == CG_OK)
         status = conv_choose(dy->ctx, 1, &g, &algo);
     if (status == CG_OK && (gin[0] || gin[1]))
-        status = (algo == CONV_DIRECT ? backward_direct : backward_im2col)
-                 (&g, node->saved[0], node->saved[1], gd, gin[0], gin[1]);
+        status = algo == CONV_DIRECT
+                 ? backward_direct(&g, node->saved[0], node->saved[1], gd,
+                                   gin[0], gin[1])
+                 : backward_im2col(&g, node->saved[0], node->saved[1], gd,
+                                   gin[0], gin[1], node->saved[2]);
     return grads_end(node, gd, gin, status);
 }
 
@@ -693,19 +734,19 @@ convt_backward(cg__node *node, cg_tensor *dy, cg_tensor **gin)
     int status = grads_begin(node, dy, gin, &gd, &g);
 
     if (status == CG_OK && gin[0])
-        status = forward_im2col(&g, gd, w, gin[0]);
+        status = forward_im2col(&g, gd, w, gin[0], NULL);
     if (status == CG_OK && gin[1])
-        status = backward_im2col(&g, gd, w, x, NULL, gin[1]);
+        status = backward_im2col(&g, gd, w, x, NULL, gin[1], NULL);
     return grads_end(node, gd, gin, status);
 }
 
 static int
 conv_run(conv_algo algo, const conv_geom *g, cg_tensor *x, cg_tensor *w,
-         cg_tensor *y)
+         cg_tensor *y, cg_tensor **keep)
 {
     switch (algo) {
     case CONV_IM2COL_GEMM:
-        return forward_im2col(g, x, w, y);
+        return forward_im2col(g, x, w, y, keep);
     case CONV_DIRECT:
         return direct(x->ctx, CG__K_CONV_DIRECT_FWD, g, cg__tensor_mem(x),
                       cg__tensor_mem(w), cg__tensor_mem(y),
@@ -722,6 +763,7 @@ conv_apply(const char *op, int transposed, const conv_geom *g, cg_tensor *x,
            cg_tensor *w, cg_tensor *b)
 {
     cg_tensor *in[3] = { x, w, b }, *dx = NULL, *dw = NULL, *y = NULL;
+    cg_tensor *cols = NULL;
     int64_t shape[4] = { g->N, transposed ? g->C : g->K,
                          transposed ? g->H : g->OH,
                          transposed ? g->W : g->OW };
@@ -737,9 +779,10 @@ conv_apply(const char *op, int transposed, const conv_geom *g, cg_tensor *x,
     if (!y)
         status = cg__last_status();
     else if (transposed)
-        status = backward_im2col(g, NULL, dw, dx, y, NULL);
+        status = backward_im2col(g, NULL, dw, dx, y, NULL, NULL);
     else
-        status = conv_run(algo, g, dx, dw, y);
+        status = conv_run(algo, g, dx, dw, y,
+                          cg_tensor_requires_grad(w) ? &cols : NULL);
     if (status == CG_OK && b)
         status = add_bias(y, b);
     if (status == CG_OK) {
@@ -750,8 +793,12 @@ conv_apply(const char *op, int transposed, const conv_geom *g, cg_tensor *x,
             status = cg__node_save(node, 0, dx);
             if (status == CG_OK)
                 status = cg__node_save(node, 1, dw);
+            /* The forward's columns, for the weight gradient. */
+            if (status == CG_OK && cols && node->needs[1])
+                status = cg__node_save(node, 2, cols);
         }
     }
+    cg_tensor_free(cols);
     cg_tensor_free(dx);
     cg_tensor_free(dw);
     if (status) {
