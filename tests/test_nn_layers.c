@@ -6,7 +6,8 @@
  * (tests/opcheck.h) on odd sizes (1, 7, 33, 257), repeated indices and
  * non-contiguous inputs; dropout's statistics, seeding and gradient;
  * bit-identical gradients from run to run; the linear layer's gradients
- * adding into existing ones; and bad arguments failing with the right
+ * adding into existing ones, and PyTorch's F.linear results and
+ * accumulated gradients (tests/fixtures/linear.txt); and bad arguments failing with the right
  * status, changing nothing.
  */
 #include <math.h>
@@ -14,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fixture.h"
 #include "ops/internal.h"
 #include "opcheck.h"
 
@@ -474,6 +476,137 @@ START_TEST(linear_gradients_accumulate_in_place)
 }
 END_TEST
 
+/* max |got - want| / max(1, max |want|) */
+static double
+fx_err(const float *got, const fx_tensor *want)
+{
+    double err = 0, big = 1;
+    int64_t i;
+
+    for (i = 0; i < want->numel; i++) {
+        double d = fabs((double)got[i] - want->data[i]);
+
+        err = d > err ? d : err;
+        big = fabs(want->data[i]) > big ? fabs(want->data[i]) : big;
+    }
+    return err / big;
+}
+
+static const fx_tensor *
+fx_need(const fx_file *f, const char *what, int i)
+{
+    char name[64];
+    const fx_tensor *t;
+
+    snprintf(name, sizeof name, "%s.%d", what, i);
+    t = fx_get(f, name);
+    ck_assert_msg(t != NULL, "linear.txt: no %s", name);
+    return t;
+}
+
+static cg_tensor *
+fx_tensor_new(const fx_tensor *t, int grad)
+{
+    cg_tensor *d = cg_tensor_from_host(tt_ctx(), CG_F32, t->ndim, t->shape,
+                                       t->data);
+
+    ck_assert_msg(d != NULL, "%s", cg_last_error());
+    if (grad)
+        ck_assert_int_eq(cg_tensor_set_requires_grad(d, 1), CG_OK);
+    return d;
+}
+
+/* Checks t (its gradient with `grad`) against fixture tensor `what`.i. */
+static void
+fx_expect(const fx_file *f, cg_tensor *t, int grad, const char *what, int i)
+{
+    const fx_tensor *want = fx_need(f, what, i);
+    cg_tensor *src = grad ? cg_tensor_grad(t) : t;
+    float *buf = malloc((size_t)want->numel * sizeof *buf);
+    double e;
+
+    ck_assert(buf && src);
+    ck_assert_int_eq(cg_tensor_numel(src), want->numel);
+    ck_assert_int_eq(cg_tensor_to_host(src, buf,
+                                       (size_t)want->numel * sizeof *buf),
+                     CG_OK);
+    e = fx_err(buf, want);
+    ck_assert_msg(e <= 1e-5, "case %d: %s error %g", i, what, e);
+    free(buf);
+}
+
+/* sum(linear(x, w, b) * g) backward. */
+static void
+linear_backward_with(cg_tensor *x, cg_tensor *w, cg_tensor *b,
+                     cg_tensor *g, cg_tensor **y)
+{
+    cg_tensor *p, *l;
+
+    *y = cg__linear(x, w, b);
+    ck_assert_msg(*y != NULL, "%s", cg_last_error());
+    p = cg_mul(*y, g);
+    l = p ? cg_sum(p, 0, NULL, 0) : NULL;
+    ck_assert_ptr_nonnull(l);
+    ck_assert_int_eq(cg_backward(l, NULL, 0), CG_OK);
+    cg_tensor_free(p);
+    cg_tensor_free(l);
+}
+
+/* PyTorch 1.13's F.linear outputs and gradients, and the gradients after
+ * a second backward with another input (tests/fixtures/gen_linear.py),
+ * each tensor within 1e-5 of its largest value, on each GEMM backend. */
+START_TEST(linear_matches_pytorch_fixture)
+{
+    char err[256], key[32];
+    fx_file *f;
+    int n, i, c[3];
+
+    if (_i == CG__GEMM_CLBLAST && tt_checker())
+        return;
+    f = fx_load_fixture("linear.txt", err, sizeof err);
+    ck_assert_msg(f != NULL, "%s", err);
+    cg__gemm_force(tt_ctx(), (cg__gemm_backend)_i);
+    n = fx_config_int(f, "cases", 0);
+    ck_assert_int_gt(n, 0);
+    for (i = 0; i < n; i++) {
+        cg_tensor *x, *w, *b = NULL, *g, *x2, *y;
+
+        snprintf(key, sizeof key, "case.%d", i);
+        ck_assert_int_eq(fx_config_ints(f, key, c, 3), 3);
+        x = fx_tensor_new(fx_need(f, "input", i), 1);
+        w = fx_tensor_new(fx_need(f, "weight", i), 1);
+        if (c[2])
+            b = fx_tensor_new(fx_need(f, "bias", i), 1);
+        g = fx_tensor_new(fx_need(f, "grad_output", i), 0);
+        linear_backward_with(x, w, b, g, &y);
+        fx_expect(f, y, 0, "output", i);
+        fx_expect(f, x, 1, "grad_input", i);
+        fx_expect(f, w, 1, "grad_weight", i);
+        if (b)
+            fx_expect(f, b, 1, "grad_bias", i);
+        cg_tensor_free(y);
+        cg_tensor_free(g);
+        /* the second input into the same leaf, a second backward */
+        x2 = fx_tensor_new(fx_need(f, "input2", i), 0);
+        ck_assert_int_eq(cg__copy_into(x, x2), CG_OK);
+        g = fx_tensor_new(fx_need(f, "grad_output2", i), 0);
+        linear_backward_with(x, w, b, g, &y);
+        fx_expect(f, x, 1, "acc_input", i);
+        fx_expect(f, w, 1, "acc_weight", i);
+        if (b)
+            fx_expect(f, b, 1, "acc_bias", i);
+        cg_tensor_free(y);
+        cg_tensor_free(g);
+        cg_tensor_free(x2);
+        cg_tensor_free(x);
+        cg_tensor_free(w);
+        cg_tensor_free(b);
+    }
+    cg__gemm_force(tt_ctx(), CG__GEMM_AUTO);
+    fx_free(f);
+}
+END_TEST
+
 /* --------------------------------------------------- concat, stack, split */
 
 typedef struct { int dim; } jparam;
@@ -894,6 +1027,8 @@ main(void)
     tcase_add_loop_test(tc, linear_matches_reference_and_gradcheck,
                         CG__GEMM_CLBLAST, CG__GEMM_CLGRAD + 1);
     tcase_add_test(tc, linear_gradients_accumulate_in_place);
+    tcase_add_loop_test(tc, linear_matches_pytorch_fixture, CG__GEMM_CLBLAST,
+                        CG__GEMM_CLGRAD + 1);
     tcase_add_test(tc, concat_joins_any_layout);
     tcase_add_test(tc, stack_adds_a_dimension);
     tcase_add_test(tc, split_gives_differentiable_views);
