@@ -387,6 +387,70 @@ START_TEST(matmul_gradient_adds_into_existing_grad)
 }
 END_TEST
 
+/* A bidirectional LSTM's weight gradients (one GEMM each over the
+ * sequence) add into existing ones the same way: two backwards give
+ * exactly twice one, in the same tensors, and the second launches only
+ * one more kernel per bias (a column sum, which the engine adds). */
+START_TEST(rnn_weight_gradients_accumulate_over_backwards)
+{
+    static const char *const names[] = {
+        "weight_ih_l0", "weight_hh_l0", "weight_ih_l0_reverse",
+        "weight_hh_l0_reverse", "bias_ih_l0", "bias_hh_l0_reverse"
+    };
+    enum { T = 5, B = 3, I = 7, H = 9, NP = 6 };
+    cg_rnn_options o = { CG_LSTM, I, H, 1, 1, 0, 0.0f };
+    cg_module *m = cg_rnn_new(tt_ctx(), &o);
+    int64_t xs[3] = { T, B, I };
+    cg_tensor *x = cg_rand_uniform(tt_ctx(), 3, xs, -1, 1);
+    cg_tensor *grads[NP];
+    float *once[NP];
+    uint64_t k[2];
+    int r, p, n[NP];
+
+    ck_assert(m && x);
+    for (r = 0; r < 2; r++) {
+        cg_tensor *y = NULL, *l;
+
+        ck_assert_int_eq(cg_rnn_forward(m, x, NULL, NULL, NULL, &y, NULL,
+                                        NULL), CG_OK);
+        l = cg_sum(y, 0, NULL, 0);
+        k[r] = launches();
+        ck_assert_int_eq(cg_backward(l, NULL, 0), CG_OK);
+        k[r] = launches() - k[r];
+        cg_tensor_free(y);
+        cg_tensor_free(l);
+        for (p = 0; p < NP; p++) {
+            cg_tensor *w = cg_module_find_param(m, names[p]);
+            float *now;
+            int i;
+
+            ck_assert_ptr_nonnull(w);
+            if (r == 0) {
+                grads[p] = cg_tensor_grad(w);
+                n[p] = (int)cg_tensor_numel(w);
+                once[p] = malloc((size_t)n[p] * sizeof(float));
+                read_vec(grads[p], once[p], n[p]);
+                continue;
+            }
+            ck_assert_ptr_eq(cg_tensor_grad(w), grads[p]);
+            now = malloc((size_t)n[p] * sizeof(float));
+            read_vec(grads[p], now, n[p]);
+            for (i = 0; i < n[p]; i++)
+                ck_assert_msg(now[i] == 2 * once[p][i], "%s[%d] %g, once "
+                              "%g", names[p], i, (double)now[i],
+                              (double)once[p][i]);
+            free(now);
+            free(once[p]);
+        }
+    }
+    /* four biases: bias_ih, bias_hh per direction */
+    ck_assert_msg(k[1] <= k[0] + 4, "second backward: %llu launches, first "
+                  "%llu", (unsigned long long)k[1], (unsigned long long)k[0]);
+    cg_tensor_free(x);
+    cg_module_free(m);
+}
+END_TEST
+
 /* Fails each host allocation of a backward in turn, the topological
  * sort's first among them; after each failure a backward computes the
  * right gradients.  The leaf's gradient is zeroed before it, as a failed
@@ -771,6 +835,7 @@ main(void)
     tcase_add_test(tc, shared_subexpressions_sum_their_gradients);
     tcase_add_test(tc, matmul_gradients_accumulate_over_backwards);
     tcase_add_test(tc, matmul_gradient_adds_into_existing_grad);
+    tcase_add_test(tc, rnn_weight_gradients_accumulate_over_backwards);
     tcase_add_test(tc, backward_recovers_from_host_allocation_failure);
     tcase_add_test(tc, no_grad_mode_and_detach_record_nothing);
     tcase_add_test(tc, graph_exports_as_dot);
