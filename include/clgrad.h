@@ -533,7 +533,9 @@ int cg_tensor_requires_grad(const cg_tensor *t);
 /* Whether t was made by the user (not by a recorded op). */
 int cg_tensor_is_leaf(const cg_tensor *t);
 /* The gradient accumulated in a leaf, or NULL if none yet.  Borrowed: it
- * stays owned by t (take cg_tensor_ref to keep it). */
+ * stays owned by t (take cg_tensor_ref to keep it).  A later backward
+ * adds into this tensor in place (a matrix product's gradient by the
+ * product itself, beta 1, while no one else holds a reference to it). */
 cg_tensor *cg_tensor_grad(const cg_tensor *t);
 /* Drops the leaf's gradient (the next backward starts from zero). */
 int cg_tensor_zero_grad(cg_tensor *t);
@@ -1014,7 +1016,10 @@ void cg_module_free(cg_module *m);
 
 /* y = x W^T + b with weight [out, in] and bias [out] (none if bias is 0),
  * both U(-1/sqrt(in), 1/sqrt(in)) as PyTorch's nn.Linear.  x is [..., in]
- * (at least 1-D). */
+ * (at least 1-D).  The forward is one matrix product with the bias added
+ * in its epilogue (a second pass only where CLBlast runs the product),
+ * recorded as one graph node "linear"; its backward adds the weight's and
+ * x's gradients into existing ones with the product itself. */
 cg_module *cg_linear_new(cg_context *ctx, int in_features, int out_features,
                          int bias);
 cg_tensor *cg_linear_forward(cg_module *m, cg_tensor *x);

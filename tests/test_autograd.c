@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * tests/test_autograd.c - the define-by-run graph: the PyTorch tutorial
- * example, gradient accumulation, retain_graph, host allocation failure
+ * example, gradient accumulation (matrix products adding into an existing
+ * gradient with the GEMM), retain_graph, host allocation failure
  * in backward, no-grad mode, detach, the DOT export, bad input, memory
  * that does not grow over iterations, and tensor creation and random
  * numbers.
@@ -170,6 +171,285 @@ backward_failing_at(cg_tensor *y, cg__node *const *nodes, int nnodes,
     }
     return status;
 }
+
+/* ------------------------------------------------------------------------
+ * Matrix products add their gradients into an existing one
+ * ------------------------------------------------------------------------ */
+
+enum { MM = 7, MK = 33, MN = 5 };
+
+static cg_tensor *
+mat_rand(int64_t r, int64_t c, int transposed)
+{
+    int64_t s[2] = { transposed ? c : r, transposed ? r : c };
+    cg_tensor *t = cg_rand_uniform(tt_ctx(), 2, s, -1, 1), *v;
+
+    ck_assert_ptr_nonnull(t);
+    if (!transposed)
+        return t;
+    /* a transposed view: the GEMM reads it with the flag flipped */
+    v = cg_transpose(t, 0, 1);
+    ck_assert_ptr_nonnull(v);
+    cg_tensor_free(t);
+    return v;
+}
+
+/* L = sum(op(a) op(b) * w) with a fixed weight w, so that every element
+ * of the gradients differs. */
+static cg_tensor *
+mm_loss(cg_tensor *a, cg_tensor *b, int ta, int tb, cg_tensor *w)
+{
+    cg_tensor *y = cg_matmul_t(a, b, ta, tb), *p, *l;
+
+    ck_assert_msg(y != NULL, "%s", cg_last_error());
+    p = cg_mul(y, w);
+    l = cg_sum(p, 0, NULL, 0);
+    ck_assert_ptr_nonnull(l);
+    cg_tensor_free(y);
+    cg_tensor_free(p);
+    return l;
+}
+
+static uint64_t
+launches(void)
+{
+    cg_memory_stats st;
+
+    ck_assert_int_eq(cg_context_stats(tt_ctx(), &st), CG_OK);
+    return st.kernels_enqueued;
+}
+
+/* Two backwards through a product, for each transpose flag (and operands
+ * stored transposed): the second gives exactly twice the first (the GEMM
+ * adds the same product into the gradient, beta 1: a + a is exact), in
+ * the same gradient tensors, and launches no more kernels than the first
+ * (no separate add pass). */
+START_TEST(matmul_gradients_accumulate_over_backwards)
+{
+    int64_t ws[2] = { MM, MN };
+    cg_tensor *w = cg_rand_uniform(tt_ctx(), 2, ws, -1, 1);
+    int t;
+
+    for (t = 0; t < 8; t++) {
+        int ta = t & 1, tb = (t >> 1) & 1, stored = t >> 2;
+        /* op(a) is MM x MK, op(b) MK x MN */
+        cg_tensor *a = ta ? mat_rand(MK, MM, stored) : mat_rand(MM, MK, stored);
+        cg_tensor *b = tb ? mat_rand(MN, MK, stored) : mat_rand(MK, MN, stored);
+        cg_tensor *l, *ga, *gb;
+        float a1[MM * MK], b1[MK * MN], a2[MM * MK], b2[MK * MN];
+        uint64_t n0, n1, n2;
+        int i;
+
+        cg_tensor_set_requires_grad(a, 1);
+        cg_tensor_set_requires_grad(b, 1);
+        l = mm_loss(a, b, ta, tb, w);
+        n0 = launches();
+        ck_assert_int_eq(cg_backward(l, NULL, 0), CG_OK);
+        n1 = launches();
+        cg_tensor_free(l);
+        ga = cg_tensor_grad(a);
+        gb = cg_tensor_grad(b);
+        read_vec(ga, a1, MM * MK);
+        read_vec(gb, b1, MK * MN);
+        l = mm_loss(a, b, ta, tb, w);
+        n1 = n1 - n0;
+        n0 = launches();
+        ck_assert_int_eq(cg_backward(l, NULL, 0), CG_OK);
+        n2 = launches() - n0;
+        cg_tensor_free(l);
+        ck_assert_ptr_eq(cg_tensor_grad(a), ga);
+        ck_assert_ptr_eq(cg_tensor_grad(b), gb);
+        ck_assert_msg(n2 <= n1, "flags %d: the second backward launched "
+                      "%llu kernels, the first %llu", t,
+                      (unsigned long long)n2, (unsigned long long)n1);
+        read_vec(ga, a2, MM * MK);
+        read_vec(gb, b2, MK * MN);
+        for (i = 0; i < MM * MK; i++)
+            ck_assert_msg(a2[i] == 2 * a1[i], "flags %d: da[%d] %g, once %g",
+                          t, i, (double)a2[i], (double)a1[i]);
+        for (i = 0; i < MK * MN; i++)
+            ck_assert_msg(b2[i] == 2 * b1[i], "flags %d: db[%d] %g, once %g",
+                          t, i, (double)b2[i], (double)b1[i]);
+        cg_tensor_free(a);
+        cg_tensor_free(b);
+    }
+    cg_tensor_free(w);
+}
+END_TEST
+
+/* dL/db[k, n] of L = sum((a b) * w) for a [MM, MK], b [MK, MN]. */
+static double
+ref_db(const float *a, const float *w, int k, int n)
+{
+    double s = 0;
+    int m;
+
+    for (m = 0; m < MM; m++)
+        s += (double)a[m * MK + k] * w[m * MN + n];
+    return s;
+}
+
+/* A gradient that is already there (from another op, or from a product
+ * earlier in the same backward) gets the product's added: b used by two
+ * products and by an elementwise op, against a reference in double.  The
+ * same with a reference to the gradient held by the caller (the GEMM must
+ * not write into memory something else can see: the engine adds as
+ * before, and the holder sees the sum) and with one tensor as both
+ * operands of a product. */
+START_TEST(matmul_gradient_adds_into_existing_grad)
+{
+    int64_t as[2] = { MM, MK }, bs[2] = { MK, MN }, ws[2] = { MM, MN };
+    int64_t ss[2] = { MK, MK };
+    cg_tensor *a = cg_rand_uniform(tt_ctx(), 2, as, -1, 1);
+    cg_tensor *c = cg_rand_uniform(tt_ctx(), 2, as, -1, 1);
+    cg_tensor *w = cg_rand_uniform(tt_ctx(), 2, ws, -1, 1);
+    float ha[MM * MK], hc[MM * MK], hw[MM * MN], hb[MK * MN], g[MK * MN];
+    int hold, i, k, n;
+
+    read_vec(a, ha, MM * MK);
+    read_vec(c, hc, MM * MK);
+    read_vec(w, hw, MM * MN);
+    for (hold = 0; hold < 2; hold++) {
+        cg_tensor *b = cg_rand_uniform(tt_ctx(), 2, bs, -1, 1);
+        cg_tensor *sq, *l1, *l2, *l3, *held = NULL;
+
+        read_vec(b, hb, MK * MN);
+        cg_tensor_set_requires_grad(b, 1);
+        /* grad b = 2 b, from an elementwise op */
+        sq = cg_mul(b, b);
+        l1 = cg_sum(sq, 0, NULL, 0);
+        ck_assert_int_eq(cg_backward(l1, NULL, 0), CG_OK);
+        if (hold)
+            held = cg_tensor_ref(cg_tensor_grad(b));
+        /* + a^T w + c^T w, two products in one backward */
+        l2 = mm_loss(a, b, 0, 0, w);
+        l3 = mm_loss(c, b, 0, 0, w);
+        cg_tensor_free(sq);
+        sq = cg_add(l2, l3);
+        ck_assert_int_eq(cg_backward(sq, NULL, 0), CG_OK);
+        read_vec(cg_tensor_grad(b), g, MK * MN);
+        for (k = 0; k < MK; k++)
+            for (n = 0; n < MN; n++) {
+                double want = 2.0 * hb[k * MN + n] + ref_db(ha, hw, k, n) +
+                              ref_db(hc, hw, k, n);
+
+                ck_assert_msg(fabs(g[k * MN + n] - want) <= 1e-5 * (1 +
+                              fabs(want)), "hold %d: db[%d, %d] = %g, want "
+                              "%g", hold, k, n, (double)g[k * MN + n], want);
+            }
+        if (held) {
+            float h[MK * MN];
+
+            read_vec(held, h, MK * MN);
+            ck_assert(memcmp(h, g, sizeof h) == 0);
+        }
+        cg_tensor_free(held);
+        cg_tensor_free(sq);
+        cg_tensor_free(l1);
+        cg_tensor_free(l2);
+        cg_tensor_free(l3);
+        cg_tensor_free(b);
+    }
+    /* x x for a square x, twice: both operands' gradients add into the
+     * one tensor, the second time into an existing one. */
+    {
+        cg_tensor *x = cg_rand_uniform(tt_ctx(), 2, ss, -1, 1), *y, *l;
+        float hx[MK * MK], g1[MK * MK], g2[MK * MK];
+        int r;
+
+        read_vec(x, hx, MK * MK);
+        cg_tensor_set_requires_grad(x, 1);
+        for (r = 0; r < 2; r++) {
+            y = cg_matmul(x, x);
+            l = cg_sum(y, 0, NULL, 0);
+            ck_assert_int_eq(cg_backward(l, NULL, 0), CG_OK);
+            cg_tensor_free(y);
+            cg_tensor_free(l);
+            read_vec(cg_tensor_grad(x), r ? g2 : g1, MK * MK);
+        }
+        /* d sum(x x) / dx[i, j] = sum_n x[j, n] + sum_m x[m, i] */
+        for (i = 0; i < MK; i++)
+            for (k = 0; k < MK; k++) {
+                double want = 0;
+
+                for (n = 0; n < MK; n++)
+                    want += (double)hx[k * MK + n] + hx[n * MK + i];
+                ck_assert(fabs(g1[i * MK + k] - want) <= 1e-5 * (1 +
+                          fabs(want)));
+                ck_assert(fabs(g2[i * MK + k] - 2 * want) <= 2e-5 * (1 +
+                          fabs(want)));
+            }
+        cg_tensor_free(x);
+    }
+    cg_tensor_free(a);
+    cg_tensor_free(c);
+    cg_tensor_free(w);
+}
+END_TEST
+
+/* A bidirectional LSTM's weight gradients (one GEMM each over the
+ * sequence) add into existing ones the same way: two backwards give
+ * exactly twice one, in the same tensors, and the second launches only
+ * one more kernel per bias (a column sum, which the engine adds). */
+START_TEST(rnn_weight_gradients_accumulate_over_backwards)
+{
+    static const char *const names[] = {
+        "weight_ih_l0", "weight_hh_l0", "weight_ih_l0_reverse",
+        "weight_hh_l0_reverse", "bias_ih_l0", "bias_hh_l0_reverse"
+    };
+    enum { T = 5, B = 3, I = 7, H = 9, NP = 6 };
+    cg_rnn_options o = { CG_LSTM, I, H, 1, 1, 0, 0.0f };
+    cg_module *m = cg_rnn_new(tt_ctx(), &o);
+    int64_t xs[3] = { T, B, I };
+    cg_tensor *x = cg_rand_uniform(tt_ctx(), 3, xs, -1, 1);
+    cg_tensor *grads[NP];
+    float *once[NP];
+    uint64_t k[2];
+    int r, p, n[NP];
+
+    ck_assert(m && x);
+    for (r = 0; r < 2; r++) {
+        cg_tensor *y = NULL, *l;
+
+        ck_assert_int_eq(cg_rnn_forward(m, x, NULL, NULL, NULL, &y, NULL,
+                                        NULL), CG_OK);
+        l = cg_sum(y, 0, NULL, 0);
+        k[r] = launches();
+        ck_assert_int_eq(cg_backward(l, NULL, 0), CG_OK);
+        k[r] = launches() - k[r];
+        cg_tensor_free(y);
+        cg_tensor_free(l);
+        for (p = 0; p < NP; p++) {
+            cg_tensor *w = cg_module_find_param(m, names[p]);
+            float *now;
+            int i;
+
+            ck_assert_ptr_nonnull(w);
+            if (r == 0) {
+                grads[p] = cg_tensor_grad(w);
+                n[p] = (int)cg_tensor_numel(w);
+                once[p] = malloc((size_t)n[p] * sizeof(float));
+                read_vec(grads[p], once[p], n[p]);
+                continue;
+            }
+            ck_assert_ptr_eq(cg_tensor_grad(w), grads[p]);
+            now = malloc((size_t)n[p] * sizeof(float));
+            read_vec(grads[p], now, n[p]);
+            for (i = 0; i < n[p]; i++)
+                ck_assert_msg(now[i] == 2 * once[p][i], "%s[%d] %g, once "
+                              "%g", names[p], i, (double)now[i],
+                              (double)once[p][i]);
+            free(now);
+            free(once[p]);
+        }
+    }
+    /* four biases: bias_ih, bias_hh per direction */
+    ck_assert_msg(k[1] <= k[0] + 4, "second backward: %llu launches, first "
+                  "%llu", (unsigned long long)k[1], (unsigned long long)k[0]);
+    cg_tensor_free(x);
+    cg_module_free(m);
+}
+END_TEST
 
 /* Fails each host allocation of a backward in turn, the topological
  * sort's first among them; after each failure a backward computes the
@@ -553,6 +833,9 @@ main(void)
     tcase_add_test(tc, gradients_accumulate_until_zeroed);
     tcase_add_test(tc, retain_graph_allows_a_second_backward);
     tcase_add_test(tc, shared_subexpressions_sum_their_gradients);
+    tcase_add_test(tc, matmul_gradients_accumulate_over_backwards);
+    tcase_add_test(tc, matmul_gradient_adds_into_existing_grad);
+    tcase_add_test(tc, rnn_weight_gradients_accumulate_over_backwards);
     tcase_add_test(tc, backward_recovers_from_host_allocation_failure);
     tcase_add_test(tc, no_grad_mode_and_detach_record_nothing);
     tcase_add_test(tc, graph_exports_as_dot);

@@ -7,7 +7,8 @@
  * transposes, alpha and beta (beta 0 over a C full of NaN, which must
  * not be read; beta 1
  * accumulating), offsets and leading dimensions wider than the matrix,
- * strided batches with a broadcast operand (stride 0).  Also clgrad's
+ * strided batches with a broadcast operand (stride 0), a bias vector
+ * added in the epilogue (cg__sgemm_bias).  Also clgrad's
  * kernels built with other tunables than the defaults (the candidates
  * clgrad-tune tries), the automatic choice on small products, and
  * CLGRAD_GEMM's validation.
@@ -26,6 +27,7 @@ typedef struct gcase {
     float alpha, beta;
     int batch, bcast;   /* bcast: 1 a, 2 b repeated over the batch */
     int off, pad;       /* offset of every operand; ld = cols + pad */
+    int bias;           /* a bias vector of N (at offset off) as well */
 } gcase;
 
 static float
@@ -35,8 +37,10 @@ frand(void)
 }
 
 /* Runs case g on ctx and checks every element of C, padding included
- * (which must keep its value), against the reference. */
-static void
+ * (which must keep its value), against the reference.  Returns whether
+ * the GEMM added the bias (cg__sgemm_bias's *added; 1 without one): the
+ * reference includes it only then. */
+static int
 check_case(cg_context *ctx, const gcase *g, const char *label)
 {
     int ra = g->ta ? g->k : g->m, ca = g->ta ? g->m : g->k;
@@ -52,11 +56,16 @@ check_case(cg_context *ctx, const gcase *g, const char *label)
     /* One float more than needed: K = 0 makes A and B empty. */
     float *ha = malloc(++na * 4), *hb = malloc(++nb * 4), *hc = malloc(nc * 4);
     float *out = malloc(nc * 4);
+    size_t nd = (size_t)g->off + (size_t)g->n;
+    float *hd = malloc(nd * 4);
     cg_buffer *ba = cg_buffer_new(ctx, na * 4), *bb = cg_buffer_new(ctx, nb * 4);
-    cg_buffer *bc = cg_buffer_new(ctx, nc * 4);
-    int z, r, c, l;
+    cg_buffer *bc = cg_buffer_new(ctx, nc * 4), *bd = cg_buffer_new(ctx, nd * 4);
+    int z, r, c, l, added = 1;
 
-    ck_assert(ha && hb && hc && out && ba && bb && bc);
+    ck_assert(ha && hb && hc && out && hd && ba && bb && bc && bd);
+    for (i = 0; i < nd; i++)
+        hd[i] = frand();
+    ck_assert_int_eq(cg_buffer_write(bd, 0, hd, nd * 4), CG_OK);
     for (i = 0; i < na; i++)
         ha[i] = frand();
     for (i = 0; i < nb; i++)
@@ -70,11 +79,13 @@ check_case(cg_context *ctx, const gcase *g, const char *label)
         cg__mat am = { cg__buffer_mem(ba), (size_t)g->off, lda };
         cg__mat bm = { cg__buffer_mem(bb), (size_t)g->off, ldb };
         cg__mat cm = { cg__buffer_mem(bc), (size_t)g->off, ldc };
+        cg__mat dm = { cg__buffer_mem(bd), (size_t)g->off, 0 };
 
-        ck_assert_msg(cg__sgemm_batched(ctx, g->ta, g->tb, (size_t)g->m,
-                                        (size_t)g->n, (size_t)g->k, g->alpha,
-                                        am, sa, bm, sb, g->beta, cm, sc,
-                                        (size_t)g->batch) == CG_OK,
+        ck_assert_msg(cg__sgemm_bias(ctx, g->ta, g->tb, (size_t)g->m,
+                                     (size_t)g->n, (size_t)g->k, g->alpha,
+                                     am, sa, bm, sb, g->beta, cm, sc,
+                                     (size_t)g->batch, g->bias ? &dm : NULL,
+                                     &added) == CG_OK,
                       "%s: %s", label, TT_ERR);
     }
     ck_assert_int_eq(cg_buffer_read(bc, 0, out, nc * 4), CG_OK);
@@ -112,6 +123,10 @@ check_case(cg_context *ctx, const gcase *g, const char *label)
                     want += (double)g->beta * hc[ci];
                     mag += fabs((double)g->beta * hc[ci]);
                 }
+                if (g->bias && added) {
+                    want += hd[g->off + c];
+                    mag += fabs(hd[g->off + c]);
+                }
                 tol = 1e-5 * mag + 1e-6;
                 ck_assert_msg(fabs(out[ci] - want) <= tol,
                               "%s: C[%d][%d, %d] = %.9g, want %.9g", label,
@@ -120,10 +135,13 @@ check_case(cg_context *ctx, const gcase *g, const char *label)
     cg_buffer_free(ba);
     cg_buffer_free(bb);
     cg_buffer_free(bc);
+    cg_buffer_free(bd);
     free(ha);
     free(hb);
     free(hc);
+    free(hd);
     free(out);
+    return added;
 }
 
 static const char *
@@ -156,7 +174,7 @@ START_TEST(gemm_matches_reference_at_odd_sizes)
     for (s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
         for (t = 0; t < 4; t++) {
             gcase g = { sizes[s][0], sizes[s][1], sizes[s][2], t >> 1, t & 1,
-                        1.0f, 0.0f, 1, 0, 0, 0 };
+                        1.0f, 0.0f, 1, 0, 0, 0, 0 };
 
             snprintf(label, sizeof label, "%s %dx%dx%d %c%c",
                      backend_name(_i), g.m, g.n, g.k, g.ta ? 'T' : 'N',
@@ -173,28 +191,28 @@ END_TEST
 START_TEST(gemm_alpha_beta_offsets_and_batches)
 {
     static const gcase cases[] = {
-        { 7, 13, 5, 0, 0, 1.0f, 1.0f, 1, 0, 0, 0 },
-        { 33, 65, 17, 0, 1, -1.5f, 0.25f, 1, 0, 0, 0 },
-        { 33, 65, 17, 1, 0, 0.5f, 1.0f, 1, 0, 0, 0 },
-        { 9, 11, 6, 1, 1, 2.0f, -1.0f, 1, 0, 0, 0 },
-        { 7, 13, 5, 0, 0, 1.0f, 0.0f, 1, 0, 3, 5 },
-        { 7, 13, 5, 0, 1, 0.5f, 1.0f, 1, 0, 17, 2 },
-        { 7, 13, 5, 1, 0, 1.0f, 0.0f, 1, 0, 1, 9 },
-        { 7, 13, 5, 1, 1, -2.0f, 0.5f, 1, 0, 2, 1 },
-        { 7, 13, 5, 0, 0, 1.0f, 0.0f, 3, 0, 0, 0 },
-        { 7, 13, 5, 0, 1, 1.0f, 0.0f, 3, 1, 4, 3 },
-        { 7, 13, 5, 1, 0, 1.0f, 1.0f, 4, 2, 0, 1 },
-        { 5, 17, 33, 0, 0, 0.75f, 0.0f, 3, 2, 5, 0 },
-        { 5, 17, 33, 1, 1, 1.0f, 0.0f, 2, 1, 0, 2 },
-        { 1, 1, 1, 0, 1, 1.0f, 1.0f, 5, 1, 1, 0 },
-        { 13, 29, 0, 0, 0, 1.0f, 0.5f, 1, 0, 0, 0 },
-        { 260, 9, 7, 0, 1, 0.5f, 1.0f, 3, 2, 3, 2 },
-        { 260, 9, 7, 0, 1, 1.0f, 0.0f, 1, 0, 1, 4 },
+        { 7, 13, 5, 0, 0, 1.0f, 1.0f, 1, 0, 0, 0, 0 },
+        { 33, 65, 17, 0, 1, -1.5f, 0.25f, 1, 0, 0, 0, 0 },
+        { 33, 65, 17, 1, 0, 0.5f, 1.0f, 1, 0, 0, 0, 0 },
+        { 9, 11, 6, 1, 1, 2.0f, -1.0f, 1, 0, 0, 0, 0 },
+        { 7, 13, 5, 0, 0, 1.0f, 0.0f, 1, 0, 3, 5, 0 },
+        { 7, 13, 5, 0, 1, 0.5f, 1.0f, 1, 0, 17, 2, 0 },
+        { 7, 13, 5, 1, 0, 1.0f, 0.0f, 1, 0, 1, 9, 0 },
+        { 7, 13, 5, 1, 1, -2.0f, 0.5f, 1, 0, 2, 1, 0 },
+        { 7, 13, 5, 0, 0, 1.0f, 0.0f, 3, 0, 0, 0, 0 },
+        { 7, 13, 5, 0, 1, 1.0f, 0.0f, 3, 1, 4, 3, 0 },
+        { 7, 13, 5, 1, 0, 1.0f, 1.0f, 4, 2, 0, 1, 0 },
+        { 5, 17, 33, 0, 0, 0.75f, 0.0f, 3, 2, 5, 0, 0 },
+        { 5, 17, 33, 1, 1, 1.0f, 0.0f, 2, 1, 0, 2, 0 },
+        { 1, 1, 1, 0, 1, 1.0f, 1.0f, 5, 1, 1, 0, 0 },
+        { 13, 29, 0, 0, 0, 1.0f, 0.5f, 1, 0, 0, 0, 0 },
+        { 260, 9, 7, 0, 1, 0.5f, 1.0f, 3, 2, 3, 2, 0 },
+        { 260, 9, 7, 0, 1, 1.0f, 0.0f, 1, 0, 1, 4, 0 },
         /* TN of long K, A packed: one A for the batch, offset and pad */
-        { 11, 21, 517, 1, 0, 0.5f, 1.0f, 3, 1, 3, 2 },
-        { 11, 21, 517, 1, 0, 1.0f, 0.0f, 1, 0, 1, 5 },
+        { 11, 21, 517, 1, 0, 0.5f, 1.0f, 3, 1, 3, 2, 0 },
+        { 11, 21, 517, 1, 0, 1.0f, 0.0f, 1, 0, 1, 5, 0 },
         /* ... and a batch of distinct A's, not packed */
-        { 11, 21, 517, 1, 0, 1.0f, 0.0f, 2, 2, 0, 1 },
+        { 11, 21, 517, 1, 0, 1.0f, 0.0f, 2, 2, 0, 1, 0 },
     };
     cg_context *ctx = tt_ctx();
     char label[160];
@@ -215,6 +233,56 @@ START_TEST(gemm_alpha_beta_offsets_and_batches)
                  (double)g->alpha, (double)g->beta, g->batch, g->bcast,
                  g->off, g->pad);
         check_case(ctx, g, label);
+    }
+    cg__gemm_force(ctx, CG__GEMM_AUTO);
+}
+END_TEST
+
+/* The bias in the epilogue: added to every row of every matrix after
+ * alpha and beta, at sizes that are multiples of no tile and vector
+ * (columns past N read nothing of the bias), for each transpose, the
+ * packed NT and TN paths, beta 1 accumulating, offsets and batches.
+ * clgrad's kernels add it (*added 1); CLBlast's do not (*added 0, C
+ * without it), and the caller adds it. */
+START_TEST(gemm_bias_epilogue_matches_reference)
+{
+    static const gcase cases[] = {
+        { 1, 1, 1, 0, 0, 1.0f, 0.0f, 1, 0, 0, 0, 1 },
+        { 7, 13, 5, 0, 0, 1.0f, 0.0f, 1, 0, 0, 0, 1 },
+        { 7, 13, 5, 0, 1, 1.0f, 0.0f, 1, 0, 3, 2, 1 },
+        { 33, 65, 17, 1, 0, 0.5f, 1.0f, 1, 0, 1, 0, 1 },
+        { 9, 11, 6, 1, 1, 2.0f, -1.0f, 1, 0, 0, 1, 1 },
+        { 37, 1, 9, 0, 1, 1.0f, 1.0f, 1, 0, 5, 0, 1 },
+        { 1, 37, 9, 0, 0, 1.0f, 0.0f, 1, 0, 0, 0, 1 },
+        { 7, 13, 5, 0, 1, 1.0f, 0.0f, 3, 2, 4, 3, 1 },
+        { 5, 17, 33, 0, 0, 0.75f, 1.0f, 3, 1, 5, 0, 1 },
+        { 13, 29, 0, 0, 0, 1.0f, 0.5f, 1, 0, 0, 0, 1 },
+        /* NT through a packed B^T, TN through a packed A^T */
+        { 300, 13, 5, 0, 1, 1.0f, 0.0f, 1, 0, 1, 1, 1 },
+        { 260, 9, 7, 0, 1, 0.5f, 1.0f, 3, 2, 3, 2, 1 },
+        { 19, 37, 515, 1, 0, 1.0f, 1.0f, 1, 0, 2, 0, 1 },
+    };
+    cg_context *ctx = tt_ctx();
+    char label[160];
+    size_t c;
+
+    if (_i == CG__GEMM_CLBLAST && tt_checker())
+        return;
+    cg__gemm_force(ctx, (cg__gemm_backend)_i);
+    srand(5);
+    for (c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const gcase *g = &cases[c];
+        int added;
+
+        snprintf(label, sizeof label, "bias %s %dx%dx%d %c%c alpha %g beta "
+                 "%g batch %d bcast %d off %d pad %d", backend_name(_i),
+                 g->m, g->n, g->k, g->ta ? 'T' : 'N', g->tb ? 'T' : 'N',
+                 (double)g->alpha, (double)g->beta, g->batch, g->bcast,
+                 g->off, g->pad);
+        added = check_case(ctx, g, label);
+        /* K = 0 always runs clgrad's kernel */
+        ck_assert_msg(added == (_i == CG__GEMM_CLGRAD || g->k == 0),
+                      "%s: added %d", label, added);
     }
     cg__gemm_force(ctx, CG__GEMM_AUTO);
 }
@@ -250,12 +318,13 @@ START_TEST(gemm_kernels_are_right_with_other_tunables)
         for (s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
             for (t = 0; t < 4; t++) {
                 gcase g = { sizes[s][0], sizes[s][1], sizes[s][2], t >> 1,
-                            t & 1, 1.0f, t == 1 ? 1.0f : 0.0f, 2, 0, 1, 1 };
+                            t & 1, 1.0f, t == 1 ? 1.0f : 0.0f, 2, 0, 1, 1,
+                            (int)(s + (size_t)t) & 1 };
 
-                snprintf(label, sizeof label, "tunables %s %dx%dx%d %c%c",
+                snprintf(label, sizeof label, "tunables %s %dx%dx%d %c%c%s",
                          sets[z].name, g.m, g.n, g.k, g.ta ? 'T' : 'N',
-                         g.tb ? 'T' : 'N');
-                check_case(ctx, &g, label);
+                         g.tb ? 'T' : 'N', g.bias ? " bias" : "");
+                ck_assert_int_eq(check_case(ctx, &g, label), 1);
             }
         if (tt_checker())
             break;
@@ -406,9 +475,9 @@ START_TEST(gemm_class_entries_are_applied)
         ck_assert_int_eq(p[i], q[i]);
     /* results with the entries: NN.small, NT.skinny (with an edge) */
     {
-        gcase g1 = { 100, 130, 17, 0, 0, 1.0f, 0.0f, 1, 0, 0, 0 };
-        gcase g2 = { 7, 130, 67, 0, 1, 0.5f, 1.0f, 2, 2, 1, 3 };
-        gcase g3 = { 100, 97, 9, 1, 0, 1.0f, 0.0f, 1, 0, 0, 0 };
+        gcase g1 = { 100, 130, 17, 0, 0, 1.0f, 0.0f, 1, 0, 0, 0, 0 };
+        gcase g2 = { 7, 130, 67, 0, 1, 0.5f, 1.0f, 2, 2, 1, 3, 0 };
+        gcase g3 = { 100, 97, 9, 1, 0, 1.0f, 0.0f, 1, 0, 0, 0, 0 };
 
         srand(3);
         check_case(ctx, &g1, "NN.small entry");
@@ -518,6 +587,8 @@ main(void)
     tcase_add_loop_test(tc, gemm_matches_reference_at_odd_sizes,
                         CG__GEMM_CLBLAST, CG__GEMM_CLGRAD + 1);
     tcase_add_loop_test(tc, gemm_alpha_beta_offsets_and_batches,
+                        CG__GEMM_CLBLAST, CG__GEMM_CLGRAD + 1);
+    tcase_add_loop_test(tc, gemm_bias_epilogue_matches_reference,
                         CG__GEMM_CLBLAST, CG__GEMM_CLGRAD + 1);
     tcase_add_test(tc, gemm_kernels_are_right_with_other_tunables);
     tcase_add_test(tc, gemm_auto_runs_clgrad_on_small_products);

@@ -1,17 +1,22 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * tests/test_nn_layers.c - embedding, index_select, dropout, layer_norm,
- * concat, stack and split: forward against a C reference in double and
- * backward against finite differences (tests/opcheck.h) on odd sizes (1,
- * 7, 33, 257), repeated indices and non-contiguous inputs; dropout's
- * statistics, seeding and gradient; bit-identical gradients from run to
- * run; and bad arguments failing with the right status, changing nothing.
+ * the linear layer's product, concat, stack and split: forward against a
+ * C reference in double and backward against finite differences
+ * (tests/opcheck.h) on odd sizes (1, 7, 33, 257), repeated indices and
+ * non-contiguous inputs; dropout's statistics, seeding and gradient;
+ * bit-identical gradients from run to run; the linear layer's gradients
+ * adding into existing ones, and PyTorch's F.linear results and
+ * accumulated gradients (tests/fixtures/linear.txt); and bad arguments failing with the right
+ * status, changing nothing.
  */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "fixture.h"
+#include "ops/internal.h"
 #include "opcheck.h"
 
 /* Asserts that the last error has status name `name` ("CG_ESHAPE"). */
@@ -290,6 +295,315 @@ START_TEST(layer_norm_matches_reference_with_and_without_affine)
             op.ninputs = 1 + p.has_w + p.has_b;
             oc_check(&op, &p, cases[c].x, cases[c].w, cases[c].w);
         }
+}
+END_TEST
+
+/* ----------------------------------------------------------------- linear */
+
+static cg_tensor *
+run_linear(cg_tensor **in, const void *param)
+{
+    const int *has_b = param;
+
+    return cg__linear(in[0], in[1], *has_b ? in[2] : NULL);
+}
+
+/* y[..., o] = sum_i x[..., i] w[o, i] (+ b[o]) */
+static void
+ref_linear(const oc_tensor *in, oc_tensor *out, const void *param)
+{
+    const int *has_b = param;
+    const oc_tensor *x = &in[0], *w = &in[1];
+    int64_t shape[CG_MAX_DIMS], I = w->shape[1], O = w->shape[0], r, o, i;
+
+    memcpy(shape, x->shape, sizeof shape);
+    shape[x->ndim - 1] = O;
+    set_shape(out, x->ndim, shape);
+    for (r = 0; r < x->numel / I; r++)
+        for (o = 0; o < O; o++) {
+            double s = *has_b ? in[2].data[o] : 0;
+
+            for (i = 0; i < I; i++)
+                s += x->data[r * I + i] * w->data[o * I + i];
+            out->data[r * O + o] = s;
+        }
+}
+
+/* The linear layer's one-node product (x W^T + b, the bias in the GEMM's
+ * epilogue) on 1-D to 3-D inputs, transposed views and odd offsets, with
+ * and without a bias; each GEMM backend forced: CLBlast's has no
+ * epilogue, and the bias is added by a separate pass. */
+START_TEST(linear_matches_reference_and_gradcheck)
+{
+    static const char *cases[][3] = {
+        { "7,33", "5,33", "5" }, { "1,1", "1,1", "1" }, { "33", "17,33", "17" },
+        { "2,3,7", "13,7", "13" }, { "T33,7", "5,7", "5" },
+        { "O7,5", "O3,5", "O3" }, { "9,5", "T3,5", "3" },
+        { "257,3", "9,3", "9" },   /* NT through a packed W^T */
+    };
+    oc_op op = { 0 };
+    size_t c;
+    int has_b;
+
+    if (_i == CG__GEMM_CLBLAST && tt_checker())
+        return;
+    cg__gemm_force(tt_ctx(), (cg__gemm_backend)_i);
+    op.run = run_linear;
+    op.ref = ref_linear;
+    for (c = 0; c < sizeof cases / sizeof cases[0]; c++)
+        for (has_b = 0; has_b < 2; has_b++) {
+            op.name = has_b ? "linear(b)" : "linear";
+            op.ninputs = 2 + has_b;
+            oc_check(&op, &has_b, cases[c][0], cases[c][1], cases[c][2]);
+        }
+    cg__gemm_force(tt_ctx(), CG__GEMM_AUTO);
+}
+END_TEST
+
+static uint64_t
+launches(void)
+{
+    cg_memory_stats st;
+
+    ck_assert_int_eq(cg_context_stats(tt_ctx(), &st), CG_OK);
+    return st.kernels_enqueued;
+}
+
+/* forward and backward of sum(layer(x) * g), g fixed; the launches of the
+ * backward. */
+static uint64_t
+linear_step(cg_module *m, cg_tensor *x, cg_tensor *g)
+{
+    cg_tensor *y = cg_linear_forward(m, x), *p, *l;
+    uint64_t n;
+
+    ck_assert_msg(y != NULL, "%s", cg_last_error());
+    p = cg_mul(y, g);
+    l = cg_sum(p, 0, NULL, 0);
+    ck_assert_ptr_nonnull(l);
+    n = launches();
+    ck_assert_int_eq(cg_backward(l, NULL, 0), CG_OK);
+    n = launches() - n;
+    cg_tensor_free(y);
+    cg_tensor_free(p);
+    cg_tensor_free(l);
+    return n;
+}
+
+static void
+read_grad(cg_tensor *t, float *out, size_t n)
+{
+    ck_assert_int_eq(cg_tensor_to_host(cg_tensor_grad(t), out,
+                                       n * sizeof *out), CG_OK);
+}
+
+/* Two backwards give exactly twice one backward's gradients, in the same
+ * tensors: the weight's and the input's GEMMs add into the gradients
+ * themselves (beta 1), so without a bias the second backward launches
+ * no more kernels than the first; the bias gradient, a column sum, is
+ * added by the engine.  A gradient already there from another op (2 W
+ * from sum(W * W)) gets the layer's added. */
+START_TEST(linear_gradients_accumulate_in_place)
+{
+    enum { N = 7, IN = 33, OUT = 17 };
+    int64_t xs[2] = { N, IN }, gs[2] = { N, OUT };
+    cg_tensor *x = cg_rand_uniform(tt_ctx(), 2, xs, -1, 1);
+    cg_tensor *g = cg_rand_uniform(tt_ctx(), 2, gs, -1, 1);
+    float w1[OUT * IN], w2[OUT * IN], x1[N * IN], x2[N * IN], b1[OUT];
+    float b2[OUT], hw[OUT * IN], hx[N * IN], hg[N * OUT];
+    int bias, i, o, r;
+
+    ck_assert(x && g);
+    cg_tensor_set_requires_grad(x, 1);
+    ck_assert_int_eq(cg_tensor_to_host(x, hx, sizeof hx), CG_OK);
+    ck_assert_int_eq(cg_tensor_to_host(g, hg, sizeof hg), CG_OK);
+    for (bias = 0; bias < 2; bias++) {
+        cg_module *m = cg_linear_new(tt_ctx(), IN, OUT, bias);
+        cg_tensor *w = cg_module_find_param(m, "weight"), *gw, *gx, *sq, *l;
+        uint64_t n1, n2;
+
+        ck_assert_ptr_nonnull(w);
+        cg_tensor_zero_grad(x);
+        n1 = linear_step(m, x, g);
+        gw = cg_tensor_grad(w);
+        gx = cg_tensor_grad(x);
+        read_grad(w, w1, OUT * IN);
+        read_grad(x, x1, N * IN);
+        if (bias)
+            read_grad(cg_module_find_param(m, "bias"), b1, OUT);
+        n2 = linear_step(m, x, g);
+        ck_assert_ptr_eq(cg_tensor_grad(w), gw);
+        ck_assert_ptr_eq(cg_tensor_grad(x), gx);
+        if (!bias)
+            ck_assert_msg(n2 <= n1, "second backward: %llu launches, first "
+                          "%llu", (unsigned long long)n2,
+                          (unsigned long long)n1);
+        read_grad(w, w2, OUT * IN);
+        read_grad(x, x2, N * IN);
+        for (i = 0; i < OUT * IN; i++)
+            ck_assert(w2[i] == 2 * w1[i]);
+        for (i = 0; i < N * IN; i++)
+            ck_assert(x2[i] == 2 * x1[i]);
+        if (bias) {
+            read_grad(cg_module_find_param(m, "bias"), b2, OUT);
+            for (i = 0; i < OUT; i++)
+                ck_assert(b2[i] == 2 * b1[i]);
+        }
+        /* into a gradient from another op: dW = 2 W + g^T x */
+        ck_assert_int_eq(cg_module_zero_grad(m), CG_OK);
+        ck_assert_int_eq(cg_tensor_to_host(w, hw, sizeof hw), CG_OK);
+        sq = cg_mul(w, w);
+        l = cg_sum(sq, 0, NULL, 0);
+        ck_assert_int_eq(cg_backward(l, NULL, 0), CG_OK);
+        cg_tensor_free(sq);
+        cg_tensor_free(l);
+        linear_step(m, x, g);
+        read_grad(w, w2, OUT * IN);
+        for (o = 0; o < OUT; o++)
+            for (i = 0; i < IN; i++) {
+                double want = 2.0 * hw[o * IN + i];
+
+                for (r = 0; r < N; r++)
+                    want += (double)hg[r * OUT + o] * hx[r * IN + i];
+                ck_assert_msg(fabs(w2[o * IN + i] - want) <= 1e-5 *
+                              (1 + fabs(want)), "dW[%d, %d] = %g, want %g",
+                              o, i, (double)w2[o * IN + i], want);
+            }
+        cg_module_free(m);
+    }
+    cg_tensor_free(x);
+    cg_tensor_free(g);
+}
+END_TEST
+
+/* max |got - want| / max(1, max |want|) */
+static double
+fx_err(const float *got, const fx_tensor *want)
+{
+    double err = 0, big = 1;
+    int64_t i;
+
+    for (i = 0; i < want->numel; i++) {
+        double d = fabs((double)got[i] - want->data[i]);
+
+        err = d > err ? d : err;
+        big = fabs(want->data[i]) > big ? fabs(want->data[i]) : big;
+    }
+    return err / big;
+}
+
+static const fx_tensor *
+fx_need(const fx_file *f, const char *what, int i)
+{
+    char name[64];
+    const fx_tensor *t;
+
+    snprintf(name, sizeof name, "%s.%d", what, i);
+    t = fx_get(f, name);
+    ck_assert_msg(t != NULL, "linear.txt: no %s", name);
+    return t;
+}
+
+static cg_tensor *
+fx_tensor_new(const fx_tensor *t, int grad)
+{
+    cg_tensor *d = cg_tensor_from_host(tt_ctx(), CG_F32, t->ndim, t->shape,
+                                       t->data);
+
+    ck_assert_msg(d != NULL, "%s", cg_last_error());
+    if (grad)
+        ck_assert_int_eq(cg_tensor_set_requires_grad(d, 1), CG_OK);
+    return d;
+}
+
+/* Checks t (its gradient with `grad`) against fixture tensor `what`.i. */
+static void
+fx_expect(const fx_file *f, cg_tensor *t, int grad, const char *what, int i)
+{
+    const fx_tensor *want = fx_need(f, what, i);
+    cg_tensor *src = grad ? cg_tensor_grad(t) : t;
+    float *buf = malloc((size_t)want->numel * sizeof *buf);
+    double e;
+
+    ck_assert(buf && src);
+    ck_assert_int_eq(cg_tensor_numel(src), want->numel);
+    ck_assert_int_eq(cg_tensor_to_host(src, buf,
+                                       (size_t)want->numel * sizeof *buf),
+                     CG_OK);
+    e = fx_err(buf, want);
+    ck_assert_msg(e <= 1e-5, "case %d: %s error %g", i, what, e);
+    free(buf);
+}
+
+/* sum(linear(x, w, b) * g) backward. */
+static void
+linear_backward_with(cg_tensor *x, cg_tensor *w, cg_tensor *b,
+                     cg_tensor *g, cg_tensor **y)
+{
+    cg_tensor *p, *l;
+
+    *y = cg__linear(x, w, b);
+    ck_assert_msg(*y != NULL, "%s", cg_last_error());
+    p = cg_mul(*y, g);
+    l = p ? cg_sum(p, 0, NULL, 0) : NULL;
+    ck_assert_ptr_nonnull(l);
+    ck_assert_int_eq(cg_backward(l, NULL, 0), CG_OK);
+    cg_tensor_free(p);
+    cg_tensor_free(l);
+}
+
+/* PyTorch 1.13's F.linear outputs and gradients, and the gradients after
+ * a second backward with another input (tests/fixtures/gen_linear.py),
+ * each tensor within 1e-5 of its largest value, on each GEMM backend. */
+START_TEST(linear_matches_pytorch_fixture)
+{
+    char err[256], key[32];
+    fx_file *f;
+    int n, i, c[3];
+
+    if (_i == CG__GEMM_CLBLAST && tt_checker())
+        return;
+    f = fx_load_fixture("linear.txt", err, sizeof err);
+    ck_assert_msg(f != NULL, "%s", err);
+    cg__gemm_force(tt_ctx(), (cg__gemm_backend)_i);
+    n = fx_config_int(f, "cases", 0);
+    ck_assert_int_gt(n, 0);
+    for (i = 0; i < n; i++) {
+        cg_tensor *x, *w, *b = NULL, *g, *x2, *y;
+
+        snprintf(key, sizeof key, "case.%d", i);
+        ck_assert_int_eq(fx_config_ints(f, key, c, 3), 3);
+        x = fx_tensor_new(fx_need(f, "input", i), 1);
+        w = fx_tensor_new(fx_need(f, "weight", i), 1);
+        if (c[2])
+            b = fx_tensor_new(fx_need(f, "bias", i), 1);
+        g = fx_tensor_new(fx_need(f, "grad_output", i), 0);
+        linear_backward_with(x, w, b, g, &y);
+        fx_expect(f, y, 0, "output", i);
+        fx_expect(f, x, 1, "grad_input", i);
+        fx_expect(f, w, 1, "grad_weight", i);
+        if (b)
+            fx_expect(f, b, 1, "grad_bias", i);
+        cg_tensor_free(y);
+        cg_tensor_free(g);
+        /* the second input into the same leaf, a second backward */
+        x2 = fx_tensor_new(fx_need(f, "input2", i), 0);
+        ck_assert_int_eq(cg__copy_into(x, x2), CG_OK);
+        g = fx_tensor_new(fx_need(f, "grad_output2", i), 0);
+        linear_backward_with(x, w, b, g, &y);
+        fx_expect(f, x, 1, "acc_input", i);
+        fx_expect(f, w, 1, "acc_weight", i);
+        if (b)
+            fx_expect(f, b, 1, "acc_bias", i);
+        cg_tensor_free(y);
+        cg_tensor_free(g);
+        cg_tensor_free(x2);
+        cg_tensor_free(x);
+        cg_tensor_free(w);
+        cg_tensor_free(b);
+    }
+    cg__gemm_force(tt_ctx(), CG__GEMM_AUTO);
+    fx_free(f);
 }
 END_TEST
 
@@ -710,6 +1024,11 @@ main(void)
     tcase_add_test(tc, index_select_of_int32_tensors);
     tcase_add_test(tc, embedding_backward_is_deterministic);
     tcase_add_test(tc, layer_norm_matches_reference_with_and_without_affine);
+    tcase_add_loop_test(tc, linear_matches_reference_and_gradcheck,
+                        CG__GEMM_CLBLAST, CG__GEMM_CLGRAD + 1);
+    tcase_add_test(tc, linear_gradients_accumulate_in_place);
+    tcase_add_loop_test(tc, linear_matches_pytorch_fixture, CG__GEMM_CLBLAST,
+                        CG__GEMM_CLGRAD + 1);
     tcase_add_test(tc, concat_joins_any_layout);
     tcase_add_test(tc, stack_adds_a_dimension);
     tcase_add_test(tc, split_gives_differentiable_views);

@@ -259,6 +259,8 @@ accumulate(cg_tensor **acc, cg_tensor *g)
 {
     cg_tensor *sum;
 
+    if (g == *acc)      /* added by the backward itself (cg__grad_into) */
+        return CG_OK;
     if (!*acc && g->refs == 1 && g->storage->refs == 1 && !g->grad_fn &&
         cg_tensor_is_contiguous(g)) {
         *acc = cg_tensor_ref(g);
@@ -280,6 +282,23 @@ grad_target(cg_tensor *t)
         return &t->grad;
     return t->grad_slot ? &t->grad_fn->extra_acc[t->grad_slot - 1]
                         : &t->grad_fn->grad_acc;
+}
+
+cg_tensor *
+cg__grad_into(cg__node *n, int k)
+{
+    cg_tensor *in = n->inputs[k], *acc;
+
+    if (!in || !n->needs[k])
+        return NULL;
+    acc = *grad_target(in);
+    /* Nothing else may see the accumulator's memory: a backward that
+     * reads a tensor sharing it (a view the graph saved, a reference the
+     * caller holds) while writing into it would read its own output. */
+    if (!acc || acc->refs != 1 || acc->storage->refs != 1 ||
+        !cg_tensor_is_contiguous(acc))
+        return NULL;
+    return acc;
 }
 
 /* Frees the gradients collected for a node. */

@@ -66,6 +66,16 @@ cg__node *cg__record(cg_tensor *out, const char *op, cg__backward_fn bwd,
  * reference to n. */
 void cg__record_extra(cg__node *n, cg_tensor *t, int slot);
 
+/* What has collected so far of the gradient of input k of n, for a
+ * backward that can add its result into it itself (a GEMM with beta 1)
+ * rather than return a new tensor for the engine to add in a second
+ * pass: the accumulator, contiguous and of input k's shape, or NULL when
+ * there is none yet (then the backward writes a new tensor, beta 0) or
+ * it is shared.  A backward that adds into it stores a new reference to
+ * it in gin[k], which the engine then leaves as it is.  Only during n's
+ * backward. */
+cg_tensor *cg__grad_into(cg__node *n, int k);
+
 /* Saves a detached reference to t in slot k of the node. */
 int cg__node_save(cg__node *n, int k, const cg_tensor *t);
 

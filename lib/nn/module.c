@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "nn/internal.h"
-#include "tensor/internal.h"
+#include "ops/internal.h"
 
 cg_module *
 cg__module_new(cg_context *ctx, const char *kind)
@@ -313,7 +313,7 @@ cg_linear_new(cg_context *ctx, int in_features, int out_features, int bias)
 cg_tensor *
 cg_linear_forward(cg_module *m, cg_tensor *x)
 {
-    cg_tensor *w, *y, *yb;
+    cg_tensor *w;
     char s1[128], s2[128];
 
     cg__error_clear();
@@ -333,27 +333,8 @@ cg_linear_forward(cg_module *m, cg_tensor *x)
                   (long long)w->shape[1]);
         return NULL;
     }
-    if (x->ndim == 1) {
-        /* [in] -> [1, in] -> [1, out] -> [out] */
-        int64_t row[2] = { 1, x->shape[0] };
-        cg_tensor *x2 = cg_reshape(x, 2, row), *y2;
-
-        if (!x2)
-            return NULL;
-        y2 = cg_matmul_t(x2, w, 0, 1);
-        cg_tensor_free(x2);
-        if (!y2)
-            return NULL;
-        y = cg_reshape(y2, 1, w->shape);
-        cg_tensor_free(y2);
-    } else {
-        y = cg_matmul_t(x, w, 0, 1);
-    }
-    if (!y || !m->bias)
-        return y;
-    yb = cg_add(y, m->params[1]);
-    cg_tensor_free(y);
-    return yb;
+    /* one GEMM, the bias added in its epilogue */
+    return cg__linear(x, w, m->bias ? m->params[1] : NULL);
 }
 
 /* ------------------------------------------------------------------------

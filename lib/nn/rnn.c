@@ -527,6 +527,26 @@ fail:
     return status;
 }
 
+/* gin[p], a weight's gradient [rows, cols] = a^T b over TB rows: added by
+ * the GEMM itself (beta 1) into what has collected for parameter p
+ * (cg__grad_into), else written into a new tensor (beta 0). */
+static int
+weight_grad(cg__node *n, int p, int64_t rows, int64_t cols, int64_t TB,
+            cg__mat a, cg__mat b, cg_tensor **gin)
+{
+    cg_tensor *acc = cg__grad_into(n, p);
+    int64_t shape[2] = { rows, cols };
+    cg_tensor *g = acc ? cg_tensor_ref(acc)
+                       : cg__tensor_empty(n->inputs[p]->ctx, CG_F32, 2,
+                                          shape);
+
+    gin[p] = g;
+    return g ? cg__sgemm(g->ctx, 1, 0, (size_t)rows, (size_t)cols,
+                         (size_t)TB, 1.0f, a, b, acc ? 1.0f : 0.0f,
+                         mat(g, 0, cols))
+             : cg__last_status();
+}
+
 /* Backward of one direction: the step launches, then the gradients of
  * its parameters, of h0 / c0 (into gh0[d], gc0[d]) and its part of dx. */
 static int
@@ -628,27 +648,12 @@ direction_backward(cg__node *n, const layer_dims *k, int d, cg_tensor *gy,
     /* dgw: the pre-activation gradients that multiply W_ih (GRU: n_pre's
      * own, not r * n_pre's). */
     dgw = dgi ? dgi : dg;
-    if (status == CG_OK && n->needs[IN_P(d, 0)]) {
-        int64_t shape[2] = { GH, k->I };
-        cg_tensor *g = cg__tensor_empty(ctx, CG_F32, 2, shape);
-
-        status = g ? cg__sgemm(ctx, 1, 0, (size_t)GH, (size_t)k->I,
-                               (size_t)TB, 1.0f, mat(dgw, 0, GH),
-                               mat(xd, 0, k->I), 0.0f, mat(g, 0, k->I))
-                   : cg__last_status();
-        gin[IN_P(d, 0)] = g;
-    }
-    if (status == CG_OK && n->needs[IN_P(d, 1)]) {
-        int64_t shape[2] = { GH, k->H };
-        cg_tensor *g = cg__tensor_empty(ctx, CG_F32, 2, shape);
-
-        status = g ? cg__sgemm(ctx, 1, 0, (size_t)GH, (size_t)k->H,
-                               (size_t)TB, 1.0f, mat(dg, 0, GH),
-                               mat(hs, d ? bh : 0, k->H), 0.0f,
-                               mat(g, 0, k->H))
-                   : cg__last_status();
-        gin[IN_P(d, 1)] = g;
-    }
+    if (status == CG_OK && n->needs[IN_P(d, 0)])
+        status = weight_grad(n, IN_P(d, 0), GH, k->I, TB, mat(dgw, 0, GH),
+                             mat(xd, 0, k->I), gin);
+    if (status == CG_OK && n->needs[IN_P(d, 1)])
+        status = weight_grad(n, IN_P(d, 1), GH, k->H, TB, mat(dg, 0, GH),
+                             mat(hs, d ? bh : 0, k->H), gin);
     for (s = 2; s < 4 && status == CG_OK; s++) {
         cg_tensor *rows;
 

@@ -8,7 +8,9 @@
  *
  * Both take row-major operands in place: an offset, a leading dimension
  * and a transpose flag per matrix, a stride between the matrices of a
- * batch (0: one matrix for all).  CLBlast is asked for the column-major
+ * batch (0: one matrix for all).  clgrad's kernels also add a bias vector
+ * to C's rows in their epilogue (cg__sgemm_bias, the linear layer);
+ * CLBlast's do not, and its caller adds it.  CLBlast is asked for the column-major
  * transposed problem (C^T = op(B)^T op(A)^T, the same memory), which
  * spares its row-major path a transposed copy of C.
  *
@@ -339,7 +341,7 @@ clblast_run(cg_context *ctx, int ta, int tb, size_t m, size_t n, size_t k,
 static int clgrad_run(cg_context *ctx, gemm_cfg *cfg, int ta, int tb,
                       size_t m, size_t n, size_t k, float alpha, cg__mat a,
                       size_t sa, cg__mat b, size_t sb, float beta, cg__mat c,
-                      size_t sc, size_t batch);
+                      size_t sc, size_t batch, const cg__mat *bias);
 
 /* x (rows x cols stored, leading dimension x.ld) transposed into a pool
  * buffer *t, which the caller frees once the product that reads it is
@@ -373,7 +375,8 @@ pack_transposed(cg_context *ctx, gemm_cfg *cfg, cg__mat x, size_t rows,
 static int
 clgrad_run_packed(cg_context *ctx, gemm_cfg *cfg, int ta, size_t m, size_t n,
                   size_t k, float alpha, cg__mat a, size_t sa, cg__mat b,
-                  size_t sb, float beta, cg__mat c, size_t sc, size_t batch)
+                  size_t sb, float beta, cg__mat c, size_t sc, size_t batch,
+                  const cg__mat *bias)
 {
     cg_buffer *t = NULL;
     int status;
@@ -384,7 +387,7 @@ clgrad_run_packed(cg_context *ctx, gemm_cfg *cfg, int ta, size_t m, size_t n,
             cg__mat at = { cg__buffer_mem(t), 0, k };
 
             status = clgrad_run(ctx, cfg, 0, 0, m, n, k, alpha, at, 0, b,
-                                sb, beta, c, sc, batch);
+                                sb, beta, c, sc, batch, bias);
         }
     } else {        /* B stored [N, K] */
         status = pack_transposed(ctx, cfg, b, n, k, &t);
@@ -392,7 +395,7 @@ clgrad_run_packed(cg_context *ctx, gemm_cfg *cfg, int ta, size_t m, size_t n,
             cg__mat bt = { cg__buffer_mem(t), 0, n };
 
             status = clgrad_run(ctx, cfg, 0, 0, m, n, k, alpha, a, sa, bt,
-                                0, beta, c, sc, batch);
+                                0, beta, c, sc, batch, bias);
         }
     }
     cg_buffer_free(t);
@@ -402,12 +405,15 @@ clgrad_run_packed(cg_context *ctx, gemm_cfg *cfg, int ta, size_t m, size_t n,
 static int
 clgrad_run(cg_context *ctx, gemm_cfg *cfg, int ta, int tb, size_t m,
            size_t n, size_t k, float alpha, cg__mat a, size_t sa, cg__mat b,
-           size_t sb, float beta, cg__mat c, size_t sc, size_t batch)
+           size_t sb, float beta, cg__mat c, size_t sc, size_t batch,
+           const cg__mat *bias)
 {
     cl_int M = (cl_int)m, N = (cl_int)n, K = (cl_int)k;
     cl_int ao = (cl_int)a.off, bo = (cl_int)b.off, co = (cl_int)c.off;
     cl_int lda = (cl_int)a.ld, ldb = (cl_int)b.ld, ldc = (cl_int)c.ld;
     cl_int sab = (cl_int)sa, sbb = (cl_int)sb, scb = (cl_int)sc;
+    cl_mem dm = bias ? bias->mem : NULL;
+    cl_int dof = bias ? (cl_int)bias->off : 0;
     size_t wg = (size_t)cfg->p[P_WG], tm, tn, tiles;
     size_t global[2], local[2] = { wg, 1 };
     cl_kernel kn;
@@ -415,7 +421,7 @@ clgrad_run(cg_context *ctx, gemm_cfg *cfg, int ta, int tb, size_t m,
 
     if (pack_nt(ta, tb, m, n, k, sb, batch) || pack_tn(ta, tb, k, sa, batch))
         return clgrad_run_packed(ctx, cfg, ta, m, n, k, alpha, a, sa, b, sb,
-                                 beta, c, sc, batch);
+                                 beta, c, sc, batch, bias);
     if (!ta && tb) {
         tm = (size_t)cfg->p[P_DTM];
         tn = (size_t)cfg->p[P_DTN];
@@ -425,7 +431,8 @@ clgrad_run(cg_context *ctx, gemm_cfg *cfg, int ta, int tb, size_t m,
                                CG__ARG(lda), CG__ARG(sab), CG__ARG(b.mem),
                                CG__ARG(bo), CG__ARG(ldb), CG__ARG(sbb),
                                CG__ARG(beta), CG__ARG(c.mem), CG__ARG(co),
-                               CG__ARG(ldc), CG__ARG(scb))))
+                               CG__ARG(ldc), CG__ARG(scb), CG__ARG(dm),
+                               CG__ARG(dof))))
             return status;
     } else {
         cl_int sam = ta ? 1 : lda, sak = ta ? lda : 1;
@@ -440,7 +447,7 @@ clgrad_run(cg_context *ctx, gemm_cfg *cfg, int ta, int tb, size_t m,
                                CG__ARG(b.mem), CG__ARG(bo), CG__ARG(sbk),
                                CG__ARG(sbn), CG__ARG(sbb), CG__ARG(beta),
                                CG__ARG(c.mem), CG__ARG(co), CG__ARG(ldc),
-                               CG__ARG(scb))))
+                               CG__ARG(scb), CG__ARG(dm), CG__ARG(dof))))
             return status;
     }
     tiles = ((m + tm - 1) / tm) * ((n + tn - 1) / tn);
@@ -450,14 +457,17 @@ clgrad_run(cg_context *ctx, gemm_cfg *cfg, int ta, int tb, size_t m,
 }
 
 int
-cg__sgemm_batched(cg_context *ctx, int ta, int tb, size_t m, size_t n,
-                  size_t k, float alpha, cg__mat a, size_t sa, cg__mat b,
-                  size_t sb, float beta, cg__mat c, size_t sc, size_t batch)
+cg__sgemm_bias(cg_context *ctx, int ta, int tb, size_t m, size_t n,
+               size_t k, float alpha, cg__mat a, size_t sa, cg__mat b,
+               size_t sb, float beta, cg__mat c, size_t sc, size_t batch,
+               const cg__mat *bias, int *added)
 {
     cg__gemm_backend use;
     gemm_cfg *cfg;
     int status;
 
+    if (added)
+        *added = 1;
     if ((status = backend_mode(ctx)))
         return status;
     if (m == 0 || n == 0 || batch == 0)
@@ -474,13 +484,25 @@ cg__sgemm_batched(cg_context *ctx, int ta, int tb, size_t m, size_t n,
         (k >= (size_t)INT_MAX ||
          !fits_int(a, sa, batch, ta ? k : m, ta ? m : k) ||
          !fits_int(b, sb, batch, tb ? n : k, tb ? k : n) ||
-         !fits_int(c, sc, batch, m, n)))
+         !fits_int(c, sc, batch, m, n) ||
+         (bias && !fits_int(*bias, 0, 1, 1, n))))
         use = CG__GEMM_CLBLAST;
     if (use == CG__GEMM_CLGRAD)
         return clgrad_run(ctx, cfg, ta != 0, tb != 0, m, n, k, alpha, a, sa,
-                          b, sb, beta, c, sc, batch);
+                          b, sb, beta, c, sc, batch, bias);
+    if (bias)       /* CLBlast has no epilogue: the caller adds it */
+        *added = 0;
     return clblast_run(ctx, ta, tb, m, n, k, alpha, a, sa, b, sb, beta, c,
                        sc, batch);
+}
+
+int
+cg__sgemm_batched(cg_context *ctx, int ta, int tb, size_t m, size_t n,
+                  size_t k, float alpha, cg__mat a, size_t sa, cg__mat b,
+                  size_t sb, float beta, cg__mat c, size_t sc, size_t batch)
+{
+    return cg__sgemm_bias(ctx, ta, tb, m, n, k, alpha, a, sa, b, sb, beta, c,
+                          sc, batch, NULL, NULL);
 }
 
 int

@@ -117,6 +117,25 @@ int cg__sgemm_batched(cg_context *ctx, int ta, int tb, size_t m, size_t n,
                       size_t sb, float beta, cg__mat c, size_t sc,
                       size_t batch);
 
+/* The same with a bias: c = alpha op(a) op(b) + beta c + bias, bias a
+ * vector of n floats (from bias->off; bias->ld unused) added to every row
+ * of every matrix of c (NULL: none).  clgrad's kernels add it in their
+ * epilogue, in the one launch; CLBlast has no epilogue, so where it runs
+ * the bias is not added and *added (may be NULL when bias is) is 0: the
+ * caller adds it.  Else *added is 1. */
+int cg__sgemm_bias(cg_context *ctx, int ta, int tb, size_t m, size_t n,
+                   size_t k, float alpha, cg__mat a, size_t sa, cg__mat b,
+                   size_t sb, float beta, cg__mat c, size_t sc, size_t batch,
+                   const cg__mat *bias, int *added);
+
+/* The linear layer's y = x W^T + b (b may be NULL) for x [..., in], W
+ * [out, in], b [out]: one GEMM with the bias in its epilogue, recorded as
+ * one node "linear" whose backward adds the weight's (and the input's)
+ * gradient into an existing one with the GEMM itself.  NULL and
+ * CG_ESHAPE on shapes that do not fit; no other checks (lib/nn checks
+ * the layer's input). */
+cg_tensor *cg__linear(cg_tensor *x, cg_tensor *w, cg_tensor *b);
+
 /* Which SGEMM runs: CG__GEMM_AUTO chooses per product (the default, or
  * what CLGRAD_GEMM says); the others force one backend (tests, tuning,
  * benchmarks).  Where clgrad's kernels cannot index an operand with an

@@ -228,23 +228,87 @@ flat2d(cg_tensor *x)
     return cg__tensor_view(x, 2, shape, strides, x->offset);
 }
 
+/* The gradient of input k of node, a 2-D product op(p) op(q) (p, q 2-D,
+ * any layout) filling input k's shape: added by the GEMM itself (beta 1)
+ * into what has collected for input k (cg__grad_into), which spares the
+ * engine a second pass over it, else written into a new tensor (beta 0).
+ * The same GEMM either way, so the sum rounds as the engine's would. */
+static int
+grad_product(cg__node *node, int k, cg_tensor *p, int tp, cg_tensor *q,
+             int tq, cg_tensor **gin)
+{
+    const cg_tensor *in = node->inputs[k];
+    cg_tensor *acc = cg__grad_into(node, k), *c;
+    gemm_arg gp = { 0 }, gq = { 0 };
+    size_t m = (size_t)p->shape[tp ? 1 : 0], n = (size_t)q->shape[tq ? 0 : 1];
+    size_t kk = (size_t)p->shape[tp ? 0 : 1];
+    int status;
+
+    c = acc ? cg_tensor_ref(acc)
+            : cg__tensor_empty(p->ctx, CG_F32, in->ndim, in->shape);
+    if (!c)
+        return cg__last_status();
+    status = gemm_prepare(p, tp, 0, NULL, &gp);
+    if (status == CG_OK)
+        status = gemm_prepare(q, tq, 0, NULL, &gq);
+    if (status == CG_OK) {
+        cg__mat pm = { cg__tensor_mem(gp.t), gp.offset, gp.ld };
+        cg__mat qm = { cg__tensor_mem(gq.t), gq.offset, gq.ld };
+        cg__mat cm = { cg__tensor_mem(c), (size_t)c->offset, n };
+
+        status = cg__sgemm(c->ctx, gp.trans, gq.trans, m, n, kk, 1.0f, pm,
+                           qm, acc ? 1.0f : 0.0f, cm);
+    }
+    cg_tensor_free(gp.t);
+    cg_tensor_free(gq.t);
+    if (status) {
+        cg_tensor_free(c);
+        return status;
+    }
+    gin[k] = c;
+    return CG_OK;
+}
+
+/* x as 2-D for a GEMM: itself (a new reference) if it is, else a view
+ * [rows, last dim] of it or of a contiguous copy. */
+static cg_tensor *
+as2d(cg_tensor *x)
+{
+    cg_tensor *d, *v;
+
+    if (x->ndim == 2)
+        return cg_tensor_ref(x);
+    if (cg_tensor_is_contiguous(x))
+        return flat2d(x);
+    if (!(d = cg__copy_contiguous(x)))
+        return NULL;
+    v = flat2d(d);
+    cg_tensor_free(d);
+    return v;
+}
+
 /* dB for a 2-D b against a batched, packed, untransposed a: the batch
  * folds into the rows, dB = A_flat^T dC_flat, with no per-batch partial
- * products to sum.  *out stays NULL when that does not apply. */
+ * products to sum.  *done stays 0 when that does not apply. */
 static int
-grad_b_folded(cg_tensor *a, cg_tensor *b, cg_tensor *g, int ta, int tb,
-              cg_tensor **out)
+grad_b_folded(cg__node *node, cg_tensor *a, cg_tensor *b, cg_tensor *g,
+              int ta, int tb, cg_tensor **gin, int *done)
 {
     cg_tensor *af = NULL, *gf = NULL;
+    int status;
 
-    *out = NULL;
+    *done = 0;
     if (ta || b->ndim != 2 || a->ndim <= 2 || !cg_tensor_is_contiguous(a))
         return CG_OK;
-    if ((af = flat2d(a)) && (gf = flat2d(g)))
-        *out = tb ? cg_matmul_t(gf, af, 1, 0) : cg_matmul_t(af, gf, 1, 0);
+    if (!(af = flat2d(a)) || !(gf = flat2d(g)))
+        status = cg__last_status();
+    else
+        status = tb ? grad_product(node, 1, gf, 1, af, 0, gin)
+                    : grad_product(node, 1, af, 1, gf, 0, gin);
     cg_tensor_free(af);
     cg_tensor_free(gf);
-    return *out ? CG_OK : cg__last_status();
+    *done = 1;
+    return status;
 }
 
 /* Sums a full-batch gradient down to x's shape; frees full. */
@@ -261,24 +325,40 @@ reduce_to(cg_tensor *full, const cg_tensor *x)
 }
 
 /* C = op(A) op(B): dop(A) = dC op(B)^T and dop(B) = op(A)^T dC, written
- * with transpose flags so that nothing is transposed in memory. */
+ * with transpose flags so that nothing is transposed in memory.  A
+ * gradient that is one GEMM of its input's shape (2-D operands, or B's
+ * over a batch folded into the rows) goes through grad_product; those
+ * summed over a broadcast batch are reduced first. */
 static int
 matmul_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
 {
     cg_tensor *a = node->saved[0], *b = node->saved[1], *full;
-    int ta = (int)node->i[0], tb = (int)node->i[1];
+    int ta = (int)node->i[0], tb = (int)node->i[1], flat, status;
 
+    flat = a->ndim == 2 && b->ndim == 2;
     if (node->needs[0]) {
-        full = ta ? cg_matmul_t(b, g, tb, 1) : cg_matmul_t(g, b, 0, !tb);
-        if (!(gin[0] = reduce_to(full, a)))
-            return cg__last_status();
-    }
-    if (node->needs[1]) {
-        int status = grad_b_folded(a, b, g, ta, tb, &gin[1]);
-
+        if (flat)
+            status = ta ? grad_product(node, 0, b, tb, g, 1, gin)
+                        : grad_product(node, 0, g, 0, b, !tb, gin);
+        else {
+            full = ta ? cg_matmul_t(b, g, tb, 1) : cg_matmul_t(g, b, 0, !tb);
+            gin[0] = reduce_to(full, a);
+            status = gin[0] ? CG_OK : cg__last_status();
+        }
         if (status)
             return status;
-        if (!gin[1]) {
+    }
+    if (node->needs[1]) {
+        int done = flat;
+
+        if (flat)
+            status = tb ? grad_product(node, 1, g, 1, a, ta, gin)
+                        : grad_product(node, 1, a, !ta, g, 0, gin);
+        else
+            status = grad_b_folded(node, a, b, g, ta, tb, gin, &done);
+        if (status)
+            return status;
+        if (!done) {
             full = tb ? cg_matmul_t(g, a, 1, ta) : cg_matmul_t(a, g, !ta, 0);
             if (!(gin[1] = reduce_to(full, b)))
                 return cg__last_status();
@@ -322,4 +402,122 @@ cg_tensor *
 cg_matmul(cg_tensor *a, cg_tensor *b)
 {
     return cg_matmul_t(a, b, 0, 0);
+}
+
+/* ------------------------------------------------------------------------
+ * The linear layer's product
+ * ------------------------------------------------------------------------ */
+
+/* y = x W^T + b: dx = dy W and dW = dy^T x, each one GEMM into the
+ * gradient's buffer (grad_product), and db the column sums of dy. */
+static int
+linear_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
+{
+    cg_tensor *x = node->saved[0], *w = node->saved[1], *g2;
+    int64_t out = w->shape[0];
+    int status = CG_OK;
+
+    if (!(g2 = flat2d(g)))
+        return cg__last_status();
+    if (node->needs[0])
+        status = grad_product(node, 0, g2, 0, w, 0, gin);
+    if (status == CG_OK && node->needs[1])
+        status = grad_product(node, 1, g2, 1, x, 0, gin);
+    cg_tensor_free(g2);
+    if (status == CG_OK && node->ninputs > 2 && node->needs[2] &&
+        !(gin[2] = cg__sum_to_shape(g, 1, &out)))
+        status = cg__last_status();
+    return status;
+}
+
+/* y += b over y's rows, where the GEMM could not add it: one pass. */
+static int
+add_bias(cg_tensor *y, cg_tensor *b)
+{
+    int64_t strides[CG_MAX_DIMS] = { 0 };
+    cg_tensor *v;
+    int status;
+
+    strides[y->ndim - 1] = b->strides[0];
+    if (!(v = cg__tensor_view(b, y->ndim, y->shape, strides, b->offset)))
+        return cg__last_status();
+    status = cg__axpy_inplace(y, v, 1.0f);
+    cg_tensor_free(v);
+    return status;
+}
+
+/* y = op(x2) W^T (+ b) into y, the bias in the GEMM's epilogue when the
+ * product runs clgrad's kernels. */
+static int
+linear_run(cg_tensor *x2, cg_tensor *w, cg_tensor *b, cg_tensor *y)
+{
+    gemm_arg gx = { 0 }, gw = { 0 };
+    cg_tensor *bd = NULL;
+    size_t out = (size_t)w->shape[0];
+    int status, added = 1;
+
+    status = gemm_prepare(x2, 0, 0, NULL, &gx);
+    if (status == CG_OK)
+        status = gemm_prepare(w, 1, 0, NULL, &gw);
+    /* the epilogue reads the bias with unit stride */
+    if (status == CG_OK && b && !(bd = b->strides[0] == 1 || out == 1
+                                        ? cg_tensor_ref(b)
+                                        : cg__copy_contiguous(b)))
+        status = cg__last_status();
+    if (status == CG_OK) {
+        cg__mat xm = { cg__tensor_mem(gx.t), gx.offset, gx.ld };
+        cg__mat wm = { cg__tensor_mem(gw.t), gw.offset, gw.ld };
+        cg__mat ym = { cg__tensor_mem(y), (size_t)y->offset, out };
+        cg__mat bm = { bd ? cg__tensor_mem(bd) : NULL,
+                       bd ? (size_t)bd->offset : 0, out };
+
+        status = cg__sgemm_bias(y->ctx, gx.trans, gw.trans,
+                                (size_t)x2->shape[0], out,
+                                (size_t)x2->shape[1], 1.0f, xm, 0, wm, 0,
+                                0.0f, ym, 0, 1, bd ? &bm : NULL, &added);
+    }
+    if (status == CG_OK && !added)
+        status = add_bias(y, bd);
+    cg_tensor_free(gx.t);
+    cg_tensor_free(gw.t);
+    cg_tensor_free(bd);
+    return status;
+}
+
+cg_tensor *
+cg__linear(cg_tensor *x, cg_tensor *w, cg_tensor *b)
+{
+    cg_tensor *in[3] = { x, w, b }, *x2, *y;
+    int64_t shape[CG_MAX_DIMS];
+    cg__node *node;
+    char s1[128], s2[128];
+    int status;
+
+    if (x->ndim < 1 || w->ndim != 2 || x->shape[x->ndim - 1] != w->shape[1] ||
+        (b && (b->ndim != 1 || b->shape[0] != w->shape[0]))) {
+        cg__error(CG_ESHAPE, "linear: input %s against weight %s%s",
+                  cg__shape_str(x->ndim, x->shape, s1, sizeof s1),
+                  cg__shape_str(w->ndim, w->shape, s2, sizeof s2),
+                  b ? " and its bias" : "");
+        return NULL;
+    }
+    memcpy(shape, x->shape, sizeof shape);
+    shape[x->ndim - 1] = w->shape[0];
+    if (!(x2 = as2d(x)))
+        return NULL;
+    y = cg__tensor_empty(x->ctx, CG_F32, x->ndim, shape);
+    status = y ? linear_run(x2, w, b, y) : cg__last_status();
+    if (status == CG_OK &&
+        (node = cg__record(y, "linear", linear_backward, b ? 3 : 2, in,
+                           &status))) {
+        status = cg__node_save(node, 0, x2);
+        if (status == CG_OK)
+            status = cg__node_save(node, 1, w);
+    }
+    cg_tensor_free(x2);
+    if (status) {
+        cg_tensor_free(y);
+        return NULL;
+    }
+    return y;
 }
