@@ -7,7 +7,10 @@
  * AdaptiveAvgPool2d layers (the ops' results), ConvTranspose2d (PyTorch's
  * names, shapes and initial bounds; the op's result), flatten (a view, its gradient, its errors), and I64
  * checkpoint entries (saved, loaded, kept on the host, refused as device
- * tensors; a negative or malformed count restores nothing).  The ops
+ * tensors; a negative or malformed count restores nothing), and a small
+ * CNN's training-mode forward, loss, running statistics and every
+ * gradient against PyTorch 1.13 (tests/fixtures/cnn.txt, written by
+ * gen_cnn.py), each within 1e-5 of the tensor's largest value.  The ops
  * themselves are proven in test_batch_norm, test_pooling and test_conv.
  */
 #include <math.h>
@@ -16,6 +19,7 @@
 #include <string.h>
 
 #include "core/internal.h"    /* cg__last_status */
+#include "fixture.h"
 #include "testutil.h"
 
 static cg_tensor *
@@ -416,6 +420,138 @@ START_TEST(conv_algorithm_query_follows_the_environment)
 }
 END_TEST
 
+/* Device tensor t against fixture tensor `name`: max |t - want| within
+ * 1e-5 of max |want|. */
+static void
+expect_fx(const fx_file *f, const cg_tensor *t, const char *name)
+{
+    const fx_tensor *want = fx_get(f, name);
+    double err = 0, big = 0;
+    float *got;
+    int64_t i;
+
+    ck_assert_msg(want != NULL, "cnn.txt: no %s", name);
+    ck_assert_msg(t != NULL, "%s: no tensor (%s)", name, TT_ERR);
+    ck_assert_int_eq(cg_tensor_numel(t), want->numel);
+    got = host(t);
+    for (i = 0; i < want->numel; i++) {
+        double d = fabs((double)got[i] - want->data[i]);
+
+        err = d > err ? d : err;
+        big = fabs(want->data[i]) > big ? fabs(want->data[i]) : big;
+    }
+    free(got);
+    printf("cnn fixture %-22s max error %.3g of %.3g\n", name, err, big);
+    ck_assert_msg(err <= 1e-5 * big, "%s: error %g, largest %g", name, err,
+                  big);
+}
+
+START_TEST(cnn_step_matches_pytorch)
+{
+    cg_context *ctx = tt_ctx();
+    const int k3[2] = { 3, 3 }, k2[2] = { 2, 2 };
+    cg_conv_options o1, o2;
+    cg_module *net = cg_sequential_new(ctx);
+    fx_file *f;
+    const fx_tensor *xt, *tt;
+    cg_tensor *x, *target, *logits, *loss;
+    char err[256], name[96];
+    int32_t labels[3];
+    int i, n;
+
+    f = fx_load_fixture("cnn.txt", err, sizeof err);
+    ck_assert_msg(f != NULL, "%s", err);
+    memset(&o1, 0, sizeof o1);
+    o1.padding[0] = o1.padding[1] = 1;
+    o2 = o1;
+    o2.groups = 2;
+    ck_assert_msg(net &&
+                  !cg_module_add(net, NULL, cg_conv2d_new(ctx, 3, 4, k3, 0,
+                                                          &o1)) &&
+                  !cg_module_add(net, NULL, cg_batch_norm2d_new(ctx, 4, 1e-5f,
+                                                                0.1f, 1, 1)) &&
+                  !cg_module_add(net, NULL, cg_activation_new(ctx, "relu")) &&
+                  !cg_module_add(net, NULL, cg_max_pool2d_new(ctx, k2, NULL,
+                                                              NULL)) &&
+                  !cg_module_add(net, NULL, cg_conv2d_new(ctx, 4, 6, k3, 0,
+                                                          &o2)) &&
+                  !cg_module_add(net, NULL, cg_batch_norm2d_new(ctx, 6, 1e-5f,
+                                                                0.1f, 1, 1)) &&
+                  !cg_module_add(net, NULL, cg_activation_new(ctx, "relu")) &&
+                  !cg_module_add(net, NULL, cg_avg_pool2d_new(ctx, k2, NULL,
+                                                              NULL)) &&
+                  !cg_module_add(net, NULL, cg_flatten_new(ctx, 1, -1)) &&
+                  !cg_module_add(net, NULL, cg_linear_new(ctx, 24, 5, 1)),
+                  "%s", TT_ERR);
+    /* PyTorch's parameters and running statistics, by state-dict name. */
+    n = cg_module_num_params(net);
+    for (i = 0; i < n; i++) {
+        const char *pn;
+        cg_tensor *p = cg_module_param(net, i, &pn);
+        const fx_tensor *v;
+
+        snprintf(name, sizeof name, "param.%s", pn);
+        ck_assert_msg((v = fx_get(f, name)) != NULL, "no %s", name);
+        ck_assert_int_eq(cg_tensor_write(p, v->data, (size_t)v->numel * 4),
+                         CG_OK);
+    }
+    for (i = 1; i <= 5; i += 4) {
+        cg_tensor *rm, *rv;
+        const fx_tensor *m, *v;
+
+        ck_assert_int_eq(cg_batch_norm_stats(cg_module_child(net, i, NULL),
+                                             &rm, &rv, NULL), CG_OK);
+        snprintf(name, sizeof name, "param.%d.running_mean", i);
+        m = fx_get(f, name);
+        snprintf(name, sizeof name, "param.%d.running_var", i);
+        v = fx_get(f, name);
+        ck_assert(m && v);
+        ck_assert_int_eq(cg_tensor_write(rm, m->data, (size_t)m->numel * 4),
+                         CG_OK);
+        ck_assert_int_eq(cg_tensor_write(rv, v->data, (size_t)v->numel * 4),
+                         CG_OK);
+    }
+    xt = fx_get(f, "input");
+    tt = fx_get(f, "target");
+    ck_assert(xt && tt && tt->numel == 3);
+    for (i = 0; i < 3; i++)
+        labels[i] = (int32_t)tt->data[i];
+    x = cg_tensor_from_host(ctx, CG_F32, xt->ndim, xt->shape, xt->data);
+    target = cg_tensor_from_host(ctx, CG_I32, 1, tt->shape, labels);
+    ck_assert(x && target);
+    cg_tensor_set_requires_grad(x, 1);
+    logits = cg_module_forward(net, x);
+    loss = logits ? cg_cross_entropy(logits, target, CG_REDUCTION_MEAN,
+                                     CG_IGNORE_INDEX, 0.0f) : NULL;
+    ck_assert_msg(loss && cg_backward(loss, NULL, 0) == CG_OK, "%s", TT_ERR);
+    expect_fx(f, logits, "logits");
+    expect_fx(f, loss, "loss");
+    expect_fx(f, cg_tensor_grad(x), "grad_input");
+    for (i = 0; i < n; i++) {
+        const char *pn;
+        cg_tensor *p = cg_module_param(net, i, &pn);
+
+        snprintf(name, sizeof name, "grad.%s", pn);
+        expect_fx(f, cg_tensor_grad(p), name);
+    }
+    for (i = 1; i <= 5; i += 4) {
+        cg_tensor *rm, *rv;
+
+        cg_batch_norm_stats(cg_module_child(net, i, NULL), &rm, &rv, NULL);
+        snprintf(name, sizeof name, "after.%d.running_mean", i);
+        expect_fx(f, rm, name);
+        snprintf(name, sizeof name, "after.%d.running_var", i);
+        expect_fx(f, rv, name);
+    }
+    cg_tensor_free(logits);
+    cg_tensor_free(loss);
+    cg_tensor_free(x);
+    cg_tensor_free(target);
+    cg_module_free(net);
+    fx_free(f);
+}
+END_TEST
+
 START_TEST(flatten_is_a_view_with_a_gradient)
 {
     cg_context *ctx = tt_ctx();
@@ -474,6 +610,7 @@ main(void)
     tcase_add_test(tc, conv_transpose2d_and_adaptive_pool_layers);
     tcase_add_test(tc, conv_algorithm_query_follows_the_environment);
     tcase_add_test(tc, flatten_is_a_view_with_a_gradient);
+    tcase_add_test(tc, cnn_step_matches_pytorch);
     suite_add_tcase(s, tc);
     return tt_run(s);
 }
