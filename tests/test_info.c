@@ -51,9 +51,16 @@ check_properties(json_object *d, const cg_device_info *info)
         ck_assert(*name && !strchr(name, ' '));
         ck_assert_ptr_nonnull(strstr(info->extensions, name));
     }
-    ck_assert_int_eq(json_object_get_int(get(get(d, "native_vector_widths"),
-                                             "float")),
-                     (int)info->native_width_float);
+    /* Under a memory checker this process runs in valgrind, whose
+     * emulated CPU PoCL may see with narrower vectors (no AVX-512) than
+     * the clgrad-info it started, which runs natively. */
+    if (tt_checker())
+        ck_assert_int_gt(json_object_get_int(
+            get(get(d, "native_vector_widths"), "float")), 0);
+    else
+        ck_assert_int_eq(json_object_get_int(
+            get(get(d, "native_vector_widths"), "float")),
+            (int)info->native_width_float);
     ck_assert_int_gt(json_object_get_int64(
         get(d, "preferred_work_group_size_multiple")), 0);
     for (i = 0; i < 3; i++)
