@@ -156,7 +156,7 @@ START_TEST(gemm_matches_reference_at_odd_sizes)
     static const int sizes[][3] = {
         { 1, 1, 1 }, { 7, 13, 5 }, { 33, 65, 17 }, { 7, 13, 1 },
         { 1, 37, 9 }, { 37, 1, 9 }, { 17, 3, 40 }, { 13, 29, 64 },
-        { 300, 97, 5 },     /* NT: through a packed B^T (pack_nt) */
+        { 300, 121, 5 },    /* NT: through a packed B^T (pack_nt) */
         { 19, 37, 515 },    /* TN: through a packed A^T (long K), */
         { 16, 8, 512 },     /* at and off the 8 x 8 blocks' edges */
     };
@@ -206,8 +206,8 @@ START_TEST(gemm_alpha_beta_offsets_and_batches)
         { 5, 17, 33, 1, 1, 1.0f, 0.0f, 2, 1, 0, 2, 0 },
         { 1, 1, 1, 0, 1, 1.0f, 1.0f, 5, 1, 1, 0, 0 },
         { 13, 29, 0, 0, 0, 1.0f, 0.5f, 1, 0, 0, 0, 0 },
-        { 260, 9, 7, 0, 1, 0.5f, 1.0f, 3, 2, 3, 2, 0 },
-        { 260, 9, 7, 0, 1, 1.0f, 0.0f, 1, 0, 1, 4, 0 },
+        { 260, 121, 7, 0, 1, 0.5f, 1.0f, 3, 2, 3, 2, 0 },
+        { 260, 121, 7, 0, 1, 1.0f, 0.0f, 1, 0, 1, 4, 0 },
         /* TN of long K, A packed: one A for the batch, offset and pad */
         { 11, 21, 517, 1, 0, 0.5f, 1.0f, 3, 1, 3, 2, 0 },
         { 11, 21, 517, 1, 0, 1.0f, 0.0f, 1, 0, 1, 5, 0 },
@@ -258,8 +258,8 @@ START_TEST(gemm_bias_epilogue_matches_reference)
         { 5, 17, 33, 0, 0, 0.75f, 1.0f, 3, 1, 5, 0, 1 },
         { 13, 29, 0, 0, 0, 1.0f, 0.5f, 1, 0, 0, 0, 1 },
         /* NT through a packed B^T, TN through a packed A^T */
-        { 300, 13, 5, 0, 1, 1.0f, 0.0f, 1, 0, 1, 1, 1 },
-        { 260, 9, 7, 0, 1, 0.5f, 1.0f, 3, 2, 3, 2, 1 },
+        { 300, 121, 5, 0, 1, 1.0f, 0.0f, 1, 0, 1, 1, 1 },
+        { 260, 121, 7, 0, 1, 0.5f, 1.0f, 3, 2, 3, 2, 1 },
         { 19, 37, 515, 1, 0, 1.0f, 1.0f, 1, 0, 2, 0, 1 },
     };
     cg_context *ctx = tt_ctx();
@@ -517,22 +517,24 @@ launches(cg_context *ctx, const char *name)
 }
 
 /* An NT class entry's "pack": 1 runs the class's products as NN on a
- * packed B^T (gemm_tpose, then gemm) when one B serves the batch, 0 in
- * place (gemm_nt), whatever pack_nt's rule says; both are right at odd
- * sizes of every NT class, with alpha, beta, offsets, padding, a bias and
- * a broadcast B, and a batch of distinct B's stays in place. */
+ * packed B^T (gemm_tpose, then gemm) when one B serves the batch and
+ * gemm's 16-column tiles fit C (64 columns or more, at most an eighth to
+ * spare), 0 in place (gemm_nt), whatever pack_nt's rule says; both are
+ * right at odd sizes of every NT class, with alpha, beta, offsets,
+ * padding, a bias and a broadcast B; a batch of distinct B's stays in
+ * place. */
 START_TEST(gemm_nt_pack_entries_are_right_both_ways)
 {
     static const char *const nt[4] = { "NT.skinny", "NT.small", "NT.large",
                                        "NT.longk" };
-    static const gcase cases[] = {
-        { 7, 130, 67, 0, 1, 1.0f, 0.0f, 3, 2, 1, 2, 0 },     /* skinny */
-        { 5, 100, 1, 0, 1, 1.0f, 0.0f, 1, 0, 0, 1, 0 },
-        { 1, 37, 9, 0, 1, 1.0f, 0.0f, 1, 0, 0, 0, 1 },
-        { 101, 99, 13, 0, 1, 0.5f, 1.0f, 1, 0, 2, 3, 1 },    /* small */
-        { 300, 97, 5, 0, 1, 1.0f, 0.0f, 1, 0, 0, 0, 0 },
-        { 257, 131, 515, 0, 1, 1.0f, 0.0f, 1, 0, 1, 1, 0 },  /* large */
-        { 97, 169, 1025, 0, 1, 1.0f, 1.0f, 1, 0, 0, 2, 0 },  /* longk */
+    static const struct { gcase g; int packs; } cases[] = {
+        { { 7, 130, 67, 0, 1, 1.0f, 0.0f, 3, 2, 1, 2, 0 }, 1 },   /* skinny */
+        { { 5, 100, 1, 0, 1, 1.0f, 0.0f, 1, 0, 0, 1, 0 }, 1 },
+        { { 1, 37, 9, 0, 1, 1.0f, 0.0f, 1, 0, 0, 0, 1 }, 0 },     /* narrow */
+        { { 101, 99, 13, 0, 1, 0.5f, 1.0f, 1, 0, 2, 3, 1 }, 0 },  /* small, */
+        { { 301, 101, 5, 0, 1, 1.0f, 0.0f, 1, 0, 0, 0, 1 }, 1 },  /* 13 and */
+        { { 257, 131, 515, 0, 1, 1.0f, 0.0f, 1, 0, 1, 1, 0 }, 1 }, /* 11 to */
+        { { 97, 169, 1025, 0, 1, 1.0f, 1.0f, 1, 0, 0, 2, 0 }, 1 }, /* spare */
     };
     static const gcase apart = { 33, 65, 17, 0, 1, 1.0f, 0.0f, 2, 0, 0, 1,
                                  0 };
@@ -540,7 +542,7 @@ START_TEST(gemm_nt_pack_entries_are_right_both_ways)
     cg_context *ctx = cg_context_new_with(&o);
     cg_tuning_entry e;
     char label[128];
-    int pack, c, i, n = (int)(sizeof cases / sizeof cases[0]);
+    int pack, c, i, n = (int)(sizeof cases / sizeof cases[0]), packs;
 
     ck_assert_msg(ctx != NULL, "%s", TT_ERR);
     cg__gemm_force(ctx, CG__GEMM_CLGRAD);
@@ -560,23 +562,28 @@ START_TEST(gemm_nt_pack_entries_are_right_both_ways)
             e.values[1] = 3;
             strcpy(e.names[2], "DTN");      /* the in-place path's */
             e.values[2] = 3;
-            e.nparams = 3;
+            strcpy(e.names[3], "VW");       /* 16 columns: TN * VW */
+            e.values[3] = 8;
+            strcpy(e.names[4], "TN");
+            e.values[4] = 2;
+            e.nparams = 5;
             ck_assert_msg(cg_context_set_tuning(ctx, &e) == CG_OK, "%s",
                           TT_ERR);
         }
         ck_assert_int_eq(cg_context_profile_reset(ctx), CG_OK);
-        for (i = 0; i < n; i++) {
+        for (i = 0, packs = 0; i < n; i++) {
             snprintf(label, sizeof label, "pack %d: %dx%dx%d batch %d",
-                     pack, cases[i].m, cases[i].n, cases[i].k,
-                     cases[i].batch);
-            check_case(ctx, &cases[i], label);
+                     pack, cases[i].g.m, cases[i].g.n, cases[i].g.k,
+                     cases[i].g.batch);
+            check_case(ctx, &cases[i].g, label);
+            packs += pack && cases[i].packs;
         }
         snprintf(label, sizeof label, "pack %d: a batch of distinct B's",
                  pack);
         check_case(ctx, &apart, label);
-        ck_assert_int_eq(launches(ctx, "gemm_tpose"), pack ? n : 0);
-        ck_assert_int_eq(launches(ctx, "gemm"), pack ? n : 0);
-        ck_assert_int_eq(launches(ctx, "gemm_nt"), pack ? 1 : n + 1);
+        ck_assert_int_eq(launches(ctx, "gemm_tpose"), packs);
+        ck_assert_int_eq(launches(ctx, "gemm"), packs);
+        ck_assert_int_eq(launches(ctx, "gemm_nt"), n + 1 - packs);
     }
     cg_context_free(ctx);
 }
