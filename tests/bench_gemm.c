@@ -3,11 +3,15 @@
  * tests/bench_gemm.c - GFLOP/s of one SGEMM shape through clgrad's GEMM
  * entry (cg__sgemm_batched) with each backend forced, beside OpenBLAS's
  * cblas_sgemm on the same data, and the largest difference from
- * OpenBLAS.  Tunables of kernels/gemm.cl may be set for the run (how the
- * defaults and the rule in lib/ops/gemm.c were chosen).  Not run by make
- * check (build with `make tests/bench_gemm`).
+ * OpenBLAS.  Tunables of kernels/gemm.cl may be set for the run (-p,
+ * the context's values; how the defaults and the rules in lib/ops/gemm.c
+ * were chosen), and parameters of the shape's class entry (-e, over the
+ * entry in force: "-e pack=1" runs an NT product on a packed B^T); -n
+ * leaves the tuning databases out (the built-in values and rules).  Not
+ * run by make check (build with `make tests/bench_gemm`).
  *
- * usage: bench_gemm [-r REPS] [-p NAME=VALUE]... M N K [TA TB]
+ * usage: bench_gemm [-n] [-r REPS] [-p NAME=VALUE]... [-e NAME=VALUE]...
+ *                   M N K [TA TB]
  */
 #include "config.h"
 
@@ -18,6 +22,8 @@
 #include <string.h>
 
 #include "ops/internal.h"
+#include "tune/internal.h"
+#include "tune/tuner.h"
 
 static double
 run(cg_context *ctx, int ta, int tb, size_t m, size_t n, size_t k,
@@ -37,6 +43,52 @@ run(cg_context *ctx, int ta, int tb, size_t m, size_t n, size_t k,
     return best;
 }
 
+/* Puts the class entry for this product in force: the one in force (if
+ * any) with the parameters of -e set. */
+static int
+class_entry(cg_context *ctx, int ta, int tb, size_t m, size_t n, size_t k,
+            char **set, int nset)
+{
+    cg_tuning_entry e, got;
+    char cls[32];
+    int i, j, count;
+
+    cg__gemm_class_name(cg__gemm_class(ta, tb, m, n, k), cls, sizeof cls);
+    memset(&e, 0, sizeof e);
+    strcpy(e.kernel, "gemm");
+    snprintf(e.shape, sizeof e.shape, "%s", cls);
+    if (cg_kernel_source_hash("gemm", e.source_hash) ||
+        cg_context_tuning_count(ctx, &count))
+        return -1;
+    for (i = 0; i < count; i++)
+        if (cg_context_tuning_entry(ctx, i, &got) == CG_OK &&
+            strcmp(got.kernel, "gemm") == 0 && strcmp(got.shape, cls) == 0)
+            e = got;
+    for (i = 0; i < nset; i++) {
+        char *eq = strchr(set[i], '=');
+
+        if (!eq)
+            return -1;
+        for (j = 0; j < e.nparams; j++)
+            if (strncmp(e.names[j], set[i], (size_t)(eq - set[i])) == 0 &&
+                e.names[j][eq - set[i]] == '\0')
+                break;
+        if (j == e.nparams) {
+            if (j == CG_TUNING_MAX_PARAMS)
+                return -1;
+            snprintf(e.names[j], sizeof e.names[j], "%.*s",
+                     (int)(eq - set[i]), set[i]);
+            e.nparams++;
+        }
+        e.values[j] = atol(eq + 1);
+    }
+    fprintf(stderr, "bench_gemm: %s", cls);
+    for (j = 0; j < e.nparams; j++)
+        fprintf(stderr, " %s=%ld", e.names[j], e.values[j]);
+    fprintf(stderr, "\n");
+    return cg_context_set_tuning(ctx, &e);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -47,7 +99,16 @@ main(int argc, char **argv)
     cg_buffer *ba, *bb, *bc;
     double t0, tblas = 1e30;
 
-    ctx = cg_context_new(NULL);
+    char *set[16];
+    int nset = 0;
+    cg_context_options o = { NULL, 0, 0 };
+
+    if (argc > 1 && strcmp(argv[1], "-n") == 0) {
+        o.no_tuning = 1;
+        argv++;
+        argc--;
+    }
+    ctx = cg_context_new_with(&o);
     if (!ctx) {
         fprintf(stderr, "bench_gemm: %s\n", cg_last_error());
         return 1;
@@ -55,6 +116,8 @@ main(int argc, char **argv)
     for (i = 1; i < argc && argv[i][0] == '-'; i++) {
         if (strcmp(argv[i], "-r") == 0 && i + 1 < argc) {
             reps = atoi(argv[++i]);
+        } else if (strcmp(argv[i], "-e") == 0 && i + 1 < argc && nset < 16) {
+            set[nset++] = argv[++i];
         } else if (strcmp(argv[i], "-p") == 0 && i + 1 < argc) {
             char *eq = strchr(argv[++i], '=');
             int p, found = 0;
@@ -77,8 +140,8 @@ main(int argc, char **argv)
         }
     }
     if (argc - i != 3 && argc - i != 5) {
-        fprintf(stderr, "usage: bench_gemm [-r REPS] [-p NAME=VALUE]... "
-                "M N K [TA TB]\n");
+        fprintf(stderr, "usage: bench_gemm [-n] [-r REPS] [-p NAME=VALUE]... "
+                "[-e NAME=VALUE]... M N K [TA TB]\n");
         return 2;
     }
     m = strtoul(argv[i], NULL, 10);
@@ -87,6 +150,10 @@ main(int argc, char **argv)
     if (argc - i == 5) {
         ta = atoi(argv[i + 3]);
         tb = atoi(argv[i + 4]);
+    }
+    if (nset && class_entry(ctx, ta, tb, m, n, k, set, nset)) {
+        fprintf(stderr, "bench_gemm: -e: %s\n", cg_last_error());
+        return 2;
     }
     na = m * k;
     nb = k * n;

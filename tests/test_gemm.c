@@ -156,7 +156,7 @@ START_TEST(gemm_matches_reference_at_odd_sizes)
     static const int sizes[][3] = {
         { 1, 1, 1 }, { 7, 13, 5 }, { 33, 65, 17 }, { 7, 13, 1 },
         { 1, 37, 9 }, { 37, 1, 9 }, { 17, 3, 40 }, { 13, 29, 64 },
-        { 300, 13, 5 },     /* NT: through a packed B^T (short K) */
+        { 300, 121, 5 },    /* NT: through a packed B^T (pack_nt) */
         { 19, 37, 515 },    /* TN: through a packed A^T (long K), */
         { 16, 8, 512 },     /* at and off the 8 x 8 blocks' edges */
     };
@@ -206,8 +206,8 @@ START_TEST(gemm_alpha_beta_offsets_and_batches)
         { 5, 17, 33, 1, 1, 1.0f, 0.0f, 2, 1, 0, 2, 0 },
         { 1, 1, 1, 0, 1, 1.0f, 1.0f, 5, 1, 1, 0, 0 },
         { 13, 29, 0, 0, 0, 1.0f, 0.5f, 1, 0, 0, 0, 0 },
-        { 260, 9, 7, 0, 1, 0.5f, 1.0f, 3, 2, 3, 2, 0 },
-        { 260, 9, 7, 0, 1, 1.0f, 0.0f, 1, 0, 1, 4, 0 },
+        { 260, 121, 7, 0, 1, 0.5f, 1.0f, 3, 2, 3, 2, 0 },
+        { 260, 121, 7, 0, 1, 1.0f, 0.0f, 1, 0, 1, 4, 0 },
         /* TN of long K, A packed: one A for the batch, offset and pad */
         { 11, 21, 517, 1, 0, 0.5f, 1.0f, 3, 1, 3, 2, 0 },
         { 11, 21, 517, 1, 0, 1.0f, 0.0f, 1, 0, 1, 5, 0 },
@@ -258,8 +258,8 @@ START_TEST(gemm_bias_epilogue_matches_reference)
         { 5, 17, 33, 0, 0, 0.75f, 1.0f, 3, 1, 5, 0, 1 },
         { 13, 29, 0, 0, 0, 1.0f, 0.5f, 1, 0, 0, 0, 1 },
         /* NT through a packed B^T, TN through a packed A^T */
-        { 300, 13, 5, 0, 1, 1.0f, 0.0f, 1, 0, 1, 1, 1 },
-        { 260, 9, 7, 0, 1, 0.5f, 1.0f, 3, 2, 3, 2, 1 },
+        { 300, 121, 5, 0, 1, 1.0f, 0.0f, 1, 0, 1, 1, 1 },
+        { 260, 121, 7, 0, 1, 0.5f, 1.0f, 3, 2, 3, 2, 1 },
         { 19, 37, 515, 1, 0, 1.0f, 1.0f, 1, 0, 2, 0, 1 },
     };
     cg_context *ctx = tt_ctx();
@@ -502,6 +502,93 @@ START_TEST(gemm_class_entries_are_applied)
 }
 END_TEST
 
+/* Launches of kernel `name` in ctx's profile. */
+static int
+launches(cg_context *ctx, const char *name)
+{
+    cg_profile_entry pe[32];
+    int i, n = 0, count = 0;
+
+    ck_assert_int_eq(cg_context_profile(ctx, pe, 32, &n), CG_OK);
+    for (i = 0; i < n && i < 32; i++)
+        if (strcmp(pe[i].name, name) == 0)
+            count += (int)pe[i].launches;
+    return count;
+}
+
+/* An NT class entry's "pack": 1 runs the class's products as NN on a
+ * packed B^T (gemm_tpose, then gemm) when one B serves the batch and
+ * gemm's 16-column tiles fit C (64 columns or more, at most an eighth to
+ * spare), 0 in place (gemm_nt), whatever pack_nt's rule says; both are
+ * right at odd sizes of every NT class, with alpha, beta, offsets,
+ * padding, a bias and a broadcast B; a batch of distinct B's stays in
+ * place. */
+START_TEST(gemm_nt_pack_entries_are_right_both_ways)
+{
+    static const char *const nt[4] = { "NT.skinny", "NT.small", "NT.large",
+                                       "NT.longk" };
+    static const struct { gcase g; int packs; } cases[] = {
+        { { 7, 130, 67, 0, 1, 1.0f, 0.0f, 3, 2, 1, 2, 0 }, 1 },   /* skinny */
+        { { 5, 100, 1, 0, 1, 1.0f, 0.0f, 1, 0, 0, 1, 0 }, 1 },
+        { { 1, 37, 9, 0, 1, 1.0f, 0.0f, 1, 0, 0, 0, 1 }, 0 },     /* narrow */
+        { { 101, 99, 13, 0, 1, 0.5f, 1.0f, 1, 0, 2, 3, 1 }, 0 },  /* small, */
+        { { 301, 101, 5, 0, 1, 1.0f, 0.0f, 1, 0, 0, 0, 1 }, 1 },  /* 13 and */
+        { { 257, 131, 515, 0, 1, 1.0f, 0.0f, 1, 0, 1, 1, 0 }, 1 }, /* 11 to */
+        { { 97, 169, 1025, 0, 1, 1.0f, 1.0f, 1, 0, 0, 2, 0 }, 1 }, /* spare */
+    };
+    static const gcase apart = { 33, 65, 17, 0, 1, 1.0f, 0.0f, 2, 0, 0, 1,
+                                 0 };
+    cg_context_options o = { NULL, 1, 1 };
+    cg_context *ctx = cg_context_new_with(&o);
+    cg_tuning_entry e;
+    char label[128];
+    int pack, c, i, n = (int)(sizeof cases / sizeof cases[0]), packs;
+
+    ck_assert_msg(ctx != NULL, "%s", TT_ERR);
+    cg__gemm_force(ctx, CG__GEMM_CLGRAD);
+    if (tt_checker())       /* the large classes' host references */
+        n -= 2;
+    srand(5);
+    for (pack = 0; pack < 2; pack++) {
+        for (c = 0; c < 4; c++) {
+            memset(&e, 0, sizeof e);
+            strcpy(e.kernel, "gemm");
+            strcpy(e.shape, nt[c]);
+            ck_assert_int_eq(cg_kernel_source_hash("gemm", e.source_hash),
+                             CG_OK);
+            strcpy(e.names[0], "pack");
+            e.values[0] = pack;
+            strcpy(e.names[1], "TM");       /* the packed path's tile */
+            e.values[1] = 3;
+            strcpy(e.names[2], "DTN");      /* the in-place path's */
+            e.values[2] = 3;
+            strcpy(e.names[3], "VW");       /* 16 columns: TN * VW */
+            e.values[3] = 8;
+            strcpy(e.names[4], "TN");
+            e.values[4] = 2;
+            e.nparams = 5;
+            ck_assert_msg(cg_context_set_tuning(ctx, &e) == CG_OK, "%s",
+                          TT_ERR);
+        }
+        ck_assert_int_eq(cg_context_profile_reset(ctx), CG_OK);
+        for (i = 0, packs = 0; i < n; i++) {
+            snprintf(label, sizeof label, "pack %d: %dx%dx%d batch %d",
+                     pack, cases[i].g.m, cases[i].g.n, cases[i].g.k,
+                     cases[i].g.batch);
+            check_case(ctx, &cases[i].g, label);
+            packs += pack && cases[i].packs;
+        }
+        snprintf(label, sizeof label, "pack %d: a batch of distinct B's",
+                 pack);
+        check_case(ctx, &apart, label);
+        ck_assert_int_eq(launches(ctx, "gemm_tpose"), packs);
+        ck_assert_int_eq(launches(ctx, "gemm"), packs);
+        ck_assert_int_eq(launches(ctx, "gemm_nt"), n + 1 - packs);
+    }
+    cg_context_free(ctx);
+}
+END_TEST
+
 /* Bad class entries are refused with a message, and nothing changes. */
 START_TEST(gemm_bad_class_entries_are_refused)
 {
@@ -512,6 +599,8 @@ START_TEST(gemm_bad_class_entries_are_refused)
     } bad[] = {
         { "NN.huge", "TM", 4, "product class" },
         { "NN.skinny", "clblast", 2, "clblast = 2" },
+        { "NT.large", "pack", 2, "pack = 2" },
+        { "NN.large", "pack", 1, "pack is for the NT classes only" },
         { "NN.skinny", "TM", 9, "TM = 9 (1 to 8)" },
         { "NT.large", "DTN", 5, "DTN = 5 (1 to 4)" },
         { "NT.large", "DVW", 3, "DVW = 3" },
@@ -595,6 +684,7 @@ main(void)
     tcase_add_test(tc, gemm_backend_variable_is_validated);
     tcase_add_test(tc, gemm_classes_are_named_and_found);
     tcase_add_test(tc, gemm_class_entries_are_applied);
+    tcase_add_test(tc, gemm_nt_pack_entries_are_right_both_ways);
     tcase_add_test(tc, gemm_bad_class_entries_are_refused);
     suite_add_tcase(s, tc);
     return tt_run(s);

@@ -827,6 +827,57 @@ START_TEST(invalid_clblast_parameters_are_skipped_with_a_warning)
 }
 END_TEST
 
+/* A "pack" that is not 0 or 1, or on a class other than NT, makes the
+ * entry skipped when the database is read, with a warning naming the
+ * file, the entry and the rule; a good one in the same directory is in
+ * force. */
+START_TEST(bad_gemm_pack_entries_are_skipped_with_a_warning)
+{
+    static const struct {
+        const char *file, *shape;
+        long pack;
+    } w[3] = {
+        { "a-pack2.json", "NT.large", 2 },
+        { "b-nnpack.json", "NN.large", 1 },
+        { "c-good.json", "NT.small", 1 },
+    };
+    const char *dir = fresh_dir("badpack"), *log;
+    cg_tuning_entry e, got;
+    cg_context *ctx;
+    int i;
+
+    for (i = 0; i < 3; i++) {
+        memset(&e, 0, sizeof e);
+        strcpy(e.kernel, "gemm");
+        strcpy(e.shape, w[i].shape);
+        ck_assert_int_eq(cg_kernel_source_hash("gemm", e.source_hash),
+                         CG_OK);
+        e.nparams = 2;
+        strcpy(e.names[0], "TM");
+        e.values[0] = 4;
+        strcpy(e.names[1], "pack");
+        e.values[1] = w[i].pack;
+        write_own_db(dir, w[i].file, &e);
+    }
+    ctx = new_ctx_logged(&log);
+    ck_assert_msg(strstr(log, "a-pack2.json: gemm skipped") &&
+                  strstr(log, "gemm NT.large: pack = 2 (1: "), "%s", log);
+    ck_assert_msg(strstr(log, "b-nnpack.json: gemm skipped") &&
+                  strstr(log, "gemm NN.large: pack is for the NT classes "
+                         "only"), "%s", log);
+    ck_assert_msg(!strstr(log, "c-good.json"), "%s", log);
+    ck_assert(!in_force(ctx, "gemm", "NT.large", &got) ||
+              strstr(got.origin, dir) == NULL);
+    ck_assert(!in_force(ctx, "gemm", "NN.large", &got) ||
+              strstr(got.origin, dir) == NULL);
+    ck_assert(in_force(ctx, "gemm", "NT.small", &got));
+    ck_assert_msg(strstr(got.origin, "c-good.json") != NULL, "%s",
+                  got.origin);
+    cg_context_free(ctx);
+    unsetenv("CLGRAD_TUNING_DIR");
+}
+END_TEST
+
 /* cg_tuning_db_save (what clgrad-tune --output writes with) onto a
  * symbolic link replaces the file it names and leaves the link a link; an
  * existing file keeps its mode (0640 stays 0640); a directory is refused
@@ -1094,6 +1145,7 @@ main(void)
     tcase_add_test(tc, user_file_beats_shipped);
     tcase_add_test(tc, bad_and_stale_files_are_skipped_with_a_warning);
     tcase_add_test(tc, invalid_clblast_parameters_are_skipped_with_a_warning);
+    tcase_add_test(tc, bad_gemm_pack_entries_are_skipped_with_a_warning);
     tcase_add_test(tc, saving_writes_through_a_link_and_keeps_the_mode);
     tcase_add_test(tc, own_parameters_become_build_options);
     tcase_add_test(tc, file_work_group_sizes_are_applied);

@@ -264,7 +264,8 @@ END_TEST
 
 /* The stage "gemm", for the classes --gemm-classes names: each class's
  * result in the report, an entry for a class whose best beat the
- * defaults (gemm.cl's values and the backend, with the file's hash) and
+ * defaults (gemm.cl's values and the backend, with the file's hash, and
+ * for an NT class of clgrad's kernels whether it runs packed) and
  * none otherwise, and the entries in force in a new context. */
 START_TEST(the_gemm_stage_writes_class_entries)
 {
@@ -316,6 +317,9 @@ START_TEST(the_gemm_stage_writes_class_entries)
         ck_assert_str_eq(e.kernel, "gemm");
         ck_assert_str_eq(e.source_hash, hash);
         ck_assert(param(&e, "clblast") == 0 || param(&e, "clblast") == 1);
+        /* an NT class of clgrad's kernels: which path, measured */
+        if (strncmp(classes[c], "NT.", 3) == 0 && param(&e, "clblast") == 0)
+            ck_assert(param(&e, "pack") == 0 || param(&e, "pack") == 1);
         ck_assert(e.time_us > 0 && e.time_us < e.default_time_us);
         ck_assert_msg(strstr(e.note, "SGEMM") != NULL, "note: %s", e.note);
     }

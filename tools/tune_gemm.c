@@ -12,8 +12,9 @@
  * cg__sgemm) as the layers call it: first without an entry (the context's
  * parameters and the built-in choice of backend: the baseline), then
  * with candidates.  The tiles come first at the default work-group size
- * (gemm's TM x TN with VW for NN, TN and TT, which a short-K NT product
- * also runs on a packed B^T; gemm_nt's DTM x DTN with DVW for NT), then
+ * (gemm's TM x TN with VW for NN, TN and TT; for NT both ways, each with
+ * the tunables its path reads: "pack" 0, in place, with gemm_nt's DTM x
+ * DTN and DVW, and "pack" 1, gemm on a packed B^T, with gemm's), then
  * the work-group sizes with the best tile, then CLBlast.  Every
  * candidate's C is compared with a double-precision product computed on
  * the host before its time counts; one that differs by more than the
@@ -263,6 +264,23 @@ native_vw(const tu_run *r)
     return v >= 16 ? 16 : v >= 8 ? 8 : v >= 4 ? 4 : v >= 2 ? 2 : 1;
 }
 
+/* A candidate of clgrad's kernels for class cls: gemm_nt's tile (DVW,
+ * DTM, DTN) when pack is 0, else gemm's (VW, TM, TN), which an NT class
+ * runs on a packed B^T when pack is 1 (-1: not an NT class). */
+static void
+add_tile(tu_params *c, const char *cls, const char *hash, int pack, int vw,
+         const int tile[2])
+{
+    tu_params_init(c, "gemm", cls);
+    snprintf(c->source_hash, sizeof c->source_hash, "%s", hash);
+    tu_params_add(c, pack == 0 ? "DVW" : "VW", vw);
+    tu_params_add(c, pack == 0 ? "DTM" : "TM", tile[0]);
+    tu_params_add(c, pack == 0 ? "DTN" : "TN", tile[1]);
+    tu_params_add(c, "clblast", 0);
+    if (pack >= 0)
+        tu_params_add(c, "pack", pack);
+}
+
 /* The candidates of round `round` (0: tiles, 1: work-group sizes around
  * best, 2: CLBlast) for class i into c; returns how many. */
 static int
@@ -292,15 +310,11 @@ candidates(const tu_run *r, int i, int round, const tu_params *best,
         if (!vws[v])
             continue;
         for (t = 0; t < 8; t++) {
-            tu_params_init(&c[n], "gemm", cls);
-            snprintf(c[n].source_hash, sizeof c[n].source_hash, "%s", hash);
-            tu_params_add(&c[n], nt ? "DVW" : "VW", vws[v]);
-            tu_params_add(&c[n], nt ? "DTM" : "TM",
-                          nt ? nt_tiles[t][0] : gemm_tiles[t][0]);
-            tu_params_add(&c[n], nt ? "DTN" : "TN",
-                          nt ? nt_tiles[t][1] : gemm_tiles[t][1]);
-            tu_params_add(&c[n], "clblast", 0);
-            n++;
+            /* NT: in place (gemm_nt's tile), then packed (gemm's) */
+            if (nt)
+                add_tile(&c[n++], cls, hash, 0, vws[v], nt_tiles[t]);
+            add_tile(&c[n++], cls, hash, nt ? 1 : -1, vws[v],
+                     gemm_tiles[t]);
         }
     }
     return n;

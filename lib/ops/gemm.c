@@ -86,6 +86,9 @@ static const cg__kid gemm_kid[3] = {
 typedef struct gemm_cfg {
     int resolved;
     int backend;            /* -1: backend_for's rule; else CG__GEMM_* */
+    int pack;               /* NT: -1 pack_nt's rule; 0 in place (gemm_nt,
+                             * DVW DTM DTN); 1 on a packed B^T (gemm_tpose,
+                             * then gemm: VW TM TN) */
     int own;                /* k[] built with opts, not the context's */
     long p[7];
     char opts[160];
@@ -162,6 +165,9 @@ class_cfg(cg_context *ctx, int cls, gemm_cfg **out)
     }
     if (e && cg__tuning_param(e, "clblast", &v))
         cfg->backend = v ? CG__GEMM_CLBLAST : CG__GEMM_CLGRAD;
+    cfg->pack = -1;
+    if (e && cg__tuning_param(e, "pack", &v))
+        cfg->pack = v != 0;
     /* the same options as the context's own for these values */
     for (i = 0; cfg->own && i < 7; i++)
         n += (size_t)snprintf(cfg->opts + n, sizeof cfg->opts - n,
@@ -241,16 +247,24 @@ fits_int(cg__mat x, size_t stride, size_t batch, size_t rows, size_t cols)
            stride < (size_t)INT_MAX;
 }
 
-/* Whether an NT product runs as NN on a packed B^T (gemm_tpose): short K
- * over many rows, one B for the whole batch.  At 1600x512x64 (the
- * char-LSTM's input projection) gemm_nt gave 25 GFLOP/s, CLBlast 52, the
- * packed copy and gemm 64. */
+/* Whether an NT product with no "pack" in its class's entry runs as NN on
+ * a packed B^T (gemm_tpose, then gemm).  The copy costs a pass over B (N K
+ * floats each way) beside M N K multiply-adds, so it pays from a few rows
+ * per column of K up.  From tests/bench_gemm -n (the built-in tunables)
+ * on the 2-core AVX-512 PoCL 3.1 machine, under load, GFLOP/s in place /
+ * packed: the classes' products 200x128x64 (NT.small) 16/31, 128x512x784
+ * (NT.large) 70/80, 512x512x2048 (NT.longk) 49/67; the projections over a
+ * sequence 1600x512x64 19/74, 3200x2048x512 51/78, 3200x512x2048 19/60;
+ * 1024^3 63/74, 512^3 54/81, 256x1024x256 50/78, 100^3 21/35,
+ * 1000x96x256 64/101.  In place wins with few rows for the K: the
+ * recurrent step 32x2048x512 (NT.skinny) 60/50, 64x1024x1024 72/58,
+ * 128x2048x2048 49/34 (128x1024x1024 73/68 is where the rule loses, by
+ * 7%).  (On the AVX2 machine the rule was K <= 128 and M >= 256:
+ * 1600x512x64 gave in place 25, packed 64.) */
 static int
-pack_nt(int ta, int tb, size_t m, size_t n, size_t k, size_t sb,
-        size_t batch)
+pack_nt(size_t m, size_t k)
 {
-    return !ta && tb && k > 0 && k <= 128 && m >= 256 && m >= n / 4 &&
-           (batch == 1 || sb == 0);
+    return (double)m * 8.0 >= (double)k;
 }
 
 /* Whether a TN product runs as NN on a packed A^T: long K, one A for the
@@ -264,6 +278,29 @@ static int
 pack_tn(int ta, int tb, size_t k, size_t sa, size_t batch)
 {
     return ta && !tb && k >= 512 && (batch == 1 || sa == 0);
+}
+
+/* Whether clgrad's kernels run this product as NN on a packed transposed
+ * copy: an NT product on B^T, as its class's entry says ("pack" 0 or 1,
+ * tuned by clgrad-tune on the class's product) or else by pack_nt's rule,
+ * when one B serves the whole batch and gemm's column tiles (TN * VW
+ * wide) fit C: 64 columns or more, with at most an eighth to spare.  On
+ * narrower C the copy did not pay (GFLOP/s in place / packed on the
+ * AVX-512 machine, built-in tunables: 128x10x512 40/10, 256x24x256
+ * 38/22), nor with a tile's columns mostly past C (with NT.skinny's tuned
+ * 16-column tile: 128x65x512 56/44, 3200x65x512 53/51; 3200x80x512
+ * 55/102, 256x64x256 48/76).  A TN product on A^T by pack_tn's rule. */
+static int
+packed(const gemm_cfg *cfg, int ta, int tb, size_t m, size_t n, size_t k,
+       size_t sa, size_t sb, size_t batch)
+{
+    size_t w = (size_t)(cfg->p[P_TN] * cfg->p[P_VW]);
+
+    if (!ta && tb)
+        return k > 0 && (batch == 1 || sb == 0) && n >= 64 &&
+               (n + w - 1) / w * w - n <= n / 8 &&
+               (cfg->pack >= 0 ? cfg->pack : pack_nt(m, k));
+    return pack_tn(ta, tb, k, sa, batch);
 }
 
 /* Which backend runs this product when the choice is automatic.  From
@@ -419,7 +456,7 @@ clgrad_run(cg_context *ctx, gemm_cfg *cfg, int ta, int tb, size_t m,
     cl_kernel kn;
     int status;
 
-    if (pack_nt(ta, tb, m, n, k, sb, batch) || pack_tn(ta, tb, k, sa, batch))
+    if (packed(cfg, ta, tb, m, n, k, sa, sb, batch))
         return clgrad_run_packed(ctx, cfg, ta, m, n, k, alpha, a, sa, b, sb,
                                  beta, c, sc, batch, bias);
     if (!ta && tb) {

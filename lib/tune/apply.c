@@ -228,6 +228,18 @@ entry_usable(const cg_context *ctx, const cg_tuning_entry *e,
                                  e->values[i]);
             continue;
         }
+        if (gemm_class && strcmp(e->names[i], "pack") == 0) {
+            if (strncmp(e->shape, "NT.", 3) != 0)
+                return cg__error(CG_EINVAL, "%s %s: pack is for the NT "
+                                 "classes only (an NT product on a packed "
+                                 "B^T)", e->kernel, e->shape);
+            if (e->values[i] != 0 && e->values[i] != 1)
+                return cg__error(CG_EINVAL, "%s %s: pack = %ld (1: the "
+                                 "class runs as NN on a packed B^T, 0: in "
+                                 "place)", e->kernel, e->shape,
+                                 e->values[i]);
+            continue;
+        }
         if (!own_param(k, e->names[i]))
             return cg__error(CG_EINVAL, "%s: unknown parameter %s",
                              e->kernel, e->names[i]);

@@ -3,8 +3,11 @@
  * lib/tune/gemm_class.c - the shape classes of a matrix product, by which
  * tuning entries for clgrad's GEMM apply: kernel "gemm" with shape
  * "<transposes>.<size>", e.g. "NT.skinny", carries that class's values
- * of kernels/gemm.cl's tunables and, with "clblast" 1 or 0, which backend
- * runs it (lib/ops/gemm.c looks the entry up per product).
+ * of kernels/gemm.cl's tunables, with "clblast" 1 or 0 which backend
+ * runs it, and for an NT class with "pack" 1 or 0 whether clgrad's
+ * kernels run it as NN on a packed B^T (gemm_tpose, then gemm: VW, TM
+ * and TN apply) or in place (gemm_nt: DVW, DTM, DTN); lib/ops/gemm.c
+ * looks the entry up per product.
  *
  * The sizes, from the products the layers run (B rows of a recurrent
  * step, the batch rows of a linear layer, T * B rows over a sequence):
