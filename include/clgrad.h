@@ -436,11 +436,14 @@ typedef enum cg_dtype {
 /* 16-bit storage (CG_F16, CG_BF16): such tensors can be created, written
  * and read back as raw 16-bit patterns (uint16_t, host byte order), viewed
  * (reshape, flatten, transpose, permute, narrow, expand, squeeze,
- * unsqueeze, contiguous), saved in and loaded from checkpoints (safetensors
- * "F16", "BF16"), and cast to and from float32 with cg_to_dtype.  Every
- * other op given one fails with CG_EDTYPE naming the dtype; a 16-bit tensor
- * cannot require grad itself, but one made by cg_to_dtype from a float32
- * tensor carries the graph through. */
+ * unsqueeze, contiguous), split, joined (concat, stack: copies), saved in
+ * and loaded from checkpoints (safetensors "F16", "BF16"), and cast to and
+ * from float32 with cg_to_dtype.  Every other op given one fails with
+ * CG_EDTYPE naming the dtype.  A 16-bit tensor cannot require grad itself,
+ * but one made by cg_to_dtype from a float32 tensor carries the graph
+ * through those views and joins to a later cg_to_dtype back to float32;
+ * its gradients are 16-bit, added in float32 and rounded once, as
+ * PyTorch's. */
 
 typedef struct cg_tensor cg_tensor;
 

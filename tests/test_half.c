@@ -350,6 +350,44 @@ START_TEST(views_of_16_bit_tensors_read_the_right_elements)
 }
 END_TEST
 
+/* concat and stack copy elements, so 16-bit tensors join like others;
+ * split is narrows. */
+START_TEST(concat_stack_and_split_join_16_bit_tensors)
+{
+    cg_tensor *t = indexed(CG_BF16), *parts[3], *c, *c2, *st, *tr;
+    int64_t sizes[3] = { 4, 10, 7 }, s3[3] = { A, B, C };
+    uint16_t got[2 * A * B * C];
+    int i, k = 0;
+
+    ck_assert_int_eq(cg_split(t, 2, 3, sizes, parts), CG_OK);
+    c = cg_concat(parts, 3, 2);
+    ck_assert_msg(c != NULL, "%s", TT_ERR);
+    ck_assert_int_eq(cg_tensor_dtype(c), CG_BF16);
+    read_bits(c, got, A * B * C * 2);
+    ck_assert(memcmp(got, base, A * B * C * 2) == 0);
+    for (i = 0; i < 3; i++)
+        cg_tensor_free(parts[i]);
+    cg_tensor_free(c);
+    tr = cg_transpose(t, 0, 1);
+    parts[0] = t;
+    c2 = cg_contiguous(tr);
+    parts[1] = cg_reshape(c2, 3, s3);      /* [A, B, C] holding t^T's data */
+    cg_tensor_free(c2);
+    st = cg_stack(parts, 2, 0);
+    ck_assert_msg(st != NULL, "%s", TT_ERR);
+    read_bits(st, got, sizeof got);
+    ck_assert(memcmp(got, base, A * B * C * 2) == 0);
+    for (i = 0; i < B; i++)
+        for (k = 0; k < A; k++)
+            ck_assert(memcmp(got + A * B * C + (i * A + k) * C,
+                             base + (k * B + i) * C, C * 2) == 0);
+    cg_tensor_free(parts[1]);
+    cg_tensor_free(tr);
+    cg_tensor_free(st);
+    cg_tensor_free(t);
+}
+END_TEST
+
 START_TEST(host_transfers_count_16_bit_elements)
 {
     int64_t s = 7;
@@ -393,6 +431,67 @@ expect_edtype(cg_tensor *r, const char *op, const char *dtname)
                   "not name %s", op, TT_ERR, dtname);
 }
 
+/* The rest of the op families, h 16-bit [3, 3], f float32 [3, 3]. */
+static void
+more_refusals(cg_tensor *h, cg_tensor *f, const char *name)
+{
+    cg_context *ctx = tt_ctx();
+    int64_t s4[4] = { 1, 1, 3, 3 }, n3 = 3, one = 1;
+    int32_t idx[3] = { 0, 2, 1 };
+    int k2[2] = { 2, 2 }, axis = 0;
+    cg_conv_options o = { { 1, 1 }, { 0, 0 }, { 1, 1 }, 1, 0 };
+    cg_tensor *h4 = cg_reshape(h, 4, s4), *f4 = cg_reshape(f, 4, s4);
+    cg_tensor *ix = cg_tensor_from_host(ctx, CG_I32, 1, &n3, idx);
+    cg_tensor *t1 = cg_tensor_from_host(ctx, CG_I32, 1, &n3, idx);
+    cg_tensor *ones = cg_ones(ctx, 1, &n3), *zeros = cg_zeros(ctx, 1, &n3);
+    cg_tensor *both[2], *vals = NULL, *inds = NULL;
+    int64_t w4[4] = { 1, 1, 2, 2 };
+    cg_tensor *wt = cg_ones(ctx, 4, w4);
+
+    ck_assert(h4 && f4 && ix && t1 && ones && zeros && wt);
+    expect_edtype(cg_sub(h, f), "sub", name);
+    expect_edtype(cg_div(f, h), "div", name);
+    expect_edtype(cg_maximum(h, h), "maximum", name);
+    expect_edtype(cg_where(h, f, f), "where", name);
+    expect_edtype(cg_where(f, h, f), "where", name);
+    expect_edtype(cg_exp(h), "exp", name);
+    expect_edtype(cg_gelu(h), "gelu", name);
+    expect_edtype(cg_clamp(h, 0, 1), "clamp", name);
+    expect_edtype(cg_mean(h, 1, &axis, 0), "mean", name);
+    expect_edtype(cg_max(h, 0, NULL, 0), "max", name);
+    expect_edtype(cg_var(h, 0, NULL, 0, 1), "var", name);
+    expect_edtype(cg_argmax(h, 0, 0), "argmax", name);
+    ck_assert_int_eq(cg_max_dim(h, 0, 0, &vals, &inds), CG_EDTYPE);
+    ck_assert(!vals && !inds);
+    expect_edtype(cg_log_softmax(h, 1), "log_softmax", name);
+    expect_edtype(cg_matmul_t(f, h, 0, 1), "matmul_t", name);
+    expect_edtype(cg_embedding(h, ix), "embedding", name);
+    expect_edtype(cg_embedding(f, h), "embedding", name);
+    expect_edtype(cg_index_select(h, 0, ix), "index_select", name);
+    expect_edtype(cg_dropout(h, 0.5f, 1), "dropout", name);
+    expect_edtype(cg_layer_norm(h, 1, &n3, NULL, NULL, 1e-5f), "layer_norm",
+                  name);
+    expect_edtype(cg_conv2d(h4, wt, NULL, &o), "conv2d", name);
+    expect_edtype(cg_max_pool2d(h4, k2, NULL, NULL, NULL, 0), "max_pool2d",
+                  name);
+    expect_edtype(cg_adaptive_avg_pool2d(h4, 1, 1), "adaptive_avg_pool2d",
+                  name);
+    expect_edtype(cg_cross_entropy(h, t1, CG_REDUCTION_MEAN, -100, 0.0f),
+                  "cross_entropy", name);
+    expect_edtype(cg_mse_loss(h, f, CG_REDUCTION_MEAN), "mse_loss", name);
+    expect_edtype(cg_bce_with_logits(f, h, CG_REDUCTION_SUM),
+                  "bce_with_logits", name);
+    both[0] = h;
+    both[1] = f;
+    expect_edtype(cg_concat(both, 2, 0), "concat", name);
+    expect_edtype(cg_batch_norm(h4, NULL, NULL, NULL, NULL, 1, 0.1f, 1e-5f),
+                  "batch_norm", name);
+    (void)one;
+    cg_tensor_free(h4); cg_tensor_free(f4); cg_tensor_free(ix);
+    cg_tensor_free(t1); cg_tensor_free(ones); cg_tensor_free(zeros);
+    cg_tensor_free(wt);
+}
+
 START_TEST(other_ops_refuse_16_bit_tensors)
 {
     cg_dtype dt = _i ? CG_BF16 : CG_F16;
@@ -413,6 +512,7 @@ START_TEST(other_ops_refuse_16_bit_tensors)
     expect_edtype(cg_softmax(h, 1), "softmax", name);
     expect_edtype(cg_relu(h), "relu", name);
     expect_edtype(cg_mul_scalar(h, 2.0f), "mul_scalar", name);
+    more_refusals(h, f, name);
     ck_assert_int_eq(cg_tensor_item(h, &v), CG_EDTYPE);
     ck_assert_int_eq(cg_tensor_set_requires_grad(h, 1), CG_EDTYPE);
     ck_assert_ptr_nonnull(strstr(TT_ERR, name));
@@ -624,6 +724,7 @@ suite(void)
     tcase_add_loop_test(tc, views_of_16_bit_tensors_read_the_right_elements,
                         0, 2);
     tcase_add_test(tc, host_transfers_count_16_bit_elements);
+    tcase_add_test(tc, concat_stack_and_split_join_16_bit_tensors);
     tcase_add_loop_test(tc, other_ops_refuse_16_bit_tensors, 0, 2);
     tcase_add_test(tc, same_dtype_is_a_new_reference);
     tcase_add_loop_test(tc, the_cast_passes_gradients_back_in_the_input_dtype,
