@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "ops/internal.h"
 #include "testutil.h"
 
 #define NPAT 65536
@@ -216,6 +217,47 @@ START_TEST(float32_values_round_as_pytorch_fixture)
     free(h);
     free(b);
     free(xt);
+    free(got);
+}
+END_TEST
+
+/* cg__fill's host rounding (the seed of a 16-bit backward, zero
+ * gradients) agrees with PyTorch too: each value filled into its own
+ * element of a 16-bit tensor. */
+START_TEST(fills_round_as_pytorch_fixture)
+{
+    uint32_t *x;
+    uint16_t *h, *b, *got;
+    int n = load_fixture(&x, &h, &b), i, k;
+    int64_t len = n;
+
+    got = malloc((size_t)n * sizeof *got);
+    ck_assert_ptr_nonnull(got);
+    for (k = 0; k < 2; k++) {
+        cg_dtype dt = k ? CG_BF16 : CG_F16;
+        const uint16_t *want = k ? b : h;
+        cg_tensor *t = cg_tensor_new(tt_ctx(), dt, 1, &len);
+
+        ck_assert_ptr_nonnull(t);
+        for (i = 0; i < n; i++) {
+            cg_tensor *e = cg_narrow(t, 0, i, 1);
+            float v;
+
+            memcpy(&v, &x[i], 4);
+            ck_assert_ptr_nonnull(e);
+            ck_assert_int_eq(cg__fill(e, v), CG_OK);
+            cg_tensor_free(e);
+        }
+        read_bits(t, got, (size_t)n * 2);
+        for (i = 0; i < n; i++)
+            ck_assert_msg(got[i] == want[i], "fill %s with 0x%08x: 0x%04x, "
+                          "PyTorch 0x%04x", k ? "bfloat16" : "float16", x[i],
+                          got[i], want[i]);
+        cg_tensor_free(t);
+    }
+    free(x);
+    free(h);
+    free(b);
     free(got);
 }
 END_TEST
@@ -721,6 +763,7 @@ suite(void)
     tcase_add_test(tc, every_float16_pattern_converts_as_pytorch);
     tcase_add_test(tc, every_bfloat16_pattern_converts_as_pytorch);
     tcase_add_test(tc, float32_values_round_as_pytorch_fixture);
+    tcase_add_test(tc, fills_round_as_pytorch_fixture);
     tcase_add_loop_test(tc, views_of_16_bit_tensors_read_the_right_elements,
                         0, 2);
     tcase_add_test(tc, host_transfers_count_16_bit_elements);
