@@ -426,9 +426,24 @@ const char *cg_measure_method(cg_figure figure);
 typedef enum cg_dtype {
     CG_F32 = 0,    /* float32: all arithmetic */
     CG_I32 = 1,    /* int32: class indices, embedding indices, masks */
-    CG_I64 = 2     /* int64: only in checkpoints (PyTorch writes batch
+    CG_I64 = 2,    /* int64: only in checkpoints (PyTorch writes batch
                     * norm's num_batches_tracked so); no tensor has it */
+    CG_F16 = 3,    /* IEEE binary16 (torch.float16), storage only */
+    CG_BF16 = 4    /* bfloat16, the top half of a float32
+                    * (torch.bfloat16), storage only */
 } cg_dtype;
+
+/* 16-bit storage (CG_F16, CG_BF16): such tensors can be created, written
+ * and read back as raw 16-bit patterns (uint16_t, host byte order), viewed
+ * (reshape, flatten, transpose, permute, narrow, expand, squeeze,
+ * unsqueeze, contiguous), split, joined (concat, stack: copies), saved in
+ * and loaded from checkpoints (safetensors "F16", "BF16"), and cast to and
+ * from float32 with cg_to_dtype.  Every other op given one fails with
+ * CG_EDTYPE naming the dtype.  A 16-bit tensor cannot require grad itself,
+ * but one made by cg_to_dtype from a float32 tensor carries the graph
+ * through those views and joins to a later cg_to_dtype back to float32;
+ * its gradients are 16-bit, added in float32 and rounded once, as
+ * PyTorch's. */
 
 typedef struct cg_tensor cg_tensor;
 
@@ -517,6 +532,17 @@ cg_tensor *cg_unsqueeze(cg_tensor *t, int dim);
 /* A contiguous tensor with t's elements (a new reference to t itself if
  * it is already contiguous). */
 cg_tensor *cg_contiguous(cg_tensor *t);
+
+/* x converted to `dtype`, a new contiguous tensor (x's own reference, as
+ * cg_tensor_ref, when x already has that dtype).  Between float32 and
+ * CG_F16 / CG_BF16 either way, bit for bit as PyTorch's .to(dtype): to
+ * float16 rounds to nearest even (overflow gives inf, small values
+ * subnormals or zero), to bfloat16 rounds the top 16 bits to nearest even
+ * and makes every NaN the quiet NaN 0x7FC0 (with x's sign dropped, as
+ * c10::BFloat16 does); to float32 is exact.  Differentiable: the gradient
+ * reaching x is the output's gradient cast back to x's dtype.  Other pairs
+ * (int32, F16 <-> BF16) give CG_EDTYPE naming both. */
+cg_tensor *cg_to_dtype(cg_tensor *x, cg_dtype dtype);
 
 /* ------------------------------------------------------------------------
  * Autograd
@@ -1446,10 +1472,12 @@ void cg_lr_schedule_free(cg_lr_schedule *sched);
  * A checkpoint is an ordered set of named tensors and string metadata,
  * saved as a safetensors file: an 8-byte little-endian header length N,
  * N bytes of JSON (an object mapping each tensor's name to its "dtype"
- * ("F32", "I32" or "I64"), "shape" and "data_offsets" [begin, end) within
- * the data, and "__metadata__" to a string-to-string map), then the raw
- * little-endian data.  The safetensors package and PyTorch read these
- * files, and clgrad reads theirs when every tensor is F32, I32 or I64.
+ * ("F32", "I32", "I64", "F16" or "BF16"), "shape" and "data_offsets"
+ * [begin, end) within the data, and "__metadata__" to a string-to-string
+ * map), then the raw little-endian data.  The safetensors package and
+ * PyTorch read these files, and clgrad reads theirs when every tensor is
+ * F32, I32, I64, F16 or BF16 (torch.float16 and torch.bfloat16 tensors
+ * load as CG_F16 and CG_BF16 tensors, bit for bit, and the reverse).
  * I64 entries stay on the host (cg_checkpoint_tensor_data): no device
  * tensor is int64; batch norm layers read their num_batches_tracked from
  * one (cg_checkpoint_restore_module).
@@ -1516,7 +1544,8 @@ int cg_checkpoint_save(const cg_checkpoint *ck, const char *path);
 
 /* Reads and validates a whole safetensors file: the header length against
  * the file's size, the JSON (strict, UTF-8, an object), every entry's
- * fields and types, dtypes (F32, I32; others are named in the error),
+ * fields and types, dtypes (F32, I32, I64, F16, BF16; others are named in
+ * the error),
  * shapes against byte ranges, and that the ranges neither overlap, leave
  * gaps nor run past the end of the file.  Any fault gives NULL with
  * CG_EFORMAT and a message naming the file, the entry and the fault (CG_EIO

@@ -2,12 +2,12 @@
 /*
  * kernels/elementwise.cl - elementwise forward and backward kernels.
  *
- * Index space of the strided kernels (NAME_f, NAME_b, where*, copy32,
+ * Index space of the strided kernels (NAME_f, NAME_b, where*, copyBITS,
  * axpy, arange): one work-item per element of the (contiguous) output, n
  * of them, padded to the work-group size; operands are read through the
  * strided layout of common.cl, so views and broadcasts need no copies.
  *
- * Index space of the row kernels (NAME_fv, NAME_bv, copy32v): the output seen as
+ * Index space of the row kernels (NAME_fv, NAME_bv, copyBITSv): the output seen as
  * rows of len elements (the innermost dimension of the coalesced layout),
  * where every operand's innermost stride is 1 or 0 (broadcast).  Work-item
  * (c, r) handles elements c * ch .. c * ch + ch - 1 of row r (global size
@@ -38,6 +38,7 @@
  * @family CG_UNARY _f _b _fv _bv
  * @family CG_BINARY _f _b _fv _bv
  * @kernels where_f where_f_b where_i where_i_b
+ * @kernels copy32 copy32v copy16 copy16v
  * Each kernel is a program of its own (common.cl's CG_WANT):
  * @split
  */
@@ -294,48 +295,51 @@ __kernel void where##SUFFIX##_b(__global const CTYPE *c, int co,            \
 WHERE(_f, float)
 WHERE(_i, int)
 
-/* dst[dst layout] = src[src layout]: 32-bit words, so float32 and int32
- * alike.  Both operands strided over the same iteration space. */
-#if CG_WANT(copy32)
-__kernel void
-copy32(__global const uint *src, int so, __global uint *dst, int dso,
-       int8 shape, int8 ss, int8 sd, int nd, uint n)
-{
-    uint i = get_global_id(0);
-    int2 o;
+/* dst[dst layout] = src[src layout], for elements of BITS bits (T: uint
+ * for float32 and int32, ushort for float16 and bfloat16).  Both operands
+ * strided over the same iteration space.
+ *
+ * copyBITSv: the same over rows: both operands' innermost stride is 1;
+ * work-item (c, r) copies elements c * ch .. c * ch + ch - 1 of row r (len
+ * elements), VW at a time, the row starts found once. */
+#define COPY(BITS, T)                                                        \
+CG_WHEN(CG_WANT(copy##BITS))(                                                \
+__kernel void copy##BITS(__global const T *src, int so, __global T *dst,    \
+                         int dso, int8 shape, int8 ss, int8 sd, int nd,     \
+                         uint n)                                            \
+{                                                                            \
+    uint i = get_global_id(0);                                               \
+    int2 o;                                                                  \
+                                                                             \
+    if (i >= n)                                                              \
+        return;                                                              \
+    o = cg_off2(i, shape, ss, sd, nd);                                       \
+    dst[dso + o.y] = src[so + o.x];                                          \
+})                                                                           \
+CG_WHEN(CG_WANT(copy##BITS##v))(                                             \
+__kernel void copy##BITS##v(__global const T *src, int so, __global T *dst, \
+                            int dso, int8 shape, int8 ss, int8 sd, int nd,  \
+                            uint len, uint ch)                              \
+{                                                                            \
+    uint c = get_global_id(0) * ch, r = get_global_id(1), e, k;             \
+    int2 o;                                                                  \
+    __global const T *ps;                                                    \
+    __global T *pd;                                                          \
+                                                                             \
+    if (c >= len)                                                            \
+        return;                                                              \
+    o = cg_off2(r, shape, ss, sd, nd - 1);                                   \
+    ps = src + so + o.x + c;                                                 \
+    pd = dst + dso + o.y + c;                                                \
+    e = min(ch, len - c);                                                    \
+    for (k = 0; k + VW <= e; k += VW)                                        \
+        vstore8(vload8(0, ps + k), 0, pd + k);                               \
+    for (; k < e; k++)                                                       \
+        pd[k] = ps[k];                                                       \
+})
 
-    if (i >= n)
-        return;
-    o = cg_off2(i, shape, ss, sd, nd);
-    dst[dso + o.y] = src[so + o.x];
-}
-#endif
-
-/* The same over rows: both operands' innermost stride is 1; work-item
- * (c, r) copies words c * ch .. c * ch + ch - 1 of row r (len words), VW
- * at a time, the row starts found once. */
-#if CG_WANT(copy32v)
-__kernel void
-copy32v(__global const uint *src, int so, __global uint *dst, int dso,
-        int8 shape, int8 ss, int8 sd, int nd, uint len, uint ch)
-{
-    uint c = get_global_id(0) * ch, r = get_global_id(1), e, k;
-    int2 o;
-    __global const uint *ps;
-    __global uint *pd;
-
-    if (c >= len)
-        return;
-    o = cg_off2(r, shape, ss, sd, nd - 1);
-    ps = src + so + o.x + c;
-    pd = dst + dso + o.y + c;
-    e = min(ch, len - c);
-    for (k = 0; k + VW <= e; k += VW)
-        vstore8(vload8(0, ps + k), 0, pd + k);
-    for (; k < e; k++)
-        pd[k] = ps[k];
-}
-#endif
+COPY(32, uint)
+COPY(16, ushort)
 
 /* acc[i] += alpha * g[g layout]; acc contiguous. */
 #if CG_WANT(axpy)

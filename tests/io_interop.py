@@ -10,6 +10,19 @@ this with Debian's python3-torch).
                              recomputes y and compares.
   io_interop.py write FILE   writes such a file from PyTorch, for clgrad to
                              load and recompute.
+  io_interop.py check-half FILE
+                             FILE was written by clgrad: a float32 x of
+                             tricky values, "x.f16" and "x.bf16" (clgrad's
+                             cg_to_dtype of x, stored F16 and BF16) and
+                             "x.f16.f32", "x.bf16.f32" (those cast back);
+                             each must equal PyTorch's conversion bit for
+                             bit (bfloat16 by c10::BFloat16, whose NaN is
+                             0x7FC0: see tests/fixtures/gen_half.py).
+  io_interop.py write-half FILE
+                             PyTorch writes x, its float16 and bfloat16
+                             conversions ("x.f16", "x.bf16") and a float16
+                             and a bfloat16 random tensor ("h", "b", with
+                             their bits as I32 "h.bits", "b.bits").
   io_interop.py check-cnn FILE, write-cnn FILE
                              the same with a small CNN, nn.Sequential(
                              Conv2d, BatchNorm2d, ReLU, MaxPool2d, Flatten,
@@ -30,9 +43,12 @@ import sys
 
 import torch
 
-DTYPES = {"F32": torch.float32, "I32": torch.int32, "I64": torch.int64}
+DTYPES = {"F32": torch.float32, "I32": torch.int32, "I64": torch.int64,
+          "F16": torch.float16, "BF16": torch.bfloat16}
 NAMES = {v: k for k, v in DTYPES.items()}
-LITTLE = {torch.float32: "<f4", torch.int32: "<i4", torch.int64: "<i8"}
+# 16-bit tensors are written as their bit patterns (numpy has no bfloat16).
+LITTLE = {torch.float32: "<f4", torch.int32: "<i4", torch.int64: "<i8",
+          torch.float16: "<i2", torch.bfloat16: "<i2"}
 T, B, IN, H, OUT = 5, 2, 3, 4, 2
 
 
@@ -66,7 +82,10 @@ def write(path, tensors, meta):
     blobs = []
     offset = 0
     for name, t in tensors.items():
-        blob = t.contiguous().numpy().astype(LITTLE[t.dtype]).tobytes()
+        c = t.contiguous()
+        if c.dtype in (torch.float16, torch.bfloat16):
+            c = c.view(torch.int16)
+        blob = c.numpy().astype(LITTLE[t.dtype]).tobytes()
         header[name] = {"dtype": NAMES[t.dtype], "shape": list(t.shape),
                         "data_offsets": [offset, offset + len(blob)]}
         blobs.append(blob)
@@ -157,9 +176,59 @@ def make_cnn(path):
     write(path, tensors, {"format": "pt"})
 
 
+def tricky():
+    bits = [0x00000000, 0x80000000, 0x3F800000, 0x477FE000, 0x477FEFFF,
+            0x477FF000, 0x7F800000, 0xFF800000, 0x7FC00000, 0xFFC12345,
+            0x7F800001, 0x33000000, 0x33000001, 0x33C00000, 0x387FFFFF,
+            0x3F801000, 0x3F803000, 0x00000001, 0x807FFFFF, 0x3F808000,
+            0x3F818000, 0x7F7F8000, 0xC0490FDB, 0x3EAAAAAB]
+    signed = [b - (1 << 32) if b >= 1 << 31 else b for b in bits]
+    return torch.tensor(signed, dtype=torch.int32).view(torch.float32) \
+        .reshape(4, 6)
+
+
+def to_bf16(x):
+    """c10::BFloat16's conversion (x.bfloat16() gives NaN 0xFFFF here)."""
+    return torch.tensor(x.tolist(), dtype=torch.bfloat16)
+
+
+def same_bits(a, b, what):
+    if a.dtype != b.dtype or a.shape != b.shape:
+        raise ValueError("%s: %s %s vs %s %s" % (what, a.dtype, list(a.shape),
+                                                 b.dtype, list(b.shape)))
+    ia = a.contiguous().view(torch.int16 if a.element_size() == 2
+                             else torch.int32)
+    ib = b.contiguous().view(ia.dtype)
+    if not torch.equal(ia, ib):
+        raise ValueError("%s: bits differ at %s" % (
+            what, (ia != ib).nonzero().tolist()[:4]))
+
+
+def check_half(path):
+    tensors, _ = read(path)
+    x = tensors["x"]
+    same_bits(tensors["x.f16"], x.half(), "x.f16")
+    same_bits(tensors["x.bf16"], to_bf16(x), "x.bf16")
+    same_bits(tensors["x.f16.f32"], tensors["x.f16"].float(), "x.f16.f32")
+    same_bits(tensors["x.bf16.f32"], tensors["x.bf16"].float(), "x.bf16.f32")
+    print("half: clgrad's F16 and BF16 tensors match PyTorch bit for bit")
+
+
+def make_half(path):
+    torch.manual_seed(3)
+    x = tricky()
+    h = (torch.randn(3, 5) * 1000).half()
+    b = (torch.randn(2, 7) * 1e30).bfloat16()
+    tensors = {"x": x, "x.f16": x.half(), "x.bf16": to_bf16(x), "h": h,
+               "b": b, "h.bits": h.view(torch.int16).to(torch.int32),
+               "b.bits": b.view(torch.int16).to(torch.int32)}
+    write(path, tensors, {"format": "pt"})
+
+
 def main():
     modes = {"check": check, "write": make, "check-cnn": check_cnn,
-             "write-cnn": make_cnn}
+             "write-cnn": make_cnn, "check-half": check_half,
+             "write-half": make_half}
     if len(sys.argv) != 3 or sys.argv[1] not in modes:
         print(__doc__, file=sys.stderr)
         return 2

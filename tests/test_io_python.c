@@ -5,7 +5,8 @@
  * load_state_dict and reproduces clgrad's output, and clgrad loads weights
  * PyTorch wrote and reproduces PyTorch's output (tests/io_interop.py does
  * the Python side); the same for a small CNN with batch norm, whose running
- * statistics and num_batches_tracked travel too.  Needs python3 with torch: /usr/bin/python3 (Debian's
+ * statistics and num_batches_tracked travel too; and float16 / bfloat16
+ * tensors, bit for bit, both ways.  Needs python3 with torch: /usr/bin/python3 (Debian's
  * python3-torch) or $CLGRAD_TEST_PYTHON.  Without it the program is
  * skipped (exit 77), except under CI, where that is a failure.
  */
@@ -282,6 +283,129 @@ START_TEST(clgrad_loads_a_pytorch_cnn_with_batch_norm_statistics)
 }
 END_TEST
 
+/* io_interop.py's tricky float32 values (the first 24 of its tricky()). */
+static const uint32_t tricky_bits[24] = {
+    0x00000000, 0x80000000, 0x3F800000, 0x477FE000, 0x477FEFFF, 0x477FF000,
+    0x7F800000, 0xFF800000, 0x7FC00000, 0xFFC12345, 0x7F800001, 0x33000000,
+    0x33000001, 0x33C00000, 0x387FFFFF, 0x3F801000, 0x3F803000, 0x00000001,
+    0x807FFFFF, 0x3F808000, 0x3F818000, 0x7F7F8000, 0xC0490FDB, 0x3EAAAAAB
+};
+
+START_TEST(pytorch_reads_clgrad_float16_and_bfloat16_bit_for_bit)
+{
+    cg_context *ctx = tt_ctx();
+    cg_checkpoint *ck = cg_checkpoint_new();
+    int64_t xs[2] = { 4, 6 };
+    cg_tensor *x, *h, *b, *h32, *b32;
+    char path[512];
+
+    x = cg_tensor_from_host(ctx, CG_F32, 2, xs, tricky_bits);
+    h = cg_to_dtype(x, CG_F16);
+    b = cg_to_dtype(x, CG_BF16);
+    h32 = h ? cg_to_dtype(h, CG_F32) : NULL;
+    b32 = b ? cg_to_dtype(b, CG_F32) : NULL;
+    ck_assert_msg(h32 && b32, "%s", TT_ERR);
+    ck_assert_int_eq(cg_checkpoint_add_tensor(ck, "x", x), CG_OK);
+    ck_assert_int_eq(cg_checkpoint_add_tensor(ck, "x.f16", h), CG_OK);
+    ck_assert_int_eq(cg_checkpoint_add_tensor(ck, "x.bf16", b), CG_OK);
+    ck_assert_int_eq(cg_checkpoint_add_tensor(ck, "x.f16.f32", h32), CG_OK);
+    ck_assert_int_eq(cg_checkpoint_add_tensor(ck, "x.bf16.f32", b32), CG_OK);
+    snprintf(path, sizeof path, "%s/half-from-clgrad.safetensors",
+             tt_tmpdir());
+    ck_assert_msg(cg_checkpoint_save(ck, path) == CG_OK, "%s", TT_ERR);
+    ck_assert_int_eq(run_python("check-half", path), 0);
+    cg_tensor_free(x);
+    cg_tensor_free(h);
+    cg_tensor_free(b);
+    cg_tensor_free(h32);
+    cg_tensor_free(b32);
+    cg_checkpoint_free(ck);
+}
+END_TEST
+
+/* Tensor `name` of ck loaded as a device tensor of dtype dt reads back
+ * the bits `want` (n of them). */
+static void
+loads_as(const cg_checkpoint *ck, const char *name, cg_dtype dt,
+         const uint16_t *want, int n)
+{
+    cg_tensor *t = cg_checkpoint_tensor(ck, tt_ctx(), name);
+    uint16_t got[64];
+    int i;
+
+    ck_assert_msg(t != NULL, "%s", TT_ERR);
+    ck_assert_int_eq(cg_tensor_dtype(t), dt);
+    ck_assert_int_eq(cg_tensor_numel(t), n);
+    ck_assert_int_eq(cg_tensor_to_host(t, got, (size_t)n * 2), CG_OK);
+    for (i = 0; i < n; i++)
+        ck_assert_msg(got[i] == want[i], "%s[%d]: 0x%04x, want 0x%04x",
+                      name, i, got[i], want[i]);
+    cg_tensor_free(t);
+}
+
+START_TEST(clgrad_reads_pytorch_float16_and_bfloat16_bit_for_bit)
+{
+    cg_context *ctx = tt_ctx();
+    cg_checkpoint *ck;
+    cg_tensor *x, *h, *b;
+    const uint16_t *th, *tb;
+    const int32_t *bits;
+    uint16_t want[64], got[24];
+    cg_dtype dt;
+    char path[512];
+    size_t bytes;
+    int i, k;
+
+    snprintf(path, sizeof path, "%s/half-from-torch.safetensors",
+             tt_tmpdir());
+    ck_assert_int_eq(run_python("write-half", path), 0);
+    ck = cg_checkpoint_load(path);
+    ck_assert_msg(ck != NULL, "%s", TT_ERR);
+    ck_assert_int_eq(cg_checkpoint_tensor_info(ck, "x.f16", &dt, NULL, NULL),
+                     CG_OK);
+    ck_assert_int_eq(dt, CG_F16);
+    ck_assert_int_eq(cg_checkpoint_tensor_info(ck, "x.bf16", &dt, NULL,
+                                               NULL), CG_OK);
+    ck_assert_int_eq(dt, CG_BF16);
+    /* clgrad's casts of x equal PyTorch's. */
+    x = cg_checkpoint_tensor(ck, ctx, "x");
+    ck_assert_msg(x != NULL, "%s", TT_ERR);
+    h = cg_to_dtype(x, CG_F16);
+    b = cg_to_dtype(x, CG_BF16);
+    ck_assert_msg(h && b, "%s", TT_ERR);
+    th = cg_checkpoint_tensor_data(ck, "x.f16", &bytes);
+    ck_assert(th && bytes == 48);
+    tb = cg_checkpoint_tensor_data(ck, "x.bf16", &bytes);
+    ck_assert(tb && bytes == 48);
+    ck_assert_int_eq(cg_tensor_to_host(h, got, sizeof got), CG_OK);
+    for (i = 0; i < 24; i++)
+        ck_assert_msg(got[i] == th[i], "float16 of 0x%08x: 0x%04x, torch "
+                      "0x%04x", tricky_bits[i], got[i], th[i]);
+    ck_assert_int_eq(cg_tensor_to_host(b, got, sizeof got), CG_OK);
+    for (i = 0; i < 24; i++)
+        ck_assert_msg(got[i] == tb[i], "bfloat16 of 0x%08x: 0x%04x, torch "
+                      "0x%04x", tricky_bits[i], got[i], tb[i]);
+    /* PyTorch's 16-bit tensors load as such, bit for bit. */
+    for (k = 0; k < 2; k++) {
+        const char *name = k ? "b" : "h";
+        char bname[8];
+        int n;
+
+        snprintf(bname, sizeof bname, "%s.bits", name);
+        bits = cg_checkpoint_tensor_data(ck, bname, &bytes);
+        ck_assert(bits && bytes <= sizeof want * 2);
+        n = (int)(bytes / 4);
+        for (i = 0; i < n; i++)
+            want[i] = (uint16_t)bits[i];
+        loads_as(ck, name, k ? CG_BF16 : CG_F16, want, n);
+    }
+    cg_tensor_free(x);
+    cg_tensor_free(h);
+    cg_tensor_free(b);
+    cg_checkpoint_free(ck);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -295,6 +419,8 @@ main(void)
     tcase_add_test(tc, clgrad_loads_pytorch_weights_and_reproduces_the_output);
     tcase_add_test(tc, pytorch_loads_a_clgrad_cnn_with_batch_norm_statistics);
     tcase_add_test(tc, clgrad_loads_a_pytorch_cnn_with_batch_norm_statistics);
+    tcase_add_test(tc, pytorch_reads_clgrad_float16_and_bfloat16_bit_for_bit);
+    tcase_add_test(tc, clgrad_reads_pytorch_float16_and_bfloat16_bit_for_bit);
     suite_add_tcase(s, tc);
     return tt_run(s);
 }

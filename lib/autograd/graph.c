@@ -139,7 +139,8 @@ cg_tensor_set_requires_grad(cg_tensor *t, int requires_grad)
                          "leaf; this tensor was made by '%s'",
                          t->grad_fn->op);
     if (requires_grad && t->dtype != CG_F32)
-        return cg__error(CG_EDTYPE, "only float32 tensors can require grad");
+        return cg__error(CG_EDTYPE, "only float32 tensors can require "
+                         "grad, not %s", cg__dtype_name(t->dtype));
     t->requires_grad = requires_grad != 0;
     return CG_OK;
 }
@@ -177,7 +178,7 @@ cg_tensor *
 cg_detach(cg_tensor *t)
 {
     cg__error_clear();
-    if (cg__check_tensor(t, "t", 1))
+    if (cg__check_tensor(t, "t", CG__ANY_DTYPE))
         return NULL;
     return cg__tensor_view(t, t->ndim, t->shape, t->strides, t->offset);
 }
@@ -356,8 +357,13 @@ cg_backward(cg_tensor *root, cg_tensor *grad_output, int retain_graph)
         return cg__error(CG_ESTATE, "backward on a tensor that does not "
                          "require grad");
     if (grad_output) {
-        if ((status = cg__check_tensor(grad_output, "grad_output", 0)))
+        if ((status = cg__check_tensor(grad_output, "grad_output",
+                                       CG__ANY_DTYPE)))
             return status;
+        if (grad_output->dtype != root->dtype)
+            return cg__error(CG_EDTYPE, "grad_output is %s, the root %s",
+                             cg__dtype_name(grad_output->dtype),
+                             cg__dtype_name(root->dtype));
         if (grad_output->ctx != root->ctx)
             return cg__error(CG_ECONTEXT, "grad_output and root belong to "
                              "different contexts");
@@ -378,7 +384,12 @@ cg_backward(cg_tensor *root, cg_tensor *grad_output, int retain_graph)
     }
     cg_no_grad_enter();
     seed = grad_output ? cg__copy_contiguous(grad_output)
-                       : cg_full(root->ctx, root->ndim, root->shape, 1.0f);
+                       : cg__tensor_empty(root->ctx, root->dtype, root->ndim,
+                                          root->shape);
+    if (seed && !grad_output && cg__fill(seed, 1.0f) != CG_OK) {
+        cg_tensor_free(seed);
+        seed = NULL;
+    }
     if (!seed) {
         status = cg__last_status();
         goto out;

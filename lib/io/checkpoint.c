@@ -23,7 +23,18 @@
 const char *
 cg__ckpt_dtype_name(cg_dtype dtype)
 {
-    return dtype == CG_I64 ? "I64" : dtype == CG_I32 ? "I32" : "F32";
+    switch (dtype) {
+    case CG_I64:
+        return "I64";
+    case CG_I32:
+        return "I32";
+    case CG_F16:
+        return "F16";
+    case CG_BF16:
+        return "BF16";
+    default:
+        return "F32";
+    }
 }
 
 int
@@ -35,13 +46,17 @@ cg__ckpt_dtype_parse(const char *s)
         return CG_I32;
     if (strcmp(s, "I64") == 0)
         return CG_I64;
+    if (strcmp(s, "F16") == 0)
+        return CG_F16;
+    if (strcmp(s, "BF16") == 0)
+        return CG_BF16;
     return -1;
 }
 
 int
 cg__ckpt_dtype_size(cg_dtype dtype)
 {
-    return dtype == CG_I64 ? 8 : 4;
+    return dtype == CG_I64 ? 8 : dtype == CG_F16 || dtype == CG_BF16 ? 2 : 4;
 }
 
 void
@@ -266,7 +281,8 @@ cg_checkpoint_add_host(cg_checkpoint *ck, const char *name, cg_dtype dtype,
         return cg__error(CG_EINVAL, "checkpoint is NULL");
     if ((rc = check_name("tensor name", name)) != CG_OK)
         return rc;
-    if (dtype != CG_F32 && dtype != CG_I32 && dtype != CG_I64)
+    if (dtype != CG_F32 && dtype != CG_I32 && dtype != CG_I64 &&
+        dtype != CG_F16 && dtype != CG_BF16)
         return cg__error(CG_EDTYPE, "tensor '%s': unknown dtype %d", name,
                          (int)dtype);
     if (ndim < 0 || ndim > CG_MAX_DIMS || (ndim > 0 && !shape))
@@ -307,7 +323,8 @@ cg_checkpoint_add_tensor(cg_checkpoint *ck, const char *name,
         return rc;
     ndim = cg_tensor_ndim(t);
     cg_tensor_shape(t, shape);
-    bytes = (size_t)cg_tensor_numel(t) * 4;
+    bytes = (size_t)cg_tensor_numel(t) *
+            (size_t)cg__ckpt_dtype_size(cg_tensor_dtype(t));
     buf = cg__malloc(bytes);
     if (!buf)
         return CG_EHOSTMEM;

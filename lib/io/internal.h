@@ -48,13 +48,13 @@ int cg__ckpt_find(const cg_checkpoint *ck, const char *name);
 /* Whether s (len bytes) is well-formed UTF-8. */
 int cg__utf8_valid(const char *s, size_t len);
 
-/* "F32" / "I32" / "I64", and the reverse (-1 if none); the size of one
+/* "F32" / "I32" / "I64" / "F16" / "BF16", and the reverse (-1 if none); the size of one
  * element in bytes. */
 const char *cg__ckpt_dtype_name(cg_dtype dtype);
 int cg__ckpt_dtype_parse(const char *s);
 int cg__ckpt_dtype_size(cg_dtype dtype);
 
-/* Copies `bytes` bytes of elements `size` bytes wide (4 or 8), converting
+/* Copies `bytes` bytes of elements `size` bytes wide (2, 4 or 8), converting
  * between host order and little-endian (the same swap both ways; memcpy
  * on little-endian hosts). */
 void cg__le_copy(void *dst, const void *src, size_t bytes, int size);

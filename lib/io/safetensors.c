@@ -237,7 +237,7 @@ parse_entry(const char *path, const char *name, json_object *val,
     e->dtype = cg__ckpt_dtype_parse(json_object_get_string(dtype));
     if (e->dtype < 0)
         return cg__error(CG_EFORMAT, "%s: tensor '%s': dtype %.32s is not "
-                         "supported (only F32, I32 and I64)", path, name,
+                         "supported (only F32, I32, I64, F16 and BF16)", path, name,
                          json_object_get_string(dtype));
     need = (uint64_t)cg__ckpt_dtype_size((cg_dtype)e->dtype);
     if (!json_object_is_type(shape, json_type_array) ||

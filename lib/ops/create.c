@@ -12,24 +12,69 @@
 
 #include "ops/internal.h"
 
+/* The float16 bits of v rounded to nearest even, as kernels/cast.cl's
+ * cast_f32_f16 (a NaN is 0x7E00 with v's sign). */
+static uint16_t
+f16_bits(float v)
+{
+    uint32_t b, a, sign, r, rem, half, shift, m;
+
+    memcpy(&b, &v, sizeof b);
+    sign = (b >> 16) & 0x8000u;
+    a = b & 0x7FFFFFFFu;
+    if (a > 0x7F800000u)
+        return (uint16_t)(sign | 0x7E00u);
+    if (a >= 0x477FF000u)               /* 65520 and up round to inf */
+        return (uint16_t)(sign | 0x7C00u);
+    if (a <= 0x33000000u)               /* 2^-25 and below round to 0 */
+        return (uint16_t)sign;
+    if (a < 0x38800000u) {              /* below 2^-14: a subnormal */
+        m = (a & 0x7FFFFFu) | 0x800000u;
+        shift = 126 - (a >> 23);
+        r = m >> shift;
+        rem = m & ((1u << shift) - 1);
+        half = 1u << (shift - 1);
+    } else {
+        r = (a - (112u << 23)) >> 13;
+        rem = a & 0x1FFFu;
+        half = 0x1000u;
+    }
+    if (rem > half || (rem == half && (r & 1)))
+        r++;
+    return (uint16_t)(sign | r);
+}
+
+/* The bfloat16 bits of v, as cast_f32_bf16 (a NaN is 0x7FC0). */
+static uint16_t
+bf16_bits(float v)
+{
+    uint32_t b;
+
+    memcpy(&b, &v, sizeof b);
+    if ((b & 0x7FFFFFFFu) > 0x7F800000u)
+        return 0x7FC0;
+    return (uint16_t)((b + 0x7FFFu + ((b >> 16) & 1u)) >> 16);
+}
+
 int
 cg__fill(cg_tensor *t, float value)
 {
     int status = CG_OK;
-    size_t n = (size_t)cg_tensor_numel(t);
+    size_t n = (size_t)cg_tensor_numel(t), es = cg__dtype_size(t->dtype);
+    uint16_t h = t->dtype == CG_F16 ? f16_bits(value) : bf16_bits(value);
+    const void *pattern = es == 2 ? (const void *)&h : (const void *)&value;
 
     CG__CHECK_CL(cg__fault(CG__FAULT_LAUNCH) ? CL_OUT_OF_RESOURCES
                  : clEnqueueFillBuffer(t->ctx->queue, cg__tensor_mem(t),
-                                       &value, sizeof value,
-                                       (size_t)t->offset * 4, n * 4, 0, NULL,
-                                       NULL),
+                                       pattern, es, (size_t)t->offset * es,
+                                       n * es, 0, NULL, NULL),
                  "clEnqueueFillBuffer");
 fail:
     return status;
 }
 
-/* The row copy (copy32v): words per work-item, a multiple of its vector
- * width; rows shorter than COPY_MIN_ROW take the element kernel. */
+/* The row copy (copyBITSv): elements per work-item, a multiple of its
+ * vector width; rows shorter than COPY_MIN_ROW take the element kernel. */
 #define COPY_CHUNK 64
 #define COPY_MIN_ROW 8
 
@@ -41,7 +86,7 @@ cg__copy_into(cg_tensor *dst, const cg_tensor *src)
     cl_kernel k;
     cl_mem ms = cg__tensor_mem(src), md = cg__tensor_mem(dst);
     cl_uint n, len, ch = COPY_CHUNK;
-    int status;
+    int wide = cg__dtype_size(dst->dtype) == 4, status;
 
     cg__layout_make(&l, dst->ndim, dst->shape, 2, ops);
     n = (cl_uint)l.numel;
@@ -50,7 +95,8 @@ cg__copy_into(cg_tensor *dst, const cg_tensor *src)
      * streams them (a transpose's rows, a narrowed view's). */
     if (n > 0 && len >= COPY_MIN_ROW && l.strides[0].s[l.nd - 1] == 1 &&
         l.strides[1].s[l.nd - 1] == 1) {
-        status = cg__kernel(dst->ctx, CG__K_COPY32V, &k);
+        status = cg__kernel(dst->ctx, wide ? CG__K_COPY32V : CG__K_COPY16V,
+                            &k);
         if (status == CG_OK)
             status = cg__args(k, CG__ARG(ms), CG__ARG(l.offset[0]),
                               CG__ARG(md), CG__ARG(l.offset[1]),
@@ -62,7 +108,7 @@ cg__copy_into(cg_tensor *dst, const cg_tensor *src)
                                        CG__WG);
         return status;
     }
-    status = cg__kernel(dst->ctx, CG__K_COPY32, &k);
+    status = cg__kernel(dst->ctx, wide ? CG__K_COPY32 : CG__K_COPY16, &k);
     if (status == CG_OK)
         status = cg__args(k, CG__ARG(ms), CG__ARG(l.offset[0]), CG__ARG(md),
                           CG__ARG(l.offset[1]), CG__ARG(l.shape),
@@ -128,7 +174,8 @@ cg_tensor_item(const cg_tensor *t, float *value)
     if (!t || !value)
         return cg__error(CG_EINVAL, "%s is NULL", t ? "value" : "t");
     if (t->dtype != CG_F32)
-        return cg__error(CG_EDTYPE, "item of an int32 tensor");
+        return cg__error(CG_EDTYPE, "item of a %s tensor (needs float32)",
+                         cg__dtype_name(t->dtype));
     if (cg_tensor_numel(t) != 1) {
         char s[128];
 
@@ -137,6 +184,26 @@ cg_tensor_item(const cg_tensor *t, float *value)
                                                        sizeof s));
     }
     return cg_tensor_to_host(t, value, sizeof *value);
+}
+
+/* acc += alpha * g for 16-bit acc and g: in float32, rounded once. */
+static int
+axpy16(cg_tensor *acc, const cg_tensor *g, float alpha)
+{
+    cg_tensor *a32 = cg__cast(acc, CG_F32);
+    cg_tensor *g32 = a32 ? cg__cast((cg_tensor *)g, CG_F32) : NULL;
+    cg_tensor *r = NULL;
+    int status = g32 ? cg__axpy_inplace(a32, g32, alpha)
+                     : cg__last_status();
+
+    if (status == CG_OK && !(r = cg__cast(a32, acc->dtype)))
+        status = cg__last_status();
+    if (status == CG_OK)
+        status = cg__copy_into(acc, r);
+    cg_tensor_free(r);
+    cg_tensor_free(g32);
+    cg_tensor_free(a32);
+    return status;
 }
 
 int
@@ -148,6 +215,8 @@ cg__axpy_inplace(cg_tensor *acc, const cg_tensor *g, float alpha)
     cl_uint n;
     int status;
 
+    if (acc->dtype != CG_F32)
+        return axpy16(acc, g, alpha);
     cg__layout_make(&l, acc->ndim, acc->shape, 1, &g);
     n = (cl_uint)l.numel;
     status = cg__kernel(acc->ctx, CG__K_AXPY, &k);

@@ -23,8 +23,8 @@ check_indices(const cg_tensor *idx, const char *op)
     if (!idx)
         return cg__error(CG_EINVAL, "%s: indices is NULL", op);
     if (idx->dtype != CG_I32)
-        return cg__error(CG_EDTYPE, "%s: indices must be int32, not float32",
-                         op);
+        return cg__error(CG_EDTYPE, "%s: indices must be int32, not %s", op,
+                         cg__dtype_name(idx->dtype));
     return CG_OK;
 }
 

@@ -48,14 +48,23 @@ cg_tensor *cg__copy_contiguous(cg_tensor *t);
  * element 0 - contiguous with offset 0 - else a contiguous copy. */
 cg_tensor *cg__dense(cg_tensor *t);
 
-/* dst (any layout) = src (same shape, any layout); 32-bit words. */
+/* dst (any layout) = src (same shape and element size, any layout): a
+ * copy of 32-bit or 16-bit words. */
 int cg__copy_into(cg_tensor *dst, const cg_tensor *src);
 
-/* acc += alpha * g; acc contiguous, g of the same shape, any layout. */
+/* acc += alpha * g; acc contiguous, g of the same shape and dtype, any
+ * layout.  A 16-bit acc is added to in float32 and rounded once, as
+ * PyTorch adds half tensors. */
 int cg__axpy_inplace(cg_tensor *acc, const cg_tensor *g, float alpha);
 
-/* Sets every element of contiguous t to value (float32 or int32 bits). */
+/* Sets every element of contiguous t to value (float32 or int32 bits; for
+ * a 16-bit t, value rounded to its dtype as cg_to_dtype does). */
 int cg__fill(cg_tensor *t, float value);
+
+/* x converted to dtype, float32 <-> float16 or bfloat16 (kernels/
+ * cast.cl): a new contiguous tensor; no recording.  CG_EDTYPE for another
+ * pair. */
+cg_tensor *cg__cast(cg_tensor *x, cg_dtype dtype);
 
 /* Sums g (contiguous) over the dimensions along which a tensor of `shape`
  * was broadcast to g's shape, giving a new tensor of that shape. */

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * lib/ops/join.c - concat, stack and split.  concat copies each input into
- * its slice of the output with the copy32 kernel (any layout, float32 or
- * int32); its backward hands each input a view of its slice of the
+ * its slice of the output with the copy kernels (any layout, any dtype:
+ * 32-bit words or 16-bit ones); its backward hands each input a view of its slice of the
  * gradient.  stack is unsqueeze + concat; split is a list of narrows.
  */
 #include "config.h"
@@ -41,8 +41,8 @@ concat_check(cg_tensor *const *ts, int n, int dim, int *d, int64_t *total)
                              "to different contexts", k);
         if (t->dtype != t0->dtype)
             return cg__error(CG_EDTYPE, "concat: tensor %d is %s, tensor 0 "
-                             "%s", k, t->dtype == CG_F32 ? "float32" : "int32",
-                             t0->dtype == CG_F32 ? "float32" : "int32");
+                             "%s", k, cg__dtype_name(t->dtype),
+                             cg__dtype_name(t0->dtype));
         for (j = 0; j < t0->ndim && !bad; j++)
             bad = j != *d && t->shape[j] != t0->shape[j];
         if (bad)
@@ -236,7 +236,7 @@ cg_split(cg_tensor *x, int dim, int n, const int64_t *sizes,
     int k, d, status;
 
     cg__error_clear();
-    if ((status = cg__check_tensor(x, "input", 1)))
+    if ((status = cg__check_tensor(x, "input", CG__ANY_DTYPE)))
         return status;
     if (n < 1 || !sizes || !outputs)
         return cg__error(CG_EINVAL, "split: %d pieces%s", n,
@@ -274,7 +274,7 @@ cg_split_chunks(cg_tensor *x, int dim, int64_t chunk, int max_outputs,
     int d, status;
 
     cg__error_clear();
-    if ((status = cg__check_tensor(x, "input", 1)))
+    if ((status = cg__check_tensor(x, "input", CG__ANY_DTYPE)))
         return status;
     d = cg__dim(dim, x->ndim);
     if (d < 0 || chunk < 1 || !outputs)

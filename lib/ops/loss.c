@@ -112,7 +112,7 @@ check_class_args(const char *op, cg_tensor *x, cg_tensor *t,
         return status;
     if (t->dtype != CG_I32)
         return cg__error(CG_EDTYPE, "%s: target must be int32 class "
-                         "indices, not float32", op);
+                         "indices, not %s", op, cg__dtype_name(t->dtype));
     cg__shape_str(x->ndim, x->shape, s1, sizeof s1);
     cg__shape_str(t->ndim, t->shape, s2, sizeof s2);
     if (!((x->ndim == 2 && t->ndim == 1 && t->shape[0] == x->shape[0]) ||

@@ -64,7 +64,7 @@ cg_reshape(cg_tensor *x, int ndim, const int64_t *shape)
     char s1[CG_MAX_DIMS * 22 + 4], s2[CG_MAX_DIMS * 22 + 4];
 
     cg__error_clear();
-    if (cg__check_tensor(x, "input", 1))
+    if (cg__check_tensor(x, "input", CG__ANY_DTYPE))
         return NULL;
     if (ndim < 0 || ndim > CG_MAX_DIMS || (ndim > 0 && !shape)) {
         cg__error(CG_EINVAL, "reshape to %d dimensions", ndim);
@@ -107,7 +107,7 @@ cg_flatten(cg_tensor *x, int start_dim, int end_dim)
     int d, nd;
 
     cg__error_clear();
-    if (cg__check_tensor(x, "input", 1))
+    if (cg__check_tensor(x, "input", CG__ANY_DTYPE))
         return NULL;
     nd = x->ndim > 0 ? x->ndim : 1;
     if (start_dim < 0)
@@ -155,7 +155,7 @@ cg_permute(cg_tensor *x, const int *perm)
     int d;
 
     cg__error_clear();
-    if (cg__check_tensor(x, "input", 1))
+    if (cg__check_tensor(x, "input", CG__ANY_DTYPE))
         return NULL;
     if (!perm && x->ndim > 0) {
         cg__error(CG_EINVAL, "perm is NULL");
@@ -184,7 +184,7 @@ cg_transpose(cg_tensor *x, int dim0, int dim1)
     int perm[CG_MAX_DIMS], d, a, b;
 
     cg__error_clear();
-    if (cg__check_tensor(x, "input", 1))
+    if (cg__check_tensor(x, "input", CG__ANY_DTYPE))
         return NULL;
     a = cg__dim(dim0, x->ndim);
     b = cg__dim(dim1, x->ndim);
@@ -208,7 +208,7 @@ narrow_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
     int64_t shape[CG_MAX_DIMS];
     int status;
 
-    gx = cg__tensor_empty(g->ctx, CG_F32, x->ndim, x->shape);
+    gx = cg__tensor_empty(g->ctx, g->dtype, x->ndim, x->shape);
     if (!gx)
         return cg__last_status();
     memcpy(shape, gx->shape, sizeof shape);
@@ -235,7 +235,7 @@ cg_narrow(cg_tensor *x, int dim, int64_t start, int64_t length)
     char s[128];
 
     cg__error_clear();
-    if (cg__check_tensor(x, "input", 1))
+    if (cg__check_tensor(x, "input", CG__ANY_DTYPE))
         return NULL;
     d = cg__dim(dim, x->ndim);
     if (d < 0) {
@@ -263,12 +263,22 @@ cg_narrow(cg_tensor *x, int dim, int64_t start, int64_t length)
                        x, "narrow", narrow_backward, p, 2);
 }
 
+/* A 16-bit gradient is summed in float32 and rounded once, as PyTorch's
+ * sum of a half tensor. */
 static int
 expand_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
 {
-    cg_tensor *x = node->inputs[0];
+    cg_tensor *x = node->inputs[0], *g32, *s;
 
-    gin[0] = cg__sum_to_shape(g, x->ndim, x->shape);
+    if (g->dtype == CG_F32) {
+        gin[0] = cg__sum_to_shape(g, x->ndim, x->shape);
+        return gin[0] ? CG_OK : cg__last_status();
+    }
+    g32 = cg__cast(g, CG_F32);
+    s = g32 ? cg__sum_to_shape(g32, x->ndim, x->shape) : NULL;
+    gin[0] = s ? cg__cast(s, g->dtype) : NULL;
+    cg_tensor_free(s);
+    cg_tensor_free(g32);
     return gin[0] ? CG_OK : cg__last_status();
 }
 
@@ -280,7 +290,7 @@ cg_expand(cg_tensor *x, int ndim, const int64_t *shape)
     char s1[128], s2[CG_MAX_DIMS * 22 + 4];
 
     cg__error_clear();
-    if (cg__check_tensor(x, "input", 1))
+    if (cg__check_tensor(x, "input", CG__ANY_DTYPE))
         return NULL;
     if (ndim < x->ndim || ndim > CG_MAX_DIMS || !shape)
         goto bad;
@@ -319,7 +329,7 @@ cg_squeeze(cg_tensor *x, int dim)
     int d, k, n = 0;
 
     cg__error_clear();
-    if (cg__check_tensor(x, "input", 1))
+    if (cg__check_tensor(x, "input", CG__ANY_DTYPE))
         return NULL;
     d = cg__dim(dim, x->ndim);
     if (d < 0 || x->shape[d] != 1) {
@@ -343,7 +353,7 @@ cg_unsqueeze(cg_tensor *x, int dim)
     int d, k, n = 0;
 
     cg__error_clear();
-    if (cg__check_tensor(x, "input", 1))
+    if (cg__check_tensor(x, "input", CG__ANY_DTYPE))
         return NULL;
     d = cg__dim(dim, x->ndim + 1);
     if (d < 0 || x->ndim == CG_MAX_DIMS) {
@@ -369,7 +379,7 @@ cg_tensor *
 cg_contiguous(cg_tensor *x)
 {
     cg__error_clear();
-    if (cg__check_tensor(x, "input", 1))
+    if (cg__check_tensor(x, "input", CG__ANY_DTYPE))
         return NULL;
     if (cg_tensor_is_contiguous(x))
         return cg_tensor_ref(x);

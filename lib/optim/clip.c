@@ -44,7 +44,8 @@ collect_grads(const char *fn, cg_tensor *const *params, int n,
             continue;
         if (g->dtype != CG_F32)
             return cg__error(CG_EDTYPE, "%s: the gradient of params[%d] is "
-                             "not float32", fn, i);
+                             "%s, not float32", fn, i,
+                             cg__dtype_name(g->dtype));
         if (!cg_tensor_is_contiguous(g))
             return cg__error(CG_EINVAL, "%s: the gradient of params[%d] is "
                              "not contiguous", fn, i);

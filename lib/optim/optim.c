@@ -422,7 +422,8 @@ check_grads(const cg_optimizer *opt)
             continue;
         if (g->dtype != CG_F32)
             return cg__error(CG_EDTYPE, "optimizer step: the gradient of "
-                             "parameter %d is not float32", i);
+                             "parameter %d is %s, not float32", i,
+                             cg__dtype_name(g->dtype));
         if (g->ndim != p->ndim ||
             memcmp(g->shape, p->shape, sizeof(int64_t) * (size_t)p->ndim) ||
             !cg_tensor_is_contiguous(g))

@@ -36,6 +36,8 @@ struct cg_tensor {
 
 /* Bytes per element. */
 size_t cg__dtype_size(cg_dtype dtype);
+/* "float32", "int32", "int64", "float16", "bfloat16" (static). */
+const char *cg__dtype_name(cg_dtype dtype);
 
 /* A new contiguous tensor with fresh storage; contents undefined. */
 cg_tensor *cg__tensor_empty(cg_context *ctx, cg_dtype dtype, int ndim,
@@ -52,8 +54,11 @@ int64_t cg__numel(int ndim, const int64_t *shape);
 void cg__contiguous_strides(int ndim, const int64_t *shape,
                             int64_t *strides);
 
-/* Checks an argument tensor: not NULL, float32 unless `any_dtype`.  The
- * name goes into the message. */
+/* Checks an argument tensor: not NULL, and float32 (any_dtype 0), float32
+ * or int32 (1: the 32-bit dtypes that ops index and copy), or any dtype
+ * (CG__ANY_DTYPE: views, which copy nothing, and cg_detach).  The name
+ * and the dtype go into the message. */
+#define CG__ANY_DTYPE 2
 int cg__check_tensor(const cg_tensor *t, const char *name, int any_dtype);
 
 /* Formats a shape as "[2, 3]" into buf (returns buf). */

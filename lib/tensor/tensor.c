@@ -15,8 +15,33 @@
 size_t
 cg__dtype_size(cg_dtype dtype)
 {
-    (void)dtype;
-    return 4;   /* float32 and int32; fp16 storage will make this vary */
+    switch (dtype) {
+    case CG_F16:
+    case CG_BF16:
+        return 2;
+    case CG_I64:
+        return 8;
+    default:
+        return 4;
+    }
+}
+
+const char *
+cg__dtype_name(cg_dtype dtype)
+{
+    switch (dtype) {
+    case CG_F32:
+        return "float32";
+    case CG_I32:
+        return "int32";
+    case CG_I64:
+        return "int64";
+    case CG_F16:
+        return "float16";
+    case CG_BF16:
+        return "bfloat16";
+    }
+    return "an unknown dtype";
 }
 
 int64_t
@@ -74,8 +99,12 @@ cg__check_tensor(const cg_tensor *t, const char *name, int any_dtype)
 {
     if (!t)
         return cg__error(CG_EINVAL, "%s is NULL", name);
-    if (!any_dtype && t->dtype != CG_F32)
-        return cg__error(CG_EDTYPE, "%s must be float32, not int32", name);
+    if (any_dtype == CG__ANY_DTYPE)
+        return CG_OK;
+    if (t->dtype != CG_F32 && (!any_dtype || t->dtype != CG_I32))
+        return cg__error(CG_EDTYPE, "%s must be float32%s, not %s", name,
+                         any_dtype ? " or int32" : "",
+                         cg__dtype_name(t->dtype));
     return CG_OK;
 }
 
@@ -177,8 +206,10 @@ cg_tensor_new(cg_context *ctx, cg_dtype dtype, int ndim, const int64_t *shape)
         cg__error(CG_EINVAL, "ctx is NULL");
         return NULL;
     }
-    if (dtype != CG_F32 && dtype != CG_I32) {
-        cg__error(CG_EDTYPE, "unknown dtype %d", (int)dtype);
+    if (dtype != CG_F32 && dtype != CG_I32 && dtype != CG_F16 &&
+        dtype != CG_BF16) {
+        cg__error(CG_EDTYPE, "dtype %d is not a tensor dtype (float32, "
+                  "int32, float16, bfloat16)", (int)dtype);
         return NULL;
     }
     return cg__tensor_empty(ctx, dtype, ndim, shape);
@@ -197,7 +228,8 @@ cg_tensor_from_host(cg_context *ctx, cg_dtype dtype, int ndim,
     }
     t = cg_tensor_new(ctx, dtype, ndim, shape);
     if (t && cg_buffer_write(t->storage->buf, 0, data,
-                             (size_t)cg__numel(ndim, shape) * 4) != CG_OK) {
+                             (size_t)cg__numel(ndim, shape) *
+                             cg__dtype_size(dtype)) != CG_OK) {
         cg_tensor_free(t);
         return NULL;
     }

@@ -12,7 +12,10 @@
  * and is cg_tensor_numel, every element's address inside its storage, and
  * a read-back that works and agrees with the storage read directly
  * through the view's strides and offset.  Tensors of more than KEEP_MAX
- * elements are checked and dropped, so that kernels stay cheap.
+ * elements are checked and dropped, so that kernels stay cheap.  Created
+ * tensors are float32, int32, float16 or bfloat16, and cg_to_dtype
+ * converts between them, so every op meets 16-bit operands (which all but
+ * views, joins and casts must refuse) and element sizes of 2 and 4.
  */
 #include "config.h"
 
@@ -103,31 +106,50 @@ same_bits(uint32_t a, uint32_t b)
     return a == b || (isnan(x) && isnan(y));
 }
 
+/* Element i of a buffer of es-byte elements, as a number. */
+static uint32_t
+elem(const unsigned char *p, int64_t i, size_t es)
+{
+    uint32_t w = 0;
+    uint16_t h;
+
+    if (es == 2) {
+        memcpy(&h, p + (size_t)i * 2, 2);
+        return h;
+    }
+    memcpy(&w, p + (size_t)i * 4, 4);
+    return w;
+}
+
 /* Reads the view's elements from its storage through shape, strides and
  * offset, and compares them with cg_tensor_to_host's. */
 static void
 check_readback(const cg_tensor *t, int64_t numel)
 {
     size_t sbytes = cg_buffer_size(t->storage->buf);
-    uint32_t *all = malloc(sbytes ? sbytes : 4), *got = malloc(numel * 4 + 4);
+    size_t es = cg__dtype_size(t->dtype);
+    unsigned char *all = malloc(sbytes ? sbytes : 4);
+    unsigned char *got = malloc((size_t)numel * es + 4);
     int64_t i, idx[CG_MAX_DIMS] = { 0 };
     int d;
 
     FUZZ_ASSERT(all && got, "out of host memory");
-    FUZZ_ASSERT(cg_tensor_to_host(t, got, (size_t)numel * 4) == CG_OK,
+    FUZZ_ASSERT(cg_tensor_to_host(t, got, (size_t)numel * es) == CG_OK,
                 "read-back of a consistent tensor failed");
     FUZZ_ASSERT(cg_buffer_read(t->storage->buf, 0, all, sbytes) == CG_OK,
                 "reading the storage failed");
     for (i = 0; i < numel; i++) {
         int64_t at = t->offset;
-        uint32_t want;
+        uint32_t want, g;
 
         for (d = 0; d < t->ndim; d++)
             at += idx[d] * t->strides[d];
-        want = all[at];
-        FUZZ_ASSERT(same_bits(got[i], want),
+        want = elem(all, at, es);
+        g = elem(got, i, es);
+        /* 16-bit copies are integer copies: exact. */
+        FUZZ_ASSERT(es == 2 ? g == want : same_bits(g, want),
                     "element %lld reads 0x%08x, the storage has 0x%08x",
-                    (long long)i, got[i], want);
+                    (long long)i, g, want);
         for (d = t->ndim - 1; d >= 0; d--) {
             if (++idx[d] < t->shape[d])
                 break;
@@ -169,7 +191,8 @@ check_tensor(const cg_tensor *t, const char *call)
                     "%s: the extent overflows", call);
     }
     FUZZ_ASSERT(lo >= 0 && !__builtin_add_overflow(hi, 1, &end) &&
-                (uint64_t)end * 4 <= cg_buffer_size(t->storage->buf),
+                (uint64_t)end * cg__dtype_size(t->dtype) <=
+                cg_buffer_size(t->storage->buf),
                 "%s: elements %lld..%lld of a storage of %zu bytes", call,
                 (long long)lo, (long long)hi,
                 cg_buffer_size(t->storage->buf));
@@ -208,6 +231,8 @@ create(fuzz_input *in, int s)
     int64_t shape[CG_MAX_DIMS + 2], n;
     unsigned kind = fuzz_u8(in);
     int ndim = get_shape(in, shape), valid, small, i;
+    cg_dtype dt = kind & 8 ? CG_I32 : !(kind & 0x20) ? CG_F32
+                  : kind & 0x40 ? CG_BF16 : CG_F16;
     cg_tensor *t;
 
     n = ndim <= CG_MAX_DIMS ? exact_numel(ndim, shape) : -1;
@@ -223,9 +248,10 @@ create(fuzz_input *in, int s)
     cg__error_clear();
     switch (kind % 6) {
     case 0:
-        t = cg_tensor_new(ctx, kind & 8 ? CG_I32 : CG_F32, ndim, shape);
+        t = cg_tensor_new(ctx, dt, ndim, shape);
         if (t && cg_tensor_numel(t) <= KEEP_MAX)
-            cg_tensor_write(t, host, (size_t)cg_tensor_numel(t) * 4);
+            cg_tensor_write(t, host, (size_t)cg_tensor_numel(t) *
+                            cg__dtype_size(dt));
         break;
     case 1:
         t = cg_zeros(ctx, ndim, shape);
@@ -238,8 +264,7 @@ create(fuzz_input *in, int s)
          * may be asked for, one it could accept must fit. */
         if (valid && n > KEEP_MAX)
             return;
-        t = cg_tensor_from_host(ctx, kind & 8 ? CG_I32 : CG_F32, ndim, shape,
-                                host);
+        t = cg_tensor_from_host(ctx, dt, ndim, shape, host);
         break;
     case 4:
         t = cg_rand_uniform(ctx, ndim, shape, -2.0f, 2.0f);
@@ -301,7 +326,11 @@ view(fuzz_input *in, unsigned op, int s)
         result(cg_unsqueeze(t, get_dim(in)), s, "cg_unsqueeze");
         break;
     default:
-        result(cg_contiguous(t), s, "cg_contiguous");
+        if (op & 8)     /* dtypes 0..4 and one that is none */
+            result(cg_to_dtype(t, (cg_dtype)(fuzz_u8(in) % 6)), s,
+                   "cg_to_dtype");
+        else
+            result(cg_contiguous(t), s, "cg_contiguous");
         break;
     }
 }

@@ -3,7 +3,8 @@
  * tests/fuzz/fuzz_checkpoint.c - the checkpoint (safetensors) loader.  The
  * input is the file: cg_checkpoint_load reads it from the scratch
  * directory.  A checkpoint that loads must then answer every query
- * consistently: each tensor's info, its data of exactly numel * 4 bytes,
+ * consistently: each tensor's info, its data of exactly numel times the
+ * element size (2 for F16 and BF16, 4, or 8 for I64) in bytes,
  * the metadata by index and by key, the number readers, the training
  * position and the generator; small tensors go to the device and back and
  * must come back with the same bytes.
@@ -34,8 +35,8 @@ check_tensor(const cg_checkpoint *ck, int i)
     FUZZ_ASSERT(cg_checkpoint_tensor_info(ck, name, &dtype, &ndim, shape) ==
                 CG_OK, "info of tensor %s", name);
     FUZZ_ASSERT(ndim >= 0 && ndim <= CG_MAX_DIMS, "ndim %d", ndim);
-    FUZZ_ASSERT(dtype == CG_F32 || dtype == CG_I32 || dtype == CG_I64,
-                "dtype %d", (int)dtype);
+    FUZZ_ASSERT(dtype == CG_F32 || dtype == CG_I32 || dtype == CG_I64 ||
+                dtype == CG_F16 || dtype == CG_BF16, "dtype %d", (int)dtype);
     for (d = 0; d < ndim; d++) {
         FUZZ_ASSERT(shape[d] >= 0, "%s: dimension %d is %lld", name, d,
                     (long long)shape[d]);
@@ -44,7 +45,9 @@ check_tensor(const cg_checkpoint *ck, int i)
     FUZZ_ASSERT(!overflow, "%s: the shape's product overflows", name);
     data = cg_checkpoint_tensor_data(ck, name, &bytes);
     FUZZ_ASSERT(data != NULL || bytes == 0, "%s: no data", name);
-    FUZZ_ASSERT(bytes == (size_t)numel * (dtype == CG_I64 ? 8 : 4),
+    FUZZ_ASSERT(bytes == (size_t)numel * (dtype == CG_I64 ? 8 :
+                                          dtype == CG_F16 ||
+                                          dtype == CG_BF16 ? 2 : 4),
                 "%s: %zu bytes for %lld elements", name, bytes,
                 (long long)numel);
     if (numel > DEVICE_MAX || !fuzz_context())

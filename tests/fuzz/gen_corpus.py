@@ -77,6 +77,16 @@ def checkpoint():
     put('checkpoint', 'near-position',
         safetensors([w], {'train.step': '-1', 'train.epoch': '1e3',
                           'train.index': '99999999999999999999'}))
+    # 16-bit tensors as PyTorch writes float16 / bfloat16 (NaN, inf,
+    # subnormal bits included), and a BF16 entry sized as F32
+    put('checkpoint', 'valid-f16-bf16',
+        safetensors([('h', 'F16', [2, 3], struct.pack('<6H', 0x3C00, 0x7E00,
+                                                      0xFC00, 0x0001, 0x8000,
+                                                      0x7BFF)),
+                     ('b', 'BF16', [3], struct.pack('<3H', 0x7FC0, 0xFF80,
+                                                   0x0001)), w]))
+    put('checkpoint', 'near-bf16-size',
+        safetensors([('b', 'BF16', [2], f32(1, 2))]))
     put('checkpoint', 'near-gap',
         safetensors([], header='{"a":{"dtype":"F32","shape":[1],'
                     '"data_offsets":[4,8]}}', pad=bytes(8)))
@@ -196,8 +206,16 @@ def opbyte(kind, sub, bits=4, mask=0xff):
     raise ValueError((kind, sub))
 
 
-def create(slot, shp, kind=3, grad=False):
-    return b'\x00' + bytes([slot, kind | (0x10 if grad else 0)]) + shape(shp)
+def create(slot, shp, kind=3, grad=False, dtype=None):
+    """dtype None: float32; 'F16' or 'BF16' (kinds 0 and 3 only): a kind
+    byte k with k % 6 == kind and bits 0x20 (16-bit), 0x40 (bfloat16)."""
+    if dtype is None:
+        return b'\x00' + bytes([slot, kind | (0x10 if grad else 0)]) + \
+            shape(shp)
+    want = 0x20 | (0x40 if dtype == 'BF16' else 0) | (0x10 if grad else 0)
+    k = next(b for b in range(256)
+             if b % 6 == kind and b & 0x78 == want)
+    return b'\x00' + bytes([slot, k]) + shape(shp)
 
 
 def view(slot, src, code, args=b''):
@@ -241,6 +259,21 @@ def api():
     put('api', 'regress-narrow-wrap', a +
         view(1, 0, 3, dim(1) + size(2**63 - 807) + size(808)) +
         view(2, 0, 3, dim(1) + size(-2**63) + size(2)))
+    # 16-bit tensors: views and their copies (a transpose made contiguous,
+    # a narrow), casts from float32 and back (the code 7 with bit 3: the
+    # next byte picks the dtype), and ops that must refuse them.
+    h = create(0, [3, 5], 3, dtype='F16') + create(1, [2, 7], 0, dtype='BF16')
+    cast = opbyte(2, 15, 4, 15)
+    put('api', 'valid-half-views', h + view(2, 0, 1, dim(0) + dim(1)) +
+        view(3, 2, 7) + view(4, 1, 3, dim(1) + size(2) + size(4)) +
+        view(5, 1, 4, shape([3, 2, 7])))
+    put('api', 'valid-half-cast', create(0, [4, 3], 3, True) +
+        cast + bytes([1, 0, 3]) + cast + bytes([2, 0, 4]) +
+        view(3, 1, 1, dim(0) + dim(1)) + cast + bytes([4, 3, 0]) +
+        cast + bytes([5, 2, 1]) + b'\x08\x04\x04\x00')
+    put('api', 'near-half-ops', h + b'\x05\x03\x00\x01' +
+        b'\x06\x05\x00\x00\x00' + bytes([4, 1 << 3 | 0, 0]) + bytes([0]) +
+        b'\x08\x01\x00\x00')
     put('api', 'near-dims', a + view(1, 0, 1, bytes([255, 240])) +
         view(2, 0, 5, dim(5)) + view(3, 0, 2, bytes(8)))
 

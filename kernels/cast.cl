@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * kernels/cast.cl - conversions between float32 and the 16-bit storage
+ * dtypes, float16 (IEEE binary16) and bfloat16, bit for bit as PyTorch's
+ * c10::Half and c10::BFloat16 convert:
+ *     float32 -> float16:  round to nearest even (vstore_half_rte), every
+ *                          NaN the quiet NaN 0x7E00 with its sign
+ *     float16 -> float32:  exact (vload_half); a NaN keeps its sign and
+ *                          payload and is made quiet
+ *     float32 -> bfloat16: the top 16 bits rounded to nearest even, every
+ *                          NaN 0x7FC0 (no sign)
+ *     bfloat16 -> float32: the 16 bits shifted up (integers only: no
+ *                          flushing of subnormals)
+ * The NaN cases are spelt out rather than left to vstore_half and
+ * vload_half, whose NaN payloads OpenCL leaves to the implementation.
+ * Only storage is 16-bit: no cl_khr_fp16 arithmetic is used.
+ *
+ * Index space: one work-item per element of the contiguous output, n of
+ * them, padded to the work-group size; the input is read through its
+ * strided layout (common.cl's cg_off).  No tunable parameters.
+ *
+ * One macro makes every kernel, cast_SRC_DST:
+ * @kernels cast_f32_f16 cast_f16_f32 cast_f32_bf16 cast_bf16_f32
+ * Each kernel is a program of its own (common.cl's CG_WANT):
+ * @split
+ */
+
+inline void
+cg_st_f16(float v, uint i, __global half *y)
+{
+    uint b = as_uint(v);
+
+    if (isnan(v))
+        ((__global ushort *)y)[i] = (ushort)(((b >> 16) & 0x8000u) | 0x7E00u);
+    else
+        vstore_half_rte(v, i, y);
+}
+
+inline float
+cg_ld_f16(uint i, __global const half *x)
+{
+    uint h = ((__global const ushort *)x)[i];
+
+    if ((h & 0x7C00u) == 0x7C00u && (h & 0x03FFu))
+        return as_float(((h & 0x8000u) << 16) | 0x7FC00000u |
+                        ((h & 0x03FFu) << 13));
+    return vload_half(i, x);
+}
+
+inline ushort
+cg_bf16(uint b)
+{
+    if ((b & 0x7FFFFFFFu) > 0x7F800000u)
+        return 0x7FC0;
+    return (ushort)((b + 0x7FFFu + ((b >> 16) & 1u)) >> 16);
+}
+
+/* Element i of the output from element j of the input. */
+#define CG_CV_f32_f16(x, j, y, i) cg_st_f16((x)[j], i, y)
+#define CG_CV_f16_f32(x, j, y, i) ((y)[i] = cg_ld_f16(j, x))
+#define CG_CV_f32_bf16(x, j, y, i) ((y)[i] = cg_bf16((x)[j]))
+#define CG_CV_bf16_f32(x, j, y, i) ((y)[i] = (uint)(x)[j] << 16)
+
+#define CAST(SRC, DST, ST, DT)                                               \
+CG_WHEN(CG_WANT(cast_##SRC##_##DST))(                                        \
+__kernel void cast_##SRC##_##DST(__global const ST *x, int xo, int8 shape,  \
+                                 int8 sx, int nd, __global DT *y, uint n)   \
+{                                                                            \
+    uint i = get_global_id(0);                                               \
+                                                                             \
+    if (i >= n)                                                              \
+        return;                                                              \
+    CG_CV_##SRC##_##DST(x, (uint)(xo + cg_off(i, shape, sx, nd)), y, i);     \
+})
+
+CAST(f32, f16, float, half)
+CAST(f16, f32, half, float)
+CAST(f32, bf16, uint, ushort)
+CAST(bf16, f32, ushort, uint)
