@@ -316,8 +316,22 @@ run_forward(cg_module *m, const layer_dims *k, int d, cl_mem lengths,
 {
     const cg__rnn_step *step = hproj ? &m->gstep : &m->step;
     int64_t bh = (int64_t)k->B * k->H, DGH = (int64_t)k->D * k->G * k->H;
-    int64_t DH = (int64_t)k->D * k->H;
+    int64_t DH = (int64_t)k->D * k->H, GH = (int64_t)k->G * k->H;
+    cg_tensor *whh_t = NULL;
     int s, status = CG_OK;
+
+    /* The GEMM path: W_hh^T [H, G*H] once, so that each step is an NN
+     * product (an NT one might pack B^T again at every step). */
+    if (hproj) {
+        int64_t shape[2] = { k->H, GH }, strides[2] = { 1, k->H };
+        cg_tensor *v = cg__tensor_view(w_hh, 2, shape, strides,
+                                       w_hh->offset);
+
+        whh_t = v ? cg__copy_contiguous(v) : NULL;
+        cg_tensor_free(v);
+        if (!whh_t)
+            return cg__last_status();
+    }
 
     for (s = 0; s < k->T && status == CG_OK; s++) {
         int t = d ? k->T - 1 - s : s;
@@ -330,10 +344,10 @@ run_forward(cg_module *m, const layer_dims *k, int d, cl_mem lengths,
         f.t = t;
         f.lengths = lengths;
         if (hproj) {
-            status = cg__sgemm(m->ctx, 0, 1, (size_t)k->B,
-                               (size_t)(k->G * k->H), (size_t)k->H, 1.0f,
-                               mat(hs, prev * bh, k->H), mat(w_hh, 0, k->H),
-                               0.0f, mat(hproj, 0, (int64_t)k->G * k->H));
+            status = cg__sgemm(m->ctx, 0, 0, (size_t)k->B, (size_t)GH,
+                               (size_t)k->H, 1.0f, mat(hs, prev * bh, k->H),
+                               mat(whh_t, 0, GH), 0.0f,
+                               mat(hproj, 0, GH));
             if (status)
                 break;
         }
@@ -357,6 +371,7 @@ run_forward(cg_module *m, const layer_dims *k, int d, cl_mem lengths,
             f.saved = at(sv, t * bh * 4);
         status = cg__rnn_forward_step(step, &f);
     }
+    cg_tensor_free(whh_t);
     return status;
 }
 
