@@ -227,8 +227,6 @@ cg_conv_transpose2d_new(cg_context *ctx, int in_channels, int out_channels,
                         const cg_conv_transpose_options *opts)
 {
     cg_conv_transpose_options o;
-    int64_t wshape[4];
-    float bound;
     cg_module *m;
     int g, i;
 
@@ -242,14 +240,9 @@ cg_conv_transpose2d_new(cg_context *ctx, int in_channels, int out_channels,
     else
         memset(&o, 0, sizeof o);
     g = o.groups ? o.groups : 1;
-    if (in_channels < 1 || out_channels < 1 || kernel[0] < 1 ||
-        kernel[1] < 1 || g < 1 || in_channels % g || out_channels % g) {
-        cg__error(CG_EINVAL, "conv_transpose2d layer: in_channels %d, "
-                  "out_channels %d, kernel %dx%d and groups %d: sizes must "
-                  "be positive and groups divide both channel counts",
-                  in_channels, out_channels, kernel[0], kernel[1], g);
+    if (cg__conv_layer_check("conv_transpose2d", in_channels, out_channels,
+                             kernel, g))
         return NULL;
-    }
     for (i = 0; i < 2; i++)
         if (o.stride[i] < 0 || o.padding[i] < 0 || o.dilation[i] < 0 ||
             o.output_padding[i] < 0) {
@@ -259,20 +252,11 @@ cg_conv_transpose2d_new(cg_context *ctx, int in_channels, int out_channels,
         }
     if (!(m = cg__module_new(ctx, "conv_transpose2d")))
         return NULL;
-    wshape[0] = in_channels;
-    wshape[1] = out_channels / g;
-    wshape[2] = kernel[0];
-    wshape[3] = kernel[1];
-    /* PyTorch's fan_in is the weight's dimension 1 times the kernel:
-     * out_channels / groups * kh * kw for a transposed convolution. */
-    bound = (float)(1.0 / sqrt((double)wshape[1] * (double)kernel[0] *
-                               (double)kernel[1]));
-    m->bias = bias != 0;
     m->convt = o;
-    if (cg__module_add_param(m, "weight", 4, wshape, bound) ||
-        (m->bias && cg__module_add_param(m, "bias", 1,
-                                         (int64_t[1]){ out_channels },
-                                         bound))) {
+    /* The weight is [in, out / groups, kh, kw]: PyTorch's fan_in, from
+     * its dimension 1, is out_channels / groups * kh * kw. */
+    if (cg__conv_layer_params(m, in_channels, out_channels / g, kernel, bias,
+                              out_channels)) {
         cg__module_unref(m);
         return NULL;
     }

@@ -220,6 +220,16 @@ int cg__module_visit_buffers(const cg_module *m, const char *prefix,
  * *handled 0 when m is none of them. */
 cg_tensor *cg__cnn_layer_forward(cg_module *m, cg_tensor *x, int *handled);
 
+/* The convolution layers' shared parts: the channel, kernel and groups
+ * check (CG_EINVAL naming `kind` and the values), and the parameters
+ * "weight" [d0, d1, kh, kw] and, with bias, "bias" [nbias], both
+ * U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with fan_in = d1 kh kw, as PyTorch
+ * initialises them; it sets m->bias. */
+int cg__conv_layer_check(const char *kind, int in_channels, int out_channels,
+                         const int kernel[2], int groups);
+int cg__conv_layer_params(cg_module *m, int64_t d0, int64_t d1,
+                          const int kernel[2], int bias, int64_t nbias);
+
 /* Checks that m is a module of `kind`. */
 int cg__module_check(const cg_module *m, const char *kind);
 

@@ -341,13 +341,44 @@ cg_linear_forward(cg_module *m, cg_tensor *x)
  * Conv2d
  * ------------------------------------------------------------------------ */
 
+int
+cg__conv_layer_check(const char *kind, int in_channels, int out_channels,
+                     const int kernel[2], int groups)
+{
+    if (in_channels < 1 || out_channels < 1 || kernel[0] < 1 ||
+        kernel[1] < 1 || groups < 1 || in_channels % groups ||
+        out_channels % groups)
+        return cg__error(CG_EINVAL, "%s layer: in_channels %d, out_channels "
+                         "%d, kernel %dx%d and groups %d: sizes must be "
+                         "positive and groups divide both channel counts",
+                         kind, in_channels, out_channels, kernel[0],
+                         kernel[1], groups);
+    return CG_OK;
+}
+
+int
+cg__conv_layer_params(cg_module *m, int64_t d0, int64_t d1,
+                      const int kernel[2], int bias, int64_t nbias)
+{
+    int64_t wshape[4] = { d0, d1, kernel[0], kernel[1] };
+    /* PyTorch: kaiming_uniform_(a = sqrt(5)) over fan_in = the weight's
+     * dimension 1 times the kernel gives U(-1/sqrt(fan_in),
+     * 1/sqrt(fan_in)); the bias uses the same bound. */
+    float bound = (float)(1.0 / sqrt((double)d1 * (double)kernel[0] *
+                                     (double)kernel[1]));
+
+    m->bias = bias != 0;
+    if (cg__module_add_param(m, "weight", 4, wshape, bound) ||
+        (m->bias && cg__module_add_param(m, "bias", 1, &nbias, bound)))
+        return cg__last_status();
+    return CG_OK;
+}
+
 cg_module *
 cg_conv2d_new(cg_context *ctx, int in_channels, int out_channels,
               const int kernel[2], int bias, const cg_conv_options *opts)
 {
     cg_conv_options o;
-    int64_t wshape[4];
-    float bound;
     cg_module *m;
     int g, i;
 
@@ -361,14 +392,8 @@ cg_conv2d_new(cg_context *ctx, int in_channels, int out_channels,
     else
         memset(&o, 0, sizeof o);
     g = o.groups ? o.groups : 1;
-    if (in_channels < 1 || out_channels < 1 || kernel[0] < 1 ||
-        kernel[1] < 1 || g < 1 || in_channels % g || out_channels % g) {
-        cg__error(CG_EINVAL, "conv2d layer: in_channels %d, out_channels "
-                  "%d, kernel %dx%d and groups %d: sizes must be positive "
-                  "and groups divide both channel counts", in_channels,
-                  out_channels, kernel[0], kernel[1], g);
+    if (cg__conv_layer_check("conv2d", in_channels, out_channels, kernel, g))
         return NULL;
-    }
     for (i = 0; i < 2; i++)
         if (o.stride[i] < 0 || o.padding[i] < 0 || o.dilation[i] < 0) {
             cg__error(CG_EINVAL, "conv2d layer: stride %d,%d, padding "
@@ -380,18 +405,9 @@ cg_conv2d_new(cg_context *ctx, int in_channels, int out_channels,
     m = cg__module_new(ctx, "conv2d");
     if (!m)
         return NULL;
-    wshape[0] = out_channels;
-    wshape[1] = in_channels / g;
-    wshape[2] = kernel[0];
-    wshape[3] = kernel[1];
-    /* PyTorch: kaiming_uniform_(a = sqrt(5)) over fan_in = C/g kh kw gives
-     * U(-1/sqrt(fan_in), 1/sqrt(fan_in)); the bias uses the same bound. */
-    bound = (float)(1.0 / sqrt((double)wshape[1] * (double)kernel[0] *
-                               (double)kernel[1]));
-    m->bias = bias != 0;
     m->conv = o;
-    if (cg__module_add_param(m, "weight", 4, wshape, bound) ||
-        (m->bias && cg__module_add_param(m, "bias", 1, wshape, bound))) {
+    if (cg__conv_layer_params(m, out_channels, in_channels / g, kernel, bias,
+                              out_channels)) {
         cg__module_unref(m);
         return NULL;
     }
