@@ -44,6 +44,57 @@
 #define CG_WHEN_(c) CG_WHEN_##c
 #define CG_WHEN(c) CG_WHEN_(c)
 
+/* Storage variants: the host builds a file once per storage dtype of its
+ * tensor operands, with -DCG_T=0 (or nothing) for float32, 1 for float16,
+ * 2 for bfloat16 (lib/cl's cg__kvariant).  Arithmetic is float32 in every
+ * variant; only loads and stores change:
+ *     cg_t                 the element type of a tensor operand in memory
+ *                          (float, half, ushort): __global cg_t *x
+ *     CG_LD(p, i)          element i as a float
+ *     CG_ST(p, i, v)       float v stored to element i, rounded to nearest
+ *                          even (bfloat16: every NaN the quiet 0x7FC0)
+ *     CG_VLOAD(N, i, p)    elements N*i .. N*i+N-1 as a floatN (N 2, 4, 8
+ *                          or 16; as vloadN, p need only be element
+ *                          aligned)
+ *     CG_VSTORE(N, v, i, p) the reverse
+ * A kernel written with these is one source for all three; float32 state
+ * that is never a tensor of the variant's dtype (optimizer moments,
+ * float32 masters, statistics) stays __global float *. */
+#ifndef CG_T
+#define CG_T 0
+#endif
+
+/* float32 -> bfloat16 bits, round to nearest even, NaN 0x7FC0; N empty
+ * for a scalar. */
+#define CG_BF16_BITS(N, v)                                                   \
+    convert_ushort##N(select((as_uint##N(v) + 0x7FFFu +                      \
+                              ((as_uint##N(v) >> 16) & 1u)) >> 16,           \
+                             (uint##N)0x7FC0u,                               \
+                             CG_BF16_NAN_(N, v)))
+#define CG_BF16_NAN_(N, v) ((as_uint##N(v) & 0x7FFFFFFFu) > 0x7F800000u)
+
+#if CG_T == 0
+typedef float cg_t;
+#define CG_LD(p, i) ((p)[i])
+#define CG_ST(p, i, v) ((p)[i] = (v))
+#define CG_VLOAD(N, i, p) vload##N(i, p)
+#define CG_VSTORE(N, v, i, p) vstore##N(v, i, p)
+#elif CG_T == 1
+typedef half cg_t;
+#define CG_LD(p, i) vload_half(i, p)
+#define CG_ST(p, i, v) vstore_half_rte(v, i, p)
+#define CG_VLOAD(N, i, p) vload_half##N(i, p)
+#define CG_VSTORE(N, v, i, p) vstore_half##N##_rte(v, i, p)
+#elif CG_T == 2
+typedef ushort cg_t;
+#define CG_LD(p, i) as_float((uint)(p)[i] << 16)
+#define CG_ST(p, i, v) ((p)[i] = CG_BF16_BITS(, (float)(v)))
+#define CG_VLOAD(N, i, p) as_float##N(convert_uint##N(vload##N(i, p)) << 16)
+#define CG_VSTORE(N, v, i, p) vstore##N(CG_BF16_BITS(N, v), i, p)
+#else
+#error "CG_T must be 0 (float32), 1 (float16) or 2 (bfloat16)"
+#endif
+
 /* Combines buf[0 .. wg - 1] into buf[0] with COMBINE(a, b), each work-item
  * having stored its own buf[lid]; every work-item of the group must reach
  * it.  The tree behind cg_wg_sum and cg_wg_max, for other combinations. */

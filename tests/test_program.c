@@ -193,7 +193,7 @@ START_TEST(setting_a_tunable_rebuilds_its_file)
                      CL_SUCCESS);
     ck_assert_uint_eq(wg[0], 32);
     cg__param_set(ctx, CG__P_REDUCE_RWG, 16);
-    ck_assert_ptr_null(ctx->k[CG__K_REDUCE_SUM]);
+    ck_assert_ptr_null(ctx->k[CG__KV_F32][CG__K_REDUCE_SUM]);
     ck_assert_int_eq(cg__kernel(ctx, CG__K_REDUCE_SUM, &k), CG_OK);
     ck_assert_int_eq(clGetKernelWorkGroupInfo(k, ctx->device,
                      CL_KERNEL_COMPILE_WORK_GROUP_SIZE, sizeof wg, wg, NULL),

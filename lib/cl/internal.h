@@ -37,6 +37,15 @@ typedef struct cg__program {
     int from_cache;         /* 1 if loaded from the binary cache */
 } cg__program;
 
+/* A kernel's storage variant: the element type of its tensor operands in
+ * memory (arithmetic is float32 in each).  The value is common.cl's CG_T. */
+typedef enum cg__kvariant {
+    CG__KV_F32 = 0,
+    CG__KV_F16 = 1,
+    CG__KV_BF16 = 2,
+    CG__KV_COUNT
+} cg__kvariant;
+
 /* Size classes of the pool: 4 per power of two from 256 bytes up. */
 #define CG__POOL_CLASSES 256
 
@@ -83,8 +92,10 @@ struct cg_context {
     /* The kernels by id, each made on first use and reused for every
      * launch (a context is used by one thread at a time, so setting
      * arguments is safe); each file's -D options, made on first use from
-     * param[]; both dropped for a file when its parameters change. */
-    cl_kernel k[CG__K_COUNT];
+     * param[]; both dropped for a file when its parameters change.  One
+     * row per storage variant (cg__kvariant): float32, and the same
+     * source built for float16 and bfloat16 storage (common.cl's CG_T). */
+    cl_kernel k[CG__KV_COUNT][CG__K_COUNT];
     char *options[CG__KF_COUNT];
     long param[CG__P_COUNT];    /* the tunables' values: cg__param_set */
     cg__block *free_blocks[CG__POOL_CLASSES];
@@ -143,14 +154,36 @@ int cg__kernel_create(cg_context *ctx, cg__kid id, const char *options,
  * (borrowed: the context owns it; valid until those parameters change). */
 int cg__kernel_get(cg_context *ctx, cg__kid id, cl_kernel *out);
 
+/* The same for the storage variant v: the kernel's file built with
+ * -DCG_T=v (common.cl's cg_t, CG_LD, CG_ST, CG_VLOAD, CG_VSTORE), so that
+ * its tensor operands are float16 or bfloat16 in memory and float32 in
+ * registers.  CG__KV_F32 is cg__kernel_get. */
+int cg__kernel_get_v(cg_context *ctx, cg__kid id, cg__kvariant v,
+                     cl_kernel *out);
+
 static inline int
 cg__kernel(cg_context *ctx, cg__kid id, cl_kernel *out)
 {
-    if (ctx->k[id]) {
-        *out = ctx->k[id];
+    if (ctx->k[CG__KV_F32][id]) {
+        *out = ctx->k[CG__KV_F32][id];
         return CG_OK;
     }
     return cg__kernel_get(ctx, id, out);
+}
+
+/* Kernel id for tensors of storage dtype dt (CG_F32, CG_F16, CG_BF16;
+ * anything else is float32's). */
+static inline int
+cg__kernel_dt(cg_context *ctx, cg__kid id, cg_dtype dt, cl_kernel *out)
+{
+    cg__kvariant v = dt == CG_F16 ? CG__KV_F16
+                     : dt == CG_BF16 ? CG__KV_BF16 : CG__KV_F32;
+
+    if (ctx->k[v][id]) {
+        *out = ctx->k[v][id];
+        return CG_OK;
+    }
+    return cg__kernel_get_v(ctx, id, v, out);
 }
 
 /* The value in force of tunable p: what kernels of its file are built

@@ -712,30 +712,51 @@ file_options(const cg_context *ctx, cg__kfile f)
 }
 
 int
-cg__kernel_get(cg_context *ctx, cg__kid id, cl_kernel *out)
+cg__kernel_get_v(cg_context *ctx, cg__kid id, cg__kvariant v,
+                 cl_kernel *out)
 {
     cg__kfile f = cg__kernel_table[id].file;
+    char *opts;
+    size_t n;
     int status;
 
     if (!ctx->options[f] && !(ctx->options[f] = file_options(ctx, f)))
         return CG_EHOSTMEM;
-    status = cg__kernel_create(ctx, id, ctx->options[f], &ctx->k[id]);
+    if (v == CG__KV_F32) {
+        status = cg__kernel_create(ctx, id, ctx->options[f],
+                                   &ctx->k[v][id]);
+    } else {
+        n = strlen(ctx->options[f]) + 16;
+        if (!(opts = cg__malloc(n)))
+            return CG_EHOSTMEM;
+        snprintf(opts, n, "%s%s-DCG_T=%d", ctx->options[f],
+                 *ctx->options[f] ? " " : "", (int)v);
+        status = cg__kernel_create(ctx, id, opts, &ctx->k[v][id]);
+        free(opts);
+    }
     if (status == CG_OK)
-        *out = ctx->k[id];
+        *out = ctx->k[v][id];
     return status;
+}
+
+int
+cg__kernel_get(cg_context *ctx, cg__kid id, cl_kernel *out)
+{
+    return cg__kernel_get_v(ctx, id, CG__KV_F32, out);
 }
 
 /* Forgets file f's options and kernels: its parameters changed. */
 static void
 file_drop(cg_context *ctx, cg__kfile f)
 {
-    int i;
+    int i, v;
 
-    for (i = 0; i < CG__K_COUNT; i++)
-        if (cg__kernel_table[i].file == f && ctx->k[i]) {
-            clReleaseKernel(ctx->k[i]);
-            ctx->k[i] = NULL;
-        }
+    for (v = 0; v < CG__KV_COUNT; v++)
+        for (i = 0; i < CG__K_COUNT; i++)
+            if (cg__kernel_table[i].file == f && ctx->k[v][i]) {
+                clReleaseKernel(ctx->k[v][i]);
+                ctx->k[v][i] = NULL;
+            }
     free(ctx->options[f]);
     ctx->options[f] = NULL;
 }
