@@ -56,10 +56,20 @@ void cg__contiguous_strides(int ndim, const int64_t *shape,
 
 /* Checks an argument tensor: not NULL, and float32 (any_dtype 0), float32
  * or int32 (1: the 32-bit dtypes that ops index and copy), or any dtype
- * (CG__ANY_DTYPE: views, which copy nothing, and cg_detach).  The name
- * and the dtype go into the message. */
+ * (CG__ANY_DTYPE: views, which copy nothing, and cg_detach), or a
+ * floating dtype (CG__FLOAT_DTYPE: float32, float16 or bfloat16, for ops
+ * whose kernels come in storage variants, cg__kernel_dt).  The name and
+ * the dtype go into the message. */
 #define CG__ANY_DTYPE 2
+#define CG__FLOAT_DTYPE 3
 int cg__check_tensor(const cg_tensor *t, const char *name, int any_dtype);
+
+/* Whether dt is a floating dtype (CG_F32, CG_F16, CG_BF16). */
+#define CG__IS_FLOAT(dt) ((dt) == CG_F32 || (dt) == CG_F16 || (dt) == CG_BF16)
+
+/* CG_OK if b has a's dtype, else CG_EDTYPE naming both (and the op). */
+int cg__check_same_dtype(const cg_tensor *a, const char *aname,
+                         const cg_tensor *b, const char *bname);
 
 /* Formats a shape as "[2, 3]" into buf (returns buf). */
 const char *cg__shape_str(int ndim, const int64_t *shape, char *buf,

@@ -101,11 +101,28 @@ cg__check_tensor(const cg_tensor *t, const char *name, int any_dtype)
         return cg__error(CG_EINVAL, "%s is NULL", name);
     if (any_dtype == CG__ANY_DTYPE)
         return CG_OK;
+    if (any_dtype == CG__FLOAT_DTYPE) {
+        if (CG__IS_FLOAT(t->dtype))
+            return CG_OK;
+        return cg__error(CG_EDTYPE, "%s must be float32, float16 or "
+                         "bfloat16, not %s", name, cg__dtype_name(t->dtype));
+    }
     if (t->dtype != CG_F32 && (!any_dtype || t->dtype != CG_I32))
         return cg__error(CG_EDTYPE, "%s must be float32%s, not %s", name,
                          any_dtype ? " or int32" : "",
                          cg__dtype_name(t->dtype));
     return CG_OK;
+}
+
+int
+cg__check_same_dtype(const cg_tensor *a, const char *aname,
+                     const cg_tensor *b, const char *bname)
+{
+    if (a->dtype == b->dtype)
+        return CG_OK;
+    return cg__error(CG_EDTYPE, "%s is %s but %s is %s: they must have one "
+                     "dtype", bname, cg__dtype_name(b->dtype), aname,
+                     cg__dtype_name(a->dtype));
 }
 
 static int
