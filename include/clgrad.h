@@ -659,13 +659,16 @@ cg_tensor *cg_var(cg_tensor *a, int naxes, const int *axes, int keepdim,
  * indices are read to the host to check that, which waits for the work
  * that produces them; an index outside gives CG_EINVAL naming the index
  * and its position, and the kernels never touch memory outside weight
- * whatever the indices hold.  indices is CG_EDTYPE unless int32. */
+ * whatever the indices hold.  indices is CG_EDTYPE unless int32.  weight
+ * may be float32, float16 or bfloat16: rows are copied bit for bit, and
+ * the gradient (weight's dtype) is summed in float32 and rounded once. */
 cg_tensor *cg_embedding(cg_tensor *weight, cg_tensor *indices);
 
 /* The slices of x along dimension dim picked by 1-D int32 `indices`
  * (repeats allowed): x's shape with dimension dim replaced by the number of
- * indices.  Indices are checked as cg_embedding's are.  x may be float32
- * (differentiable, gradients of repeats add up) or int32. */
+ * indices.  Indices are checked as cg_embedding's are.  x may be float32,
+ * float16 or bfloat16 (differentiable, gradients of repeats add up, in
+ * float32 rounded once) or int32. */
 cg_tensor *cg_index_select(cg_tensor *x, int dim, cg_tensor *indices);
 
 /* Inverted dropout.  training nonzero and 0 < p: y = x * mask with mask =

@@ -16,7 +16,8 @@
  *               v = 0..V, so v's segment is [bounds[v], bounds[v + 1]).
  *     seg_sum:  one work-item per element of gx adds its segment's
  *               gradients in increasing j: bit-identical from run to run;
- *               rows that no index names get 0.
+ *               rows that no index names get 0.  In float32, rounded once
+ *               to the storage dtype (common.cl's CG_T).
  * Index space: one work-item per element (gather, seg_sum), per pair
  * (sort_init), per compared pair (bitonic_step: m / 2) or per bound
  * (seg_bounds: V + 1), each padded to the host's work-group size.
@@ -26,11 +27,19 @@
  * @split
  */
 
-/* 32-bit words, so float32 and int32 tensors alike. */
+/* Whole elements copied as bits: 32-bit words in the float32 variant,
+ * so float32 and int32 tensors alike; 16-bit words in the others, so a
+ * float16 or bfloat16 row comes out bit for bit (NaN payloads too). */
+#if CG_T == 0
+typedef uint cg_word;
+#else
+typedef ushort cg_word;
+#endif
+
 #if CG_WANT(gather)
 __kernel void
-gather(__global const uint *x, __global const int *idx, __global uint *y,
-       uint n, uint V, uint inner, uint total)
+gather(__global const cg_word *x, __global const int *idx,
+       __global cg_word *y, uint n, uint V, uint inner, uint total)
 {
     uint t = get_global_id(0), i, j, o;
     int v;
@@ -42,7 +51,7 @@ gather(__global const uint *x, __global const int *idx, __global uint *y,
     o = t / inner / n;
     v = idx[j];
     y[t] = (v >= 0 && (uint)v < V) ? x[((size_t)o * V + (uint)v) * inner + i]
-                                   : 0u;
+                                   : (cg_word)0;
 }
 #endif
 
@@ -109,8 +118,8 @@ seg_bounds(__global const int2 *pairs, uint m, __global int *bounds, uint V)
 
 #if CG_WANT(seg_sum)
 __kernel void
-seg_sum(__global const float *g, __global const int2 *pairs,
-        __global const int *bounds, __global float *gx, uint n, uint V,
+seg_sum(__global const cg_t *g, __global const int2 *pairs,
+        __global const int *bounds, __global cg_t *gx, uint n, uint V,
         uint inner, uint total)
 {
     uint t = get_global_id(0), i, v, o;
@@ -123,7 +132,7 @@ seg_sum(__global const float *g, __global const int2 *pairs,
     v = (t / inner) % V;
     o = t / inner / V;
     for (s = bounds[v]; s < bounds[v + 1]; s++)
-        acc += g[((size_t)o * n + (uint)pairs[s].y) * inner + i];
-    gx[t] = acc;
+        acc += CG_LD(g, ((size_t)o * n + (uint)pairs[s].y) * inner + i);
+    CG_ST(gx, t, acc);
 }
 #endif

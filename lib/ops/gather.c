@@ -110,7 +110,7 @@ gather_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
     cl_kernel k;
     int status;
 
-    gx = cg__tensor_empty(g->ctx, CG_F32, x->ndim, x->shape);
+    gx = cg__tensor_empty(g->ctx, x->dtype, x->ndim, x->shape);
     if (!gx)
         return cg__last_status();
     status = sort_segments(g->ctx, idx, ge.V, &pairs, &bounds);
@@ -118,7 +118,7 @@ gather_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
         mp = cg__tensor_mem(pairs);
         mb = cg__tensor_mem(bounds);
         mgx = cg__tensor_mem(gx);
-        status = cg__kernel(g->ctx, CG__K_SEG_SUM, &k);
+        status = cg__kernel_dt(g->ctx, CG__K_SEG_SUM, x->dtype, &k);
     }
     if (status == CG_OK)
         status = cg__args(k, CG__ARG(mg), CG__ARG(mp), CG__ARG(mb),
@@ -150,7 +150,7 @@ gather_forward(cg_tensor *x, cg_tensor *idx, const geom *ge, int ndim,
     if (!y)
         return NULL;
     my = cg__tensor_mem(y);
-    if (cg__kernel(x->ctx, CG__K_GATHER, &k) ||
+    if (cg__kernel_dt(x->ctx, CG__K_GATHER, x->dtype, &k) ||
         cg__args(k, CG__ARG(mx), CG__ARG(mi), CG__ARG(my), CG__ARG(ge->n),
                  CG__ARG(ge->V), CG__ARG(ge->inner), CG__ARG(total)) ||
         cg__launch1d(x->ctx, k, total, CG__WG)) {
@@ -183,7 +183,7 @@ gather_op(const char *op, cg_tensor *x, int d, cg_tensor *idx, int ndim,
     if (id)
         y = gather_forward(xd, id, &ge, ndim, shape);
     status = y ? CG_OK : cg__last_status();
-    if (y && x->dtype == CG_F32) {
+    if (y && x->dtype != CG_I32) {
         node = cg__record(y, op, gather_backward, 2, in, &status);
         if (node) {
             node->i[0] = ge.outer;
@@ -209,7 +209,7 @@ cg_embedding(cg_tensor *weight, cg_tensor *indices)
     char s[128];
 
     cg__error_clear();
-    if (cg__check_tensor(weight, "weight", 0) ||
+    if (cg__check_tensor(weight, "weight", CG__FLOAT_DTYPE) ||
         check_indices(indices, "embedding"))
         return NULL;
     if (weight->ndim != 2 || indices->ndim + 1 > CG_MAX_DIMS) {
@@ -233,7 +233,7 @@ cg_index_select(cg_tensor *x, int dim, cg_tensor *indices)
     char s[128];
 
     cg__error_clear();
-    if (cg__check_tensor(x, "input", 1) ||
+    if (cg__check_tensor(x, "input", CG__ANY_DTYPE) ||
         check_indices(indices, "index_select"))
         return NULL;
     d = cg__dim(dim, x->ndim);
