@@ -544,6 +544,32 @@ cg_tensor *cg_contiguous(cg_tensor *t);
  * (int32, F16 <-> BF16) give CG_EDTYPE naming both. */
 cg_tensor *cg_to_dtype(cg_tensor *x, cg_dtype dtype);
 
+/* Automatic mixed precision, as torch.autocast.  Between
+ * cg_autocast_begin(ctx, CG_BF16 or CG_F16) and cg_autocast_end(ctx), ops
+ * on ctx's tensors cast their floating arguments at entry:
+ *   - the products run in the region's dtype: cg_matmul, cg_matmul_t,
+ *     the linear layer, the convolutions and the recurrent layers (their
+ *     outputs are 16-bit, accumulated in float32);
+ *   - the float32 list runs in float32, its 16-bit arguments cast up:
+ *     cg_softmax, cg_log_softmax, the losses (cg_cross_entropy,
+ *     cg_nll_loss, cg_mse_loss, cg_bce_with_logits), cg_layer_norm,
+ *     cg_batch_norm, cg_sum, cg_mean, cg_var;
+ *   - every other op runs in its arguments' dtype (binary elementwise ops
+ *     promote mixed dtypes to the wider one, as PyTorch).
+ * The casts are recorded ops, so gradients reach float32 parameters in
+ * float32.  A float32 leaf that requires grad (a parameter) is cast once
+ * per dtype for the whole outermost region and the cast reused (PyTorch's
+ * autocast cache), unless a backward pass has released it; open the
+ * region around the forward pass and the loss, and call cg_backward after
+ * cg_autocast_end.  Regions nest (at most 16); CG_F32 opens one with
+ * autocast off (torch.autocast(enabled=False)).  The state belongs to the
+ * context.  begin: CG_EDTYPE for another dtype, CG_EINVAL when 16 are
+ * open; end: CG_EINVAL when none is. */
+int cg_autocast_begin(cg_context *ctx, cg_dtype dtype);
+int cg_autocast_end(cg_context *ctx);
+/* The innermost open region's dtype; CG_F32 when none is open. */
+cg_dtype cg_autocast_dtype(const cg_context *ctx);
+
 /* ------------------------------------------------------------------------
  * Autograd
  *

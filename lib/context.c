@@ -61,6 +61,7 @@ cg_context_free(cg_context *ctx)
 {
     if (!ctx)
         return;
+    cg__autocast_free(ctx);
     cg__gemm_classes_free(ctx);
     cg__tuning_free(ctx);
     cg__rng_detach(ctx);

@@ -13,6 +13,15 @@
 #include "ops/internal.h"
 
 static _Thread_local int no_grad_depth;
+/* Nonzero while cg_backward runs the backward functions (autocast leaves
+ * them alone: they run in the dtypes the forward pass saved). */
+static _Thread_local int backward_depth;
+
+int
+cg__in_backward(void)
+{
+    return backward_depth != 0;
+}
 static _Thread_local uint64_t node_seq;
 
 void
@@ -383,6 +392,7 @@ cg_backward(cg_tensor *root, cg_tensor *grad_output, int retain_graph)
                                        sizeof s1));
     }
     cg_no_grad_enter();
+    backward_depth++;
     seed = grad_output ? cg__copy_contiguous(grad_output)
                        : cg__tensor_empty(root->ctx, root->dtype, root->ndim,
                                           root->shape);
@@ -436,6 +446,7 @@ out:
         cg__node_unref(order.v[i]);
     free(order.v);
     cg_tensor_free(seed);
+    backward_depth--;
     cg_no_grad_leave();
     return status;
 }

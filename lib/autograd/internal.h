@@ -81,4 +81,7 @@ int cg__node_save(cg__node *n, int k, const cg_tensor *t);
 
 void cg__node_unref(cg__node *n);
 
+/* Nonzero while cg_backward runs backward functions. */
+int cg__in_backward(void);
+
 #endif

@@ -116,6 +116,10 @@ struct cg_context {
     /* The Philox generator's state: lib/ops's, which it allocates and
      * frees (cg__rng_attach, cg__rng_detach); lib/cl never looks inside. */
     struct cg__rng *rng;
+    /* The autocast regions and their kept casts: lib/ops's, which it
+     * allocates and frees (cg__autocast_free); lib/cl never looks
+     * inside. */
+    struct cg__autocast *autocast;
 };
 
 /* A context on the device opts selects (NULL: the default), without

@@ -153,6 +153,7 @@ cg_batch_norm(cg_tensor *x, cg_tensor *running_mean, cg_tensor *running_var,
               cg_tensor *weight, cg_tensor *bias, int training,
               float momentum, float eps)
 {
+    cg_tensor *ac[3];
     cg_tensor *in[3] = { x, weight, bias }, *d[3] = { NULL, NULL, NULL };
     cg_tensor *y = NULL, *mean = NULL, *invstd = NULL, *uvar = NULL;
     int64_t N = 0, C = 0, L = 1;
@@ -164,6 +165,11 @@ cg_batch_norm(cg_tensor *x, cg_tensor *running_mean, cg_tensor *running_var,
     cg__node *node;
     cl_kernel k;
     int status = CG_OK, j;
+
+    CG__AUTOCAST_RETURN(CG__AC_F32, ac,
+                        cg_batch_norm(ac[0], running_mean, running_var,
+                                      ac[1], ac[2], training, momentum, eps),
+                        x, weight, bias);
 
     cg__error_clear();
     if (bn_check(x, running_mean, running_var, weight, bias, training,

@@ -179,4 +179,41 @@ void cg__conv_set_col_limit(size_t bytes);
 int cg__conv_algo(cg_context *ctx, int backward, int64_t C, int64_t K,
                   int64_t G, int *algo);
 
+/* Autocast (lib/ops/autocast.c).  An op of the low-precision list
+ * (products) or of the float32 list (softmax, losses, norms, sums) asks,
+ * at its entry, for its floating arguments in the dtype the open region
+ * wants: cg__autocast_args fills out[0..n-1] with new references (NULL
+ * stays NULL; int32 and already-right ones are references to themselves)
+ * and returns 1 when it cast any, 0 when the op should go on with its own
+ * arguments (outside a region, or nothing to cast; out[] all NULL), -1 on
+ * error (cg_last_error set, nothing kept).  The op then calls itself on
+ * out[] and drops them with cg__autocast_release. */
+typedef enum cg__autocast_kind {
+    CG__AC_LOW,     /* the region's dtype */
+    CG__AC_F32      /* float32 */
+} cg__autocast_kind;
+
+int cg__autocast_args(cg__autocast_kind kind, int n, cg_tensor **args,
+                      cg_tensor **out);
+void cg__autocast_release(int n, cg_tensor **args);
+void cg__autocast_free(cg_context *ctx);
+
+/* The entry of an op returning a tensor: when autocast casts any of its
+ * floating arguments (the rest of the macro's arguments), returns `call`,
+ * the op made again on the cast arguments ac[0..], an array of as many. */
+#define CG__AUTOCAST_RETURN(kind, ac, call, ...)                             \
+    do {                                                                     \
+        cg_tensor *cg_ac_in_[] = { __VA_ARGS__ }, *cg_ac_y_;                 \
+        int cg_ac_n_ = (int)(sizeof cg_ac_in_ / sizeof cg_ac_in_[0]);        \
+        int cg_ac_ = cg__autocast_args(kind, cg_ac_n_, cg_ac_in_, ac);       \
+                                                                             \
+        if (cg_ac_ < 0)                                                      \
+            return NULL;                                                     \
+        if (cg_ac_ > 0) {                                                    \
+            cg_ac_y_ = (call);                                               \
+            cg__autocast_release(cg_ac_n_, ac);                              \
+            return cg_ac_y_;                                                 \
+        }                                                                    \
+    } while (0)
+
 #endif

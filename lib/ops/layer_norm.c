@@ -167,11 +167,17 @@ cg_tensor *
 cg_layer_norm(cg_tensor *x, int nnorm, const int64_t *normalized_shape,
               cg_tensor *weight, cg_tensor *bias, float eps)
 {
+    cg_tensor *ac[3];
     cg_tensor *in[3] = { x, weight, bias }, *d[3] = { NULL, NULL, NULL };
     cg_tensor *out[3] = { NULL, NULL, NULL };
     int64_t rows = 0, N = 1;
     cg__node *node;
     int status = CG_OK, k;
+
+    CG__AUTOCAST_RETURN(CG__AC_F32, ac,
+                        cg_layer_norm(ac[0], nnorm, normalized_shape, ac[1],
+                                      ac[2], eps),
+                        x, weight, bias);
 
     cg__error_clear();
     if (ln_check(x, nnorm, normalized_shape, weight, bias, eps, &rows, &N))

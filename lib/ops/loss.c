@@ -195,6 +195,7 @@ cg_tensor *
 cg_cross_entropy(cg_tensor *input, cg_tensor *target, cg_reduction reduction,
                  int ignore_index, float label_smoothing)
 {
+    cg_tensor *ac[2];
     cg_tensor *rows, *lse, *out;
     cl_mem mx, mt, mr, ml;
     cl_int8 p;
@@ -204,6 +205,11 @@ cg_cross_entropy(cg_tensor *input, cg_tensor *target, cg_reduction reduction,
     size_t global, local;
     float scale;
     int status;
+
+    CG__AUTOCAST_RETURN(CG__AC_F32, ac,
+                        cg_cross_entropy(ac[0], ac[1], reduction,
+                                         ignore_index, label_smoothing),
+                        input, target);
 
     cg__error_clear();
     if (!(label_smoothing >= 0.0f && label_smoothing <= 1.0f)) {
@@ -285,6 +291,7 @@ cg_tensor *
 cg_nll_loss(cg_tensor *input, cg_tensor *target, cg_reduction reduction,
             int ignore_index)
 {
+    cg_tensor *ac[2];
     cg_tensor *rows, *out;
     cl_mem mx, mt, mr;
     cl_int8 p;
@@ -293,6 +300,10 @@ cg_nll_loss(cg_tensor *input, cg_tensor *target, cg_reduction reduction,
     int64_t count;
     float scale;
     int status;
+
+    CG__AUTOCAST_RETURN(CG__AC_F32, ac,
+                        cg_nll_loss(ac[0], ac[1], reduction, ignore_index),
+                        input, target);
 
     cg__error_clear();
     if (check_class_args("nll_loss", input, target, reduction, ignore_index,
@@ -462,6 +473,10 @@ pointwise_loss(const char *op, cl_int kind, cg_tensor *a, cg_tensor *b,
 cg_tensor *
 cg_mse_loss(cg_tensor *input, cg_tensor *target, cg_reduction reduction)
 {
+    cg_tensor *ac[2];
+
+    CG__AUTOCAST_RETURN(CG__AC_F32, ac, cg_mse_loss(ac[0], ac[1], reduction),
+                        input, target);
     return pointwise_loss("mse_loss", 0, input, target, reduction);
 }
 
@@ -469,5 +484,10 @@ cg_tensor *
 cg_bce_with_logits(cg_tensor *input, cg_tensor *target,
                    cg_reduction reduction)
 {
+    cg_tensor *ac[2];
+
+    CG__AUTOCAST_RETURN(CG__AC_F32, ac,
+                        cg_bce_with_logits(ac[0], ac[1], reduction),
+                        input, target);
     return pointwise_loss("bce_with_logits", 1, input, target, reduction);
 }

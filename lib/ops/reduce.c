@@ -501,12 +501,20 @@ reduction(const char *op, int kind, cg_tensor *x, int naxes, const int *axes,
 cg_tensor *
 cg_sum(cg_tensor *a, int naxes, const int *axes, int keepdim)
 {
+    cg_tensor *ac[1];
+
+    CG__AUTOCAST_RETURN(CG__AC_F32, ac, cg_sum(ac[0], naxes, axes, keepdim),
+                        a);
     return reduction("sum", RED_SUM, a, naxes, axes, keepdim, 0);
 }
 
 cg_tensor *
 cg_mean(cg_tensor *a, int naxes, const int *axes, int keepdim)
 {
+    cg_tensor *ac[1];
+
+    CG__AUTOCAST_RETURN(CG__AC_F32, ac, cg_mean(ac[0], naxes, axes, keepdim),
+                        a);
     return reduction("mean", RED_SUM, a, naxes, axes, keepdim, 0);
 }
 
@@ -519,6 +527,10 @@ cg_max(cg_tensor *a, int naxes, const int *axes, int keepdim)
 cg_tensor *
 cg_var(cg_tensor *a, int naxes, const int *axes, int keepdim, int correction)
 {
+    cg_tensor *ac[1];
+
+    CG__AUTOCAST_RETURN(CG__AC_F32, ac,
+                        cg_var(ac[0], naxes, axes, keepdim, correction), a);
     return reduction("var", RED_VAR, a, naxes, axes, keepdim, correction);
 }
 

@@ -131,11 +131,17 @@ softmax_op(const char *op, cg_tensor *x, int dim, cl_int logmode)
 cg_tensor *
 cg_softmax(cg_tensor *x, int dim)
 {
+    cg_tensor *ac[1];
+
+    CG__AUTOCAST_RETURN(CG__AC_F32, ac, cg_softmax(ac[0], dim), x);
     return softmax_op("softmax", x, dim, 0);
 }
 
 cg_tensor *
 cg_log_softmax(cg_tensor *x, int dim)
 {
+    cg_tensor *ac[1];
+
+    CG__AUTOCAST_RETURN(CG__AC_F32, ac, cg_log_softmax(ac[0], dim), x);
     return softmax_op("log_softmax", x, dim, 1);
 }
