@@ -69,15 +69,15 @@ taps(int a, int k, int d, int n, int *lo, int *hi)
 }
 
 __kernel void
-max_pool2d_f(__global const float *x, uint planes, int H, int W, int OH,
-             int OW, int2 k, int2 s, int2 pd, int2 dl, __global float *y,
+max_pool2d_f(__global const cg_t *x, uint planes, int H, int W, int OH,
+             int OW, int2 k, int2 s, int2 pd, int2 dl, __global cg_t *y,
              __global int *idx)
 {
     int r = (int)get_global_id(0), oh = r / OW, ow = r % OW;
     size_t p = get_global_id(1), o = p * (size_t)OH * OW + (size_t)r;
     int h0 = oh * s.x - pd.x, w0 = ow * s.y - pd.y, i, j, i0, i1, j0, j1;
     int best;
-    __global const float *xp = x + p * H * W;
+    __global const cg_t *xp = x + p * H * W;
     float m = -INFINITY;
 
     if (r >= OH * OW || p >= planes)
@@ -92,7 +92,7 @@ max_pool2d_f(__global const float *x, uint planes, int H, int W, int OH,
 
         for (j = j0; j < j1; j++) {
             int w = w0 + j * dl.y;
-            float v = xp[h * W + w];
+            float v = CG_LD(xp, h * W + w);
 
             /* v != v is isnan(v), which PoCL does not vectorise: the
              * kernel ran 3x slower with it */
@@ -102,14 +102,14 @@ max_pool2d_f(__global const float *x, uint planes, int H, int W, int OH,
             }
         }
     }
-    y[o] = m;
+    CG_ST(y, o, m);
     idx[o] = best;
 }
 
 __kernel void
-max_pool2d_b(__global const int *idx, __global const float *g, uint planes,
+max_pool2d_b(__global const int *idx, __global const cg_t *g, uint planes,
              int H, int W, int OH, int OW, int2 k, int2 s, int2 pd, int2 dl,
-             __global float *gx)
+             __global cg_t *gx)
 {
     int r = (int)get_global_id(0), h = r / W, w = r % W, i, j;
     size_t p = get_global_id(1), e = p * (size_t)H * W + (size_t)r;
@@ -131,10 +131,10 @@ max_pool2d_b(__global const int *idx, __global const float *g, uint planes,
                 continue;
             o = base + (size_t)oh * OW + ow;
             if (idx[o] == r)
-                acc += g[o];
+                acc += CG_LD(g, o);
         }
     }
-    gx[e] = acc;
+    CG_ST(gx, e, acc);
 }
 
 /* max_pool2d_b for windows that do not overlap (stride >= dilation *
@@ -142,26 +142,26 @@ max_pool2d_b(__global const int *idx, __global const float *g, uint planes,
  * of at most one output, so the outputs scatter their gradients into gx,
  * which the host has zeroed.  Index space as max_pool2d_f's. */
 __kernel void
-max_pool2d_bs(__global const int *idx, __global const float *g, uint planes,
-              int H, int W, int OH, int OW, __global float *gx)
+max_pool2d_bs(__global const int *idx, __global const cg_t *g, uint planes,
+              int H, int W, int OH, int OW, __global cg_t *gx)
 {
     int r = (int)get_global_id(0);
     size_t p = get_global_id(1), o = p * (size_t)OH * OW + (size_t)r;
 
     if (r >= OH * OW || p >= planes)
         return;
-    gx[p * (size_t)H * W + (size_t)idx[o]] = g[o];
+    CG_ST(gx, p * (size_t)H * W + (size_t)idx[o], CG_LD(g, o));
 }
 
 __kernel void
-avg_pool2d_f(__global const float *x, uint planes, int H, int W, int OH,
+avg_pool2d_f(__global const cg_t *x, uint planes, int H, int W, int OH,
              int OW, int2 k, int2 s, int2 pd, int include_pad, int divisor,
-             __global float *y)
+             __global cg_t *y)
 {
     int r = (int)get_global_id(0), oh = r / OW, ow = r % OW;
     size_t p = get_global_id(1), o = p * (size_t)OH * OW + (size_t)r;
     int h0, h1, w0, w1, h, w;
-    __global const float *xp = x + p * H * W;
+    __global const cg_t *xp = x + p * H * W;
     float acc = 0.0f;
 
     if (r >= OH * OW || p >= planes)
@@ -170,15 +170,15 @@ avg_pool2d_f(__global const float *x, uint planes, int H, int W, int OH,
     avg_win(ow, W, k.y, s.y, pd.y, &w0, &w1);
     for (h = h0; h < h1; h++)
         for (w = w0; w < w1; w++)
-            acc += xp[h * W + w];
-    y[o] = acc / (float)avg_div(oh, ow, H, W, k, s, pd, include_pad,
-                                divisor);
+            acc += CG_LD(xp, h * W + w);
+    CG_ST(y, o, acc / (float)avg_div(oh, ow, H, W, k, s, pd, include_pad,
+                                     divisor));
 }
 
 __kernel void
-avg_pool2d_b(__global const float *g, uint planes, int H, int W, int OH,
+avg_pool2d_b(__global const cg_t *g, uint planes, int H, int W, int OH,
              int OW, int2 k, int2 s, int2 pd, int include_pad, int divisor,
-             __global float *gx)
+             __global cg_t *gx)
 {
     int r = (int)get_global_id(0), h = r / W, w = r % W, oh, ow;
     size_t p = get_global_id(1), e = p * (size_t)H * W + (size_t)r;
@@ -188,7 +188,7 @@ avg_pool2d_b(__global const float *g, uint planes, int H, int W, int OH,
     int oh1 = min(OH - 1, (h + pd.x) / s.x);
     int ow0 = max(0, (w + pd.y - k.y + s.y) / s.y);
     int ow1 = min(OW - 1, (w + pd.y) / s.y);
-    __global const float *gp = g + p * OH * OW;
+    __global const cg_t *gp = g + p * OH * OW;
     float acc = 0.0f;
 
     if (r >= H * W || p >= planes)
@@ -202,11 +202,11 @@ avg_pool2d_b(__global const float *g, uint planes, int H, int W, int OH,
             avg_win(ow, W, k.y, s.y, pd.y, &b0, &b1);
             if (h < a0 || h >= a1 || w < b0 || w >= b1)
                 continue;
-            acc += gp[oh * OW + ow] /
+            acc += CG_LD(gp, oh * OW + ow) /
                    (float)avg_div(oh, ow, H, W, k, s, pd, include_pad,
                                   divisor);
         }
-    gx[e] = acc;
+    CG_ST(gx, e, acc);
 }
 
 /* PyTorch's adaptive windows: [floor(i * n / on), ceil((i + 1) * n / on)). */
@@ -223,27 +223,27 @@ ada_hi(int i, int n, int on)
 }
 
 __kernel void
-adaptive_avg_pool2d_f(__global const float *x, uint planes, int H, int W,
-                      int OH, int OW, __global float *y)
+adaptive_avg_pool2d_f(__global const cg_t *x, uint planes, int H, int W,
+                      int OH, int OW, __global cg_t *y)
 {
     int r = (int)get_global_id(0), oh = r / OW, ow = r % OW;
     size_t p = get_global_id(1), o = p * (size_t)OH * OW + (size_t)r;
     int h0 = ada_lo(oh, H, OH), h1 = ada_hi(oh, H, OH);
     int w0 = ada_lo(ow, W, OW), w1 = ada_hi(ow, W, OW), h, w;
-    __global const float *xp = x + p * H * W;
+    __global const cg_t *xp = x + p * H * W;
     float acc = 0.0f;
 
     if (r >= OH * OW || p >= planes)
         return;
     for (h = h0; h < h1; h++)
         for (w = w0; w < w1; w++)
-            acc += xp[h * W + w];
-    y[o] = acc / (float)((h1 - h0) * (w1 - w0));
+            acc += CG_LD(xp, h * W + w);
+    CG_ST(y, o, acc / (float)((h1 - h0) * (w1 - w0)));
 }
 
 __kernel void
-adaptive_avg_pool2d_b(__global const float *g, uint planes, int H, int W,
-                      int OH, int OW, __global float *gx)
+adaptive_avg_pool2d_b(__global const cg_t *g, uint planes, int H, int W,
+                      int OH, int OW, __global cg_t *gx)
 {
     int r = (int)get_global_id(0), h = r / W, w = r % W, oh, ow;
     size_t p = get_global_id(1), e = p * (size_t)H * W + (size_t)r;
@@ -251,7 +251,7 @@ adaptive_avg_pool2d_b(__global const float *g, uint planes, int H, int W,
      * H)); each is checked. */
     int oh0 = ada_lo(h, OH, H), oh1 = min(OH, ada_hi(h, OH, H));
     int ow0 = ada_lo(w, OW, W), ow1 = min(OW, ada_hi(w, OW, W));
-    __global const float *gp = g + p * OH * OW;
+    __global const cg_t *gp = g + p * OH * OW;
     float acc = 0.0f;
 
     if (r >= H * W || p >= planes)
@@ -266,8 +266,8 @@ adaptive_avg_pool2d_b(__global const float *g, uint planes, int H, int W,
 
             if (w < b0 || w >= b1)
                 continue;
-            acc += gp[oh * OW + ow] / (float)((a1 - a0) * (b1 - b0));
+            acc += CG_LD(gp, oh * OW + ow) / (float)((a1 - a0) * (b1 - b0));
         }
     }
-    gx[e] = acc;
+    CG_ST(gx, e, acc);
 }

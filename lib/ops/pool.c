@@ -98,7 +98,7 @@ pool_check(cg_tensor *x, pool_geom *g, int64_t *oshape)
     char s1[128];
     int d, status;
 
-    if ((status = cg__check_tensor(x, "input", 0)))
+    if ((status = cg__check_tensor(x, "input", CG__FLOAT_DTYPE)))
         return status;
     cg__shape_str(x->ndim, x->shape, s1, sizeof s1);
     if (x->ndim != 3 && x->ndim != 4)
@@ -223,7 +223,7 @@ pool_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
         return CG_OK;
     geom_load(&geo, node->i);
     args_make(&geo, &a);
-    if (!(gin[0] = cg__tensor_empty(g->ctx, CG_F32, x->ndim, x->shape)))
+    if (!(gin[0] = cg__tensor_empty(g->ctx, x->dtype, x->ndim, x->shape)))
         return cg__last_status();
     mgx = cg__tensor_mem(gin[0]);
     switch (geo.kind) {
@@ -233,7 +233,8 @@ pool_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
             /* Each input is at most one window's maximum: scatter. */
             status = cg__fill(gin[0], 0.0f);
             if (status == CG_OK)
-                status = cg__kernel(g->ctx, CG__K_MAX_POOL2D_BS, &k);
+                status = cg__kernel_dt(g->ctx, CG__K_MAX_POOL2D_BS,
+                                       x->dtype, &k);
             if (status == CG_OK)
                 status = cg__args(k, CG__ARG(mi), CG__ARG(mg),
                                   CG__ARG(a.planes), CG__ARG(a.H),
@@ -245,7 +246,7 @@ pool_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
                                            (size_t)geo.planes, 1, CG__WG);
             return status;
         }
-        status = cg__kernel(g->ctx, CG__K_MAX_POOL2D_B, &k);
+        status = cg__kernel_dt(g->ctx, CG__K_MAX_POOL2D_B, x->dtype, &k);
         if (status == CG_OK)
             status = cg__args(k, CG__ARG(mi), CG__ARG(mg),
                               CG__ARG(a.planes), CG__ARG(a.H),
@@ -254,7 +255,7 @@ pool_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
                               CG__ARG(a.dl), CG__ARG(mgx));
         break;
     case POOL_AVG:
-        status = cg__kernel(g->ctx, CG__K_AVG_POOL2D_B, &k);
+        status = cg__kernel_dt(g->ctx, CG__K_AVG_POOL2D_B, x->dtype, &k);
         if (status == CG_OK)
             status = cg__args(k, CG__ARG(mg), CG__ARG(a.planes),
                               CG__ARG(a.H), CG__ARG(a.W), CG__ARG(a.OH),
@@ -263,7 +264,8 @@ pool_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
                               CG__ARG(a.divisor), CG__ARG(mgx));
         break;
     default:
-        status = cg__kernel(g->ctx, CG__K_ADAPTIVE_AVG_POOL2D_B, &k);
+        status = cg__kernel_dt(g->ctx, CG__K_ADAPTIVE_AVG_POOL2D_B,
+                               x->dtype, &k);
         if (status == CG_OK)
             status = cg__args(k, CG__ARG(mg), CG__ARG(a.planes),
                               CG__ARG(a.H), CG__ARG(a.W), CG__ARG(a.OH),
@@ -293,7 +295,7 @@ pool_run(cg_tensor *x, pool_geom *geo)
         return NULL;
     args_make(geo, &a);
     if (!(d = cg__dense(x)) ||
-        !(y = cg__tensor_empty(x->ctx, CG_F32, x->ndim, oshape)) ||
+        !(y = cg__tensor_empty(x->ctx, x->dtype, x->ndim, oshape)) ||
         (geo->kind == POOL_MAX &&
          !(idx = cg__tensor_empty(x->ctx, CG_I32, x->ndim, oshape)))) {
         status = cg__last_status();
@@ -304,7 +306,7 @@ pool_run(cg_tensor *x, pool_geom *geo)
     switch (geo->kind) {
     case POOL_MAX:
         mi = cg__tensor_mem(idx);
-        status = cg__kernel(x->ctx, CG__K_MAX_POOL2D_F, &k);
+        status = cg__kernel_dt(x->ctx, CG__K_MAX_POOL2D_F, x->dtype, &k);
         if (status == CG_OK)
             status = cg__args(k, CG__ARG(mx), CG__ARG(a.planes),
                               CG__ARG(a.H), CG__ARG(a.W), CG__ARG(a.OH),
@@ -313,7 +315,7 @@ pool_run(cg_tensor *x, pool_geom *geo)
                               CG__ARG(mi));
         break;
     case POOL_AVG:
-        status = cg__kernel(x->ctx, CG__K_AVG_POOL2D_F, &k);
+        status = cg__kernel_dt(x->ctx, CG__K_AVG_POOL2D_F, x->dtype, &k);
         if (status == CG_OK)
             status = cg__args(k, CG__ARG(mx), CG__ARG(a.planes),
                               CG__ARG(a.H), CG__ARG(a.W), CG__ARG(a.OH),
@@ -322,7 +324,8 @@ pool_run(cg_tensor *x, pool_geom *geo)
                               CG__ARG(a.divisor), CG__ARG(my));
         break;
     default:
-        status = cg__kernel(x->ctx, CG__K_ADAPTIVE_AVG_POOL2D_F, &k);
+        status = cg__kernel_dt(x->ctx, CG__K_ADAPTIVE_AVG_POOL2D_F,
+                               x->dtype, &k);
         if (status == CG_OK)
             status = cg__args(k, CG__ARG(mx), CG__ARG(a.planes),
                               CG__ARG(a.H), CG__ARG(a.W), CG__ARG(a.OH),
