@@ -744,6 +744,13 @@ typedef struct cg_conv_options {
  * call, overrides both (another value fails the call with CG_EINVAL; a
  * weight of 2^31 - 1 elements or more always runs im2col).  Both are
  * deterministic: the same inputs give the same bits.
+ * x, weight and bias may be float16 or bfloat16 (all three one dtype; the
+ * result and gradients too): the direct kernels then read and write 16
+ * bits with float32 sums, the bias added before the result's one
+ * rounding; where im2col is asked for, the float32 op runs between
+ * recorded casts.  Either way the result equals the float32 op on the
+ * cast-up values rounded once.  The tuning entries do not apply to 16-bit
+ * convolutions (direct unless CLGRAD_CONV_ALGO says im2col).
  * A wrong channel count, groups not dividing the channels, a dilated
  * kernel larger than the padded input or an output size below 1 give
  * CG_ESHAPE naming the shapes and the formula's values; a bad option
@@ -797,7 +804,8 @@ typedef struct cg_conv_transpose_options {
  * is not [K], an output_padding not smaller than the stride or the
  * dilation of its dimension (PyTorch's rule) or an output size below 1
  * give CG_ESHAPE naming the shapes and the formula's values; a negative
- * option gives CG_EINVAL; nothing is enqueued on error. */
+ * option gives CG_EINVAL; nothing is enqueued on error.  16-bit
+ * arguments (one dtype): the float32 op between recorded casts. */
 cg_tensor *cg_conv_transpose2d(cg_tensor *x, cg_tensor *weight,
                                cg_tensor *bias,
                                const cg_conv_transpose_options *opts);
@@ -811,7 +819,9 @@ cg_tensor *cg_conv_transpose2d(cg_tensor *x, cg_tensor *weight,
  * maximum's position (the first in scan order; a NaN wins) is saved, and
  * the gradient goes to it.  Bad geometry: CG_EINVAL (non-positive kernel,
  * stride, dilation; negative padding) or CG_ESHAPE (wrong ndim, padding
- * more than kernel / 2, output size < 1), naming the values. */
+ * more than kernel / 2, output size < 1), naming the values.  The
+ * pools take float32, float16 or bfloat16 x (result and gradient in x's
+ * dtype, sums in float32 rounded once). */
 cg_tensor *cg_max_pool2d(cg_tensor *x, const int kernel[2],
                          const int stride[2], const int padding[2],
                          const int dilation[2], int ceil_mode);

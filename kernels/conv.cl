@@ -42,7 +42,9 @@
  *
  *   conv_direct_fwd: y[n, k, oh, ow] = sum over (c, r, s), in that order,
  *                    of w[k, c, r, s] x[n, g Cg + c, oh sh - ph + r dh,
- *                    ow sw - pw + s dw], g = k / Kg.  One work-item per
+ *                    ow sw - pw + s dw], g = k / Kg, plus bias[k] when
+ *                    has_bias (after the sum, as conv_bias adds it, in
+ *                    one rounding to 16 bits).  One work-item per
  *                    (n, oh) and CONV_KT output channels of a group (1
  *                    where groups have fewer, as depthwise ones): each
  *                    input tap loaded once for all of them.
@@ -57,6 +59,10 @@
  *                    l takes the block's l-th), the last partial block's
  *                    one by one into lane 0; the lanes summed pairwise at
  *                    the end.  One work-item per element of dw.
+ *
+ * conv_bias and the direct kernels come in storage variants (common.cl's
+ * cg_t: float16 and bfloat16 tensors, float32 arithmetic, each result
+ * rounded once); im2col and col2im are float32 only.
  */
 
 /* The geometry: C, H, W, R, S, OH, OW, sh, sw, ph, pw, dh, dw, then
@@ -138,19 +144,19 @@ conv_col2im(__global const float *col, __global float *dx, CONV_ARGS)
 }
 
 __kernel void
-conv_bias(__global float *y, __global const float *b, int K, int P, int ch)
+conv_bias(__global cg_t *y, __global const cg_t *b, int K, int P, int ch)
 {
     int c = (int)get_global_id(0) * ch, r = (int)get_global_id(1), e, i;
-    __global float *py;
+    __global cg_t *py;
     float v;
 
     if (c >= P)
         return;
-    v = b[r % K];
+    v = CG_LD(b, r % K);
     py = y + (size_t)r * P + c;
     e = min(ch, P - c);
     for (i = 0; i < e; i++)
-        py[i] += v;
+        CG_ST(py, i, CG_LD(py, i) + v);
 }
 
 /* Outputs per work-item of conv_direct_fwd: CONV_VW consecutive outputs
@@ -168,42 +174,43 @@ conv_bias(__global float *y, __global const float *b, int K, int P, int ch)
 /* Elements p0, p0 + st, ... p0 + 7 st of row v (n long), 0 outside it;
  * inside the row at stride 1 or 2, one vector load. */
 static inline float8
-row8(__global const float *v, int p0, int st, int n)
+row8(__global const cg_t *v, int p0, int st, int n)
 {
     float e[CONV_VW];
     int l, p;
 
     if (st == 1 && p0 >= 0 && p0 + CONV_VW <= n)
-        return vload8(0, v + p0);
+        return CG_VLOAD(8, 0, v + p0);
     /* Two float8 loads, not a vload16: on a CPU without AVX-512 (PoCL
      * under valgrind, say) a float16 return value changes the ABI, and
      * the compiler warns. */
     if (st == 2 && p0 >= 0 && p0 + 2 * CONV_VW <= n) {
-        float8 a = vload8(0, v + p0), b = vload8(0, v + p0 + CONV_VW);
+        float8 a = CG_VLOAD(8, 0, v + p0);
+        float8 b = CG_VLOAD(8, 0, v + p0 + CONV_VW);
 
         return (float8)(a.even, b.even);
     }
     for (l = 0; l < CONV_VW; l++) {
         p = p0 + l * st;
-        e[l] = p >= 0 && p < n ? v[p] : 0.0f;
+        e[l] = p >= 0 && p < n ? CG_LD(v, p) : 0.0f;
     }
     return vload8(0, e);
 }
 
 /* Stores the first n (up to 8) lanes of a at v. */
 static inline void
-store8(__global float *v, float8 a, int n)
+store8(__global cg_t *v, float8 a, int n)
 {
     float e[CONV_VW];
     int l;
 
     if (n >= CONV_VW) {
-        vstore8(a, 0, v);
+        CG_VSTORE(8, a, 0, v);
         return;
     }
     vstore8(a, 0, e);
     for (l = 0; l < n; l++)
-        v[l] = e[l];
+        CG_ST(v, l, e[l]);
 }
 
 /* The CONV_VW outputs of row oh at ow0 of output channels k0 .. k0 + nk -
@@ -211,8 +218,9 @@ store8(__global float *v, float8 a, int n)
  * input tap loaded once for all kt channels.  kt is a constant where this
  * is called, so acc[] stays in registers. */
 static inline void
-direct_fwd_tile(__global const float *x, __global const float *wt,
-                __global float *y, int C, int H, int W, int K, int R, int S,
+direct_fwd_tile(__global const cg_t *x, __global const cg_t *wt,
+                __global cg_t *y, __global const cg_t *bias, int has_bias,
+                int C, int H, int W, int K, int R, int S,
                 int OH, int OW, int sh, int sw, int ph, int pw, int dh,
                 int dw, int Cg, int n, int c0, int k0, int nk, int oh,
                 int ow0, const int kt)
@@ -232,23 +240,24 @@ direct_fwd_tile(__global const float *x, __global const float *wt,
                           ow0 * sw - pw + s * dw, sw, W);
                 for (j = 0; j < kt; j++)
                     if (j < nk)
-                        acc[j] += wt[((k0 + j) * Cg + c) * R * S + r * S +
-                                     s] * xv;
+                        acc[j] += CG_LD(wt, ((k0 + j) * Cg + c) * R * S +
+                                            r * S + s) * xv;
             }
         }
     for (j = 0; j < kt && j < nk; j++)
-        store8(y + ((n * K + k0 + j) * OH + oh) * OW + ow0, acc[j],
-               OW - ow0);
+        store8(y + ((n * K + k0 + j) * OH + oh) * OW + ow0,
+               has_bias ? acc[j] + CG_LD(bias, k0 + j) : acc[j], OW - ow0);
 }
 
 __kernel void
-conv_direct_fwd(__global const float *x, __global const float *wt,
-                __global float *y, DIRECT_ARGS)
+conv_direct_fwd(__global const cg_t *x, __global const cg_t *wt,
+                __global cg_t *y, DIRECT_ARGS, __global const cg_t *bias,
+                int has_bias)
 {
     int i = (int)get_global_id(0);
     int Cg = C / G, Kg = K / G, kt = Kg >= CONV_KT ? CONV_KT : 1;
     int nb = (Kg + kt - 1) / kt, ow0, oh, b, g, n, k, c, r, s, h;
-    __global const float *xc, *wk;
+    __global const cg_t *xc, *wk;
 
     if (i >= N * G * nb * OH)
         return;
@@ -258,8 +267,9 @@ conv_direct_fwd(__global const float *x, __global const float *wt,
     n = i / OH / nb / G;
     if (kt == CONV_KT) {
         for (ow0 = 0; ow0 < OW; ow0 += CONV_VW)
-            direct_fwd_tile(x, wt, y, C, H, W, K, R, S, OH, OW, sh, sw, ph,
-                            pw, dh, dw, Cg, n, g * Cg, g * Kg + b * kt,
+            direct_fwd_tile(x, wt, y, bias, has_bias, C, H, W, K, R, S, OH,
+                            OW, sh, sw, ph, pw, dh, dw, Cg, n, g * Cg,
+                            g * Kg + b * kt,
                             min(kt, Kg - b * kt), oh, ow0, CONV_KT);
         return;
     }
@@ -275,11 +285,12 @@ conv_direct_fwd(__global const float *x, __global const float *wt,
                 if (h < 0 || h >= H)
                     continue;
                 for (s = 0; s < S; s++)
-                    acc += wk[r * S + s] *
+                    acc += CG_LD(wk, r * S + s) *
                            row8(xc + h * W, ow0 * sw - pw + s * dw, sw, W);
             }
         }
-        store8(y + ((n * K + k) * OH + oh) * OW + ow0, acc, OW - ow0);
+        store8(y + ((n * K + k) * OH + oh) * OW + ow0,
+               has_bias ? acc + CG_LD(bias, k) : acc, OW - ow0);
     }
 }
 
@@ -288,7 +299,7 @@ conv_direct_fwd(__global const float *x, __global const float *wt,
  * (w + d) / st when that divides; 0 else.  At stride 2 inside the row,
  * every other lane, from one vload4. */
 static inline float8
-taps8(__global const float *v, int w0, int d, int st, int n)
+taps8(__global const cg_t *v, int w0, int d, int st, int n)
 {
     float e[CONV_VW];
     int l, p;
@@ -297,7 +308,7 @@ taps8(__global const float *v, int w0, int d, int st, int n)
         return row8(v, w0 + d, 1, n);
     p = w0 + d;
     if (st == 2 && p >= 0 && (p + 1) / 2 + CONV_VW / 2 <= n) {
-        float4 a = vload4(0, v + (p + 1) / 2);
+        float4 a = CG_VLOAD(4, 0, v + (p + 1) / 2);
         float8 t = (float8)(0.0f);
 
         if (p % 2)
@@ -308,18 +319,19 @@ taps8(__global const float *v, int w0, int d, int st, int n)
     }
     for (l = 0; l < CONV_VW; l++) {
         p = w0 + l + d;
-        e[l] = p >= 0 && p % st == 0 && p / st < n ? v[p / st] : 0.0f;
+        e[l] = p >= 0 && p % st == 0 && p / st < n ? CG_LD(v, p / st)
+                                                    : 0.0f;
     }
     return vload8(0, e);
 }
 
 __kernel void
-conv_direct_dx(__global const float *dy, __global const float *wt,
-               __global float *dx, DIRECT_ARGS)
+conv_direct_dx(__global const cg_t *dy, __global const cg_t *wt,
+               __global cg_t *dx, DIRECT_ARGS)
 {
     int i = (int)get_global_id(0);
     int Cg = C / G, Kg = K / G, w0, h, c, n, j, k, r, s, th;
-    __global const float *dyr, *wk;
+    __global const cg_t *dyr, *wk;
 
     if (i >= N * C * H)
         return;
@@ -338,7 +350,7 @@ conv_direct_dx(__global const float *dy, __global const float *wt,
                     continue;
                 dyr = dy + ((n * K + k) * OH + th / sh) * OW;
                 for (s = 0; s < S; s++)
-                    acc += wk[r * S + s] *
+                    acc += CG_LD(wk, r * S + s) *
                            taps8(dyr, w0, pw - s * dw, sw, OW);
             }
         }
@@ -347,14 +359,14 @@ conv_direct_dx(__global const float *dy, __global const float *wt,
 }
 
 __kernel void
-conv_direct_dw(__global const float *dy, __global const float *x,
-               __global float *dw_, DIRECT_ARGS)
+conv_direct_dw(__global const cg_t *dy, __global const cg_t *x,
+               __global cg_t *dw_, DIRECT_ARGS)
 {
     int i = (int)get_global_id(0), Cg = C / G, Kg = K / G;
     int s, r, cg, k, c, off, lo, hi, n, oh, ow, h;
     float8 acc = (float8)(0.0f);
     float e[CONV_VW];
-    __global const float *dyr, *xr;
+    __global const cg_t *dyr, *xr;
 
     if (i >= K * Cg * R * S)
         return;
@@ -376,10 +388,12 @@ conv_direct_dw(__global const float *dy, __global const float *x,
             dyr = dy + ((n * K + k) * OH + oh) * OW;
             xr = x + ((n * C + c) * H + h) * W;
             for (ow = lo; ow + CONV_VW <= hi; ow += CONV_VW)
-                acc += vload8(0, dyr + ow) * row8(xr, ow * sw + off, sw, W);
+                acc += CG_VLOAD(8, 0, dyr + ow) *
+                       row8(xr, ow * sw + off, sw, W);
             for (; ow < hi; ow++)
-                acc.s0 += dyr[ow] * xr[ow * sw + off];
+                acc.s0 += CG_LD(dyr, ow) * CG_LD(xr, ow * sw + off);
         }
     vstore8(acc, 0, e);
-    dw_[i] = ((e[0] + e[1]) + (e[2] + e[3])) + ((e[4] + e[5]) + (e[6] + e[7]));
+    CG_ST(dw_, i, ((e[0] + e[1]) + (e[2] + e[3])) +
+                  ((e[4] + e[5]) + (e[6] + e[7])));
 }

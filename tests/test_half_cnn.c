@@ -11,6 +11,7 @@
  * and test_conv.
  */
 #include <math.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -169,6 +170,140 @@ START_TEST(pooling_in_16_bits_equals_float32_rounded)
 }
 END_TEST
 
+typedef struct conv_case {
+    int64_t x[4], w[4];
+    cg_conv_options o;
+    int bias, transposed, one_d;
+    const char *algo;       /* CLGRAD_CONV_ALGO for both sides */
+} conv_case;
+
+static cg_tensor *
+conv_of(const conv_case *c, cg_tensor *x, cg_tensor *w, cg_tensor *b)
+{
+    cg_conv_transpose_options t;
+
+    if (c->one_d)
+        return cg_conv1d(x, w, b, &c->o);
+    if (!c->transposed)
+        return cg_conv2d(x, w, b, &c->o);
+    memset(&t, 0, sizeof t);
+    t.stride[0] = c->o.stride[0];
+    t.stride[1] = c->o.stride[1];
+    t.padding[0] = c->o.padding[0];
+    t.padding[1] = c->o.padding[1];
+    t.output_padding[0] = t.output_padding[1] = 1;
+    t.dilation[0] = c->o.dilation[0];
+    t.dilation[1] = c->o.dilation[1];
+    t.groups = c->o.groups;
+    return cg_conv_transpose2d(x, w, b, &t);
+}
+
+/* y = conv(dt(x), dt(w), dt(b)) and the gradients of x, w, b through
+ * sum(float(y) * v) against the float32 convolution of the cast-up
+ * values (same algorithm) for the gradient float(dt(v)), rounded to dt:
+ * bit for bit, y and every gradient (the direct kernel adds the bias
+ * before its one rounding; the other paths are the float32 op between
+ * casts). */
+static void
+check_conv(const conv_case *c, cg_dtype dt, int which)
+{
+    int nd = c->one_d ? 3 : 4, k;
+    int64_t bs = c->transposed ? c->w[1] * c->o.groups : c->w[0];
+    cg_tensor *in[3], *h[3], *f[3], *y, *r, *rr, *v, *vr, *p, *l, *yf, *g;
+    int64_t ys[4];
+
+    ck_assert_int_eq(setenv("CLGRAD_CONV_ALGO", c->algo, 1), 0);
+    in[0] = values(nd, c->x, 0.731, 0.3, 3.0);
+    in[1] = values(nd, c->w, 0.277, 1.3, 0.8);
+    in[2] = c->bias ? values(1, &bs, 0.9, 0.1, 2.0) : NULL;
+    for (k = 0; k < 3; k++) {
+        h[k] = f[k] = NULL;
+        if (!in[k])
+            continue;
+        ck_assert_int_eq(cg_tensor_set_requires_grad(in[k], 1), CG_OK);
+        h[k] = cast(in[k], dt);
+        cg_no_grad_enter();
+        f[k] = cast(h[k], CG_F32);
+        cg_no_grad_leave();
+        ck_assert_int_eq(cg_tensor_set_requires_grad(f[k], 1), CG_OK);
+    }
+    y = conv_of(c, h[0], h[1], h[2]);
+    ck_assert_msg(y != NULL, "conv case %d: %s", which, TT_ERR);
+    ck_assert_int_eq(cg_tensor_dtype(y), dt);
+    r = conv_of(c, f[0], f[1], f[2]);
+    ck_assert_msg(r != NULL, "conv case %d: %s", which, TT_ERR);
+    cg_no_grad_enter();
+    rr = cast(r, dt);
+    cg_no_grad_leave();
+    same_bits(y, rr, "conv forward", which);
+    cg_tensor_shape(y, ys);
+    v = values(cg_tensor_ndim(y), ys, 0.377, 1.1, 1.7);
+    yf = cast(y, CG_F32);
+    p = cg_mul(yf, v);
+    l = cg_sum(p, 0, NULL, 0);
+    ck_assert_msg(l && cg_backward(l, NULL, 0) == CG_OK, "%s", TT_ERR);
+    cg_tensor_free(p);
+    cg_tensor_free(l);
+    cg_no_grad_enter();
+    vr = cast(v, dt);
+    cg_tensor_free(v);
+    v = cast(vr, CG_F32);
+    cg_no_grad_leave();
+    p = cg_mul(r, v);
+    l = cg_sum(p, 0, NULL, 0);
+    ck_assert_msg(l && cg_backward(l, NULL, 0) == CG_OK, "%s", TT_ERR);
+    for (k = 0; k < 3; k++) {
+        if (!in[k])
+            continue;
+        cg_no_grad_enter();
+        g = cast(cg_tensor_grad(f[k]), dt);
+        cg_no_grad_leave();
+        ck_assert_ptr_nonnull(cg_tensor_grad(in[k]));
+        same_bits(cg_tensor_grad(in[k]), g, k == 0 ? "conv dx"
+                  : k == 1 ? "conv dw" : "conv db", which);
+        cg_tensor_free(g);
+        cg_tensor_free(in[k]);
+        cg_tensor_free(h[k]);
+        cg_tensor_free(f[k]);
+    }
+    cg_tensor_free(y); cg_tensor_free(r); cg_tensor_free(rr);
+    cg_tensor_free(v); cg_tensor_free(vr); cg_tensor_free(p);
+    cg_tensor_free(l); cg_tensor_free(yf);
+    ck_assert_int_eq(unsetenv("CLGRAD_CONV_ALGO"), 0);
+}
+
+START_TEST(convolutions_in_16_bits_equal_float32_rounded)
+{
+    static const conv_case cases[] = {
+        /* plain, 3x3 pad 1, rows not a multiple of 8 */
+        { { 2, 3, 7, 11 }, { 5, 3, 3, 3 }, { { 1, 1 }, { 1, 1 }, { 1, 1 },
+          1, 0 }, 0, 0, 0, "direct" },
+        /* bias, stride 2, dilation, 4 output channels per block */
+        { { 2, 4, 9, 13 }, { 8, 4, 3, 2 }, { { 2, 2 }, { 1, 0 }, { 2, 1 },
+          1, 0 }, 1, 0, 0, "direct" },
+        /* grouped, 17-wide rows (a vector and a tail) */
+        { { 1, 6, 5, 17 }, { 4, 3, 1, 3 }, { { 1, 1 }, { 0, 1 }, { 1, 1 },
+          2, 0 }, 1, 0, 0, "direct" },
+        /* depthwise */
+        { { 2, 5, 6, 9 }, { 5, 1, 3, 3 }, { { 1, 1 }, { 1, 1 }, { 1, 1 },
+          5, 0 }, 1, 0, 0, "direct" },
+        /* im2col asked for: the float32 op between casts */
+        { { 2, 3, 7, 11 }, { 5, 3, 3, 3 }, { { 1, 2 }, { 1, 1 }, { 1, 1 },
+          1, 0 }, 1, 0, 0, "im2col" },
+        /* conv_transpose2d (float32 between casts) */
+        { { 2, 4, 5, 6 }, { 4, 3, 3, 3 }, { { 2, 2 }, { 1, 1 }, { 1, 1 },
+          1, 0 }, 1, 1, 0, "direct" },
+        /* conv1d */
+        { { 3, 4, 19, 0 }, { 6, 4, 5, 0 }, { { 2, 0 }, { 2, 0 }, { 1, 0 },
+          1, 0 }, 1, 0, 1, "direct" },
+    };
+    size_t i;
+
+    for (i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        check_conv(&cases[i], _i ? CG_BF16 : CG_F16, (int)i);
+}
+END_TEST
+
 static Suite *
 half_cnn_suite(void)
 {
@@ -177,6 +312,8 @@ half_cnn_suite(void)
 
     tcase_set_timeout(tc, 0);
     tcase_add_loop_test(tc, pooling_in_16_bits_equals_float32_rounded, 0, 2);
+    tcase_add_loop_test(tc, convolutions_in_16_bits_equal_float32_rounded, 0,
+                        2);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -87,9 +87,12 @@ chunk_images(cg_context *ctx, const conv_geom *g)
     return n > g->N ? g->N : n;
 }
 
-/* The algorithm for one direction of a convolution (see the top). */
+/* The algorithm for one direction of a convolution (see the top).  For
+ * 16-bit tensors (half) the direct kernels, which read and write 16-bit
+ * storage themselves, unless CLGRAD_CONV_ALGO asks for im2col (the
+ * tuning entries are float32 measurements). */
 static int
-conv_choose(cg_context *ctx, int backward, const conv_geom *g,
+conv_choose(cg_context *ctx, int backward, const conv_geom *g, int half,
             conv_algo *out)
 {
     static const char *const names[3] = { "im2col", "direct", "auto" };
@@ -105,6 +108,8 @@ conv_choose(cg_context *ctx, int backward, const conv_geom *g,
                         cg__conv_class_name(cls, name, sizeof name));
     if (set && v < 2)
         *out = v ? CONV_DIRECT : CONV_IM2COL_GEMM;
+    else if (half)
+        *out = CONV_DIRECT;
     else if (e && cg__tuning_param(e, "algo", &a))
         *out = a ? CONV_DIRECT : CONV_IM2COL_GEMM;
     else
@@ -132,7 +137,7 @@ cg__conv_algo(cg_context *ctx, int backward, int64_t C, int64_t K,
     g.C = C;
     g.K = K;
     g.G = G;
-    if ((status = conv_choose(ctx, backward, &g, &a)))
+    if ((status = conv_choose(ctx, backward, &g, 0, &a)))
         return status;
     *algo = (int)a;
     return CG_OK;
@@ -234,10 +239,13 @@ conv_tensors(const char *op, cg_tensor *x, cg_tensor *w, cg_tensor *b)
     char s1[128], s2[128];
     int status;
 
-    if ((status = cg__check_tensor(x, "input", 0)) ||
-        (status = cg__check_tensor(w, "weight", 0)) ||
-        (b && (status = cg__check_tensor(b, "bias", 0))) ||
-        (status = cg__same_context(b ? 3 : 2, (const cg_tensor *const *)all)))
+    if ((status = cg__check_tensor(x, "input", CG__FLOAT_DTYPE)) ||
+        (status = cg__check_tensor(w, "weight", CG__FLOAT_DTYPE)) ||
+        (b && (status = cg__check_tensor(b, "bias", CG__FLOAT_DTYPE))) ||
+        (status = cg__same_context(b ? 3 : 2,
+                                   (const cg_tensor *const *)all)) ||
+        (status = cg__check_same_dtype(x, "input", w, "weight")) ||
+        (b && (status = cg__check_same_dtype(x, "input", b, "bias"))))
         return status;
     if (x->ndim != 4 || w->ndim != 4)
         return cg__error(CG_ESHAPE, "%s: input %s and weight %s must have %d "
@@ -452,7 +460,7 @@ add_bias(cg_tensor *y, cg_tensor *b)
     cg_tensor *db = cg__dense(b);
     cl_mem my = cg__tensor_mem(y), mb;
     cl_kernel k;
-    int status = db ? cg__kernel(y->ctx, CG__K_CONV_BIAS, &k)
+    int status = db ? cg__kernel_dt(y->ctx, CG__K_CONV_BIAS, y->dtype, &k)
                     : cg__last_status();
 
     mb = db ? cg__tensor_mem(db) : NULL;
@@ -467,10 +475,11 @@ add_bias(cg_tensor *y, cg_tensor *b)
     return status;
 }
 
-/* Enqueues direct kernel kid over n work-items: out from a and b. */
+/* Enqueues direct kernel kid over n work-items: out from a and b, all
+ * three of dtype dt; the forward kernel adds bias (dense [K], or NULL). */
 static int
-direct(cg_context *ctx, cg__kid kid, const conv_geom *g, cl_mem a, cl_mem b,
-       cl_mem out, size_t n)
+direct(cg_context *ctx, cg__kid kid, cg_dtype dt, const conv_geom *g,
+       cl_mem a, cl_mem b, cl_mem out, const cg_tensor *bias, size_t n)
 {
     cl_int v[16] = {
         (cl_int)g->N, (cl_int)g->C, (cl_int)g->H, (cl_int)g->W,
@@ -479,6 +488,8 @@ direct(cg_context *ctx, cg__kid kid, const conv_geom *g, cl_mem a, cl_mem b,
         (cl_int)g->pw, (cl_int)g->dh, (cl_int)g->dw, (cl_int)g->G
     };
     cg__arg_list l = { .n = 0 };
+    cl_mem mb = bias ? cg__tensor_mem(bias) : out;
+    cl_int has_bias = bias != NULL;
     cl_kernel k;
     int status, j;
 
@@ -487,7 +498,11 @@ direct(cg_context *ctx, cg__kid kid, const conv_geom *g, cl_mem a, cl_mem b,
     CG__PUSH(&l, out);
     for (j = 0; j < 16; j++)
         CG__PUSH(&l, v[j]);
-    status = cg__kernel(ctx, kid, &k);
+    if (kid == CG__K_CONV_DIRECT_FWD) {
+        CG__PUSH(&l, mb);
+        CG__PUSH(&l, has_bias);
+    }
+    status = cg__kernel_dt(ctx, kid, dt, &k);
     if (status == CG_OK)
         status = cg__set_args(k, l.a, l.n);
     if (status == CG_OK && n)
@@ -636,12 +651,12 @@ backward_direct(const conv_geom *g, cg_tensor *x, cg_tensor *w,
     int status = CG_OK;
 
     if (dx)
-        status = direct(ctx, CG__K_CONV_DIRECT_DX, g, mdy, cg__tensor_mem(w),
-                        cg__tensor_mem(dx),
+        status = direct(ctx, CG__K_CONV_DIRECT_DX, dy->dtype, g, mdy,
+                        cg__tensor_mem(w), cg__tensor_mem(dx), NULL,
                         (size_t)(g->N * g->C * g->H));
     if (status == CG_OK && dw)
-        status = direct(ctx, CG__K_CONV_DIRECT_DW, g, mdy, cg__tensor_mem(x),
-                        cg__tensor_mem(dw),
+        status = direct(ctx, CG__K_CONV_DIRECT_DW, dy->dtype, g, mdy,
+                        cg__tensor_mem(x), cg__tensor_mem(dw), NULL,
                         (size_t)(g->K * (g->C / g->G) * g->R * g->S));
     return status;
 }
@@ -681,7 +696,7 @@ grads_begin(cg__node *node, cg_tensor *dy, cg_tensor **gin, cg_tensor **gd,
         return cg__last_status();
     for (k = 0; k < 2; k++)
         if (node->needs[k] &&
-            !(gin[k] = cg__tensor_empty(dy->ctx, CG_F32, 4,
+            !(gin[k] = cg__tensor_empty(dy->ctx, node->saved[k]->dtype, 4,
                                         node->saved[k]->shape)))
             return cg__last_status();
     return CG_OK;
@@ -695,11 +710,21 @@ grads_end(cg__node *node, cg_tensor *gd, cg_tensor **gin, int status)
      * the batch (column sums): both streaming reductions, where one over
      * N, OH and OW at once indexes every element through its shape. */
     if (status == CG_OK && node->needs[2]) {
-        cg_tensor *nk = cg__sum_mask(gd, 0xcu, 0, 1.0f);
+        /* 16 bits: summed in float32, rounded once. */
+        cg_tensor *gf = gd->dtype == CG_F32 ? cg_tensor_ref(gd)
+                        : cg_to_dtype(gd, CG_F32);
+        cg_tensor *nk = gf ? cg__sum_mask(gf, 0xcu, 0, 1.0f) : NULL;
+        cg_tensor *db = nk ? cg__sum_mask(nk, 0x1u, 0, 1.0f) : NULL;
 
-        if (!nk || !(gin[2] = cg__sum_mask(nk, 0x1u, 0, 1.0f)))
+        if (db && gd->dtype != CG_F32)
+            gin[2] = cg_to_dtype(db, gd->dtype);
+        else
+            gin[2] = db ? cg_tensor_ref(db) : NULL;
+        if (!gin[2])
             status = cg__last_status();
+        cg_tensor_free(gf);
         cg_tensor_free(nk);
+        cg_tensor_free(db);
     }
     cg_tensor_free(gd);
     return status;
@@ -713,8 +738,11 @@ conv_backward(cg__node *node, cg_tensor *dy, cg_tensor **gin)
     conv_algo algo;
     int status = grads_begin(node, dy, gin, &gd, &g);
 
-    if (status == CG_OK)
-        status = conv_choose(dy->ctx, 1, &g, &algo);
+    /* A 16-bit node comes from the direct forward only (conv_apply). */
+    if (status == CG_OK && dy->dtype != CG_F32)
+        algo = CONV_DIRECT;
+    else if (status == CG_OK)
+        status = conv_choose(dy->ctx, 1, &g, 0, &algo);
     if (status == CG_OK && (gin[0] || gin[1]))
         status = algo == CONV_DIRECT
                  ? backward_direct(&g, node->saved[0], node->saved[1], gd,
@@ -740,19 +768,57 @@ convt_backward(cg__node *node, cg_tensor *dy, cg_tensor **gin)
     return grads_end(node, gd, gin, status);
 }
 
+/* y from x and w, and the bias b (NULL: none) added: by the direct
+ * kernel itself, or after im2col + GEMM. */
 static int
 conv_run(conv_algo algo, const conv_geom *g, cg_tensor *x, cg_tensor *w,
-         cg_tensor *y, cg_tensor **keep)
+         cg_tensor *b, cg_tensor *y, cg_tensor **keep)
 {
+    cg_tensor *db;
+    int status;
+
     switch (algo) {
     case CONV_IM2COL_GEMM:
-        return forward_im2col(g, x, w, y, keep);
+        status = forward_im2col(g, x, w, y, keep);
+        return status == CG_OK && b ? add_bias(y, b) : status;
     case CONV_DIRECT:
-        return direct(x->ctx, CG__K_CONV_DIRECT_FWD, g, cg__tensor_mem(x),
-                      cg__tensor_mem(w), cg__tensor_mem(y),
-                      (size_t)(g->N * g->G * fwd_blocks(g) * g->OH));
+        db = b ? cg__dense(b) : NULL;
+        if (b && !db)
+            return cg__last_status();
+        status = direct(x->ctx, CG__K_CONV_DIRECT_FWD, x->dtype, g,
+                        cg__tensor_mem(x), cg__tensor_mem(w),
+                        cg__tensor_mem(y), db,
+                        (size_t)(g->N * g->G * fwd_blocks(g) * g->OH));
+        cg_tensor_free(db);
+        return status;
     }
     return cg__error(CG_EINVAL, "conv: unknown algorithm %d", (int)algo);
+}
+
+static cg_tensor *conv_apply(const char *op, int transposed,
+                             const conv_geom *g, cg_tensor *x, cg_tensor *w,
+                             cg_tensor *b);
+
+/* A 16-bit convolution that the direct kernels do not run (im2col asked
+ * for, conv_transpose2d): the float32 op on the arguments cast up, its
+ * result rounded once to their dtype; every step a recorded op, so
+ * gradients come back through the casts in the arguments' dtype. */
+static cg_tensor *
+conv_via_f32(const char *op, int transposed, const conv_geom *g,
+             cg_tensor *x, cg_tensor *w, cg_tensor *b)
+{
+    cg_tensor *xf = cg_to_dtype(x, CG_F32);
+    cg_tensor *wf = xf ? cg_to_dtype(w, CG_F32) : NULL;
+    cg_tensor *bf = wf && b ? cg_to_dtype(b, CG_F32) : NULL;
+    cg_tensor *yf = wf && (bf || !b) ? conv_apply(op, transposed, g, xf, wf,
+                                                  bf) : NULL;
+    cg_tensor *y = yf ? cg_to_dtype(yf, x->dtype) : NULL;
+
+    cg_tensor_free(xf);
+    cg_tensor_free(wf);
+    cg_tensor_free(bf);
+    cg_tensor_free(yf);
+    return y;
 }
 
 /* The op once its arguments are checked: y from dense x and w, the bias,
@@ -771,20 +837,23 @@ conv_apply(const char *op, int transposed, const conv_geom *g, cg_tensor *x,
     conv_algo algo = CONV_IM2COL_GEMM;
     int status;
 
-    if (!transposed && conv_choose(x->ctx, 0, g, &algo))
+    if (!transposed && conv_choose(x->ctx, 0, g, x->dtype != CG_F32, &algo))
         return NULL;
+    if (x->dtype != CG_F32 && (transposed || algo != CONV_DIRECT))
+        return conv_via_f32(op, transposed, g, x, w, b);
     dx = cg__dense(x);
     dw = dx ? cg__dense(w) : NULL;
-    y = dw ? cg__tensor_empty(x->ctx, CG_F32, 4, shape) : NULL;
-    if (!y)
+    y = dw ? cg__tensor_empty(x->ctx, x->dtype, 4, shape) : NULL;
+    if (!y) {
         status = cg__last_status();
-    else if (transposed)
+    } else if (transposed) {
         status = backward_im2col(g, NULL, dw, dx, y, NULL, NULL);
-    else
-        status = conv_run(algo, g, dx, dw, y,
+        if (status == CG_OK && b)
+            status = add_bias(y, b);
+    } else {
+        status = conv_run(algo, g, dx, dw, b, y,
                           cg_tensor_requires_grad(w) ? &cols : NULL);
-    if (status == CG_OK && b)
-        status = add_bias(y, b);
+    }
     if (status == CG_OK) {
         node = cg__record(y, op, transposed ? convt_backward : conv_backward,
                           3, in, &status);
@@ -838,8 +907,8 @@ cg_conv1d(cg_tensor *x, cg_tensor *weight, cg_tensor *bias,
     char s1[128], s2[128];
 
     cg__error_clear();
-    if (cg__check_tensor(x, "input", 0) || cg__check_tensor(weight,
-                                                            "weight", 0))
+    if (cg__check_tensor(x, "input", CG__FLOAT_DTYPE) ||
+        cg__check_tensor(weight, "weight", CG__FLOAT_DTYPE))
         return NULL;
     if (x->ndim != 3 || weight->ndim != 3) {
         cg__error(CG_ESHAPE, "conv1d: input %s and weight %s must have 3 "
