@@ -17,7 +17,9 @@ by tests/test_torch_export.sh: python3 torch_export.py SRCDIR TRAIN TMPDIR.
     loss clgrad-train reports for step 4, and exports back to the same
     model tensors; its model tensors and vocabulary alone import too.
     One stream, so that its batches are the text's first bytes however
-    much of the end clgrad-train holds out.
+    much of the end clgrad-train holds out;
+  - float16 and bfloat16 tensors round-trip through write_safetensors and
+    read_safetensors bit for bit.
 
 Tolerance: 1e-4 relative on the losses.  Both sides compute in float32
 with different summation orders over at most a few hundred terms (errors
@@ -226,5 +228,21 @@ theirs_acc = 100.0 * (logits.argmax(1) == y).float().mean().item()
 check(close(ours_loss, theirs_loss) and abs(ours_acc - theirs_acc) < 0.01,
       "cnn: clgrad-train --eval-only loss %.6f accuracy %.2f%%, PyTorch "
       "%.6f %.2f%%" % (ours_loss, ours_acc, theirs_loss, theirs_acc))
+
+# --- 16-bit tensors through write_safetensors / read_safetensors, bit for
+# bit (NaN payloads, subnormals, infinities)
+bits = torch.tensor([0, 1, 0x3C00, 0x7C00, -0x400, 0x7E15, 0x0301, -1],
+                    dtype=torch.int16)
+halves = {"h": bits.view(torch.float16), "b": bits.view(torch.bfloat16),
+          "f": torch.tensor([1.5, -2.25])}
+path16 = os.path.join(TMP, "half.safetensors")
+write_safetensors(path16, halves)
+back16, _ = read_safetensors(path16)
+check(back16["h"].dtype == torch.float16 and
+      back16["b"].dtype == torch.bfloat16 and
+      torch.equal(back16["h"].view(torch.int16), bits) and
+      torch.equal(back16["b"].view(torch.int16), bits) and
+      torch.equal(back16["f"], halves["f"]),
+      "float16 and bfloat16 tensors round-trip bit for bit")
 
 sys.exit(1 if failures else 0)

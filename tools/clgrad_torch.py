@@ -28,8 +28,10 @@ The file is safetensors, as clgrad writes it (lib/io/safetensors.c):
               tensor's name maps to {"dtype": "F32", "shape": [...],
               "data_offsets": [begin, end]}; padded with spaces so that
               the data starts 8-aligned
-    the rest  the tensors' bytes, float32 little-endian, row-major, at
-              their offsets from the start of this part, tiling it
+    the rest  the tensors' bytes, little-endian, row-major, at their
+              offsets from the start of this part, tiling it (the models'
+              tensors are float32; read_safetensors and write_safetensors
+              also carry F16 and BF16 tensors, bit for bit, as clgrad does)
 
 Tensors (PyTorch's state_dict names under the container's child names;
 clgrad's LSTM keeps PyTorch's gate order i, f, g, o and both biases):
@@ -99,11 +101,13 @@ _INT_CONFIG = ("seq_len", "batch", "warmup", "step_size", "seed")
 _STR_CONFIG = {"optimizer": ("adam", "adamw", "sgd", "rmsprop"),
                "schedule": ("constant", "step", "exp", "cosine")}
 _LSTM_PARAMS = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
+_HALF = {torch.float16: "F16", torch.bfloat16: "BF16"}
 
 
 def write_safetensors(path, tensors, metadata=None):
-    """Write {name: tensor} (as float32) and {key: str} metadata to path,
-    through a temporary file renamed over it."""
+    """Write {name: tensor} and {key: str} metadata to path, through a
+    temporary file renamed over it.  float16 and bfloat16 tensors are
+    written as F16 and BF16, bit for bit; every other tensor as float32."""
     header, parts, at = {}, [], 0
     if metadata:
         for k, v in metadata.items():
@@ -112,9 +116,17 @@ def write_safetensors(path, tensors, metadata=None):
                                 % (k,))
         header["__metadata__"] = dict(metadata)
     for name, t in tensors.items():
-        t = t.detach().to("cpu", torch.float32).contiguous()
-        data = struct.pack("<%df" % t.numel(), *t.reshape(-1).tolist())
-        header[name] = {"dtype": "F32", "shape": list(t.shape),
+        t = t.detach().to("cpu")
+        if t.dtype in _HALF:
+            # float16 and bfloat16 keep their dtype, written bit for bit.
+            code = _HALF[t.dtype]
+            bits = t.contiguous().view(torch.int16).reshape(-1).tolist()
+            data = struct.pack("<%dh" % t.numel(), *bits)
+        else:
+            code = "F32"
+            t = t.to(torch.float32).contiguous()
+            data = struct.pack("<%df" % t.numel(), *t.reshape(-1).tolist())
+        header[name] = {"dtype": code, "shape": list(t.shape),
                         "data_offsets": [at, at + len(data)]}
         parts.append(data)
         at += len(data)
@@ -136,8 +148,8 @@ def write_safetensors(path, tensors, metadata=None):
 
 
 def read_safetensors(path):
-    """Return ({name: float32, int32 or int64 tensor}, {key: str}) from
-    path."""
+    """Return ({name: float32, int32, int64, float16 or bfloat16 tensor},
+    {key: str}) from path; 16-bit tensors bit for bit."""
     with open(path, "rb") as f:
         blob = f.read()
     if len(blob) < 8:
@@ -149,15 +161,21 @@ def read_safetensors(path):
     meta = header.pop("__metadata__", {}) or {}
     base, tensors = 8 + n, {}
     for name, e in header.items():
-        fmt = {"F32": "f", "I32": "i", "I64": "q"}.get(e["dtype"])
+        fmt = {"F32": "f", "I32": "i", "I64": "q", "F16": "h",
+               "BF16": "h"}.get(e["dtype"])
         if fmt is None:
-            raise ValueError("%s: tensor %r: dtype %s is not F32, I32 or I64"
-                             % (path, name, e["dtype"]))
+            raise ValueError("%s: tensor %r: dtype %s is not F32, I32, I64, "
+                             "F16 or BF16" % (path, name, e["dtype"]))
         begin, end = e["data_offsets"]
         count = (end - begin) // struct.calcsize(fmt)
         values = struct.unpack_from("<%d%s" % (count, fmt), blob, base + begin)
-        dtype = {"f": torch.float32, "i": torch.int32, "q": torch.int64}[fmt]
-        tensors[name] = torch.tensor(values, dtype=dtype).reshape(e["shape"])
+        dtype = {"f": torch.float32, "i": torch.int32, "q": torch.int64,
+                 "h": torch.int16}[fmt]
+        t = torch.tensor(values, dtype=dtype).reshape(e["shape"])
+        if e["dtype"] in ("F16", "BF16"):
+            t = t.view(torch.float16 if e["dtype"] == "F16"
+                       else torch.bfloat16)
+        tensors[name] = t
     return tensors, meta
 
 
