@@ -204,6 +204,143 @@ START_TEST(nothing_is_cast_outside_a_region)
 }
 END_TEST
 
+static uint64_t
+launched(void)
+{
+    cg_memory_stats st;
+
+    ck_assert_int_eq(cg_context_stats(tt_ctx(), &st), CG_OK);
+    return st.kernels_enqueued;
+}
+
+/* One step of a two-convolution net under autocast (or, ref, with the
+ * same casts written out): loss = sum(conv(x1, w, b)) + sum(conv(x2, w,
+ * b)) * 0.5, backward after the region; the gradients of w and b into
+ * gw, gb.  k[0], k[1]: kernels each convolution call enqueued.  (The
+ * sums cast the 16-bit outputs up: they are on autocast's float32
+ * list.) */
+static void
+conv_step(int ref, cg_dtype dt, cg_tensor *x1, cg_tensor *x2, cg_tensor *w,
+          cg_tensor *b, float *gw, size_t nw, float *gb, size_t nb,
+          uint64_t *k)
+{
+    cg_context *ctx = tt_ctx();
+    cg_conv_options o = { { 1, 1 }, { 1, 1 }, { 1, 1 }, 1, 0 };
+    cg_tensor *y1, *y2, *l1, *l2, *h, *l, *c[5] = { 0 };
+    uint64_t k0;
+
+    if (!ref)
+        ck_assert_int_eq(cg_autocast_begin(ctx, dt), CG_OK);
+    k0 = launched();
+    if (ref) {
+        c[0] = cg_to_dtype(x1, dt);
+        c[1] = cg_to_dtype(w, dt);
+        c[2] = cg_to_dtype(b, dt);
+        y1 = cg_conv2d(c[0], c[1], c[2], &o);
+    } else {
+        y1 = cg_conv2d(x1, w, b, &o);
+    }
+    k[0] = launched() - k0;
+    k0 = launched();
+    if (ref) {
+        c[3] = cg_to_dtype(x2, dt);
+        y2 = cg_conv2d(c[3], c[1], c[2], &o);
+    } else {
+        y2 = cg_conv2d(x2, w, b, &o);
+    }
+    k[1] = launched() - k0;
+    ck_assert_msg(y1 && y2, "%s", TT_ERR);
+    ck_assert_int_eq(cg_tensor_dtype(y1), dt);
+    if (ref) {
+        c[4] = cg_to_dtype(y1, CG_F32);
+        l1 = cg_sum(c[4], 0, NULL, 0);
+        cg_tensor_free(c[4]);
+        c[4] = cg_to_dtype(y2, CG_F32);
+        h = cg_sum(c[4], 0, NULL, 0);
+    } else {
+        l1 = cg_sum(y1, 0, NULL, 0);
+        h = cg_sum(y2, 0, NULL, 0);
+    }
+    l2 = cg_mul_scalar(h, 0.5f);
+    l = cg_add(l1, l2);
+    ck_assert_msg(l != NULL, "%s", TT_ERR);
+    ck_assert_int_eq(cg_tensor_dtype(l), CG_F32);
+    if (!ref)
+        ck_assert_int_eq(cg_autocast_end(ctx), CG_OK);
+    ck_assert_msg(cg_backward(l, NULL, 0) == CG_OK, "%s", TT_ERR);
+    read_all(cg_tensor_grad(w), gw, nw * 4);
+    read_all(cg_tensor_grad(b), gb, nb * 4);
+    ck_assert_int_eq(cg_tensor_zero_grad(w), CG_OK);
+    ck_assert_int_eq(cg_tensor_zero_grad(b), CG_OK);
+    cg_tensor_free(y1); cg_tensor_free(y2); cg_tensor_free(l1);
+    cg_tensor_free(l2); cg_tensor_free(h); cg_tensor_free(l);
+    for (k0 = 0; k0 < 5; k0++)
+        cg_tensor_free(c[k0]);
+}
+
+/* A product runs in the region's dtype; a parameter used twice is cast
+ * once (the second call enqueues two casts fewer: the weight's and the
+ * bias's), and its float32 gradient is what explicit casts give. */
+START_TEST(products_run_low_and_parameters_are_cast_once)
+{
+    cg_dtype dt = _i ? CG_BF16 : CG_F16;
+    int64_t sx[4] = { 2, 3, 7, 9 }, sw[4] = { 4, 3, 3, 3 }, sb = 4;
+    float gw[108], gb[4], rw[108], rb[4];
+    uint64_t k[2], kr[2];
+    cg_tensor *x1 = fill(4, sx, 0.31, 0.2), *x2 = fill(4, sx, 0.53, 1.0);
+    cg_tensor *w = fill(4, sw, 0.77, 0.5), *b = fill(1, &sb, 1.3, 0.1);
+
+    ck_assert_int_eq(cg_tensor_set_requires_grad(w, 1), CG_OK);
+    ck_assert_int_eq(cg_tensor_set_requires_grad(b, 1), CG_OK);
+    conv_step(0, dt, x1, x2, w, b, gw, 108, gb, 4, k);
+    conv_step(1, dt, x1, x2, w, b, rw, 108, rb, 4, kr);
+    ck_assert(memcmp(gw, rw, sizeof gw) == 0);
+    ck_assert(memcmp(gb, rb, sizeof gb) == 0);
+    ck_assert_msg(k[0] == k[1] + 2, "first call %llu kernels, second %llu",
+                  (unsigned long long)k[0], (unsigned long long)k[1]);
+    ck_assert(kr[0] == k[0] && kr[1] == k[1]);
+    /* A new region casts again; so does one whose casts a backward pass
+     * has released (the same gradients both times). */
+    conv_step(0, dt, x1, x2, w, b, rw, 108, rb, 4, kr);
+    ck_assert(kr[0] == k[0] && kr[1] == k[1]);
+    ck_assert(memcmp(gw, rw, sizeof gw) == 0);
+    cg_tensor_free(x1); cg_tensor_free(x2); cg_tensor_free(w);
+    cg_tensor_free(b);
+}
+END_TEST
+
+/* Casts kept by a region do not outlive it once a backward pass has run
+ * inside it: the next forward in the same region casts again and its
+ * gradients are right. */
+START_TEST(kept_casts_released_by_backward_are_made_again)
+{
+    cg_context *ctx = tt_ctx();
+    cg_conv_options o = { { 1, 1 }, { 0, 0 }, { 1, 1 }, 1, 0 };
+    int64_t sx[4] = { 1, 2, 5, 6 }, sw[4] = { 3, 2, 2, 2 };
+    cg_tensor *x = fill(4, sx, 0.41, 0.7), *w = fill(4, sw, 0.29, 0.3);
+    cg_tensor *y, *l;
+    float g1[24], g2[24];
+    int pass;
+
+    ck_assert_int_eq(cg_tensor_set_requires_grad(w, 1), CG_OK);
+    ck_assert_int_eq(cg_autocast_begin(ctx, CG_BF16), CG_OK);
+    for (pass = 0; pass < 2; pass++) {
+        y = cg_conv2d(x, w, NULL, &o);
+        l = cg_sum(y, 0, NULL, 0);
+        ck_assert_msg(l && cg_backward(l, NULL, 0) == CG_OK, "%s", TT_ERR);
+        read_all(cg_tensor_grad(w), pass ? g2 : g1, sizeof g1);
+        ck_assert_int_eq(cg_tensor_zero_grad(w), CG_OK);
+        cg_tensor_free(y);
+        cg_tensor_free(l);
+    }
+    ck_assert_int_eq(cg_autocast_end(ctx), CG_OK);
+    ck_assert(memcmp(g1, g2, sizeof g1) == 0);
+    ck_assert(g1[0] != 0.0f);
+    cg_tensor_free(x);
+    cg_tensor_free(w);
+}
+END_TEST
+
 static Suite *
 autocast_suite(void)
 {
@@ -215,6 +352,9 @@ autocast_suite(void)
     tcase_add_loop_test(tc, float32_list_casts_16_bit_arguments_up, 0, 2);
     tcase_add_loop_test(tc, gradients_flow_through_autocast_casts, 0, 2);
     tcase_add_test(tc, nothing_is_cast_outside_a_region);
+    tcase_add_loop_test(tc, products_run_low_and_parameters_are_cast_once, 0,
+                        2);
+    tcase_add_test(tc, kept_casts_released_by_backward_are_made_again);
     suite_add_tcase(s, tc);
     return s;
 }

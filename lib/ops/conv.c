@@ -892,6 +892,10 @@ cg_tensor *
 cg_conv2d(cg_tensor *x, cg_tensor *weight, cg_tensor *bias,
           const cg_conv_options *opts)
 {
+    cg_tensor *ac[3];
+
+    CG__AUTOCAST_RETURN(CG__AC_LOW, ac, cg_conv2d(ac[0], ac[1], ac[2], opts),
+                        x, weight, bias);
     cg__error_clear();
     return conv2d_op("conv2d", x, weight, bias, opts);
 }
@@ -902,10 +906,12 @@ cg_conv1d(cg_tensor *x, cg_tensor *weight, cg_tensor *bias,
           const cg_conv_options *opts)
 {
     cg_conv_options o = { { 1, 1 }, { 0, 0 }, { 1, 1 }, 1, 0 };
-    cg_tensor *x4 = NULL, *w4 = NULL, *y4 = NULL, *y = NULL;
+    cg_tensor *x4 = NULL, *w4 = NULL, *y4 = NULL, *y = NULL, *ac[3];
     int64_t s[4];
     char s1[128], s2[128];
 
+    CG__AUTOCAST_RETURN(CG__AC_LOW, ac, cg_conv1d(ac[0], ac[1], ac[2], opts),
+                        x, weight, bias);
     cg__error_clear();
     if (cg__check_tensor(x, "input", CG__FLOAT_DTYPE) ||
         cg__check_tensor(weight, "weight", CG__FLOAT_DTYPE))
@@ -943,7 +949,11 @@ cg_conv_transpose2d(cg_tensor *x, cg_tensor *weight, cg_tensor *bias,
                     const cg_conv_transpose_options *opts)
 {
     conv_geom g;
+    cg_tensor *ac[3];
 
+    CG__AUTOCAST_RETURN(CG__AC_LOW, ac,
+                        cg_conv_transpose2d(ac[0], ac[1], ac[2], opts),
+                        x, weight, bias);
     cg__error_clear();
     if (convt_check(x, weight, bias, opts, &g))
         return NULL;
