@@ -438,8 +438,14 @@ typedef enum cg_dtype {
  * (reshape, flatten, transpose, permute, narrow, expand, squeeze,
  * unsqueeze, contiguous), split, joined (concat, stack: copies), saved in
  * and loaded from checkpoints (safetensors "F16", "BF16"), and cast to and
- * from float32 with cg_to_dtype.  Every other op given one fails with
- * CG_EDTYPE naming the dtype.  A 16-bit tensor cannot require grad itself,
+ * from float32 with cg_to_dtype.  The reductions (cg_sum, cg_mean, cg_max,
+ * cg_var, cg_argmax, cg_argmin, cg_max_dim, cg_min_dim), cg_softmax,
+ * cg_log_softmax, the losses (cg_cross_entropy, cg_nll_loss, cg_mse_loss,
+ * cg_bce_with_logits), cg_layer_norm and cg_batch_norm compute on them in
+ * float32 (sums accumulate in float32) and return, and pass back
+ * gradients, in the input's dtype, rounded once; operands that must share
+ * the input's dtype and do not give CG_EDTYPE naming both.  Every other op
+ * given one fails with CG_EDTYPE naming the dtype.  A 16-bit tensor cannot require grad itself,
  * but one made by cg_to_dtype from a float32 tensor carries the graph
  * through those views and joins to a later cg_to_dtype back to float32;
  * its gradients are 16-bit, added in float32 and rounded once, as
@@ -647,13 +653,17 @@ cg_tensor *cg_gelu(cg_tensor *a);
 
 /* Reductions over the axes listed (naxes 0: all axes), keeping them as
  * size-1 dimensions when keepdim is set.  Deterministic: a fixed tree
- * order, no atomics, so results are bit-identical from run to run. */
+ * order, no atomics, so results are bit-identical from run to run.  a may
+ * be float32, float16 or bfloat16: the sums are float32 and the result has
+ * a's dtype (rounded once, as torch.sum of a half tensor), as has the
+ * gradient. */
 cg_tensor *cg_sum(cg_tensor *a, int naxes, const int *axes, int keepdim);
 cg_tensor *cg_mean(cg_tensor *a, int naxes, const int *axes, int keepdim);
 /* Maximum; ties go to the first index.  The gradient flows to it. */
 cg_tensor *cg_max(cg_tensor *a, int naxes, const int *axes, int keepdim);
 /* Indices along axis `dim` (negative counts from the end) of the first
- * maximum / minimum of each slice of a float32 tensor, as torch.argmax /
+ * maximum / minimum of each slice of a float32, float16 or bfloat16
+ * tensor, as torch.argmax /
  * argmin(x, dim, keepdim): a new int32 tensor of x's shape without dim
  * (with dim as 1 if keepdim), caller owns.  Ties pick the smallest index;
  * NaN counts as larger (argmax) and smaller (argmin) than every number,
@@ -663,7 +673,7 @@ cg_tensor *cg_max(cg_tensor *a, int naxes, const int *axes, int keepdim);
  * the result is then NULL.  argmin runs one extra launch (it negates). */
 cg_tensor *cg_argmax(cg_tensor *x, int dim, int keepdim);
 cg_tensor *cg_argmin(cg_tensor *x, int dim, int keepdim);
-/* torch.max(x, dim, keepdim) / torch.min: the extreme values (float32,
+/* torch.max(x, dim, keepdim) / torch.min: the extreme values (x's dtype,
  * differentiable: the gradient goes to the element picked, as cg_max's)
  * and their indices as above, both new and owned by the caller.  On error
  * (as argmax's, CG_EINVAL for NULL outputs) neither is set. */
@@ -708,8 +718,10 @@ cg_tensor *cg_dropout(cg_tensor *x, float p, int training);
  * `normalized_shape`, as PyTorch: (x - mean) / sqrt(var + eps) * weight +
  * bias with the biased variance over those dimensions.  weight and bias
  * have normalized_shape, and either may be NULL (no scaling / no shift).
- * eps must be finite and >= 0 (CG_EINVAL); shapes that do not fit give
- * CG_ESHAPE naming them. */
+ * x, weight and bias have one dtype, float32, float16 or bfloat16 (else
+ * CG_EDTYPE), which the result and the gradients have too; the statistics
+ * are float32.  eps must be finite and >= 0 (CG_EINVAL); shapes that do
+ * not fit give CG_ESHAPE naming them. */
 cg_tensor *cg_layer_norm(cg_tensor *x, int nnorm,
                          const int64_t *normalized_shape, cg_tensor *weight,
                          cg_tensor *bias, float eps);
@@ -854,7 +866,11 @@ cg_tensor *cg_adaptive_avg_pool2d(cg_tensor *x, int64_t out_h,
  * used (both required, CG_EINVAL otherwise) and not changed.  weight,
  * bias (either may be NULL) and the running statistics are [C]; the
  * running statistics are the caller's, contiguous float32, and get no
- * gradient.  Gradients reach x, weight and bias in both modes.  eps must
+ * gradient.  x, weight and bias have one dtype, float32, float16 or
+ * bfloat16 (else CG_EDTYPE), which y and the gradients have too; the
+ * batch statistics are float32, and the running statistics stay float32
+ * for 16-bit x (PyTorch keeps them in the parameters' dtype, float32
+ * under autocast).  Gradients reach x, weight and bias in both modes.  eps must
  * be finite and >= 0, momentum in [0, 1] (CG_EINVAL); wrong shapes give
  * CG_ESHAPE naming them, and nothing is changed. */
 cg_tensor *cg_batch_norm(cg_tensor *x, cg_tensor *running_mean,
@@ -994,7 +1010,8 @@ cg_tensor *cg_matmul_t(cg_tensor *a, cg_tensor *b, int trans_a,
 
 /* Softmax and log-softmax along dimension dim (negative counts from the
  * end), computed stably (the row's maximum is subtracted first) and
- * deterministically.  The result has x's shape. */
+ * deterministically.  The result has x's shape and dtype (float32,
+ * float16 or bfloat16; the arithmetic is float32). */
 cg_tensor *cg_softmax(cg_tensor *x, int dim);
 cg_tensor *cg_log_softmax(cg_tensor *x, int dim);
 
@@ -1002,7 +1019,9 @@ cg_tensor *cg_log_softmax(cg_tensor *x, int dim);
  * Losses, with PyTorch's semantics.  Each returns a new 0-d tensor (the
  * caller owns it) for CG_REDUCTION_MEAN and CG_REDUCTION_SUM, and the
  * unreduced losses for CG_REDUCTION_NONE; NULL on error.  Reductions are
- * deterministic.
+ * deterministic.  The input (logits) may be float32, float16 or bfloat16:
+ * the losses and their sum are float32, the result (and the gradients)
+ * has the input's dtype, rounded once.
  * ------------------------------------------------------------------------ */
 typedef enum cg_reduction {
     CG_REDUCTION_NONE = 0,   /* one loss per row (class losses) or element */
@@ -1021,7 +1040,7 @@ typedef enum cg_reduction {
  * (1 - s) (-log p[t]) + s / C * sum_c (-log p[c]).  target gets no
  * gradient.  The call reads target back to the host to validate it (one
  * synchronisation, N * 4 bytes): a target outside [0, C) that is not
- * ignore_index gives CG_EINVAL naming it.  A float32 target gives
+ * ignore_index gives CG_EINVAL naming it.  A target not int32 gives
  * CG_EDTYPE, mismatched shapes CG_ESHAPE. */
 cg_tensor *cg_cross_entropy(cg_tensor *input, cg_tensor *target,
                             cg_reduction reduction, int ignore_index,
@@ -1031,13 +1050,13 @@ cg_tensor *cg_cross_entropy(cg_tensor *input, cg_tensor *target,
  * cg_cross_entropy (and the same host read of target). */
 cg_tensor *cg_nll_loss(cg_tensor *input, cg_tensor *target,
                        cg_reduction reduction, int ignore_index);
-/* (input - target)^2 elementwise; both float32 of one shape, and both get
- * gradients. */
+/* (input - target)^2 elementwise; both of one shape and one dtype (else
+ * CG_EDTYPE), and both get gradients. */
 cg_tensor *cg_mse_loss(cg_tensor *input, cg_tensor *target,
                        cg_reduction reduction);
 /* Binary cross entropy of logits input against probabilities target (same
- * shape), max(x, 0) - x t + log(1 + exp(-|x|)): stable for any x.  Both
- * get gradients. */
+ * shape and dtype), max(x, 0) - x t + log(1 + exp(-|x|)): stable for any
+ * x.  Both get gradients. */
 cg_tensor *cg_bce_with_logits(cg_tensor *input, cg_tensor *target,
                               cg_reduction reduction);
 

@@ -26,12 +26,17 @@
  * elements lid, lid + BN_WG, ... in order and common.cl's fixed tree
  * combines them, so results are identical from run to run (no atomics).
  * The elementwise kernels run one work-item per element.
+ *
+ * Storage variants (common.cl's cg_t): x, w, b, y, g and gx are float32,
+ * float16 or bfloat16 in memory (one dtype); the batch and running
+ * statistics (mean, invstd, uvar, rm, rv), the sums sg and sgx and all
+ * arithmetic are float32.
  */
 
 #define BN_WG 64
 
 __kernel __attribute__((reqd_work_group_size(BN_WG, 1, 1))) void
-batch_norm_stats(__global const float *x, uint N, uint C, uint L, int flags,
+batch_norm_stats(__global const cg_t *x, uint N, uint C, uint L, int flags,
                  float eps, __global const float *rm,
                  __global const float *rv, __global float *mean,
                  __global float *invstd, __global float *uvar)
@@ -49,11 +54,11 @@ batch_norm_stats(__global const float *x, uint N, uint C, uint L, int flags,
         return;
     }
     for (j = lid; j < M; j += BN_WG)
-        acc += x[((j / L) * C + c) * L + j % L];
+        acc += CG_LD(x, ((j / L) * C + c) * L + j % L);
     mu = cg_wg_sum(buf, acc, BN_WG) / (float)M;
     acc = 0.0f;
     for (j = lid; j < M; j += BN_WG) {
-        float d = x[((j / L) * C + c) * L + j % L] - mu;
+        float d = CG_LD(x, ((j / L) * C + c) * L + j % L) - mu;
 
         acc += d * d;
     }
@@ -84,10 +89,10 @@ batch_norm_running(__global const float *mean, __global const float *uvar,
 }
 
 __kernel void
-batch_norm_f(__global const float *x, __global const float *w,
-             __global const float *b, uint C, uint L, int flags,
+batch_norm_f(__global const cg_t *x, __global const cg_t *w,
+             __global const cg_t *b, uint C, uint L, int flags,
              __global const float *mean, __global const float *invstd,
-             ulong n, __global float *y)
+             ulong n, __global cg_t *y)
 {
     size_t i = get_global_id(0);
     uint c;
@@ -96,16 +101,16 @@ batch_norm_f(__global const float *x, __global const float *w,
     if (i >= n)
         return;
     c = (uint)((i / L) % C);
-    v = (x[i] - mean[c]) * invstd[c];
+    v = (CG_LD(x, i) - mean[c]) * invstd[c];
     if (flags & 1)
-        v *= w[c];
+        v *= CG_LD(w, c);
     if (flags & 2)
-        v += b[c];
-    y[i] = v;
+        v += CG_LD(b, c);
+    CG_ST(y, i, v);
 }
 
 __kernel __attribute__((reqd_work_group_size(BN_WG, 1, 1))) void
-batch_norm_sums(__global const float *x, __global const float *g, uint N,
+batch_norm_sums(__global const cg_t *x, __global const cg_t *g, uint N,
                 uint C, uint L, __global const float *mean,
                 __global const float *invstd, __global float *sg,
                 __global float *sgx)
@@ -118,8 +123,8 @@ batch_norm_sums(__global const float *x, __global const float *g, uint N,
     for (j = lid; j < M; j += BN_WG) {
         size_t o = ((j / L) * C + c) * L + j % L;
 
-        a += g[o];
-        bsum += g[o] * (x[o] - mu) * is;
+        a += CG_LD(g, o);
+        bsum += CG_LD(g, o) * (CG_LD(x, o) - mu) * is;
     }
     s1 = cg_wg_sum(buf, a, BN_WG);
     s2 = cg_wg_sum(buf, bsum, BN_WG);
@@ -130,11 +135,11 @@ batch_norm_sums(__global const float *x, __global const float *g, uint N,
 }
 
 __kernel void
-batch_norm_gx(__global const float *x, __global const float *w,
-              __global const float *g, uint C, uint L, int flags, ulong M,
+batch_norm_gx(__global const cg_t *x, __global const cg_t *w,
+              __global const cg_t *g, uint C, uint L, int flags, ulong M,
               __global const float *mean, __global const float *invstd,
               __global const float *sg, __global const float *sgx, ulong n,
-              __global float *gx)
+              __global cg_t *gx)
 {
     size_t i = get_global_id(0);
     uint c;
@@ -143,13 +148,13 @@ batch_norm_gx(__global const float *x, __global const float *w,
     if (i >= n)
         return;
     c = (uint)((i / L) % C);
-    s = invstd[c] * ((flags & 1) ? w[c] : 1.0f);
+    s = invstd[c] * ((flags & 1) ? CG_LD(w, c) : 1.0f);
     if (flags & 8) {
-        float xh = (x[i] - mean[c]) * invstd[c];
+        float xh = (CG_LD(x, i) - mean[c]) * invstd[c];
 
-        v = s * (g[i] - sg[c] / (float)M - xh * sgx[c] / (float)M);
+        v = s * (CG_LD(g, i) - sg[c] / (float)M - xh * sgx[c] / (float)M);
     } else {
-        v = s * g[i];
+        v = s * CG_LD(g, i);
     }
-    gx[i] = v;
+    CG_ST(gx, i, v);
 }

@@ -22,6 +22,10 @@
  * to run.  layer_norm_wb runs one work-item per column j (N, padded), which
  * adds its column's rows in increasing r - again a fixed order, no atomics.
  *
+ * Storage variants (common.cl's cg_t): x, w, b, y, g, gx, gw and gb are
+ * float32, float16 or bfloat16 in memory (one dtype); mean and rstd, and
+ * all arithmetic, are float32.
+ *
  * Tunable: LWG, the work-group size of the row kernels (a power of two;
  * the host launches with the value in force).  The @tunable line is its
  * one default (build-aux/cltable.sh puts it in the kernel table; the
@@ -37,9 +41,9 @@
  * float32 allows, unlike E[x^2] - E[x]^2. */
 #if CG_WANT(layer_norm_f)
 __kernel __attribute__((reqd_work_group_size(LWG, 1, 1))) void
-layer_norm_f(__global const float *x, __global const float *w,
-             __global const float *b, int flags, uint N, float eps,
-             __global float *y, __global float *mean, __global float *rstd)
+layer_norm_f(__global const cg_t *x, __global const cg_t *w,
+             __global const cg_t *b, int flags, uint N, float eps,
+             __global cg_t *y, __global float *mean, __global float *rstd)
 {
     __local float buf[LWG];
     uint r = get_group_id(0), lid = get_local_id(0), j;
@@ -47,23 +51,23 @@ layer_norm_f(__global const float *x, __global const float *w,
     float acc = 0.0f, mu, rs;
 
     for (j = lid; j < N; j += LWG)
-        acc += x[base + j];
+        acc += CG_LD(x, base + j);
     mu = cg_wg_sum(buf, acc, LWG) / (float)N;
     acc = 0.0f;
     for (j = lid; j < N; j += LWG) {
-        float d = x[base + j] - mu;
+        float d = CG_LD(x, base + j) - mu;
 
         acc += d * d;
     }
     rs = 1.0f / sqrt(cg_wg_sum(buf, acc, LWG) / (float)N + eps);
     for (j = lid; j < N; j += LWG) {
-        float v = (x[base + j] - mu) * rs;
+        float v = (CG_LD(x, base + j) - mu) * rs;
 
         if (flags & 1)
-            v *= w[j];
+            v *= CG_LD(w, j);
         if (flags & 2)
-            v += b[j];
-        y[base + j] = v;
+            v += CG_LD(b, j);
+        CG_ST(y, base + j, v);
     }
     if (lid == 0) {
         mean[r] = mu;
@@ -74,9 +78,9 @@ layer_norm_f(__global const float *x, __global const float *w,
 
 #if CG_WANT(layer_norm_b)
 __kernel __attribute__((reqd_work_group_size(LWG, 1, 1))) void
-layer_norm_b(__global const float *x, __global const float *w, int flags,
+layer_norm_b(__global const cg_t *x, __global const cg_t *w, int flags,
              uint N, __global const float *mean, __global const float *rstd,
-             __global const float *g, __global float *gx)
+             __global const cg_t *g, __global cg_t *gx)
 {
     __local float buf[LWG];
     uint r = get_group_id(0), lid = get_local_id(0), j;
@@ -84,28 +88,30 @@ layer_norm_b(__global const float *x, __global const float *w, int flags,
     float mu = mean[r], rs = rstd[r], s1 = 0.0f, s2 = 0.0f, m1, m2;
 
     for (j = lid; j < N; j += LWG) {
-        float gh = (flags & 1) ? g[base + j] * w[j] : g[base + j];
+        float gh = (flags & 1) ? CG_LD(g, base + j) * CG_LD(w, j)
+                               : CG_LD(g, base + j);
 
         s1 += gh;
-        s2 += gh * (x[base + j] - mu) * rs;
+        s2 += gh * (CG_LD(x, base + j) - mu) * rs;
     }
     m1 = cg_wg_sum(buf, s1, LWG) / (float)N;
     m2 = cg_wg_sum(buf, s2, LWG) / (float)N;
     for (j = lid; j < N; j += LWG) {
-        float gh = (flags & 1) ? g[base + j] * w[j] : g[base + j];
-        float xh = (x[base + j] - mu) * rs;
+        float gh = (flags & 1) ? CG_LD(g, base + j) * CG_LD(w, j)
+                               : CG_LD(g, base + j);
+        float xh = (CG_LD(x, base + j) - mu) * rs;
 
-        gx[base + j] = rs * (gh - m1 - xh * m2);
+        CG_ST(gx, base + j, rs * (gh - m1 - xh * m2));
     }
 }
 #endif
 
 #if CG_WANT(layer_norm_wb)
 __kernel void
-layer_norm_wb(__global const float *x, __global const float *g,
+layer_norm_wb(__global const cg_t *x, __global const cg_t *g,
               __global const float *mean, __global const float *rstd,
-              uint rows, uint N, int flags, __global float *gw,
-              __global float *gb)
+              uint rows, uint N, int flags, __global cg_t *gw,
+              __global cg_t *gb)
 {
     uint j = get_global_id(0), r;
     float sw = 0.0f, sb = 0.0f;
@@ -115,12 +121,12 @@ layer_norm_wb(__global const float *x, __global const float *g,
     for (r = 0; r < rows; r++) {
         size_t o = (size_t)r * N + j;
 
-        sw += g[o] * (x[o] - mean[r]) * rstd[r];
-        sb += g[o];
+        sw += CG_LD(g, o) * (CG_LD(x, o) - mean[r]) * rstd[r];
+        sb += CG_LD(g, o);
     }
     if (flags & 1)
-        gw[j] = sw;
+        CG_ST(gw, j, sw);
     if (flags & 2)
-        gb[j] = sb;
+        CG_ST(gb, j, sb);
 }
 #endif

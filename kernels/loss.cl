@@ -21,6 +21,11 @@
  * N * LWG, fixed-order tree: deterministic); every other kernel one
  * work-item per output element, padded to whole work-groups.
  *
+ * Storage variants (common.cl's cg_t): the logits or inputs, targets of
+ * the pointwise losses, upstream gradients and input gradients are
+ * float32, float16 or bfloat16 in memory; the per-row losses and lse stay
+ * float32 (the host sums them in float32 and rounds the result once).
+ *
  * Tunable: LWG, the work-group size of ce_f (a power of two).  The
  * @tunable line is its one default (build-aux/cltable.sh puts it in the
  * kernel table; the library always passes -DLWG) and the candidates
@@ -45,20 +50,20 @@ cls_target(__global const int *t, int8 p, uint i)
  * 0 for an ignored row; lse[i] = log sum_c exp x[i, c] for the gradient. */
 #if CG_WANT(ce_f)
 __kernel __attribute__((reqd_work_group_size(LWG, 1, 1))) void
-ce_f(__global const float *x, __global const int *t, int8 p, float eps,
+ce_f(__global const cg_t *x, __global const int *t, int8 p, float eps,
      __global float *loss, __global float *lse)
 {
     __local float buf[LWG];
     uint i = get_group_id(0), lid = get_local_id(0), c, nc = (uint)p.s3;
-    __global const float *xr = x + p.s0 + (int)i * p.s1;
+    __global const cg_t *xr = x + p.s0 + (int)i * p.s1;
     float m = -INFINITY, se = 0.0f, sd = 0.0f, ls;
     int tc;
 
     for (c = lid; c < nc; c += LWG)
-        m = fmax(m, xr[(int)c * p.s2]);
+        m = fmax(m, CG_LD(xr, (int)c * p.s2));
     m = cg_wg_max(buf, m, LWG);
     for (c = lid; c < nc; c += LWG) {
-        float v = xr[(int)c * p.s2];
+        float v = CG_LD(xr, (int)c * p.s2);
 
         se += exp(v - m);
         sd += m - v;        /* >= 0: no cancellation in the smoothing sum */
@@ -71,7 +76,7 @@ ce_f(__global const float *x, __global const int *t, int8 p, float eps,
     tc = cls_target(t, p, i);
     lse[i] = m + ls;
     loss[i] = tc < 0 ? 0.0f
-            : (1.0f - eps) * (m + ls - xr[tc * p.s2])
+            : (1.0f - eps) * (m + ls - CG_LD(xr, tc * p.s2))
               + eps / (float)nc * ((float)nc * ls + sd);
 }
 #endif
@@ -80,9 +85,9 @@ ce_f(__global const float *x, __global const int *t, int8 p, float eps,
  * is contiguous [N, C]. */
 #if CG_WANT(ce_b)
 __kernel void
-ce_b(__global const float *x, __global const int *t, int8 p, float eps,
-     __global const float *lse, __global const float *g, int gs,
-     float scale, __global float *gx, uint n)
+ce_b(__global const cg_t *x, __global const int *t, int8 p, float eps,
+     __global const float *lse, __global const cg_t *g, int gs,
+     float scale, __global cg_t *gx, uint n)
 {
     uint j = get_global_id(0), nc = (uint)p.s3, i, c;
     float gi, q;
@@ -93,17 +98,17 @@ ce_b(__global const float *x, __global const int *t, int8 p, float eps,
     i = j / nc;
     c = j % nc;
     tc = cls_target(t, p, i);
-    gi = g[(int)i * gs] * scale;
-    q = exp(x[p.s0 + (int)i * p.s1 + (int)c * p.s2] - lse[i]);
-    gx[j] = tc < 0 ? 0.0f
-          : gi * (q - ((int)c == tc ? 1.0f - eps : 0.0f) - eps / (float)nc);
+    gi = CG_LD(g, (int)i * gs) * scale;
+    q = exp(CG_LD(x, p.s0 + (int)i * p.s1 + (int)c * p.s2) - lse[i]);
+    CG_ST(gx, j, tc < 0 ? 0.0f
+          : gi * (q - ((int)c == tc ? 1.0f - eps : 0.0f) - eps / (float)nc));
 }
 #endif
 
 /* loss[i] = -x[i, t_i], 0 for an ignored row. */
 #if CG_WANT(nll_f)
 __kernel void
-nll_f(__global const float *x, __global const int *t, int8 p,
+nll_f(__global const cg_t *x, __global const int *t, int8 p,
       __global float *loss, uint n)
 {
     uint i = get_global_id(0);
@@ -112,23 +117,23 @@ nll_f(__global const float *x, __global const int *t, int8 p,
     if (i >= n)
         return;
     tc = cls_target(t, p, i);
-    loss[i] = tc < 0 ? 0.0f : -x[p.s0 + (int)i * p.s1 + tc * p.s2];
+    loss[i] = tc < 0 ? 0.0f : -CG_LD(x, p.s0 + (int)i * p.s1 + tc * p.s2);
 }
 #endif
 
 /* gx[i, c] = -g_i where c == t_i, else 0; gx contiguous [N, C]. */
 #if CG_WANT(nll_b)
 __kernel void
-nll_b(__global const int *t, int8 p, __global const float *g, int gs,
-      float scale, __global float *gx, uint n)
+nll_b(__global const int *t, int8 p, __global const cg_t *g, int gs,
+      float scale, __global cg_t *gx, uint n)
 {
     uint j = get_global_id(0), nc = (uint)p.s3, i;
 
     if (j >= n)
         return;
     i = j / nc;
-    gx[j] = (int)(j % nc) == cls_target(t, p, i)
-          ? -g[(int)i * gs] * scale : 0.0f;
+    CG_ST(gx, j, (int)(j % nc) == cls_target(t, p, i)
+                 ? -CG_LD(g, (int)i * gs) * scale : 0.0f);
 }
 #endif
 
@@ -138,7 +143,7 @@ nll_b(__global const int *t, int8 p, __global const float *g, int gs,
  * never overflows. */
 #if CG_WANT(pointwise_f)
 __kernel void
-pointwise_f(__global const float *a, int ao, __global const float *b, int bo,
+pointwise_f(__global const cg_t *a, int ao, __global const cg_t *b, int bo,
             int8 shape, int8 sa, int8 sb, int nd, int kind,
             __global float *y, uint n)
 {
@@ -149,8 +154,8 @@ pointwise_f(__global const float *a, int ao, __global const float *b, int bo,
     if (i >= n)
         return;
     o = cg_off2(i, shape, sa, sb, nd);
-    x = a[ao + o.x];
-    v = b[bo + o.y];
+    x = CG_LD(a, ao + o.x);
+    v = CG_LD(b, bo + o.y);
     y[i] = kind == 0 ? (x - v) * (x - v)
          : fmax(x, 0.0f) - x * v + log1p(exp(-fabs(x)));
 }
@@ -161,10 +166,10 @@ pointwise_f(__global const float *a, int ao, __global const float *b, int bo,
  * gb = -a g. */
 #if CG_WANT(pointwise_b)
 __kernel void
-pointwise_b(__global const float *a, int ao, __global const float *b, int bo,
+pointwise_b(__global const cg_t *a, int ao, __global const cg_t *b, int bo,
             int8 shape, int8 sa, int8 sb, int nd, int kind,
-            __global const float *g, int gs, float scale,
-            __global float *ga, __global float *gb, int want, uint n)
+            __global const cg_t *g, int gs, float scale,
+            __global cg_t *ga, __global cg_t *gb, int want, uint n)
 {
     uint i = get_global_id(0);
     int2 o;
@@ -173,9 +178,9 @@ pointwise_b(__global const float *a, int ao, __global const float *b, int bo,
     if (i >= n)
         return;
     o = cg_off2(i, shape, sa, sb, nd);
-    x = a[ao + o.x];
-    v = b[bo + o.y];
-    gi = g[(int)i * gs] * scale;
+    x = CG_LD(a, ao + o.x);
+    v = CG_LD(b, bo + o.y);
+    gi = CG_LD(g, (int)i * gs) * scale;
     if (kind == 0) {
         da = 2.0f * (x - v) * gi;
         db = -da;
@@ -187,8 +192,8 @@ pointwise_b(__global const float *a, int ao, __global const float *b, int bo,
         db = -x * gi;
     }
     if (want & 1)
-        ga[i] = da;
+        CG_ST(ga, i, da);
     if (want & 2)
-        gb[i] = db;
+        CG_ST(gb, i, db);
 }
 #endif

@@ -23,6 +23,12 @@
  * take this path.  Their summation orders depend only on the sizes (and
  * RWG): deterministic too.
  *
+ * Storage variants (common.cl's cg_t): x, y and the gradients are
+ * float32, float16 or bfloat16 in memory; every sum is float32 in
+ * registers and y is rounded once.  The partial sums of reduce_rows and
+ * reduce_cols are float32 in every variant (part): the host runs their
+ * second pass with the float32 variant and rounds the result once.
+ *
  * Tunable: RWG, the work-group size (a power of two).  The @tunable line
  * is its one default (build-aux/cltable.sh puts it in the kernel table;
  * the library always passes -DRWG) and the candidates clgrad-tune tries.
@@ -35,8 +41,8 @@
 
 #if CG_WANT(reduce_sum)
 __kernel __attribute__((reqd_work_group_size(RWG, 1, 1))) void
-reduce_sum(__global const float *x, int xo, int8 kshape, int8 kst, int knd,
-           int8 rshape, int8 rst, int rnd, uint nred, __global float *y,
+reduce_sum(__global const cg_t *x, int xo, int8 kshape, int8 kst, int knd,
+           int8 rshape, int8 rst, int rnd, uint nred, __global cg_t *y,
            float scale)
 {
     __local float buf[RWG];
@@ -45,17 +51,17 @@ reduce_sum(__global const float *x, int xo, int8 kshape, int8 kst, int knd,
     float acc = 0.0f;
 
     for (j = lid; j < nred; j += RWG)
-        acc += x[base + cg_off(j, rshape, rst, rnd)];
+        acc += CG_LD(x, base + cg_off(j, rshape, rst, rnd));
     acc = cg_wg_sum(buf, acc, RWG);
     if (lid == 0)
-        y[o] = acc * scale;
+        CG_ST(y, o, acc * scale);
 }
 #endif
 
 #define VW 8
 #define VF float8
-#define VLOAD vload8
-#define VSTORE vstore8
+#define VLOAD(i, p) CG_VLOAD(8, i, p)    /* x: the variant's storage */
+#define VSTORE vstore8                    /* part: float32 */
 
 /* Columns per work-item of reduce_cols (lib/ops/reduce.c's COL_BLOCK):
  * four vectors, so that a CPU work-item reads whole cache lines of a row. */
@@ -77,21 +83,21 @@ cg_hsum(VF v)
  * combined by reduce_sum's tree. */
 #if CG_WANT(reduce_rows)
 __kernel __attribute__((reqd_work_group_size(RWG, 1, 1))) void
-reduce_rows(__global const float *x, int xo, uint len, uint chunk,
+reduce_rows(__global const cg_t *x, int xo, uint len, uint chunk,
             __global float *part, float scale)
 {
     __local float buf[RWG];
     uint w = get_group_id(0), ng = get_num_groups(0), o = get_global_id(1);
     uint lid = get_local_id(0), run = chunk / RWG;
     uint j = w * chunk + lid * run, e = min(len, j + run);
-    __global const float *p = x + xo + (size_t)o * len;
+    __global const cg_t *p = x + xo + (size_t)o * len;
     VF v = 0.0f;
     float acc = 0.0f;
 
     for (; j + VW <= e; j += VW)
         v += VLOAD(0, p + j);
     for (; j < e; j++)
-        acc += p[j];
+        acc += CG_LD(p, j);
     acc = cg_wg_sum(buf, cg_hsum(v) + acc, RWG);
     if (lid == 0)
         part[(size_t)o * ng + w] = acc * scale;
@@ -108,11 +114,11 @@ reduce_rows(__global const float *x, int xo, uint len, uint chunk,
  * at a time.  A second launch with R = nchunk adds the chunks up. */
 #if CG_WANT(reduce_cols)
 __kernel void
-reduce_cols(__global const float *x, int xo, int ld, int R, int C, int rows,
+reduce_cols(__global const cg_t *x, int xo, int ld, int R, int C, int rows,
             __global float *part, float scale)
 {
     int c = get_global_id(0) * COLS, chunk = get_global_id(1), r, end, k;
-    __global const float *p;
+    __global const cg_t *p;
     __global float *q;
 
     if (c >= C)
@@ -137,12 +143,12 @@ reduce_cols(__global const float *x, int xo, int ld, int R, int C, int rows,
         return;
     }
     for (k = 0; c + k < C; k++) {
-        __global const float *pk = p + k;
+        __global const cg_t *pk = p + k;
         float acc = 0.0f;
         int i;
 
         for (i = r; i < end; i++, pk += ld)
-            acc += *pk;
+            acc += CG_LD(pk, 0);
         q[k] = acc * scale;
     }
 }
@@ -162,9 +168,9 @@ cg_better(float v, int i, float bv, int bi)
  * the first maximal element (kcs, rcs: x's contiguous strides). */
 #if CG_WANT(reduce_max)
 __kernel __attribute__((reqd_work_group_size(RWG, 1, 1))) void
-reduce_max(__global const float *x, int xo, int8 kshape, int8 kst,
+reduce_max(__global const cg_t *x, int xo, int8 kshape, int8 kst,
            int8 kcs, int knd, int8 rshape, int8 rst, int8 rcs, int rnd,
-           uint nred, __global float *y, __global int *am)
+           uint nred, __global cg_t *y, __global int *am)
 {
     __local float bv[RWG];
     __local int bi[RWG];
@@ -175,7 +181,7 @@ reduce_max(__global const float *x, int xo, int8 kshape, int8 kst,
 
     for (j = lid; j < nred; j += RWG) {
         int2 r = cg_off2(j, rshape, rst, rcs, rnd);
-        float v = x[xo + base.x + r.x];
+        float v = CG_LD(x, xo + base.x + r.x);
 
         if (cg_better(v, base.y + r.y, best, besti)) {
             best = v;
@@ -193,7 +199,7 @@ reduce_max(__global const float *x, int xo, int8 kshape, int8 kst,
         barrier(CLK_LOCAL_MEM_FENCE);
     }
     if (lid == 0) {
-        y[o] = bv[0];
+        CG_ST(y, o, bv[0]);    /* an element of x: exact */
         am[o] = bi[0];
     }
 }
@@ -202,14 +208,14 @@ reduce_max(__global const float *x, int xo, int8 kshape, int8 kst,
 /* gx[am[o]] = g[o]: the gradient of max (gx zeroed beforehand). */
 #if CG_WANT(max_backward)
 __kernel void
-max_backward(__global const float *g, __global const int *am,
-             __global float *gx, uint nout)
+max_backward(__global const cg_t *g, __global const int *am,
+             __global cg_t *gx, uint nout)
 {
     uint o = get_global_id(0);
 
     if (o >= nout)
         return;
-    gx[am[o]] = g[o];
+    CG_ST(gx, am[o], CG_LD(g, o));
 }
 #endif
 
@@ -217,8 +223,8 @@ max_backward(__global const float *g, __global const int *am,
  * computed first in the same work-group (two passes over the row). */
 #if CG_WANT(reduce_var)
 __kernel __attribute__((reqd_work_group_size(RWG, 1, 1))) void
-reduce_var(__global const float *x, int xo, int8 kshape, int8 kst, int knd,
-           int8 rshape, int8 rst, int rnd, uint nred, __global float *y,
+reduce_var(__global const cg_t *x, int xo, int8 kshape, int8 kst, int knd,
+           int8 rshape, int8 rst, int rnd, uint nred, __global cg_t *y,
            float correction)
 {
     __local float buf[RWG];
@@ -227,17 +233,17 @@ reduce_var(__global const float *x, int xo, int8 kshape, int8 kst, int knd,
     float acc = 0.0f, mean;
 
     for (j = lid; j < nred; j += RWG)
-        acc += x[base + cg_off(j, rshape, rst, rnd)];
+        acc += CG_LD(x, base + cg_off(j, rshape, rst, rnd));
     mean = cg_wg_sum(buf, acc, RWG) / (float)nred;
     barrier(CLK_LOCAL_MEM_FENCE);
     acc = 0.0f;
     for (j = lid; j < nred; j += RWG) {
-        float d = x[base + cg_off(j, rshape, rst, rnd)] - mean;
+        float d = CG_LD(x, base + cg_off(j, rshape, rst, rnd)) - mean;
 
         acc += d * d;
     }
     acc = cg_wg_sum(buf, acc, RWG);
     if (lid == 0)
-        y[o] = acc / ((float)nred - correction);
+        CG_ST(y, o, acc / ((float)nred - correction));
 }
 #endif

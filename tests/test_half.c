@@ -480,12 +480,11 @@ more_refusals(cg_tensor *h, cg_tensor *f, const char *name)
     cg_context *ctx = tt_ctx();
     int64_t s4[4] = { 1, 1, 3, 3 }, n3 = 3, one = 1;
     int32_t idx[3] = { 0, 2, 1 };
-    int axis = 0;
     cg_tensor *h4 = cg_reshape(h, 4, s4), *f4 = cg_reshape(f, 4, s4);
     cg_tensor *ix = cg_tensor_from_host(ctx, CG_I32, 1, &n3, idx);
     cg_tensor *t1 = cg_tensor_from_host(ctx, CG_I32, 1, &n3, idx);
     cg_tensor *ones = cg_ones(ctx, 1, &n3), *zeros = cg_zeros(ctx, 1, &n3);
-    cg_tensor *both[2], *vals = NULL, *inds = NULL;
+    cg_tensor *both[2];
 
     ck_assert(h4 && f4 && ix && t1 && ones && zeros);
     expect_edtype(cg_sub(h, f), "sub", name);
@@ -496,19 +495,14 @@ more_refusals(cg_tensor *h, cg_tensor *f, const char *name)
     expect_edtype(cg_exp(h), "exp", name);
     expect_edtype(cg_gelu(h), "gelu", name);
     expect_edtype(cg_clamp(h, 0, 1), "clamp", name);
-    expect_edtype(cg_mean(h, 1, &axis, 0), "mean", name);
-    expect_edtype(cg_max(h, 0, NULL, 0), "max", name);
-    expect_edtype(cg_var(h, 0, NULL, 0, 1), "var", name);
-    expect_edtype(cg_argmax(h, 0, 0), "argmax", name);
-    ck_assert_int_eq(cg_max_dim(h, 0, 0, &vals, &inds), CG_EDTYPE);
-    ck_assert(!vals && !inds);
-    expect_edtype(cg_log_softmax(h, 1), "log_softmax", name);
+    /* Reductions, softmax, losses and norms take 16-bit tensors
+     * (tests/test_half_reduce.c), but not mixed with float32. */
     expect_edtype(cg_matmul_t(f, h, 0, 1), "matmul_t", name);
     expect_edtype(cg_embedding(f, h), "embedding", name);
     expect_edtype(cg_dropout(h, 0.5f, 1), "dropout", name);
-    expect_edtype(cg_layer_norm(h, 1, &n3, NULL, NULL, 1e-5f), "layer_norm",
+    expect_edtype(cg_layer_norm(h, 1, &n3, ones, NULL, 1e-5f), "layer_norm",
                   name);
-    expect_edtype(cg_cross_entropy(h, t1, CG_REDUCTION_MEAN, -100, 0.0f),
+    expect_edtype(cg_cross_entropy(h, h, CG_REDUCTION_MEAN, -100, 0.0f),
                   "cross_entropy", name);
     expect_edtype(cg_mse_loss(h, f, CG_REDUCTION_MEAN), "mse_loss", name);
     expect_edtype(cg_bce_with_logits(f, h, CG_REDUCTION_SUM),
@@ -516,7 +510,7 @@ more_refusals(cg_tensor *h, cg_tensor *f, const char *name)
     both[0] = h;
     both[1] = f;
     expect_edtype(cg_concat(both, 2, 0), "concat", name);
-    expect_edtype(cg_batch_norm(h4, NULL, NULL, NULL, NULL, 1, 0.1f, 1e-5f),
+    expect_edtype(cg_batch_norm(h4, NULL, NULL, NULL, zeros, 1, 0.1f, 1e-5f),
                   "batch_norm", name);
     (void)one;
     cg_tensor_free(h4); cg_tensor_free(f4); cg_tensor_free(ix);
@@ -533,14 +527,11 @@ START_TEST(other_ops_refuse_16_bit_tensors)
     float ones[9] = { 1, 1, 1, 1, 1, 1, 1, 1, 1 }, v;
     cg_tensor *h = from_bits(dt, 2, s, bits);
     cg_tensor *f = from_bits(CG_F32, 2, s, ones);
-    int axis = 1;
 
     expect_edtype(cg_add(h, f), "add", name);
     expect_edtype(cg_add(f, h), "add", name);
     expect_edtype(cg_matmul(h, f), "matmul", name);
     expect_edtype(cg_matmul(f, h), "matmul", name);
-    expect_edtype(cg_sum(h, 1, &axis, 0), "sum", name);
-    expect_edtype(cg_softmax(h, 1), "softmax", name);
     expect_edtype(cg_relu(h), "relu", name);
     expect_edtype(cg_mul_scalar(h, 2.0f), "mul_scalar", name);
     more_refusals(h, f, name);

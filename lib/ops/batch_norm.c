@@ -6,6 +6,14 @@
  * statistics in evaluation; optional affine weight and bias.  Kernels:
  * kernels/batch_norm.cl (one work-group per channel for the reductions,
  * fixed-order tree sums, no atomics).
+ *
+ * float16 and bfloat16 inputs use the same kernels built for their storage
+ * (cg__kernel_dt): x, weight, bias, y and the gradients in one dtype; the
+ * batch statistics, the sums behind the weight and bias gradients (rounded
+ * once) and all arithmetic float32.  The running statistics are float32
+ * buffers for every input dtype (the precision their slow averages need;
+ * PyTorch keeps them in the module's parameter dtype, which under
+ * autocast's float32 batch norm is float32 too).
  */
 #include "config.h"
 
@@ -30,10 +38,15 @@ bn_check(cg_tensor *x, cg_tensor *rm, cg_tensor *rv, cg_tensor *w,
     char s1[128], s2[128];
     int k, d, status;
 
-    if ((status = cg__check_tensor(x, "input", 0)))
+    if ((status = cg__check_tensor(x, "input", CG__FLOAT_DTYPE)))
         return status;
     for (k = 1; k < 5; k++)
-        if (all[k] && (status = cg__check_tensor(all[k], names[k], 0)))
+        if (all[k] && (status = cg__check_tensor(all[k], names[k],
+                                                 k < 3 ? 0 : CG__FLOAT_DTYPE)))
+            return status;
+    for (k = 3; k < 5; k++)
+        if (all[k] && (status = cg__check_same_dtype(x, "input", all[k],
+                                                     names[k])))
             return status;
     if ((status = cg__same_context(5, (const cg_tensor *const *)all)))
         return status;
@@ -84,6 +97,19 @@ bn_check(cg_tensor *x, cg_tensor *rm, cg_tensor *rv, cg_tensor *w,
     return CG_OK;
 }
 
+/* *out = *sum (float32) in dtype, rounded once; *sum is taken or freed. */
+static int
+take_sum(cg_tensor **sum, cg_dtype dtype, cg_tensor **out)
+{
+    if (dtype == CG_F32) {
+        *out = *sum;
+        *sum = NULL;
+        return CG_OK;
+    }
+    *out = cg__cast(*sum, dtype);
+    return *out ? CG_OK : cg__last_status();
+}
+
 static int
 bn_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
 {
@@ -110,7 +136,7 @@ bn_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
     mg = cg__tensor_mem(dg);
     msg = cg__tensor_mem(sg);
     msgx = cg__tensor_mem(sgx);
-    status = cg__kernel(g->ctx, CG__K_BATCH_NORM_SUMS, &k);
+    status = cg__kernel_dt(g->ctx, CG__K_BATCH_NORM_SUMS, x->dtype, &k);
     if (status == CG_OK)
         status = cg__args(k, CG__ARG(mx), CG__ARG(mg), CG__ARG(N),
                           CG__ARG(C), CG__ARG(L), CG__ARG(mm), CG__ARG(mi),
@@ -118,10 +144,10 @@ bn_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
     if (status == CG_OK && C > 0)
         status = cg__launch(g->ctx, k, 1, &global, &local, NULL);
     if (status == CG_OK && node->needs[0]) {
-        if (!(gin[0] = cg__tensor_empty(g->ctx, CG_F32, x->ndim, x->shape)))
+        if (!(gin[0] = cg__tensor_empty(g->ctx, x->dtype, x->ndim, x->shape)))
             status = cg__last_status();
         if (status == CG_OK)
-            status = cg__kernel(g->ctx, CG__K_BATCH_NORM_GX, &k);
+            status = cg__kernel_dt(g->ctx, CG__K_BATCH_NORM_GX, x->dtype, &k);
         if (status == CG_OK) {
             mgx = cg__tensor_mem(gin[0]);
             status = cg__args(k, CG__ARG(mx), CG__ARG(mw), CG__ARG(mg),
@@ -133,14 +159,10 @@ bn_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
         if (status == CG_OK && n > 0)
             status = cg__launch1d(g->ctx, k, (size_t)n, CG__WG);
     }
-    if (status == CG_OK && node->needs[1]) {
-        gin[1] = sgx;
-        sgx = NULL;
-    }
-    if (status == CG_OK && node->needs[2]) {
-        gin[2] = sg;
-        sg = NULL;
-    }
+    if (status == CG_OK && node->needs[1])
+        status = take_sum(&sgx, x->dtype, &gin[1]);
+    if (status == CG_OK && node->needs[2])
+        status = take_sum(&sg, x->dtype, &gin[2]);
 done:
     cg_tensor_free(dg);
     cg_tensor_free(sg);
@@ -182,7 +204,7 @@ cg_batch_norm(cg_tensor *x, cg_tensor *running_mean, cg_tensor *running_var,
         if (in[j] && !(d[j] = cg__dense(in[j])))
             status = cg__last_status();
     if (status == CG_OK &&
-        (!(y = cg__tensor_empty(x->ctx, CG_F32, x->ndim, x->shape)) ||
+        (!(y = cg__tensor_empty(x->ctx, x->dtype, x->ndim, x->shape)) ||
          !(mean = cg__tensor_empty(x->ctx, CG_F32, 1, &C)) ||
          !(invstd = cg__tensor_empty(x->ctx, CG_F32, 1, &C)) ||
          !(uvar = cg__tensor_empty(x->ctx, CG_F32, 1, &C))))
@@ -203,7 +225,7 @@ cg_batch_norm(cg_tensor *x, cg_tensor *running_mean, cg_tensor *running_var,
     uL = (cl_uint)L;
     n = (cl_ulong)cg_tensor_numel(x);
     global = (size_t)C * BN_WG;
-    status = cg__kernel(x->ctx, CG__K_BATCH_NORM_STATS, &k);
+    status = cg__kernel_dt(x->ctx, CG__K_BATCH_NORM_STATS, x->dtype, &k);
     if (status == CG_OK)
         status = cg__args(k, CG__ARG(mx), CG__ARG(uN), CG__ARG(uC),
                           CG__ARG(uL), CG__ARG(flags), CG__ARG(eps),
@@ -219,7 +241,7 @@ cg_batch_norm(cg_tensor *x, cg_tensor *running_mean, cg_tensor *running_var,
     if (status == CG_OK && (flags & BN_UPDATE) && C > 0)
         status = cg__launch1d(x->ctx, k, (size_t)C, CG__WG);
     if (status == CG_OK)
-        status = cg__kernel(x->ctx, CG__K_BATCH_NORM_F, &k);
+        status = cg__kernel_dt(x->ctx, CG__K_BATCH_NORM_F, x->dtype, &k);
     if (status == CG_OK)
         status = cg__args(k, CG__ARG(mx), CG__ARG(mw), CG__ARG(mb),
                           CG__ARG(uC), CG__ARG(uL), CG__ARG(flags),

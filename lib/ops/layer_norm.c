@@ -2,7 +2,10 @@
 /*
  * lib/ops/layer_norm.c - layer normalisation over the trailing dimensions
  * with an optional affine weight and bias.  Kernels: kernels/layer_norm.cl
- * (one work-group per row; deterministic tree sums).
+ * (one work-group per row; deterministic tree sums).  float16 and
+ * bfloat16 use the same kernels built for their storage (cg__kernel_dt):
+ * x, weight, bias, y and the gradients in one dtype, the saved mean and
+ * rstd and all arithmetic float32.
  */
 #include "config.h"
 
@@ -26,9 +29,11 @@ ln_check(cg_tensor *x, int nnorm, const int64_t *nshape, cg_tensor *w,
     char s1[128], s2[128];
     int d, k, status;
 
-    if ((status = cg__check_tensor(x, "input", 0)) ||
-        (w && (status = cg__check_tensor(w, "weight", 0))) ||
-        (b && (status = cg__check_tensor(b, "bias", 0))) ||
+    if ((status = cg__check_tensor(x, "input", CG__FLOAT_DTYPE)) ||
+        (w && (status = cg__check_tensor(w, "weight", CG__FLOAT_DTYPE))) ||
+        (b && (status = cg__check_tensor(b, "bias", CG__FLOAT_DTYPE))) ||
+        (w && (status = cg__check_same_dtype(x, "input", w, "weight"))) ||
+        (b && (status = cg__check_same_dtype(x, "input", b, "bias"))) ||
         (status = cg__same_context(3, (const cg_tensor *const *)all)))
         return status;
     if (!(eps >= 0.0f) || isinf(eps))
@@ -72,11 +77,11 @@ ln_backward_x(cg__node *node, cg_tensor *g, cg_tensor **gx)
     cl_kernel k;
     int status;
 
-    *gx = cg__tensor_empty(g->ctx, CG_F32, x->ndim, x->shape);
+    *gx = cg__tensor_empty(g->ctx, x->dtype, x->ndim, x->shape);
     if (!*gx)
         return cg__last_status();
     mgx = cg__tensor_mem(*gx);
-    status = cg__kernel(g->ctx, CG__K_LAYER_NORM_B, &k);
+    status = cg__kernel_dt(g->ctx, CG__K_LAYER_NORM_B, x->dtype, &k);
     if (status == CG_OK)
         status = cg__args(k, CG__ARG(mx), CG__ARG(mw), CG__ARG(flags),
                           CG__ARG(N), CG__ARG(mm), CG__ARG(mr), CG__ARG(mg),
@@ -101,14 +106,14 @@ ln_backward_wb(cg__node *node, cg_tensor *g, cg_tensor **gw, cg_tensor **gb)
     int status;
 
     if ((flags & LN_WEIGHT) &&
-        !(*gw = cg__tensor_empty(g->ctx, CG_F32, w->ndim, w->shape)))
+        !(*gw = cg__tensor_empty(g->ctx, x->dtype, w->ndim, w->shape)))
         return cg__last_status();
     if ((flags & LN_BIAS) &&
-        !(*gb = cg__tensor_empty(g->ctx, CG_F32, b->ndim, b->shape)))
+        !(*gb = cg__tensor_empty(g->ctx, x->dtype, b->ndim, b->shape)))
         return cg__last_status();
     mgw = cg__tensor_mem(*gw ? *gw : *gb);
     mgb = cg__tensor_mem(*gb ? *gb : *gw);
-    status = cg__kernel(g->ctx, CG__K_LAYER_NORM_WB, &k);
+    status = cg__kernel_dt(g->ctx, CG__K_LAYER_NORM_WB, x->dtype, &k);
     if (status == CG_OK)
         status = cg__args(k, CG__ARG(mx), CG__ARG(mg), CG__ARG(mm),
                           CG__ARG(mr), CG__ARG(rows), CG__ARG(N),
@@ -144,7 +149,7 @@ ln_forward(cg_tensor *x, cg_tensor *w, cg_tensor *b, int64_t rows,
     cl_kernel k;
     int status;
 
-    out[0] = cg__tensor_empty(x->ctx, CG_F32, x->ndim, x->shape);
+    out[0] = cg__tensor_empty(x->ctx, x->dtype, x->ndim, x->shape);
     out[1] = out[0] ? cg__tensor_empty(x->ctx, CG_F32, 1, &rows) : NULL;
     out[2] = out[1] ? cg__tensor_empty(x->ctx, CG_F32, 1, &rows) : NULL;
     if (!out[2])
@@ -152,7 +157,7 @@ ln_forward(cg_tensor *x, cg_tensor *w, cg_tensor *b, int64_t rows,
     my = cg__tensor_mem(out[0]);
     mm = cg__tensor_mem(out[1]);
     mr = cg__tensor_mem(out[2]);
-    status = cg__kernel(x->ctx, CG__K_LAYER_NORM_F, &k);
+    status = cg__kernel_dt(x->ctx, CG__K_LAYER_NORM_F, x->dtype, &k);
     if (status == CG_OK)
         status = cg__args(k, CG__ARG(mx), CG__ARG(mw), CG__ARG(mb),
                           CG__ARG(flags), CG__ARG(N), CG__ARG(eps),

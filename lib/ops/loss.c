@@ -12,6 +12,12 @@
  * gives the number of non-ignored targets that a mean divides by.  The
  * kernels guard targets again, so that a target changed after the call
  * can never make them read outside the logits.
+ *
+ * float16 and bfloat16 logits or inputs use the same kernels built for
+ * their storage (cg__kernel_dt): the per-row losses and their sum are
+ * float32, the result is rounded once to the input's dtype, as are the
+ * gradients.  A pointwise loss's target has the input's dtype; class
+ * targets are int32.
  */
 #include "config.h"
 
@@ -24,17 +30,25 @@
  * entry "loss" in force. */
 #define LWG(ctx) ((size_t)cg__param(ctx, CG__P_LOSS_LWG))
 
-/* The sum (times scale) of every element of rows, or rows itself for
- * reduction none; takes over the caller's reference to rows. */
+/* The sum (times scale) of every element of rows (float32), or rows itself
+ * for reduction none, in dtype (rounded once); takes over the caller's
+ * reference to rows. */
 static cg_tensor *
-reduce_rows(cg_tensor *rows, cg_reduction reduction, float scale)
+reduce_rows(cg_tensor *rows, cg_reduction reduction, float scale,
+            cg_dtype dtype)
 {
     cg_tensor *s;
 
     if (reduction == CG_REDUCTION_NONE)
-        return rows;
-    s = cg__sum_mask(rows, (1u << rows->ndim) - 1, 0, scale);
+        s = cg_tensor_ref(rows);
+    else
+        s = cg__sum_mask(rows, (1u << rows->ndim) - 1, 0, scale);
     cg_tensor_free(rows);
+    if (s && dtype != CG_F32) {
+        rows = s;
+        s = cg__cast(rows, dtype);
+        cg_tensor_free(rows);
+    }
     return s;
 }
 
@@ -105,7 +119,7 @@ check_class_args(const char *op, cg_tensor *x, cg_tensor *t,
     char s1[128], s2[128];
     int status;
 
-    if ((status = cg__check_tensor(x, "input", 0)) ||
+    if ((status = cg__check_tensor(x, "input", CG__FLOAT_DTYPE)) ||
         (status = cg__check_tensor(t, "target", 1)) ||
         (status = cg__same_context(2, (const cg_tensor *const *)ops)) ||
         (status = check_reduction(op, reduction)))
@@ -172,11 +186,11 @@ ce_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
     cl_kernel k;
     int status;
 
-    gx = cg__tensor_empty(x->ctx, CG_F32, x->ndim, x->shape);
+    gx = cg__tensor_empty(x->ctx, x->dtype, x->ndim, x->shape);
     if (!gx)
         return cg__last_status();
     mgx = cg__tensor_mem(gx);
-    status = cg__kernel(x->ctx, CG__K_CE_B, &k);
+    status = cg__kernel_dt(x->ctx, CG__K_CE_B, x->dtype, &k);
     if (status == CG_OK)
         status = cg__args(k, CG__ARG(mx), CG__ARG(mt), CG__ARG(p),
                           CG__ARG(eps), CG__ARG(ml), CG__ARG(mg), CG__ARG(gs),
@@ -232,7 +246,7 @@ cg_cross_entropy(cg_tensor *input, cg_tensor *target, cg_reduction reduction,
     mt = cg__tensor_mem(target);
     mr = cg__tensor_mem(rows);
     ml = cg__tensor_mem(lse);
-    status = cg__kernel(input->ctx, CG__K_CE_F, &k);
+    status = cg__kernel_dt(input->ctx, CG__K_CE_F, input->dtype, &k);
     if (status == CG_OK)
         status = cg__args(k, CG__ARG(mx), CG__ARG(mt), CG__ARG(p),
                           CG__ARG(eps), CG__ARG(mr), CG__ARG(ml));
@@ -246,7 +260,7 @@ cg_cross_entropy(cg_tensor *input, cg_tensor *target, cg_reduction reduction,
         return NULL;
     }
     scale = class_scale(reduction, count);
-    out = reduce_rows(rows, reduction, scale);
+    out = reduce_rows(rows, reduction, scale, input->dtype);
     if (out && record_class(out, "cross_entropy", ce_backward, input, target,
                             lse, scale, eps, ignore_index, reduction)) {
         cg_tensor_free(out);
@@ -268,11 +282,11 @@ nll_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
     cl_kernel k;
     int status;
 
-    gx = cg__tensor_empty(x->ctx, CG_F32, x->ndim, x->shape);
+    gx = cg__tensor_empty(x->ctx, x->dtype, x->ndim, x->shape);
     if (!gx)
         return cg__last_status();
     mgx = cg__tensor_mem(gx);
-    status = cg__kernel(x->ctx, CG__K_NLL_B, &k);
+    status = cg__kernel_dt(x->ctx, CG__K_NLL_B, x->dtype, &k);
     if (status == CG_OK)
         status = cg__args(k, CG__ARG(mt), CG__ARG(p), CG__ARG(mg),
                           CG__ARG(gs), CG__ARG(scale), CG__ARG(mgx),
@@ -317,7 +331,7 @@ cg_nll_loss(cg_tensor *input, cg_tensor *target, cg_reduction reduction,
     mt = cg__tensor_mem(target);
     mr = cg__tensor_mem(rows);
     n = (cl_uint)cg_tensor_numel(target);
-    status = cg__kernel(input->ctx, CG__K_NLL_F, &k);
+    status = cg__kernel_dt(input->ctx, CG__K_NLL_F, input->dtype, &k);
     if (status == CG_OK)
         status = cg__args(k, CG__ARG(mx), CG__ARG(mt), CG__ARG(p),
                           CG__ARG(mr), CG__ARG(n));
@@ -328,7 +342,7 @@ cg_nll_loss(cg_tensor *input, cg_tensor *target, cg_reduction reduction,
         return NULL;
     }
     scale = class_scale(reduction, count);
-    out = reduce_rows(rows, reduction, scale);
+    out = reduce_rows(rows, reduction, scale, input->dtype);
     if (out && record_class(out, "nll_loss", nll_backward, input, target,
                             NULL, scale, 0.0, ignore_index, reduction)) {
         cg_tensor_free(out);
@@ -358,7 +372,8 @@ pointwise_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
 
     for (j = 0; j < 2 && status == CG_OK; j++)
         if (node->needs[j] &&
-            !(full[j] = cg__tensor_empty(a->ctx, CG_F32, a->ndim, a->shape)))
+            !(full[j] = cg__tensor_empty(a->ctx, a->dtype, a->ndim,
+                                         a->shape)))
             status = cg__last_status();
     cg__layout_make(&l, a->ndim, a->shape, 2, ops);
     n = (cl_uint)l.numel;
@@ -366,7 +381,7 @@ pointwise_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
         /* An unwanted output gets the other one's buffer; never written. */
         mga = cg__tensor_mem(full[0] ? full[0] : full[1]);
         mgb = cg__tensor_mem(full[1] ? full[1] : full[0]);
-        status = cg__kernel(a->ctx, CG__K_POINTWISE_B, &k);
+        status = cg__kernel_dt(a->ctx, CG__K_POINTWISE_B, a->dtype, &k);
         if (status == CG_OK)
             status = cg__args(k, CG__ARG(ma), CG__ARG(l.offset[0]),
                               CG__ARG(mb), CG__ARG(l.offset[1]),
@@ -396,8 +411,9 @@ pointwise_check(const char *op, cg_tensor *a, cg_tensor *b,
     char s1[128], s2[128];
     int status, d;
 
-    if ((status = cg__check_tensor(a, "input", 0)) ||
-        (status = cg__check_tensor(b, "target", 0)) ||
+    if ((status = cg__check_tensor(a, "input", CG__FLOAT_DTYPE)) ||
+        (status = cg__check_tensor(b, "target", CG__FLOAT_DTYPE)) ||
+        (status = cg__check_same_dtype(a, "input", b, "target")) ||
         (status = cg__same_context(2, (const cg_tensor *const *)ops)) ||
         (status = check_reduction(op, reduction)))
         return status;
@@ -437,7 +453,7 @@ pointwise_loss(const char *op, cl_int kind, cg_tensor *a, cg_tensor *b,
     ma = cg__tensor_mem(a);
     mb = cg__tensor_mem(b);
     my = cg__tensor_mem(y);
-    status = cg__kernel(a->ctx, CG__K_POINTWISE_F, &k);
+    status = cg__kernel_dt(a->ctx, CG__K_POINTWISE_F, a->dtype, &k);
     if (status == CG_OK)
         status = cg__args(k, CG__ARG(ma), CG__ARG(l.offset[0]), CG__ARG(mb),
                           CG__ARG(l.offset[1]), CG__ARG(l.shape),
@@ -451,7 +467,7 @@ pointwise_loss(const char *op, cl_int kind, cg_tensor *a, cg_tensor *b,
         return NULL;
     }
     scale = reduction == CG_REDUCTION_MEAN ? 1.0f / (float)n : 1.0f;
-    out = reduce_rows(y, reduction, scale);
+    out = reduce_rows(y, reduction, scale, a->dtype);
     if (!out)
         return NULL;
     node = cg__record(out, op, pointwise_backward, 2, in, &status);

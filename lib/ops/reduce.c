@@ -6,6 +6,10 @@
  * tree order: deterministic; sums of contiguous rows and columns, the
  * full sum among them, have their own vectorised kernels, also with
  * orders fixed by the sizes).
+ *
+ * float16 and bfloat16 inputs use the same kernels built for their storage
+ * (cg__kernel_dt): sums in float32, the output in x's dtype, rounded once,
+ * as PyTorch's sum of a half tensor.  argmax's indices stay int32.
  */
 #include "config.h"
 
@@ -152,8 +156,9 @@ is_row_sum(const cg_tensor *x, unsigned mask, int64_t *R, int64_t *C)
     return *R > 0 && *C > 0 && *R * *C <= INT32_MAX;
 }
 
-/* y (new, so contiguous at offset 0, C elements) = scale * column sums of x's [R, C] view:
- * one pass of chunks of COL_ROWS rows, and a second over the chunks. */
+/* y (new float32, so contiguous at offset 0, C elements) = scale * column
+ * sums of x's [R, C] view: one pass of chunks of COL_ROWS rows (x's
+ * storage variant), and a second over the float32 chunks. */
 static int
 col_sum(cg_tensor *x, int64_t R64, int64_t C64, float scale, cg_tensor *y)
 {
@@ -163,10 +168,12 @@ col_sum(cg_tensor *x, int64_t R64, int64_t C64, float scale, cg_tensor *y)
     cg_tensor *part = NULL;
     cl_mem mx = cg__tensor_mem(x), my = cg__tensor_mem(y), mp;
     float one = 1.0f, first;
-    cl_kernel k;
+    cl_kernel k, k32;
     int status;
 
-    status = cg__kernel(x->ctx, CG__K_REDUCE_COLS, &k);
+    status = cg__kernel_dt(x->ctx, CG__K_REDUCE_COLS, x->dtype, &k);
+    if (status == CG_OK)
+        status = cg__kernel(x->ctx, CG__K_REDUCE_COLS, &k32);
     if (status)
         return status;
     if (nchunk > 1) {
@@ -183,11 +190,11 @@ col_sum(cg_tensor *x, int64_t R64, int64_t C64, float scale, cg_tensor *y)
         status = cg__launch_chunks(x->ctx, k, (size_t)C, (size_t)nchunk,
                                    COL_BLOCK, COL_WG);
     if (status == CG_OK && part) {
-        status = cg__args(k, CG__ARG(mp), CG__ARG(zero), CG__ARG(C),
+        status = cg__args(k32, CG__ARG(mp), CG__ARG(zero), CG__ARG(C),
                           CG__ARG(nchunk), CG__ARG(C), CG__ARG(nchunk),
                           CG__ARG(my), CG__ARG(scale));
         if (status == CG_OK)
-            status = cg__launch_chunks(x->ctx, k, (size_t)C, 1, COL_BLOCK,
+            status = cg__launch_chunks(x->ctx, k32, (size_t)C, 1, COL_BLOCK,
                                        COL_WG);
     }
     cg_tensor_free(part);
@@ -215,21 +222,23 @@ rows_pass(cg_context *ctx, cl_kernel k, cl_mem src, cl_int off, cl_uint len,
     return status;
 }
 
-/* y (new, R elements) = scale * the sums of x's R contiguous rows of C:
- * one pass if a row is short, else ng partial sums per row and a second
- * pass over them. */
+/* y (new float32, R elements) = scale * the sums of x's R contiguous rows
+ * of C: one pass if a row is short, else ng partial sums per row and a
+ * second pass (float32) over them. */
 static int
 row_sum(cg_tensor *x, int64_t R, int64_t C, float scale, cg_tensor *y)
 {
     cl_uint ng = C < 2 * ROW_SPLIT ? 1 : (cl_uint)(C / ROW_SPLIT);
     cl_mem mx = cg__tensor_mem(x), my = cg__tensor_mem(y);
     cg_tensor *part = NULL;
-    cl_kernel k;
+    cl_kernel k, k32;
     int status;
 
     if (ng > ROW_PARTS)
         ng = ROW_PARTS;
-    status = cg__kernel(x->ctx, CG__K_REDUCE_ROWS, &k);
+    status = cg__kernel_dt(x->ctx, CG__K_REDUCE_ROWS, x->dtype, &k);
+    if (status == CG_OK)
+        status = cg__kernel(x->ctx, CG__K_REDUCE_ROWS, &k32);
     if (status)
         return status;
     if (ng == 1)
@@ -245,9 +254,33 @@ row_sum(cg_tensor *x, int64_t R, int64_t C, float scale, cg_tensor *y)
     status = rows_pass(x->ctx, k, mx, (cl_int)x->offset, (cl_uint)C, ng,
                        (size_t)R, cg__tensor_mem(part), 1.0f);
     if (status == CG_OK)
-        status = rows_pass(x->ctx, k, cg__tensor_mem(part), 0, ng, 1,
+        status = rows_pass(x->ctx, k32, cg__tensor_mem(part), 0, ng, 1,
                            (size_t)R, my, scale);
     cg_tensor_free(part);
+    return status;
+}
+
+/* *y (new, x's dtype) = the sum of a column or row sum (col), from
+ * col_sum or row_sum's float32 result, rounded once for 16-bit x. */
+static int
+vec_sum(cg_tensor *x, int col, int64_t R, int64_t C, float scale, int ndim,
+        const int64_t *shape, cg_tensor **y)
+{
+    cg_tensor *s = cg__tensor_empty(x->ctx, CG_F32, ndim, shape);
+    int status;
+
+    if (!s)
+        return cg__last_status();
+    status = col ? col_sum(x, R, C, scale, s) : row_sum(x, R, C, scale, s);
+    if (status == CG_OK && x->dtype != CG_F32) {
+        *y = cg__cast(s, x->dtype);
+        status = *y ? CG_OK : cg__last_status();
+        cg_tensor_free(s);
+    } else if (status == CG_OK) {
+        *y = s;
+    } else {
+        cg_tensor_free(s);
+    }
     return status;
 }
 
@@ -268,22 +301,17 @@ reduce(int kind, cg_tensor *x, unsigned mask, int keepdim, float param,
     out_shape(x, mask, keepdim, &ndim, shape);
     split_layout(x, mask, kind == RED_ARG, &kl, &rl, &nred);
     n = (cl_uint)nred;
-    *y = cg__tensor_empty(x->ctx, CG_F32, ndim, shape);
-    if (!*y)
-        return cg__last_status();
-    my = cg__tensor_mem(*y);
     if (kind == RED_SUM) {
         int64_t R, C;
         int col = is_col_sum(x, mask, &R, &C);
 
-        if (col || is_row_sum(x, mask, &R, &C)) {
-            status = col ? col_sum(x, R, C, param, *y)
-                         : row_sum(x, R, C, param, *y);
-            if (status == CG_OK)
-                return CG_OK;
-            goto fail;
-        }
+        if (col || is_row_sum(x, mask, &R, &C))
+            return vec_sum(x, col, R, C, param, ndim, shape, y);
     }
+    *y = cg__tensor_empty(x->ctx, x->dtype, ndim, shape);
+    if (!*y)
+        return cg__last_status();
+    my = cg__tensor_mem(*y);
     if (kind == RED_MAX || kind == RED_ARG) {
         *am = cg__tensor_empty(x->ctx, CG_I32, ndim, shape);
         if (!*am) {
@@ -291,7 +319,7 @@ reduce(int kind, cg_tensor *x, unsigned mask, int keepdim, float param,
             goto fail;
         }
         mam = cg__tensor_mem(*am);
-        status = cg__kernel(x->ctx, CG__K_REDUCE_MAX, &k);
+        status = cg__kernel_dt(x->ctx, CG__K_REDUCE_MAX, x->dtype, &k);
         if (status == CG_OK)
             status = cg__args(k, CG__ARG(mx), CG__ARG(xo),
                               CG__ARG(kl.shape), CG__ARG(kl.strides[0]),
@@ -300,8 +328,8 @@ reduce(int kind, cg_tensor *x, unsigned mask, int keepdim, float param,
                               CG__ARG(rl.strides[1]), CG__ARG(rl.nd),
                               CG__ARG(n), CG__ARG(my), CG__ARG(mam));
     } else {
-        status = cg__kernel(x->ctx, kind == RED_SUM ? CG__K_REDUCE_SUM
-                            : CG__K_REDUCE_VAR, &k);
+        status = cg__kernel_dt(x->ctx, kind == RED_SUM ? CG__K_REDUCE_SUM
+                               : CG__K_REDUCE_VAR, x->dtype, &k);
         if (status == CG_OK)
             status = cg__args(k, CG__ARG(mx), CG__ARG(xo),
                               CG__ARG(kl.shape), CG__ARG(kl.strides[0]),
@@ -371,11 +399,35 @@ keepdim_view(cg_tensor *g, const cg_tensor *x, unsigned mask)
     return cg__tensor_view(g, ndim, shape, strides, g->offset);
 }
 
+/* gin[0] = bwd of g and (need_x) x cast up to float32 (exact), cast down
+ * to x's dtype once: the float32 arithmetic and the one rounding that a
+ * 16-bit kernel would do (sum, mean and var's backward are built from
+ * float32 ops). */
+static int
+via_f32(cg__node *node, cg_tensor *g, int need_x,
+        int (*bwd)(cg__node *, cg_tensor *, cg_tensor *, cg_tensor **),
+        cg_tensor **gin)
+{
+    cg_tensor *x = node->inputs[0], *x32, *g32 = NULL, *r = NULL;
+    int status;
+
+    x32 = need_x ? cg__cast(x, CG_F32) : cg_tensor_ref(x);
+    if (x32)
+        g32 = g->dtype == CG_F32 ? cg_tensor_ref(g) : cg__cast(g, CG_F32);
+    status = g32 ? bwd(node, x32, g32, &r) : cg__last_status();
+    if (status == CG_OK && !(gin[0] = cg__cast(r, x->dtype)))
+        status = cg__last_status();
+    cg_tensor_free(x32);
+    cg_tensor_free(g32);
+    cg_tensor_free(r);
+    return status;
+}
+
 /* Backward of sum and mean: gx = scale * g broadcast over x's shape. */
 static int
-sum_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
+sum_backward_f32(cg__node *node, cg_tensor *x, cg_tensor *g, cg_tensor **gx)
 {
-    cg_tensor *x = node->inputs[0], *gk, *ge;
+    cg_tensor *gk, *ge;
     unsigned mask = (unsigned)node->i[0];
     int64_t strides[CG_MAX_DIMS];
     int d;
@@ -389,9 +441,17 @@ sum_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
     cg_tensor_free(gk);
     if (!ge)
         return cg__last_status();
-    gin[0] = cg__unary(CG__EW_AFFINE, ge, (float)node->f[0], 0.0f);
+    *gx = cg__unary(CG__EW_AFFINE, ge, (float)node->f[0], 0.0f);
     cg_tensor_free(ge);
-    return gin[0] ? CG_OK : cg__last_status();
+    return *gx ? CG_OK : cg__last_status();
+}
+
+static int
+sum_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
+{
+    if (node->inputs[0]->dtype != CG_F32)
+        return via_f32(node, g, 0, sum_backward_f32, gin);
+    return sum_backward_f32(node, node->inputs[0], g, &gin[0]);
 }
 
 static int
@@ -403,13 +463,13 @@ max_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
     cl_kernel k;
     int status;
 
-    gx = cg__tensor_empty(x->ctx, CG_F32, x->ndim, x->shape);
+    gx = cg__tensor_empty(x->ctx, x->dtype, x->ndim, x->shape);
     if (!gx)
         return cg__last_status();
     mgx = cg__tensor_mem(gx);
     status = cg__fill(gx, 0.0f);
     if (status == CG_OK)
-        status = cg__kernel(x->ctx, CG__K_MAX_BACKWARD, &k);
+        status = cg__kernel_dt(x->ctx, CG__K_MAX_BACKWARD, x->dtype, &k);
     if (status == CG_OK)
         status = cg__args(k, CG__ARG(mg), CG__ARG(mam), CG__ARG(mgx),
                           CG__ARG(n));
@@ -426,9 +486,9 @@ max_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
 /* gx = g * 2 (x - mean) / (N - correction), from the public ops (backward
  * runs in no-grad mode). */
 static int
-var_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
+var_backward_f32(cg__node *node, cg_tensor *x, cg_tensor *g, cg_tensor **gx)
 {
-    cg_tensor *x = node->inputs[0], *mean, *d = NULL, *gk = NULL, *t = NULL;
+    cg_tensor *mean, *d = NULL, *gk = NULL, *t = NULL;
     unsigned mask = (unsigned)node->i[0];
 
     mean = cg__sum_mask(x, mask, 1, (float)node->f[1]);
@@ -439,12 +499,20 @@ var_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
     if (gk)
         t = cg_mul(d, gk);
     if (t)
-        gin[0] = cg_mul_scalar(t, (float)node->f[0]);
+        *gx = cg_mul_scalar(t, (float)node->f[0]);
     cg_tensor_free(mean);
     cg_tensor_free(d);
     cg_tensor_free(gk);
     cg_tensor_free(t);
-    return gin[0] ? CG_OK : cg__last_status();
+    return *gx ? CG_OK : cg__last_status();
+}
+
+static int
+var_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
+{
+    if (node->inputs[0]->dtype != CG_F32)
+        return via_f32(node, g, 1, var_backward_f32, gin);
+    return var_backward_f32(node, node->inputs[0], g, &gin[0]);
 }
 
 static cg_tensor *
@@ -459,7 +527,8 @@ reduction(const char *op, int kind, cg_tensor *x, int naxes, const int *axes,
     int status, d;
 
     cg__error_clear();
-    if (cg__check_tensor(x, "input", 0) || axes_mask(x, naxes, axes, &mask))
+    if (cg__check_tensor(x, "input", CG__FLOAT_DTYPE) ||
+        axes_mask(x, naxes, axes, &mask))
         return NULL;
     for (d = 0; d < x->ndim; d++)
         if (mask & (1u << d))
@@ -540,16 +609,17 @@ cg_var(cg_tensor *a, int naxes, const int *axes, int keepdim, int correction)
 
 /* The indices along `dim` of the first maximum (NaN first) of x, or of
  * -x for argmin: negation is exact and keeps NaN, so the first minimum of
- * x is the first maximum of -x. */
+ * x is the first maximum of -x (of 16-bit x cast up to float32, also
+ * exact). */
 static cg_tensor *
 arg_reduce(const char *op, cg_tensor *x, int dim, int keepdim, int min)
 {
-    cg_tensor *src, *y = NULL, *am = NULL;
+    cg_tensor *src, *up, *y = NULL, *am = NULL;
     unsigned mask;
     int d, status;
 
     cg__error_clear();
-    if (cg__check_tensor(x, "input", 0))
+    if (cg__check_tensor(x, "input", CG__FLOAT_DTYPE))
         return NULL;
     d = cg__dim(dim, x->ndim);
     if (x->ndim == 0 || d < 0) {
@@ -559,11 +629,15 @@ arg_reduce(const char *op, cg_tensor *x, int dim, int keepdim, int min)
     }
     mask = 1u << d;
     cg_no_grad_enter();
-    src = min ? cg_neg(x) : cg_tensor_ref(x);
+    src = up = min ? cg_to_dtype(x, CG_F32) : cg_tensor_ref(x);
+    if (min)
+        src = up ? cg_neg(up) : NULL;
     status = src ? reduce(RED_ARG, src, mask, keepdim, 0.0f, &y, &am)
                  : cg__last_status();
     cg_no_grad_leave();
-    cg_tensor_free(src);
+    if (min)
+        cg_tensor_free(src);
+    cg_tensor_free(up);
     cg_tensor_free(y);
     return status == CG_OK ? am : NULL;
 }
@@ -580,13 +654,15 @@ cg_argmin(cg_tensor *x, int dim, int keepdim)
     return arg_reduce("argmin", x, dim, keepdim, 1);
 }
 
-/* Values from the differentiable ops (max, or -max(-x)), indices from
+/* Values from the differentiable ops (max, or -max(-x), the negations of
+ * 16-bit x in float32 between differentiable casts: exact), indices from
  * arg_reduce: both pick the same element. */
 static int
 extreme_dim(const char *op, cg_tensor *x, int dim, int keepdim, int min,
             cg_tensor **values, cg_tensor **indices)
 {
-    cg_tensor *v = NULL, *i = NULL, *n = NULL, *m = NULL;
+    cg_tensor *v = NULL, *i = NULL, *n = NULL, *m = NULL, *up = NULL;
+    cg_tensor *vm = NULL;
 
     cg__error_clear();
     if (!values || !indices)
@@ -594,10 +670,13 @@ extreme_dim(const char *op, cg_tensor *x, int dim, int keepdim, int min,
     i = arg_reduce(op, x, dim, keepdim, min);
     if (i && !min)
         v = cg_max(x, 1, &dim, keepdim);
-    if (i && min && (n = cg_neg(x)) && (m = cg_max(n, 1, &dim, keepdim)))
-        v = cg_neg(m);
+    if (i && min && (up = cg_to_dtype(x, CG_F32)) && (n = cg_neg(up)) &&
+        (m = cg_max(n, 1, &dim, keepdim)) && (vm = cg_neg(m)))
+        v = cg_to_dtype(vm, x->dtype);
+    cg_tensor_free(up);
     cg_tensor_free(n);
     cg_tensor_free(m);
+    cg_tensor_free(vm);
     if (!v) {
         cg_tensor_free(i);
         return cg__last_status();

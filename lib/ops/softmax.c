@@ -2,7 +2,9 @@
 /*
  * lib/ops/softmax.c - softmax and log_softmax along one dimension.
  * Kernels: kernels/softmax.cl (one work-group per row, max subtracted,
- * fixed tree order: deterministic).
+ * fixed tree order: deterministic).  float16 and bfloat16 inputs use the
+ * same kernels built for their storage (cg__kernel_dt): float32
+ * arithmetic, the output and the gradient in x's dtype.
  */
 #include "config.h"
 
@@ -53,12 +55,12 @@ softmax_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
     int status;
 
     rows_of(y, (int)node->i[0], &r);
-    gx = cg__tensor_empty(y->ctx, CG_F32, y->ndim, y->shape);
+    gx = cg__tensor_empty(y->ctx, y->dtype, y->ndim, y->shape);
     if (!gx)
         return cg__last_status();
     mgx = cg__tensor_mem(gx);
     /* y (the saved output), g and gx are all contiguous from offset 0. */
-    status = cg__kernel(y->ctx, CG__K_SOFTMAX_B, &k);
+    status = cg__kernel_dt(y->ctx, CG__K_SOFTMAX_B, y->dtype, &k);
     if (status == CG_OK)
         status = cg__args(k, CG__ARG(my), CG__ARG(mg), CG__ARG(mgx),
                           CG__ARG(r.l.shape), CG__ARG(r.l.strides[1]),
@@ -88,7 +90,7 @@ softmax_op(const char *op, cg_tensor *x, int dim, cl_int logmode)
     int d, status;
 
     cg__error_clear();
-    if (cg__check_tensor(x, "input", 0))
+    if (cg__check_tensor(x, "input", CG__FLOAT_DTYPE))
         return NULL;
     d = cg__dim(dim, x->ndim);
     if (d < 0) {
@@ -96,7 +98,7 @@ softmax_op(const char *op, cg_tensor *x, int dim, cl_int logmode)
                   "tensor", op, dim, x->ndim);
         return NULL;
     }
-    y = cg__tensor_empty(x->ctx, CG_F32, x->ndim, x->shape);
+    y = cg__tensor_empty(x->ctx, x->dtype, x->ndim, x->shape);
     if (!y)
         return NULL;
     local = SWG(x->ctx);
@@ -104,7 +106,7 @@ softmax_op(const char *op, cg_tensor *x, int dim, cl_int logmode)
     mx = cg__tensor_mem(x);
     my = cg__tensor_mem(y);
     xo = (cl_int)x->offset;
-    status = cg__kernel(x->ctx, CG__K_SOFTMAX_F, &k);
+    status = cg__kernel_dt(x->ctx, CG__K_SOFTMAX_F, x->dtype, &k);
     if (status == CG_OK)
         status = cg__args(k, CG__ARG(mx), CG__ARG(xo), CG__ARG(r.l.shape),
                           CG__ARG(r.l.strides[0]), CG__ARG(r.l.strides[1]),
