@@ -178,11 +178,11 @@ run_case(const opcase *c, cg_dtype dt)
     float *got, *want, *v;
     int64_t n, ny;
     double e, eps = dt_eps(dt);
-    int k;
+    int k, d;
 
     for (k = 0; k < c->nin; k++) {
         n = 1;
-        for (int d = 0; d < c->ndim[k]; d++)
+        for (d = 0; d < c->ndim[k]; d++)
             n *= c->shape[k][d];
         v = malloc((size_t)n * sizeof *v);
         ck_assert(v != NULL);
@@ -321,6 +321,19 @@ op_sum_t(cg_tensor *const *in, const void *arg)
     return y;
 }
 
+/* sum over axes of rows 1 .. n - 2: contiguous from an odd offset. */
+static cg_tensor *
+op_sum_n(cg_tensor *const *in, const void *arg)
+{
+    const axes *a = arg;
+    cg_tensor *t = cg_narrow(in[0], 0, 1, cg_tensor_dim(in[0], 0) - 2), *y;
+
+    ck_assert_msg(t != NULL, "%s", TT_ERR);
+    y = cg_sum(t, a->n, a->ax, a->keepdim);
+    cg_tensor_free(t);
+    return y;
+}
+
 static cg_tensor *
 op_min_values(cg_tensor *const *in, const void *arg)
 {
@@ -353,29 +366,57 @@ static const axes ax_all1 = { 0, { 0 }, 0, 1 }, ax_in0 = { 1, { 1 }, 1, 0 };
 /* Shapes: 7x13 (odd, inner and outer sums: reduce_rows, reduce_cols), 5x257
  * (rows longer than a work-group), 33x65x3 (middle and multiple axes: the
  * strided kernel), 3x20000 (a full sum of 60000: reduce_rows in two
- * passes), 40x100 (whole vectors of reduce_cols). */
+ * passes), 40x100 (whole vectors of reduce_cols), 6x64 (whole vectors
+ * of reduce_rows), narrowed rows (an odd element offset). */
 static const opcase reduce_cases[] = {
-    { "sum all 7x13", op_sum, &ax_all, 1, { 2 }, { { 7, 13 } }, { -2 }, { 2 }, 1, 1 },
-    { "sum inner 7x13", op_sum, &ax_in, 1, { 2 }, { { 7, 13 } }, { -2 }, { 2 }, 1, 1 },
-    { "sum outer 7x13", op_sum, &ax_out, 1, { 2 }, { { 7, 13 } }, { -2 }, { 2 }, 1, 1 },
-    { "sum inner 5x257", op_sum, &ax_in, 1, { 2 }, { { 5, 257 } }, { -2 }, { 2 }, 1, 1 },
-    { "sum outer 40x100", op_sum, &ax_out, 1, { 2 }, { { 40, 100 } }, { -2 }, { 2 }, 1, 1 },
-    { "sum all 3x20000", op_sum, &ax_all, 1, { 2 }, { { 3, 20000 } }, { 0 }, { 1 }, 1, 1 },
-    { "sum middle 5x7x9", op_sum, &ax_mid, 1, { 3 }, { { 5, 7, 9 } }, { -2 }, { 2 }, 1, 1 },
-    { "sum axes 0,2 33x65x3", op_sum, &ax_02, 1, { 3 }, { { 33, 65, 3 } }, { -2 }, { 2 }, 1, 1 },
-    { "sum transposed 7x13", op_sum_t, &ax_in, 1, { 2 }, { { 7, 13 } }, { -2 }, { 2 }, 1, 1 },
-    { "mean inner 5x257", op_mean, &ax_in0, 1, { 2 }, { { 5, 257 } }, { -2 }, { 2 }, 1, 1 },
-    { "mean outer 7x13", op_mean, &ax_out, 1, { 2 }, { { 7, 13 } }, { -2 }, { 2 }, 1, 1 },
-    { "mean axes 0,2 33x65x3", op_mean, &ax_02, 1, { 3 }, { { 33, 65, 3 } }, { -2 }, { 2 }, 1, 1 },
-    { "max inner 7x13", op_max, &ax_in, 1, { 2 }, { { 7, 13 } }, { -2 }, { 2 }, 1, 1 },
-    { "max all 5x257", op_max, &ax_all, 1, { 2 }, { { 5, 257 } }, { -2 }, { 2 }, 1, 1 },
-    { "max axes 0,2 33x65x3", op_max, &ax_02, 1, { 3 }, { { 33, 65, 3 } }, { -2 }, { 2 }, 1, 1 },
-    { "max_dim values 7x13", op_max_values, &ax_out, 1, { 2 }, { { 7, 13 } }, { -2 }, { 2 }, 1, 1 },
-    { "min_dim values 5x257", op_min_values, &ax_in, 1, { 2 }, { { 5, 257 } }, { -2 }, { 2 }, 1, 1 },
-    { "var last 7x13", op_var, &ax_last, 1, { 2 }, { { 7, 13 } }, { 1 }, { 3 }, 1, 1 },
-    { "var all 5x257", op_var, &ax_all1, 1, { 2 }, { { 5, 257 } }, { -2 }, { 2 }, 1, 1 },
-    { "var outer biased 7x13", op_var, &ax_out, 1, { 2 }, { { 7, 13 } }, { -2 }, { 2 }, 1, 1 },
-    { "var axes 0,2 33x65x3", op_var, &ax_02, 1, { 3 }, { { 33, 65, 3 } }, { -2 }, { 2 }, 1, 1 },
+    { "sum all 7x13", op_sum, &ax_all,
+      1, { 2 }, { { 7, 13 } }, { -2 }, { 2 }, 1, 1 },
+    { "sum inner 7x13", op_sum, &ax_in,
+      1, { 2 }, { { 7, 13 } }, { -2 }, { 2 }, 1, 1 },
+    { "sum outer 7x13", op_sum, &ax_out,
+      1, { 2 }, { { 7, 13 } }, { -2 }, { 2 }, 1, 1 },
+    { "sum inner 5x257", op_sum, &ax_in,
+      1, { 2 }, { { 5, 257 } }, { -2 }, { 2 }, 1, 1 },
+    { "sum outer 40x100", op_sum, &ax_out,
+      1, { 2 }, { { 40, 100 } }, { -2 }, { 2 }, 1, 1 },
+    { "sum all 3x20000", op_sum, &ax_all,
+      1, { 2 }, { { 3, 20000 } }, { 0 }, { 1 }, 1, 1 },
+    { "sum middle 5x7x9", op_sum, &ax_mid,
+      1, { 3 }, { { 5, 7, 9 } }, { -2 }, { 2 }, 1, 1 },
+    { "sum axes 0,2 33x65x3", op_sum, &ax_02,
+      1, { 3 }, { { 33, 65, 3 } }, { -2 }, { 2 }, 1, 1 },
+    { "sum inner 6x64", op_sum, &ax_in,
+      1, { 2 }, { { 6, 64 } }, { -2 }, { 2 }, 1, 1 },
+    { "sum inner rows 1..5 of 7x13", op_sum_n, &ax_in,
+      1, { 2 }, { { 7, 13 } }, { -2 }, { 2 }, 1, 1 },
+    { "sum outer rows 1..5 of 7x45", op_sum_n, &ax_out,
+      1, { 2 }, { { 7, 45 } }, { -2 }, { 2 }, 1, 1 },
+    { "sum transposed 7x13", op_sum_t, &ax_in,
+      1, { 2 }, { { 7, 13 } }, { -2 }, { 2 }, 1, 1 },
+    { "mean inner 5x257", op_mean, &ax_in0,
+      1, { 2 }, { { 5, 257 } }, { -2 }, { 2 }, 1, 1 },
+    { "mean outer 7x13", op_mean, &ax_out,
+      1, { 2 }, { { 7, 13 } }, { -2 }, { 2 }, 1, 1 },
+    { "mean axes 0,2 33x65x3", op_mean, &ax_02,
+      1, { 3 }, { { 33, 65, 3 } }, { -2 }, { 2 }, 1, 1 },
+    { "max inner 7x13", op_max, &ax_in,
+      1, { 2 }, { { 7, 13 } }, { -2 }, { 2 }, 1, 1 },
+    { "max all 5x257", op_max, &ax_all,
+      1, { 2 }, { { 5, 257 } }, { -2 }, { 2 }, 1, 1 },
+    { "max axes 0,2 33x65x3", op_max, &ax_02,
+      1, { 3 }, { { 33, 65, 3 } }, { -2 }, { 2 }, 1, 1 },
+    { "max_dim values 7x13", op_max_values, &ax_out,
+      1, { 2 }, { { 7, 13 } }, { -2 }, { 2 }, 1, 1 },
+    { "min_dim values 5x257", op_min_values, &ax_in,
+      1, { 2 }, { { 5, 257 } }, { -2 }, { 2 }, 1, 1 },
+    { "var last 7x13", op_var, &ax_last,
+      1, { 2 }, { { 7, 13 } }, { 1 }, { 3 }, 1, 1 },
+    { "var all 5x257", op_var, &ax_all1,
+      1, { 2 }, { { 5, 257 } }, { -2 }, { 2 }, 1, 1 },
+    { "var outer biased 7x13", op_var, &ax_out,
+      1, { 2 }, { { 7, 13 } }, { -2 }, { 2 }, 1, 1 },
+    { "var axes 0,2 33x65x3", op_var, &ax_02,
+      1, { 3 }, { { 33, 65, 3 } }, { -2 }, { 2 }, 1, 1 },
 };
 
 #define NREDUCE ((int)(sizeof reduce_cases / sizeof reduce_cases[0]))
@@ -450,13 +491,20 @@ op_log_softmax(cg_tensor *const *in, const void *arg)
 static const int dim0 = 0, dim1 = 1, dimm1 = -1;
 
 static const opcase softmax_cases[] = {
-    { "softmax dim 1 7x13", op_softmax, &dim1, 1, { 2 }, { { 7, 13 } }, { -4 }, { 4 }, 1, 4 },
-    { "softmax dim 0 7x13", op_softmax, &dim0, 1, { 2 }, { { 7, 13 } }, { -4 }, { 4 }, 1, 4 },
-    { "softmax dim 1 5x257", op_softmax, &dim1, 1, { 2 }, { { 5, 257 } }, { -4 }, { 4 }, 1, 4 },
-    { "softmax dim -1 3x5x64", op_softmax, &dimm1, 1, { 3 }, { { 3, 5, 64 } }, { -4 }, { 4 }, 1, 4 },
-    { "log_softmax dim 1 7x13", op_log_softmax, &dim1, 1, { 2 }, { { 7, 13 } }, { -4 }, { 4 }, 1, 4 },
-    { "log_softmax dim 0 5x257", op_log_softmax, &dim0, 1, { 2 }, { { 5, 257 } }, { -4 }, { 4 }, 1, 4 },
-    { "log_softmax dim 1 5x257", op_log_softmax, &dim1, 1, { 2 }, { { 5, 257 } }, { -4 }, { 4 }, 1, 4 },
+    { "softmax dim 1 7x13", op_softmax, &dim1,
+      1, { 2 }, { { 7, 13 } }, { -4 }, { 4 }, 1, 4 },
+    { "softmax dim 0 7x13", op_softmax, &dim0,
+      1, { 2 }, { { 7, 13 } }, { -4 }, { 4 }, 1, 4 },
+    { "softmax dim 1 5x257", op_softmax, &dim1,
+      1, { 2 }, { { 5, 257 } }, { -4 }, { 4 }, 1, 4 },
+    { "softmax dim -1 3x5x64", op_softmax, &dimm1,
+      1, { 3 }, { { 3, 5, 64 } }, { -4 }, { 4 }, 1, 4 },
+    { "log_softmax dim 1 7x13", op_log_softmax, &dim1,
+      1, { 2 }, { { 7, 13 } }, { -4 }, { 4 }, 1, 4 },
+    { "log_softmax dim 0 5x257", op_log_softmax, &dim0,
+      1, { 2 }, { { 5, 257 } }, { -4 }, { 4 }, 1, 4 },
+    { "log_softmax dim 1 5x257", op_log_softmax, &dim1,
+      1, { 2 }, { { 5, 257 } }, { -4 }, { 4 }, 1, 4 },
 };
 
 #define NSOFTMAX ((int)(sizeof softmax_cases / sizeof softmax_cases[0]))
@@ -539,17 +587,28 @@ static const lossarg l_none = { CG_REDUCTION_NONE, 0.0f, 4 };
 static const lossarg l_mean_all = { CG_REDUCTION_MEAN, 0.2f, -1 };
 
 static const opcase loss_cases[] = {
-    { "cross_entropy mean 7x13", op_ce, &l_mean, 1, { 2 }, { { 7, 13 } }, { -3 }, { 3 }, 1, 1 },
-    { "cross_entropy sum eps 5x257", op_ce, &l_sum, 1, { 2 }, { { 5, 257 } }, { -3 }, { 3 }, 1, 1 },
-    { "cross_entropy none 33x65", op_ce, &l_none, 1, { 2 }, { { 33, 65 } }, { -3 }, { 3 }, 1, 1 },
-    { "cross_entropy [13] eps", op_ce, &l_mean_all, 1, { 1 }, { { 13 } }, { -3 }, { 3 }, 1, 1 },
-    { "nll_loss mean 7x13", op_nll, &l_mean, 1, { 2 }, { { 7, 13 } }, { -3 }, { 0 }, 1, 1 },
-    { "nll_loss none 33x65", op_nll, &l_none, 1, { 2 }, { { 33, 65 } }, { -3 }, { 0 }, 1, 1 },
-    { "mse_loss mean 7x13", op_mse, &l_mean, 2, { 2, 2 }, { { 7, 13 }, { 7, 13 } }, { -2, -2 }, { 2, 2 }, 3, 1 },
-    { "mse_loss sum 5x257", op_mse, &l_sum, 2, { 2, 2 }, { { 5, 257 }, { 5, 257 } }, { -2, -2 }, { 2, 2 }, 3, 1 },
-    { "mse_loss none 33x65", op_mse, &l_none, 2, { 2, 2 }, { { 33, 65 }, { 33, 65 } }, { -2, -2 }, { 2, 2 }, 1, 1 },
-    { "bce_with_logits mean 7x13", op_bce, &l_mean, 2, { 2, 2 }, { { 7, 13 }, { 7, 13 } }, { -4, 0 }, { 4, 1 }, 3, 1 },
-    { "bce_with_logits none 5x257", op_bce, &l_none, 2, { 2, 2 }, { { 5, 257 }, { 5, 257 } }, { -4, 0 }, { 4, 1 }, 3, 1 },
+    { "cross_entropy mean 7x13", op_ce, &l_mean,
+      1, { 2 }, { { 7, 13 } }, { -3 }, { 3 }, 1, 1 },
+    { "cross_entropy sum eps 5x257", op_ce, &l_sum,
+      1, { 2 }, { { 5, 257 } }, { -3 }, { 3 }, 1, 1 },
+    { "cross_entropy none 33x65", op_ce, &l_none,
+      1, { 2 }, { { 33, 65 } }, { -3 }, { 3 }, 1, 1 },
+    { "cross_entropy [13] eps", op_ce, &l_mean_all,
+      1, { 1 }, { { 13 } }, { -3 }, { 3 }, 1, 1 },
+    { "nll_loss mean 7x13", op_nll, &l_mean,
+      1, { 2 }, { { 7, 13 } }, { -3 }, { 0 }, 1, 1 },
+    { "nll_loss none 33x65", op_nll, &l_none,
+      1, { 2 }, { { 33, 65 } }, { -3 }, { 0 }, 1, 1 },
+    { "mse_loss mean 7x13", op_mse, &l_mean,
+      2, { 2, 2 }, { { 7, 13 }, { 7, 13 } }, { -2, -2 }, { 2, 2 }, 3, 1 },
+    { "mse_loss sum 5x257", op_mse, &l_sum,
+      2, { 2, 2 }, { { 5, 257 }, { 5, 257 } }, { -2, -2 }, { 2, 2 }, 3, 1 },
+    { "mse_loss none 33x65", op_mse, &l_none,
+      2, { 2, 2 }, { { 33, 65 }, { 33, 65 } }, { -2, -2 }, { 2, 2 }, 1, 1 },
+    { "bce_with_logits mean 7x13", op_bce, &l_mean,
+      2, { 2, 2 }, { { 7, 13 }, { 7, 13 } }, { -4, 0 }, { 4, 1 }, 3, 1 },
+    { "bce_with_logits none 5x257", op_bce, &l_none,
+      2, { 2, 2 }, { { 5, 257 }, { 5, 257 } }, { -4, 0 }, { 4, 1 }, 3, 1 },
 };
 
 #define NLOSS ((int)(sizeof loss_cases / sizeof loss_cases[0]))
@@ -614,12 +673,22 @@ op_bn(cg_tensor *const *in, const void *arg)
 static const int one_dim = 1, two_dims = 2, train = 1, eval = 0;
 
 static const opcase norm_cases[] = {
-    { "layer_norm affine 7x13", op_ln, &one_dim, 3, { 2, 1, 1 }, { { 7, 13 }, { 13 }, { 13 } }, { -2, 0.5f, -1 }, { 2, 1.5f, 1 }, 7, 1 },
-    { "layer_norm weight 5x257", op_ln_w, NULL, 2, { 2, 1 }, { { 5, 257 }, { 257 } }, { -2, 0.5f }, { 2, 1.5f }, 3, 1 },
-    { "layer_norm 2 dims 3x5x64", op_ln, &two_dims, 1, { 3 }, { { 3, 5, 64 } }, { -2 }, { 2 }, 1, 1 },
-    { "batch_norm train 7x13", op_bn, &train, 3, { 2, 1, 1 }, { { 7, 13 }, { 13 }, { 13 } }, { -2, 0.5f, -1 }, { 2, 1.5f, 1 }, 7, 1 },
-    { "batch_norm train 4x3x5x7", op_bn, &train, 3, { 4, 1, 1 }, { { 4, 3, 5, 7 }, { 3 }, { 3 } }, { -2, 0.5f, -1 }, { 2, 1.5f, 1 }, 7, 1 },
-    { "batch_norm eval 5x3x33", op_bn, &eval, 3, { 3, 1, 1 }, { { 5, 3, 33 }, { 3 }, { 3 } }, { -2, 0.5f, -1 }, { 2, 1.5f, 1 }, 7, 1 },
+    { "layer_norm affine 7x13", op_ln, &one_dim,
+      3, { 2, 1, 1 }, { { 7, 13 }, { 13 }, { 13 } },
+      { -2, 0.5f, -1 }, { 2, 1.5f, 1 }, 7, 1 },
+    { "layer_norm weight 5x257", op_ln_w, NULL,
+      2, { 2, 1 }, { { 5, 257 }, { 257 } }, { -2, 0.5f }, { 2, 1.5f }, 3, 1 },
+    { "layer_norm 2 dims 3x5x64", op_ln, &two_dims,
+      1, { 3 }, { { 3, 5, 64 } }, { -2 }, { 2 }, 1, 1 },
+    { "batch_norm train 7x13", op_bn, &train,
+      3, { 2, 1, 1 }, { { 7, 13 }, { 13 }, { 13 } },
+      { -2, 0.5f, -1 }, { 2, 1.5f, 1 }, 7, 1 },
+    { "batch_norm train 4x3x5x7", op_bn, &train,
+      3, { 4, 1, 1 }, { { 4, 3, 5, 7 }, { 3 }, { 3 } },
+      { -2, 0.5f, -1 }, { 2, 1.5f, 1 }, 7, 1 },
+    { "batch_norm eval 5x3x33", op_bn, &eval,
+      3, { 3, 1, 1 }, { { 5, 3, 33 }, { 3 }, { 3 } },
+      { -2, 0.5f, -1 }, { 2, 1.5f, 1 }, 7, 1 },
 };
 
 #define NNORM ((int)(sizeof norm_cases / sizeof norm_cases[0]))
