@@ -260,8 +260,8 @@ row_sum(cg_tensor *x, int64_t R, int64_t C, float scale, cg_tensor *y)
     return status;
 }
 
-/* *y (new, x's dtype) = the sum of a column or row sum (col), from
- * col_sum or row_sum's float32 result, rounded once for 16-bit x. */
+/* *y (new, x's dtype) = the column sums (col) or row sums of x, from
+ * col_sum's or row_sum's float32 result, rounded once for 16-bit x. */
 static int
 vec_sum(cg_tensor *x, int col, int64_t R, int64_t C, float scale, int ndim,
         const int64_t *shape, cg_tensor **y)
