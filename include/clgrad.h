@@ -444,12 +444,13 @@ typedef enum cg_dtype {
  * cg_bce_with_logits), cg_layer_norm and cg_batch_norm compute on them in
  * float32 (sums accumulate in float32) and return, and pass back
  * gradients, in the input's dtype, rounded once; operands that must share
- * the input's dtype and do not give CG_EDTYPE naming both.  Every other op
- * given one fails with CG_EDTYPE naming the dtype.  A 16-bit tensor cannot require grad itself,
- * but one made by cg_to_dtype from a float32 tensor carries the graph
- * through those views and joins to a later cg_to_dtype back to float32;
- * its gradients are 16-bit, added in float32 and rounded once, as
- * PyTorch's. */
+ * the input's dtype and do not give CG_EDTYPE naming both.  Embedding,
+ * index_select, the convolutions and the pools take them too (see each).
+ * Every other op given one fails with CG_EDTYPE naming the dtype.  A
+ * 16-bit tensor cannot require grad itself, but one made by cg_to_dtype
+ * from a float32 tensor carries the graph through those views and joins
+ * to a later cg_to_dtype back to float32; its gradients are 16-bit, added
+ * in float32 and rounded once, as PyTorch's. */
 
 typedef struct cg_tensor cg_tensor;
 
