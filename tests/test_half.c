@@ -7,7 +7,8 @@
  * (tests/fixtures/half.txt); raw host transfers; every view and its copy
  * to contiguous memory (the copy16 kernels, element and row paths); the
  * cast's gradient and 16-bit gradients flowing through views; checkpoints;
- * and that every other op refuses a 16-bit tensor with CG_EDTYPE, changing
+ * and that every op outside the elementwise ops and dropout (which
+ * test_half_ops covers) refuses a 16-bit tensor with CG_EDTYPE, changing
  * nothing.
  *
  * No finite-difference gradcheck for the cast: its derivative is 1 almost
@@ -491,14 +492,8 @@ more_refusals(cg_tensor *h, cg_tensor *f, const char *name)
     cg_tensor *wt = cg_ones(ctx, 4, w4);
 
     ck_assert(h4 && f4 && ix && t1 && ones && zeros && wt);
-    expect_edtype(cg_sub(h, f), "sub", name);
-    expect_edtype(cg_div(f, h), "div", name);
-    expect_edtype(cg_maximum(h, h), "maximum", name);
+    /* where takes 16-bit operands (test_half_ops), not a condition. */
     expect_edtype(cg_where(h, f, f), "where", name);
-    expect_edtype(cg_where(f, h, f), "where", name);
-    expect_edtype(cg_exp(h), "exp", name);
-    expect_edtype(cg_gelu(h), "gelu", name);
-    expect_edtype(cg_clamp(h, 0, 1), "clamp", name);
     expect_edtype(cg_mean(h, 1, &axis, 0), "mean", name);
     expect_edtype(cg_max(h, 0, NULL, 0), "max", name);
     expect_edtype(cg_var(h, 0, NULL, 0, 1), "var", name);
@@ -510,7 +505,6 @@ more_refusals(cg_tensor *h, cg_tensor *f, const char *name)
     expect_edtype(cg_embedding(h, ix), "embedding", name);
     expect_edtype(cg_embedding(f, h), "embedding", name);
     expect_edtype(cg_index_select(h, 0, ix), "index_select", name);
-    expect_edtype(cg_dropout(h, 0.5f, 1), "dropout", name);
     expect_edtype(cg_layer_norm(h, 1, &n3, NULL, NULL, 1e-5f), "layer_norm",
                   name);
     expect_edtype(cg_conv2d(h4, wt, NULL, &o), "conv2d", name);
@@ -546,14 +540,10 @@ START_TEST(other_ops_refuse_16_bit_tensors)
     cg_tensor *f = from_bits(CG_F32, 2, s, ones);
     int axis = 1;
 
-    expect_edtype(cg_add(h, f), "add", name);
-    expect_edtype(cg_add(f, h), "add", name);
     expect_edtype(cg_matmul(h, f), "matmul", name);
     expect_edtype(cg_matmul(f, h), "matmul", name);
     expect_edtype(cg_sum(h, 1, &axis, 0), "sum", name);
     expect_edtype(cg_softmax(h, 1), "softmax", name);
-    expect_edtype(cg_relu(h), "relu", name);
-    expect_edtype(cg_mul_scalar(h, 2.0f), "mul_scalar", name);
     more_refusals(h, f, name);
     ck_assert_int_eq(cg_tensor_item(h, &v), CG_EDTYPE);
     ck_assert_int_eq(cg_tensor_set_requires_grad(h, 1), CG_EDTYPE);
