@@ -407,6 +407,7 @@ binary_one(int op, cg_dtype dt, int l)
     static float av[MAXN], bv[MAXN], w[MAXN], wr[MAXN];
     static float got[3][MAXN], want[3][MAXN];
     static int32_t cv[MAXN];
+    static float cf[MAXN];
     int64_t as[2], bs[2], cs[2] = { 7, 13 };
     int bnd, na, nb, n, i, pass;
     cg_tensor *a32, *b32, *cond, *ah, *bh, *va, *y, *lt;
@@ -427,6 +428,7 @@ binary_one(int op, cg_dtype dt, int l)
     fill(w, MAXN, 0.5f, 1.5f, 3);
     for (i = 0; i < MAXN; i++) {
         cv[i] = (i * 7) % 3 != 0;
+        cf[i] = (float)cv[i] * 0.5f;
         wr[i] = w[i];
     }
     round_to(dt, wr, MAXN);
@@ -434,7 +436,9 @@ binary_one(int op, cg_dtype dt, int l)
         cs[0] = 7, cs[1] = 13;
     else
         cs[0] = as[0], cs[1] = as[1];
-    cond = cg_tensor_from_host(tt_ctx(), CG_I32, 2, cs, cv);
+    /* where: an int32 condition in two layouts, a float32 one in two. */
+    cond = l < B_COL ? cg_tensor_from_host(tt_ctx(), CG_I32, 2, cs, cv)
+                     : cg_tensor_from_host(tt_ctx(), CG_F32, 2, cs, cf);
     ck_assert_ptr_nonnull(cond);
     /* pass 0: the 16-bit op from float32 leaves; pass 1: the float32 op
      * on the rounded inputs. */
