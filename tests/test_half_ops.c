@@ -598,6 +598,38 @@ START_TEST(mixed_dtypes_promote_as_pytorch)
 }
 END_TEST
 
+/* mul(h, h) and h + exp(h): h's two 16-bit gradients are added by the
+ * engine's accumulation (in float32, rounded once). */
+START_TEST(a_16_bit_operand_used_twice_accumulates_its_gradients)
+{
+    cg_dtype dt = dtype_of(_i);
+    int64_t s[2] = { 7, 13 };
+    float xv[91], w[91], got[91], want[91], hx[91];
+    cg_tensor *x32, *h, *y, *e;
+    int i, k;
+
+    fill(xv, 91, -2, 2, 21);
+    fill(w, 91, 0.5f, 1.5f, 22);
+    round_to(dt, w, 91);
+    for (k = 0; k < 2; k++) {
+        x32 = up(CG_F32, 2, s, xv);
+        ck_assert_int_eq(cg_tensor_set_requires_grad(x32, 1), CG_OK);
+        h = to(x32, dt);
+        e = k ? cg_exp(h) : NULL;
+        y = k ? cg_add(h, e) : cg_mul(h, h);
+        ck_assert_msg(y != NULL, "%s", TT_ERR);
+        backward(weighted_sum(y, w));
+        down(cg_tensor_grad(x32), got);
+        down(h, hx);
+        for (i = 0; i < 91; i++)
+            want[i] = k ? w[i] * (1.0f + expf(hx[i])) : 2.0f * w[i] * hx[i];
+        check_grad(k ? "h + exp(h)" : "h * h", dt, got, want, 91);
+        cg_tensor_free(x32); cg_tensor_free(h); cg_tensor_free(y);
+        cg_tensor_free(e);
+    }
+}
+END_TEST
+
 START_TEST(where_promotes_and_refuses_a_16_bit_condition)
 {
     int64_t n = 5;
@@ -785,6 +817,9 @@ suite(void)
                         0, 2);
     tcase_add_test(tc, mixed_dtypes_promote_as_pytorch);
     tcase_add_test(tc, where_promotes_and_refuses_a_16_bit_condition);
+    tcase_add_loop_test(tc,
+                        a_16_bit_operand_used_twice_accumulates_its_gradients,
+                        0, 2);
     tcase_add_loop_test(tc, dropout_drops_the_same_elements_in_every_dtype,
                         0, 2);
     suite_add_tcase(s, tc);
