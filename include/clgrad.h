@@ -438,7 +438,12 @@ typedef enum cg_dtype {
  * (reshape, flatten, transpose, permute, narrow, expand, squeeze,
  * unsqueeze, contiguous), split, joined (concat, stack: copies), saved in
  * and loaded from checkpoints (safetensors "F16", "BF16"), and cast to and
- * from float32 with cg_to_dtype.  The reductions (cg_sum, cg_mean, cg_max,
+ * from float32 with cg_to_dtype; read and written as float32 values
+ * (cg_tensor_from_host_f32, cg_tensor_to_host_f32) and filled
+ * (cg_full_dtype).  The elementwise ops (cg_add ... cg_minimum, cg_where,
+ * cg_add_scalar ... cg_gelu) and cg_dropout compute on them in float32
+ * and round the result (and each gradient) once to the input's dtype;
+ * see "Ops" for mixed dtypes.  The reductions (cg_sum, cg_mean, cg_max,
  * cg_var, cg_argmax, cg_argmin, cg_max_dim, cg_min_dim), cg_softmax,
  * cg_log_softmax, the losses (cg_cross_entropy, cg_nll_loss, cg_mse_loss,
  * cg_bce_with_logits), cg_layer_norm and cg_batch_norm compute on them in
@@ -463,11 +468,26 @@ cg_tensor *cg_tensor_new(cg_context *ctx, cg_dtype dtype, int ndim,
  * dtype, row-major). */
 cg_tensor *cg_tensor_from_host(cg_context *ctx, cg_dtype dtype, int ndim,
                                const int64_t *shape, const void *data);
+/* The same from numel float32 values for a tensor of floating `dtype`
+ * (CG_F32, CG_F16, CG_BF16): each value rounded to dtype bit for bit as
+ * cg_to_dtype rounds (the values are uploaded as float32 and cast on the
+ * device).  The caller owns the tensor (a leaf outside any graph).  NULL
+ * on error: CG_EDTYPE for another dtype, else as cg_tensor_from_host. */
+cg_tensor *cg_tensor_from_host_f32(cg_context *ctx, cg_dtype dtype,
+                                   int ndim, const int64_t *shape,
+                                   const float *data);
 
+/* float32 tensors of zeros, ones, `value`. */
 cg_tensor *cg_zeros(cg_context *ctx, int ndim, const int64_t *shape);
 cg_tensor *cg_ones(cg_context *ctx, int ndim, const int64_t *shape);
 cg_tensor *cg_full(cg_context *ctx, int ndim, const int64_t *shape,
                    float value);
+/* A tensor of floating `dtype` (CG_F32, CG_F16, CG_BF16) filled with
+ * value rounded to dtype as cg_to_dtype rounds: cg_full_dtype(ctx,
+ * CG_F16, ndim, shape, 0) is a float16 cg_zeros.  The caller owns it;
+ * NULL on error (CG_EDTYPE for another dtype, else as cg_tensor_new). */
+cg_tensor *cg_full_dtype(cg_context *ctx, cg_dtype dtype, int ndim,
+                         const int64_t *shape, float value);
 /* 1-D float32 [start, start + step, ...) up to but excluding `stop`. */
 cg_tensor *cg_arange(cg_context *ctx, double start, double stop,
                      double step);
@@ -512,6 +532,12 @@ int cg_tensor_is_contiguous(const cg_tensor *t);
 /* Copies the elements, in row-major order of the tensor's shape, to host
  * memory (bytes must be numel * element size).  Waits for queued work. */
 int cg_tensor_to_host(const cg_tensor *t, void *dst, size_t bytes);
+/* The same as float32 values for a tensor of any floating dtype (n must
+ * be its numel): exact, 16-bit values converted as cg_to_dtype converts
+ * them to float32 (any layout; waits for queued work).  CG_EDTYPE for an
+ * int32 tensor, CG_EINVAL for a NULL argument or another n; dst is then
+ * untouched. */
+int cg_tensor_to_host_f32(const cg_tensor *t, float *dst, size_t n);
 /* The value of a one-element float32 tensor. */
 int cg_tensor_item(const cg_tensor *t, float *value);
 /* Overwrites a contiguous tensor's elements from host memory. */
@@ -624,6 +650,18 @@ char *cg_graph_dot(const cg_tensor *t);
 /* ------------------------------------------------------------------------
  * Ops.  Each returns a new tensor (caller owns) or NULL on error.
  * Binary elementwise ops broadcast with NumPy's rules.
+ *
+ * The elementwise ops below (binary, where, unary) and cg_dropout take
+ * float32, float16 and bfloat16 tensors; the result and the gradients
+ * have the input's dtype, computed in float32 and rounded once (scalar
+ * arguments such as cg_add_scalar's stay float32, not rounded to the
+ * dtype first).  Operands of different floating dtypes (a, b; where's
+ * cond is float32 or int32 and takes no part) are promoted as PyTorch
+ * promotes them: a 0-D tensor beside one with dimensions takes the
+ * other's dtype; otherwise float16 with bfloat16, or either with float32,
+ * gives float32.  The narrower operand is cast with cg_to_dtype (recorded:
+ * its gradient comes back in its own dtype) and the op runs in the
+ * promoted dtype.
  * ------------------------------------------------------------------------ */
 cg_tensor *cg_add(cg_tensor *a, cg_tensor *b);
 cg_tensor *cg_sub(cg_tensor *a, cg_tensor *b);

@@ -83,8 +83,34 @@ typedef float cg_t;
 typedef half cg_t;
 #define CG_LD(p, i) vload_half(i, p)
 #define CG_ST(p, i, v) vstore_half_rte(v, i, p)
-#define CG_VLOAD(N, i, p) vload_half##N(i, p)
-#define CG_VSTORE(N, v, i, p) vstore_half##N##_rte(v, i, p)
+#define CG_VLOAD(N, i, p) cg_vload_half##N(i, p)
+#define CG_VSTORE(N, v, i, p) cg_vstore_half##N(v, i, p)
+/* PoCL's vload_halfN and vstore_halfN_rte access global memory as one
+ * N-vector aligned to its size (align 16 for N = 8: a vmovdqa that
+ * faults on the odd element offsets a narrowed row starts at), where
+ * OpenCL asks only element alignment.  So the words move with the
+ * ushortN vloadN / vstoreN (element aligned) and the conversion runs on
+ * an aligned private copy. */
+#define CG_VHALF_(N)                                                         \
+inline float##N                                                              \
+cg_vload_half##N(size_t i, __global const half *p)                           \
+{                                                                            \
+    ushort##N u = vload##N(i, (__global const ushort *)p);                   \
+                                                                             \
+    return vload_half##N(0, (const half *)&u);                               \
+}                                                                            \
+inline void                                                                  \
+cg_vstore_half##N(float##N v, size_t i, __global half *p)                    \
+{                                                                            \
+    ushort##N u;                                                             \
+                                                                             \
+    vstore_half##N##_rte(v, 0, (half *)&u);                                  \
+    vstore##N(u, i, (__global ushort *)p);                                   \
+}
+CG_VHALF_(2)
+CG_VHALF_(4)
+CG_VHALF_(8)
+CG_VHALF_(16)
 #elif CG_T == 2
 typedef ushort cg_t;
 #define CG_LD(p, i) as_float((uint)(p)[i] << 16)

@@ -31,6 +31,12 @@
  * No tunable parameters here: the work-group size and ch (a multiple of
  * 16) are the host's.
  *
+ * Storage variants (common.cl's CG_T): the op kernels and where read and
+ * write their tensor operands (x, a, b, y, g and the gradients) as cg_t,
+ * float32, float16 or bfloat16, and compute in float32, so a 16-bit op
+ * rounds its result once.  where's condition stays float32 or int32;
+ * copyBITS, axpy and arange are float32 (or raw words) only.
+ *
  * The ops are listed in elementwise_ops.def (inlined where it is included
  * when the library embeds this file or reads it from CLGRAD_KERNEL_DIR).
  * For build-aux/cltable.sh, the kernels each entry makes and those the
@@ -45,21 +51,21 @@
 
 #define VW 8
 #define VF float8
-#define VLOAD vload8
-#define VSTORE vstore8
+#define VLOAD(i, p) CG_VLOAD(8, i, p)
+#define VSTORE(v, i, p) CG_VSTORE(8, v, i, p)
 
 /* VW elements of an operand with innermost stride s (1, or 0: the same
  * element VW times). */
 inline __attribute__((always_inline)) VF
-cg_vld(__global const float *p, int s)
+cg_vld(__global const cg_t *p, int s)
 {
-    return s ? VLOAD(0, p) : (VF)(*p);
+    return s ? VLOAD(0, p) : (VF)(CG_LD(p, 0));
 }
 
 #define CG_UNARY(ID, NAME, FWD, BWD)                                         \
 CG_WHEN(CG_WANT(NAME##_f))(                                                  \
-__kernel void NAME##_f(__global const float *x, int xo, int8 shape,         \
-                       int8 sx, int nd, __global float *yv, uint n,         \
+__kernel void NAME##_f(__global const cg_t *x, int xo, int8 shape,           \
+                       int8 sx, int nd, __global cg_t *yv, uint n,           \
                        float p0, float p1)                                  \
 {                                                                            \
     uint i = get_global_id(0);                                               \
@@ -67,13 +73,13 @@ __kernel void NAME##_f(__global const float *x, int xo, int8 shape,         \
                                                                              \
     if (i >= n)                                                              \
         return;                                                              \
-    x_ = x[xo + cg_off(i, shape, sx, nd)];                                   \
-    yv[i] = (FWD);                                                           \
+    x_ = CG_LD(x, xo + cg_off(i, shape, sx, nd));                            \
+    CG_ST(yv, i, (FWD));                                                     \
 })                                                                           \
 CG_WHEN(CG_WANT(NAME##_b))(                                                  \
-__kernel void NAME##_b(__global const float *x, int xo, int8 shape,         \
-                       int8 sx, int nd, __global const float *yv,           \
-                       __global const float *g, __global float *gx, uint n, \
+__kernel void NAME##_b(__global const cg_t *x, int xo, int8 shape,           \
+                       int8 sx, int nd, __global const cg_t *yv,             \
+                       __global const cg_t *g, __global cg_t *gx, uint n,    \
                        float p0, float p1)                                  \
 {                                                                            \
     uint i = get_global_id(0);                                               \
@@ -81,19 +87,19 @@ __kernel void NAME##_b(__global const float *x, int xo, int8 shape,         \
                                                                              \
     if (i >= n)                                                              \
         return;                                                              \
-    x_ = x[xo + cg_off(i, shape, sx, nd)];                                   \
-    y_ = yv[i];                                                              \
-    g_ = g[i];                                                               \
-    gx[i] = (BWD);                                                           \
+    x_ = CG_LD(x, xo + cg_off(i, shape, sx, nd));                            \
+    y_ = CG_LD(yv, i);                                                       \
+    g_ = CG_LD(g, i);                                                        \
+    CG_ST(gx, i, (BWD));                                                     \
 })                                                                           \
 CG_WHEN(CG_WANT(NAME##_fv))(                                                 \
-__kernel void NAME##_fv(__global const float *x, int xo, int8 shape,        \
-                        int8 sx, int nd, int ix, __global float *yv,        \
+__kernel void NAME##_fv(__global const cg_t *x, int xo, int8 shape,          \
+                        int8 sx, int nd, int ix, __global cg_t *yv,          \
                         uint len, uint ch, float p0_, float p1_)            \
 {                                                                            \
     uint c = get_global_id(0) * ch, r = get_global_id(1), e, k;             \
-    __global const float *px;                                                \
-    __global float *py;                                                      \
+    __global const cg_t *px;                                                 \
+    __global cg_t *py;                                                       \
                                                                              \
     if (c >= len)                                                            \
         return;                                                              \
@@ -106,20 +112,20 @@ __kernel void NAME##_fv(__global const float *x, int xo, int8 shape,        \
         VSTORE((FWD), 0, py + k);                                            \
     }                                                                        \
     for (; k < e; k++) {                                                     \
-        float p0 = p0_, p1 = p1_, x_ = px[(int)k * ix];                      \
+        float p0 = p0_, p1 = p1_, x_ = CG_LD(px, (int)k * ix);               \
                                                                              \
-        py[k] = (FWD);                                                       \
+        CG_ST(py, k, (FWD));                                                 \
     }                                                                        \
 })                                                                           \
 CG_WHEN(CG_WANT(NAME##_bv))(                                                 \
-__kernel void NAME##_bv(__global const float *x, int xo, int8 shape,        \
-                        int8 sx, int nd, int ix, __global const float *yv,  \
-                        __global const float *g, __global float *gx,        \
+__kernel void NAME##_bv(__global const cg_t *x, int xo, int8 shape,          \
+                        int8 sx, int nd, int ix, __global const cg_t *yv,    \
+                        __global const cg_t *g, __global cg_t *gx,           \
                         uint len, uint ch, float p0_, float p1_)            \
 {                                                                            \
     uint c = get_global_id(0) * ch, r = get_global_id(1), e, k;             \
     size_t o = (size_t)r * len + c;                                          \
-    __global const float *px;                                                \
+    __global const cg_t *px;                                                 \
                                                                              \
     if (c >= len)                                                            \
         return;                                                              \
@@ -132,10 +138,10 @@ __kernel void NAME##_bv(__global const float *x, int xo, int8 shape,        \
         VSTORE((BWD), 0, gx + o + k);                                        \
     }                                                                        \
     for (; k < e; k++) {                                                     \
-        float p0 = p0_, p1 = p1_, x_ = px[(int)k * ix];                      \
-        float y_ = yv[o + k], g_ = g[o + k];                                 \
+        float p0 = p0_, p1 = p1_, x_ = CG_LD(px, (int)k * ix);               \
+        float y_ = CG_LD(yv, o + k), g_ = CG_LD(g, o + k);                   \
                                                                              \
-        gx[o + k] = (BWD);                                                   \
+        CG_ST(gx, o + k, (BWD));                                             \
     }                                                                        \
 })
 
@@ -143,9 +149,9 @@ __kernel void NAME##_bv(__global const float *x, int xo, int8 shape,        \
 
 #define CG_BINARY(ID, NAME, FWD, GA, GB)                                     \
 CG_WHEN(CG_WANT(NAME##_f))(                                                  \
-__kernel void NAME##_f(__global const float *a, int ao,                     \
-                       __global const float *b, int bo, int8 shape,         \
-                       int8 sa, int8 sb, int nd, __global float *yv,        \
+__kernel void NAME##_f(__global const cg_t *a, int ao,                       \
+                       __global const cg_t *b, int bo, int8 shape,           \
+                       int8 sa, int8 sb, int nd, __global cg_t *yv,          \
                        uint n)                                               \
 {                                                                            \
     uint i = get_global_id(0);                                               \
@@ -155,16 +161,16 @@ __kernel void NAME##_f(__global const float *a, int ao,                     \
     if (i >= n)                                                              \
         return;                                                              \
     o = cg_off2(i, shape, sa, sb, nd);                                       \
-    a_ = a[ao + o.x];                                                        \
-    b_ = b[bo + o.y];                                                        \
-    yv[i] = (FWD);                                                           \
+    a_ = CG_LD(a, ao + o.x);                                                 \
+    b_ = CG_LD(b, bo + o.y);                                                 \
+    CG_ST(yv, i, (FWD));                                                     \
 })                                                                           \
 CG_WHEN(CG_WANT(NAME##_b))(                                                  \
-__kernel void NAME##_b(__global const float *a, int ao,                     \
-                       __global const float *b, int bo, int8 shape,         \
-                       int8 sa, int8 sb, int nd, __global const float *yv,  \
-                       __global const float *g, __global float *ga,         \
-                       __global float *gb, uint n, int want)                \
+__kernel void NAME##_b(__global const cg_t *a, int ao,                       \
+                       __global const cg_t *b, int bo, int8 shape,           \
+                       int8 sa, int8 sb, int nd, __global const cg_t *yv,    \
+                       __global const cg_t *g, __global cg_t *ga,            \
+                       __global cg_t *gb, uint n, int want)                  \
 {                                                                            \
     uint i = get_global_id(0);                                               \
     int2 o;                                                                  \
@@ -173,24 +179,24 @@ __kernel void NAME##_b(__global const float *a, int ao,                     \
     if (i >= n)                                                              \
         return;                                                              \
     o = cg_off2(i, shape, sa, sb, nd);                                       \
-    a_ = a[ao + o.x];                                                        \
-    b_ = b[bo + o.y];                                                        \
-    y_ = yv[i];                                                              \
-    g_ = g[i];                                                               \
+    a_ = CG_LD(a, ao + o.x);                                                 \
+    b_ = CG_LD(b, bo + o.y);                                                 \
+    y_ = CG_LD(yv, i);                                                       \
+    g_ = CG_LD(g, i);                                                        \
     if (want & 1)                                                            \
-        ga[i] = (GA);                                                        \
+        CG_ST(ga, i, (GA));                                                  \
     if (want & 2)                                                            \
-        gb[i] = (GB);                                                        \
+        CG_ST(gb, i, (GB));                                                  \
 })                                                                           \
 CG_WHEN(CG_WANT(NAME##_fv))(                                                 \
-__kernel void NAME##_fv(__global const float *a, int ao,                    \
-                        __global const float *b, int bo, int8 shape,        \
+__kernel void NAME##_fv(__global const cg_t *a, int ao,                      \
+                        __global const cg_t *b, int bo, int8 shape,          \
                         int8 sa, int8 sb, int nd, int ia, int ib,           \
-                        __global float *yv, uint len, uint ch)              \
+                        __global cg_t *yv, uint len, uint ch)                \
 {                                                                            \
     uint c = get_global_id(0) * ch, r = get_global_id(1), e, k;             \
-    __global const float *pa, *pb;                                           \
-    __global float *py;                                                      \
+    __global const cg_t *pa, *pb;                                            \
+    __global cg_t *py;                                                       \
     int2 o;                                                                  \
                                                                              \
     if (c >= len)                                                            \
@@ -207,22 +213,22 @@ __kernel void NAME##_fv(__global const float *a, int ao,                    \
         VSTORE((FWD), 0, py + k);                                            \
     }                                                                        \
     for (; k < e; k++) {                                                     \
-        float a_ = pa[(int)k * ia], b_ = pb[(int)k * ib];                    \
+        float a_ = CG_LD(pa, (int)k * ia), b_ = CG_LD(pb, (int)k * ib);      \
                                                                              \
-        py[k] = (FWD);                                                       \
+        CG_ST(py, k, (FWD));                                                 \
     }                                                                        \
 })                                                                           \
 CG_WHEN(CG_WANT(NAME##_bv))(                                                 \
-__kernel void NAME##_bv(__global const float *a, int ao,                    \
-                        __global const float *b, int bo, int8 shape,        \
+__kernel void NAME##_bv(__global const cg_t *a, int ao,                      \
+                        __global const cg_t *b, int bo, int8 shape,          \
                         int8 sa, int8 sb, int nd, int ia, int ib,           \
-                        __global const float *yv, __global const float *g,  \
-                        __global float *ga, __global float *gb, uint len,   \
+                        __global const cg_t *yv, __global const cg_t *g,     \
+                        __global cg_t *ga, __global cg_t *gb, uint len,      \
                         uint ch, int want)                                  \
 {                                                                            \
     uint c = get_global_id(0) * ch, r = get_global_id(1), e, k;             \
     size_t q = (size_t)r * len + c;                                          \
-    __global const float *pa, *pb;                                           \
+    __global const cg_t *pa, *pb;                                            \
     int2 o;                                                                  \
                                                                              \
     if (c >= len)                                                            \
@@ -242,13 +248,13 @@ __kernel void NAME##_bv(__global const float *a, int ao,                    \
             VSTORE((GB), 0, gb + q + k);                                     \
     }                                                                        \
     for (; k < e; k++) {                                                     \
-        float a_ = pa[(int)k * ia], b_ = pb[(int)k * ib];                    \
-        float y_ = yv[q + k], g_ = g[q + k];                                 \
+        float a_ = CG_LD(pa, (int)k * ia), b_ = CG_LD(pb, (int)k * ib);      \
+        float y_ = CG_LD(yv, q + k), g_ = CG_LD(g, q + k);                   \
                                                                              \
         if (want & 1)                                                        \
-            ga[q + k] = (GA);                                                \
+            CG_ST(ga, q + k, (GA));                                          \
         if (want & 2)                                                        \
-            gb[q + k] = (GB);                                                \
+            CG_ST(gb, q + k, (GB));                                          \
     }                                                                        \
 })
 
@@ -260,10 +266,10 @@ __kernel void NAME##_bv(__global const float *a, int ao,                    \
 #define WHERE(SUFFIX, CTYPE)                                                 \
 CG_WHEN(CG_WANT(where##SUFFIX))(                                             \
 __kernel void where##SUFFIX(__global const CTYPE *c, int co,                \
-                            __global const float *a, int ao,                \
-                            __global const float *b, int bo, int8 shape,    \
+                            __global const cg_t *a, int ao,                  \
+                            __global const cg_t *b, int bo, int8 shape,      \
                             int8 sc, int8 sa, int8 sb, int nd,              \
-                            __global float *yv, uint n)                     \
+                            __global cg_t *yv, uint n)                       \
 {                                                                            \
     uint i = get_global_id(0);                                               \
     int3 o;                                                                  \
@@ -271,13 +277,14 @@ __kernel void where##SUFFIX(__global const CTYPE *c, int co,                \
     if (i >= n)                                                              \
         return;                                                              \
     o = cg_off3(i, shape, sc, sa, sb, nd);                                   \
-    yv[i] = c[co + o.x] != 0 ? a[ao + o.y] : b[bo + o.z];                    \
+    CG_ST(yv, i, c[co + o.x] != 0 ? CG_LD(a, ao + o.y)                       \
+                                  : CG_LD(b, bo + o.z));                     \
 })                                                                           \
 CG_WHEN(CG_WANT(where##SUFFIX##_b))(                                         \
 __kernel void where##SUFFIX##_b(__global const CTYPE *c, int co,            \
                                 int8 shape, int8 sc, int nd,                \
-                                __global const float *g,                    \
-                                __global float *ga, __global float *gb,     \
+                                __global const cg_t *g,                      \
+                                __global cg_t *ga, __global cg_t *gb,        \
                                 uint n, int want)                           \
 {                                                                            \
     uint i = get_global_id(0);                                               \
@@ -287,9 +294,9 @@ __kernel void where##SUFFIX##_b(__global const CTYPE *c, int co,            \
         return;                                                              \
     t = c[co + cg_off(i, shape, sc, nd)] != 0;                               \
     if (want & 1)                                                            \
-        ga[i] = t ? g[i] : 0.0f;                                             \
+        CG_ST(ga, i, t ? CG_LD(g, i) : 0.0f);                                \
     if (want & 2)                                                            \
-        gb[i] = t ? 0.0f : g[i];                                             \
+        CG_ST(gb, i, t ? 0.0f : CG_LD(g, i));                                \
 })
 
 WHERE(_f, float)

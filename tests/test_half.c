@@ -7,7 +7,8 @@
  * (tests/fixtures/half.txt); raw host transfers; every view and its copy
  * to contiguous memory (the copy16 kernels, element and row paths); the
  * cast's gradient and 16-bit gradients flowing through views; checkpoints;
- * and that every other op refuses a 16-bit tensor with CG_EDTYPE, changing
+ * and that every op outside the elementwise ops and dropout (which
+ * test_half_ops covers) refuses a 16-bit tensor with CG_EDTYPE, changing
  * nothing.
  *
  * No finite-difference gradcheck for the cast: its derivative is 1 almost
@@ -487,19 +488,12 @@ more_refusals(cg_tensor *h, cg_tensor *f, const char *name)
     cg_tensor *both[2];
 
     ck_assert(h4 && f4 && ix && t1 && ones && zeros);
-    expect_edtype(cg_sub(h, f), "sub", name);
-    expect_edtype(cg_div(f, h), "div", name);
-    expect_edtype(cg_maximum(h, h), "maximum", name);
+    /* where takes 16-bit operands (test_half_ops), not a condition. */
     expect_edtype(cg_where(h, f, f), "where", name);
-    expect_edtype(cg_where(f, h, f), "where", name);
-    expect_edtype(cg_exp(h), "exp", name);
-    expect_edtype(cg_gelu(h), "gelu", name);
-    expect_edtype(cg_clamp(h, 0, 1), "clamp", name);
     /* Reductions, softmax, losses and norms take 16-bit tensors
      * (tests/test_half_reduce.c), but not mixed with float32. */
     expect_edtype(cg_matmul_t(f, h, 0, 1), "matmul_t", name);
     expect_edtype(cg_embedding(f, h), "embedding", name);
-    expect_edtype(cg_dropout(h, 0.5f, 1), "dropout", name);
     expect_edtype(cg_layer_norm(h, 1, &n3, ones, NULL, 1e-5f), "layer_norm",
                   name);
     expect_edtype(cg_cross_entropy(h, h, CG_REDUCTION_MEAN, -100, 0.0f),
@@ -528,12 +522,8 @@ START_TEST(other_ops_refuse_16_bit_tensors)
     cg_tensor *h = from_bits(dt, 2, s, bits);
     cg_tensor *f = from_bits(CG_F32, 2, s, ones);
 
-    expect_edtype(cg_add(h, f), "add", name);
-    expect_edtype(cg_add(f, h), "add", name);
     expect_edtype(cg_matmul(h, f), "matmul", name);
     expect_edtype(cg_matmul(f, h), "matmul", name);
-    expect_edtype(cg_relu(h), "relu", name);
-    expect_edtype(cg_mul_scalar(h, 2.0f), "mul_scalar", name);
     more_refusals(h, f, name);
     ck_assert_int_eq(cg_tensor_item(h, &v), CG_EDTYPE);
     ck_assert_int_eq(cg_tensor_set_requires_grad(h, 1), CG_EDTYPE);

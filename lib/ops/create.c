@@ -167,6 +167,57 @@ cg_tensor_to_host(const cg_tensor *t, void *dst, size_t bytes)
     return status;
 }
 
+/* A floating dtype (the message names `what` and the dtype otherwise). */
+static int
+check_float_dtype(cg_dtype dtype, const char *what)
+{
+    if (CG__IS_FLOAT(dtype))
+        return CG_OK;
+    return cg__error(CG_EDTYPE, "%s: dtype %s (needs float32, float16 or "
+                     "bfloat16)", what, cg__dtype_name(dtype));
+}
+
+cg_tensor *
+cg_tensor_from_host_f32(cg_context *ctx, cg_dtype dtype, int ndim,
+                        const int64_t *shape, const float *data)
+{
+    cg_tensor *f, *t;
+
+    cg__error_clear();
+    if (check_float_dtype(dtype, "tensor_from_host_f32"))
+        return NULL;
+    f = cg_tensor_from_host(ctx, CG_F32, ndim, shape, data);
+    if (!f || dtype == CG_F32)
+        return f;
+    t = cg__cast(f, dtype);
+    cg_tensor_free(f);
+    return t;
+}
+
+int
+cg_tensor_to_host_f32(const cg_tensor *t, float *dst, size_t n)
+{
+    cg_tensor *f;
+    int status;
+
+    cg__error_clear();
+    if (!t || !dst)
+        return cg__error(CG_EINVAL, "%s is NULL", t ? "dst" : "t");
+    if (check_float_dtype(t->dtype, "tensor_to_host_f32"))
+        return CG_EDTYPE;
+    if (n != (size_t)cg_tensor_numel(t))
+        return cg__error(CG_EINVAL, "the tensor holds %lld elements, not %zu",
+                         (long long)cg_tensor_numel(t), n);
+    if (t->dtype == CG_F32)
+        return cg_tensor_to_host(t, dst, n * sizeof *dst);
+    f = cg__cast((cg_tensor *)t, CG_F32);
+    if (!f)
+        return cg__last_status();
+    status = cg_tensor_to_host(f, dst, n * sizeof *dst);
+    cg_tensor_free(f);
+    return status;
+}
+
 int
 cg_tensor_item(const cg_tensor *t, float *value)
 {
@@ -230,17 +281,26 @@ cg__axpy_inplace(cg_tensor *acc, const cg_tensor *g, float alpha)
 }
 
 cg_tensor *
-cg_full(cg_context *ctx, int ndim, const int64_t *shape, float value)
+cg_full_dtype(cg_context *ctx, cg_dtype dtype, int ndim,
+              const int64_t *shape, float value)
 {
     cg_tensor *t;
 
     cg__error_clear();
-    t = cg_tensor_new(ctx, CG_F32, ndim, shape);
+    if (check_float_dtype(dtype, "full_dtype"))
+        return NULL;
+    t = cg_tensor_new(ctx, dtype, ndim, shape);
     if (t && cg__fill(t, value) != CG_OK) {
         cg_tensor_free(t);
         return NULL;
     }
     return t;
+}
+
+cg_tensor *
+cg_full(cg_context *ctx, int ndim, const int64_t *shape, float value)
+{
+    return cg_full_dtype(ctx, CG_F32, ndim, shape, value);
 }
 
 cg_tensor *

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * lib/ops/dropout.c - inverted dropout with a keep-mask from the context's
- * Philox generator.  Kernels: kernels/random.cl (the mask),
- * kernels/dropout.cl (applying it).
+ * Philox generator.  Kernels: kernels/random.cl (the mask, float32 for
+ * every dtype, so a seed drops the same elements whatever the dtype),
+ * kernels/dropout.cl (applying it, in the storage variant of x's dtype).
  */
 #include "config.h"
 
@@ -16,11 +17,11 @@ dropout_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
     cl_uint n = (cl_uint)cg_tensor_numel(g);
     cl_kernel k;
 
-    gx = cg__tensor_empty(g->ctx, CG_F32, g->ndim, g->shape);
+    gx = cg__tensor_empty(g->ctx, g->dtype, g->ndim, g->shape);
     if (!gx)
         return cg__last_status();
     mgx = cg__tensor_mem(gx);
-    if (cg__kernel(g->ctx, CG__K_DROPOUT_B, &k) ||
+    if (cg__kernel_dt(g->ctx, CG__K_DROPOUT_B, g->dtype, &k) ||
         cg__args(k, CG__ARG(mg), CG__ARG(mm), CG__ARG(mgx), CG__ARG(n)) ||
         cg__launch1d(g->ctx, k, n, CG__WG)) {
         cg_tensor_free(gx);
@@ -42,13 +43,13 @@ apply_mask(cg_tensor *x, cg_tensor *mask)
     cl_uint n;
     int status;
 
-    y = cg__tensor_empty(x->ctx, CG_F32, x->ndim, x->shape);
+    y = cg__tensor_empty(x->ctx, x->dtype, x->ndim, x->shape);
     if (!y)
         return NULL;
     cg__layout_make(&l, x->ndim, x->shape, 1, (const cg_tensor **)&x);
     n = (cl_uint)l.numel;
     my = cg__tensor_mem(y);
-    status = cg__kernel(x->ctx, CG__K_DROPOUT_F, &k);
+    status = cg__kernel_dt(x->ctx, CG__K_DROPOUT_F, x->dtype, &k);
     if (status == CG_OK)
         status = cg__args(k, CG__ARG(mx), CG__ARG(l.offset[0]),
                           CG__ARG(l.shape), CG__ARG(l.strides[0]),
@@ -74,7 +75,7 @@ cg_dropout(cg_tensor *x, float p, int training)
     uint64_t offset;
 
     cg__error_clear();
-    if (cg__check_tensor(x, "input", 0))
+    if (cg__check_tensor(x, "input", CG__FLOAT_DTYPE))
         return NULL;
     if (!(p >= 0.0f && p <= 1.0f)) {
         cg__error(CG_EINVAL, "dropout: p = %g is outside [0, 1]", p);

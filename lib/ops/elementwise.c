@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * lib/ops/elementwise.c - unary and binary elementwise ops with NumPy
- * broadcasting, and where.  Kernels: kernels/elementwise.cl.
+ * broadcasting, and where.  Kernels: kernels/elementwise.cl, in the
+ * storage variant of the operands' dtype (float32, float16, bfloat16);
+ * operands of different floating dtypes are first cast to PyTorch's
+ * promoted dtype.
  */
 #include "config.h"
 
@@ -76,7 +79,7 @@ cg__unary(cg__ew_op op, cg_tensor *x, float p0, float p1)
     cl_int ix;
     int vec, status;
 
-    y = cg__tensor_empty(x->ctx, CG_F32, x->ndim, x->shape);
+    y = cg__tensor_empty(x->ctx, x->dtype, x->ndim, x->shape);
     if (!y)
         return NULL;
     cg__layout_make(&l, x->ndim, x->shape, 1, (const cg_tensor **)&x);
@@ -85,7 +88,8 @@ cg__unary(cg__ew_op op, cg_tensor *x, float p0, float p1)
     len = row_len(&l);
     mx = cg__tensor_mem(x);
     my = cg__tensor_mem(y);
-    status = cg__kernel(x->ctx, ew_kernels[op][vec ? EW_FV : EW_F], &k);
+    status = cg__kernel_dt(x->ctx, ew_kernels[op][vec ? EW_FV : EW_F],
+                           x->dtype, &k);
     if (status == CG_OK && vec) {
         status = cg__args(k, CG__ARG(mx), CG__ARG(l.offset[0]),
                           CG__ARG(l.shape), CG__ARG(l.strides[0]),
@@ -121,7 +125,7 @@ unary_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
     cl_int ix;
     int vec, status;
 
-    gx = cg__tensor_empty(x->ctx, CG_F32, x->ndim, x->shape);
+    gx = cg__tensor_empty(x->ctx, x->dtype, x->ndim, x->shape);
     if (!gx)
         return cg__last_status();
     cg__layout_make(&l, x->ndim, x->shape, 1, (const cg_tensor **)&x);
@@ -132,8 +136,9 @@ unary_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
     my = cg__tensor_mem(y);
     mg = cg__tensor_mem(g);
     mgx = cg__tensor_mem(gx);
-    status = cg__kernel(x->ctx, ew_kernels[node->i[0]][vec ? EW_BV : EW_B],
-                        &k);
+    status = cg__kernel_dt(x->ctx,
+                           ew_kernels[node->i[0]][vec ? EW_BV : EW_B],
+                           x->dtype, &k);
     if (status == CG_OK && vec) {
         status = cg__args(k, CG__ARG(mx), CG__ARG(l.offset[0]),
                           CG__ARG(l.shape), CG__ARG(l.strides[0]),
@@ -168,7 +173,7 @@ unary_op(const char *name, cg__ew_op op, cg_tensor *x, float p0, float p1)
     int status;
 
     cg__error_clear();
-    if (cg__check_tensor(x, "input", 0))
+    if (cg__check_tensor(x, "input", CG__FLOAT_DTYPE))
         return NULL;
     y = cg__unary(op, x, p0, p1);
     if (!y)
@@ -238,11 +243,74 @@ binary_check(cg_tensor *a, cg_tensor *b, int *ndim, int64_t *shape)
     cg_tensor *ops[2] = { a, b };
     int status;
 
-    if ((status = cg__check_tensor(a, "a", 0)) ||
-        (status = cg__check_tensor(b, "b", 0)) ||
+    if ((status = cg__check_tensor(a, "a", CG__FLOAT_DTYPE)) ||
+        (status = cg__check_tensor(b, "b", CG__FLOAT_DTYPE)) ||
         (status = cg__same_context(2, (const cg_tensor *const *)ops)))
         return status;
     return cg__broadcast_shape(a, b, ndim, shape);
+}
+
+/* The dtype a binary op on a and b computes in, by PyTorch's type
+ * promotion among floating tensors: a 0-D operand beside one with
+ * dimensions takes the other's dtype; otherwise differing dtypes (float16
+ * with bfloat16, either with float32) give float32. */
+static cg_dtype
+promoted(const cg_tensor *a, const cg_tensor *b)
+{
+    if (a->dtype == b->dtype)
+        return a->dtype;
+    if ((a->ndim == 0) != (b->ndim == 0))
+        return a->ndim ? a->dtype : b->dtype;
+    return CG_F32;
+}
+
+/* x cast to dt, recorded; float16 <-> bfloat16 (a 0-D operand's) goes
+ * through float32, exactly as PyTorch converts. */
+static cg_tensor *
+cast_to(cg_tensor *x, cg_dtype dt)
+{
+    cg_tensor *f, *r;
+
+    if (x->dtype == dt || x->dtype == CG_F32 || dt == CG_F32)
+        return cg_to_dtype(x, dt);
+    f = cg_to_dtype(x, CG_F32);
+    r = f ? cg_to_dtype(f, dt) : NULL;
+    cg_tensor_free(f);
+    return r;
+}
+
+/* a and b cast to their promoted dtype (recorded, so that gradients
+ * reach them in their own dtypes): new references in *pa, *pb. */
+static int
+promote(cg_tensor *a, cg_tensor *b, cg_tensor **pa, cg_tensor **pb)
+{
+    cg_dtype dt = promoted(a, b);
+
+    *pa = cast_to(a, dt);
+    *pb = *pa ? cast_to(b, dt) : NULL;
+    if (*pb)
+        return CG_OK;
+    cg_tensor_free(*pa);
+    *pa = NULL;
+    return cg__last_status();
+}
+
+/* g (a gradient over the broadcast shape) summed to an operand's shape;
+ * a 16-bit g in float32, rounded once, as PyTorch sums half gradients. */
+static cg_tensor *
+sum_to_shape(cg_tensor *g, int ndim, const int64_t *shape)
+{
+    cg_tensor *g32, *s, *r;
+
+    if (g->dtype == CG_F32 || (ndim == g->ndim &&
+                               !memcmp(shape, g->shape, ndim * sizeof *shape)))
+        return cg__sum_to_shape(g, ndim, shape);
+    g32 = cg__cast(g, CG_F32);
+    s = g32 ? cg__sum_to_shape(g32, ndim, shape) : NULL;
+    r = s ? cg__cast(s, g->dtype) : NULL;
+    cg_tensor_free(s);
+    cg_tensor_free(g32);
+    return r;
 }
 
 static int
@@ -261,7 +329,8 @@ binary_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
 
     for (j = 0; j < 2; j++)
         if (node->needs[j] &&
-            !(full[j] = cg__tensor_empty(g->ctx, CG_F32, g->ndim, g->shape))) {
+            !(full[j] = cg__tensor_empty(g->ctx, g->dtype, g->ndim,
+                                         g->shape))) {
             status = cg__last_status();
             goto out;
         }
@@ -275,8 +344,9 @@ binary_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
     mg = cg__tensor_mem(g);
     mga = cg__tensor_mem(full[0] ? full[0] : full[1]);
     mgb = cg__tensor_mem(full[1] ? full[1] : full[0]);
-    status = cg__kernel(g->ctx, ew_kernels[node->i[0]][vec ? EW_BV : EW_B],
-                        &k);
+    status = cg__kernel_dt(g->ctx,
+                           ew_kernels[node->i[0]][vec ? EW_BV : EW_B],
+                           a->dtype, &k);
     if (status == CG_OK && vec) {
         status = cg__args(k, CG__ARG(ma), CG__ARG(l.offset[0]), CG__ARG(mb),
                           CG__ARG(l.offset[1]), CG__ARG(l.shape),
@@ -301,7 +371,7 @@ binary_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
 
         if (!full[j])
             continue;
-        gin[j] = cg__sum_to_shape(full[j], in->ndim, in->shape);
+        gin[j] = sum_to_shape(full[j], in->ndim, in->shape);
         if (!gin[j])
             status = cg__last_status();
     }
@@ -311,24 +381,22 @@ out:
     return status;
 }
 
+/* The binary op on a and b of one dtype, broadcast to shape. */
 static cg_tensor *
-binary_op(const char *name, cg__ew_op op, cg_tensor *a, cg_tensor *b)
+binary_same(const char *name, cg__ew_op op, cg_tensor *a, cg_tensor *b,
+            int ndim, const int64_t *shape)
 {
     const cg_tensor *ops[2] = { a, b };
     cg_tensor *in[2] = { a, b }, *y;
-    int64_t shape[CG_MAX_DIMS];
     cg__layout l;
     cg__node *node;
     cl_kernel k;
     cl_mem ma, mb, my;
     cl_uint n, len, ch = EW_CHUNK;
     cl_int inner[2];
-    int ndim, status, vec;
+    int status, vec;
 
-    cg__error_clear();
-    if (binary_check(a, b, &ndim, shape))
-        return NULL;
-    y = cg__tensor_empty(a->ctx, CG_F32, ndim, shape);
+    y = cg__tensor_empty(a->ctx, a->dtype, ndim, shape);
     if (!y)
         return NULL;
     cg__layout_make(&l, ndim, shape, 2, ops);
@@ -338,7 +406,8 @@ binary_op(const char *name, cg__ew_op op, cg_tensor *a, cg_tensor *b)
     ma = cg__tensor_mem(a);
     mb = cg__tensor_mem(b);
     my = cg__tensor_mem(y);
-    status = cg__kernel(a->ctx, ew_kernels[op][vec ? EW_FV : EW_F], &k);
+    status = cg__kernel_dt(a->ctx, ew_kernels[op][vec ? EW_FV : EW_F],
+                           a->dtype, &k);
     if (status == CG_OK && vec) {
         status = cg__args(k, CG__ARG(ma), CG__ARG(l.offset[0]), CG__ARG(mb),
                           CG__ARG(l.offset[1]), CG__ARG(l.shape),
@@ -370,6 +439,22 @@ binary_op(const char *name, cg__ew_op op, cg_tensor *a, cg_tensor *b)
         cg_tensor_free(y);
         return NULL;
     }
+    return y;
+}
+
+static cg_tensor *
+binary_op(const char *name, cg__ew_op op, cg_tensor *a, cg_tensor *b)
+{
+    int64_t shape[CG_MAX_DIMS];
+    cg_tensor *pa, *pb, *y;
+    int ndim;
+
+    cg__error_clear();
+    if (binary_check(a, b, &ndim, shape) || promote(a, b, &pa, &pb))
+        return NULL;
+    y = binary_same(name, op, pa, pb, ndim, shape);
+    cg_tensor_free(pa);
+    cg_tensor_free(pb);
     return y;
 }
 
@@ -405,7 +490,8 @@ where_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
 
     for (j = 0; j < 2; j++)
         if (node->needs[j + 1] &&
-            !(full[j] = cg__tensor_empty(g->ctx, CG_F32, g->ndim, g->shape))) {
+            !(full[j] = cg__tensor_empty(g->ctx, g->dtype, g->ndim,
+                                         g->shape))) {
             status = cg__last_status();
             goto out;
         }
@@ -415,8 +501,8 @@ where_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
     mg = cg__tensor_mem(g);
     mga = cg__tensor_mem(full[0] ? full[0] : full[1]);
     mgb = cg__tensor_mem(full[1] ? full[1] : full[0]);
-    status = cg__kernel(g->ctx, c->dtype == CG_F32 ? CG__K_WHERE_F_B
-                        : CG__K_WHERE_I_B, &k);
+    status = cg__kernel_dt(g->ctx, c->dtype == CG_F32 ? CG__K_WHERE_F_B
+                           : CG__K_WHERE_I_B, g->dtype, &k);
     if (status == CG_OK)
         status = cg__args(k, CG__ARG(mc), CG__ARG(l.offset[0]),
                           CG__ARG(l.shape), CG__ARG(l.strides[0]),
@@ -430,7 +516,7 @@ where_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
 
         if (!full[j])
             continue;
-        gin[j + 1] = cg__sum_to_shape(full[j], in->ndim, in->shape);
+        gin[j + 1] = sum_to_shape(full[j], in->ndim, in->shape);
         if (!gin[j + 1])
             status = cg__last_status();
     }
@@ -440,40 +526,31 @@ out:
     return status;
 }
 
-cg_tensor *
-cg_where(cg_tensor *cond, cg_tensor *a, cg_tensor *b)
+/* where on a and b of one dtype, broadcast with cond to shape. */
+static cg_tensor *
+where_same(cg_tensor *cond, cg_tensor *a, cg_tensor *b, int ndim,
+           const int64_t *shape)
 {
-    cg_tensor *in[3] = { cond, a, b }, *y, tmp;
+    cg_tensor *in[3] = { cond, a, b }, *y;
     const cg_tensor *ops[3] = { cond, a, b };
-    int64_t shape[CG_MAX_DIMS], shape2[CG_MAX_DIMS];
     cg__layout l;
     cg__node *node;
     cl_kernel k;
     cl_mem mc, ma, mb, my;
     cl_uint n;
-    int ndim, ndim2, status;
+    int status;
 
-    cg__error_clear();
-    if (cg__check_tensor(cond, "cond", 1) ||
-        cg__same_context(3, (const cg_tensor *const *)in) ||
-        binary_check(a, b, &ndim, shape))
-        return NULL;
-    memset(&tmp, 0, sizeof tmp);
-    tmp.ndim = ndim;
-    memcpy(tmp.shape, shape, sizeof shape);
-    if (cg__broadcast_shape(cond, &tmp, &ndim2, shape2))
-        return NULL;
-    y = cg__tensor_empty(a->ctx, CG_F32, ndim2, shape2);
+    y = cg__tensor_empty(a->ctx, a->dtype, ndim, shape);
     if (!y)
         return NULL;
-    cg__layout_make(&l, ndim2, shape2, 3, ops);
+    cg__layout_make(&l, ndim, shape, 3, ops);
     n = (cl_uint)l.numel;
     mc = cg__tensor_mem(cond);
     ma = cg__tensor_mem(a);
     mb = cg__tensor_mem(b);
     my = cg__tensor_mem(y);
-    status = cg__kernel(a->ctx, cond->dtype == CG_F32 ? CG__K_WHERE_F
-                        : CG__K_WHERE_I, &k);
+    status = cg__kernel_dt(a->ctx, cond->dtype == CG_F32 ? CG__K_WHERE_F
+                           : CG__K_WHERE_I, a->dtype, &k);
     if (status == CG_OK)
         status = cg__args(k, CG__ARG(mc), CG__ARG(l.offset[0]), CG__ARG(ma),
                           CG__ARG(l.offset[1]), CG__ARG(mb),
@@ -500,5 +577,29 @@ cg_where(cg_tensor *cond, cg_tensor *a, cg_tensor *b)
         cg_tensor_free(y);
         return NULL;
     }
+    return y;
+}
+
+cg_tensor *
+cg_where(cg_tensor *cond, cg_tensor *a, cg_tensor *b)
+{
+    cg_tensor *in[3] = { cond, a, b }, *pa, *pb, *y, tmp;
+    int64_t shape[CG_MAX_DIMS], shape2[CG_MAX_DIMS];
+    int ndim, ndim2;
+
+    cg__error_clear();
+    if (cg__check_tensor(cond, "cond", 1) ||
+        cg__same_context(3, (const cg_tensor *const *)in) ||
+        binary_check(a, b, &ndim, shape))
+        return NULL;
+    memset(&tmp, 0, sizeof tmp);
+    tmp.ndim = ndim;
+    memcpy(tmp.shape, shape, sizeof shape);
+    if (cg__broadcast_shape(cond, &tmp, &ndim2, shape2) ||
+        promote(a, b, &pa, &pb))
+        return NULL;
+    y = where_same(cond, pa, pb, ndim2, shape2);
+    cg_tensor_free(pa);
+    cg_tensor_free(pb);
     return y;
 }
