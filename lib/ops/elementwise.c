@@ -295,24 +295,6 @@ promote(cg_tensor *a, cg_tensor *b, cg_tensor **pa, cg_tensor **pb)
     return cg__last_status();
 }
 
-/* g (a gradient over the broadcast shape) summed to an operand's shape;
- * a 16-bit g in float32, rounded once, as PyTorch sums half gradients. */
-static cg_tensor *
-sum_to_shape(cg_tensor *g, int ndim, const int64_t *shape)
-{
-    cg_tensor *g32, *s, *r;
-
-    if (g->dtype == CG_F32 || (ndim == g->ndim &&
-                               !memcmp(shape, g->shape, ndim * sizeof *shape)))
-        return cg__sum_to_shape(g, ndim, shape);
-    g32 = cg__cast(g, CG_F32);
-    s = g32 ? cg__sum_to_shape(g32, ndim, shape) : NULL;
-    r = s ? cg__cast(s, g->dtype) : NULL;
-    cg_tensor_free(s);
-    cg_tensor_free(g32);
-    return r;
-}
-
 static int
 binary_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
 {
@@ -371,7 +353,7 @@ binary_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
 
         if (!full[j])
             continue;
-        gin[j] = sum_to_shape(full[j], in->ndim, in->shape);
+        gin[j] = cg__sum_to_shape(full[j], in->ndim, in->shape);
         if (!gin[j])
             status = cg__last_status();
     }
@@ -516,7 +498,7 @@ where_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
 
         if (!full[j])
             continue;
-        gin[j + 1] = sum_to_shape(full[j], in->ndim, in->shape);
+        gin[j + 1] = cg__sum_to_shape(full[j], in->ndim, in->shape);
         if (!gin[j + 1])
             status = cg__last_status();
     }
