@@ -1403,8 +1403,10 @@ int cg_optim_state_get(const cg_optimizer *opt, int i, const char **name,
 /* Copies `value` (float32, the parameter's shape, any layout, this
  * context) into the state tensor `name`, creating it if the optimizer has
  * that kind of state but the parameter has not made it yet.  An unknown
- * name (or a kind these options do not use) gives CG_EINVAL, a wrong shape
- * CG_ESHAPE.  Enqueued like an op: no wait. */
+ * name (or a kind these options do not use, or "master" of a float32
+ * parameter) gives CG_EINVAL, a wrong shape CG_ESHAPE.  Enqueued like an
+ * op: no wait (but after cg_grad_scaler_step it reads the device step
+ * counts back first). */
 int cg_optim_state_set(cg_optimizer *opt, const char *name,
                        cg_tensor *value);
 
@@ -1515,6 +1517,12 @@ int cg_grad_scaler_update(cg_grad_scaler *s);
 int cg_grad_scaler_get_scale(const cg_grad_scaler *s, float *scale);
 int cg_grad_scaler_skipped_steps(const cg_grad_scaler *s, int64_t *count);
 int cg_grad_scaler_growth_tracker(const cg_grad_scaler *s, int *tracker);
+
+/* Sets the scale (> 0, finite) and the growth tracker (0 .. interval - 1)
+ * (GradScaler.load_state_dict), e.g. to resume a run from what get_scale
+ * and growth_tracker returned; a bad value gives CG_EINVAL and changes
+ * nothing.  Waits for the queue. */
+int cg_grad_scaler_set_state(cg_grad_scaler *s, float scale, int tracker);
 
 /* ------------------------------------------------------------------------
  * Learning-rate schedules

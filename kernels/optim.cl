@@ -270,7 +270,7 @@ rmsprop_step(__global cg_t *p, int po, __global const cg_t *g, int go,
 /* Loss scaling.  amp: [0] found_inf, [1] inverse scale, [2] scale, [3]
  * growth tracker, [4] skipped steps (float32 counts, exact to 2^24).
  * amp_check: each work-item checks ch elements of g; any non-finite one
- * sets amp[0] (every writer writes 1: the order does not matter); unscale
+ * sets amp[0] to 1 (an atomic exchange: several may); unscale
  * also writes g * amp[1] back (unless the inverse scale is 1), rounded to
  * the storage dtype, as torch._amp_foreach_non_finite_check_and_unscale_. */
 #if CG_WANT(amp_check)
@@ -294,7 +294,7 @@ amp_check(__global cg_t *g, int go, uint n, __global float *amp,
             CG_ST(g, go + i, x * inv);
     }
     if (bad)
-        amp[0] = 1.0f;
+        atomic_xchg((volatile __global float *)amp, 1.0f);
 }
 #endif
 

@@ -635,6 +635,18 @@ START_TEST(grad_scaler_scales_the_loss_and_checks_input)
     ck_assert_int_eq(cg_grad_scaler_step(sc, opt), CG_OK);
     ck_assert_int_eq(cg_grad_scaler_update(sc), CG_OK);
     ck_assert_int_eq(cg_grad_scaler_step(NULL, opt), CG_EINVAL);
+    /* Resuming: the scale and tracker set, bad ones refused. */
+    ck_assert_int_eq(cg_grad_scaler_set_state(sc, 512.0f, 7), CG_OK);
+    ck_assert_int_eq(cg_grad_scaler_set_state(sc, -1.0f, 0), CG_EINVAL);
+    ck_assert_int_eq(cg_grad_scaler_set_state(sc, 8.0f, 2000), CG_EINVAL);
+    ck_assert_int_eq(cg_grad_scaler_get_scale(sc, &got), CG_OK);
+    ck_assert(got == 512.0f);
+    {
+        int tracker;
+
+        ck_assert_int_eq(cg_grad_scaler_growth_tracker(sc, &tracker), CG_OK);
+        ck_assert_int_eq(tracker, 7);
+    }
     ck_assert_ptr_null(cg_grad_scaler_scale(sc, NULL));
     cg_optim_free(opt);
     cg_tensor_free(y);

@@ -311,3 +311,27 @@ cg_grad_scaler_growth_tracker(const cg_grad_scaler *s, int *tracker)
     *tracker = (int)host[AMP_TRACKER];
     return CG_OK;
 }
+
+int
+cg_grad_scaler_set_state(cg_grad_scaler *s, float scale, int tracker)
+{
+    float host[AMP_SLOTS];
+    int status;
+
+    cg__error_clear();
+    if (!s)
+        return cg__error(CG_EINVAL, "grad_scaler_set_state: scaler is "
+                         "NULL");
+    if (!(scale > 0 && scale <= FLT_MAX))
+        return cg__error(CG_EINVAL, "grad_scaler_set_state: scale = %g "
+                         "(must be > 0 and finite)", (double)scale);
+    if (tracker < 0 || tracker >= s->interval)
+        return cg__error(CG_EINVAL, "grad_scaler_set_state: tracker = %d "
+                         "(must be in [0, %d))", tracker, s->interval);
+    if ((status = read_state(s, host, "grad_scaler_set_state")))
+        return status;
+    host[AMP_SCALE] = scale;
+    host[AMP_INV_SCALE] = (float)(1.0 / (double)scale);
+    host[AMP_TRACKER] = (float)tracker;
+    return cg_tensor_write(s->state, host, sizeof host);
+}

@@ -758,6 +758,10 @@ cg_optim_state_set(cg_optimizer *opt, const char *name, cg_tensor *value)
     if ((status = parse_state_name(opt, name, &i, &k)) ||
         (status = cg__check_tensor(value, "state_set: value", 0)))
         return status;
+    /* Leaves the scaler's device step counts: SGD's buffer is then made
+     * by the host's rule (present), not at a device count. */
+    if ((status = cg__optim_sync_steps(opt)))
+        return status;
     if (value->ctx != opt->ctx)
         return cg__error(CG_ECONTEXT, "state_set: value belongs to another "
                          "context");
