@@ -97,8 +97,9 @@
     } while (0)
 #endif
 
-/* The gradient as the update uses it: unscaled when amp_mode is 1. */
-#define GRAD(T, GLD, i) (amp_mode == 1 ? GLD(i) * gmul : GLD(i))
+/* The gradient unscaled in registers (amp_mode 1). */
+#define GLDS_V(i) (GLD_V(i) * gmul)
+#define GLDS_1(i) (GLD_1(i) * gmul)
 
 /* Loss scaling: leave if the scaler found inf/NaN; gmul the inverse scale. */
 #define AMP_ENTRY                                                            \
@@ -111,17 +112,26 @@
     }
 
 /* Runs UPDATE(T, LD, ST, PLD, PST, GLD, i) over elements i of the chunk of
- * ch that work-item gets, VW at a time while whole vectors remain. */
+ * ch that work-item gets, VW at a time while whole vectors remain; the
+ * loops are written twice so that the gradient's unscaling (amp_mode 1)
+ * is decided once, not per element. */
+#define CHUNK_LOOPS(UPDATE, GV, G1)                                          \
+    do {                                                                     \
+        for (i = i0; i + VW <= e; i += VW)                                   \
+            UPDATE(VF, LD_V, ST_V, PLD_V, PST_V, GV, i);                     \
+        for (; i < e; i++)                                                   \
+            UPDATE(float, LD_1, ST_1, PLD_1, PST_1, G1, i);                  \
+    } while (0)
 #define FOR_CHUNK(UPDATE)                                                    \
     uint i0 = get_global_id(0) * ch, e, i;                                   \
                                                                              \
     if (i0 >= n)                                                             \
         return;                                                              \
     e = min(n, i0 + ch);                                                     \
-    for (i = i0; i + VW <= e; i += VW)                                       \
-        UPDATE(VF, LD_V, ST_V, PLD_V, PST_V, GLD_V, i);                      \
-    for (; i < e; i++)                                                       \
-        UPDATE(float, LD_1, ST_1, PLD_1, PST_1, GLD_1, i)
+    if (amp_mode == 1)                                                       \
+        CHUNK_LOOPS(UPDATE, GLDS_V, GLDS_1);                                 \
+    else                                                                     \
+        CHUNK_LOOPS(UPDATE, GLD_V, GLD_1)
 
 /* SGD.  buf is the momentum buffer (unused, may be any buffer, when
  * momentum is 0); init 1: the buffer starts as this step's direction
@@ -129,7 +139,7 @@
  * neg_lr = -lr. */
 #define SGD(T, LD, ST, PLD, PST, GLD, i)                                     \
     do {                                                                     \
-        T pv = PLD(i), gv = GRAD(T, GLD, i), d = maximize ? -gv : gv;        \
+        T pv = PLD(i), gv = GLD(i), d = maximize ? -gv : gv;        \
         T b;                                                                 \
                                                                              \
         if (wd != 0.0f)                                                      \
@@ -173,7 +183,7 @@ sgd_step(__global cg_t *p, int po, __global const cg_t *g, int go,
  * there: NaN propagates. */
 #define ADAM(T, LD, ST, PLD, PST, GLD, i)                                    \
     do {                                                                     \
-        T pv = PLD(i) * pscale, gv = GRAD(T, GLD, i);                        \
+        T pv = PLD(i) * pscale, gv = GLD(i);                        \
         T d = maximize ? -gv : gv, mv, vv, den;                              \
                                                                              \
         if (wd != 0.0f)                                                      \
@@ -224,7 +234,7 @@ adam_step(__global cg_t *p, int po, __global const cg_t *g, int go,
  * buffer (momentum > 0 only).  oma = 1 - alpha, neg_lr = -lr. */
 #define RMSPROP(T, LD, ST, PLD, PST, GLD, i)                                 \
     do {                                                                     \
-        T pv = PLD(i), gv = GRAD(T, GLD, i), d = maximize ? -gv : gv;        \
+        T pv = PLD(i), gv = GLD(i), d = maximize ? -gv : gv;        \
         T s, avg;                                                            \
                                                                              \
         if (wd != 0.0f)                                                      \
