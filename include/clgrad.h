@@ -1466,9 +1466,12 @@ int cg_clip_grad_value(cg_tensor *const *params, int n, double clip);
  * Adam(W) computes its bias corrections there, in float32, as PyTorch's
  * capturable=True path does (so not bit-identical to the host-computed
  * corrections of cg_optim_step); SGD's momentum buffer is made at the
- * first step taken.  With several optimizers one found_inf serves them
- * all: an inf found for one skips the optimizers stepped after it in the
- * same iteration too.
+ * first step taken (cg_optim_state_get lists it from the first scaled
+ * step on, zeros until a step is taken).  growth_factor and
+ * backoff_factor are applied in float32 (PyTorch multiplies the float32
+ * scale by a double; the same for the default powers of two).  With
+ * several optimizers one found_inf serves them all: an inf found for one
+ * skips the optimizers stepped after it in the same iteration too.
  * ------------------------------------------------------------------------ */
 typedef struct cg_grad_scaler cg_grad_scaler;
 
