@@ -543,13 +543,13 @@ scaled_run(cg_dtype dt, int conf, float grads[NSTEP][61], int clean,
 /* A scaled run with inf/NaN injected equals one with those steps left
  * out (state included), for SGD with momentum (whose buffer is made at the
  * first step taken), Adam (whose bias corrections use the steps taken) and
- * RMSprop, in float32 and float16; and for SGD, the scaled run equals the
+ * RMSprop, in float32, float16 and bfloat16; and for SGD, the scaled run equals the
  * plain float32 optimizer on the unscaled gradients. */
 START_TEST(grad_scaler_skips_and_scales_as_gradscaler)
 {
     static const int confs[4] = { 1, 4, 5, 8 };
     static float grads[NSTEP][61];
-    cg_dtype dt = _i ? CG_F16 : CG_F32;
+    cg_dtype dt = _i == 2 ? CG_BF16 : _i ? CG_F16 : CG_F32;
     int c, s, i;
 
     for (s = 0; s < NSTEP; s++)
@@ -599,6 +599,62 @@ START_TEST(grad_scaler_skips_and_scales_as_gradscaler)
         cg_tensor_free(pa);
         cg_tensor_free(pb);
     }
+}
+END_TEST
+
+/* Parameters without a gradient take no step under the scaler either, and
+ * the device step counts of the others count only the steps taken. */
+START_TEST(grad_scaler_counts_steps_per_parameter)
+{
+    /* Which of 4 parameters have a gradient at each of 6 steps; step 3
+     * has inf. */
+    static const int has[6][4] = {
+        { 1, 1, 1, 1 }, { 1, 0, 1, 0 }, { 0, 1, 1, 0 }, { 1, 1, 1, 1 },
+        { 0, 0, 0, 1 }, { 1, 0, 0, 1 }
+    };
+    float v[70];
+    cg_tensor *p[4];
+    cg_grad_scaler *sc = cg_grad_scaler_new(tt_ctx(), NULL);
+    cg_optimizer *opt;
+    int64_t want[4] = { 0, 0, 0, 0 }, got;
+    int s, k, i;
+
+    for (i = 0; i < 70; i++)
+        v[i] = frand();
+    for (k = 0; k < 4; k++)
+        p[k] = leaf(CG_F16, 70 - 9 * k, v, 1);
+    opt = make_opt(4, p, 4);
+    ck_assert_ptr_nonnull(opt);
+    for (s = 0; s < 6; s++) {
+        for (k = 0; k < 4; k++) {
+            cg_tensor *g;
+
+            ck_assert_int_eq(cg_tensor_zero_grad(p[k]), CG_OK);
+            if (!has[s][k])
+                continue;
+            for (i = 0; i < 70; i++)
+                v[i] = frand() * 1000.0f;
+            if (s == 3 && k == 2)
+                v[69 - 9 * k] = INFINITY;
+            g = leaf(CG_F16, 70 - 9 * k, v, 0);
+            set_grad(p[k], g);
+            cg_tensor_free(g);
+            want[k] += s != 3;
+        }
+        ck_assert_int_eq(cg_grad_scaler_step(sc, opt), CG_OK);
+        ck_assert_int_eq(cg_grad_scaler_update(sc), CG_OK);
+    }
+    for (k = 0; k < 4; k++) {
+        ck_assert_int_eq(cg_optim_get_step(opt, k, &got), CG_OK);
+        ck_assert_msg(got == want[k], "parameter %d: %lld steps, not %lld",
+                      k, (long long)got, (long long)want[k]);
+    }
+    ck_assert_int_eq(cg_grad_scaler_skipped_steps(sc, &got), CG_OK);
+    ck_assert_int_eq(got, 1);
+    cg_optim_free(opt);
+    cg_grad_scaler_free(sc);
+    for (k = 0; k < 4; k++)
+        cg_tensor_free(p[k]);
 }
 END_TEST
 
@@ -670,7 +726,8 @@ suite(void)
     tcase_add_loop_test(tc, clip_grad_norm_on_16_bit_gradients, 0, 2);
     tcase_add_test(tc, checkpoints_keep_masters);
     tcase_add_loop_test(tc, grad_scaler_skips_and_scales_as_gradscaler,
-                        0, 2);
+                        0, 3);
+    tcase_add_test(tc, grad_scaler_counts_steps_per_parameter);
     tcase_add_test(tc, grad_scaler_scales_the_loss_and_checks_input);
     suite_add_tcase(s, tc);
     return s;
