@@ -452,10 +452,13 @@ typedef enum cg_dtype {
  * the input's dtype and do not give CG_EDTYPE naming both.  Embedding,
  * index_select, the convolutions and the pools take them too (see each).
  * Every other op given one fails with CG_EDTYPE naming the dtype.  A
- * 16-bit tensor cannot require grad itself, but one made by cg_to_dtype
- * from a float32 tensor carries the graph through those views and joins
- * to a later cg_to_dtype back to float32; its gradients are 16-bit, added
- * in float32 and rounded once, as PyTorch's. */
+ * 16-bit leaf may require grad (a parameter in half precision,
+ * cg_module_to_dtype), and one made by cg_to_dtype from a float32 tensor
+ * carries the graph through those views and joins to a later cg_to_dtype
+ * back to float32; gradients are in the tensor's dtype, each sum of two
+ * added in float32 and rounded once, as PyTorch's.  The optimizers and
+ * gradient clipping take 16-bit parameters and gradients (float32 master
+ * weights, see Optimizers), as do the grad scaler's functions. */
 
 typedef struct cg_tensor cg_tensor;
 
@@ -612,7 +615,9 @@ cg_dtype cg_autocast_dtype(const cg_context *ctx);
  * cg_tensor_zero_grad).  After backward the graph's saved tensors are
  * released unless retain_graph is set.
  * ------------------------------------------------------------------------ */
-/* Marks a leaf float32 tensor as requiring grad (or not). */
+/* Marks a leaf float32, float16 or bfloat16 tensor as requiring grad (or
+ * not); another dtype gives CG_EDTYPE.  A 16-bit leaf's gradient is 16-bit
+ * too. */
 int cg_tensor_set_requires_grad(cg_tensor *t, int requires_grad);
 int cg_tensor_requires_grad(const cg_tensor *t);
 /* Whether t was made by the user (not by a recorded op). */
@@ -1133,6 +1138,16 @@ cg_tensor *cg_module_find_param(const cg_module *m, const char *name);
 int cg_module_set_training(cg_module *m, int training);
 /* Drops every parameter's gradient (cg_tensor_zero_grad). */
 int cg_module_zero_grad(cg_module *m);
+/* Puts the layer (a container: every child) in dtype CG_F32, CG_F16 or
+ * CG_BF16 (else CG_EDTYPE): each parameter of another dtype is cast
+ * (rounded to nearest even, as PyTorch's module.half()/.bfloat16()) in
+ * place: the same cg_tensor, its gradient dropped, so pointers to it
+ * stay valid; views taken of it before keep the old storage.  Buffers
+ * (batch norm's running statistics) stay float32.  Call it before making
+ * an optimizer over the parameters (the optimizer keeps their float32
+ * masters) and not while a graph recorded through them is alive.  All or
+ * nothing: a failed cast changes no parameter. */
+int cg_module_to_dtype(cg_module *m, cg_dtype dtype);
 /* Frees the layer and drops its references to its parameters; graphs
  * recorded through it stay valid.  NULL is ignored. */
 void cg_module_free(cg_module *m);
@@ -1342,8 +1357,16 @@ cg_tensor *cg_module_forward(cg_module *m, cg_tensor *x);
  * arithmetic order (torch.optim's single-tensor code paths).  One
  * optimizer updates one group of parameters with one learning rate.
  *
- * Parameters are float32, contiguous, leaf tensors that require grad, of
- * one context, each named once.  The optimizer holds a reference to each;
+ * Parameters are float32, float16 or bfloat16, contiguous, leaf tensors
+ * that require grad, of one context, each named once.  A 16-bit parameter
+ * has fp32 master weights: the optimizer keeps a float32 copy "master",
+ * made from the parameter when the optimizer is made, and float32 state;
+ * each step reads the 16-bit gradient, updates master and state in
+ * float32 exactly as a float32 parameter with that gradient would be, and
+ * writes the master rounded to nearest even into the parameter, all in
+ * the one launch.  So change a 16-bit parameter's value through the
+ * master (cg_optim_state_set "master.INDEX", or a restored checkpoint),
+ * not by writing the parameter.  The optimizer holds a reference to each;
  * the caller keeps its own.  cg_optim_step updates every parameter that has
  * a gradient, in place, with one kernel launch per parameter; parameters
  * whose gradient is NULL are skipped (their state and step count do not
@@ -1363,6 +1386,8 @@ cg_tensor *cg_module_forward(cg_module *m, cg_tensor *x);
  *                               first step on, as PyTorch creates it then)
  *   Adam(W)  exp_avg, exp_avg_sq, max_exp_avg_sq (amsgrad only)
  *   RMSprop  square_avg, momentum_buffer (momentum > 0), grad_avg (centered)
+ *   any      master            (a float16 or bfloat16 parameter's float32
+ *                               master weights; last of its kinds)
  * plus each parameter's step count.  Writing back what was read
  * (cg_optim_state_set, cg_optim_set_step) into an optimizer made with the
  * same options over parameters with the same values continues bit-for-bit
@@ -1439,12 +1464,13 @@ cg_optimizer *cg_optim_rmsprop_new(cg_context *ctx,
 void cg_optim_free(cg_optimizer *opt);
 
 /* One update of every parameter that has a gradient.  A gradient that is
- * not a contiguous float32 tensor of its parameter's shape gives CG_ESHAPE
- * (CG_EDTYPE) and nothing is enqueued.  Each parameter is updated by one
- * launch, in order, so a launch failure part-way (an error) leaves every
- * parameter, with its state and step count, either wholly stepped or
- * untouched: those before the failing one have stepped, it and those after
- * it have not, and cg_optim_get_step tells which (tests/test_faults.c). */
+ * not a contiguous tensor of its parameter's dtype and shape gives
+ * CG_ESHAPE (CG_EDTYPE) and nothing is enqueued.  Each parameter is
+ * updated by one launch, in order, so a launch failure part-way (an error)
+ * leaves every parameter, with its state and step count, either wholly
+ * stepped or untouched: those before the failing one have stepped, it and
+ * those after it have not, and cg_optim_get_step tells which
+ * (tests/test_faults.c). */
 int cg_optim_step(cg_optimizer *opt);
 
 /* Drops every parameter's gradient (cg_tensor_zero_grad: PyTorch's
@@ -1474,14 +1500,18 @@ int cg_optim_state_get(const cg_optimizer *opt, int i, const char **name,
 /* Copies `value` (float32, the parameter's shape, any layout, this
  * context) into the state tensor `name`, creating it if the optimizer has
  * that kind of state but the parameter has not made it yet.  An unknown
- * name (or a kind these options do not use) gives CG_EINVAL, a wrong shape
- * CG_ESHAPE.  Enqueued like an op: no wait. */
+ * name (or a kind these options do not use, or "master" of a float32
+ * parameter) gives CG_EINVAL, a wrong shape CG_ESHAPE.  Enqueued like an
+ * op: no wait (but after cg_grad_scaler_step it reads the device step
+ * counts back first). */
 int cg_optim_state_set(cg_optimizer *opt, const char *name,
                        cg_tensor *value);
 
 /* Parameter `index`'s step count: the steps it has taken (Adam's bias
  * corrections use it; SGD and RMSprop only count).  set_step takes
- * step >= 0. */
+ * step >= 0.  After cg_grad_scaler_step the counts are on the device:
+ * these (and cg_optim_step, and checkpointing the optimizer) read them
+ * back, one wait. */
 int cg_optim_get_step(const cg_optimizer *opt, int index, int64_t *step);
 int cg_optim_set_step(cg_optimizer *opt, int index, int64_t step);
 
@@ -1506,8 +1536,93 @@ int cg_clip_grad_norm(cg_tensor *const *params, int n, double max_norm,
                       double norm_type, float *total_norm);
 
 /* Clamps every gradient element of params[0..n-1] to [-clip, clip]
- * (clip >= 0, else CG_EINVAL).  One launch per gradient, no wait. */
+ * (clip >= 0, else CG_EINVAL).  One launch per gradient, no wait.
+ * Both take float32, float16 and bfloat16 gradients (16-bit ones are
+ * read and written in their dtype; the norm is accumulated in float32). */
 int cg_clip_grad_value(cg_tensor *const *params, int n, double clip);
+
+/* ------------------------------------------------------------------------
+ * Dynamic loss scaling, as torch.cuda.amp.GradScaler
+ *
+ *     loss = ...;  scaled = cg_grad_scaler_scale(sc, loss);
+ *     cg_backward(scaled, NULL, 0);
+ *     [cg_grad_scaler_unscale(sc, opt);  cg_clip_grad_norm(...);]
+ *     cg_grad_scaler_step(sc, opt);  cg_grad_scaler_update(sc);
+ *
+ * The scale, the growth tracker, found_inf and a count of skipped steps
+ * live on the device, and nothing here waits for it: the optimizer
+ * kernels read found_inf and the inverse scale from device memory and do
+ * nothing at all when a gradient held inf or NaN, and the update is a
+ * kernel.  Only the queries (get_scale, skipped_steps, growth_tracker)
+ * read back, for logging at intervals.  The scale is a float32 and its
+ * inverse 1 / scale rounded to float32 (exact for the power-of-two
+ * scales the defaults give).
+ *
+ * Skipped steps advance nothing: while a scaler steps an optimizer its
+ * step counts live on the device and count only the steps taken, and
+ * Adam(W) computes its bias corrections there, in float32, as PyTorch's
+ * capturable=True path does (so not bit-identical to the host-computed
+ * corrections of cg_optim_step); SGD's momentum buffer is made at the
+ * first step taken (cg_optim_state_get lists it from the first scaled
+ * step on, zeros until a step is taken).  growth_factor and
+ * backoff_factor are applied in float32 (PyTorch multiplies the float32
+ * scale by a double; the same for the default powers of two).  With
+ * several optimizers one found_inf serves them all: an inf found for one
+ * skips the optimizers stepped after it in the same iteration too.
+ * ------------------------------------------------------------------------ */
+typedef struct cg_grad_scaler cg_grad_scaler;
+
+/* Zero fields mean GradScaler's defaults: init_scale 65536 (2^16),
+ * growth_factor 2, backoff_factor 0.5, growth_interval 2000. */
+typedef struct cg_grad_scaler_options {
+    double init_scale;          /* > 0, a finite float32 */
+    double growth_factor;       /* > 1 */
+    double backoff_factor;      /* in (0, 1) */
+    int growth_interval;        /* 1 .. 2^24 clean steps */
+} cg_grad_scaler_options;
+
+/* A new scaler (opts may be NULL); a bad option gives CG_EINVAL and
+ * NULL.  Free it with cg_grad_scaler_free (NULL is ignored). */
+cg_grad_scaler *cg_grad_scaler_new(cg_context *ctx,
+                                   const cg_grad_scaler_options *opts);
+void cg_grad_scaler_free(cg_grad_scaler *s);
+
+/* loss * scale, float32 (a 16-bit loss is cast up first), recorded in the
+ * graph: backward from it gives gradients scaled by the scale.  The scale
+ * is read on the device when the product runs. */
+cg_tensor *cg_grad_scaler_scale(cg_grad_scaler *s, cg_tensor *loss);
+
+/* Optional, before clipping: multiplies every gradient of opt by the
+ * inverse scale in place (in its dtype, as PyTorch's unscale_) and notes
+ * any inf/NaN in found_inf.  A second call for the same optimizer before
+ * cg_grad_scaler_update gives CG_ESTATE. */
+int cg_grad_scaler_unscale(cg_grad_scaler *s, cg_optimizer *opt);
+
+/* Checks opt's gradients for inf/NaN (unless cg_grad_scaler_unscale did)
+ * and enqueues opt's step on the unscaled gradients (unscaled in registers:
+ * the gradients in memory stay scaled), which the device skips when
+ * found_inf is set: parameters, masters, state and step counts unchanged.
+ * Bad gradients give what cg_optim_step gives; a NULL argument CG_EINVAL,
+ * another context CG_ECONTEXT. */
+int cg_grad_scaler_step(cg_grad_scaler *s, cg_optimizer *opt);
+
+/* GradScaler.update(): on found_inf scale *= backoff_factor, the tracker
+ * reset and one more skipped step; else the tracker counts one more clean
+ * step and at growth_interval scale *= growth_factor (unless that is
+ * inf) and the tracker restarts.  Clears found_inf.  One launch. */
+int cg_grad_scaler_update(cg_grad_scaler *s);
+
+/* Read back (waiting for the queue): the scale, the number of updates
+ * that found inf/NaN (steps skipped), the growth tracker. */
+int cg_grad_scaler_get_scale(const cg_grad_scaler *s, float *scale);
+int cg_grad_scaler_skipped_steps(const cg_grad_scaler *s, int64_t *count);
+int cg_grad_scaler_growth_tracker(const cg_grad_scaler *s, int *tracker);
+
+/* Sets the scale (> 0, finite) and the growth tracker (0 .. interval - 1)
+ * (GradScaler.load_state_dict), e.g. to resume a run from what get_scale
+ * and growth_tracker returned; a bad value gives CG_EINVAL and changes
+ * nothing.  Waits for the queue. */
+int cg_grad_scaler_set_state(cg_grad_scaler *s, float scale, int tracker);
 
 /* ------------------------------------------------------------------------
  * Learning-rate schedules

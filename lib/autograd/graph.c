@@ -147,9 +147,11 @@ cg_tensor_set_requires_grad(cg_tensor *t, int requires_grad)
         return cg__error(CG_ESTATE, "requires_grad can only be set on a "
                          "leaf; this tensor was made by '%s'",
                          t->grad_fn->op);
-    if (requires_grad && t->dtype != CG_F32)
-        return cg__error(CG_EDTYPE, "only float32 tensors can require "
-                         "grad, not %s", cg__dtype_name(t->dtype));
+    if (requires_grad && t->dtype != CG_F32 && t->dtype != CG_F16 &&
+        t->dtype != CG_BF16)
+        return cg__error(CG_EDTYPE, "only float32, float16 and bfloat16 "
+                         "tensors can require grad, not %s",
+                         cg__dtype_name(t->dtype));
     t->requires_grad = requires_grad != 0;
     return CG_OK;
 }

@@ -58,7 +58,8 @@ cg_checkpoint_add_optimizer(cg_checkpoint *ck, const char *prefix,
     if (!ck || !opt)
         return cg__error(CG_EINVAL, "%s is NULL", ck ? "optimizer" :
                          "checkpoint");
-    if ((rc = check_prefix(&prefix)) != CG_OK)
+    if ((rc = check_prefix(&prefix)) != CG_OK ||
+        (rc = cg__optim_sync_steps((cg_optimizer *)opt)) != CG_OK)
         return rc;
     /* Gather into a scratch checkpoint, then add the whole: a failure adds
      * nothing to ck. */
@@ -93,6 +94,8 @@ find_state(const cg_checkpoint *ck, const char *prefix,
     int rc, at, same, d;
 
     *e = NULL;
+    if (!opt->params[i].state[k])      /* a float32 parameter's master */
+        return CG_OK;
     if ((rc = join(key, sizeof key, prefix, opt->params[i].names[k], -1)))
         return rc;
     if ((at = cg__ckpt_find(ck, key)) < 0)
@@ -144,7 +147,8 @@ check_restore(const cg_checkpoint *ck, const char *prefix,
             continue;
         for (j = 0; !match && j < opt->n; j++)
             for (k = 0; !match && k < opt->nkinds; k++)
-                match = strcmp(name + plen, opt->params[j].names[k]) == 0;
+                match = opt->params[j].names[k] &&
+                        strcmp(name + plen, opt->params[j].names[k]) == 0;
         if (!match)
             return cg__error(CG_EFORMAT, "checkpoint tensor '%s' is no state "
                              "of this optimizer (%s, %d parameters)", name,
@@ -162,7 +166,7 @@ check_restore(const cg_checkpoint *ck, const char *prefix,
 
             if ((rc = find_state(ck, prefix, opt, i, k, &e)))
                 return rc;
-            if (!e && steps[i] > 0)
+            if (!e && steps[i] > 0 && opt->params[i].state[k])
                 return cg__error(CG_EFORMAT, "the checkpoint has no tensor "
                                  "'%s%s' (parameter %d has taken %" PRId64
                                  " steps)", prefix, opt->params[i].names[k],
@@ -183,7 +187,8 @@ cg_checkpoint_restore_optimizer(const cg_checkpoint *ck, const char *prefix,
     if (!ck || !opt)
         return cg__error(CG_EINVAL, "%s is NULL", ck ? "optimizer" :
                          "checkpoint");
-    if ((rc = check_prefix(&prefix)) != CG_OK)
+    if ((rc = check_prefix(&prefix)) != CG_OK ||
+        (rc = cg__optim_sync_steps(opt)) != CG_OK)
         return rc;
     if (!(steps = cg__malloc((size_t)opt->n * sizeof *steps)))
         return cg__last_status();

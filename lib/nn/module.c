@@ -274,6 +274,58 @@ cg_module_zero_grad(cg_module *m)
     return status;
 }
 
+int
+cg_module_to_dtype(cg_module *m, cg_dtype dtype)
+{
+    cg_tensor **cast;
+    int i, n, status;
+
+    cg__error_clear();
+    if ((status = cg__module_check(m, NULL)))
+        return status;
+    if (dtype != CG_F32 && dtype != CG_F16 && dtype != CG_BF16)
+        return cg__error(CG_EDTYPE, "module_to_dtype: %s (only float32, "
+                         "float16 or bfloat16)", cg__dtype_name(dtype));
+    n = count(m);
+    if (n == 0)
+        return CG_OK;
+    if (!(cast = cg__calloc((size_t)n, sizeof *cast)))
+        return CG_EHOSTMEM;
+    /* Every cast first, so that a failure changes nothing. */
+    for (i = 0; i < n; i++) {
+        const char *name;
+        cg_tensor *t = param_at(m, i, &name);
+
+        if (t->dtype != dtype && !(cast[i] = cg__cast(t, dtype))) {
+            status = cg__last_status();
+            break;
+        }
+    }
+    /* Then each parameter takes its cast's storage: the same tensor, so
+     * containers and callers holding it see the new dtype. */
+    for (i = 0; i < n; i++) {
+        const char *name;
+        cg_tensor *t = param_at(m, i, &name), *c = cast[i];
+        cg__storage *old;
+
+        if (!c)
+            continue;
+        if (status == CG_OK) {
+            old = t->storage;
+            t->storage = c->storage;
+            c->storage = old;
+            t->dtype = dtype;
+            t->offset = 0;
+            memcpy(t->strides, c->strides, sizeof t->strides);
+            cg_tensor_free(t->grad);
+            t->grad = NULL;
+        }
+        cg_tensor_free(c);
+    }
+    free(cast);
+    return status;
+}
+
 /* ------------------------------------------------------------------------
  * Linear
  * ------------------------------------------------------------------------ */

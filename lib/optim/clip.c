@@ -3,7 +3,9 @@
  * lib/optim/clip.c - gradient clipping by global norm and by value, as
  * torch.nn.utils.clip_grad_norm_ and clip_grad_value_.  The global norm
  * is reduced on the device in a fixed order and its scale applied there:
- * the host reads the norm only when asked to.  Kernels: kernels/optim.cl.
+ * the host reads the norm only when asked to.  16-bit gradients are read
+ * and written in their dtype, the norm accumulated in float32.  Kernels:
+ * kernels/optim.cl.
  */
 #include "config.h"
 
@@ -42,9 +44,10 @@ collect_grads(const char *fn, cg_tensor *const *params, int n,
         ctx = p->ctx;
         if (!(g = p->grad))
             continue;
-        if (g->dtype != CG_F32)
+        if (g->dtype != CG_F32 && g->dtype != CG_F16 &&
+            g->dtype != CG_BF16)
             return cg__error(CG_EDTYPE, "%s: the gradient of params[%d] is "
-                             "%s, not float32", fn, i,
+                             "%s, not float32, float16 or bfloat16", fn, i,
                              cg__dtype_name(g->dtype));
         if (!cg_tensor_is_contiguous(g))
             return cg__error(CG_EINVAL, "%s: the gradient of params[%d] is "
@@ -75,9 +78,7 @@ enqueue_clip(cg_context *ctx, cg_tensor **grads, int count, cl_mem part,
     cl_uint pofs = 0;
     int i, status;
 
-    if ((status = cg__kernel(ctx, CG__K_GRAD_NORM_PARTIAL, &kp)) ||
-        (status = cg__kernel(ctx, CG__K_GRAD_NORM_FINISH, &kf)) ||
-        (status = cg__kernel(ctx, CG__K_GRAD_SCALE, &ks)))
+    if ((status = cg__kernel(ctx, CG__K_GRAD_NORM_FINISH, &kf)))
         return status;
     for (i = 0; i < count; i++) {
         cl_mem mg = cg__tensor_mem(grads[i]);
@@ -86,7 +87,9 @@ enqueue_clip(cg_context *ctx, cg_tensor **grads, int count, cl_mem part,
         cl_uint ng = norm_groups(grads[i]);
 
         global = (size_t)ng * local;
-        if ((status = cg__args(kp, CG__ARG(mg), CG__ARG(go), CG__ARG(n),
+        if ((status = cg__kernel_dt(ctx, CG__K_GRAD_NORM_PARTIAL,
+                                    grads[i]->dtype, &kp)) ||
+            (status = cg__args(kp, CG__ARG(mg), CG__ARG(go), CG__ARG(n),
                                CG__ARG(part), CG__ARG(pofs), CG__ARG(kind),
                                CG__ARG(p))) ||
             (status = cg__launch(ctx, kp, 1, &global, &local, NULL)))
@@ -103,7 +106,9 @@ enqueue_clip(cg_context *ctx, cg_tensor **grads, int count, cl_mem part,
         cl_int go = (cl_int)grads[i]->offset;
         cl_uint n = (cl_uint)cg_tensor_numel(grads[i]);
 
-        if ((status = cg__args(ks, CG__ARG(mg), CG__ARG(go), CG__ARG(n),
+        if ((status = cg__kernel_dt(ctx, CG__K_GRAD_SCALE, grads[i]->dtype,
+                                    &ks)) ||
+            (status = cg__args(ks, CG__ARG(mg), CG__ARG(go), CG__ARG(n),
                                CG__ARG(out))) ||
             (status = cg__launch1d(ctx, ks, n, CG__WG)))
             return status;
@@ -174,14 +179,15 @@ cg_clip_grad_value(cg_tensor *const *params, int n, double clip)
     if (n > 0 && !(grads = cg__malloc((size_t)n * sizeof *grads)))
         return CG_EHOSTMEM;
     status = collect_grads("clip_grad_value", params, n, grads, &count);
-    if (status == CG_OK && count > 0)
-        status = cg__kernel(grads[0]->ctx, CG__K_CLAMP_INPLACE, &k);
     for (i = 0; status == CG_OK && i < count; i++) {
         cl_mem mg = cg__tensor_mem(grads[i]);
         cl_int go = (cl_int)grads[i]->offset;
         cl_uint ne = (cl_uint)cg_tensor_numel(grads[i]);
 
-        status = cg__args(k, CG__ARG(mg), CG__ARG(go), CG__ARG(ne),
+        status = cg__kernel_dt(grads[0]->ctx, CG__K_CLAMP_INPLACE,
+                               grads[i]->dtype, &k);
+        if (status == CG_OK)
+            status = cg__args(k, CG__ARG(mg), CG__ARG(go), CG__ARG(ne),
                           CG__ARG(lo), CG__ARG(hi));
         if (status == CG_OK)
             status = cg__launch1d(grads[0]->ctx, k, ne, CG__WG);

@@ -15,7 +15,7 @@
 
 static const char *const kind_names[CG__STATE_KINDS] = {
     "momentum_buffer", "exp_avg", "exp_avg_sq", "max_exp_avg_sq",
-    "square_avg", "grad_avg"
+    "square_avg", "grad_avg", "master"
 };
 
 /* ------------------------------------------------------------------------
@@ -43,8 +43,8 @@ check_range(const char *opt, const char *field, double v, double lo,
     return CG_OK;
 }
 
-/* Checks params: non-NULL, float32, one context, contiguous, leaves that
- * require grad, no two overlapping. */
+/* Checks params: non-NULL, float32, float16 or bfloat16, one context,
+ * contiguous, leaves that require grad, no two overlapping. */
 static int
 check_params(const char *opt, cg_context *ctx, cg_tensor *const *params,
              int n)
@@ -62,7 +62,7 @@ check_params(const char *opt, cg_context *ctx, cg_tensor *const *params,
         int status;
 
         snprintf(what, sizeof what, "%s: params[%d]", opt, i);
-        if ((status = cg__check_tensor(p, what, 0)))
+        if ((status = cg__check_tensor(p, what, CG__FLOAT_DTYPE)))
             return status;
         if (p->ctx != ctx)
             return cg__error(CG_ECONTEXT, "%s belongs to another context",
@@ -106,17 +106,24 @@ optim_destroy(cg_optimizer *opt)
             free(pp->names[k]);
         }
     }
+    cg_tensor_free(opt->dstep);
     free(opt->params);
     free(opt);
 }
 
 /* Allocates the parameter table and zeroed state of each kind in
- * opt->kinds; SGD's buffer becomes visible only at its first step. */
+ * opt->kinds; SGD's buffer becomes visible only at its first step.  A
+ * 16-bit parameter gets a master, its value in float32 (the last kind). */
 static cg_optimizer *
 optim_finish(cg_optimizer *opt, cg_tensor *const *params, int n)
 {
     int i, k;
 
+    for (i = 0; i < n; i++)
+        if (params[i]->dtype != CG_F32) {
+            opt->kinds[opt->nkinds++] = CG__MASTER;
+            break;
+        }
     opt->refs = 1;
     opt->n = n;
     opt->params = cg__calloc((size_t)n, sizeof *opt->params);
@@ -130,7 +137,13 @@ optim_finish(cg_optimizer *opt, cg_tensor *const *params, int n)
             const char *kn = kind_names[opt->kinds[k]];
             size_t len = strlen(kn) + 16;
 
-            pp->state[k] = cg_zeros(opt->ctx, pp->p->ndim, pp->p->shape);
+            if (opt->kinds[k] == CG__MASTER) {
+                if (pp->p->dtype == CG_F32)
+                    continue;
+                pp->state[k] = cg__cast(pp->p, CG_F32);
+            } else {
+                pp->state[k] = cg_zeros(opt->ctx, pp->p->ndim, pp->p->shape);
+            }
             pp->names[k] = cg__malloc(len);
             if (!pp->state[k] || !pp->names[k])
                 goto fail;
@@ -316,12 +329,35 @@ state_of(const cg_optimizer *opt, int i, cg__state_kind kind)
     return NULL;
 }
 
+/* Loss scaling's kernel arguments (kernels/optim.cl): amp, amp_mode and
+ * dstep; amp_mode 0 and dummies without a scaler. */
+typedef struct amp_args {
+    cl_mem amp;
+    cl_int mode;
+    cl_mem dstep;
+} amp_args;
+
+/* The master (a dummy, mp, for a float32 parameter). */
+static cl_mem
+master_mem(const cg_optimizer *opt, int i, cl_mem mp)
+{
+    cg_tensor *m = state_of(opt, i, CG__MASTER);
+
+    return m ? cg__tensor_mem(m) : mp;
+}
+
 static int
 launch_sgd(cg_optimizer *opt, int i, cl_mem mp, cl_int po, cl_mem mg,
-           cl_int go, cl_uint n, cl_kernel *k)
+           cl_int go, cl_uint n, const amp_args *a)
 {
     cg__optim_param *pp = &opt->params[i];
     cg_tensor *b = state_of(opt, i, CG__MOMENTUM_BUFFER);
+    cl_mem mmaster = master_mem(opt, i, mp);
+    cl_mem amp = a->mode ? a->amp : mp, dstep = a->mode ? a->dstep : mp;
+    cl_int amp_mode = a->mode;
+    cl_uint si = (cl_uint)i;
+    cl_float init_at = pp->init_at;
+    cl_kernel k;
     cl_mem mb = b ? cg__tensor_mem(b) : mg;
     cl_float mom = (cl_float)opt->momentum;
     cl_float omd = (cl_float)(1 - opt->dampening);
@@ -331,22 +367,29 @@ launch_sgd(cg_optimizer *opt, int i, cl_mem mp, cl_int po, cl_mem mg,
     cl_uint ch = OPT_CHUNK;
     int status;
 
-    if (!*k && (status = cg__kernel(opt->ctx, CG__K_SGD_STEP, k)))
+    if ((status = cg__kernel_dt(opt->ctx, CG__K_SGD_STEP, pp->p->dtype, &k)))
         return status;
-    status = cg__args(*k, CG__ARG(mp), CG__ARG(po), CG__ARG(mg), CG__ARG(go),
+    status = cg__args(k, CG__ARG(mp), CG__ARG(po), CG__ARG(mg), CG__ARG(go),
                       CG__ARG(mb), CG__ARG(n), CG__ARG(mom), CG__ARG(omd),
                       CG__ARG(wd), CG__ARG(neg_lr), CG__ARG(nesterov),
-                      CG__ARG(maximize), CG__ARG(init), CG__ARG(ch));
+                      CG__ARG(maximize), CG__ARG(init), CG__ARG(ch),
+                      CG__ARG(mmaster), CG__ARG(amp), CG__ARG(amp_mode),
+                      CG__ARG(dstep), CG__ARG(si), CG__ARG(init_at));
     if (status == CG_OK)
-        status = cg__launch_chunks(opt->ctx, *k, n, 1, ch, CG__WG);
-    if (status == CG_OK && b)
-        pp->present[0] = 1;
+        status = cg__launch_chunks(opt->ctx, k, n, 1, ch, CG__WG);
+    if (status == CG_OK && b) {
+        int kb;
+
+        for (kb = 0; opt->kinds[kb] != CG__MOMENTUM_BUFFER; kb++)
+            ;
+        pp->present[kb] = 1;
+    }
     return status;
 }
 
 static int
 launch_adam(cg_optimizer *opt, int i, cl_mem mp, cl_int po, cl_mem mg,
-            cl_int go, cl_uint n, cl_kernel *k)
+            cl_int go, cl_uint n, const amp_args *a)
 {
     cg__optim_param *pp = &opt->params[i];
     double step = (double)(pp->step + 1);
@@ -364,24 +407,33 @@ launch_adam(cg_optimizer *opt, int i, cl_mem mp, cl_int po, cl_mem mg,
     cl_float neg_step = (cl_float)-(opt->lr / bc1);
     cl_int amsgrad = opt->amsgrad, maximize = opt->maximize;
     cl_uint ch = OPT_CHUNK;
+    cl_mem mmaster = master_mem(opt, i, mp);
+    cl_mem amp = a->mode ? a->amp : mp, dstep = a->mode ? a->dstep : mp;
+    cl_int amp_mode = a->mode;
+    cl_uint si = (cl_uint)i;
+    cl_float lr = (cl_float)opt->lr;
+    cl_kernel k;
     int status;
 
-    if (!*k && (status = cg__kernel(opt->ctx, CG__K_ADAM_STEP, k)))
+    if ((status = cg__kernel_dt(opt->ctx, CG__K_ADAM_STEP, pp->p->dtype,
+                                &k)))
         return status;
-    status = cg__args(*k, CG__ARG(mp), CG__ARG(po), CG__ARG(mg), CG__ARG(go),
+    status = cg__args(k, CG__ARG(mp), CG__ARG(po), CG__ARG(mg), CG__ARG(go),
                       CG__ARG(mm), CG__ARG(mv), CG__ARG(mx), CG__ARG(n),
                       CG__ARG(pscale), CG__ARG(wd), CG__ARG(b1), CG__ARG(omb1),
                       CG__ARG(b2), CG__ARG(omb2), CG__ARG(bc2s), CG__ARG(eps),
                       CG__ARG(neg_step), CG__ARG(amsgrad), CG__ARG(maximize),
-                      CG__ARG(ch));
+                      CG__ARG(ch), CG__ARG(mmaster), CG__ARG(amp),
+                      CG__ARG(amp_mode), CG__ARG(dstep), CG__ARG(si),
+                      CG__ARG(lr));
     if (status == CG_OK)
-        status = cg__launch_chunks(opt->ctx, *k, n, 1, ch, CG__WG);
+        status = cg__launch_chunks(opt->ctx, k, n, 1, ch, CG__WG);
     return status;
 }
 
 static int
 launch_rmsprop(cg_optimizer *opt, int i, cl_mem mp, cl_int po, cl_mem mg,
-               cl_int go, cl_uint n, cl_kernel *k)
+               cl_int go, cl_uint n, const amp_args *a)
 {
     cg_tensor *sq = state_of(opt, i, CG__SQUARE_AVG);
     cg_tensor *ga = state_of(opt, i, CG__GRAD_AVG);
@@ -394,23 +446,29 @@ launch_rmsprop(cg_optimizer *opt, int i, cl_mem mp, cl_int po, cl_mem mg,
     cl_float mom = (cl_float)opt->momentum, neg_lr = (cl_float)-opt->lr;
     cl_int centered = opt->centered, maximize = opt->maximize;
     cl_uint ch = OPT_CHUNK;
+    cl_mem mmaster = master_mem(opt, i, mp);
+    cl_mem amp = a->mode ? a->amp : mp;
+    cl_int amp_mode = a->mode;
+    cl_kernel k;
     int status;
 
-    if (!*k && (status = cg__kernel(opt->ctx, CG__K_RMSPROP_STEP, k)))
+    if ((status = cg__kernel_dt(opt->ctx, CG__K_RMSPROP_STEP,
+                                opt->params[i].p->dtype, &k)))
         return status;
-    status = cg__args(*k, CG__ARG(mp), CG__ARG(po), CG__ARG(mg), CG__ARG(go),
+    status = cg__args(k, CG__ARG(mp), CG__ARG(po), CG__ARG(mg), CG__ARG(go),
                       CG__ARG(msq), CG__ARG(mga), CG__ARG(mb), CG__ARG(n),
                       CG__ARG(alpha), CG__ARG(oma), CG__ARG(eps), CG__ARG(wd),
                       CG__ARG(mom), CG__ARG(neg_lr), CG__ARG(centered),
-                      CG__ARG(maximize), CG__ARG(ch));
+                      CG__ARG(maximize), CG__ARG(ch), CG__ARG(mmaster),
+                      CG__ARG(amp), CG__ARG(amp_mode));
     if (status == CG_OK)
-        status = cg__launch_chunks(opt->ctx, *k, n, 1, ch, CG__WG);
+        status = cg__launch_chunks(opt->ctx, k, n, 1, ch, CG__WG);
     return status;
 }
 
 /* Checks every present gradient before anything is enqueued. */
-static int
-check_grads(const cg_optimizer *opt)
+int
+cg__optim_check_grads(const cg_optimizer *opt)
 {
     char s1[96], s2[96];
     int i;
@@ -420,10 +478,11 @@ check_grads(const cg_optimizer *opt)
 
         if (!g)
             continue;
-        if (g->dtype != CG_F32)
+        if (g->dtype != p->dtype)
             return cg__error(CG_EDTYPE, "optimizer step: the gradient of "
-                             "parameter %d is %s, not float32", i,
-                             cg__dtype_name(g->dtype));
+                             "parameter %d is %s, not %s as the parameter",
+                             i, cg__dtype_name(g->dtype),
+                             cg__dtype_name(p->dtype));
         if (g->ndim != p->ndim ||
             memcmp(g->shape, p->shape, sizeof(int64_t) * (size_t)p->ndim) ||
             !cg_tensor_is_contiguous(g))
@@ -438,43 +497,144 @@ check_grads(const cg_optimizer *opt)
     return CG_OK;
 }
 
+/* Launches parameter i's update. */
+static int
+launch_one(cg_optimizer *opt, int i, const amp_args *a)
+{
+    cg_tensor *p = opt->params[i].p, *g = p->grad;
+    cl_mem mp = cg__tensor_mem(p), mg = cg__tensor_mem(g);
+    cl_int po = (cl_int)p->offset, go = (cl_int)g->offset;
+    cl_uint n = (cl_uint)cg_tensor_numel(p);
+
+    switch (opt->kind) {
+    case CG__SGD:
+        return launch_sgd(opt, i, mp, po, mg, go, n, a);
+    case CG__ADAM:
+    case CG__ADAMW:
+        return launch_adam(opt, i, mp, po, mg, go, n, a);
+    default:
+        return launch_rmsprop(opt, i, mp, po, mg, go, n, a);
+    }
+}
+
 int
 cg_optim_step(cg_optimizer *opt)
 {
-    cl_kernel k = NULL;
+    static const amp_args none = { NULL, 0, NULL };
     int i, status;
 
     cg__error_clear();
     if (!opt)
         return cg__error(CG_EINVAL, "optimizer step: opt is NULL");
-    if ((status = check_grads(opt)))
+    if ((status = cg__optim_check_grads(opt)) ||
+        (status = cg__optim_sync_steps(opt)))
         return status;
     for (i = 0; i < opt->n; i++) {
-        cg__optim_param *pp = &opt->params[i];
-        cg_tensor *p = pp->p, *g = p->grad;
-        cl_mem mp = cg__tensor_mem(p), mg;
-        cl_int po = (cl_int)p->offset, go;
-        cl_uint n = (cl_uint)cg_tensor_numel(p);
-
-        if (!g)
+        if (!opt->params[i].p->grad)
             continue;
-        mg = cg__tensor_mem(g);
-        go = (cl_int)g->offset;
-        switch (opt->kind) {
-        case CG__SGD:
-            status = launch_sgd(opt, i, mp, po, mg, go, n, &k);
-            break;
-        case CG__ADAM:
-        case CG__ADAMW:
-            status = launch_adam(opt, i, mp, po, mg, go, n, &k);
-            break;
-        default:
-            status = launch_rmsprop(opt, i, mp, po, mg, go, n, &k);
-            break;
-        }
-        if (status)
+        if ((status = launch_one(opt, i, &none)))
             return status;
-        pp->step++;
+        opt->params[i].step++;
+    }
+    return CG_OK;
+}
+
+/* Moves the step counts to the device: opt->dstep, and SGD's init_at. */
+static int
+steps_to_device(cg_optimizer *opt)
+{
+    int64_t shape[1];
+    float *v;
+    int i;
+
+    if (opt->dstep)
+        return CG_OK;
+    if (!(v = cg__malloc((size_t)opt->n * sizeof *v)))
+        return CG_EHOSTMEM;
+    shape[0] = opt->n;
+    for (i = 0; i < opt->n; i++) {
+        cg__optim_param *pp = &opt->params[i];
+        cg_tensor *b = state_of(opt, i, CG__MOMENTUM_BUFFER);
+        int kb;
+
+        v[i] = (float)pp->step;
+        pp->init_at = -1.0f;
+        for (kb = 0; b && opt->kind == CG__SGD && opt->kinds[kb] !=
+             CG__MOMENTUM_BUFFER; kb++)
+            ;
+        if (b && opt->kind == CG__SGD && !pp->present[kb])
+            pp->init_at = v[i];
+    }
+    opt->dstep = cg_tensor_from_host(opt->ctx, CG_F32, 1, shape, v);
+    free(v);
+    return opt->dstep ? CG_OK : cg__last_status();
+}
+
+int
+cg__optim_sync_steps(cg_optimizer *opt)
+{
+    float *v;
+    int i, status;
+
+    if (!opt->dstep)
+        return CG_OK;
+    if (!(v = cg__malloc((size_t)opt->n * sizeof *v)))
+        return CG_EHOSTMEM;
+    status = cg_tensor_to_host(opt->dstep, v, (size_t)opt->n * sizeof *v);
+    for (i = 0; status == CG_OK && i < opt->n; i++) {
+        cg__optim_param *pp = &opt->params[i];
+        int kb;
+
+        if (pp->init_at >= 0 && v[i] == pp->init_at) {
+            /* SGD's buffer: every step since was skipped. */
+            for (kb = 0; opt->kinds[kb] != CG__MOMENTUM_BUFFER; kb++)
+                ;
+            pp->present[kb] = 0;
+        }
+        pp->step = (int64_t)v[i];
+        pp->init_at = -1.0f;
+    }
+    free(v);
+    if (status == CG_OK) {
+        cg_tensor_free(opt->dstep);
+        opt->dstep = NULL;
+    }
+    return status;
+}
+
+int
+cg__optim_step_amp(cg_optimizer *opt, cl_mem amp, int mode)
+{
+    amp_args a;
+    cl_kernel k;
+    int i, first, status;
+
+    if ((status = steps_to_device(opt)) ||
+        (status = cg__kernel(opt->ctx, CG__K_AMP_ADVANCE, &k)))
+        return status;
+    a.amp = amp;
+    a.mode = mode;
+    a.dstep = cg__tensor_mem(opt->dstep);
+    for (i = 0; i < opt->n; i++)
+        if (opt->params[i].p->grad &&
+            (status = launch_one(opt, i, &a)))
+            return status;
+    /* Then the counts of the parameters stepped, a run at a time. */
+    for (first = 0; first < opt->n; first = i) {
+        cl_uint f, count;
+
+        if (!opt->params[first].p->grad) {
+            i = first + 1;
+            continue;
+        }
+        for (i = first; i < opt->n && opt->params[i].p->grad; i++)
+            ;
+        f = (cl_uint)first;
+        count = (cl_uint)(i - first);
+        if ((status = cg__args(k, CG__ARG(a.dstep), CG__ARG(f),
+                               CG__ARG(count), CG__ARG(amp))) ||
+            (status = cg__launch1d(opt->ctx, k, count, CG__WG)))
+            return status;
     }
     return CG_OK;
 }
@@ -598,10 +758,17 @@ cg_optim_state_set(cg_optimizer *opt, const char *name, cg_tensor *value)
     if ((status = parse_state_name(opt, name, &i, &k)) ||
         (status = cg__check_tensor(value, "state_set: value", 0)))
         return status;
+    /* Leaves the scaler's device step counts: SGD's buffer is then made
+     * by the host's rule (present), not at a device count. */
+    if ((status = cg__optim_sync_steps(opt)))
+        return status;
     if (value->ctx != opt->ctx)
         return cg__error(CG_ECONTEXT, "state_set: value belongs to another "
                          "context");
     dst = opt->params[i].state[k];
+    if (!dst)
+        return cg__error(CG_EINVAL, "state_set: \"%s\": parameter %d is "
+                         "float32 and has no master", name, i);
     if (value->ndim != dst->ndim ||
         memcmp(value->shape, dst->shape, sizeof(int64_t) * (size_t)dst->ndim))
         return cg__error(CG_ESHAPE, "state_set: \"%s\" has shape %s, value "
@@ -636,6 +803,8 @@ cg_optim_get_step(const cg_optimizer *opt, int index, int64_t *step)
         return status;
     if (!step)
         return cg__error(CG_EINVAL, "get_step: step is NULL");
+    if ((status = cg__optim_sync_steps((cg_optimizer *)opt)))
+        return status;
     *step = opt->params[index].step;
     return CG_OK;
 }
@@ -651,6 +820,8 @@ cg_optim_set_step(cg_optimizer *opt, int index, int64_t step)
     if (step < 0)
         return cg__error(CG_EINVAL, "set_step: step %lld < 0",
                          (long long)step);
+    if ((status = cg__optim_sync_steps(opt)))
+        return status;
     opt->params[index].step = step;
     return CG_OK;
 }
