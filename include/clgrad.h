@@ -600,7 +600,9 @@ cg_tensor *cg_to_dtype(cg_tensor *x, cg_dtype dtype);
  * cg_autocast_end.  Regions nest (at most 16); CG_F32 opens one with
  * autocast off (torch.autocast(enabled=False)).  The state belongs to the
  * context.  begin: CG_EDTYPE for another dtype, CG_EINVAL when 16 are
- * open; end: CG_EINVAL when none is. */
+ * open; end: CG_EINVAL when none is (on success it leaves cg_last_error
+ * alone, so a region can be closed after a failed op without losing its
+ * message). */
 int cg_autocast_begin(cg_context *ctx, cg_dtype dtype);
 int cg_autocast_end(cg_context *ctx);
 /* The innermost open region's dtype; CG_F32 when none is open. */

@@ -21,7 +21,9 @@
 #     character, the MLP's epoch mean and held-out loss, the summary,
 #     --save-best's file, --plot with gnuplot and without it;
 #   - sampling: --temperature 0 is greedy and equals --top-k 1, --seed
-#     decides the sample, --sample-only reads a weights-only checkpoint.
+#     decides the sample, --sample-only reads a weights-only checkpoint;
+#   - --precision bf16 and fp16 train to float32's loss; fp16's loss
+#     scaler skips overflowing steps, reports them and recovers.
 set -u
 name=test_train
 . "${TEST_SRCDIR:-.}/tests/shell_common.sh"
@@ -94,6 +96,42 @@ esac
 "$train" --eval-only --resume "$tmp/c30.st" --data "$top/data/digits.csv" |
     grep -q "^evaluation of $tmp/c30.st on .*: loss [0-9.]*, accuracy .*(1797 rows)" ||
     fail "cnn: --eval-only"
+
+# --- mixed precision (the CNN: convolutions run in 16 bits under
+# autocast): bf16 and fp16 end near float32's held-out loss; fp16 with an
+# initial loss scale far too large overflows, skips those steps (each
+# reported with the scale it backs off to), and recovers
+mp="--model cnn --data $top/data/digits.csv --hidden 4,6 --epochs 2 --seed 5"
+heldout() {
+    sed -n 's/^epoch 2: .*held-out loss \([0-9.]*\),.*/\1/p'
+}
+# shellcheck disable=SC2086
+l32=$("$train" $mp | heldout)
+for p in bf16 fp16; do
+    # shellcheck disable=SC2086
+    out=$("$train" $mp --precision $p 2>&1) || fail "$p: $out"
+    case $out in
+    *"mixed precision $p"*) ;;
+    *) fail "$p: the headline does not say mixed precision: $out" ;;
+    esac
+    l=$(printf '%s\n' "$out" | heldout)
+    awk "BEGIN { d = $l - $l32; exit !(d < 0.05 && d > -0.05) }" ||
+        fail "$p: held-out loss $l, float32's $l32"
+done
+# shellcheck disable=SC2086
+out=$("$train" $mp --precision fp16 --loss-scale 1e8 --log-every 1 2>&1) ||
+    fail "fp16 overflow: $out"
+printf '%s\n' "$out" | grep -q "^step 1: fp16 gradients overflowed: 1 step skipped so far, the loss scale is now 5e+07" ||
+    fail "fp16 overflow: step 1 not reported: $out"
+n=$(printf '%s\n' "$out" | sed -n 's/.*fp16 loss scaling skipped \([0-9]*\) steps.*/\1/p')
+l=$(printf '%s\n' "$out" | heldout)
+case $n in
+''|0) fail "fp16 overflow: no skipped steps in the summary: $out" ;;
+*) [ "$n" -lt 20 ] || fail "fp16 overflow: $n steps skipped: no recovery" ;;
+esac
+l1=$(printf '%s\n' "$out" | sed -n 's/^epoch 1: .*held-out loss \([0-9.]*\),.*/\1/p')
+awk "BEGIN { exit !($l < $l1 - 0.05) }" ||
+    fail "fp16 overflow: held-out loss $l1 after epoch 1, $l after epoch 2"
 
 # --- what the library logs (a skipped tuning file) is on stderr, after
 # the program's name, and the run goes on

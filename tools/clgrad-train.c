@@ -85,6 +85,12 @@ usage(FILE *f)
 "  --weight-decay X    (default 0)\n"
 "  --clip X            clip gradients to global norm X (default 5 for\n"
 "                      char-lstm, none for mlp; 0 = none)\n"
+"  --precision P       fp32 (the default); bf16 or fp16: mixed precision,\n"
+"                      the forward pass and loss under autocast (products\n"
+"                      in 16 bits, float32 parameters and optimizer);\n"
+"                      fp16 scales the loss dynamically, skipping steps\n"
+"                      whose gradients overflow\n"
+"  --loss-scale X      fp16: the initial loss scale (default 65536)\n"
 "  --schedule NAME     the learning rate at step t of T (the whole run):\n"
 "                      constant  lr (the default)\n"
 "                      step      lr * gamma^floor(t / step-size)\n"
@@ -197,6 +203,7 @@ enum {
     O_RESUME, O_SAMPLE, O_SAMPLE_EVERY, O_TEMP, O_PRIME, O_SAMPLE_ONLY, O_EVAL_ONLY,
     O_LOG, O_LOG_EVERY, O_QUIET, O_PROFILE, O_STOP_AT, O_STEP_SIZE,
     O_GAMMA, O_MIN_LR, O_EVAL_EVERY, O_SAVE_BEST, O_PLOT, O_TOP_K,
+    O_PRECISION, O_LOSS_SCALE,
     O_HELP = 'h', O_VERSION = 'V'
 };
 
@@ -217,6 +224,8 @@ static const struct option long_opts[] = {
     { "schedule", required_argument, NULL, O_SCHEDULE },
     { "warmup", required_argument, NULL, O_WARMUP },
     { "clip", required_argument, NULL, O_CLIP },
+    { "precision", required_argument, NULL, O_PRECISION },
+    { "loss-scale", required_argument, NULL, O_LOSS_SCALE },
     { "epochs", required_argument, NULL, O_EPOCHS },
     { "steps", required_argument, NULL, O_STEPS },
     { "stop-at", required_argument, NULL, O_STOP_AT },
@@ -309,8 +318,22 @@ parse_args(int argc, char **argv, tr_config *cfg)
         DBLOPT(O_TEMP, "--temperature", temperature, 0, 100, 0)
         DBLOPT(O_GAMMA, "--gamma", gamma, 0, 1e3, 1)
         DBLOPT(O_MIN_LR, "--min-lr", min_lr, 0, 100, 0)
+        DBLOPT(O_LOSS_SCALE, "--loss-scale", loss_scale, 0, 1e38, 1)
 #undef DBLOPT
         case O_DATA: cfg->data = a; break;
+        case O_PRECISION:
+            if (strcmp(a, "fp32") == 0) {
+                cfg->precision = CG_F32;
+            } else if (strcmp(a, "bf16") == 0) {
+                cfg->precision = CG_BF16;
+            } else if (strcmp(a, "fp16") == 0) {
+                cfg->precision = CG_F16;
+            } else {
+                fprintf(stderr, "clgrad-train: --precision %s: want fp32, "
+                        "bf16 or fp16\n", a);
+                return -1;
+            }
+            break;
         case O_OPT:
             if (tr_optimizer_kind(a) < 0) {
                 fprintf(stderr, "clgrad-train: --optimizer %s: want adam, "

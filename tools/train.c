@@ -222,15 +222,65 @@ opt_name(const run *r, const char *opt)
  * One optimizer step
  * ------------------------------------------------------------------------ */
 
-/* Backward from loss, clipping, the update and the schedule; reads the
- * loss into *value.  Returns 0, or -1 after a message (a non-finite loss
- * names the step and the first parameter with a non-finite gradient). */
+int
+tr_autocast_begin(run *r)
+{
+    if (r->cfg.precision == CG_F32 ||
+        cg_autocast_begin(r->ctx, (cg_dtype)r->cfg.precision) == CG_OK)
+        return 0;
+    tr_fail("%s", cg_last_error());
+    return -1;
+}
+
+void
+tr_autocast_end(run *r)
+{
+    if (r->cfg.precision != CG_F32)
+        cg_autocast_end(r->ctx);
+}
+
+/* The scaler's skipped steps, read back every --log-every steps and at the
+ * end (a wait): a line when more were skipped since the last look. */
+static int
+report_skipped(run *r, int last)
+{
+    int64_t n;
+    float scale;
+
+    if (!r->scaler || (!last && r->step % r->cfg.log_every))
+        return 0;
+    if (cg_grad_scaler_skipped_steps(r->scaler, &n) ||
+        cg_grad_scaler_get_scale(r->scaler, &scale)) {
+        tr_fail("step %lld: %s", (long long)r->step, cg_last_error());
+        return -1;
+    }
+    if (n > r->skipped && !r->cfg.quiet) {
+        tr_progress_break(&r->prog);
+        printf("step %lld: fp16 gradients overflowed: %lld step%s skipped "
+               "so far, the loss scale is now %g\n", (long long)r->step,
+               (long long)n, n == 1 ? "" : "s", (double)scale);
+        fflush(stdout);
+    }
+    r->skipped = n;
+    return 0;
+}
+
+/* Backward from loss (scaled, in fp16), clipping, the update and the
+ * schedule; reads the loss into *value.  Returns 0, or -1 after a message
+ * (a non-finite loss names the step and the first parameter with a
+ * non-finite gradient).  In fp16 a step whose gradients overflow is
+ * skipped on the device by the loss scaler, which then backs off. */
 static int
 update(run *r, cg_tensor *loss, float *value)
 {
+    cg_tensor *scaled = r->scaler ? cg_grad_scaler_scale(r->scaler, loss)
+                                  : cg_tensor_ref(loss);
     const char *bad;
+    int rc;
 
-    if (cg_backward(loss, NULL, 0) || cg_tensor_item(loss, value)) {
+    rc = !scaled || cg_backward(scaled, NULL, 0);
+    cg_tensor_free(scaled);
+    if (rc || cg_tensor_item(loss, value)) {
         tr_fail("step %lld: %s", (long long)r->step + 1, cg_last_error());
         return -1;
     }
@@ -243,16 +293,25 @@ update(run *r, cg_tensor *loss, float *value)
                     : " (every gradient is finite)", bad ? bad : "");
         return -1;
     }
-    if ((r->cfg.clip > 0 &&
-         cg_clip_grad_norm(r->params, r->nparams, r->cfg.clip,
-                           2.0, NULL)) ||
-        cg_optim_step(r->opt) || cg_optim_zero_grad(r->opt) ||
+    if (r->scaler)
+        rc = (r->cfg.clip > 0 &&
+              (cg_grad_scaler_unscale(r->scaler, r->opt) ||
+               cg_clip_grad_norm(r->params, r->nparams, r->cfg.clip, 2.0,
+                                 NULL))) ||
+             cg_grad_scaler_step(r->scaler, r->opt) ||
+             cg_grad_scaler_update(r->scaler);
+    else
+        rc = (r->cfg.clip > 0 &&
+              cg_clip_grad_norm(r->params, r->nparams, r->cfg.clip, 2.0,
+                                NULL)) ||
+             cg_optim_step(r->opt);
+    if (rc || cg_optim_zero_grad(r->opt) ||
         (r->sched && cg_lr_schedule_step(r->sched))) {
         tr_fail("step %lld: %s", (long long)r->step + 1, cg_last_error());
         return -1;
     }
     r->step++;
-    return 0;
+    return report_skipped(r, 0);
 }
 
 /* Whether --stop-at's step is reached. */
@@ -380,9 +439,12 @@ run_mlp(run *r, volatile sig_atomic_t *stop)
             r->index = 0;
             continue;
         }
+        if (tr_autocast_begin(r))
+            return 1;
         logits = tr_forward(r, x);
         loss = logits ? cg_cross_entropy(logits, y, CG_REDUCTION_MEAN,
                                          CG_IGNORE_INDEX, 0.0f) : NULL;
+        tr_autocast_end(r);
         cg_tensor_free(logits);
         cg_tensor_free(x);
         cg_tensor_free(y);
@@ -465,11 +527,14 @@ run_char_lstm(run *r, volatile sig_atomic_t *stop)
         }
         n1 = (int64_t)n * B;
         flat = cg_reshape(tg, 1, &n1);
+        if (tr_autocast_begin(r))
+            return 1;
         logits = tr_lstm_forward(r->model, in, &r->h, &r->c, 1);
         loss = logits && flat ? cg_cross_entropy(logits, flat,
                                                  CG_REDUCTION_MEAN,
                                                  CG_IGNORE_INDEX, 0.0f)
                               : NULL;
+        tr_autocast_end(r);
         cg_tensor_free(logits);
         cg_tensor_free(flat);
         cg_tensor_free(in);
@@ -495,6 +560,7 @@ static void
 run_free(run *r)
 {
     cg_lr_schedule_free(r->sched);
+    cg_grad_scaler_free(r->scaler);
     cg_optim_free(r->opt);
     cg_module_free(r->model);
     free(r->mean);
@@ -763,6 +829,9 @@ headline(run *r)
         printf(" (resumed at step %lld)", (long long)r->step);
     if (r->prog.end < r->total)
         printf(", stopping at step %lld", (long long)r->prog.end);
+    if (r->cfg.precision != CG_F32)
+        printf(", mixed precision %s", r->cfg.precision == CG_BF16
+                                       ? "bf16" : "fp16 (loss scaling)");
     printf("\n");
     fflush(stdout);
 }
@@ -793,7 +862,7 @@ finish(run *r, volatile sig_atomic_t *stop)
 
     if (*stop)
         tr_progress_break(&r->prog);
-    if (maybe_save(r, 1))
+    if (maybe_save(r, 1) || report_skipped(r, 1))
         return 1;
     if (*stop)
         fprintf(stderr, "clgrad-train: interrupted after step %lld; %s%s\n",
@@ -829,6 +898,9 @@ finish(run *r, volatile sig_atomic_t *stop)
     if (!isnan(r->val_loss))
         printf("; validation loss final %.4f, best %.4f (step %lld)",
                r->val_loss, r->best_loss, (long long)r->best_step);
+    if (r->scaler)
+        printf("; fp16 loss scaling skipped %lld step%s", (long long)r->skipped,
+               r->skipped == 1 ? "" : "s");
     if (r->cfg.checkpoint)
         printf("; checkpoint %s%s%s", r->cfg.checkpoint,
                r->best_path ? ", best " : "",
@@ -921,6 +993,14 @@ tr_run(const tr_config *given, volatile sig_atomic_t *stop)
     if (!r.opt) {
         tr_fail("%s", cg_last_error());
         goto out;
+    }
+    if (r.cfg.precision == CG_F16) {
+        cg_grad_scaler_options so = { r.cfg.loss_scale, 0, 0, 0 };
+
+        if (!(r.scaler = cg_grad_scaler_new(r.ctx, &so))) {
+            tr_fail("%s", cg_last_error());
+            goto out;
+        }
     }
     r.sched = tr_make_schedule(&r.cfg, r.opt, r.total, &sched_status);
     if (sched_status) {

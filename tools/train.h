@@ -35,6 +35,11 @@ typedef struct tr_config {
     int64_t eval_every, top_k;
     double dropout, holdout, lr, momentum, weight_decay, clip, gamma, min_lr;
     double temperature;
+    double loss_scale;          /* --loss-scale: fp16's initial scale; 0:
+                                 * the scaler's default, 65536 */
+    int precision;              /* --precision: CG_F32 (default), CG_BF16
+                                 * or CG_F16 (autocast; fp16 with a loss
+                                 * scaler) */
     char optimizer[16], schedule[16];
     const char *data, *device, *checkpoint, *resume, *prime, *log, *plot;
     int sample_only, quiet, profile, save_best;

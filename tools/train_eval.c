@@ -26,6 +26,11 @@ tr_mlp_eval(run *r, double *loss, double *acc)
     double sum = 0;
     int ok = pred && lab;
 
+    if (tr_autocast_begin(r)) {
+        free(pred);
+        free(lab);
+        return -1;
+    }
     cg_module_set_training(r->model, 0);
     cg_no_grad_enter();
     for (b = 0; ok && b < nb; b++) {
@@ -58,6 +63,7 @@ tr_mlp_eval(run *r, double *loss, double *acc)
     }
     cg_no_grad_leave();
     cg_module_set_training(r->model, 1);
+    tr_autocast_end(r);
     free(pred);
     free(lab);
     if (!ok) {
@@ -80,6 +86,8 @@ tr_lstm_eval(run *r, double *loss)
 
     if (nb > TR_EVAL_BATCHES)
         nb = TR_EVAL_BATCHES;
+    if (tr_autocast_begin(r))
+        return -1;
     cg_module_set_training(r->model, 0);
     cg_no_grad_enter();
     for (b = 0; ok && b < nb; b++) {
@@ -108,6 +116,7 @@ tr_lstm_eval(run *r, double *loss)
     }
     cg_no_grad_leave();
     cg_module_set_training(r->model, 1);
+    tr_autocast_end(r);
     cg_tensor_free(h);
     cg_tensor_free(c);
     if (!ok) {

@@ -41,6 +41,8 @@ typedef struct run {
     int nparams;
     cg_tensor *params[TR_MAX_PARAMS];   /* borrowed from the model */
     cg_optimizer *opt;
+    cg_grad_scaler *scaler;     /* --precision fp16 */
+    int64_t skipped;            /* steps the scaler skipped, as last read */
     cg_lr_schedule *sched;
     int64_t step;               /* optimizer steps done */
     int64_t first_step;         /* step when this process started */
@@ -69,6 +71,11 @@ typedef struct run {
     progress prog;
 } run;
 
+/* train.c: --precision bf16 / fp16 opens an autocast region around each
+ * forward pass and its loss (training and evaluation); a no-op in fp32.
+ * 0, or -1 after a message. */
+int tr_autocast_begin(run *r);
+void tr_autocast_end(run *r);
 /* train.c: an error message on stderr ("clgrad-train: ..."), and
  * monotonic seconds. */
 void tr_fail(const char *fmt, ...);

@@ -96,7 +96,7 @@ cg_batch_norm_forward(cg_module *m, cg_tensor *x)
                   "needed", m->kind);
         return NULL;
     }
-    if (cg__check_tensor(x, "input", 1))
+    if (cg__check_tensor(x, "input", CG__FLOAT_DTYPE))
         return NULL;
     nd = cg_tensor_ndim(x);
     two_d = strcmp(m->kind, "batch_norm2d") == 0;

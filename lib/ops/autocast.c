@@ -82,7 +82,8 @@ cg_autocast_begin(cg_context *ctx, cg_dtype dtype)
 int
 cg_autocast_end(cg_context *ctx)
 {
-    cg__error_clear();
+    /* No cg__error_clear: closing a region after a failed op keeps that
+     * op's message. */
     if (!ctx)
         return cg__error(CG_EINVAL, "autocast_end: ctx is NULL");
     if (!ctx->autocast || ctx->autocast->depth == 0)
