@@ -17,6 +17,9 @@ typedef struct bench {
     /* options */
     const char *device;
     int quick, json, profile, repeat, warmup, threads;
+    /* --precision: the training suites' precisions (CG_F32, CG_BF16,
+     * CG_F16: autocast, fp16 with a loss scaler), in order */
+    int precision[3], nprecision;
     const char *csv_dir;
     /* the device and its limits, measured at start */
     cg_device_info info;

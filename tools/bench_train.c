@@ -46,6 +46,8 @@ typedef struct model {
     cg_tensor *params[MAX_PARAMS];
     cg_tensor *x, *target;
     cg_optimizer *opt;
+    cg_dtype precision;         /* CG_F32, or autocast's CG_BF16 / CG_F16 */
+    cg_grad_scaler *scaler;     /* CG_F16's */
     uint64_t rnn_launches;      /* by the last forward's cg_rnn_forward */
 } model;
 
@@ -103,6 +105,8 @@ lstm_module(cg_context *ctx, int in, int h, int layers)
 static void
 model_free(model *m)
 {
+    cg_grad_scaler_free(m->scaler);
+    m->scaler = NULL;
     cg_optim_free(m->opt);
     cg_module_free(m->net);
     cg_tensor_free(m->x);
@@ -160,6 +164,9 @@ model_build(model *m)
     m->nparams = cg_module_params(m->net, m->params, MAX_PARAMS);
     m->opt = m->target && m->nparams <= MAX_PARAMS
              ? cg_optim_adam_new(ctx, m->params, m->nparams, NULL) : NULL;
+    if (m->opt && m->precision == CG_F16 &&
+        !(m->scaler = cg_grad_scaler_new(ctx, NULL)))
+        cg_optim_free(m->opt), m->opt = NULL;
     if (!m->opt) {
         bench_fail("building the model: %s", cg_last_error());
         model_free(m);
@@ -190,9 +197,48 @@ run_lstm(model *m, cg_module *lstm, cg_tensor *x)
     return status ? NULL : y;
 }
 
-/* Forward and loss. */
+static cg_tensor *model_loss_in(model *m);
+
+/* Forward and loss, under autocast in 16-bit precisions. */
 static cg_tensor *
 model_loss(model *m)
+{
+    cg_tensor *loss;
+
+    if (m->precision == CG_F32)
+        return model_loss_in(m);
+    if (cg_autocast_begin(m->ctx, m->precision))
+        return NULL;
+    loss = model_loss_in(m);
+    cg_autocast_end(m->ctx);
+    return loss;
+}
+
+/* Backward from loss (scaled in fp16). */
+static int
+model_backward(model *m, cg_tensor *loss)
+{
+    cg_tensor *l = m->scaler ? cg_grad_scaler_scale(m->scaler, loss)
+                             : cg_tensor_ref(loss);
+    int rc = l ? cg_backward(l, NULL, 0) : -1;
+
+    cg_tensor_free(l);
+    return rc;
+}
+
+/* The optimizer's step (through the scaler in fp16) and zero_grad. */
+static int
+model_update(model *m)
+{
+    if (m->scaler)
+        return cg_grad_scaler_step(m->scaler, m->opt) ||
+               cg_grad_scaler_update(m->scaler) ||
+               cg_optim_zero_grad(m->opt);
+    return cg_optim_step(m->opt) || cg_optim_zero_grad(m->opt);
+}
+
+static cg_tensor *
+model_loss_in(model *m)
 {
     cg_tensor *h, *y, *loss;
     int64_t s[2];
@@ -235,13 +281,9 @@ model_step(void *arg)
 
     if (!loss)
         return -1;
-    rc = cg_backward(loss, NULL, 0);
+    rc = model_backward(m, loss);
     cg_tensor_free(loss);
-    if (rc == CG_OK)
-        rc = cg_optim_step(m->opt);
-    if (rc == CG_OK)
-        rc = cg_optim_zero_grad(m->opt);
-    return rc;
+    return rc ? rc : model_update(m);
 }
 
 /* Extra steps timed phase by phase; adds profile_phases_ms to row. */
@@ -267,12 +309,11 @@ model_phases(const bench *b, model *m, json_object *row)
         rc = loss ? cg_context_finish(m->ctx) : -1;
         t[1] = bench_now();
         if (rc == 0)
-            rc = cg_backward(loss, NULL, 0) || cg_context_finish(m->ctx);
+            rc = model_backward(m, loss) || cg_context_finish(m->ctx);
         cg_tensor_free(loss);
         t[2] = bench_now();
         if (rc == 0)
-            rc = cg_optim_step(m->opt) || cg_optim_zero_grad(m->opt) ||
-                 cg_context_finish(m->ctx);
+            rc = model_update(m) || cg_context_finish(m->ctx);
         t[3] = bench_now();
         for (k = 0; k < 3; k++)
             times[k][r] = t[k + 1] - t[k];
@@ -337,7 +378,7 @@ model_gflop(const model *m)
  * PyTorch's time.  With `detail`, launches and memory too. */
 static int
 model_row(bench *b, cg_context *ctx, model *m, const char *name,
-          const bstat *ref, int detail, json_object *s)
+          const bstat *ref, int detail, json_object *s, double *fp32_med)
 {
     json_object *row;
     cg_memory_stats ms;
@@ -354,6 +395,13 @@ model_row(bench *b, cg_context *ctx, model *m, const char *name,
     if (rc)
         goto done;
     row = bench_row(name, &st, ref, SPEEDUP);
+    json_object_object_add(row, "precision", json_object_new_string(
+        m->precision == CG_F32 ? "fp32" : m->precision == CG_BF16 ? "bf16"
+                                                                  : "fp16"));
+    if (m->precision == CG_F32)
+        *fp32_med = st.med;
+    else if (*fp32_med > 0)
+        bench_add_double(row, "speedup_vs_fp32", *fp32_med / st.med);
     bench_add_double(row, "gflop_per_step", model_gflop(m));
     bench_add_double(row, "clgrad_gflops", model_gflop(m) / st.med);
     bench_add_double(row, "peak_fraction", b->fma_gflops > 0
@@ -408,10 +456,35 @@ train_suite(bench *b, const char *what, int nspecs, char **specs,
     return s;
 }
 
+/* m's rows, one per --precision, each on a context of its own (so that
+ * its peak memory is the model's): name, then the precision unless it is
+ * the only one and fp32. */
+static int
+model_rows(bench *b, model *m, const char *name, const bstat *ref,
+           json_object *s)
+{
+    static const char *const pname[5] = { "fp32", "", "", "fp16", "bf16" };
+    double fp32_med = 0;
+    char full[160];
+    int i, rc = 0;
+
+    for (i = 0; i < b->nprecision && rc == 0; i++) {
+        cg_context *ctx = bench_context(b, 0);
+
+        m->precision = (cg_dtype)b->precision[i];
+        if (b->nprecision == 1 && m->precision == CG_F32)
+            snprintf(full, sizeof full, "%s", name);
+        else
+            snprintf(full, sizeof full, "%s %s", name, pname[m->precision]);
+        rc = ctx ? model_row(b, ctx, m, full, ref, 1, s, &fp32_med) : -1;
+        cg_context_free(ctx);
+    }
+    return rc;
+}
+
 json_object *
 suite_mlp(bench *b)
 {
-    cg_context *ctx;
     model m;
     char spec[64], *specs[1] = { spec }, what[80];
     bstat ref;
@@ -443,10 +516,7 @@ suite_mlp(bench *b)
     }
     snprintf(spec, sizeof spec, "%d-%d-%d-%d batch %d", m.in, m.h, m.h2,
              m.out, m.b);
-    /* a context of its own: its peak memory is the model's */
-    ctx = bench_context(b, 0);
-    status = ctx ? model_row(b, ctx, &m, spec, &ref, 1, s) : -1;
-    cg_context_free(ctx);
+    status = model_rows(b, &m, spec, &ref, s);
     b->repeat = saved;
     if (status) {
         json_object_put(s);
@@ -489,17 +559,13 @@ suite_lstm(bench *b)
     if (!s || status)
         return s;
     for (i = 0; i < 2; i++) {
-        /* a context per model: its peak memory is the model's own */
-        cg_context *ctx = bench_context(b, 0);
-
         if (i == 0)
             snprintf(name, sizeof name, "lstm %dx%d in %d B%d T%d",
                      ms[0].layers, ms[0].h, ms[0].in, ms[0].b, ms[0].t);
         else
             snprintf(name, sizeof name, "char-lstm %dx%d V%d B%d T%d",
                      ms[1].layers, ms[1].h, ms[1].vocab, ms[1].b, ms[1].t);
-        status = ctx ? model_row(b, ctx, &ms[i], name, &ref[i], 1, s) : -1;
-        cg_context_free(ctx);
+        status = model_rows(b, &ms[i], name, &ref[i], s);
         if (status) {
             json_object_put(s);
             return NULL;
@@ -614,6 +680,7 @@ suite_scaling(bench *b, cg_context *ctx)
     if (!s || status)
         return s;
     for (i = 0; i < n; i++) {
+        double fp32_med = 0;
         model m;
 
         memset(&m, 0, sizeof m);
@@ -624,7 +691,7 @@ suite_scaling(bench *b, cg_context *ctx)
         m.t = ts[i / nb];
         m.b = bs[i % nb];
         snprintf(name, sizeof name, "T=%d B=%d", m.t, m.b);
-        if (model_row(b, ctx, &m, name, &ref[i], 0, s)) {
+        if (model_row(b, ctx, &m, name, &ref[i], 0, s, &fp32_med)) {
             json_object_put(s);
             return NULL;
         }

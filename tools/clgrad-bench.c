@@ -68,6 +68,11 @@ usage(FILE *f)
 "  -j, --json           write the results as JSON\n"
 "  -c, --csv DIR        write DIR/scaling.csv, and DIR/scaling.svg when\n"
 "                       gnuplot is installed\n"
+"  -P, --precision LIST the mlp and lstm suites' precisions, of fp32,\n"
+"                       bf16, fp16 (comma-separated; default fp32): bf16\n"
+"                       and fp16 run each step's forward pass and loss\n"
+"                       under autocast (fp16 with the loss scaler), in a\n"
+"                       row of their own with its time relative to fp32's\n"
 "  -p, --profile        also time the phases of each training step\n"
 "                       (forward, backward, optimizer, with a wait\n"
 "                       between phases) and give the kernels with the\n"
@@ -604,6 +609,42 @@ run_suite(bench *b, int i, cg_context **ctx)
     }
 }
 
+/* --precision's list into b (each once). */
+static int
+parse_precisions(const char *arg, bench *b)
+{
+    static const char *const names[3] = { "fp32", "bf16", "fp16" };
+    static const int dt[3] = { CG_F32, CG_BF16, CG_F16 };
+    const char *p = arg;
+    size_t n;
+    int i, k;
+
+    b->nprecision = 0;
+    while (*p) {
+        n = strcspn(p, ",");
+        for (i = 0; i < 3; i++)
+            if (strlen(names[i]) == n && strncmp(p, names[i], n) == 0)
+                break;
+        for (k = 0; i < 3 && k < b->nprecision; k++)
+            if (b->precision[k] == dt[i])
+                break;
+        if (i == 3 || k < b->nprecision) {
+            bench_fail("--precision %s: want a list of fp32, bf16 and fp16, "
+                       "each once", arg);
+            return -1;
+        }
+        b->precision[b->nprecision++] = dt[i];
+        p += n;
+        if (*p == ',')
+            p++;
+    }
+    if (!b->nprecision) {
+        bench_fail("--precision: an empty list");
+        return -1;
+    }
+    return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -616,6 +657,7 @@ main(int argc, char **argv)
         { "json", no_argument, NULL, 'j' },
         { "csv", required_argument, NULL, 'c' },
         { "profile", no_argument, NULL, 'p' },
+        { "precision", required_argument, NULL, 'P' },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, 'V' },
         { NULL, 0, NULL, 0 }
@@ -627,7 +669,7 @@ main(int argc, char **argv)
 
     memset(&b, 0, sizeof b);
     b.warmup = 1;
-    while ((c = getopt_long(argc, argv, "s:qr:t:d:jc:phV", longopts,
+    while ((c = getopt_long(argc, argv, "s:qr:t:d:jc:pP:hV", longopts,
                             NULL)) != -1) {
         switch (c) {
         case 's':
@@ -652,6 +694,10 @@ main(int argc, char **argv)
         case 'j': b.json = 1; break;
         case 'c': b.csv_dir = optarg; break;
         case 'p': b.profile = 1; break;
+        case 'P':
+            if (parse_precisions(optarg, &b))
+                return 2;
+            break;
         case 'h': usage(stdout); return 0;
         case 'V': printf("%s (clgrad) %s\n", prog, cg_version()); return 0;
         default: usage(stderr); return 2;
@@ -668,6 +714,8 @@ main(int argc, char **argv)
         want[i] = want[i] || !any;
     if (!b.repeat)
         b.repeat = b.quick ? 2 : 5;
+    if (!b.nprecision)
+        b.precision[b.nprecision++] = CG_F32;
     if (cg_device_select(b.device, &idx) ||
         cg_device_get_info(idx, &b.info)) {
         bench_fail("%s", cg_last_error());
