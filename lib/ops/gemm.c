@@ -576,7 +576,7 @@ pack_operand(cg_context *ctx, cg__kid kid, cg__mat x, size_t rows,
     cl_mem tm;
     int status;
 
-    if (!(*t = cg_buffer_new(ctx, (size_t)floats * sizeof(float))))
+    if (!(*t = cg__buffer_new(ctx, (size_t)floats * sizeof(float))))
         return cg__last_status();
     tm = cg__buffer_mem(*t);
     if ((status = cg__kernel(ctx, kid, &kn)) ||
