@@ -42,13 +42,21 @@
  * items read along K; where the operand's rows (columns of B) are the
  * contiguous side (TN's A, NN's B), micro-panel i % np and steps from
  * (i / np) * 16 (np micro-panels), so that they read along a row.
- * Dimension 1 the batch entry (packed matrices follow each other).  gemm_packed:
- * dimension 0 item i, column of micro-tiles i % njr (njr = ceil(N / NR)),
- * rows from micro-panel (i / njr) * PMB; dimension 1 the batch entry,
- * the packed operands at pa + z * spa, pb + z * spb (0: one for all).
+ * Dimension 1 the batch entry (packed matrices follow each other).
+ * gemm_packed: dimension 0 item i, column of micro-tiles i % njr (njr =
+ * ceil(N / NR)), rows from micro-panel (i / njr) * PMB; dimension 1 the
+ * batch entry, the packed operands at pa + z * spa, pb + z * spb (0: one
+ * for all).
  * All padded by the host to a multiple of PWG.
  *
- * Tunables (clgrad-tune tries the candidates):
+ * Tunables (the kernel table's defaults; a context's parameters replace
+ * them, clgrad-tune's gemm stage does not tune them yet, it chooses per
+ * class between this backend and gemm.cl's).  The defaults, a 6 x 16
+ * micro-tile (six float16 vector accumulators), from tests/bench_gemm on the 2-core
+ * AVX-512 PoCL 3.1 machine under load, GFLOP/s per CPU second at 2048^3:
+ * 91-93 (PVW 8 PTN 2: 75; PMR 8: 84-96; PMR 4 PTN 2: 84; PKC 128: 50-88,
+ * 512: 88-90; PMB 4: 84, 16: 92-95), beside 91-96 on the char-LSTM's
+ * products and OpenBLAS's 98 (196 GFLOP/s on both cores, quiet):
  * @tunable PVW 16: 4 8 16
  * @tunable PMR 6: 2 4 6 8
  * @tunable PTN 1: 1 2 3 4
