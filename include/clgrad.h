@@ -2005,6 +2005,14 @@ int cg_text_batch(const cg_text *t, cg_context *ctx, int steps, int batch,
  *       ..., XGEMM_MIN_INDIRECT_SIZE), shape "any": CLBlast keeps one set
  *       per device.  Applied with CLBlastOverrideParameters, which holds
  *       for every context of the process on that device.
+ *   "gemm"
+ *       clgrad's matrix products per product class, shape "NN.skinny",
+ *       "TN.longk", ... (the transposes, then skinny, small, large or
+ *       longk): kernels/gemm.cl's tile values, "clblast" 1 or 0 (whether
+ *       CLBlast runs the class), "pack" 1 or 0 (NT: on a packed copy of
+ *       B^T), "packed" 1 or 0 (whether clgrad's kernels run the class on
+ *       packed, cache-blocked operands, kernels/gemm_pack.cl; without it,
+ *       a built-in rule by size).
  *   "rnn.lstm", "rnn.gru", "rnn.rnn"
  *       the fused recurrent step kernels' VW, RB and WG (kernels/rnn.cl),
  *       shape "H<hidden size>"; a layer takes the entry whose hidden size

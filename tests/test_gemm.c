@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * tests/test_gemm.c - the SGEMM entry (lib/ops/gemm.c) with each backend
- * forced, clgrad's kernels (kernels/gemm.cl) and CLBlast's, against a
+ * forced, clgrad's kernels (kernels/gemm.cl), clgrad's kernels over packed
+ * operands (kernels/gemm_pack.cl, also with other tunables and at the
+ * char-LSTM's shapes) and CLBlast's, against a
  * double-precision C reference: sizes that are multiples of no tile (1,
  * 5, 7, 13, 17, 33, 65, K = 1; K 515 for a packed A^T), the four
  * transposes, alpha and beta (beta 0 over a C full of NaN, which must
@@ -29,6 +31,10 @@ typedef struct gcase {
     int off, pad;       /* offset of every operand; ld = cols + pad */
     int bias;           /* a bias vector of N (at offset off) as well */
 } gcase;
+
+/* check_case checks every rstep-th row of C: 1 but for the large
+ * products, whose host reference takes seconds. */
+static int rstep = 1;
 
 static float
 frand(void)
@@ -100,7 +106,7 @@ check_case(cg_context *ctx, const gcase *g, const char *label)
                           i);
     }
     for (z = 0; z < g->batch; z++)
-        for (r = 0; r < g->m; r++)
+        for (r = 0; r < g->m; r += rstep)
             for (c = 0; c < g->n; c++) {
                 const float *pa = ha + g->off + sa * (size_t)z;
                 const float *pb = hb + g->off + sb * (size_t)z;
@@ -147,7 +153,8 @@ check_case(cg_context *ctx, const gcase *g, const char *label)
 static const char *
 backend_name(int be)
 {
-    return be == CG__GEMM_CLBLAST ? "clblast" : "clgrad";
+    return be == CG__GEMM_CLBLAST ? "clblast"
+           : be == CG__GEMM_PACKED ? "packed" : "clgrad";
 }
 
 /* The sizes, each with every transpose, on the backend of the loop. */
@@ -281,7 +288,7 @@ START_TEST(gemm_bias_epilogue_matches_reference)
                  g->off, g->pad);
         added = check_case(ctx, g, label);
         /* K = 0 always runs clgrad's kernel */
-        ck_assert_msg(added == (_i == CG__GEMM_CLGRAD || g->k == 0),
+        ck_assert_msg(added == (_i != CG__GEMM_CLBLAST || g->k == 0),
                       "%s: added %d", label, added);
     }
     cg__gemm_force(ctx, CG__GEMM_AUTO);
@@ -330,6 +337,97 @@ START_TEST(gemm_kernels_are_right_with_other_tunables)
             break;
     }
     cg__params_reset(ctx);
+    cg__gemm_force(ctx, CG__GEMM_AUTO);
+}
+END_TEST
+
+/* The packed backend (kernels/gemm_pack.cl) with tunables other than
+ * the defaults: micro-tiles of other shapes, K blocks that end inside K
+ * (several blocks, so that the later ones add into C: with beta 0 over
+ * NaN, beta 1 and a bias added once), one micro-tile or many per item,
+ * batches of distinct and of broadcast operands. */
+START_TEST(gemm_packed_is_right_with_other_tunables)
+{
+    static const struct { const char *name; long v[6]; } sets[] = {
+        /*            PVW PMR PTN PMB  PKC PWG */
+        { "small",  { 4,  2,  1,  1,  128,  4 } },
+        { "wide",   { 16, 4,  3,  2,  128, 16 } },
+        { "tall",   { 4,  8,  4,  16, 256, 32 } },
+        { "odd",    { 8,  6,  3,  4,  512,  8 } },
+    };
+    static const cg__pid pid[6] = {
+        CG__P_GEMM_PACK_PVW, CG__P_GEMM_PACK_PMR, CG__P_GEMM_PACK_PTN,
+        CG__P_GEMM_PACK_PMB, CG__P_GEMM_PACK_PKC, CG__P_GEMM_PACK_PWG,
+    };
+    static const gcase cases[] = {
+        { 1, 1, 1, 0, 0, 1.0f, 0.0f, 1, 0, 0, 0, 0 },
+        { 33, 65, 17, 0, 1, 1.0f, 0.0f, 2, 0, 1, 1, 1 },
+        { 37, 29, 300, 0, 0, 0.5f, 0.0f, 1, 0, 3, 2, 1 },
+        { 37, 29, 300, 0, 1, 1.0f, 1.0f, 2, 2, 0, 1, 0 },
+        { 37, 29, 300, 1, 0, -1.0f, 1.0f, 1, 0, 1, 0, 1 },
+        { 50, 70, 257, 1, 0, 1.0f, 0.25f, 3, 1, 2, 3, 0 },
+        { 100, 7, 129, 0, 0, 1.0f, 0.0f, 2, 0, 0, 0, 0 },
+    };
+    cg_context *ctx = tt_ctx();
+    char label[160];
+    size_t z, c;
+    int p;
+
+    cg__gemm_force(ctx, CG__GEMM_PACKED);
+    srand(7);
+    for (z = 0; z < sizeof sets / sizeof sets[0]; z++) {
+        for (p = 0; p < 6; p++)
+            cg__param_set(ctx, pid[p], sets[z].v[p]);
+        for (c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            const gcase *g = &cases[c];
+
+            snprintf(label, sizeof label, "packed %s %dx%dx%d %c%c alpha "
+                     "%g beta %g batch %d bcast %d%s", sets[z].name, g->m,
+                     g->n, g->k, g->ta ? 'T' : 'N', g->tb ? 'T' : 'N',
+                     (double)g->alpha, (double)g->beta, g->batch, g->bcast,
+                     g->bias ? " bias" : "");
+            ck_assert_int_eq(check_case(ctx, g, label), 1);
+        }
+        if (tt_checker())
+            break;
+    }
+    cg__params_reset(ctx);
+    cg__gemm_force(ctx, CG__GEMM_AUTO);
+}
+END_TEST
+
+/* The packed backend at the products it is for: the char-LSTM 2x512's
+ * weight gradient dG^T x (2048x512x3200 TN, beta 1 accumulating into
+ * the gradient), the same shape NN and NT, its projection x W^T
+ * (3200x2048x512 NT), and 1024^3 NN; every 61st row of C checked (the
+ * host reference takes seconds per product). */
+START_TEST(gemm_packed_is_right_at_the_layers_shapes)
+{
+    static const gcase cases[] = {
+        { 2048, 512, 3200, 1, 0, 1.0f, 1.0f, 1, 0, 0, 0, 0 },
+        { 2048, 512, 3200, 0, 0, 1.0f, 0.0f, 1, 0, 0, 0, 0 },
+        { 2048, 512, 3200, 0, 1, 1.0f, 0.0f, 1, 0, 0, 0, 0 },
+        { 3200, 2048, 512, 0, 1, 1.0f, 0.0f, 1, 0, 0, 0, 1 },
+        { 1024, 1024, 1024, 0, 0, 1.0f, 0.0f, 1, 0, 0, 0, 0 },
+    };
+    cg_context *ctx = tt_ctx();
+    char label[160];
+    size_t c;
+
+    if (tt_checker())   /* minutes under a memory checker */
+        return;
+    cg__gemm_force(ctx, CG__GEMM_PACKED);
+    srand(8);
+    rstep = 61;
+    for (c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const gcase *g = &cases[c];
+
+        snprintf(label, sizeof label, "packed %dx%dx%d %c%c beta %g%s",
+                 g->m, g->n, g->k, g->ta ? 'T' : 'N', g->tb ? 'T' : 'N',
+                 (double)g->beta, g->bias ? " bias" : "");
+        check_case(ctx, g, label);
+    }
+    rstep = 1;
     cg__gemm_force(ctx, CG__GEMM_AUTO);
 }
 END_TEST
@@ -590,6 +688,56 @@ START_TEST(gemm_nt_pack_entries_are_right_both_ways)
 END_TEST
 
 /* Bad class entries are refused with a message, and nothing changes. */
+/* With the automatic choice, packed_rule runs a large product on packed
+ * operands (gemm_pack.cl: two packs and gemm_packed) and a small one in
+ * place; a class entry's "packed" 0 or 1 overrides the rule for its
+ * class, and clears with the entries. */
+START_TEST(gemm_packed_entries_and_rule_choose_the_kernels)
+{
+    static const gcase large = { 300, 280, 220, 0, 0, 1.0f, 0.0f, 1, 0, 0,
+                                 0, 1 };           /* NN.large */
+    static const gcase small = { 40, 50, 30, 1, 0, 1.0f, 1.0f, 1, 0, 0, 0,
+                                 0 };              /* TN.skinny */
+    cg_context_options o = { NULL, 1, 1 };
+    cg_context *ctx;
+    cg_tuning_entry e;
+    int i;
+
+    unsetenv("CLGRAD_GEMM");
+    ctx = cg_context_new_with(&o);
+    ck_assert_msg(ctx != NULL, "%s", TT_ERR);
+    srand(9);
+    for (i = 0; i < 3; i++) {
+        memset(&e, 0, sizeof e);
+        strcpy(e.kernel, "gemm");
+        ck_assert_int_eq(cg_kernel_source_hash("gemm", e.source_hash),
+                         CG_OK);
+        strcpy(e.names[0], "packed");
+        e.nparams = 1;
+        if (i == 1) {       /* each class the other way */
+            strcpy(e.shape, "NN.large");
+            e.values[0] = 0;
+            ck_assert_msg(cg_context_set_tuning(ctx, &e) == CG_OK, "%s",
+                          TT_ERR);
+            strcpy(e.shape, "TN.skinny");
+            e.values[0] = 1;
+            ck_assert_msg(cg_context_set_tuning(ctx, &e) == CG_OK, "%s",
+                          TT_ERR);
+        } else if (i == 2) {
+            ck_assert_int_eq(cg_context_clear_tuning(ctx), CG_OK);
+        }
+        ck_assert_int_eq(cg_context_profile_reset(ctx), CG_OK);
+        check_case(ctx, &large, "packed rule: large");
+        check_case(ctx, &small, "packed rule: small");
+        ck_assert_int_eq(launches(ctx, "gemm_packed"), 1);
+        ck_assert_int_eq(launches(ctx, "gemm_pack_a"), 1);
+        ck_assert_int_eq(launches(ctx, "gemm_pack_b"), 1);
+        ck_assert_int_eq(launches(ctx, "gemm"), 1);
+    }
+    cg_context_free(ctx);
+}
+END_TEST
+
 START_TEST(gemm_bad_class_entries_are_refused)
 {
     static const struct {
@@ -601,6 +749,7 @@ START_TEST(gemm_bad_class_entries_are_refused)
         { "NN.skinny", "clblast", 2, "clblast = 2" },
         { "NT.large", "pack", 2, "pack = 2" },
         { "NN.large", "pack", 1, "pack is for the NT classes only" },
+        { "TN.longk", "packed", 2, "packed = 2" },
         { "NN.skinny", "TM", 9, "TM = 9 (1 to 8)" },
         { "NT.large", "DTN", 5, "DTN = 5 (1 to 4)" },
         { "NT.large", "DVW", 3, "DVW = 3" },
@@ -648,7 +797,7 @@ START_TEST(gemm_backend_variable_is_validated)
     c = cg_matmul(a, a);
     ck_assert_ptr_null(c);
     ck_assert_ptr_nonnull(strstr(TT_ERR, "CLGRAD_GEMM=openblas"));
-    ck_assert_ptr_nonnull(strstr(TT_ERR, "clblast or clgrad"));
+    ck_assert_ptr_nonnull(strstr(TT_ERR, "clblast, clgrad or packed"));
     cg_tensor_free(a);
     cg_context_free(ctx);
     setenv("CLGRAD_GEMM", "clgrad", 1);
@@ -674,18 +823,21 @@ main(void)
     unsetenv("CLGRAD_GEMM");
     tcase_set_timeout(tc, 1800);
     tcase_add_loop_test(tc, gemm_matches_reference_at_odd_sizes,
-                        CG__GEMM_CLBLAST, CG__GEMM_CLGRAD + 1);
+                        CG__GEMM_CLBLAST, CG__GEMM_PACKED + 1);
     tcase_add_loop_test(tc, gemm_alpha_beta_offsets_and_batches,
-                        CG__GEMM_CLBLAST, CG__GEMM_CLGRAD + 1);
+                        CG__GEMM_CLBLAST, CG__GEMM_PACKED + 1);
     tcase_add_loop_test(tc, gemm_bias_epilogue_matches_reference,
-                        CG__GEMM_CLBLAST, CG__GEMM_CLGRAD + 1);
+                        CG__GEMM_CLBLAST, CG__GEMM_PACKED + 1);
     tcase_add_test(tc, gemm_kernels_are_right_with_other_tunables);
+    tcase_add_test(tc, gemm_packed_is_right_with_other_tunables);
+    tcase_add_test(tc, gemm_packed_is_right_at_the_layers_shapes);
     tcase_add_test(tc, gemm_auto_runs_clgrad_on_small_products);
     tcase_add_test(tc, gemm_backend_variable_is_validated);
     tcase_add_test(tc, gemm_classes_are_named_and_found);
     tcase_add_test(tc, gemm_class_entries_are_applied);
     tcase_add_test(tc, gemm_nt_pack_entries_are_right_both_ways);
     tcase_add_test(tc, gemm_bad_class_entries_are_refused);
+    tcase_add_test(tc, gemm_packed_entries_and_rule_choose_the_kernels);
     suite_add_tcase(s, tc);
     return tt_run(s);
 }

@@ -207,9 +207,11 @@ bench_fma_peak(cg_context *ctx, double *gflops)
  * gemm: clgrad's GEMM entry (cg_matmul_t, which reads transposed operands
  * in place) vs OpenBLAS cblas_sgemm, at the shapes the layers run: per
  * case the library's own choice ("auto"), then each backend forced
- * (CLGRAD_GEMM=clgrad: clgrad's kernels; CLGRAD_GEMM=clblast: CLBlast),
+ * (CLGRAD_GEMM=clgrad: clgrad's kernels; CLGRAD_GEMM=packed: clgrad's
+ * kernels over packed operands; CLGRAD_GEMM=clblast: CLBlast),
  * each on a tuned context of its own, so that GFLOP/s of the three stand
- * side by side with OpenBLAS's from the same run.
+ * side by side with OpenBLAS's from the same run.  (The name clgrad-bench
+ * gives a row is "<case> <variant>".)
  * ------------------------------------------------------------------------ */
 #ifdef HAVE_OPENBLAS
 
@@ -326,7 +328,8 @@ suite_gemm(bench *b)
         { "33x17x40 TN", 33, 17, 40, 1, 0 },
     };
     /* The variants: the library's choice, then each backend forced. */
-    static const char *const variant[3] = { "auto", "clgrad", "clblast" };
+    static const char *const variant[4] = { "auto", "clgrad", "packed",
+                                            "clblast" };
     const gemm_case *cases = b->quick ? quick : full;
     int ncases = b->quick ? 3 : (int)(sizeof full / sizeof full[0]), i, v;
     float *a[GEMM_MAX_CASES] = { 0 }, *bm[GEMM_MAX_CASES] = { 0 };
@@ -342,7 +345,7 @@ suite_gemm(bench *b)
     s = bench_suite_new(what, SPEEDUP_MEANING);
     json_object_object_add(s, "note", json_object_new_string(
         "auto: the library's choice of backend (tuned context); clgrad, "
-        "clblast: that backend forced (CLGRAD_GEMM); peak_fraction: "
+        "packed, clblast: that backend forced (CLGRAD_GEMM); peak_fraction: "
         "clgrad_gflops / the measured fp32 FMA peak; max_rel_err: max "
         "|clgrad - OpenBLAS| / max |OpenBLAS|"));
     for (i = 0; i < ncases; i++) {
@@ -367,7 +370,7 @@ suite_gemm(bench *b)
      * them settle before the OpenCL runtime's threads are timed. */
     usleep(300000);
     for (i = 0; i < ncases; i++)
-        for (v = 0; v < 3; v++) {
+        for (v = 0; v < 4; v++) {
             cg_context *ctx;
             int rc;
 

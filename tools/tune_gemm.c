@@ -15,7 +15,9 @@
  * (gemm's TM x TN with VW for NN, TN and TT; for NT both ways, each with
  * the tunables its path reads: "pack" 0, in place, with gemm_nt's DTM x
  * DTN and DVW, and "pack" 1, gemm on a packed B^T, with gemm's), then
- * the work-group sizes with the best tile, then CLBlast.  Every
+ * the work-group sizes with the best tile (each with "packed" 0: gemm.cl's
+ * kernels), then CLBlast, then the packed backend ("packed" 1:
+ * kernels/gemm_pack.cl over packed operands).  Every
  * candidate's C is compared with a double-precision product computed on
  * the host before its time counts; one that differs by more than the
  * rounding of K float multiply-adds allows is reported and dropped.
@@ -277,12 +279,15 @@ add_tile(tu_params *c, const char *cls, const char *hash, int pack, int vw,
     tu_params_add(c, pack == 0 ? "DTM" : "TM", tile[0]);
     tu_params_add(c, pack == 0 ? "DTN" : "TN", tile[1]);
     tu_params_add(c, "clblast", 0);
+    tu_params_add(c, "packed", 0);
     if (pack >= 0)
         tu_params_add(c, "pack", pack);
 }
 
 /* The candidates of round `round` (0: tiles, 1: work-group sizes around
- * best, 2: CLBlast) for class i into c; returns how many. */
+ * best, 2: CLBlast, 3: the packed backend, kernels/gemm_pack.cl with the
+ * context's values of its tunables) for class i into c; returns how
+ * many. */
 static int
 candidates(const tu_run *r, int i, int round, const tu_params *best,
            const char *hash, tu_params *c)
@@ -291,6 +296,13 @@ candidates(const tu_run *r, int i, int round, const tu_params *best,
     int nt = cls[0] == 'N' && cls[1] == 'T', n = 0, t, v, vw = native_vw(r);
     int vws[2] = { vw, vw > 4 ? 4 : 0 };
 
+    if (round == 3) {
+        tu_params_init(&c[0], "gemm", cls);
+        tu_params_add(&c[0], "clblast", 0);
+        tu_params_add(&c[0], "packed", 1);
+        snprintf(c[0].source_hash, sizeof c[0].source_hash, "%s", hash);
+        return 1;
+    }
     if (round == 2) {
         tu_params_init(&c[0], "gemm", cls);
         tu_params_add(&c[0], "clblast", 1);
@@ -371,7 +383,7 @@ tune_class(tu_run *r, int i)
     tu_params_init(&best, "gemm", cls);
     snprintf(best.source_hash, sizeof best.source_hash, "%s", hash);
     limit = r->cfg->max_candidates ? r->cfg->max_candidates : MAX_CANDS * 3;
-    for (round = 0; round < 3; round++) {
+    for (round = 0; round < 4; round++) {
         tu_params base = best;
 
         /* WG around the best tile only when a tile is in it */

@@ -3,8 +3,10 @@
  * lib/ops/gemm.c - the one SGEMM entry of the library: every matrix
  * product (matmul, linear layers, the recurrent layers' projections and
  * weight gradients, the measurements) comes here and runs either
- * clgrad's own kernels (kernels/gemm.cl) or CLBlast's, chosen per call
- * by backend_for.
+ * clgrad's own kernels or CLBlast's, chosen per call by backend_for;
+ * clgrad's kernels are those of kernels/gemm.cl, or for large products
+ * those of kernels/gemm_pack.cl over operands packed first into
+ * cache-sized micro-panels (the packed backend, chosen by packed_rule).
  *
  * Both take row-major operands in place: an offset, a leading dimension
  * and a transpose flag per matrix, a stride between the matrices of a
@@ -14,11 +16,13 @@
  * transposed problem (C^T = op(B)^T op(A)^T, the same memory), which
  * spares its row-major path a transposed copy of C.
  *
- * The choice: CLGRAD_GEMM=clblast|clgrad|auto in the environment (read at
- * a context's first product; anything else fails that product with a
- * message), or cg__gemm_force, fixes it; otherwise (auto) backend_for's
- * rule, from measurements on PoCL (see there), unless clgrad's kernels
- * cannot index the operands with ints, where CLBlast runs.
+ * The choice: CLGRAD_GEMM=clblast|clgrad|packed|auto in the environment
+ * (read at a context's first product; anything else fails that product
+ * with a message), or cg__gemm_force, fixes it (clgrad: gemm.cl's kernels
+ * only); otherwise (auto) the class's tuning entry or backend_for's rule,
+ * from measurements on PoCL (see there), then, where clgrad's kernels
+ * run, the entry's "packed" or packed_rule; CLBlast runs where clgrad's
+ * kernels cannot index the operands with ints.
  */
 #include "config.h"
 
@@ -89,6 +93,9 @@ typedef struct gemm_cfg {
     int pack;               /* NT: -1 pack_nt's rule; 0 in place (gemm_nt,
                              * DVW DTM DTN); 1 on a packed B^T (gemm_tpose,
                              * then gemm: VW TM TN) */
+    int packed;             /* where clgrad's kernels run: -1 packed_rule;
+                             * 0 gemm.cl's; 1 gemm_pack.cl's (the packed
+                             * backend) */
     int own;                /* k[] built with opts, not the context's */
     long p[7];
     char opts[160];
@@ -165,6 +172,9 @@ class_cfg(cg_context *ctx, int cls, gemm_cfg **out)
     }
     if (e && cg__tuning_param(e, "clblast", &v))
         cfg->backend = v ? CG__GEMM_CLBLAST : CG__GEMM_CLGRAD;
+    cfg->packed = -1;
+    if (e && cg__tuning_param(e, "packed", &v))
+        cfg->packed = v != 0;
     cfg->pack = -1;
     if (e && cg__tuning_param(e, "pack", &v))
         cfg->pack = v != 0;
@@ -225,9 +235,11 @@ backend_mode(cg_context *ctx)
         ctx->gemm_backend = CG__GEMM_CLBLAST;
     else if (strcmp(e, "clgrad") == 0)
         ctx->gemm_backend = CG__GEMM_CLGRAD;
+    else if (strcmp(e, "packed") == 0)
+        ctx->gemm_backend = CG__GEMM_PACKED;
     else
         return cg__error(CG_EINVAL, "CLGRAD_GEMM=%s: expected auto, "
-                         "clblast or clgrad", e);
+                         "clblast, clgrad or packed", e);
     return CG_OK;
 }
 
@@ -493,6 +505,144 @@ clgrad_run(cg_context *ctx, gemm_cfg *cfg, int ta, int tb, size_t m,
     return cg__launch(ctx, kn, 2, global, local, NULL);
 }
 
+/* ------------------------------------------------------- packed backend */
+
+/* The packed backend (kernels/gemm_pack.cl): op(A) packed into
+ * micro-panels of PMR rows, op(B) into micro-panels of NR = PTN * PVW
+ * columns, each zero-padded and K long, once per product (once for the
+ * whole batch where the operand's batch stride is 0), then gemm_packed
+ * over them, blocking K by PKC inside each work-item.  The copies cost a
+ * pass over each operand beside 2 M N K FLOP, and pay where the operands'
+ * K panels leave the cache (see packed_rule). */
+#define PACK_PARAM(ctx, name) ((size_t)cg__param(ctx, CG__P_GEMM_PACK_##name))
+
+/* Floats in the packed op(A) and op(B) (*na, *nb) of a product. */
+static void
+packed_sizes(const cg_context *ctx, size_t m, size_t n, size_t k, size_t sa,
+             size_t sb, size_t batch, double *na, double *nb)
+{
+    size_t mr = PACK_PARAM(ctx, PMR);
+    size_t nr = PACK_PARAM(ctx, PTN) * PACK_PARAM(ctx, PVW);
+
+    *na = (double)((m + mr - 1) / mr * mr) * (double)k *
+          (double)(sa ? batch : 1);
+    *nb = (double)((n + nr - 1) / nr * nr) * (double)k *
+          (double)(sb ? batch : 1);
+}
+
+/* Whether gemm_packed indexes both packed operands with ints. */
+static int
+packed_fits(const cg_context *ctx, size_t m, size_t n, size_t k, size_t sa,
+            size_t sb, size_t batch)
+{
+    double na, nb;
+
+    packed_sizes(ctx, m, n, k, sa, sb, batch, &na, &nb);
+    return na < (double)INT_MAX && nb < (double)INT_MAX;
+}
+
+/* Whether clgrad's kernels run a product with no "packed" in its class's
+ * entry on packed operands.  From tests/bench_gemm -n (built-in
+ * tunables) on the 2-core AVX-512 PoCL 3.1 machine under the load of
+ * other jobs, GFLOP/s per CPU second (the process's CPU time, which moves
+ * far less than its wall time on a shared machine) gemm.cl / packed:
+ * 2048^3 35 / 91, 1024^3 NN 73 / 100 (TN 72 / 100, NT 70 / 96), the
+ * char-LSTM's 3200x512x2048 NN 58 / 97, 2048x512x3200 TN 56 / 96, and NT
+ * 57 / 94, 3200x2048x512 NT 75 / 108, 1600x512x64 NT 71 / 93; 512^3 66 /
+ * 79, 256x256x3200 TN 51 / 73, 512x784x128 TN 80 / 100.  With 128 rows
+ * (the MLP's) neither wins (128x512x784 NT 71 / 72, 128x784x512 NN
+ * 84 / 56): gemm.cl's kernels keep those, and the skinny and small
+ * products, where the copies weigh. */
+static int
+packed_rule(int ta, int tb, size_t m, size_t n, size_t k)
+{
+    return !(ta && tb) && m >= 256 && n >= 256 &&
+           (double)m * (double)n * (double)k >= 16777216.0;
+}
+
+/* Packs one operand: kernel kid over x (rows x K stored with strides
+ * sr, sk, batch stride sx, `copies` matrices) into a new pool buffer *t of
+ * `floats` floats, which the caller frees once the product that reads it
+ * is enqueued (the queue is in order). */
+static int
+pack_operand(cg_context *ctx, cg__kid kid, cg__mat x, size_t rows,
+             size_t panel, size_t k, size_t sr, size_t sk, size_t sx,
+             size_t copies, double floats, cg_buffer **t)
+{
+    cl_int R = (cl_int)rows, K = (cl_int)k, xo = (cl_int)x.off;
+    cl_int SR = (cl_int)sr, SK = (cl_int)sk, SX = (cl_int)sx;
+    size_t wg = PACK_PARAM(ctx, PWG), items, global[2], local[2] = { wg, 1 };
+    cl_kernel kn;
+    cl_mem tm;
+    int status;
+
+    if (!(*t = cg__buffer_new(ctx, (size_t)floats * sizeof(float))))
+        return cg__last_status();
+    tm = cg__buffer_mem(*t);
+    if ((status = cg__kernel(ctx, kid, &kn)) ||
+        (status = cg__args(kn, CG__ARG(R), CG__ARG(K), CG__ARG(x.mem),
+                           CG__ARG(xo), CG__ARG(SR), CG__ARG(SK),
+                           CG__ARG(SX), CG__ARG(tm))))
+        return status;
+    /* an item per micro-panel and 16 steps of K (gemm_pack.cl's PK) */
+    items = (rows + panel - 1) / panel * ((k + 15) / 16);
+    global[0] = (items + wg - 1) / wg * wg;
+    global[1] = copies;
+    return cg__launch(ctx, kn, 2, global, local, NULL);
+}
+
+static int
+packed_run(cg_context *ctx, int ta, int tb, size_t m, size_t n, size_t k,
+           float alpha, cg__mat a, size_t sa, cg__mat b, size_t sb,
+           float beta, cg__mat c, size_t sc, size_t batch,
+           const cg__mat *bias)
+{
+    size_t mr = PACK_PARAM(ctx, PMR), mb = PACK_PARAM(ctx, PMB);
+    size_t nr = PACK_PARAM(ctx, PTN) * PACK_PARAM(ctx, PVW);
+    size_t wg = PACK_PARAM(ctx, PWG), lda = a.ld, ldb = b.ld;
+    size_t global[2], local[2] = { wg, 1 }, items;
+    cl_int M = (cl_int)m, N = (cl_int)n, K = (cl_int)k;
+    cl_int co = (cl_int)c.off, ldc = (cl_int)c.ld, scb = (cl_int)sc;
+    cl_int spa, spb, dof = bias ? (cl_int)bias->off : 0;
+    cl_mem dm = bias ? bias->mem : NULL, pam, pbm;
+    cg_buffer *pa = NULL, *pb = NULL;
+    double na, nb;
+    cl_kernel kn;
+    int status;
+
+    packed_sizes(ctx, m, n, k, sa, sb, batch, &na, &nb);
+    spa = sa ? (cl_int)((m + mr - 1) / mr * mr * k) : 0;
+    spb = sb ? (cl_int)((n + nr - 1) / nr * nr * k) : 0;
+    status = pack_operand(ctx, CG__K_GEMM_PACK_A, a, m, mr, k,
+                          ta ? 1 : lda, ta ? lda : 1, sa, sa ? batch : 1,
+                          na, &pa);
+    if (status == CG_OK)
+        status = pack_operand(ctx, CG__K_GEMM_PACK_B, b, n, nr, k,
+                              tb ? ldb : 1, tb ? 1 : ldb, sb,
+                              sb ? batch : 1, nb, &pb);
+    if (status == CG_OK) {
+        pam = cg__buffer_mem(pa);
+        pbm = cg__buffer_mem(pb);
+        status = cg__kernel(ctx, CG__K_GEMM_PACKED, &kn);
+    }
+    if (status == CG_OK)
+        status = cg__args(kn, CG__ARG(M), CG__ARG(N), CG__ARG(K),
+                          CG__ARG(alpha), CG__ARG(pam), CG__ARG(spa),
+                          CG__ARG(pbm), CG__ARG(spb), CG__ARG(beta),
+                          CG__ARG(c.mem), CG__ARG(co), CG__ARG(ldc),
+                          CG__ARG(scb), CG__ARG(dm), CG__ARG(dof));
+    if (status == CG_OK) {
+        /* an item per column of micro-tiles and PMB micro-panels of A */
+        items = (n + nr - 1) / nr * (((m + mr - 1) / mr + mb - 1) / mb);
+        global[0] = (items + wg - 1) / wg * wg;
+        global[1] = batch;
+        status = cg__launch(ctx, kn, 2, global, local, NULL);
+    }
+    cg_buffer_free(pa);
+    cg_buffer_free(pb);
+    return status;
+}
+
 int
 cg__sgemm_bias(cg_context *ctx, int ta, int tb, size_t m, size_t n,
                size_t k, float alpha, cg__mat a, size_t sa, cg__mat b,
@@ -515,15 +665,24 @@ cg__sgemm_bias(cg_context *ctx, int ta, int tb, size_t m, size_t n,
         ? (cg__gemm_backend)ctx->gemm_backend
         : cfg->backend >= 0 ? (cg__gemm_backend)cfg->backend
         : backend_for(ta, tb, m, n, k, sa, batch);
+    if (ctx->gemm_backend == CG__GEMM_AUTO && use == CG__GEMM_CLGRAD &&
+        (cfg->packed >= 0 ? cfg->packed : packed_rule(ta, tb, m, n, k)))
+        use = CG__GEMM_PACKED;
     if (k == 0)     /* C = beta C, which CLBlast refuses */
         use = CG__GEMM_CLGRAD;
-    if (use == CG__GEMM_CLGRAD &&
+    if (use == CG__GEMM_PACKED && ((ta && tb) ||
+                                   !packed_fits(ctx, m, n, k, sa, sb, batch)))
+        use = CG__GEMM_CLGRAD;
+    if (use != CG__GEMM_CLBLAST &&
         (k >= (size_t)INT_MAX ||
          !fits_int(a, sa, batch, ta ? k : m, ta ? m : k) ||
          !fits_int(b, sb, batch, tb ? n : k, tb ? k : n) ||
          !fits_int(c, sc, batch, m, n) ||
          (bias && !fits_int(*bias, 0, 1, 1, n))))
         use = CG__GEMM_CLBLAST;
+    if (use == CG__GEMM_PACKED)
+        return packed_run(ctx, ta != 0, tb != 0, m, n, k, alpha, a, sa, b,
+                          sb, beta, c, sc, batch, bias);
     if (use == CG__GEMM_CLGRAD)
         return clgrad_run(ctx, cfg, ta != 0, tb != 0, m, n, k, alpha, a, sa,
                           b, sb, beta, c, sc, batch, bias);

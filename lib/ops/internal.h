@@ -153,7 +153,11 @@ cg_tensor *cg__linear(cg_tensor *x, cg_tensor *w, cg_tensor *b);
 typedef enum cg__gemm_backend {
     CG__GEMM_AUTO = 1,
     CG__GEMM_CLBLAST,
-    CG__GEMM_CLGRAD
+    CG__GEMM_CLGRAD,
+    CG__GEMM_PACKED         /* clgrad's kernels over packed operands
+                             * (kernels/gemm_pack.cl); TT, a K of 0 and
+                             * packed operands of more than INT_MAX
+                             * floats run CG__GEMM_CLGRAD instead */
 } cg__gemm_backend;
 
 void cg__gemm_force(cg_context *ctx, cg__gemm_backend b);

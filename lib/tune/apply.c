@@ -228,6 +228,15 @@ entry_usable(const cg_context *ctx, const cg_tuning_entry *e,
                                  e->values[i]);
             continue;
         }
+        if (gemm_class && strcmp(e->names[i], "packed") == 0) {
+            if (e->values[i] != 0 && e->values[i] != 1)
+                return cg__error(CG_EINVAL, "%s %s: packed = %ld (1: "
+                                 "clgrad's kernels run the class on "
+                                 "packed operands, kernels/gemm_pack.cl; "
+                                 "0: in place)", e->kernel, e->shape,
+                                 e->values[i]);
+            continue;
+        }
         if (gemm_class && strcmp(e->names[i], "pack") == 0) {
             if (strncmp(e->shape, "NT.", 3) != 0)
                 return cg__error(CG_EINVAL, "%s %s: pack is for the NT "

@@ -6,8 +6,10 @@
  * of kernels/gemm.cl's tunables, with "clblast" 1 or 0 which backend
  * runs it, and for an NT class with "pack" 1 or 0 whether clgrad's
  * kernels run it as NN on a packed B^T (gemm_tpose, then gemm: VW, TM
- * and TN apply) or in place (gemm_nt: DVW, DTM, DTN); lib/ops/gemm.c
- * looks the entry up per product.
+ * and TN apply) or in place (gemm_nt: DVW, DTM, DTN), and with "packed"
+ * 1 or 0 whether clgrad's kernels run it on packed, cache-blocked
+ * operands (kernels/gemm_pack.cl, whose own tunables then apply) or with
+ * gemm.cl's kernels; lib/ops/gemm.c looks the entry up per product.
  *
  * The sizes, from the products the layers run (B rows of a recurrent
  * step, the batch rows of a linear layer, T * B rows over a sequence):

@@ -1,0 +1,268 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * kernels/gemm_pack.cl - clgrad's cache-blocked SGEMM for large and
+ * long-K products: C = alpha op(A) op(B) + beta C (+ bias) over operands
+ * packed first into micro-panels, the loop structure of GotoBLAS and
+ * BLIS, in three launches (lib/ops/gemm.c's packed backend):
+ *
+ *   gemm_pack_a  op(A) (M x K, a[m * sam + k * sak], any strides: NN and
+ *            TN read in place) into ceil(M / PMR) micro-panels of PMR
+ *            rows, each K x PMR floats with row r of step k at k * PMR +
+ *            r; rows past M are zeros.  A work-item moves 16 steps of K
+ *            of one micro-panel.
+ *   gemm_pack_b  op(B) (K x N, b[k * sbk + n * sbn]: NN and NT) into
+ *            ceil(N / NR) micro-panels of NR = PTN * PVW columns, each K x
+ *            NR floats; columns past N are zeros.  Likewise 16 steps of K
+ *            per work-item.
+ *   gemm_packed  the product over the packed panels.  A work-item owns
+ *            PMB micro-tiles (PMR x NR each) stacked down one column of
+ *            micro-tiles of C, and walks K in blocks of PKC steps: per
+ *            block, each of its micro-tiles runs PMR x PTN floatPVW
+ *            accumulators over the block (per step: PTN vector loads of
+ *            the B micro-panel, PMR broadcasts from the A micro-panel)
+ *            and adds the result into C.  The B micro-panel's block (PKC
+ *            x NR floats, 16 KiB by default) stays in L1 while the PMB
+ *            A micro-panels stream past it from L2, and the items of a
+ *            work-group (consecutive columns of micro-tiles, the same
+ *            rows) share those A micro-panels.  Packed, every operand is
+ *            read contiguously: no stride of a row of B per step of K
+ *            (each a page apart at N 1024 and up, which is where the
+ *            in-place kernels of gemm.cl fell behind), no edges inside
+ *            the loop.
+ *
+ * The first block of K stores alpha acc + beta C (C not read when beta is
+ * 0) + bias; later blocks add alpha acc to C.  Only C's elements in range
+ * are stored, its right edge lane by lane.
+ *
+ * Packed panels are float32 whatever the storage type cg_t of A, B, C and
+ * the bias (kernels/common.cl): the pack kernels convert once.
+ *
+ * Index space: gemm_pack_a / _b: dimension 0 item i, micro-panel i / nkb,
+ * steps (i % nkb) * 16 .. + 15 (nkb = ceil(K / 16)), so that consecutive
+ * items read along K; where the operand's rows (columns of B) are the
+ * contiguous side (TN's A, NN's B), micro-panel i % np and steps from
+ * (i / np) * 16 (np micro-panels), so that they read along a row.
+ * Dimension 1 the batch entry (packed matrices follow each other).
+ * gemm_packed: dimension 0 item i, column of micro-tiles i % njr (njr =
+ * ceil(N / NR)), rows from micro-panel (i / njr) * PMB; dimension 1 the
+ * batch entry, the packed operands at pa + z * spa, pb + z * spb (0: one
+ * for all).
+ * All padded by the host to a multiple of PWG.
+ *
+ * Tunables (the kernel table's defaults; a context's parameters replace
+ * them, clgrad-tune's gemm stage does not tune them yet, it chooses per
+ * class between this backend and gemm.cl's).  The defaults, a 6 x 16
+ * micro-tile (six float16 vector accumulators), from tests/bench_gemm on the 2-core
+ * AVX-512 PoCL 3.1 machine under load, GFLOP/s per CPU second at 2048^3:
+ * 91-93 (PVW 8 PTN 2: 75; PMR 8: 84-96; PMR 4 PTN 2: 84; PKC 128: 50-88,
+ * 512: 88-90; PMB 4: 84, 16: 92-95), beside 91-96 on the char-LSTM's
+ * products and OpenBLAS's 98 (196 GFLOP/s on both cores, quiet):
+ * @tunable PVW 16: 4 8 16
+ * @tunable PMR 6: 2 4 6 8
+ * @tunable PTN 1: 1 2 3 4
+ * @tunable PMB 8: 1 2 4 8 16
+ * @tunable PKC 256: 128 256 512 1024
+ * @tunable PWG 8: 4 8 16 32
+ *
+ * As in gemm.cl, a micro-tile's accumulators are named variables written
+ * out by repetition macros: PoCL 3.1 keeps private arrays in memory.
+ * @split
+ */
+
+#define CG_CAT_(a, b) a##b
+#define CG_CAT(a, b) CG_CAT_(a, b)
+#define INLINE inline __attribute__((always_inline))
+#define KERNEL __kernel __attribute__((reqd_work_group_size(PWG, 1, 1))) void
+
+/* Steps of K a pack work-item moves. */
+#define PK 16
+
+/* The packed micro-panel widths. */
+#define NR (PTN * PVW)
+
+/* ------------------------------------------------------------- packing */
+
+#if CG_WANT(gemm_pack_a)
+KERNEL
+gemm_pack_a(int M, int K, const __global cg_t *a, int ao, int sam, int sak,
+            int sab, __global float *pa)
+{
+    int nkb = (K + PK - 1) / PK, np = (M + PMR - 1) / PMR;
+    int i = get_global_id(0), z = get_global_id(1);
+    int p = sam == 1 ? i % np : i / nkb;
+    int k0 = (sam == 1 ? i / np : i % nkb) * PK, k, r;
+
+    if (p >= np || k0 >= K)
+        return;
+    a += ao + z * sab;
+    pa += ((size_t)z * np + p) * K * PMR;
+    for (k = k0; k < min(k0 + PK, K); k++)
+        for (r = 0; r < PMR; r++) {
+            int m = p * PMR + r;
+
+            pa[k * PMR + r] = m < M ? CG_LD(a, m * sam + k * sak) : 0.0f;
+        }
+}
+#endif
+
+#if CG_WANT(gemm_pack_b)
+KERNEL
+gemm_pack_b(int N, int K, const __global cg_t *b, int bo, int sbn, int sbk,
+            int sbb, __global float *pb)
+{
+    int nkb = (K + PK - 1) / PK, np = (N + NR - 1) / NR;
+    int i = get_global_id(0), z = get_global_id(1);
+    int q = sbn == 1 ? i % np : i / nkb;
+    int k0 = (sbn == 1 ? i / np : i % nkb) * PK, k, j;
+
+    if (q >= np || k0 >= K)
+        return;
+    b += bo + z * sbb;
+    pb += ((size_t)z * np + q) * K * NR;
+    for (k = k0; k < min(k0 + PK, K); k++)
+        for (j = 0; j < NR; j++) {
+            int n = q * NR + j;
+
+            pb[k * NR + j] = n < N ? CG_LD(b, k * sbk + n * sbn) : 0.0f;
+        }
+}
+#endif
+
+/* -------------------------------------------------------- gemm_packed */
+
+#if CG_WANT(gemm_packed)
+#define R0(F, x) F(0, x)
+#define R1(F, x) R0(F, x) F(1, x)
+#define R2(F, x) R1(F, x) F(2, x)
+#define R3(F, x) R2(F, x) F(3, x)
+#define R4(F, x) R3(F, x) F(4, x)
+#define R5(F, x) R4(F, x) F(5, x)
+#define R6(F, x) R5(F, x) F(6, x)
+#define R7(F, x) R6(F, x) F(7, x)
+#define C0(F, x) F(x, 0)
+#define C1(F, x) C0(F, x) F(x, 1)
+#define C2(F, x) C1(F, x) F(x, 2)
+#define C3(F, x) C2(F, x) F(x, 3)
+
+#if PMR == 1
+#define ROWS R0
+#elif PMR == 2
+#define ROWS R1
+#elif PMR == 3
+#define ROWS R2
+#elif PMR == 4
+#define ROWS R3
+#elif PMR == 5
+#define ROWS R4
+#elif PMR == 6
+#define ROWS R5
+#elif PMR == 7
+#define ROWS R6
+#elif PMR == 8
+#define ROWS R7
+#else
+#error "PMR must be 1 to 8"
+#endif
+#if PTN == 1
+#define COLS C0
+#elif PTN == 2
+#define COLS C1
+#elif PTN == 3
+#define COLS C2
+#elif PTN == 4
+#define COLS C3
+#else
+#error "PTN must be 1 to 4"
+#endif
+
+typedef CG_CAT(float, PVW) floatv;
+#define LDV(p) CG_CAT(vload, PVW)(0, p)
+/* common.cl's macros paste their N: expand PVW first */
+#define CG_VLOAD_(N, i, p) CG_VLOAD(N, i, p)
+#define CG_VSTORE_(N, v, i, p) CG_VSTORE(N, v, i, p)
+#define LDC(p) CG_VLOAD_(PVW, 0, p)
+#define STC(v, p) CG_VSTORE_(PVW, v, 0, p)
+
+/* C's n (<= PVW) values at p = alpha v + beta p (p not read when beta is
+ * 0) + the bias's n values at q (NULL: none). */
+INLINE void
+store_c(floatv v, __global cg_t *p, int n, float alpha, float beta,
+        const __global cg_t *q)
+{
+    float t[PVW];
+    int l;
+
+    v *= alpha;
+    if (n >= PVW) {
+        if (beta != 0.0f)
+            v += beta * LDC(p);
+        if (q)
+            v += LDC(q);
+        STC(v, p);
+        return;
+    }
+    CG_CAT(vstore, PVW)(v, 0, t);
+    for (l = 0; l < n; l++) {
+        float s = beta != 0.0f ? t[l] + beta * CG_LD(p, l) : t[l];
+
+        CG_ST(p, l, q ? s + CG_LD(q, l) : s);
+    }
+}
+
+#define P_ACC(r, j) floatv acc##r##_##j = (floatv)(0.0f);
+#define P_ROW(r, _) COLS(P_ACC, r)
+#define P_LD(_, j) floatv bv##j = LDV(bk + j * PVW);
+#define P_FMA1(r, j) acc##r##_##j += av * bv##j;
+#define P_FMA(r, _)                                                       \
+    {                                                                     \
+        floatv av = (floatv)(ak[r]);                                      \
+        COLS(P_FMA1, r)                                                   \
+    }
+#define P_ST(r, j)                                                        \
+    if (m0 + r < M && n0 + j * PVW < N)                                   \
+        store_c(acc##r##_##j, c + (m0 + r) * ldc + n0 + j * PVW,          \
+                min(PVW, N - n0 - j * PVW), alpha, bk0,                   \
+                bias ? bias + n0 + j * PVW : 0);
+#define P_STROW(r, _) COLS(P_ST, r)
+
+KERNEL
+gemm_packed(int M, int N, int K, float alpha,
+            const __global float *pa, int spa,
+            const __global float *pb, int spb,
+            float beta, __global cg_t *c, int co, int ldc, int scb,
+            const __global cg_t *bias, int biaso)
+{
+    int njr = (N + NR - 1) / NR, npa = (M + PMR - 1) / PMR;
+    int i = get_global_id(0), z = get_global_id(1);
+    int jr = i % njr, p0 = (i / njr) * PMB, n0 = jr * NR;
+    int pc, t, k;
+
+    if (p0 >= npa)
+        return;
+    pa += (size_t)z * spa + (size_t)p0 * K * PMR;
+    pb += (size_t)z * spb + (size_t)jr * K * NR;
+    c += co + z * scb;
+    if (bias)
+        bias += biaso;
+    for (pc = 0; pc < K; pc += PKC) {
+        int kc = min(PKC, K - pc);
+        float bk0 = pc ? 1.0f : beta;
+
+        for (t = 0; t < PMB && p0 + t < npa; t++) {
+            const __global float *ak = pa + ((size_t)t * K + pc) * PMR;
+            const __global float *bk = pb + (size_t)pc * NR;
+            int m0 = (p0 + t) * PMR;
+
+            ROWS(P_ROW, _)
+            for (k = 0; k < kc; k++) {
+                COLS(P_LD, _)
+                ROWS(P_FMA, _)
+                ak += PMR;
+                bk += NR;
+            }
+            ROWS(P_STROW, _)
+        }
+        bias = 0;
+    }
+}
+#endif
