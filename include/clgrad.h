@@ -438,7 +438,8 @@ typedef enum cg_dtype {
  * (reshape, flatten, transpose, permute, narrow, expand, squeeze,
  * unsqueeze, contiguous), split, joined (concat, stack: copies), saved in
  * and loaded from checkpoints (safetensors "F16", "BF16"), and cast to and
- * from float32 with cg_to_dtype.  Every other op given one fails with
+ * from float32 with cg_to_dtype, and multiplied (cg_matmul, cg_matmul_t,
+ * cg_matmul_out: float32 sums).  Every other op given one fails with
  * CG_EDTYPE naming the dtype.  A 16-bit tensor cannot require grad itself,
  * but one made by cg_to_dtype from a float32 tensor carries the graph
  * through those views and joins to a later cg_to_dtype back to float32;
@@ -938,20 +939,32 @@ cg_tensor *cg_custom_op_apply(cg_custom_op *op, int ninputs,
  * Matrix products, softmax and losses
  * ------------------------------------------------------------------------ */
 
-/* Matrix products through CLBlast.  a is [..., M, K] and b [..., K, N]
- * (at least 2-D each); the leading (batch) dimensions broadcast with
- * NumPy's rules, so a batched a times a 2-D b is x @ W, and the result is
- * [batch..., M, N].  Non-contiguous operands are read in place when their
- * last two dimensions are a (possibly transposed) row-major matrix, and
- * copied otherwise.  Inner dimensions that differ give CG_ESHAPE naming
- * both shapes.  The gradient of a broadcast operand is summed over the
- * batch. */
+/* Matrix products (clgrad's GEMM kernels or CLBlast's SGEMM).  a is
+ * [..., M, K] and b [..., K, N] (at least 2-D each); the leading (batch)
+ * dimensions broadcast with NumPy's rules, so a batched a times a 2-D b
+ * is x @ W, and the result is [batch..., M, N].  Non-contiguous operands
+ * are read in place when their last two dimensions are a (possibly
+ * transposed) row-major matrix, and copied otherwise.  Inner dimensions
+ * that differ give CG_ESHAPE naming both shapes.  The gradient of a
+ * broadcast operand is summed over the batch.
+ *
+ * a and b are float32, or both CG_F16 or both CG_BF16 (others, or two
+ * dtypes, give CG_EDTYPE): 16-bit products are summed in float32 (never
+ * in half, unlike CLBlast's HGEMM) and the result, of the operands'
+ * dtype as PyTorch's, rounded once; the gradients have the operands'
+ * dtypes. */
 cg_tensor *cg_matmul(cg_tensor *a, cg_tensor *b);
 /* The same with op(a) @ op(b), op transposing the last two dimensions of
  * an operand whose flag is nonzero (a is then [..., K, M], b [..., N, K]);
  * nothing is transposed in memory. */
 cg_tensor *cg_matmul_t(cg_tensor *a, cg_tensor *b, int trans_a,
                        int trans_b);
+/* cg_matmul with the result's dtype chosen: the operands' own, or CG_F32
+ * for 16-bit operands (their float32 sums, unrounded: what autocast wants
+ * where a float32 op follows).  Other dtypes give CG_EDTYPE.  Backward,
+ * the float32 gradient is rounded to the operands' dtype first, and
+ * their gradients are of their dtypes. */
+cg_tensor *cg_matmul_out(cg_tensor *a, cg_tensor *b, cg_dtype out_dtype);
 
 /* Softmax and log-softmax along dimension dim (negative counts from the
  * end), computed stably (the row's maximum is subtracted first) and

@@ -1,10 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * lib/ops/gemm.c - the one SGEMM entry of the library: every matrix
+ * lib/ops/gemm.c - the one GEMM entry of the library: every matrix
  * product (matmul, linear layers, the recurrent layers' projections and
  * weight gradients, the measurements) comes here and runs either
  * clgrad's own kernels (kernels/gemm.cl) or CLBlast's, chosen per call
  * by backend_for.
+ *
+ * Operands of 16-bit storage (cg__gemm_dt: A and B float16 or bfloat16,
+ * C and the bias theirs or float32) run clgrad's kernels only, in the
+ * storage variant for the pair (gemm.cl's CG_T and CG_TO), summing in
+ * float32: CLBlast's HGEMM sums in half (and PoCL and NVIDIA refuse it).
  *
  * Both take row-major operands in place: an offset, a leading dimension
  * and a transpose flag per matrix, a stride between the matrices of a
@@ -73,6 +78,10 @@ static const cg__pid gemm_pid[7] = {
 };
 enum { P_VW, P_TM, P_TN, P_DVW, P_DTM, P_DTN, P_WG };
 enum { K_GEMM, K_NT, K_TPOSE };
+/* The storage variants of gemm.cl's kernels, operands -> C: float32
+ * (the SGEMM), the 16-bit ones to themselves (CG_T = CG_TO, which
+ * cg__kernel_dt builds), and to float32 (CG_TO=0). */
+enum { V_F32, V_F16, V_BF16, V_F16_F32, V_BF16_F32, NVAR };
 static const cg__kid gemm_kid[3] = {
     CG__K_GEMM, CG__K_GEMM_NT, CG__K_GEMM_TPOSE
 };
@@ -91,8 +100,8 @@ typedef struct gemm_cfg {
                              * then gemm: VW TM TN) */
     int own;                /* k[] built with opts, not the context's */
     long p[7];
-    char opts[160];
-    cl_kernel k[3];
+    char opts[160];         /* the -D options of p */
+    cl_kernel k[NVAR][3];   /* what cfg_kernel built (per storage variant) */
 } gemm_cfg;
 
 /* Owned by the context (ctx->gemm_classes), made on the first product,
@@ -106,12 +115,13 @@ struct cg__gemm_classes {
 static void
 classes_release(struct cg__gemm_classes *g)
 {
-    int c, i;
+    int c, i, v;
 
     for (c = 0; c < CG__GEMM_NCLASSES; c++) {
-        for (i = 0; i < 3; i++)
-            if (g->c[c].k[i])
-                clReleaseKernel(g->c[c].k[i]);
+        for (v = 0; v < NVAR; v++)
+            for (i = 0; i < 3; i++)
+                if (g->c[c].k[v][i])
+                    clReleaseKernel(g->c[c].k[v][i]);
         memset(&g->c[c], 0, sizeof g->c[c]);
     }
 }
@@ -169,7 +179,7 @@ class_cfg(cg_context *ctx, int cls, gemm_cfg **out)
     if (e && cg__tuning_param(e, "pack", &v))
         cfg->pack = v != 0;
     /* the same options as the context's own for these values */
-    for (i = 0; cfg->own && i < 7; i++)
+    for (i = 0; i < 7; i++)
         n += (size_t)snprintf(cfg->opts + n, sizeof cfg->opts - n,
                               "%s-D%s=%ld", i ? " " : "",
                               cg__param_table[gemm_pid[i]].name, cfg->p[i]);
@@ -194,19 +204,40 @@ cg__gemm_class_params(cg_context *ctx, int cls, long p[7], int *backend)
     return CG_OK;
 }
 
-/* Kernel `which` of cfg. */
+/* The storage variant for operands of dtype ab and C of dtype cd. */
 static int
-cfg_kernel(cg_context *ctx, gemm_cfg *cfg, int which, cl_kernel *out)
+variant(cg_dtype ab, cg_dtype cd)
 {
+    if (ab == CG_F32)
+        return V_F32;
+    if (cd == CG_F32)
+        return ab == CG_F16 ? V_F16_F32 : V_BF16_F32;
+    return ab == CG_F16 ? V_F16 : V_BF16;
+}
+
+/* Kernel `which` of cfg in storage variant v: the context's own (where
+ * the class has no parameters of its own and the variant is one of
+ * cg__kernel_dt's), else built with cfg's options and the variant's. */
+static int
+cfg_kernel(cg_context *ctx, gemm_cfg *cfg, int v, int which, cl_kernel *out)
+{
+    static const char *const vopts[NVAR] = {
+        "", " -DCG_T=1", " -DCG_T=2", " -DCG_T=1 -DCG_TO=0",
+        " -DCG_T=2 -DCG_TO=0"
+    };
+    static const cg_dtype vdt[3] = { CG_F32, CG_F16, CG_BF16 };
+    char opts[sizeof cfg->opts + 32];
     int status;
 
-    if (!cfg->own)
-        return cg__kernel(ctx, gemm_kid[which], out);
-    if (!cfg->k[which] &&
-        (status = cg__kernel_create(ctx, gemm_kid[which], cfg->opts,
-                                    &cfg->k[which])))
-        return status;
-    *out = cfg->k[which];
+    if (!cfg->own && v <= V_BF16)
+        return cg__kernel_dt(ctx, gemm_kid[which], vdt[v], out);
+    if (!cfg->k[v][which]) {
+        snprintf(opts, sizeof opts, "%s%s", cfg->opts, vopts[v]);
+        if ((status = cg__kernel_create(ctx, gemm_kid[which], opts,
+                                        &cfg->k[v][which])))
+            return status;
+    }
+    *out = cfg->k[v][which];
     return CG_OK;
 }
 
@@ -375,7 +406,7 @@ clblast_run(cg_context *ctx, int ta, int tb, size_t m, size_t n, size_t k,
                                   : "clblast.sgemm_batched") : CG_OK;
 }
 
-static int clgrad_run(cg_context *ctx, gemm_cfg *cfg, int ta, int tb,
+static int clgrad_run(cg_context *ctx, gemm_cfg *cfg, int v, int ta, int tb,
                       size_t m, size_t n, size_t k, float alpha, cg__mat a,
                       size_t sa, cg__mat b, size_t sb, float beta, cg__mat c,
                       size_t sc, size_t batch, const cg__mat *bias);
@@ -384,8 +415,8 @@ static int clgrad_run(cg_context *ctx, gemm_cfg *cfg, int ta, int tb,
  * buffer *t, which the caller frees once the product that reads it is
  * enqueued (the queue is in order). */
 static int
-pack_transposed(cg_context *ctx, gemm_cfg *cfg, cg__mat x, size_t rows,
-                size_t cols, cg_buffer **t)
+pack_transposed(cg_context *ctx, gemm_cfg *cfg, int v, cg__mat x,
+                size_t rows, size_t cols, cg_buffer **t)
 {
     cl_int so = (cl_int)x.off, lds = (cl_int)x.ld;
     cl_int r = (cl_int)rows, c = (cl_int)cols;
@@ -393,10 +424,12 @@ pack_transposed(cg_context *ctx, gemm_cfg *cfg, cg__mat x, size_t rows,
     cl_mem tm;
     int status;
 
-    if (!(*t = cg_buffer_new(ctx, rows * cols * sizeof(float))))
+    if (!(*t = cg_buffer_new(ctx, rows * cols * (v == V_F32 ? 4 : 2))))
         return cg__last_status();
     tm = cg__buffer_mem(*t);
-    status = cfg_kernel(ctx, cfg, K_TPOSE, &kn);
+    /* a copy of the stored bits: the variant's C does not matter */
+    status = cfg_kernel(ctx, cfg, v == V_F16_F32 ? V_F16
+                        : v == V_BF16_F32 ? V_BF16 : v, K_TPOSE, &kn);
     if (status == CG_OK)
         status = cg__args(kn, CG__ARG(x.mem), CG__ARG(so), CG__ARG(lds),
                           CG__ARG(r), CG__ARG(c), CG__ARG(tm));
@@ -410,28 +443,28 @@ pack_transposed(cg_context *ctx, gemm_cfg *cfg, cg__mat x, size_t rows,
 /* The NT product through a packed copy of B^T, or the TN product through
  * a packed copy of A^T, as NN. */
 static int
-clgrad_run_packed(cg_context *ctx, gemm_cfg *cfg, int ta, size_t m, size_t n,
-                  size_t k, float alpha, cg__mat a, size_t sa, cg__mat b,
-                  size_t sb, float beta, cg__mat c, size_t sc, size_t batch,
-                  const cg__mat *bias)
+clgrad_run_packed(cg_context *ctx, gemm_cfg *cfg, int v, int ta, size_t m,
+                  size_t n, size_t k, float alpha, cg__mat a, size_t sa,
+                  cg__mat b, size_t sb, float beta, cg__mat c, size_t sc,
+                  size_t batch, const cg__mat *bias)
 {
     cg_buffer *t = NULL;
     int status;
 
     if (ta) {       /* A stored [K, M] */
-        status = pack_transposed(ctx, cfg, a, k, m, &t);
+        status = pack_transposed(ctx, cfg, v, a, k, m, &t);
         if (status == CG_OK) {
             cg__mat at = { cg__buffer_mem(t), 0, k };
 
-            status = clgrad_run(ctx, cfg, 0, 0, m, n, k, alpha, at, 0, b,
+            status = clgrad_run(ctx, cfg, v, 0, 0, m, n, k, alpha, at, 0, b,
                                 sb, beta, c, sc, batch, bias);
         }
     } else {        /* B stored [N, K] */
-        status = pack_transposed(ctx, cfg, b, n, k, &t);
+        status = pack_transposed(ctx, cfg, v, b, n, k, &t);
         if (status == CG_OK) {
             cg__mat bt = { cg__buffer_mem(t), 0, n };
 
-            status = clgrad_run(ctx, cfg, 0, 0, m, n, k, alpha, a, sa, bt,
+            status = clgrad_run(ctx, cfg, v, 0, 0, m, n, k, alpha, a, sa, bt,
                                 0, beta, c, sc, batch, bias);
         }
     }
@@ -440,7 +473,7 @@ clgrad_run_packed(cg_context *ctx, gemm_cfg *cfg, int ta, size_t m, size_t n,
 }
 
 static int
-clgrad_run(cg_context *ctx, gemm_cfg *cfg, int ta, int tb, size_t m,
+clgrad_run(cg_context *ctx, gemm_cfg *cfg, int v, int ta, int tb, size_t m,
            size_t n, size_t k, float alpha, cg__mat a, size_t sa, cg__mat b,
            size_t sb, float beta, cg__mat c, size_t sc, size_t batch,
            const cg__mat *bias)
@@ -457,12 +490,12 @@ clgrad_run(cg_context *ctx, gemm_cfg *cfg, int ta, int tb, size_t m,
     int status;
 
     if (packed(cfg, ta, tb, m, n, k, sa, sb, batch))
-        return clgrad_run_packed(ctx, cfg, ta, m, n, k, alpha, a, sa, b, sb,
-                                 beta, c, sc, batch, bias);
+        return clgrad_run_packed(ctx, cfg, v, ta, m, n, k, alpha, a, sa, b,
+                                 sb, beta, c, sc, batch, bias);
     if (!ta && tb) {
         tm = (size_t)cfg->p[P_DTM];
         tn = (size_t)cfg->p[P_DTN];
-        if ((status = cfg_kernel(ctx, cfg, K_NT, &kn)) ||
+        if ((status = cfg_kernel(ctx, cfg, v, K_NT, &kn)) ||
             (status = cg__args(kn, CG__ARG(M), CG__ARG(N), CG__ARG(K),
                                CG__ARG(alpha), CG__ARG(a.mem), CG__ARG(ao),
                                CG__ARG(lda), CG__ARG(sab), CG__ARG(b.mem),
@@ -477,7 +510,7 @@ clgrad_run(cg_context *ctx, gemm_cfg *cfg, int ta, int tb, size_t m,
 
         tm = (size_t)cfg->p[P_TM];
         tn = (size_t)(cfg->p[P_TN] * cfg->p[P_VW]);
-        if ((status = cfg_kernel(ctx, cfg, K_GEMM, &kn)) ||
+        if ((status = cfg_kernel(ctx, cfg, v, K_GEMM, &kn)) ||
             (status = cg__args(kn, CG__ARG(M), CG__ARG(N), CG__ARG(K),
                                CG__ARG(alpha), CG__ARG(a.mem), CG__ARG(ao),
                                CG__ARG(sam), CG__ARG(sak), CG__ARG(sab),
@@ -494,14 +527,14 @@ clgrad_run(cg_context *ctx, gemm_cfg *cfg, int ta, int tb, size_t m,
 }
 
 int
-cg__sgemm_bias(cg_context *ctx, int ta, int tb, size_t m, size_t n,
-               size_t k, float alpha, cg__mat a, size_t sa, cg__mat b,
-               size_t sb, float beta, cg__mat c, size_t sc, size_t batch,
-               const cg__mat *bias, int *added)
+cg__gemm_dt(cg_context *ctx, cg_dtype ab, cg_dtype cd, int ta, int tb,
+            size_t m, size_t n, size_t k, float alpha, cg__mat a, size_t sa,
+            cg__mat b, size_t sb, float beta, cg__mat c, size_t sc,
+            size_t batch, const cg__mat *bias, int *added)
 {
     cg__gemm_backend use;
     gemm_cfg *cfg;
-    int status;
+    int status, fits;
 
     if (added)
         *added = 1;
@@ -515,22 +548,37 @@ cg__sgemm_bias(cg_context *ctx, int ta, int tb, size_t m, size_t n,
         ? (cg__gemm_backend)ctx->gemm_backend
         : cfg->backend >= 0 ? (cg__gemm_backend)cfg->backend
         : backend_for(ta, tb, m, n, k, sa, batch);
-    if (k == 0)     /* C = beta C, which CLBlast refuses */
+    if (k == 0 || ab != CG_F32)  /* C = beta C, which CLBlast refuses;
+                                  * 16-bit operands, which it sums in half */
         use = CG__GEMM_CLGRAD;
-    if (use == CG__GEMM_CLGRAD &&
-        (k >= (size_t)INT_MAX ||
-         !fits_int(a, sa, batch, ta ? k : m, ta ? m : k) ||
-         !fits_int(b, sb, batch, tb ? n : k, tb ? k : n) ||
-         !fits_int(c, sc, batch, m, n) ||
-         (bias && !fits_int(*bias, 0, 1, 1, n))))
+    fits = k < (size_t)INT_MAX &&
+           fits_int(a, sa, batch, ta ? k : m, ta ? m : k) &&
+           fits_int(b, sb, batch, tb ? n : k, tb ? k : n) &&
+           fits_int(c, sc, batch, m, n) &&
+           (!bias || fits_int(*bias, 0, 1, 1, n));
+    if (!fits && ab != CG_F32)
+        return cg__error(CG_EUNSUPPORTED, "a %s GEMM of %zux%zux%zu (batch "
+                         "%zu) whose elements an int does not index",
+                         cg__dtype_name(ab), m, n, k, batch);
+    if (use == CG__GEMM_CLGRAD && !fits)
         use = CG__GEMM_CLBLAST;
     if (use == CG__GEMM_CLGRAD)
-        return clgrad_run(ctx, cfg, ta != 0, tb != 0, m, n, k, alpha, a, sa,
-                          b, sb, beta, c, sc, batch, bias);
+        return clgrad_run(ctx, cfg, variant(ab, cd), ta != 0, tb != 0, m, n,
+                          k, alpha, a, sa, b, sb, beta, c, sc, batch, bias);
     if (bias)       /* CLBlast has no epilogue: the caller adds it */
         *added = 0;
     return clblast_run(ctx, ta, tb, m, n, k, alpha, a, sa, b, sb, beta, c,
                        sc, batch);
+}
+
+int
+cg__sgemm_bias(cg_context *ctx, int ta, int tb, size_t m, size_t n,
+               size_t k, float alpha, cg__mat a, size_t sa, cg__mat b,
+               size_t sb, float beta, cg__mat c, size_t sc, size_t batch,
+               const cg__mat *bias, int *added)
+{
+    return cg__gemm_dt(ctx, CG_F32, CG_F32, ta, tb, m, n, k, alpha, a, sa, b,
+                       sb, beta, c, sc, batch, bias, added);
 }
 
 int
