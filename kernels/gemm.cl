@@ -32,6 +32,11 @@
  *            op(A) into [M, K], so that a TN product of long K does; a
  *            work-item moves an 8 x 8 block.
  *
+ *   gemm_widen  a float32 copy of a batch of 16-bit matrices, packed,
+ *            for the products that run faster converting each element
+ *            once than in every tile that reads it (lib/ops/gemm.c's
+ *            widen rule); a work-item converts 8 elements of a row.
+ *
  * Storage: A and B are of common.cl's cg_t (-DCG_T: float32, float16 or
  * bfloat16, the two of the same dtype), C and the bias of cg_to below
  * (-DCG_TO, the same codes; by default CG_TO = CG_T), so that 16-bit
@@ -455,4 +460,33 @@ gemm_tpose(const __global tp_t *src, int so, int lds, int rows, int cols,
             d[j * rows + q] = s[q * lds + j];
 }
 #undef TP_COL
+#endif
+
+/* ----------------------------------------------------------- gemm_widen */
+
+#if CG_WANT(gemm_widen)
+/* dst[(z * rows + r) * cols + c] = src[so + z * sbs + r * lds + c] as a
+ * float, for z the batch entry (dimension 1).  Item i takes columns
+ * c0 .. c0 + 7 (c0 = i % ncb * 8, ncb = ceil(cols / 8)) of row i / ncb;
+ * a piece at the right edge goes element by element. */
+KERNEL
+gemm_widen(const __global cg_t *src, int so, int lds, int sbs, int rows,
+           int cols, __global float *dst)
+{
+    int ncb = (cols + 7) / 8, i = get_global_id(0), z = get_global_id(1);
+    int r = i / ncb, c0 = i % ncb * 8, j;
+    const __global cg_t *s;
+    __global float *d;
+
+    if (r >= rows)
+        return;
+    s = src + so + z * sbs + r * lds + c0;
+    d = dst + ((size_t)z * rows + r) * cols + c0;
+    if (c0 + 8 <= cols) {
+        vstore8(CG_VLOAD(8, 0, s), 0, d);
+        return;
+    }
+    for (j = 0; c0 + j < cols; j++)
+        d[j] = CG_LD(s, j);
+}
 #endif

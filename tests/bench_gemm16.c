@@ -3,11 +3,13 @@
  * tests/bench_gemm16.c - GFLOP/s of one GEMM shape in each storage
  * precision, in the same run: float32 (clgrad's kernels forced, then the
  * automatic choice), and for float16 and bfloat16 operands clgrad's own
- * 16-bit kernels (C of the operands' dtype, and float32 C) against the
- * alternative, casting A and B to float32, the float32 GEMM (automatic
- * choice), and C back.  Each time is the best of REPS runs after one
- * warm-up, including every launch of the method.  Not run by make check
- * (build with `make tests/bench_gemm16`).
+ * 16-bit kernels reading them in place ("own") or through float32 copies
+ * (gemm_widen, "widen"), C of the operands' dtype and float32 C, and the
+ * automatic choice between the two, against casting A and B to float32
+ * with cg__cast, the float32 GEMM (automatic choice) and C back.  Each
+ * time is the best of REPS runs after one warm-up, including every
+ * launch of the method.  Not run by make check (build with
+ * `make tests/bench_gemm16`).
  *
  * usage: bench_gemm16 [-r REPS] M N K [TA TB]
  */
@@ -102,7 +104,8 @@ main(int argc, char **argv)
 {
     static const cg_dtype dts[2] = { CG_F16, CG_BF16 };
     static const char *const names[2] = { "f16", "bf16" };
-    int reps = 5, i = 1, d;
+    static const char *const wn[2] = { "own", "widen" };
+    int reps = 5, i = 1, d, w;
     job j;
     int64_t sa[2], sb[2];
     cg_tensor *a32, *b32;
@@ -154,14 +157,20 @@ main(int argc, char **argv)
             fprintf(stderr, "bench_gemm16: %s\n", cg_last_error());
             return 1;
         }
+        for (w = 0; w < 2; w++) {
+            cg__gemm_widen_force(j.ctx, w);
+            j.out = dts[d];
+            j.cast = 0;
+            snprintf(name, sizeof name, "%s(%s)", names[d], wn[w]);
+            report(name, &j, reps);
+            j.out = CG_F32;
+            snprintf(name, sizeof name, "%s->f32(%s)", names[d], wn[w]);
+            report(name, &j, reps);
+        }
+        cg__gemm_widen_force(j.ctx, -1);
         j.out = dts[d];
-        j.cast = 0;
-        snprintf(name, sizeof name, "%s(own)", names[d]);
+        snprintf(name, sizeof name, "%s(auto)", names[d]);
         report(name, &j, reps);
-        j.out = CG_F32;
-        snprintf(name, sizeof name, "%s->f32(own)", names[d]);
-        report(name, &j, reps);
-        j.out = dts[d];
         j.cast = 1;
         snprintf(name, sizeof name, "%s(cast+f32)", names[d]);
         report(name, &j, reps);

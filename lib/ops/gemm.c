@@ -10,6 +10,8 @@
  * C and the bias theirs or float32) run clgrad's kernels only, in the
  * storage variant for the pair (gemm.cl's CG_T and CG_TO), summing in
  * float32: CLBlast's HGEMM sums in half (and PoCL and NVIDIA refuse it).
+ * They are read in place, or converted once into float32 copies for the
+ * float32 kernels where widen_rule says that is faster.
  *
  * Both take row-major operands in place: an offset, a leading dimension
  * and a transpose flag per matrix, a stride between the matrices of a
@@ -77,14 +79,19 @@ static const cg__pid gemm_pid[7] = {
     CG__P_GEMM_DTM, CG__P_GEMM_DTN, CG__P_GEMM_WG
 };
 enum { P_VW, P_TM, P_TN, P_DVW, P_DTM, P_DTN, P_WG };
-enum { K_GEMM, K_NT, K_TPOSE };
+enum { K_GEMM, K_NT, K_TPOSE, K_WIDEN, NK };
+static const cg__kid gemm_kid[NK] = {
+    CG__K_GEMM, CG__K_GEMM_NT, CG__K_GEMM_TPOSE, CG__K_GEMM_WIDEN
+};
 /* The storage variants of gemm.cl's kernels, operands -> C: float32
  * (the SGEMM), the 16-bit ones to themselves (CG_T = CG_TO, which
- * cg__kernel_dt builds), and to float32 (CG_TO=0). */
-enum { V_F32, V_F16, V_BF16, V_F16_F32, V_BF16_F32, NVAR };
-static const cg__kid gemm_kid[3] = {
-    CG__K_GEMM, CG__K_GEMM_NT, CG__K_GEMM_TPOSE
-};
+ * cg__kernel_dt builds), 16-bit to float32, and float32 (widened 16-bit
+ * operands) to 16-bit.  The value is common.cl's dtype code, CG_T and
+ * CG_TO: (v_t[v], v_to[v]). */
+enum { V_F32, V_F16, V_BF16, V_F16_F32, V_BF16_F32, V_F32_F16, V_F32_BF16,
+       NVAR };
+static const int v_t[NVAR] = { 0, 1, 2, 1, 2, 0, 0 };
+static const int v_to[NVAR] = { 0, 1, 2, 0, 0, 1, 2 };
 
 /* How products of one shape class run: the tuning entry of the class
  * ("gemm", "NT.skinny", ...) if one is in force, else the context's
@@ -101,7 +108,7 @@ typedef struct gemm_cfg {
     int own;                /* k[] built with opts, not the context's */
     long p[7];
     char opts[160];         /* the -D options of p */
-    cl_kernel k[NVAR][3];   /* what cfg_kernel built (per storage variant) */
+    cl_kernel k[NVAR][NK];  /* what cfg_kernel built (per storage variant) */
 } gemm_cfg;
 
 /* Owned by the context (ctx->gemm_classes), made on the first product,
@@ -109,6 +116,8 @@ typedef struct gemm_cfg {
  * force change (ctx->tuning_gen). */
 struct cg__gemm_classes {
     unsigned gen;
+    int widen;              /* 16-bit operands: -1 widen_rule, 0 never
+                             * widened, 1 always (cg__gemm_widen_force) */
     gemm_cfg c[CG__GEMM_NCLASSES];
 };
 
@@ -119,7 +128,7 @@ classes_release(struct cg__gemm_classes *g)
 
     for (c = 0; c < CG__GEMM_NCLASSES; c++) {
         for (v = 0; v < NVAR; v++)
-            for (i = 0; i < 3; i++)
+            for (i = 0; i < NK; i++)
                 if (g->c[c].k[v][i])
                     clReleaseKernel(g->c[c].k[v][i]);
         memset(&g->c[c], 0, sizeof g->c[c]);
@@ -152,6 +161,7 @@ class_cfg(cg_context *ctx, int cls, gemm_cfg **out)
         if (!(g = cg__calloc(1, sizeof *g)))
             return CG_EHOSTMEM;
         g->gen = ctx->tuning_gen;
+        g->widen = -1;
         ctx->gemm_classes = g;
     }
     if (g->gen != ctx->tuning_gen) {
@@ -208,11 +218,20 @@ cg__gemm_class_params(cg_context *ctx, int cls, long p[7], int *backend)
 static int
 variant(cg_dtype ab, cg_dtype cd)
 {
-    if (ab == CG_F32)
-        return V_F32;
-    if (cd == CG_F32)
-        return ab == CG_F16 ? V_F16_F32 : V_BF16_F32;
-    return ab == CG_F16 ? V_F16 : V_BF16;
+    int t = ab == CG_F16 ? 1 : ab == CG_BF16 ? 2 : 0;
+    int to = cd == CG_F16 ? 1 : cd == CG_BF16 ? 2 : 0, v;
+
+    for (v = 0; v < NVAR - 1; v++)
+        if (v_t[v] == t && v_to[v] == to)
+            break;
+    return v;
+}
+
+/* The variant of v's operands to themselves (the copies' kernels). */
+static int
+operand_variant(int v)
+{
+    return v_t[v];      /* V_F32, V_F16, V_BF16 are 0, 1, 2 */
 }
 
 /* Kernel `which` of cfg in storage variant v: the context's own (where
@@ -221,10 +240,6 @@ variant(cg_dtype ab, cg_dtype cd)
 static int
 cfg_kernel(cg_context *ctx, gemm_cfg *cfg, int v, int which, cl_kernel *out)
 {
-    static const char *const vopts[NVAR] = {
-        "", " -DCG_T=1", " -DCG_T=2", " -DCG_T=1 -DCG_TO=0",
-        " -DCG_T=2 -DCG_TO=0"
-    };
     static const cg_dtype vdt[3] = { CG_F32, CG_F16, CG_BF16 };
     char opts[sizeof cfg->opts + 32];
     int status;
@@ -232,7 +247,11 @@ cfg_kernel(cg_context *ctx, gemm_cfg *cfg, int v, int which, cl_kernel *out)
     if (!cfg->own && v <= V_BF16)
         return cg__kernel_dt(ctx, gemm_kid[which], vdt[v], out);
     if (!cfg->k[v][which]) {
-        snprintf(opts, sizeof opts, "%s%s", cfg->opts, vopts[v]);
+        if (v == V_F32)
+            snprintf(opts, sizeof opts, "%s", cfg->opts);
+        else
+            snprintf(opts, sizeof opts, "%s -DCG_T=%d -DCG_TO=%d", cfg->opts,
+                     v_t[v], v_to[v]);
         if ((status = cg__kernel_create(ctx, gemm_kid[which], opts,
                                         &cfg->k[v][which])))
             return status;
@@ -424,12 +443,11 @@ pack_transposed(cg_context *ctx, gemm_cfg *cfg, int v, cg__mat x,
     cl_mem tm;
     int status;
 
-    if (!(*t = cg_buffer_new(ctx, rows * cols * (v == V_F32 ? 4 : 2))))
+    if (!(*t = cg_buffer_new(ctx, rows * cols * (v_t[v] ? 2 : 4))))
         return cg__last_status();
     tm = cg__buffer_mem(*t);
     /* a copy of the stored bits: the variant's C does not matter */
-    status = cfg_kernel(ctx, cfg, v == V_F16_F32 ? V_F16
-                        : v == V_BF16_F32 ? V_BF16 : v, K_TPOSE, &kn);
+    status = cfg_kernel(ctx, cfg, operand_variant(v), K_TPOSE, &kn);
     if (status == CG_OK)
         status = cg__args(kn, CG__ARG(x.mem), CG__ARG(so), CG__ARG(lds),
                           CG__ARG(r), CG__ARG(c), CG__ARG(tm));
@@ -526,6 +544,99 @@ clgrad_run(cg_context *ctx, gemm_cfg *cfg, int v, int ta, int tb, size_t m,
     return cg__launch(ctx, kn, 2, global, local, NULL);
 }
 
+/* Whether a product of 16-bit operands of dtype ab runs on float32
+ * copies of them (gemm_widen, then the float32 kernels writing C in its
+ * own storage) rather than converting them in every tile that reads them.
+ * float16 through gemm, above 2^18 multiply-adds: gemm broadcasts A's
+ * values one by one, and PoCL converts a scalar half slowly, where
+ * gemm_nt's vector loads (vload_half8) are fast.  bfloat16 is a shift
+ * either way and is read in place.  From tests/bench_gemm16 on the 2-core
+ * AVX-512 PoCL 3.1 machine under load, GFLOP/s float16 in place / widened
+ * (float32 in the same run): 512^3 NN 14/84 (83), 1024^3 NN 11/36 (44),
+ * 128x2048x512 NN 17/69 (62 clgrad, 121 CLBlast), 128x2048x512 NT
+ * (packed B^T) 15/44 (118); in place wins the recurrent step's NT in
+ * gemm_nt, 32x2048x512 55/39 (45), and small products, 64^3 NN 8.9/5.4
+ * (15); bfloat16 in place / widened 72/80, 33/39, 60/68, 59/60, 49/44,
+ * 13/4.9, within the noise but for the small ones. */
+static int
+widen_rule(const gemm_cfg *cfg, cg_dtype ab, int ta, int tb, size_t m,
+           size_t n, size_t k, size_t sa, size_t sb, size_t batch)
+{
+    if (ab != CG_F16 || (double)m * (double)n * (double)k <= 262144.0)
+        return 0;
+    return ta || !tb || packed(cfg, ta, tb, m, n, k, sa, sb, batch);
+}
+
+/* count matrices of x (rows x cols stored, x.ld apart, the matrices s
+ * apart) as a packed float32 copy in a pool buffer *t, which the caller
+ * frees once the product that reads it is enqueued. */
+static int
+widen(cg_context *ctx, gemm_cfg *cfg, int v, cg__mat x, size_t s,
+      size_t count, size_t rows, size_t cols, cg_buffer **t)
+{
+    cl_int so = (cl_int)x.off, lds = (cl_int)x.ld, sbs = (cl_int)s;
+    cl_int r = (cl_int)rows, c = (cl_int)cols;
+    size_t wg = (size_t)cfg->p[P_WG], items = rows * ((cols + 7) / 8);
+    size_t global[2], local[2] = { wg, 1 };
+    cl_kernel kn;
+    cl_mem tm;
+    int status;
+
+    if (!(*t = cg_buffer_new(ctx, count * rows * cols * sizeof(float))))
+        return cg__last_status();
+    tm = cg__buffer_mem(*t);
+    global[0] = (items + wg - 1) / wg * wg;
+    global[1] = count;
+    if ((status = cfg_kernel(ctx, cfg, operand_variant(v), K_WIDEN, &kn)) ||
+        (status = cg__args(kn, CG__ARG(x.mem), CG__ARG(so), CG__ARG(lds),
+                           CG__ARG(sbs), CG__ARG(r), CG__ARG(c),
+                           CG__ARG(tm))))
+        return status;
+    return cg__launch(ctx, kn, 2, global, local, NULL);
+}
+
+/* The product of 16-bit operands (variant v) through float32 copies of
+ * them: the float32 kernels, C (and the bias) in v's output storage. */
+static int
+clgrad_run_widened(cg_context *ctx, gemm_cfg *cfg, int v, int ta, int tb,
+                   size_t m, size_t n, size_t k, float alpha, cg__mat a,
+                   size_t sa, cg__mat b, size_t sb, float beta, cg__mat c,
+                   size_t sc, size_t batch, const cg__mat *bias)
+{
+    static const int f32_to[3] = { V_F32, V_F32_F16, V_F32_BF16 };
+    size_t ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k;
+    size_t bc = tb ? k : n;
+    cg_buffer *wa = NULL, *wb = NULL;
+    int status;
+
+    status = widen(ctx, cfg, v, a, sa, sa ? batch : 1, ar, ac, &wa);
+    if (status == CG_OK)
+        status = widen(ctx, cfg, v, b, sb, sb ? batch : 1, br, bc, &wb);
+    if (status == CG_OK) {
+        cg__mat am = { cg__buffer_mem(wa), 0, ac };
+        cg__mat bm = { cg__buffer_mem(wb), 0, bc };
+
+        status = clgrad_run(ctx, cfg, f32_to[v_to[v]], ta, tb, m, n, k,
+                            alpha, am, sa ? ar * ac : 0, bm,
+                            sb ? br * bc : 0, beta, c, sc, batch, bias);
+    }
+    cg_buffer_free(wa);
+    cg_buffer_free(wb);
+    return status;
+}
+
+int
+cg__gemm_widen_force(cg_context *ctx, int mode)
+{
+    gemm_cfg *cfg;
+    int status;
+
+    if ((status = class_cfg(ctx, 0, &cfg)))    /* makes the classes */
+        return status;
+    ctx->gemm_classes->widen = mode < 0 ? -1 : mode != 0;
+    return CG_OK;
+}
+
 int
 cg__gemm_dt(cg_context *ctx, cg_dtype ab, cg_dtype cd, int ta, int tb,
             size_t m, size_t n, size_t k, float alpha, cg__mat a, size_t sa,
@@ -562,6 +673,13 @@ cg__gemm_dt(cg_context *ctx, cg_dtype ab, cg_dtype cd, int ta, int tb,
                          cg__dtype_name(ab), m, n, k, batch);
     if (use == CG__GEMM_CLGRAD && !fits)
         use = CG__GEMM_CLBLAST;
+    if (ab != CG_F32 && k > 0 &&
+        (ctx->gemm_classes->widen >= 0
+         ? ctx->gemm_classes->widen
+         : widen_rule(cfg, ab, ta != 0, tb != 0, m, n, k, sa, sb, batch)))
+        return clgrad_run_widened(ctx, cfg, variant(ab, cd), ta != 0,
+                                  tb != 0, m, n, k, alpha, a, sa, b, sb,
+                                  beta, c, sc, batch, bias);
     if (use == CG__GEMM_CLGRAD)
         return clgrad_run(ctx, cfg, variant(ab, cd), ta != 0, tb != 0, m, n,
                           k, alpha, a, sa, b, sb, beta, c, sc, batch, bias);

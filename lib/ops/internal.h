@@ -147,6 +147,10 @@ int cg__gemm_dt(cg_context *ctx, cg_dtype ab, cg_dtype cd, int ta, int tb,
                 size_t m, size_t n, size_t k, float alpha, cg__mat a,
                 size_t sa, cg__mat b, size_t sb, float beta, cg__mat c,
                 size_t sc, size_t batch, const cg__mat *bias, int *added);
+/* How cg__gemm_dt reads 16-bit operands on ctx: mode 1 through float32
+ * copies (gemm.cl's gemm_widen), 0 in place, -1 (the default) as gemm.c's
+ * widen rule says; for the tests and benchmarks. */
+int cg__gemm_widen_force(cg_context *ctx, int mode);
 
 /* The linear layer's y = x W^T + b (b may be NULL) for x [..., in], W
  * [out, in], b [out]: one GEMM with the bias in its epilogue, recorded as
