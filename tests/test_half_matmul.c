@@ -531,6 +531,82 @@ START_TEST(gradients_match_float32)
 }
 END_TEST
 
+/* y = cast(h h^T) + cast(h h^T) for h = cast(a): h's gradient gets four
+ * products, the later ones added by the GEMM into what has collected for
+ * h (beta 1, reading and writing a 16-bit C).  Each partial sum rounds
+ * once more to the dtype, at most u times the sum S of the |products| of
+ * the parts added so far: against the float32 op, u |ref| + 4 u S beside
+ * the header's accumulation term. */
+static cg_tensor *
+twice_hht(cg_tensor *h)
+{
+    cg_tensor *p = cg_matmul_t(h, h, 0, 1), *q = cg_matmul_t(h, h, 0, 1);
+    cg_tensor *p32, *q32, *y;
+
+    ck_assert_msg(p && q, "%s", TT_ERR);
+    p32 = cg_tensor_dtype(p) == CG_F32 ? cg_tensor_ref(p)
+                                        : cg_to_dtype(p, CG_F32);
+    q32 = cg_tensor_dtype(q) == CG_F32 ? cg_tensor_ref(q)
+                                        : cg_to_dtype(q, CG_F32);
+    y = cg_add(p32, q32);
+    ck_assert_msg(y != NULL, "%s", TT_ERR);
+    cg_tensor_free(p);
+    cg_tensor_free(q);
+    cg_tensor_free(p32);
+    cg_tensor_free(q32);
+    return y;
+}
+
+START_TEST(gradients_added_into_a_16_bit_one)
+{
+    cg_dtype dt = rule_mode(_i);
+    static const int64_t sh[2] = { 7, 33 }, sy[2] = { 7, 7 };
+    cg_tensor *a, *h, *r, *y, *z, *g0, *go, *g16, *aa, *ag, *s;
+    float *x16, *x32, *xs;
+    double u = unit(dt);
+    size_t i;
+
+    leaf(dt, 2, sh, &a, &h, &r);
+    g0 = rand32(2, sy);
+    g16 = cg_to_dtype(g0, dt);      /* as the casts round it */
+    go = g16 ? cg_to_dtype(g16, CG_F32) : NULL;
+    ck_assert_msg(go != NULL, "%s", TT_ERR);
+    y = twice_hht(h);
+    ck_assert_msg(cg_backward(y, go, 0) == CG_OK, "%s", TT_ERR);
+    z = twice_hht(r);
+    ck_assert_msg(cg_backward(z, go, 0) == CG_OK, "%s", TT_ERR);
+    aa = abs_leaf(r);
+    ag = abs_leaf(go);
+    s = twice_hht(aa);
+    ck_assert_msg(cg_backward(s, ag, 0) == CG_OK, "%s", TT_ERR);
+    x16 = host(cg_tensor_grad(a));
+    x32 = host(cg_tensor_grad(r));
+    xs = host(cg_tensor_grad(aa));
+    for (i = 0; i < 7 * 33; i++) {
+        double tol = u * fabs(x32[i]) + 4.0 * u * xs[i] +
+                     4.0 * 7 * ldexp(1.0, -24) * xs[i] + ldexp(1.0, -24);
+
+        ck_assert_msg(fabs((double)x16[i] - x32[i]) <= tol, "%s: element "
+                      "%zu is %.9g, float32 %.9g", cg__dtype_name(dt), i,
+                      x16[i], x32[i]);
+    }
+    free(x16);
+    free(x32);
+    free(xs);
+    cg_tensor_free(a);
+    cg_tensor_free(h);
+    cg_tensor_free(r);
+    cg_tensor_free(y);
+    cg_tensor_free(z);
+    cg_tensor_free(g0);
+    cg_tensor_free(go);
+    cg_tensor_free(g16);
+    cg_tensor_free(aa);
+    cg_tensor_free(ag);
+    cg_tensor_free(s);
+}
+END_TEST
+
 START_TEST(wrong_dtypes_are_refused)
 {
     static const int64_t s[2] = { 4, 4 };
@@ -565,6 +641,7 @@ suite(void)
     tcase_add_loop_test(tc, transposed_views_are_read_in_place, 0, 2);
     tcase_add_loop_test(tc, linear_adds_its_bias_in_the_epilogue, 0, 4);
     tcase_add_loop_test(tc, gradients_match_float32, 0, 2);
+    tcase_add_loop_test(tc, gradients_added_into_a_16_bit_one, 0, 2);
     tcase_add_test(tc, wrong_dtypes_are_refused);
     suite_add_tcase(s, tc);
     return s;
