@@ -544,25 +544,25 @@ clgrad_run(cg_context *ctx, gemm_cfg *cfg, int v, int ta, int tb, size_t m,
     return cg__launch(ctx, kn, 2, global, local, NULL);
 }
 
-/* Whether a product of 16-bit operands of dtype ab runs on float32
- * copies of them (gemm_widen, then the float32 kernels writing C in its
- * own storage) rather than converting them in every tile that reads them.
- * float16 through gemm, above 2^18 multiply-adds: gemm broadcasts A's
- * values one by one, and PoCL converts a scalar half slowly, where
- * gemm_nt's vector loads (vload_half8) are fast.  bfloat16 is a shift
- * either way and is read in place.  From tests/bench_gemm16 on the 2-core
- * AVX-512 PoCL 3.1 machine under load, GFLOP/s float16 in place / widened
- * (float32 in the same run): 512^3 NN 14/84 (83), 1024^3 NN 11/36 (44),
- * 128x2048x512 NN 17/69 (62 clgrad, 121 CLBlast), 128x2048x512 NT
- * (packed B^T) 15/44 (118); in place wins the recurrent step's NT in
- * gemm_nt, 32x2048x512 55/39 (45), and small products, 64^3 NN 8.9/5.4
- * (15); bfloat16 in place / widened 72/80, 33/39, 60/68, 59/60, 49/44,
- * 13/4.9, within the noise but for the small ones. */
+/* Whether a product of 16-bit operands runs on float32 copies of them
+ * (gemm_widen, then the float32 kernels writing C in its own storage)
+ * rather than converting them in every tile that reads them: the
+ * products through gemm above 2^18 multiply-adds.  gemm broadcasts A's
+ * values one by one, and PoCL converts a scalar half slowly (bfloat16,
+ * a shift, less so), where gemm_nt's vector loads are fast.  From
+ * tests/bench_gemm16 on the 2-core AVX-512 PoCL 3.1 machine under load,
+ * GFLOP/s in place / widened (float32 in the same run), float16: 512^3
+ * NN 16/83 (86), 1024^3 NN 18/51 (76), 128x2048x512 NN 18/70 (93),
+ * 128x2048x512 NT (packed B^T) 16/32 (53), 2048x512x128 TN 15/61 (57);
+ * bfloat16: 70/84, 55/73, 51/69, 37/56, 51/59.  In place wins the
+ * recurrent step's NT in gemm_nt, 32x2048x512 float16 55/39 (45),
+ * bfloat16 49/44, and small products, 64^3 NN float16 8.9/5.4 (15),
+ * bfloat16 13/4.9, where the copies' launches weigh. */
 static int
-widen_rule(const gemm_cfg *cfg, cg_dtype ab, int ta, int tb, size_t m,
-           size_t n, size_t k, size_t sa, size_t sb, size_t batch)
+widen_rule(const gemm_cfg *cfg, int ta, int tb, size_t m, size_t n,
+           size_t k, size_t sa, size_t sb, size_t batch)
 {
-    if (ab != CG_F16 || (double)m * (double)n * (double)k <= 262144.0)
+    if ((double)m * (double)n * (double)k <= 262144.0)
         return 0;
     return ta || !tb || packed(cfg, ta, tb, m, n, k, sa, sb, batch);
 }
@@ -676,7 +676,7 @@ cg__gemm_dt(cg_context *ctx, cg_dtype ab, cg_dtype cd, int ta, int tb,
     if (ab != CG_F32 && k > 0 &&
         (ctx->gemm_classes->widen >= 0
          ? ctx->gemm_classes->widen
-         : widen_rule(cfg, ab, ta != 0, tb != 0, m, n, k, sa, sb, batch)))
+         : widen_rule(cfg, ta != 0, tb != 0, m, n, k, sa, sb, batch)))
         return clgrad_run_widened(ctx, cfg, variant(ab, cd), ta != 0,
                                   tb != 0, m, n, k, alpha, a, sa, b, sb,
                                   beta, c, sc, batch, bias);
