@@ -155,9 +155,11 @@ int cg__gemm_widen_force(cg_context *ctx, int mode);
 /* The linear layer's y = x W^T + b (b may be NULL) for x [..., in], W
  * [out, in], b [out]: one GEMM with the bias in its epilogue, recorded as
  * one node "linear" whose backward adds the weight's (and the input's)
- * gradient into an existing one with the GEMM itself.  NULL and
- * CG_ESHAPE on shapes that do not fit; no other checks (lib/nn checks
- * the layer's input). */
+ * gradient into an existing one with the GEMM itself.  x, W and b are
+ * float32, or all float16 or all bfloat16 (summed in float32, y of their
+ * dtype, the bias's gradient summed in float32); NULL and CG_ESHAPE on
+ * shapes that do not fit, CG_EDTYPE on other dtypes or a mix; no other
+ * checks (lib/nn checks the layer's input). */
 cg_tensor *cg__linear(cg_tensor *x, cg_tensor *w, cg_tensor *b);
 
 /* Which SGEMM runs: CG__GEMM_AUTO chooses per product (the default, or
