@@ -1058,7 +1058,10 @@ void cg_module_free(cg_module *m);
  * (at least 1-D).  The forward is one matrix product with the bias added
  * in its epilogue (a second pass only where CLBlast runs the product),
  * recorded as one graph node "linear"; its backward adds the weight's and
- * x's gradients into existing ones with the product itself. */
+ * x's gradients into existing ones with the product itself.  x may be
+ * float16 or bfloat16 when the parameters are of its dtype (summed in
+ * float32, as cg_matmul); x of another dtype than theirs gives
+ * CG_EDTYPE. */
 cg_module *cg_linear_new(cg_context *ctx, int in_features, int out_features,
                          int bias);
 cg_tensor *cg_linear_forward(cg_module *m, cg_tensor *x);

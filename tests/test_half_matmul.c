@@ -612,6 +612,7 @@ START_TEST(wrong_dtypes_are_refused)
     static const int64_t s[2] = { 4, 4 };
     cg_tensor *h = rand16(CG_F16, 2, s), *g = rand16(CG_BF16, 2, s);
     cg_tensor *f = rand32(2, s);
+    cg_module *lin;
 
     ck_assert_ptr_null(cg_matmul(h, g));
     ck_assert_int_eq(cg__last_status(), CG_EDTYPE);
@@ -621,6 +622,12 @@ START_TEST(wrong_dtypes_are_refused)
     ck_assert_int_eq(cg__last_status(), CG_EDTYPE);
     ck_assert_ptr_null(cg__linear(h, f, NULL));
     ck_assert_int_eq(cg__last_status(), CG_EDTYPE);
+    /* a 16-bit input to a layer of float32 parameters */
+    lin = cg_linear_new(tt_ctx(), 4, 3, 1);
+    ck_assert_msg(lin != NULL, "%s", TT_ERR);
+    ck_assert_ptr_null(cg_linear_forward(lin, h));
+    ck_assert_int_eq(cg__last_status(), CG_EDTYPE);
+    cg_module_free(lin);
     cg_tensor_free(h);
     cg_tensor_free(g);
     cg_tensor_free(f);
