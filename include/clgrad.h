@@ -440,8 +440,10 @@ typedef enum cg_dtype {
  * and loaded from checkpoints (safetensors "F16", "BF16"), and cast to and
  * from float32 with cg_to_dtype; read and written as float32 values
  * (cg_tensor_from_host_f32, cg_tensor_to_host_f32) and filled
- * (cg_full_dtype).  The elementwise ops (cg_add ... cg_minimum, cg_where,
- * cg_add_scalar ... cg_gelu) and cg_dropout compute on them in float32
+ * (cg_full_dtype); multiplied (cg_matmul, cg_matmul_t, cg_matmul_out,
+ * the linear layer: float32 sums).  The elementwise ops (cg_add ...
+ * cg_minimum, cg_where, cg_add_scalar ... cg_gelu) and cg_dropout
+ * compute on them in float32
  * and round the result (and each gradient) once to the input's dtype;
  * see "Ops" for mixed dtypes.  The reductions (cg_sum, cg_mean, cg_max,
  * cg_var, cg_argmax, cg_argmin, cg_max_dim, cg_min_dim), cg_softmax,
@@ -1039,20 +1041,32 @@ cg_tensor *cg_custom_op_apply(cg_custom_op *op, int ninputs,
  * Matrix products, softmax and losses
  * ------------------------------------------------------------------------ */
 
-/* Matrix products through CLBlast.  a is [..., M, K] and b [..., K, N]
- * (at least 2-D each); the leading (batch) dimensions broadcast with
- * NumPy's rules, so a batched a times a 2-D b is x @ W, and the result is
- * [batch..., M, N].  Non-contiguous operands are read in place when their
- * last two dimensions are a (possibly transposed) row-major matrix, and
- * copied otherwise.  Inner dimensions that differ give CG_ESHAPE naming
- * both shapes.  The gradient of a broadcast operand is summed over the
- * batch. */
+/* Matrix products (clgrad's GEMM kernels or CLBlast's SGEMM).  a is
+ * [..., M, K] and b [..., K, N] (at least 2-D each); the leading (batch)
+ * dimensions broadcast with NumPy's rules, so a batched a times a 2-D b
+ * is x @ W, and the result is [batch..., M, N].  Non-contiguous operands
+ * are read in place when their last two dimensions are a (possibly
+ * transposed) row-major matrix, and copied otherwise.  Inner dimensions
+ * that differ give CG_ESHAPE naming both shapes.  The gradient of a
+ * broadcast operand is summed over the batch.
+ *
+ * a and b are float32, or both CG_F16 or both CG_BF16 (others, or two
+ * dtypes, give CG_EDTYPE): 16-bit products are summed in float32 (never
+ * in half, unlike CLBlast's HGEMM) and the result, of the operands'
+ * dtype as PyTorch's, rounded once; the gradients have the operands'
+ * dtypes. */
 cg_tensor *cg_matmul(cg_tensor *a, cg_tensor *b);
 /* The same with op(a) @ op(b), op transposing the last two dimensions of
  * an operand whose flag is nonzero (a is then [..., K, M], b [..., N, K]);
  * nothing is transposed in memory. */
 cg_tensor *cg_matmul_t(cg_tensor *a, cg_tensor *b, int trans_a,
                        int trans_b);
+/* cg_matmul with the result's dtype chosen: the operands' own, or CG_F32
+ * for 16-bit operands (their float32 sums, unrounded: what autocast wants
+ * where a float32 op follows).  Other dtypes give CG_EDTYPE.  Backward,
+ * the float32 gradient is rounded to the operands' dtype first, and
+ * their gradients are of their dtypes. */
+cg_tensor *cg_matmul_out(cg_tensor *a, cg_tensor *b, cg_dtype out_dtype);
 
 /* Softmax and log-softmax along dimension dim (negative counts from the
  * end), computed stably (the row's maximum is subtracted first) and
@@ -1159,7 +1173,10 @@ void cg_module_free(cg_module *m);
  * (at least 1-D).  The forward is one matrix product with the bias added
  * in its epilogue (a second pass only where CLBlast runs the product),
  * recorded as one graph node "linear"; its backward adds the weight's and
- * x's gradients into existing ones with the product itself. */
+ * x's gradients into existing ones with the product itself.  x may be
+ * float16 or bfloat16 when the parameters are of its dtype (summed in
+ * float32, as cg_matmul); x of another dtype than theirs gives
+ * CG_EDTYPE. */
 cg_module *cg_linear_new(cg_context *ctx, int in_features, int out_features,
                          int bias);
 cg_tensor *cg_linear_forward(cg_module *m, cg_tensor *x);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * kernels/gemm.cl - clgrad's own SGEMM: C = alpha op(A) op(B) + beta C
+ * kernels/gemm.cl - clgrad's own GEMM: C = alpha op(A) op(B) + beta C
  * (+ bias) for a batch of row-major matrices, each operand read in place
  * through its offset, strides and batch stride (0: the same matrix for
  * every batch entry).  op(A) is M x K, op(B) K x N, C M x N with leading
@@ -31,6 +31,19 @@
  *            overhead and lane sums weigh) runs as NN through gemm, and
  *            op(A) into [M, K], so that a TN product of long K does; a
  *            work-item moves an 8 x 8 block.
+ *
+ *   gemm_widen  a float32 copy of a batch of 16-bit matrices, packed,
+ *            for the products that run faster converting each element
+ *            once than in every tile that reads it (lib/ops/gemm.c's
+ *            widen rule); a work-item converts 8 elements of a row.
+ *
+ * Storage: A and B are of common.cl's cg_t (-DCG_T: float32, float16 or
+ * bfloat16, the two of the same dtype), C and the bias of cg_to below
+ * (-DCG_TO, the same codes; by default CG_TO = CG_T), so that 16-bit
+ * operands may give a float32 C (mixed precision's float32 output).
+ * Products are summed in float32 in every variant and C is rounded once
+ * to its storage (never through a 16-bit accumulator, as CLBlast's HGEMM
+ * does).  The float32 variant is the float32 SGEMM it always was.
  *
  * Edges: rows past M (and, in gemm_nt, columns past N) re-read the last
  * valid row and the result is dropped; columns past N in gemm are read
@@ -66,6 +79,37 @@
 #define CG_CAT_(a, b) a##b
 #define CG_CAT(a, b) CG_CAT_(a, b)
 
+/* The output's storage (C, the bias): common.cl's cg_t, CG_LD, CG_ST,
+ * CG_VLOAD, CG_VSTORE for dtype code CG_TO instead of CG_T. */
+#ifndef CG_TO
+#define CG_TO CG_T
+#endif
+#if CG_TO == 0
+typedef float cg_to;
+#define CG_LDO(p, i) ((p)[i])
+#define CG_STO(p, i, v) ((p)[i] = (v))
+#define CG_VLOADO(N, i, p) vload##N(i, p)
+#define CG_VSTOREO(N, v, i, p) vstore##N(v, i, p)
+#elif CG_TO == 1
+typedef half cg_to;
+#define CG_LDO(p, i) vload_half(i, p)
+#define CG_STO(p, i, v) vstore_half_rte(v, i, p)
+#define CG_VLOADO(N, i, p) vload_half##N(i, p)
+#define CG_VSTOREO(N, v, i, p) vstore_half##N##_rte(v, i, p)
+#elif CG_TO == 2
+typedef ushort cg_to;
+#define CG_LDO(p, i) as_float((uint)(p)[i] << 16)
+#define CG_STO(p, i, v) ((p)[i] = CG_BF16_BITS(, (float)(v)))
+#define CG_VLOADO(N, i, p) as_float##N(convert_uint##N(vload##N(i, p)) << 16)
+#define CG_VSTOREO(N, v, i, p) vstore##N(CG_BF16_BITS(N, v), i, p)
+#else
+#error "CG_TO must be 0 (float32), 1 (float16) or 2 (bfloat16)"
+#endif
+/* The same with the width a macro (VW, DVW): expanded before pasting. */
+#define VLOAD(N, i, p) CG_VLOAD(N, i, p)
+#define VLOADO(N, i, p) CG_VLOADO(N, i, p)
+#define VSTOREO(N, v, i, p) CG_VSTOREO(N, v, i, p)
+
 /* Helpers are forced inline so that a tile's accumulators stay in
  * registers. */
 #define INLINE inline __attribute__((always_inline))
@@ -89,14 +133,22 @@
 /* ----------------------------------------------------------------- gemm */
 
 #if CG_WANT(gemm)
+/* VW values as a floatv: LDV of an operand (cg_t), LDVO and STVO of C
+ * (cg_to), LDVF and STVF of a private float array. */
 #if VW == 1
 typedef float floatv;
-#define LDV(p) (*(p))
-#define STV(v, p) (*(p) = (v))
+#define LDV(p) CG_LD(p, 0)
+#define LDVO(p) CG_LDO(p, 0)
+#define STVO(v, p) CG_STO(p, 0, v)
+#define LDVF(p) (*(p))
+#define STVF(v, p) (*(p) = (v))
 #else
 typedef CG_CAT(float, VW) floatv;
-#define LDV(p) CG_CAT(vload, VW)(0, p)
-#define STV(v, p) CG_CAT(vstore, VW)(v, 0, p)
+#define LDV(p) VLOAD(VW, 0, p)
+#define LDVO(p) VLOADO(VW, 0, p)
+#define STVO(v, p) VSTOREO(VW, v, 0, p)
+#define LDVF(p) CG_CAT(vload, VW)(0, p)
+#define STVF(v, p) CG_CAT(vstore, VW)(v, 0, p)
 #endif
 
 #if TM == 1
@@ -133,21 +185,21 @@ typedef CG_CAT(float, VW) floatv;
 /* VW values of op(B)'s row at p (lane l at p[l * sbn]), those at columns
  * n0 + l >= N clamped to column N - 1 (they are never stored). */
 INLINE floatv
-ldb_lanes(const __global float *p, int sbn, int n0, int N)
+ldb_lanes(const __global cg_t *p, int sbn, int n0, int N)
 {
     float t[VW];
     int l;
 
     for (l = 0; l < VW; l++)
-        t[l] = p[(min(n0 + l, N - 1) - n0) * sbn];
-    return LDV(t);
+        t[l] = CG_LD(p, (min(n0 + l, N - 1) - n0) * sbn);
+    return LDVF(t);
 }
 
 /* C's n (<= VW) values at p = alpha v + beta p (p not read when beta is
  * 0) + the bias's n values at q (NULL: none). */
 INLINE void
-store_c(floatv v, __global float *p, int n, float alpha, float beta,
-        const __global float *q)
+store_c(floatv v, __global cg_to *p, int n, float alpha, float beta,
+        const __global cg_to *q)
 {
     float t[VW];
     int l;
@@ -155,17 +207,17 @@ store_c(floatv v, __global float *p, int n, float alpha, float beta,
     v *= alpha;
     if (n >= VW) {
         if (beta != 0.0f)
-            v += beta * LDV(p);
+            v += beta * LDVO(p);
         if (q)
-            v += LDV(q);
-        STV(v, p);
+            v += LDVO(q);
+        STVO(v, p);
         return;
     }
-    STV(v, t);
+    STVF(v, t);
     for (l = 0; l < n; l++) {
-        float s = beta != 0.0f ? t[l] + beta * p[l] : t[l];
+        float s = beta != 0.0f ? t[l] + beta * CG_LDO(p, l) : t[l];
 
-        p[l] = q ? s + q[l] : s;
+        CG_STO(p, l, q ? s + CG_LDO(q, l) : s);
     }
 }
 
@@ -178,7 +230,7 @@ store_c(floatv v, __global float *p, int n, float alpha, float beta,
 #define G_FMA1(r, j) acc##r##_##j += av * bv##j;
 #define G_FMA(r, _)                                                       \
     {                                                                     \
-        floatv av = (floatv)(a[ar##r + k * sak]);                         \
+        floatv av = (floatv)(CG_LD(a, ar##r + k * sak));                  \
         COLS(G_FMA1, r)                                                   \
     }
 #define G_ST(r, j)                                                        \
@@ -190,10 +242,10 @@ store_c(floatv v, __global float *p, int n, float alpha, float beta,
 
 KERNEL
 gemm(int M, int N, int K, float alpha,
-     const __global float *a, int ao, int sam, int sak, int sab,
-     const __global float *b, int bo, int sbk, int sbn, int sbb,
-     float beta, __global float *c, int co, int ldc, int scb,
-     const __global float *bias, int biaso)
+     const __global cg_t *a, int ao, int sam, int sak, int sab,
+     const __global cg_t *b, int bo, int sbk, int sbn, int sbb,
+     float beta, __global cg_to *c, int co, int ldc, int scb,
+     const __global cg_to *bias, int biaso)
 {
     int ncb = (N + TN * VW - 1) / (TN * VW), nrb = (M + TM - 1) / TM;
     int i = get_global_id(0), z = get_global_id(1);
@@ -213,7 +265,7 @@ gemm(int M, int N, int K, float alpha,
     if (sbn == 1 && n0 + TN * VW <= N) {
         /* The common case: whole vectors of a row-major op(B). */
         for (k = 0; k < K; k++) {
-            const __global float *bk = b + k * sbk;
+            const __global cg_t *bk = b + k * sbk;
 
             COLS(G_LD, _)
             ROWS(G_FMA, _)
@@ -221,7 +273,7 @@ gemm(int M, int N, int K, float alpha,
     } else {
         /* Lane by lane: op(B) transposed, or the right edge. */
         for (k = 0; k < K; k++) {
-            const __global float *bk = b + k * sbk;
+            const __global cg_t *bk = b + k * sbk;
 
             COLS(G_LDE, _)
             ROWS(G_FMA, _)
@@ -231,20 +283,25 @@ gemm(int M, int N, int K, float alpha,
 }
 
 #undef LDV
-#undef STV
+#undef LDVO
+#undef STVO
+#undef LDVF
+#undef STVF
 #endif
 
 /* -------------------------------------------------------------- gemm_nt */
 
 #if CG_WANT(gemm_nt)
+/* DVW values as a floatd: LDD of an operand (cg_t), STDF into a private
+ * float array. */
 #if DVW == 1
 typedef float floatd;
-#define LDD(p) (*(p))
-#define STD(v, p) (*(p) = (v))
+#define LDD(p) CG_LD(p, 0)
+#define STDF(v, p) (*(p) = (v))
 #else
 typedef CG_CAT(float, DVW) floatd;
-#define LDD(p) CG_CAT(vload, DVW)(0, p)
-#define STD(v, p) CG_CAT(vstore, DVW)(v, 0, p)
+#define LDD(p) VLOAD(DVW, 0, p)
+#define STDF(v, p) CG_CAT(vstore, DVW)(v, 0, p)
 #endif
 
 #if DTM == 1
@@ -277,7 +334,7 @@ hsum(floatd v)
     float t[DVW], s = 0.0f;
     int l;
 
-    STD(v, t);
+    STDF(v, t);
     for (l = 0; l < DVW; l++)
         s += t[l];
     return s;
@@ -299,26 +356,26 @@ hsum(floatd v)
 #define D_ST_V(r, j, v)                                                   \
     if (m0 + r < M && n0 + j < N) {                                       \
         float s = hsum(acc##r##_##j);                                     \
-        __global float *p = c + (m0 + r) * ldc + n0 + j;                  \
+        __global cg_to *p = c + (m0 + r) * ldc + n0 + j;                  \
                                                                           \
         for (k = kv; k < K; k++)                                          \
-            s += a[ar##r + k] * b[bc##j + k];                             \
+            s += CG_LD(a, ar##r + k) * CG_LD(b, bc##j + k);               \
         s *= alpha;                                                       \
         if (beta != 0.0f)                                                 \
-            s += beta * *p;                                               \
-        *p = v;                                                           \
+            s += beta * CG_LDO(p, 0);                                     \
+        CG_STO(p, 0, v);                                                  \
     }
 #define D_ST(r, j) D_ST_V(r, j, s)
-#define D_STB(r, j) D_ST_V(r, j, s + bias[n0 + j])
+#define D_STB(r, j) D_ST_V(r, j, s + CG_LDO(bias, n0 + j))
 #define D_STROW(r, _) DCOLS(D_ST, r)
 #define D_STROWB(r, _) DCOLS(D_STB, r)
 
 KERNEL
 gemm_nt(int M, int N, int K, float alpha,
-        const __global float *a, int ao, int lda, int sab,
-        const __global float *b, int bo, int ldb, int sbb,
-        float beta, __global float *c, int co, int ldc, int scb,
-        const __global float *bias, int biaso)
+        const __global cg_t *a, int ao, int lda, int sab,
+        const __global cg_t *b, int bo, int ldb, int sbb,
+        float beta, __global cg_to *c, int co, int ldc, int scb,
+        const __global cg_to *bias, int biaso)
 {
     int ncb = (N + DTN - 1) / DTN, nrb = (M + DTM - 1) / DTM;
     int i = get_global_id(0), z = get_global_id(1);
@@ -348,33 +405,42 @@ gemm_nt(int M, int N, int K, float alpha,
 }
 
 #undef LDD
-#undef STD
+#undef STDF
 #endif
 
 /* ----------------------------------------------------------- gemm_tpose */
 
 #if CG_WANT(gemm_tpose)
+/* The elements move as they are stored: 16-bit ones as ushort bits. */
+#if CG_T == 0
+typedef float tp_t;
+typedef float8 tp_t8;
+#else
+typedef ushort tp_t;
+typedef ushort8 tp_t8;
+#endif
+
 /* dst[c * rows + r] = src[so + r * lds + c] for a rows x cols src.  A
  * work-item moves an 8 x 8 block: eight row pieces read and eight column
- * pieces written as float8, so that both sides go through the cache a
- * line at a time (one element per item, reading down a column, ran at
+ * pieces written as vectors of 8, so that both sides go through the cache
+ * a line at a time (one element per item, reading down a column, ran at
  * 3 GB/s).  Item i takes row block i % nrb (nrb = ceil(rows / 8)) of
  * column block i / nrb; blocks at an edge go element by element. */
-#define TP_COL(j) (float8)(x0.s##j, x1.s##j, x2.s##j, x3.s##j, x4.s##j, \
+#define TP_COL(j) (tp_t8)(x0.s##j, x1.s##j, x2.s##j, x3.s##j, x4.s##j, \
                            x5.s##j, x6.s##j, x7.s##j)
 KERNEL
-gemm_tpose(const __global float *src, int so, int lds, int rows, int cols,
-           __global float *dst)
+gemm_tpose(const __global tp_t *src, int so, int lds, int rows, int cols,
+           __global tp_t *dst)
 {
     int nrb = (rows + 7) / 8, i = get_global_id(0);
     int r0 = i % nrb * 8, c0 = i / nrb * 8, q, j;
-    const __global float *s = src + so + r0 * lds + c0;
-    __global float *d = dst + c0 * rows + r0;
+    const __global tp_t *s = src + so + r0 * lds + c0;
+    __global tp_t *d = dst + c0 * rows + r0;
 
     if (c0 >= cols)
         return;
     if (r0 + 8 <= rows && c0 + 8 <= cols) {
-        float8 x0 = vload8(0, s), x1 = vload8(0, s + lds),
+        tp_t8 x0 = vload8(0, s), x1 = vload8(0, s + lds),
                x2 = vload8(0, s + 2 * lds), x3 = vload8(0, s + 3 * lds),
                x4 = vload8(0, s + 4 * lds), x5 = vload8(0, s + 5 * lds),
                x6 = vload8(0, s + 6 * lds), x7 = vload8(0, s + 7 * lds);
@@ -394,4 +460,33 @@ gemm_tpose(const __global float *src, int so, int lds, int rows, int cols,
             d[j * rows + q] = s[q * lds + j];
 }
 #undef TP_COL
+#endif
+
+/* ----------------------------------------------------------- gemm_widen */
+
+#if CG_WANT(gemm_widen)
+/* dst[(z * rows + r) * cols + c] = src[so + z * sbs + r * lds + c] as a
+ * float, for z the batch entry (dimension 1).  Item i takes columns
+ * c0 .. c0 + 7 (c0 = i % ncb * 8, ncb = ceil(cols / 8)) of row i / ncb;
+ * a piece at the right edge goes element by element. */
+KERNEL
+gemm_widen(const __global cg_t *src, int so, int lds, int sbs, int rows,
+           int cols, __global float *dst)
+{
+    int ncb = (cols + 7) / 8, i = get_global_id(0), z = get_global_id(1);
+    int r = i / ncb, c0 = i % ncb * 8, j;
+    const __global cg_t *s;
+    __global float *d;
+
+    if (r >= rows)
+        return;
+    s = src + so + z * sbs + r * lds + c0;
+    d = dst + ((size_t)z * rows + r) * cols + c0;
+    if (c0 + 8 <= cols) {
+        vstore8(CG_VLOAD(8, 0, s), 0, d);
+        return;
+    }
+    for (j = 0; c0 + j < cols; j++)
+        d[j] = CG_LD(s, j);
+}
 #endif

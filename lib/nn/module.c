@@ -369,7 +369,8 @@ cg_linear_forward(cg_module *m, cg_tensor *x)
     char s1[128], s2[128];
 
     cg__error_clear();
-    if (cg__module_check(m, "linear") || cg__check_tensor(x, "x", 0))
+    if (cg__module_check(m, "linear") ||
+        cg__check_tensor(x, "x", CG__FLOAT_DTYPE))
         return NULL;
     w = m->params[0];
     if (x->ctx != m->ctx) {

@@ -1,12 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * lib/ops/gemm.c - the one SGEMM entry of the library: every matrix
+ * lib/ops/gemm.c - the one GEMM entry of the library: every matrix
  * product (matmul, linear layers, the recurrent layers' projections and
  * weight gradients, the measurements) comes here and runs either
  * clgrad's own kernels or CLBlast's, chosen per call by backend_for;
  * clgrad's kernels are those of kernels/gemm.cl, or for large products
  * those of kernels/gemm_pack.cl over operands packed first into
  * cache-sized micro-panels (the packed backend, chosen by packed_rule).
+ *
+ * Operands of 16-bit storage (cg__gemm_dt: A and B float16 or bfloat16,
+ * C and the bias theirs or float32) run clgrad's kernels only, in the
+ * storage variant for the pair (gemm.cl's CG_T and CG_TO), summing in
+ * float32: CLBlast's HGEMM sums in half (and PoCL and NVIDIA refuse it).
+ * They are read in place, or converted once into float32 copies for the
+ * float32 kernels where widen_rule says that is faster.
  *
  * Both take row-major operands in place: an offset, a leading dimension
  * and a transpose flag per matrix, a stride between the matrices of a
@@ -76,10 +83,19 @@ static const cg__pid gemm_pid[7] = {
     CG__P_GEMM_DTM, CG__P_GEMM_DTN, CG__P_GEMM_WG
 };
 enum { P_VW, P_TM, P_TN, P_DVW, P_DTM, P_DTN, P_WG };
-enum { K_GEMM, K_NT, K_TPOSE };
-static const cg__kid gemm_kid[3] = {
-    CG__K_GEMM, CG__K_GEMM_NT, CG__K_GEMM_TPOSE
+enum { K_GEMM, K_NT, K_TPOSE, K_WIDEN, NK };
+static const cg__kid gemm_kid[NK] = {
+    CG__K_GEMM, CG__K_GEMM_NT, CG__K_GEMM_TPOSE, CG__K_GEMM_WIDEN
 };
+/* The storage variants of gemm.cl's kernels, operands -> C: float32
+ * (the SGEMM), the 16-bit ones to themselves (CG_T = CG_TO, which
+ * cg__kernel_dt builds), 16-bit to float32, and float32 (widened 16-bit
+ * operands) to 16-bit.  The value is common.cl's dtype code, CG_T and
+ * CG_TO: (v_t[v], v_to[v]). */
+enum { V_F32, V_F16, V_BF16, V_F16_F32, V_BF16_F32, V_F32_F16, V_F32_BF16,
+       NVAR };
+static const int v_t[NVAR] = { 0, 1, 2, 1, 2, 0, 0 };
+static const int v_to[NVAR] = { 0, 1, 2, 0, 0, 1, 2 };
 
 /* How products of one shape class run: the tuning entry of the class
  * ("gemm", "NT.skinny", ...) if one is in force, else the context's
@@ -98,8 +114,8 @@ typedef struct gemm_cfg {
                              * backend) */
     int own;                /* k[] built with opts, not the context's */
     long p[7];
-    char opts[160];
-    cl_kernel k[3];
+    char opts[160];         /* the -D options of p */
+    cl_kernel k[NVAR][NK];  /* what cfg_kernel built (per storage variant) */
 } gemm_cfg;
 
 /* Owned by the context (ctx->gemm_classes), made on the first product,
@@ -107,18 +123,21 @@ typedef struct gemm_cfg {
  * force change (ctx->tuning_gen). */
 struct cg__gemm_classes {
     unsigned gen;
+    int widen;              /* 16-bit operands: -1 widen_rule, 0 never
+                             * widened, 1 always (cg__gemm_widen_force) */
     gemm_cfg c[CG__GEMM_NCLASSES];
 };
 
 static void
 classes_release(struct cg__gemm_classes *g)
 {
-    int c, i;
+    int c, i, v;
 
     for (c = 0; c < CG__GEMM_NCLASSES; c++) {
-        for (i = 0; i < 3; i++)
-            if (g->c[c].k[i])
-                clReleaseKernel(g->c[c].k[i]);
+        for (v = 0; v < NVAR; v++)
+            for (i = 0; i < NK; i++)
+                if (g->c[c].k[v][i])
+                    clReleaseKernel(g->c[c].k[v][i]);
         memset(&g->c[c], 0, sizeof g->c[c]);
     }
 }
@@ -149,6 +168,7 @@ class_cfg(cg_context *ctx, int cls, gemm_cfg **out)
         if (!(g = cg__calloc(1, sizeof *g)))
             return CG_EHOSTMEM;
         g->gen = ctx->tuning_gen;
+        g->widen = -1;
         ctx->gemm_classes = g;
     }
     if (g->gen != ctx->tuning_gen) {
@@ -179,7 +199,7 @@ class_cfg(cg_context *ctx, int cls, gemm_cfg **out)
     if (e && cg__tuning_param(e, "pack", &v))
         cfg->pack = v != 0;
     /* the same options as the context's own for these values */
-    for (i = 0; cfg->own && i < 7; i++)
+    for (i = 0; i < 7; i++)
         n += (size_t)snprintf(cfg->opts + n, sizeof cfg->opts - n,
                               "%s-D%s=%ld", i ? " " : "",
                               cg__param_table[gemm_pid[i]].name, cfg->p[i]);
@@ -204,19 +224,49 @@ cg__gemm_class_params(cg_context *ctx, int cls, long p[7], int *backend)
     return CG_OK;
 }
 
-/* Kernel `which` of cfg. */
+/* The storage variant for operands of dtype ab and C of dtype cd. */
 static int
-cfg_kernel(cg_context *ctx, gemm_cfg *cfg, int which, cl_kernel *out)
+variant(cg_dtype ab, cg_dtype cd)
 {
+    int t = ab == CG_F16 ? 1 : ab == CG_BF16 ? 2 : 0;
+    int to = cd == CG_F16 ? 1 : cd == CG_BF16 ? 2 : 0, v;
+
+    for (v = 0; v < NVAR - 1; v++)
+        if (v_t[v] == t && v_to[v] == to)
+            break;
+    return v;
+}
+
+/* The variant of v's operands to themselves (the copies' kernels). */
+static int
+operand_variant(int v)
+{
+    return v_t[v];      /* V_F32, V_F16, V_BF16 are 0, 1, 2 */
+}
+
+/* Kernel `which` of cfg in storage variant v: the context's own (where
+ * the class has no parameters of its own and the variant is one of
+ * cg__kernel_dt's), else built with cfg's options and the variant's. */
+static int
+cfg_kernel(cg_context *ctx, gemm_cfg *cfg, int v, int which, cl_kernel *out)
+{
+    static const cg_dtype vdt[3] = { CG_F32, CG_F16, CG_BF16 };
+    char opts[sizeof cfg->opts + 32];
     int status;
 
-    if (!cfg->own)
-        return cg__kernel(ctx, gemm_kid[which], out);
-    if (!cfg->k[which] &&
-        (status = cg__kernel_create(ctx, gemm_kid[which], cfg->opts,
-                                    &cfg->k[which])))
-        return status;
-    *out = cfg->k[which];
+    if (!cfg->own && v <= V_BF16)
+        return cg__kernel_dt(ctx, gemm_kid[which], vdt[v], out);
+    if (!cfg->k[v][which]) {
+        if (v == V_F32)
+            snprintf(opts, sizeof opts, "%s", cfg->opts);
+        else
+            snprintf(opts, sizeof opts, "%s -DCG_T=%d -DCG_TO=%d", cfg->opts,
+                     v_t[v], v_to[v]);
+        if ((status = cg__kernel_create(ctx, gemm_kid[which], opts,
+                                        &cfg->k[v][which])))
+            return status;
+    }
+    *out = cfg->k[v][which];
     return CG_OK;
 }
 
@@ -387,7 +437,7 @@ clblast_run(cg_context *ctx, int ta, int tb, size_t m, size_t n, size_t k,
                                   : "clblast.sgemm_batched") : CG_OK;
 }
 
-static int clgrad_run(cg_context *ctx, gemm_cfg *cfg, int ta, int tb,
+static int clgrad_run(cg_context *ctx, gemm_cfg *cfg, int v, int ta, int tb,
                       size_t m, size_t n, size_t k, float alpha, cg__mat a,
                       size_t sa, cg__mat b, size_t sb, float beta, cg__mat c,
                       size_t sc, size_t batch, const cg__mat *bias);
@@ -396,8 +446,8 @@ static int clgrad_run(cg_context *ctx, gemm_cfg *cfg, int ta, int tb,
  * buffer *t, which the caller frees once the product that reads it is
  * enqueued (the queue is in order). */
 static int
-pack_transposed(cg_context *ctx, gemm_cfg *cfg, cg__mat x, size_t rows,
-                size_t cols, cg_buffer **t)
+pack_transposed(cg_context *ctx, gemm_cfg *cfg, int v, cg__mat x,
+                size_t rows, size_t cols, cg_buffer **t)
 {
     cl_int so = (cl_int)x.off, lds = (cl_int)x.ld;
     cl_int r = (cl_int)rows, c = (cl_int)cols;
@@ -405,10 +455,11 @@ pack_transposed(cg_context *ctx, gemm_cfg *cfg, cg__mat x, size_t rows,
     cl_mem tm;
     int status;
 
-    if (!(*t = cg_buffer_new(ctx, rows * cols * sizeof(float))))
+    if (!(*t = cg_buffer_new(ctx, rows * cols * (v_t[v] ? 2 : 4))))
         return cg__last_status();
     tm = cg__buffer_mem(*t);
-    status = cfg_kernel(ctx, cfg, K_TPOSE, &kn);
+    /* a copy of the stored bits: the variant's C does not matter */
+    status = cfg_kernel(ctx, cfg, operand_variant(v), K_TPOSE, &kn);
     if (status == CG_OK)
         status = cg__args(kn, CG__ARG(x.mem), CG__ARG(so), CG__ARG(lds),
                           CG__ARG(r), CG__ARG(c), CG__ARG(tm));
@@ -422,28 +473,28 @@ pack_transposed(cg_context *ctx, gemm_cfg *cfg, cg__mat x, size_t rows,
 /* The NT product through a packed copy of B^T, or the TN product through
  * a packed copy of A^T, as NN. */
 static int
-clgrad_run_packed(cg_context *ctx, gemm_cfg *cfg, int ta, size_t m, size_t n,
-                  size_t k, float alpha, cg__mat a, size_t sa, cg__mat b,
-                  size_t sb, float beta, cg__mat c, size_t sc, size_t batch,
-                  const cg__mat *bias)
+clgrad_run_packed(cg_context *ctx, gemm_cfg *cfg, int v, int ta, size_t m,
+                  size_t n, size_t k, float alpha, cg__mat a, size_t sa,
+                  cg__mat b, size_t sb, float beta, cg__mat c, size_t sc,
+                  size_t batch, const cg__mat *bias)
 {
     cg_buffer *t = NULL;
     int status;
 
     if (ta) {       /* A stored [K, M] */
-        status = pack_transposed(ctx, cfg, a, k, m, &t);
+        status = pack_transposed(ctx, cfg, v, a, k, m, &t);
         if (status == CG_OK) {
             cg__mat at = { cg__buffer_mem(t), 0, k };
 
-            status = clgrad_run(ctx, cfg, 0, 0, m, n, k, alpha, at, 0, b,
+            status = clgrad_run(ctx, cfg, v, 0, 0, m, n, k, alpha, at, 0, b,
                                 sb, beta, c, sc, batch, bias);
         }
     } else {        /* B stored [N, K] */
-        status = pack_transposed(ctx, cfg, b, n, k, &t);
+        status = pack_transposed(ctx, cfg, v, b, n, k, &t);
         if (status == CG_OK) {
             cg__mat bt = { cg__buffer_mem(t), 0, n };
 
-            status = clgrad_run(ctx, cfg, 0, 0, m, n, k, alpha, a, sa, bt,
+            status = clgrad_run(ctx, cfg, v, 0, 0, m, n, k, alpha, a, sa, bt,
                                 0, beta, c, sc, batch, bias);
         }
     }
@@ -452,7 +503,7 @@ clgrad_run_packed(cg_context *ctx, gemm_cfg *cfg, int ta, size_t m, size_t n,
 }
 
 static int
-clgrad_run(cg_context *ctx, gemm_cfg *cfg, int ta, int tb, size_t m,
+clgrad_run(cg_context *ctx, gemm_cfg *cfg, int v, int ta, int tb, size_t m,
            size_t n, size_t k, float alpha, cg__mat a, size_t sa, cg__mat b,
            size_t sb, float beta, cg__mat c, size_t sc, size_t batch,
            const cg__mat *bias)
@@ -469,12 +520,12 @@ clgrad_run(cg_context *ctx, gemm_cfg *cfg, int ta, int tb, size_t m,
     int status;
 
     if (packed(cfg, ta, tb, m, n, k, sa, sb, batch))
-        return clgrad_run_packed(ctx, cfg, ta, m, n, k, alpha, a, sa, b, sb,
-                                 beta, c, sc, batch, bias);
+        return clgrad_run_packed(ctx, cfg, v, ta, m, n, k, alpha, a, sa, b,
+                                 sb, beta, c, sc, batch, bias);
     if (!ta && tb) {
         tm = (size_t)cfg->p[P_DTM];
         tn = (size_t)cfg->p[P_DTN];
-        if ((status = cfg_kernel(ctx, cfg, K_NT, &kn)) ||
+        if ((status = cfg_kernel(ctx, cfg, v, K_NT, &kn)) ||
             (status = cg__args(kn, CG__ARG(M), CG__ARG(N), CG__ARG(K),
                                CG__ARG(alpha), CG__ARG(a.mem), CG__ARG(ao),
                                CG__ARG(lda), CG__ARG(sab), CG__ARG(b.mem),
@@ -489,7 +540,7 @@ clgrad_run(cg_context *ctx, gemm_cfg *cfg, int ta, int tb, size_t m,
 
         tm = (size_t)cfg->p[P_TM];
         tn = (size_t)(cfg->p[P_TN] * cfg->p[P_VW]);
-        if ((status = cfg_kernel(ctx, cfg, K_GEMM, &kn)) ||
+        if ((status = cfg_kernel(ctx, cfg, v, K_GEMM, &kn)) ||
             (status = cg__args(kn, CG__ARG(M), CG__ARG(N), CG__ARG(K),
                                CG__ARG(alpha), CG__ARG(a.mem), CG__ARG(ao),
                                CG__ARG(sam), CG__ARG(sak), CG__ARG(sab),
@@ -643,15 +694,108 @@ packed_run(cg_context *ctx, int ta, int tb, size_t m, size_t n, size_t k,
     return status;
 }
 
+/* Whether a product of 16-bit operands runs on float32 copies of them
+ * (gemm_widen, then the float32 kernels writing C in its own storage)
+ * rather than converting them in every tile that reads them: the
+ * products through gemm above 2^18 multiply-adds.  gemm broadcasts A's
+ * values one by one, and PoCL converts a scalar half slowly (bfloat16,
+ * a shift, less so), where gemm_nt's vector loads are fast.  From
+ * tests/bench_gemm16 on the 2-core AVX-512 PoCL 3.1 machine under load,
+ * GFLOP/s in place / widened (float32 in the same run), float16: 512^3
+ * NN 16/83 (86), 1024^3 NN 18/51 (76), 128x2048x512 NN 18/70 (93),
+ * 128x2048x512 NT (packed B^T) 16/32 (53), 2048x512x128 TN 15/61 (57);
+ * bfloat16: 70/84, 55/73, 51/69, 37/56, 51/59.  In place wins the
+ * recurrent step's NT in gemm_nt, 32x2048x512 float16 55/39 (45),
+ * bfloat16 49/44, and small products, 64^3 NN float16 8.9/5.4 (15),
+ * bfloat16 13/4.9, where the copies' launches weigh. */
+static int
+widen_rule(const gemm_cfg *cfg, int ta, int tb, size_t m, size_t n,
+           size_t k, size_t sa, size_t sb, size_t batch)
+{
+    if ((double)m * (double)n * (double)k <= 262144.0)
+        return 0;
+    return ta || !tb || packed(cfg, ta, tb, m, n, k, sa, sb, batch);
+}
+
+/* count matrices of x (rows x cols stored, x.ld apart, the matrices s
+ * apart) as a packed float32 copy in a pool buffer *t, which the caller
+ * frees once the product that reads it is enqueued. */
+static int
+widen(cg_context *ctx, gemm_cfg *cfg, int v, cg__mat x, size_t s,
+      size_t count, size_t rows, size_t cols, cg_buffer **t)
+{
+    cl_int so = (cl_int)x.off, lds = (cl_int)x.ld, sbs = (cl_int)s;
+    cl_int r = (cl_int)rows, c = (cl_int)cols;
+    size_t wg = (size_t)cfg->p[P_WG], items = rows * ((cols + 7) / 8);
+    size_t global[2], local[2] = { wg, 1 };
+    cl_kernel kn;
+    cl_mem tm;
+    int status;
+
+    if (!(*t = cg_buffer_new(ctx, count * rows * cols * sizeof(float))))
+        return cg__last_status();
+    tm = cg__buffer_mem(*t);
+    global[0] = (items + wg - 1) / wg * wg;
+    global[1] = count;
+    if ((status = cfg_kernel(ctx, cfg, operand_variant(v), K_WIDEN, &kn)) ||
+        (status = cg__args(kn, CG__ARG(x.mem), CG__ARG(so), CG__ARG(lds),
+                           CG__ARG(sbs), CG__ARG(r), CG__ARG(c),
+                           CG__ARG(tm))))
+        return status;
+    return cg__launch(ctx, kn, 2, global, local, NULL);
+}
+
+/* The product of 16-bit operands (variant v) through float32 copies of
+ * them: the float32 kernels, C (and the bias) in v's output storage. */
+static int
+clgrad_run_widened(cg_context *ctx, gemm_cfg *cfg, int v, int ta, int tb,
+                   size_t m, size_t n, size_t k, float alpha, cg__mat a,
+                   size_t sa, cg__mat b, size_t sb, float beta, cg__mat c,
+                   size_t sc, size_t batch, const cg__mat *bias)
+{
+    static const int f32_to[3] = { V_F32, V_F32_F16, V_F32_BF16 };
+    size_t ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k;
+    size_t bc = tb ? k : n;
+    cg_buffer *wa = NULL, *wb = NULL;
+    int status;
+
+    status = widen(ctx, cfg, v, a, sa, sa ? batch : 1, ar, ac, &wa);
+    if (status == CG_OK)
+        status = widen(ctx, cfg, v, b, sb, sb ? batch : 1, br, bc, &wb);
+    if (status == CG_OK) {
+        cg__mat am = { cg__buffer_mem(wa), 0, ac };
+        cg__mat bm = { cg__buffer_mem(wb), 0, bc };
+
+        status = clgrad_run(ctx, cfg, f32_to[v_to[v]], ta, tb, m, n, k,
+                            alpha, am, sa ? ar * ac : 0, bm,
+                            sb ? br * bc : 0, beta, c, sc, batch, bias);
+    }
+    cg_buffer_free(wa);
+    cg_buffer_free(wb);
+    return status;
+}
+
 int
-cg__sgemm_bias(cg_context *ctx, int ta, int tb, size_t m, size_t n,
-               size_t k, float alpha, cg__mat a, size_t sa, cg__mat b,
-               size_t sb, float beta, cg__mat c, size_t sc, size_t batch,
-               const cg__mat *bias, int *added)
+cg__gemm_widen_force(cg_context *ctx, int mode)
+{
+    gemm_cfg *cfg;
+    int status;
+
+    if ((status = class_cfg(ctx, 0, &cfg)))    /* makes the classes */
+        return status;
+    ctx->gemm_classes->widen = mode < 0 ? -1 : mode != 0;
+    return CG_OK;
+}
+
+int
+cg__gemm_dt(cg_context *ctx, cg_dtype ab, cg_dtype cd, int ta, int tb,
+            size_t m, size_t n, size_t k, float alpha, cg__mat a, size_t sa,
+            cg__mat b, size_t sb, float beta, cg__mat c, size_t sc,
+            size_t batch, const cg__mat *bias, int *added)
 {
     cg__gemm_backend use;
     gemm_cfg *cfg;
-    int status;
+    int status, fits;
 
     if (added)
         *added = 1;
@@ -666,30 +810,54 @@ cg__sgemm_bias(cg_context *ctx, int ta, int tb, size_t m, size_t n,
         : cfg->backend >= 0 ? (cg__gemm_backend)cfg->backend
         : backend_for(ta, tb, m, n, k, sa, batch);
     if (ctx->gemm_backend == CG__GEMM_AUTO && use == CG__GEMM_CLGRAD &&
+        ab == CG_F32 &&
         (cfg->packed >= 0 ? cfg->packed : packed_rule(ta, tb, m, n, k)))
         use = CG__GEMM_PACKED;
-    if (k == 0)     /* C = beta C, which CLBlast refuses */
+    if (k == 0 || ab != CG_F32)  /* C = beta C, which CLBlast refuses;
+                                  * 16-bit operands, which it sums in half
+                                  * (and the packed kernels are float32) */
         use = CG__GEMM_CLGRAD;
     if (use == CG__GEMM_PACKED && ((ta && tb) ||
                                    !packed_fits(ctx, m, n, k, sa, sb, batch)))
         use = CG__GEMM_CLGRAD;
-    if (use != CG__GEMM_CLBLAST &&
-        (k >= (size_t)INT_MAX ||
-         !fits_int(a, sa, batch, ta ? k : m, ta ? m : k) ||
-         !fits_int(b, sb, batch, tb ? n : k, tb ? k : n) ||
-         !fits_int(c, sc, batch, m, n) ||
-         (bias && !fits_int(*bias, 0, 1, 1, n))))
+    fits = k < (size_t)INT_MAX &&
+           fits_int(a, sa, batch, ta ? k : m, ta ? m : k) &&
+           fits_int(b, sb, batch, tb ? n : k, tb ? k : n) &&
+           fits_int(c, sc, batch, m, n) &&
+           (!bias || fits_int(*bias, 0, 1, 1, n));
+    if (!fits && ab != CG_F32)
+        return cg__error(CG_EUNSUPPORTED, "a %s GEMM of %zux%zux%zu (batch "
+                         "%zu) whose elements an int does not index",
+                         cg__dtype_name(ab), m, n, k, batch);
+    if (use != CG__GEMM_CLBLAST && !fits)
         use = CG__GEMM_CLBLAST;
+    if (ab != CG_F32 && k > 0 &&
+        (ctx->gemm_classes->widen >= 0
+         ? ctx->gemm_classes->widen
+         : widen_rule(cfg, ta != 0, tb != 0, m, n, k, sa, sb, batch)))
+        return clgrad_run_widened(ctx, cfg, variant(ab, cd), ta != 0,
+                                  tb != 0, m, n, k, alpha, a, sa, b, sb,
+                                  beta, c, sc, batch, bias);
     if (use == CG__GEMM_PACKED)
         return packed_run(ctx, ta != 0, tb != 0, m, n, k, alpha, a, sa, b,
                           sb, beta, c, sc, batch, bias);
     if (use == CG__GEMM_CLGRAD)
-        return clgrad_run(ctx, cfg, ta != 0, tb != 0, m, n, k, alpha, a, sa,
-                          b, sb, beta, c, sc, batch, bias);
+        return clgrad_run(ctx, cfg, variant(ab, cd), ta != 0, tb != 0, m, n,
+                          k, alpha, a, sa, b, sb, beta, c, sc, batch, bias);
     if (bias)       /* CLBlast has no epilogue: the caller adds it */
         *added = 0;
     return clblast_run(ctx, ta, tb, m, n, k, alpha, a, sa, b, sb, beta, c,
                        sc, batch);
+}
+
+int
+cg__sgemm_bias(cg_context *ctx, int ta, int tb, size_t m, size_t n,
+               size_t k, float alpha, cg__mat a, size_t sa, cg__mat b,
+               size_t sb, float beta, cg__mat c, size_t sc, size_t batch,
+               const cg__mat *bias, int *added)
+{
+    return cg__gemm_dt(ctx, CG_F32, CG_F32, ta, tb, m, n, k, alpha, a, sa, b,
+                       sb, beta, c, sc, batch, bias, added);
 }
 
 int

@@ -109,7 +109,7 @@ cg_tensor *cg__unary(cg__ew_op op, cg_tensor *x, float p0, float p1);
 /* One row-major SGEMM (lib/ops/gemm.c) on ctx's queue, clgrad's kernel or
  * CLBlast's as gemm.c chooses: c = alpha op(a) op(b) + beta c, op
  * transposing when ta / tb is set; op(a) is m x k, op(b) k x n, c m x n;
- * offsets and leading dimensions in floats.  beta == 0 does not read c.
+ * offsets and leading dimensions in elements.  beta == 0 does not read c.
  * Counts one launch in the context statistics. */
 typedef struct cg__mat {
     cl_mem mem;
@@ -137,12 +137,29 @@ int cg__sgemm_bias(cg_context *ctx, int ta, int tb, size_t m, size_t n,
                    size_t sb, float beta, cg__mat c, size_t sc, size_t batch,
                    const cg__mat *bias, int *added);
 
+/* The same for operands a and b of storage dtype ab (CG_F32, CG_F16 or
+ * CG_BF16) and c and the bias of dtype cd (ab's own, or CG_F32 for 16-bit
+ * operands): products summed in float32, c rounded once to cd.  16-bit
+ * operands always run clgrad's kernels (CLBlast's HGEMM sums in half),
+ * so the bias is always added; CG_EUNSUPPORTED where an int cannot index
+ * their elements. */
+int cg__gemm_dt(cg_context *ctx, cg_dtype ab, cg_dtype cd, int ta, int tb,
+                size_t m, size_t n, size_t k, float alpha, cg__mat a,
+                size_t sa, cg__mat b, size_t sb, float beta, cg__mat c,
+                size_t sc, size_t batch, const cg__mat *bias, int *added);
+/* How cg__gemm_dt reads 16-bit operands on ctx: mode 1 through float32
+ * copies (gemm.cl's gemm_widen), 0 in place, -1 (the default) as gemm.c's
+ * widen rule says; for the tests and benchmarks. */
+int cg__gemm_widen_force(cg_context *ctx, int mode);
+
 /* The linear layer's y = x W^T + b (b may be NULL) for x [..., in], W
  * [out, in], b [out]: one GEMM with the bias in its epilogue, recorded as
  * one node "linear" whose backward adds the weight's (and the input's)
- * gradient into an existing one with the GEMM itself.  NULL and
- * CG_ESHAPE on shapes that do not fit; no other checks (lib/nn checks
- * the layer's input). */
+ * gradient into an existing one with the GEMM itself.  x, W and b are
+ * float32, or all float16 or all bfloat16 (summed in float32, y of their
+ * dtype, the bias's gradient summed in float32); NULL and CG_ESHAPE on
+ * shapes that do not fit, CG_EDTYPE on other dtypes or a mix; no other
+ * checks (lib/nn checks the layer's input). */
 cg_tensor *cg__linear(cg_tensor *x, cg_tensor *w, cg_tensor *b);
 
 /* Which SGEMM runs: CG__GEMM_AUTO chooses per product (the default, or

@@ -1,8 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * lib/ops/matmul.c - matrix products: one SGEMM (lib/ops/gemm.c, clgrad's
+ * lib/ops/matmul.c - matrix products: one GEMM (lib/ops/gemm.c, clgrad's
  * kernel or CLBlast's) for 2-D operands (and for a batch folded into the
- * rows), one strided-batched SGEMM otherwise.
+ * rows), one strided-batched GEMM otherwise.
+ *
+ * Operands are float32, or both float16 or both bfloat16 (summed in
+ * float32 by gemm.c, the result rounded once to the output's dtype: the
+ * operands' own, or float32 from cg_matmul_out).  Gradients have the
+ * inputs' dtypes; a gradient summed over a broadcast batch is summed in
+ * float32 and rounded once.
  *
  * Both GEMMs read strided memory themselves: a leading dimension per
  * matrix, a transpose flag, and one stride between the matrices of a
@@ -121,7 +127,8 @@ gemm_prepare(cg_tensor *x, int trans, int nb, const int64_t *bshape,
     return CG_OK;
 }
 
-/* c (contiguous [batch, m, n]) = op(a) op(b) for `batch` matrices. */
+/* c (contiguous [batch, m, n], of its own dtype) = op(a) op(b) for
+ * `batch` matrices. */
 static int
 gemm_run(cg_tensor *c, size_t batch, size_t m, size_t n, size_t k,
          const gemm_arg *a, const gemm_arg *b)
@@ -137,26 +144,31 @@ gemm_run(cg_tensor *c, size_t batch, size_t m, size_t n, size_t k,
         m *= batch;
         batch = 1;
     }
-    return cg__sgemm_batched(c->ctx, a->trans, b->trans, m, n, k, 1.0f, am,
-                             a->stride, bm, b->stride, 0.0f, cm, m * n,
-                             batch);
+    return cg__gemm_dt(c->ctx, a->t->dtype, c->dtype, a->trans, b->trans, m,
+                       n, k, 1.0f, am, a->stride, bm, b->stride, 0.0f, cm,
+                       m * n, batch, NULL, NULL);
 }
 
-/* Checks the operands and computes the output shape (batch dims, then
- * M, N) and K. */
+/* Checks the operands and the output dtype, and computes the output
+ * shape (batch dims, then M, N) and K. */
 static int
-matmul_check(cg_tensor *a, cg_tensor *b, int ta, int tb, int *ndim,
-             int64_t *shape, int64_t *k)
+matmul_check(cg_tensor *a, cg_tensor *b, int ta, int tb, cg_dtype out,
+             int *ndim, int64_t *shape, int64_t *k)
 {
     cg_tensor *ops[2] = { a, b };
     char s1[128], s2[128];
     int nba, nbb, nb, d, status;
     int64_t ka, kb;
 
-    if ((status = cg__check_tensor(a, "a", 0)) ||
-        (status = cg__check_tensor(b, "b", 0)) ||
+    if ((status = cg__check_tensor(a, "a", CG__FLOAT_DTYPE)) ||
+        (status = cg__check_tensor(b, "b", CG__FLOAT_DTYPE)) ||
+        (status = cg__check_same_dtype(a, "a", b, "b")) ||
         (status = cg__same_context(2, (const cg_tensor *const *)ops)))
         return status;
+    if (out != a->dtype && !(out == CG_F32 && a->dtype != CG_F32))
+        return cg__error(CG_EDTYPE, "matmul of %s operands into %s: the "
+                         "output is the operands' dtype or float32",
+                         cg__dtype_name(a->dtype), cg__dtype_name(out));
     cg__shape_str(a->ndim, a->shape, s1, sizeof s1);
     cg__shape_str(b->ndim, b->shape, s2, sizeof s2);
     if (a->ndim < 2 || b->ndim < 2)
@@ -188,16 +200,16 @@ matmul_check(cg_tensor *a, cg_tensor *b, int ta, int tb, int *ndim,
     return CG_OK;
 }
 
-/* c = op(a) op(b) into a new tensor; no recording. */
+/* c = op(a) op(b) into a new tensor of dtype out; no recording. */
 static cg_tensor *
-matmul_raw(cg_tensor *a, cg_tensor *b, int ta, int tb, int ndim,
-           const int64_t *shape, int64_t k)
+matmul_raw(cg_tensor *a, cg_tensor *b, int ta, int tb, cg_dtype out,
+           int ndim, const int64_t *shape, int64_t k)
 {
     gemm_arg ga = { 0 }, gb = { 0 };
     cg_tensor *c;
     int nb = ndim - 2, status;
 
-    c = cg__tensor_empty(a->ctx, CG_F32, ndim, shape);
+    c = cg__tensor_empty(a->ctx, out, ndim, shape);
     if (!c)
         return NULL;
     status = gemm_prepare(a, ta, nb, shape, &ga);
@@ -229,10 +241,11 @@ flat2d(cg_tensor *x)
 }
 
 /* The gradient of input k of node, a 2-D product op(p) op(q) (p, q 2-D,
- * any layout) filling input k's shape: added by the GEMM itself (beta 1)
- * into what has collected for input k (cg__grad_into), which spares the
- * engine a second pass over it, else written into a new tensor (beta 0).
- * The same GEMM either way, so the sum rounds as the engine's would. */
+ * any layout, of input k's dtype) filling input k's shape: added by the
+ * GEMM itself (beta 1) into what has collected for input k
+ * (cg__grad_into), which spares the engine a second pass over it, else
+ * written into a new tensor (beta 0).  The same GEMM either way, so the
+ * sum rounds as the engine's would. */
 static int
 grad_product(cg__node *node, int k, cg_tensor *p, int tp, cg_tensor *q,
              int tq, cg_tensor **gin)
@@ -244,8 +257,10 @@ grad_product(cg__node *node, int k, cg_tensor *p, int tp, cg_tensor *q,
     size_t kk = (size_t)p->shape[tp ? 0 : 1];
     int status;
 
+    if (acc && acc->dtype != in->dtype)
+        acc = NULL;
     c = acc ? cg_tensor_ref(acc)
-            : cg__tensor_empty(p->ctx, CG_F32, in->ndim, in->shape);
+            : cg__tensor_empty(p->ctx, in->dtype, in->ndim, in->shape);
     if (!c)
         return cg__last_status();
     status = gemm_prepare(p, tp, 0, NULL, &gp);
@@ -256,8 +271,9 @@ grad_product(cg__node *node, int k, cg_tensor *p, int tp, cg_tensor *q,
         cg__mat qm = { cg__tensor_mem(gq.t), gq.offset, gq.ld };
         cg__mat cm = { cg__tensor_mem(c), (size_t)c->offset, n };
 
-        status = cg__sgemm(c->ctx, gp.trans, gq.trans, m, n, kk, 1.0f, pm,
-                           qm, acc ? 1.0f : 0.0f, cm);
+        status = cg__gemm_dt(c->ctx, p->dtype, c->dtype, gp.trans, gq.trans,
+                             m, n, kk, 1.0f, pm, 0, qm, 0,
+                             acc ? 1.0f : 0.0f, cm, 0, 1, NULL, NULL);
     }
     cg_tensor_free(gp.t);
     cg_tensor_free(gq.t);
@@ -311,15 +327,36 @@ grad_b_folded(cg__node *node, cg_tensor *a, cg_tensor *b, cg_tensor *g,
     return status;
 }
 
-/* Sums a full-batch gradient down to x's shape; frees full. */
+/* g summed down to (ndim, shape) in dtype dt: in float32, rounded once
+ * to dt. */
 static cg_tensor *
-reduce_to(cg_tensor *full, const cg_tensor *x)
+sum_to_dt(cg_tensor *g, int ndim, const int64_t *shape, cg_dtype dt)
 {
-    cg_tensor *r;
+    cg_tensor *g32, *s, *r;
 
-    if (!full)
+    if (g->dtype == CG_F32 && dt == CG_F32)
+        return cg__sum_to_shape(g, ndim, shape);
+    g32 = g->dtype == CG_F32 ? cg_tensor_ref(g) : cg__cast(g, CG_F32);
+    s = g32 ? cg__sum_to_shape(g32, ndim, shape) : NULL;
+    r = s ? cg__cast(s, dt) : NULL;
+    cg_tensor_free(g32);
+    cg_tensor_free(s);
+    return r;
+}
+
+static cg_tensor *matmul_dt(cg_tensor *a, cg_tensor *b, int ta, int tb,
+                            cg_dtype out);
+
+/* The gradient of x, op(p) op(q) over the full batch summed down to x's
+ * shape: in float32 for a 16-bit x, rounded once at the end. */
+static cg_tensor *
+product_to(cg_tensor *p, int tp, cg_tensor *q, int tq, const cg_tensor *x)
+{
+    cg_tensor *full, *r;
+
+    if (!(full = matmul_dt(p, q, tp, tq, CG_F32)))
         return NULL;
-    r = cg__sum_to_shape(full, x->ndim, x->shape);
+    r = sum_to_dt(full, x->ndim, x->shape, x->dtype);
     cg_tensor_free(full);
     return r;
 }
@@ -332,23 +369,28 @@ reduce_to(cg_tensor *full, const cg_tensor *x)
 static int
 matmul_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
 {
-    cg_tensor *a = node->saved[0], *b = node->saved[1], *full;
-    int ta = (int)node->i[0], tb = (int)node->i[1], flat, status;
+    cg_tensor *a = node->saved[0], *b = node->saved[1];
+    int ta = (int)node->i[0], tb = (int)node->i[1], flat, status = CG_OK;
 
+    /* a float32 output of 16-bit operands: its gradient in their dtype */
+    if (g->dtype != a->dtype)
+        g = cg__cast(g, a->dtype);
+    else
+        g = cg_tensor_ref(g);
+    if (!g)
+        return cg__last_status();
     flat = a->ndim == 2 && b->ndim == 2;
     if (node->needs[0]) {
         if (flat)
             status = ta ? grad_product(node, 0, b, tb, g, 1, gin)
                         : grad_product(node, 0, g, 0, b, !tb, gin);
         else {
-            full = ta ? cg_matmul_t(b, g, tb, 1) : cg_matmul_t(g, b, 0, !tb);
-            gin[0] = reduce_to(full, a);
+            gin[0] = ta ? product_to(b, tb, g, 1, a)
+                        : product_to(g, 0, b, !tb, a);
             status = gin[0] ? CG_OK : cg__last_status();
         }
-        if (status)
-            return status;
     }
-    if (node->needs[1]) {
+    if (status == CG_OK && node->needs[1]) {
         int done = flat;
 
         if (flat)
@@ -356,31 +398,28 @@ matmul_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
                         : grad_product(node, 1, a, !ta, g, 0, gin);
         else
             status = grad_b_folded(node, a, b, g, ta, tb, gin, &done);
-        if (status)
-            return status;
-        if (!done) {
-            full = tb ? cg_matmul_t(g, a, 1, ta) : cg_matmul_t(a, g, !ta, 0);
-            if (!(gin[1] = reduce_to(full, b)))
-                return cg__last_status();
+        if (status == CG_OK && !done) {
+            gin[1] = tb ? product_to(g, 1, a, ta, b)
+                        : product_to(a, !ta, g, 0, b);
+            status = gin[1] ? CG_OK : cg__last_status();
         }
     }
-    return CG_OK;
+    cg_tensor_free(g);
+    return status;
 }
 
-cg_tensor *
-cg_matmul_t(cg_tensor *a, cg_tensor *b, int trans_a, int trans_b)
+/* c = op(a) op(b) of dtype out, recorded. */
+static cg_tensor *
+matmul_dt(cg_tensor *a, cg_tensor *b, int trans_a, int trans_b, cg_dtype out)
 {
     cg_tensor *in[2] = { a, b }, *c;
     int64_t shape[CG_MAX_DIMS], k = 0;
     cg__node *node;
     int ndim = 0, status;
 
-    cg__error_clear();
-    trans_a = trans_a != 0;
-    trans_b = trans_b != 0;
-    if (matmul_check(a, b, trans_a, trans_b, &ndim, shape, &k))
+    if (matmul_check(a, b, trans_a, trans_b, out, &ndim, shape, &k))
         return NULL;
-    c = matmul_raw(a, b, trans_a, trans_b, ndim, shape, k);
+    c = matmul_raw(a, b, trans_a, trans_b, out, ndim, shape, k);
     if (!c)
         return NULL;
     node = cg__record(c, "matmul", matmul_backward, 2, in, &status);
@@ -399,9 +438,24 @@ cg_matmul_t(cg_tensor *a, cg_tensor *b, int trans_a, int trans_b)
 }
 
 cg_tensor *
+cg_matmul_t(cg_tensor *a, cg_tensor *b, int trans_a, int trans_b)
+{
+    cg__error_clear();
+    return matmul_dt(a, b, trans_a != 0, trans_b != 0,
+                     a ? a->dtype : CG_F32);
+}
+
+cg_tensor *
 cg_matmul(cg_tensor *a, cg_tensor *b)
 {
     return cg_matmul_t(a, b, 0, 0);
+}
+
+cg_tensor *
+cg_matmul_out(cg_tensor *a, cg_tensor *b, cg_dtype out_dtype)
+{
+    cg__error_clear();
+    return matmul_dt(a, b, 0, 0, out_dtype);
 }
 
 /* ------------------------------------------------------------------------
@@ -409,7 +463,8 @@ cg_matmul(cg_tensor *a, cg_tensor *b)
  * ------------------------------------------------------------------------ */
 
 /* y = x W^T + b: dx = dy W and dW = dy^T x, each one GEMM into the
- * gradient's buffer (grad_product), and db the column sums of dy. */
+ * gradient's buffer (grad_product), and db the column sums of dy (in
+ * float32 for 16-bit tensors). */
 static int
 linear_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
 {
@@ -425,7 +480,7 @@ linear_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
         status = grad_product(node, 1, g2, 1, x, 0, gin);
     cg_tensor_free(g2);
     if (status == CG_OK && node->ninputs > 2 && node->needs[2] &&
-        !(gin[2] = cg__sum_to_shape(g, 1, &out)))
+        !(gin[2] = sum_to_dt(g, 1, &out, g->dtype)))
         status = cg__last_status();
     return status;
 }
@@ -471,10 +526,10 @@ linear_run(cg_tensor *x2, cg_tensor *w, cg_tensor *b, cg_tensor *y)
         cg__mat bm = { bd ? cg__tensor_mem(bd) : NULL,
                        bd ? (size_t)bd->offset : 0, out };
 
-        status = cg__sgemm_bias(y->ctx, gx.trans, gw.trans,
-                                (size_t)x2->shape[0], out,
-                                (size_t)x2->shape[1], 1.0f, xm, 0, wm, 0,
-                                0.0f, ym, 0, 1, bd ? &bm : NULL, &added);
+        status = cg__gemm_dt(y->ctx, x2->dtype, y->dtype, gx.trans, gw.trans,
+                             (size_t)x2->shape[0], out,
+                             (size_t)x2->shape[1], 1.0f, xm, 0, wm, 0, 0.0f,
+                             ym, 0, 1, bd ? &bm : NULL, &added);
     }
     if (status == CG_OK && !added)
         status = add_bias(y, bd);
@@ -501,11 +556,15 @@ cg__linear(cg_tensor *x, cg_tensor *w, cg_tensor *b)
                   b ? " and its bias" : "");
         return NULL;
     }
+    if (cg__check_tensor(x, "x", CG__FLOAT_DTYPE) ||
+        cg__check_same_dtype(x, "x", w, "weight") ||
+        (b && cg__check_same_dtype(x, "x", b, "bias")))
+        return NULL;
     memcpy(shape, x->shape, sizeof shape);
     shape[x->ndim - 1] = w->shape[0];
     if (!(x2 = as2d(x)))
         return NULL;
-    y = cg__tensor_empty(x->ctx, CG_F32, x->ndim, shape);
+    y = cg__tensor_empty(x->ctx, x->dtype, x->ndim, shape);
     status = y ? linear_run(x2, w, b, y) : cg__last_status();
     if (status == CG_OK &&
         (node = cg__record(y, "linear", linear_backward, b ? 3 : 2, in,
