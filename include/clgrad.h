@@ -452,7 +452,8 @@ typedef enum cg_dtype {
  * float32 (sums accumulate in float32) and return, and pass back
  * gradients, in the input's dtype, rounded once; operands that must share
  * the input's dtype and do not give CG_EDTYPE naming both.  Embedding,
- * index_select, the convolutions and the pools take them too (see each).
+ * index_select, the convolutions, the pools and the recurrent layers
+ * (cg_rnn_forward) take them too (see each).
  * Every other op given one fails with CG_EDTYPE naming the dtype.  A
  * 16-bit leaf may require grad (a parameter in half precision,
  * cg_module_to_dtype), and one made by cg_to_dtype from a float32 tensor
@@ -1318,6 +1319,17 @@ cg_module *cg_rnn_new(cg_context *ctx, const cg_rnn_options *options);
  * directions side by side; *h_n and *c_n [L*D, B, H].  h_n and c_n may be
  * NULL when not wanted; c_n must be NULL unless the mode is CG_LSTM.  For
  * truncated BPTT, pass cg_detach(h_n) (no copy) as the next call's h0.
+ *
+ * Dtypes: x, h0, c0 and the layer's parameters share one: float32, or
+ * float16 or bfloat16 (a layer put in half precision with
+ * cg_module_to_dtype), else CG_EDTYPE naming both.  In 16 bits the
+ * outputs, the saved activations and the gradients are of that dtype,
+ * each value rounded once: the products are summed in float32 and the
+ * gates and the LSTM cell state computed and carried in float32 (c_n is
+ * rounded once at the end).  Under autocast (cg_autocast_begin) the layer
+ * runs in the region's dtype on x, h0, c0 and its parameters cast to it
+ * (the parameters' casts kept for the region), so float32 parameters get
+ * float32 gradients.
  * Errors (CG_EINVAL, CG_ESHAPE, CG_EDTYPE, CG_ECONTEXT) name the bad
  * argument and change nothing. */
 int cg_rnn_forward(cg_module *m, cg_tensor *x, cg_tensor *h0, cg_tensor *c0,

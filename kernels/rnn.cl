@@ -56,6 +56,13 @@
  * @tunable RB 2: 1 2 4 8
  * @tunable WG 64: 8 16 32 64 128 256
  *
+ * Storage variants (common.cl's CG_T, which lib/nn/rnn_step.c passes for
+ * float16 and bfloat16 layers): the weights and biases, the h states, the
+ * output sequence, the saved gates, dy and the gate gradients dg / dgi
+ * are cg_t, read as floats (the packed W_hh VW at a time, CG_VLOAD) and
+ * each stored rounded once; xproj, the GEMM path's product, the c states
+ * and the dh / dc carries stay float32, and all arithmetic is float32.
+ *
  * HPROJ=1 builds the forward kernels for the GEMM path: the recurrent
  * product comes from a CLBlast GEMM per step (in wt, [B, G*H]) and the
  * kernel only adds it and updates the cell.  Backward then runs with mode
@@ -119,6 +126,63 @@ stn(floatv v, __global float *p, int n)
         p[j] = t[j];
 }
 
+/* The same over tensor storage (cg_t: common.cl's storage variants, -DCG_T):
+ * ldt reads VW elements as floats (the first n; the rest read 0), stt
+ * rounds the first n lanes once to the storage dtype.  For float32 they are
+ * ldn and stn themselves. */
+#if CG_T == 0
+#define LDVT LDV
+#define ldt ldn
+#define stt stn
+#else
+#if VW == 1
+#define LDVT(p) CG_LD(p, 0)
+#define STVT(v, p) CG_ST(p, 0, v)
+#else
+/* One more expansion, so that VW is its number when pasted. */
+#define CG_VLOAD_(N, i, p) CG_VLOAD(N, i, p)
+#define CG_VSTORE_(N, v, i, p) CG_VSTORE(N, v, i, p)
+#define LDVT(p) CG_VLOAD_(VW, 0, p)
+#define STVT(v, p) CG_VSTORE_(VW, v, 0, p)
+#endif
+
+INLINE floatv
+ldt(const __global cg_t *p, int n)
+{
+    float t[VW];
+    int j;
+
+    if (n >= VW)
+        return LDVT(p);
+    for (j = 0; j < VW; j++)
+        t[j] = j < n ? CG_LD(p, j) : 0.0f;
+    return LDV(t);
+}
+
+INLINE void
+stt(floatv v, __global cg_t *p, int n)
+{
+    float t[VW];
+    int j;
+
+    if (n >= VW) {
+        STVT(v, p);
+        return;
+    }
+    STV(v, t);
+    for (j = 0; j < n; j++)
+        CG_ST(p, j, t[j]);
+}
+#endif
+
+/* The recurrent weights as the forward kernels read them: the packed W_hh
+ * in storage, or (HPROJ) the float32 product a GEMM formed. */
+#if HPROJ
+typedef float wt_t;
+#else
+typedef cg_t wt_t;
+#endif
+
 INLINE floatv
 sigm(floatv x)
 {
@@ -128,12 +192,12 @@ sigm(floatv x)
 /* The n units at j of b_ih (and of b_hh unless hh is 0): the bias of one
  * gate block; NULL vectors read as zero. */
 INLINE floatv
-bias(const __global float *bi, int bio, const __global float *bh, int bho,
+bias(const __global cg_t *bi, int bio, const __global cg_t *bh, int bho,
      int j, int n, int hh)
 {
-    floatv v = bi != 0 ? ldn(bi + bio + j, n) : ZV;
+    floatv v = bi != 0 ? ldt(bi + bio + j, n) : ZV;
 
-    return hh && bh != 0 ? v + ldn(bh + bho + j, n) : v;
+    return hh && bh != 0 ? v + ldt(bh + bho + j, n) : v;
 }
 
 #if HPROJ
@@ -141,8 +205,8 @@ bias(const __global float *bi, int bio, const __global float *bh, int bho,
  * product h_{t-1} W_hh^T as a dense [B, G*H] array, passed as wt; the tile
  * is loaded from it. */
 INLINE void
-tile_fwd(floatv *acc, const int G, const __global float *wt, int hpad,
-         const __global float *h, int H, int u0, int b0, int B)
+tile_fwd(floatv *acc, const int G, const __global wt_t *wt, int hpad,
+         const __global cg_t *h, int H, int u0, int b0, int B)
 {
     int g, r, n = min(VW, H - u0);
 
@@ -155,8 +219,8 @@ tile_fwd(floatv *acc, const int G, const __global float *wt, int hpad,
 /* Forward tile: acc[g * RB + r] = sum_k h[b0 + r, k] W_hh[g*H + u0.., k]
  * from the transposed, padded wt ([H, G, hpad]). */
 INLINE void
-tile_fwd(floatv *acc, const int G, const __global float *wt, int hpad,
-         const __global float *h, int H, int u0, int b0, int B)
+tile_fwd(floatv *acc, const int G, const __global wt_t *wt, int hpad,
+         const __global cg_t *h, int H, int u0, int b0, int B)
 {
     floatv w[4];
     int k, g, r;
@@ -169,10 +233,10 @@ tile_fwd(floatv *acc, const int G, const __global float *wt, int hpad,
          * by itself, and with one it could not honour (PoCL 3.1's) it
          * warned "loop not unrolled" on stderr at every first build. */
         for (g = 0; g < G; g++)
-            w[g] = LDV(wt + (k * G + g) * hpad + u0);
+            w[g] = LDVT(wt + (k * G + g) * hpad + u0);
 #pragma unroll
         for (r = 0; r < RB; r++) {
-            floatv hv = (floatv)(h[min(b0 + r, B - 1) * H + k]);
+            floatv hv = (floatv)(CG_LD(h, min(b0 + r, B - 1) * H + k));
 
 #pragma unroll
             for (g = 0; g < G; g++)
@@ -185,8 +249,8 @@ tile_fwd(floatv *acc, const int G, const __global float *wt, int hpad,
 /* Backward tile: acc[r] = sum_j dg[b0 + r, j] W_hh[j, u0..] over the
  * gh = G*H rows of the padded wp ([G*H, hpad]). */
 INLINE void
-tile_bwd(floatv *acc, const __global float *wp, int hpad,
-         const __global float *dg, int gh, int u0, int b0, int B)
+tile_bwd(floatv *acc, const __global cg_t *wp, int hpad,
+         const __global cg_t *dg, int gh, int u0, int b0, int B)
 {
     int j, r;
 
@@ -194,11 +258,11 @@ tile_bwd(floatv *acc, const __global float *wp, int hpad,
     for (r = 0; r < RB; r++)
         acc[r] = ZV;
     for (j = 0; j < gh; j++) {
-        floatv w = LDV(wp + j * hpad + u0);
+        floatv w = LDVT(wp + j * hpad + u0);
 
 #pragma unroll
         for (r = 0; r < RB; r++)
-            acc[r] += w * (floatv)(dg[min(b0 + r, B - 1) * gh + j]);
+            acc[r] += w * (floatv)(CG_LD(dg, min(b0 + r, B - 1) * gh + j));
     }
 }
 
@@ -218,11 +282,11 @@ tile_bwd(floatv *acc, const __global float *wp, int hpad,
 
 #if CG_WANT(lstm_fwd)
 KERNEL
-lstm_fwd(const __global float *xp, int xo, int ldx, const __global float *wt,
-         const __global float *bi, int bio, const __global float *bh, int bho,
-         const __global float *hp, int hpo, __global float *hn, int hno,
+lstm_fwd(const __global float *xp, int xo, int ldx, const __global wt_t *wt,
+         const __global cg_t *bi, int bio, const __global cg_t *bh, int bho,
+         const __global cg_t *hp, int hpo, __global cg_t *hn, int hno,
          const __global float *cp, int cpo, __global float *cn, int cno,
-         __global float *y, int yo, int ldy, __global float *sv, int svo,
+         __global cg_t *y, int yo, int ldy, __global cg_t *sv, int svo,
          const __global int *len, int t, int B, int H)
 {
     floatv acc[4 * RB];
@@ -237,17 +301,17 @@ lstm_fwd(const __global float *xp, int xo, int ldx, const __global float *wt,
     for (r = 0; r < RB && b0 + r < B; r++) {
         int b = b0 + r, o = b * H + u0;
         const __global float *x = xp + xo + b * ldx + u0;
-        __global float *s = sv + svo + b * 4 * H + u0;
+        __global cg_t *s = sv + svo + b * 4 * H + u0;
         floatv ig, fg, gg, og, c;
 
         if (DONE(len, t, b)) {
-            stn(ldn(hp + hpo + o, n), hn + hno + o, n);
+            stt(ldt(hp + hpo + o, n), hn + hno + o, n);
             stn(ldn(cp + cpo + o, n), cn + cno + o, n);
-            stn(ZV, y + yo + b * ldy + u0, n);
-            stn(ZV, s, n);
-            stn(ZV, s + H, n);
-            stn(ZV, s + 2 * H, n);
-            stn(ZV, s + 3 * H, n);
+            stt(ZV, y + yo + b * ldy + u0, n);
+            stt(ZV, s, n);
+            stt(ZV, s + H, n);
+            stt(ZV, s + 2 * H, n);
+            stt(ZV, s + 3 * H, n);
             continue;
         }
         ig = sigm(acc[0 * RB + r] + ldn(x, n) + bs[0]);
@@ -256,22 +320,22 @@ lstm_fwd(const __global float *xp, int xo, int ldx, const __global float *wt,
         og = sigm(acc[3 * RB + r] + ldn(x + 3 * H, n) + bs[3]);
         c = fg * ldn(cp + cpo + o, n) + ig * gg;
         stn(c, cn + cno + o, n);
-        stn(og * tanh(c), hn + hno + o, n);
-        stn(og * tanh(c), y + yo + b * ldy + u0, n);
-        stn(ig, s, n);
-        stn(fg, s + H, n);
-        stn(gg, s + 2 * H, n);
-        stn(og, s + 3 * H, n);
+        stt(og * tanh(c), hn + hno + o, n);
+        stt(og * tanh(c), y + yo + b * ldy + u0, n);
+        stt(ig, s, n);
+        stt(fg, s + H, n);
+        stt(gg, s + 2 * H, n);
+        stt(og, s + 3 * H, n);
     }
 }
 #endif
 
 #if CG_WANT(gru_fwd)
 KERNEL
-gru_fwd(const __global float *xp, int xo, int ldx, const __global float *wt,
-        const __global float *bi, int bio, const __global float *bh, int bho,
-        const __global float *hp, int hpo, __global float *hn, int hno,
-        __global float *y, int yo, int ldy, __global float *sv, int svo,
+gru_fwd(const __global float *xp, int xo, int ldx, const __global wt_t *wt,
+        const __global cg_t *bi, int bio, const __global cg_t *bh, int bho,
+        const __global cg_t *hp, int hpo, __global cg_t *hn, int hno,
+        __global cg_t *y, int yo, int ldy, __global cg_t *sv, int svo,
         const __global int *len, int t, int B, int H)
 {
     floatv acc[3 * RB];
@@ -288,16 +352,16 @@ gru_fwd(const __global float *xp, int xo, int ldx, const __global float *wt,
     for (r = 0; r < RB && b0 + r < B; r++) {
         int b = b0 + r, o = b * H + u0;
         const __global float *x = xp + xo + b * ldx + u0;
-        __global float *s = sv + svo + b * 4 * H + u0;
-        floatv rg, zg, ng, hh, h0 = ldn(hp + hpo + o, n), h;
+        __global cg_t *s = sv + svo + b * 4 * H + u0;
+        floatv rg, zg, ng, hh, h0 = ldt(hp + hpo + o, n), h;
 
         if (DONE(len, t, b)) {
-            stn(h0, hn + hno + o, n);
-            stn(ZV, y + yo + b * ldy + u0, n);
-            stn(ZV, s, n);
-            stn(ZV, s + H, n);
-            stn(ZV, s + 2 * H, n);
-            stn(ZV, s + 3 * H, n);
+            stt(h0, hn + hno + o, n);
+            stt(ZV, y + yo + b * ldy + u0, n);
+            stt(ZV, s, n);
+            stt(ZV, s + H, n);
+            stt(ZV, s + 2 * H, n);
+            stt(ZV, s + 3 * H, n);
             continue;
         }
         rg = sigm(acc[0 * RB + r] + ldn(x, n) + bs[0]);
@@ -305,12 +369,12 @@ gru_fwd(const __global float *xp, int xo, int ldx, const __global float *wt,
         hh = acc[2 * RB + r] + bs[3];
         ng = tanh(ldn(x + 2 * H, n) + bs[2] + rg * hh);
         h = (1.0f - zg) * ng + zg * h0;
-        stn(h, hn + hno + o, n);
-        stn(h, y + yo + b * ldy + u0, n);
-        stn(rg, s, n);
-        stn(zg, s + H, n);
-        stn(ng, s + 2 * H, n);
-        stn(hh, s + 3 * H, n);
+        stt(h, hn + hno + o, n);
+        stt(h, y + yo + b * ldy + u0, n);
+        stt(rg, s, n);
+        stt(zg, s + H, n);
+        stt(ng, s + 2 * H, n);
+        stt(hh, s + 3 * H, n);
     }
 }
 #endif
@@ -318,10 +382,10 @@ gru_fwd(const __global float *xp, int xo, int ldx, const __global float *wt,
 /* relu != 0: h = max(a, 0), else tanh(a). */
 #if CG_WANT(rnn_fwd)
 KERNEL
-rnn_fwd(const __global float *xp, int xo, int ldx, const __global float *wt,
-        const __global float *bi, int bio, const __global float *bh, int bho,
-        const __global float *hp, int hpo, __global float *hn, int hno,
-        __global float *y, int yo, int ldy, int relu,
+rnn_fwd(const __global float *xp, int xo, int ldx, const __global wt_t *wt,
+        const __global cg_t *bi, int bio, const __global cg_t *bh, int bho,
+        const __global cg_t *hp, int hpo, __global cg_t *hn, int hno,
+        __global cg_t *y, int yo, int ldy, int relu,
         const __global int *len, int t, int B, int H)
 {
     floatv acc[RB];
@@ -336,14 +400,14 @@ rnn_fwd(const __global float *xp, int xo, int ldx, const __global float *wt,
         floatv a, h;
 
         if (DONE(len, t, b)) {
-            stn(ldn(hp + hpo + o, n), hn + hno + o, n);
-            stn(ZV, y + yo + b * ldy + u0, n);
+            stt(ldt(hp + hpo + o, n), hn + hno + o, n);
+            stt(ZV, y + yo + b * ldy + u0, n);
             continue;
         }
         a = acc[r] + ldn(xp + xo + b * ldx + u0, n) + bs;
         h = relu ? fmax(a, 0.0f) : tanh(a);
-        stn(h, hn + hno + o, n);
-        stn(h, y + yo + b * ldy + u0, n);
+        stt(h, hn + hno + o, n);
+        stt(h, y + yo + b * ldy + u0, n);
     }
 }
 #endif
@@ -373,44 +437,44 @@ rnn_fwd(const __global float *xp, int xo, int ldx, const __global float *wt,
 /* Adds dy_t to an active row's dh. */
 #define BWD_DY(d, b)                                                      \
     if (dy != 0)                                                          \
-        d += ldn(dy + dyo + (b) * ldy + u0, n)
+        d += ldt(dy + dyo + (b) * ldy + u0, n)
 
 #if CG_WANT(lstm_bwd)
 KERNEL
-lstm_bwd(const __global float *wp, const __global float *dgn, int dgno,
-         int mode, const __global float *dy, int dyo, int ldy,
+lstm_bwd(const __global cg_t *wp, const __global cg_t *dgn, int dgno,
+         int mode, const __global cg_t *dy, int dyo, int ldy,
          __global float *dh, __global float *dc,
-         const __global float *sv, int svo, const __global float *cp,
+         const __global cg_t *sv, int svo, const __global float *cp,
          int cpo, const __global float *ct, int cto,
-         __global float *dg, int dgo,
+         __global cg_t *dg, int dgo,
          const __global int *len, int t, int B, int H)
 {
     BWD_HEAD(4 * H)
     for (r = 0; r < RB && b0 + r < B; r++) {
         int b = b0 + r, o = b * H + u0;
-        const __global float *s = sv + svo + b * 4 * H + u0;
-        __global float *g = dg + dgo + b * 4 * H + u0;
+        const __global cg_t *s = sv + svo + b * 4 * H + u0;
+        __global cg_t *g = dg + dgo + b * 4 * H + u0;
         floatv d = acc[r], ig, fg, gg, og, tc, dcv;
 
         if (DONE(len, t, b)) {
             stn(d, dh + o, n);
-            stn(ZV, g, n);
-            stn(ZV, g + H, n);
-            stn(ZV, g + 2 * H, n);
-            stn(ZV, g + 3 * H, n);
+            stt(ZV, g, n);
+            stt(ZV, g + H, n);
+            stt(ZV, g + 2 * H, n);
+            stt(ZV, g + 3 * H, n);
             continue;
         }
         BWD_DY(d, b);
-        ig = ldn(s, n);
-        fg = ldn(s + H, n);
-        gg = ldn(s + 2 * H, n);
-        og = ldn(s + 3 * H, n);
+        ig = ldt(s, n);
+        fg = ldt(s + H, n);
+        gg = ldt(s + 2 * H, n);
+        og = ldt(s + 3 * H, n);
         tc = tanh(ldn(ct + cto + o, n));
         dcv = ldn(dc + o, n) + d * og * (1.0f - tc * tc);
-        stn(dcv * gg * ig * (1.0f - ig), g, n);
-        stn(dcv * ldn(cp + cpo + o, n) * fg * (1.0f - fg), g + H, n);
-        stn(dcv * ig * (1.0f - gg * gg), g + 2 * H, n);
-        stn(d * tc * og * (1.0f - og), g + 3 * H, n);
+        stt(dcv * gg * ig * (1.0f - ig), g, n);
+        stt(dcv * ldn(cp + cpo + o, n) * fg * (1.0f - fg), g + H, n);
+        stt(dcv * ig * (1.0f - gg * gg), g + 2 * H, n);
+        stt(d * tc * og * (1.0f - og), g + 3 * H, n);
         stn(dcv * fg, dc + o, n);
         stn(ZV, dh + o, n);
     }
@@ -419,44 +483,44 @@ lstm_bwd(const __global float *wp, const __global float *dgn, int dgno,
 
 #if CG_WANT(gru_bwd)
 KERNEL
-gru_bwd(const __global float *wp, const __global float *dgn, int dgno,
-        int mode, const __global float *dy, int dyo, int ldy,
-        __global float *dh, const __global float *sv, int svo,
-        const __global float *hp, int hpo,
-        __global float *dg, int dgo, __global float *dgi, int dgio,
+gru_bwd(const __global cg_t *wp, const __global cg_t *dgn, int dgno,
+        int mode, const __global cg_t *dy, int dyo, int ldy,
+        __global float *dh, const __global cg_t *sv, int svo,
+        const __global cg_t *hp, int hpo,
+        __global cg_t *dg, int dgo, __global cg_t *dgi, int dgio,
         const __global int *len, int t, int B, int H)
 {
     BWD_HEAD(3 * H)
     for (r = 0; r < RB && b0 + r < B; r++) {
         int b = b0 + r, o = b * H + u0;
-        const __global float *s = sv + svo + b * 4 * H + u0;
-        __global float *g = dg + dgo + b * 3 * H + u0;
-        __global float *gi = dgi + dgio + b * 3 * H + u0;
+        const __global cg_t *s = sv + svo + b * 4 * H + u0;
+        __global cg_t *g = dg + dgo + b * 3 * H + u0;
+        __global cg_t *gi = dgi + dgio + b * 3 * H + u0;
         floatv d = acc[r], rg, zg, ng, dnp, dr, dz;
 
         if (DONE(len, t, b)) {
             stn(d, dh + o, n);
-            stn(ZV, g, n);
-            stn(ZV, g + H, n);
-            stn(ZV, g + 2 * H, n);
-            stn(ZV, gi, n);
-            stn(ZV, gi + H, n);
-            stn(ZV, gi + 2 * H, n);
+            stt(ZV, g, n);
+            stt(ZV, g + H, n);
+            stt(ZV, g + 2 * H, n);
+            stt(ZV, gi, n);
+            stt(ZV, gi + H, n);
+            stt(ZV, gi + 2 * H, n);
             continue;
         }
         BWD_DY(d, b);
-        rg = ldn(s, n);
-        zg = ldn(s + H, n);
-        ng = ldn(s + 2 * H, n);
+        rg = ldt(s, n);
+        zg = ldt(s + H, n);
+        ng = ldt(s + 2 * H, n);
         dnp = d * (1.0f - zg) * (1.0f - ng * ng);
-        dr = dnp * ldn(s + 3 * H, n) * rg * (1.0f - rg);
-        dz = d * (ldn(hp + hpo + o, n) - ng) * zg * (1.0f - zg);
-        stn(dr, g, n);
-        stn(dz, g + H, n);
-        stn(dnp * rg, g + 2 * H, n);
-        stn(dr, gi, n);
-        stn(dz, gi + H, n);
-        stn(dnp, gi + 2 * H, n);
+        dr = dnp * ldt(s + 3 * H, n) * rg * (1.0f - rg);
+        dz = d * (ldt(hp + hpo + o, n) - ng) * zg * (1.0f - zg);
+        stt(dr, g, n);
+        stt(dz, g + H, n);
+        stt(dnp * rg, g + 2 * H, n);
+        stt(dr, gi, n);
+        stt(dz, gi + H, n);
+        stt(dnp, gi + 2 * H, n);
         stn(d * zg, dh + o, n);
     }
 }
@@ -465,10 +529,10 @@ gru_bwd(const __global float *wp, const __global float *dgn, int dgno,
 /* ht: the saved h_t (the state slot written by rnn_fwd). */
 #if CG_WANT(rnn_bwd)
 KERNEL
-rnn_bwd(const __global float *wp, const __global float *dgn, int dgno,
-        int mode, const __global float *dy, int dyo, int ldy,
-        __global float *dh, const __global float *ht, int hto, int relu,
-        __global float *dg, int dgo,
+rnn_bwd(const __global cg_t *wp, const __global cg_t *dgn, int dgno,
+        int mode, const __global cg_t *dy, int dyo, int ldy,
+        __global float *dh, const __global cg_t *ht, int hto, int relu,
+        __global cg_t *dg, int dgo,
         const __global int *len, int t, int B, int H)
 {
     BWD_HEAD(H)
@@ -478,12 +542,12 @@ rnn_bwd(const __global float *wp, const __global float *dgn, int dgno,
 
         if (DONE(len, t, b)) {
             stn(d, dh + o, n);
-            stn(ZV, dg + dgo + o, n);
+            stt(ZV, dg + dgo + o, n);
             continue;
         }
         BWD_DY(d, b);
-        h = ldn(ht + hto + o, n);
-        stn(relu ? select(ZV, d, h > 0.0f) : d * (1.0f - h * h),
+        h = ldt(ht + hto + o, n);
+        stt(relu ? select(ZV, d, h > 0.0f) : d * (1.0f - h * h),
             dg + dgo + o, n);
         stn(ZV, dh + o, n);
     }
@@ -496,7 +560,7 @@ rnn_bwd(const __global float *wp, const __global float *dgn, int dgno,
  * W_hh ([G*H, H] at w + wo).  One item per element of wt. */
 #if CG_WANT(rnn_pack_t)
 KERNEL
-rnn_pack_t(const __global float *w, int wo, int G, int H, __global float *wt)
+rnn_pack_t(const __global cg_t *w, int wo, int G, int H, __global cg_t *wt)
 {
     int hpad = (H + VW - 1) / VW * VW;
     int i = get_global_id(0), k, g, u;
@@ -506,20 +570,20 @@ rnn_pack_t(const __global float *w, int wo, int G, int H, __global float *wt)
     k = i / (G * hpad);
     g = i / hpad % G;
     u = i % hpad;
-    wt[i] = u < H ? w[wo + (g * H + u) * H + k] : 0.0f;
+    CG_ST(wt, i, u < H ? CG_LD(w, wo + (g * H + u) * H + k) : 0.0f);
 }
 #endif
 
 /* wp[j, u] = W_hh[j, u] (zero for u >= H): [G*H, hpad]. */
 #if CG_WANT(rnn_pack)
 KERNEL
-rnn_pack(const __global float *w, int wo, int G, int H, __global float *wp)
+rnn_pack(const __global cg_t *w, int wo, int G, int H, __global cg_t *wp)
 {
     int hpad = (H + VW - 1) / VW * VW;
     int i = get_global_id(0), u = i % hpad;
 
     if (i >= G * H * hpad)
         return;
-    wp[i] = u < H ? w[wo + i / hpad * H + u] : 0.0f;
+    CG_ST(wp, i, u < H ? CG_LD(w, wo + i / hpad * H + u) : 0.0f);
 }
 #endif

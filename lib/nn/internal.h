@@ -26,14 +26,15 @@ typedef struct cg__rnn_tune {
     int hproj;          /* 1: the GEMM-path variant (HPROJ=1) */
 } cg__rnn_tune;
 
-/* A float array inside a device buffer: element (row r, column j) at
- * mem[off + r * ld + j], in floats. */
+/* An array inside a device buffer: element (row r, column j) at
+ * mem[off + r * ld + j], in elements (floats, or 16-bit words for the
+ * arrays a 16-bit step keeps in its dtype). */
 typedef struct cg__rnn_mat {
     cl_mem mem;
     cl_int off, ld;
 } cg__rnn_mat;
 
-/* A dense float array inside a device buffer, starting at mem[off]. */
+/* A dense array inside a device buffer, starting at element mem[off]. */
 typedef struct cg__rnn_buf {
     cl_mem mem;
     cl_int off;
@@ -45,6 +46,7 @@ typedef struct cg__rnn_step {
     cg__rnn_cell cell;
     int gates;                  /* G: 1, 3 or 4 */
     cg__rnn_tune tune;          /* defaults filled in */
+    cg_dtype dtype;             /* the storage variant (CG_T) */
     cl_kernel fwd, bwd, pack_t, pack;   /* owned */
 } cg__rnn_step;
 
@@ -52,6 +54,15 @@ typedef struct cg__rnn_step {
  * with `tune` (NULL: defaults).  On error nothing is left to release. */
 int cg__rnn_step_init(cg__rnn_step *s, cg_context *ctx, cg__rnn_cell cell,
                       const cg__rnn_tune *tune);
+
+/* The same for the storage variant of dtype dt (CG_F32, CG_F16, CG_BF16:
+ * kernels/rnn.cl built with -DCG_T).  In a 16-bit variant the weights,
+ * biases, h states, output sequence, saved gates, dy and the gate
+ * gradients dg / dgi are of dt; xproj (and the GEMM path's h W_hh^T), the
+ * c states and the dh / dc carries stay float32. */
+int cg__rnn_step_init_dt(cg__rnn_step *s, cg_context *ctx,
+                         cg__rnn_cell cell, const cg__rnn_tune *tune,
+                         cg_dtype dt);
 
 /* Releases the kernels; s may be zeroed or already released. */
 void cg__rnn_step_release(cg__rnn_step *s);
@@ -171,6 +182,9 @@ struct cg_module {
     cg__rnn_step step;          /* rnn: the fused step kernels */
     cg__rnn_step gstep;         /* rnn: the GEMM-path kernels, made on
                                  * first use (gstep.ctx set) */
+    cg__rnn_step hstep[2][2];   /* rnn: the float16 [0] and bfloat16 [1]
+                                 * variants of step [0] and gstep [1],
+                                 * made on first use */
     int path;                   /* rnn: CG__RNN_PATH_* */
     long gemm_min_h;            /* rnn: the AUTO threshold in force when
                                  * the layer was made (tuning "rnn.path") */

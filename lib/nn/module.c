@@ -171,6 +171,8 @@ cg__module_unref(cg_module *m)
     }
     cg__rnn_step_release(&m->step);
     cg__rnn_step_release(&m->gstep);
+    for (i = 0; i < 4; i++)
+        cg__rnn_step_release(&m->hstep[i / 2][i % 2]);
     free(m);
 }
 

@@ -18,6 +18,16 @@
  * pre-activation gradients dg [T*B, G*H] indexed by time, then forms
  * dW_hh, dW_ih, dx (one GEMM each per direction) and the bias gradients
  * (column sums).
+ *
+ * float16 and bfloat16 (x, h0, c0 and every parameter of one 16-bit
+ * dtype, or cast to the autocast region's): the step kernels' storage
+ * variant (cg__rnn_step_init_dt) with float32 gate arithmetic.  xproj
+ * (and the GEMM path's h W_hh^T) are float32 sums of 16-bit products
+ * (cg__gemm_dt), so a gate's pre-activation is rounded nowhere; the c
+ * states and the dh / dc carries are float32; the h states, the output,
+ * the saved gates and the gate gradients are stored in the dtype, each
+ * rounded once.  Weight gradients and dx are 16-bit products summed in
+ * float32 (two directions' dx summed in float32 before their rounding).
  */
 #include "config.h"
 
@@ -52,11 +62,12 @@ ndirs(const cg_module *m)
     return m->rnn.bidirectional ? 2 : 1;
 }
 
-/* The parameter of layer l, direction d, j as IN_P. */
+/* The parameter of layer l, direction d, j as IN_P, in P (m->params, or
+ * their autocast casts). */
 static cg_tensor *
-param(const cg_module *m, int l, int d, int j)
+param(cg_tensor *const *P, const cg_module *m, int l, int d, int j)
 {
-    return m->params[(l * ndirs(m) + d) * 4 + j];
+    return P[(l * ndirs(m) + d) * 4 + j];
 }
 
 int
@@ -72,12 +83,10 @@ cg__rnn_set_path(cg_module *m, int path)
     return status;
 }
 
-/* Whether layer m forms h W_hh^T with a GEMM; builds that path's kernels
- * on first use. */
+/* Whether layer m forms h W_hh^T with a GEMM. */
 static int
 use_gemm(cg_module *m, int *gemm)
 {
-    cg__rnn_tune tune;
     long min_h = m->gemm_min_h;
 
     *gemm = m->path == CG__RNN_PATH_GEMM;
@@ -89,11 +98,29 @@ use_gemm(cg_module *m, int *gemm)
             return status;
         *gemm = min_h > 0 && m->rnn.hidden_size >= min_h;
     }
-    if (!*gemm || m->gstep.ctx)
+    return CG_OK;
+}
+
+/* m's step kernels for storage dtype dt, the GEMM path's forward kernels
+ * (gemm 1) or the fused ones; all but m->step are built on first use,
+ * with m->step's tuning. */
+static int
+step_for(cg_module *m, cg_dtype dt, int gemm, const cg__rnn_step **out)
+{
+    cg__rnn_step *s = dt == CG_F32 ? (gemm ? &m->gstep : &m->step)
+                                   : &m->hstep[dt == CG_BF16][gemm != 0];
+    cg__rnn_tune tune;
+    int status;
+
+    *out = s;
+    if (s->ctx)
         return CG_OK;
     tune = m->step.tune;
-    tune.hproj = 1;
-    return cg__rnn_step_init(&m->gstep, m->ctx, m->step.cell, &tune);
+    tune.hproj = gemm != 0;
+    status = cg__rnn_step_init_dt(s, m->ctx, m->step.cell, &tune, dt);
+    if (status)
+        memset(s, 0, sizeof *s);
+    return status;
 }
 
 /* Builds m's step kernels with the tuning in force for its cell and
@@ -208,6 +235,44 @@ empty1(cg_context *ctx, int64_t n)
     return cg__tensor_empty(ctx, CG_F32, 1, &n);
 }
 
+/* The same of dtype dt. */
+static cg_tensor *
+empty_dt(cg_context *ctx, cg_dtype dt, int64_t n)
+{
+    return cg__tensor_empty(ctx, dt, 1, &n);
+}
+
+/* c = alpha op(a) op(b) + beta c, a and b of dtype ab, c of cd (ab's, or
+ * float32 for 16-bit operands): float32 through cg__sgemm as before,
+ * 16-bit through cg__gemm_dt (float32 sums). */
+static int
+rnn_gemm(cg_context *ctx, cg_dtype ab, cg_dtype cd, int ta, int tb,
+         size_t m, size_t n, size_t k, float alpha, cg__mat a, cg__mat b,
+         float beta, cg__mat c)
+{
+    if (ab == CG_F32)
+        return cg__sgemm(ctx, ta, tb, m, n, k, alpha, a, b, beta, c);
+    return cg__gemm_dt(ctx, ab, cd, ta, tb, m, n, k, alpha, a, 0, b, 0,
+                       beta, c, 0, 1, NULL, NULL);
+}
+
+/* dst (any layout) = src (same shape, any layout), converted to dst's
+ * dtype when src's differs (float32 <-> 16-bit, rounded once). */
+static int
+copy_cast(cg_tensor *dst, const cg_tensor *src)
+{
+    cg_tensor *c;
+    int status;
+
+    if (src->dtype == dst->dtype)
+        return cg__copy_into(dst, src);
+    if (!(c = cg__cast((cg_tensor *)src, dst->dtype)))
+        return cg__last_status();
+    status = cg__copy_into(dst, c);
+    cg_tensor_free(c);
+    return status;
+}
+
 /* A contiguous [rows, cols] view of t's storage at element off (from the
  * start of the storage). */
 static cg_tensor *
@@ -218,8 +283,8 @@ view2(const cg_tensor *t, int64_t off, int64_t rows, int64_t cols)
     return cg__tensor_view(t, 2, shape, strides, off);
 }
 
-/* dst's [B, H] slot at element off = src (a [B, H] tensor of any layout),
- * or zeros if src is NULL. */
+/* dst's [B, H] slot at element off = src (a [B, H] tensor of any layout
+ * and floating dtype, converted to dst's), or zeros if src is NULL. */
 static int
 set_state(cg_tensor *dst, int64_t off, int B, int H, const cg_tensor *src)
 {
@@ -228,7 +293,7 @@ set_state(cg_tensor *dst, int64_t off, int B, int H, const cg_tensor *src)
 
     if (!v)
         return cg__last_status();
-    status = src ? cg__copy_into(v, src) : cg__fill(v, 0.0f);
+    status = src ? copy_cast(v, src) : cg__fill(v, 0.0f);
     cg_tensor_free(v);
     return status;
 }
@@ -304,17 +369,18 @@ typedef struct layer_dims {
 static int
 layer_backward(cg__node *n, cg_tensor *gy, cg_tensor **gin);
 
-/* Runs direction d's steps.  xproj [T*B, D*G*H]; hs, cs: T + 1 state
- * slots; sv: T slots of 4H per row; y [T, B, D*H].  With hproj ([B, G*H])
- * each step is a GEMM into hproj and the GEMM-path cell kernel, else one
- * fused launch reading the packed wt. */
+/* Runs direction d's steps with step's kernels.  xproj [T*B, D*G*H]
+ * (float32); hs, cs: T + 1 state slots; sv: T slots of 4H per row; y [T,
+ * B, D*H].  With hproj ([B, G*H], float32) each step is a GEMM into hproj
+ * and the GEMM-path cell kernel, else one fused launch reading the packed
+ * wt. */
 static int
-run_forward(cg_module *m, const layer_dims *k, int d, cl_mem lengths,
-            const cg_tensor *wt, const cg_tensor *xproj, cg_tensor *w_hh,
-            cg_tensor *b_ih, cg_tensor *b_hh, cg_tensor *hs, cg_tensor *cs, cg_tensor *sv,
+run_forward(cg_module *m, const cg__rnn_step *step, const layer_dims *k,
+            int d, cl_mem lengths, const cg_tensor *wt,
+            const cg_tensor *xproj, cg_tensor *w_hh, cg_tensor *b_ih,
+            cg_tensor *b_hh, cg_tensor *hs, cg_tensor *cs, cg_tensor *sv,
             cg_tensor *y, cg_tensor *hproj)
 {
-    const cg__rnn_step *step = hproj ? &m->gstep : &m->step;
     int64_t bh = (int64_t)k->B * k->H, DGH = (int64_t)k->D * k->G * k->H;
     int64_t DH = (int64_t)k->D * k->H, GH = (int64_t)k->G * k->H;
     cg_tensor *whh_t = NULL;
@@ -344,10 +410,10 @@ run_forward(cg_module *m, const layer_dims *k, int d, cl_mem lengths,
         f.t = t;
         f.lengths = lengths;
         if (hproj) {
-            status = cg__sgemm(m->ctx, 0, 0, (size_t)k->B, (size_t)GH,
-                               (size_t)k->H, 1.0f, mat(hs, prev * bh, k->H),
-                               mat(whh_t, 0, GH), 0.0f,
-                               mat(hproj, 0, GH));
+            status = rnn_gemm(m->ctx, hs->dtype, CG_F32, 0, 0,
+                              (size_t)k->B, (size_t)GH, (size_t)k->H, 1.0f,
+                              mat(hs, prev * bh, k->H), mat(whh_t, 0, GH),
+                              0.0f, mat(hproj, 0, GH));
             if (status)
                 break;
         }
@@ -376,14 +442,17 @@ run_forward(cg_module *m, const layer_dims *k, int d, cl_mem lengths,
 }
 
 /* Forward of layer l over x [T, B, I] (any layout) with initial states h0,
- * c0 ([D, B, H] views or NULL).  Makes *y [T, B, D*H], *hn and *cn
- * ([D, B, H]; cn only for LSTM) and records one node when needed. */
+ * c0 ([D, B, H] views or NULL) and the parameters P (as m->params), all of
+ * x's dtype.  Makes *y [T, B, D*H], *hn and *cn ([D, B, H]; cn only for
+ * LSTM), of that dtype, and records one node when needed. */
 static int
-layer_forward(cg_module *m, int l, cg_tensor *x, cg_tensor *h0,
-              cg_tensor *c0, cg_tensor *len, cg_tensor **y_out,
-              cg_tensor **hn_out, cg_tensor **cn_out)
+layer_forward(cg_module *m, cg_tensor *const *P, int l, cg_tensor *x,
+              cg_tensor *h0, cg_tensor *c0, cg_tensor *len,
+              cg_tensor **y_out, cg_tensor **hn_out, cg_tensor **cn_out)
 {
     cg_context *ctx = m->ctx;
+    cg_dtype dt = x->dtype;
+    const cg__rnn_step *step;
     layer_dims k;
     int lstm = m->rnn.mode == CG_LSTM, d, j, status = CG_OK;
     int64_t TB, GH, bh, hp, shape[3];
@@ -406,7 +475,8 @@ layer_forward(cg_module *m, int l, cg_tensor *x, cg_tensor *h0,
     bh = (int64_t)k.B * k.H;
     hp = cg__rnn_hpad(&m->step, k.H);
 
-    if ((status = use_gemm(m, &gemm)))
+    if ((status = use_gemm(m, &gemm)) ||
+        (status = step_for(m, dt, gemm, &step)))
         return status;
     /* 1. The input projection: one GEMM (the step kernels add the
      * biases). */
@@ -415,22 +485,23 @@ layer_forward(cg_module *m, int l, cg_tensor *x, cg_tensor *h0,
     if (!xd || !xproj)
         goto fail;
     if (k.D == 1) {
-        wcat = cg_tensor_ref(param(m, l, 0, 0));
+        wcat = cg_tensor_ref(param(P, m, l, 0, 0));
     } else {
-        wcat = empty1(ctx, k.D * GH * k.I);
+        wcat = empty_dt(ctx, dt, k.D * GH * k.I);
         for (d = 0; wcat && d < k.D && status == CG_OK; d++) {
             cg_tensor *v = view2(wcat, d * GH * k.I, GH, k.I);
 
-            status = v ? cg__copy_into(v, param(m, l, d, 0))
+            status = v ? cg__copy_into(v, param(P, m, l, d, 0))
                        : cg__last_status();
             cg_tensor_free(v);
         }
         if (!wcat || status)
             goto fail;
     }
-    status = cg__sgemm(ctx, 0, 1, (size_t)TB, (size_t)(k.D * GH),
-                       (size_t)k.I, 1.0f, mat(xd, 0, k.I),
-                       mat(wcat, 0, k.I), 0.0f, mat(xproj, 0, k.D * GH));
+    status = rnn_gemm(ctx, dt, CG_F32, 0, 1, (size_t)TB,
+                      (size_t)(k.D * GH), (size_t)k.I, 1.0f,
+                      mat(xd, 0, k.I), mat(wcat, 0, k.I), 0.0f,
+                      mat(xproj, 0, k.D * GH));
     if (status)
         goto fail;
 
@@ -438,42 +509,42 @@ layer_forward(cg_module *m, int l, cg_tensor *x, cg_tensor *h0,
     shape[0] = k.T;
     shape[1] = k.B;
     shape[2] = (int64_t)k.D * k.H;
-    y = cg__tensor_empty(ctx, CG_F32, 3, shape);
+    y = cg__tensor_empty(ctx, dt, 3, shape);
     shape[0] = k.D;
     shape[2] = k.H;
-    hn = cg__tensor_empty(ctx, CG_F32, 3, shape);
+    hn = cg__tensor_empty(ctx, dt, 3, shape);
     if (lstm)
-        cn = cg__tensor_empty(ctx, CG_F32, 3, shape);
+        cn = cg__tensor_empty(ctx, dt, 3, shape);
     if (!y || !hn || (lstm && !cn))
         goto fail;
     for (d = 0; d < k.D; d++) {
         int first = d ? k.T : 0, last = d ? 0 : k.T;
 
-        hs[d] = empty1(ctx, (k.T + 1) * bh);
+        hs[d] = empty_dt(ctx, dt, (k.T + 1) * bh);
         if (lstm)
             cs[d] = empty1(ctx, (k.T + 1) * bh);
         if (k.G > 1)
-            sv[d] = empty1(ctx, TB * 4 * k.H);
+            sv[d] = empty_dt(ctx, dt, TB * 4 * k.H);
         if (gemm && !hproj)
             hproj = empty1(ctx, (int64_t)k.B * GH);
         else if (!gemm)
-            wt[d] = empty1(ctx, (int64_t)k.H * k.G * hp);
+            wt[d] = empty_dt(ctx, dt, (int64_t)k.H * k.G * hp);
         if (!hs[d] || (lstm && !cs[d]) || (k.G > 1 && !sv[d]) ||
             (gemm ? !hproj : !wt[d]))
             goto fail;
         if (!gemm)
-            status = cg__rnn_pack_whh(&m->step, at(param(m, l, d, 1), 0),
+            status = cg__rnn_pack_whh(step, at(param(P, m, l, d, 1), 0),
                                       k.H, cg__tensor_mem(wt[d]), NULL);
         if (status == CG_OK)
             status = set_state_dir(hs[d], first * bh, k.B, k.H, h0, d);
         if (status == CG_OK && lstm)
             status = set_state_dir(cs[d], first * bh, k.B, k.H, c0, d);
         if (status == CG_OK)
-            status = run_forward(m, &k, d, len ? cg__tensor_mem(len) : NULL,
-                                 wt[d], xproj, param(m, l, d, 1),
-                                 param(m, l, d, 2), param(m, l, d, 3),
-                                 hs[d], cs[d], sv[d], y,
-                                 hproj);
+            status = run_forward(m, step, &k, d,
+                                 len ? cg__tensor_mem(len) : NULL, wt[d],
+                                 xproj, param(P, m, l, d, 1),
+                                 param(P, m, l, d, 2), param(P, m, l, d, 3),
+                                 hs[d], cs[d], sv[d], y, hproj);
         /* The final states: each row stopped changing at its own last
          * step, so the last slot written holds it. */
         if (status == CG_OK)
@@ -490,7 +561,7 @@ layer_forward(cg_module *m, int l, cg_tensor *x, cg_tensor *h0,
     inputs[IN_C0] = c0;
     for (d = 0; d < k.D; d++)
         for (j = 0; j < 4; j++)
-            inputs[IN_P(d, j)] = param(m, l, d, j);
+            inputs[IN_P(d, j)] = param(P, m, l, d, j);
     node = cg__record(y, "rnn_layer", layer_backward, 3 + 4 * k.D, inputs,
                       &status);
     if (node) {
@@ -542,28 +613,30 @@ fail:
     return status;
 }
 
-/* gin[p], a weight's gradient [rows, cols] = a^T b over TB rows: added by
- * the GEMM itself (beta 1) into what has collected for parameter p
- * (cg__grad_into), else written into a new tensor (beta 0). */
+/* gin[p], a weight's gradient [rows, cols] = a^T b over TB rows (a, b and
+ * the gradient of the parameter's dtype): added by the GEMM itself (beta
+ * 1) into what has collected for parameter p (cg__grad_into), else
+ * written into a new tensor (beta 0). */
 static int
 weight_grad(cg__node *n, int p, int64_t rows, int64_t cols, int64_t TB,
             cg__mat a, cg__mat b, cg_tensor **gin)
 {
+    cg_dtype dt = n->inputs[p]->dtype;
     cg_tensor *acc = cg__grad_into(n, p);
     int64_t shape[2] = { rows, cols };
     cg_tensor *g = acc ? cg_tensor_ref(acc)
-                       : cg__tensor_empty(n->inputs[p]->ctx, CG_F32, 2,
-                                          shape);
+                       : cg__tensor_empty(n->inputs[p]->ctx, dt, 2, shape);
 
     gin[p] = g;
-    return g ? cg__sgemm(g->ctx, 1, 0, (size_t)rows, (size_t)cols,
-                         (size_t)TB, 1.0f, a, b, acc ? 1.0f : 0.0f,
-                         mat(g, 0, cols))
+    return g ? rnn_gemm(g->ctx, dt, dt, 1, 0, (size_t)rows, (size_t)cols,
+                        (size_t)TB, 1.0f, a, b, acc ? 1.0f : 0.0f,
+                        mat(g, 0, cols))
              : cg__last_status();
 }
 
 /* Backward of one direction: the step launches, then the gradients of
- * its parameters, of h0 / c0 (into gh0[d], gc0[d]) and its part of dx. */
+ * its parameters, of h0 / c0 (into gh0[d], gc0[d]) and its part of dx
+ * (16-bit operands: dx may be float32, summing both directions). */
 static int
 direction_backward(cg__node *n, const layer_dims *k, int d, cg_tensor *gy,
                    cg_tensor **gin, cg_tensor *dx, cg_tensor *gh0,
@@ -581,22 +654,27 @@ direction_backward(cg__node *n, const layer_dims *k, int d, cg_tensor *gy,
     cg_tensor *wih = n->inputs[IN_P(d, 0)], *whh = n->inputs[IN_P(d, 1)];
     cg_tensor *wp = NULL, *dh, *dc = NULL, *dg, *dgi = NULL;
     cg_tensor *dgw;
+    cg_dtype dt = xd->dtype;
+    const cg__rnn_step *step;
     int gemm = (int)n->i[4];
 
-    if (!gemm && !(wp = empty1(ctx, GH * cg__rnn_hpad(&m->step, k->H))))
+    if ((status = step_for(m, dt, 0, &step)))
+        return status;
+    if (!gemm &&
+        !(wp = empty_dt(ctx, dt, GH * cg__rnn_hpad(step, k->H))))
         return cg__last_status();
     dh = empty1(ctx, bh);
-    dg = empty1(ctx, TB * GH);
+    dg = empty_dt(ctx, dt, TB * GH);
     if (lstm)
         dc = empty1(ctx, bh);
     if (gru)
-        dgi = empty1(ctx, TB * GH);
+        dgi = empty_dt(ctx, dt, TB * GH);
     if (!dh || !dg || (lstm && !dc) || (gru && !dgi)) {
         status = cg__last_status();
         goto out;
     }
     if (!gemm)
-        status = cg__rnn_pack_whh(&m->step, at(whh, 0), k->H, NULL,
+        status = cg__rnn_pack_whh(step, at(whh, 0), k->H, NULL,
                                   cg__tensor_mem(wp));
     if (status == CG_OK)
         status = set_state_dir(dh, 0, k->B, k->H, ghn, d);
@@ -619,11 +697,11 @@ direction_backward(cg__node *n, const layer_dims *k, int d, cg_tensor *gy,
             b.dg_next = at(dg, tn * k->B * GH);
             if (gemm) {
                 /* dh += dgates_{s+1} W_hh, and the kernel adds nothing. */
-                status = cg__sgemm(ctx, 0, 0, (size_t)k->B, (size_t)k->H,
-                                   (size_t)GH, 1.0f,
-                                   mat(dg, tn * k->B * GH, GH),
-                                   mat(whh, 0, k->H), 1.0f,
-                                   mat(dh, 0, k->H));
+                status = rnn_gemm(ctx, dt, CG_F32, 0, 0, (size_t)k->B,
+                                  (size_t)k->H, (size_t)GH, 1.0f,
+                                  mat(dg, tn * k->B * GH, GH),
+                                  mat(whh, 0, k->H), 1.0f,
+                                  mat(dh, 0, k->H));
                 b.dg_next.mem = NULL;
                 if (status || s < 0)
                     break;
@@ -652,7 +730,7 @@ direction_backward(cg__node *n, const layer_dims *k, int d, cg_tensor *gy,
             if (dgi)
                 b.dgi = at(dgi, t * k->B * GH);
         }
-        status = cg__rnn_backward_step(&m->step, &b);
+        status = cg__rnn_backward_step(step, &b);
     }
     if (status)
         goto out;
@@ -681,9 +759,10 @@ direction_backward(cg__node *n, const layer_dims *k, int d, cg_tensor *gy,
             status = cg__last_status();
     }
     if (status == CG_OK && dx)
-        status = cg__sgemm(ctx, 0, 0, (size_t)TB, (size_t)k->I, (size_t)GH,
-                           1.0f, mat(dgw, 0, GH), mat(wih, 0, k->I),
-                           d ? 1.0f : 0.0f, mat(dx, 0, k->I));
+        status = rnn_gemm(ctx, dt, dx->dtype, 0, 0, (size_t)TB,
+                          (size_t)k->I, (size_t)GH, 1.0f, mat(dgw, 0, GH),
+                          mat(wih, 0, k->I), d ? 1.0f : 0.0f,
+                          mat(dx, 0, k->I));
 out:
     cg_tensor_free(wp);
     cg_tensor_free(dh);
@@ -700,7 +779,8 @@ layer_backward(cg__node *n, cg_tensor *gy, cg_tensor **gin)
     cg_context *ctx = m->ctx;
     layer_dims k;
     int64_t shape[3];
-    cg_tensor *dx = NULL, *gh0 = NULL, *gc0 = NULL;
+    cg_tensor *dx = NULL, *gh0 = NULL, *gc0 = NULL, *gyc = NULL;
+    cg_dtype dt = n->saved[SV_X]->dtype;
     int d, status = CG_OK;
 
     k.T = (int)n->i[1];
@@ -712,17 +792,35 @@ layer_backward(cg__node *n, cg_tensor *gy, cg_tensor **gin)
     shape[0] = k.T;
     shape[1] = k.B;
     shape[2] = k.I;
-    if (n->needs[IN_X] && !(dx = cg__tensor_empty(ctx, CG_F32, 3, shape)))
-        return cg__last_status();
+    /* The step kernels read dy in the layer's dtype (the output's). */
+    if (gy && gy->dtype != dt) {
+        if (!(gyc = cg__cast(gy, dt)))
+            return cg__last_status();
+        gy = gyc;
+    }
+    /* Two directions' 16-bit dx add up in float32, rounded once below. */
+    if (n->needs[IN_X] &&
+        !(dx = cg__tensor_empty(ctx, k.D == 2 ? CG_F32 : dt, 3, shape)))
+        status = cg__last_status();
     shape[0] = k.D;
     shape[2] = k.H;
-    if (n->needs[IN_H0] && !(gh0 = cg__tensor_empty(ctx, CG_F32, 3, shape)))
+    if (status == CG_OK && n->needs[IN_H0] &&
+        !(gh0 = cg__tensor_empty(ctx, dt, 3, shape)))
         status = cg__last_status();
     if (status == CG_OK && n->needs[IN_C0] &&
-        !(gc0 = cg__tensor_empty(ctx, CG_F32, 3, shape)))
+        !(gc0 = cg__tensor_empty(ctx, dt, 3, shape)))
         status = cg__last_status();
     for (d = 0; d < k.D && status == CG_OK; d++)
         status = direction_backward(n, &k, d, gy, gin, dx, gh0, gc0);
+    if (status == CG_OK && dx && dx->dtype != dt) {
+        cg_tensor *c = cg__cast(dx, dt);
+
+        cg_tensor_free(dx);
+        dx = c;
+        if (!c)
+            status = cg__last_status();
+    }
+    cg_tensor_free(gyc);
     if (status) {
         cg_tensor_free(dx);
         cg_tensor_free(gh0);
@@ -745,7 +843,7 @@ check_state(const cg_module *m, const cg_tensor *x, const cg_tensor *s,
 {
     int64_t want[3];
     char s1[128], s2[128];
-    int status = cg__check_tensor(s, name, 0);
+    int status = cg__check_tensor(s, name, CG__FLOAT_DTYPE);
 
     if (status)
         return status;
@@ -781,7 +879,7 @@ check_args(const cg_module *m, const cg_tensor *x, const cg_tensor *h0,
     if (o->mode != CG_LSTM && (c0 || c_n))
         return cg__error(CG_EINVAL, "rnn: c0 and c_n are for LSTM only, "
                          "not %s", mode_names[o->mode]);
-    if ((status = cg__check_tensor(x, "x", 0)))
+    if ((status = cg__check_tensor(x, "x", CG__FLOAT_DTYPE)))
         return status;
     if (x->ctx != m->ctx)
         return cg__error(CG_ECONTEXT, "rnn: x and the layer belong to "
@@ -851,21 +949,80 @@ join_states(cg_tensor **s, int L)
     return r;
 }
 
+/* x, h0 and c0 (when given) and the parameters P share one dtype. */
+static int
+check_dtypes(const cg_module *m, cg_tensor *const *P, const cg_tensor *x,
+             const cg_tensor *h0, const cg_tensor *c0)
+{
+    int i, status = CG_OK;
+
+    if (h0)
+        status = cg__check_same_dtype(x, "x", h0, "h0");
+    if (status == CG_OK && c0)
+        status = cg__check_same_dtype(x, "x", c0, "c0");
+    for (i = 0; i < m->nparams && status == CG_OK; i++)
+        status = cg__check_same_dtype(x, "x", P[i], m->names[i]);
+    return status;
+}
+
+static int
+rnn_forward(cg_module *m, cg_tensor *const *P, cg_tensor *x, cg_tensor *h0,
+            cg_tensor *c0, const int *lengths, int64_t T, int64_t B,
+            cg_tensor **output, cg_tensor **h_n, cg_tensor **c_n);
+
 int
 cg_rnn_forward(cg_module *m, cg_tensor *x, cg_tensor *h0, cg_tensor *c0,
                const int *lengths, cg_tensor **output, cg_tensor **h_n,
                cg_tensor **c_n)
 {
-    cg_tensor *hn[CG__MODULE_MAX_PARAMS / 4] = { NULL };
-    cg_tensor *cn[CG__MODULE_MAX_PARAMS / 4] = { NULL };
-    cg_tensor *in = NULL, *len = NULL, *y = NULL, *r_h = NULL, *r_c = NULL;
+    cg_tensor *args[3 + CG__MODULE_MAX_PARAMS];
+    cg_tensor *ac[3 + CG__MODULE_MAX_PARAMS];
+    cg_tensor *const *P;
     int64_t T = 0, B = 0;
-    int l, L, D, status;
+    int i, n, cast, status;
 
     cg__error_clear();
     status = check_args(m, x, h0, c0, lengths, output, c_n, &T, &B);
     if (status)
         return status;
+    /* Under autocast the layer runs in the region's dtype: x, the states
+     * and the parameters cast to it (the parameters' casts kept for the
+     * region). */
+    n = 3 + m->nparams;
+    args[0] = x;
+    args[1] = h0;
+    args[2] = c0;
+    for (i = 0; i < m->nparams; i++)
+        args[3 + i] = m->params[i];
+    cast = cg__autocast_args(CG__AC_LOW, n, args, ac);
+    if (cast < 0)
+        return cg__last_status();
+    P = cast ? ac + 3 : m->params;
+    if (cast) {
+        x = ac[0];
+        h0 = ac[1];
+        c0 = ac[2];
+    }
+    status = check_dtypes(m, P, x, h0, c0);
+    if (status == CG_OK)
+        status = rnn_forward(m, P, x, h0, c0, lengths, T, B, output, h_n,
+                             c_n);
+    if (cast)
+        cg__autocast_release(n, ac);
+    return status;
+}
+
+/* cg_rnn_forward on checked arguments of one dtype. */
+static int
+rnn_forward(cg_module *m, cg_tensor *const *P, cg_tensor *x, cg_tensor *h0,
+            cg_tensor *c0, const int *lengths, int64_t T, int64_t B,
+            cg_tensor **output, cg_tensor **h_n, cg_tensor **c_n)
+{
+    cg_tensor *hn[CG__MODULE_MAX_PARAMS / 4] = { NULL };
+    cg_tensor *cn[CG__MODULE_MAX_PARAMS / 4] = { NULL };
+    cg_tensor *in = NULL, *len = NULL, *y = NULL, *r_h = NULL, *r_c = NULL;
+    int l, L, D, status = CG_OK;
+
     L = m->rnn.num_layers;
     D = ndirs(m);
     if (lengths) {
@@ -889,7 +1046,7 @@ cg_rnn_forward(cg_module *m, cg_tensor *x, cg_tensor *h0, cg_tensor *c0,
         if (status == CG_OK)
             status = layer_state(c0, l, D, &c0l);
         if (status == CG_OK)
-            status = layer_forward(m, l, in, h0l, c0l, len, &y, &hn[l],
+            status = layer_forward(m, P, l, in, h0l, c0l, len, &y, &hn[l],
                                    &cn[l]);
         cg_tensor_free(h0l);
         cg_tensor_free(c0l);

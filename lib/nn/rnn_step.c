@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "nn/internal.h"
+#include "tensor/internal.h"
 
 cg__rnn_cell
 cg__rnn_cell_of(cg_rnn_mode mode)
@@ -62,7 +63,14 @@ int
 cg__rnn_step_init(cg__rnn_step *s, cg_context *ctx, cg__rnn_cell cell,
                   const cg__rnn_tune *tune)
 {
-    char opts[96];
+    return cg__rnn_step_init_dt(s, ctx, cell, tune, CG_F32);
+}
+
+int
+cg__rnn_step_init_dt(cg__rnn_step *s, cg_context *ctx, cg__rnn_cell cell,
+                     const cg__rnn_tune *tune, cg_dtype dt)
+{
+    char opts[112];
     cg__rnn_tune t;
     cg__kid fwd, bwd;
     int status;
@@ -87,12 +95,19 @@ cg__rnn_step_init(cg__rnn_step *s, cg_context *ctx, cg__rnn_cell cell,
         cell < CG__RNN_TANH || cell > CG__RNN_GRU)
         return cg__error(CG_EINVAL, "rnn step: bad cell %d or tuning "
                          "VW=%d RB=%d WG=%d", (int)cell, t.vw, t.rb, t.wg);
+    if (dt != CG_F32 && dt != CG_F16 && dt != CG_BF16)
+        return cg__error(CG_EDTYPE, "rnn step: dtype %s is not float32, "
+                         "float16 or bfloat16", cg__dtype_name(dt));
     s->ctx = ctx;
     s->cell = cell;
     s->gates = cg__rnn_gates(cell);
     s->tune = t;
-    snprintf(opts, sizeof opts, "-DVW=%d -DRB=%d -DWG=%d%s", t.vw, t.rb,
-             t.wg, t.hproj ? " -DHPROJ=1" : "");
+    s->dtype = dt;
+    /* float32's options are as they were before the variants (the same
+     * programs in the cache); common.cl's CG_T values are cg__kvariant's. */
+    snprintf(opts, sizeof opts, "-DVW=%d -DRB=%d -DWG=%d%s%s", t.vw, t.rb,
+             t.wg, t.hproj ? " -DHPROJ=1" : "",
+             dt == CG_F16 ? " -DCG_T=1" : dt == CG_BF16 ? " -DCG_T=2" : "");
     step_kernels(cell, &fwd, &bwd);
     status = cg__kernel_create(ctx, fwd, opts, &s->fwd);
     if (status == CG_OK)
