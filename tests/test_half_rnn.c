@@ -11,7 +11,8 @@
  * directions, odd sizes (input 7, hidden 13, T 5, B 3), a hidden size on
  * the tuned, vectorised kernels (LSTM 128: VW 16, RB 8 in the shipped
  * tuning; GRU 64: the default VW 4 with no partial vector) and the GEMM
- * path (a GEMM per step for h W_hh^T, the HPROJ cell kernels).  Then
+ * path (a GEMM per step for h W_hh^T, the HPROJ cell kernels); some with
+ * batch_first and variable lengths (rows past their length).  Then
  * autocast: a float32 layer under cg_autocast_begin(ctx, CG_BF16) gives
  * bfloat16 outputs, and its float32 parameters get float32 gradients equal
  * to those of the layer cast explicitly; and the dtype rules outside
@@ -62,6 +63,8 @@ typedef struct cfg {
     cg_rnn_mode mode;
     int I, H, T, B, L, bidir;
     int path;               /* CG__RNN_PATH_* */
+    int batch_first;
+    int varlen;             /* lengths T, 1, T - 1, 2, ... */
 } cfg;
 
 static const char *const mode_name[] = { "RNN_TANH", "RNN_RELU", "LSTM",
@@ -181,6 +184,7 @@ run_case(const cfg *c, cg_dtype dt)
     int D = c->bidir ? 2 : 1, lstm = c->mode == CG_LSTM, i, np;
     int64_t xs[3] = { c->T, c->B, c->I }, ss[3] = { c->L * D, c->B, c->H };
     int64_t ys[3] = { c->T, c->B, D * c->H };
+    int lengths[16];
     cg_tensor *x, *xr, *h0, *h0r, *c0 = NULL, *c0r = NULL;
     cg_tensor *wy, *wyr, *wh, *whr, *wc = NULL, *wcr = NULL;
     cg_tensor *y, *yr, *hn, *hnr, *cn = NULL, *cnr = NULL;
@@ -188,15 +192,26 @@ run_case(const cfg *c, cg_dtype dt)
     char what[96];
     double bound = (double)c->L * (c->T + 1);
 
-    snprintf(what, sizeof what, "%s I%d H%d T%d B%d L%d D%d %s",
+    snprintf(what, sizeof what, "%s I%d H%d T%d B%d L%d D%d %s%s%s",
              mode_name[c->mode], c->I, c->H, c->T, c->B, c->L, D,
-             c->path == CG__RNN_PATH_GEMM ? "gemm" : "fused/auto");
+             c->path == CG__RNN_PATH_GEMM ? "gemm" : "fused/auto",
+             c->batch_first ? " batch_first" : "",
+             c->varlen ? " lengths" : "");
+    if (c->batch_first) {
+        xs[0] = ys[0] = c->B;
+        xs[1] = ys[1] = c->T;
+    }
+    ck_assert_int_le(c->B, 16);
+    for (i = 0; i < c->B; i++)
+        lengths[i] = i % 2 ? (i / 2 < c->T ? i / 2 + 1 : c->T)
+                           : (c->T - i / 2 > 0 ? c->T - i / 2 : 1);
     memset(&o, 0, sizeof o);
     o.mode = c->mode;
     o.input_size = c->I;
     o.hidden_size = c->H;
     o.num_layers = c->L;
     o.bidirectional = c->bidir;
+    o.batch_first = c->batch_first;
     ck_assert_int_eq(cg_manual_seed(ctx, 19), CG_OK);
     m = cg_rnn_new(ctx, &o);
     mr = cg_rnn_new(ctx, &o);
@@ -235,10 +250,11 @@ run_case(const cfg *c, cg_dtype dt)
     if (lstm)
         pair(dt, 3, ss, 1.0f, 0, &wc, &wcr);
 
-    ck_assert_msg(cg_rnn_forward(m, x, h0, c0, NULL, &y, &hn,
-                                 lstm ? &cn : NULL) == CG_OK,
+    ck_assert_msg(cg_rnn_forward(m, x, h0, c0, c->varlen ? lengths : NULL,
+                                 &y, &hn, lstm ? &cn : NULL) == CG_OK,
                   "%s (%s): %s", what, cg__dtype_name(dt), TT_ERR);
-    ck_assert_msg(cg_rnn_forward(mr, xr, h0r, c0r, NULL, &yr, &hnr,
+    ck_assert_msg(cg_rnn_forward(mr, xr, h0r, c0r,
+                                 c->varlen ? lengths : NULL, &yr, &hnr,
                                  lstm ? &cnr : NULL) == CG_OK, "%s", TT_ERR);
     expect_close(what, "output", dt, y, yr, bound);
     expect_close(what, "h_n", dt, hn, hnr, bound);
@@ -296,22 +312,24 @@ run_case(const cfg *c, cg_dtype dt)
 }
 
 static const cfg odd_cases[] = {
-    { CG_LSTM, 7, 13, 5, 3, 1, 0, CG__RNN_PATH_FUSED },
-    { CG_LSTM, 7, 13, 5, 3, 2, 1, CG__RNN_PATH_FUSED },
-    { CG_GRU, 7, 13, 5, 3, 2, 0, CG__RNN_PATH_FUSED },
-    { CG_GRU, 7, 13, 5, 3, 1, 1, CG__RNN_PATH_FUSED },
-    { CG_RNN_TANH, 7, 13, 5, 3, 2, 1, CG__RNN_PATH_FUSED },
+    { CG_LSTM, 7, 13, 5, 3, 1, 0, CG__RNN_PATH_FUSED, 0, 0 },
+    { CG_LSTM, 7, 13, 5, 3, 2, 1, CG__RNN_PATH_FUSED, 0, 0 },
+    { CG_LSTM, 7, 13, 5, 3, 2, 1, CG__RNN_PATH_FUSED, 1, 1 },
+    { CG_GRU, 7, 13, 5, 3, 2, 0, CG__RNN_PATH_FUSED, 0, 0 },
+    { CG_GRU, 7, 13, 5, 3, 1, 1, CG__RNN_PATH_FUSED, 0, 1 },
+    { CG_RNN_TANH, 7, 13, 5, 3, 2, 1, CG__RNN_PATH_FUSED, 0, 0 },
+    { CG_RNN_TANH, 7, 13, 5, 3, 1, 0, CG__RNN_PATH_FUSED, 1, 1 },
 };
 
 static const cfg gemm_cases[] = {
-    { CG_LSTM, 7, 13, 5, 3, 1, 1, CG__RNN_PATH_GEMM },
-    { CG_GRU, 7, 13, 5, 3, 2, 0, CG__RNN_PATH_GEMM },
-    { CG_RNN_TANH, 7, 13, 5, 3, 1, 0, CG__RNN_PATH_GEMM },
+    { CG_LSTM, 7, 13, 5, 3, 1, 1, CG__RNN_PATH_GEMM, 0, 0 },
+    { CG_GRU, 7, 13, 5, 3, 2, 0, CG__RNN_PATH_GEMM, 0, 0 },
+    { CG_RNN_TANH, 7, 13, 5, 3, 1, 0, CG__RNN_PATH_GEMM, 0, 1 },
 };
 
 static const cfg vec_cases[] = {
-    { CG_LSTM, 7, 128, 5, 3, 1, 0, CG__RNN_PATH_AUTO },
-    { CG_GRU, 16, 64, 5, 4, 1, 1, CG__RNN_PATH_AUTO },
+    { CG_LSTM, 7, 128, 5, 3, 1, 0, CG__RNN_PATH_AUTO, 0, 0 },
+    { CG_GRU, 16, 64, 5, 4, 1, 1, CG__RNN_PATH_AUTO, 0, 1 },
 };
 
 /* _i: case i / 2 in dtype dts[i % 2]. */
