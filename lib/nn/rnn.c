@@ -859,9 +859,21 @@ cg_rnn_forward(cg_module *m, cg_tensor *x, cg_tensor *h0, cg_tensor *c0,
     cg_tensor *hn[CG__MODULE_MAX_PARAMS / 4] = { NULL };
     cg_tensor *cn[CG__MODULE_MAX_PARAMS / 4] = { NULL };
     cg_tensor *in = NULL, *len = NULL, *y = NULL, *r_h = NULL, *r_c = NULL;
+    cg_tensor *args[3] = { x, h0, c0 }, *ac[3];
     int64_t T = 0, B = 0;
     int l, L, D, status;
 
+    /* Under autocast the recurrent layers run in float32 (their kernels
+     * are float32 only): 16-bit inputs are cast up. */
+    status = cg__autocast_args(CG__AC_F32, 3, args, ac);
+    if (status < 0)
+        return cg__last_status();
+    if (status > 0) {
+        status = cg_rnn_forward(m, ac[0], ac[1], ac[2], lengths, output,
+                                h_n, c_n);
+        cg__autocast_release(3, ac);
+        return status;
+    }
     cg__error_clear();
     status = check_args(m, x, h0, c0, lengths, output, c_n, &T, &B);
     if (status)
