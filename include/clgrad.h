@@ -1592,7 +1592,8 @@ int cg_clip_grad_value(cg_tensor *const *params, int n, double clip);
  * Skipped steps advance nothing: while a scaler steps an optimizer its
  * step counts live on the device and count only the steps taken, and
  * Adam(W) computes its bias corrections there, in float32, as PyTorch's
- * capturable=True path does (so not bit-identical to the host-computed
+ * capturable=True path does (beta^step as exp2(step log2 beta), within a
+ * few ulp of float32 pow; so not bit-identical to the host-computed
  * corrections of cg_optim_step); SGD's momentum buffer is made at the
  * first step taken (cg_optim_state_get lists it from the first scaled
  * step on, zeros until a step is taken).  growth_factor and

@@ -21,6 +21,10 @@
  *
  * One macro makes every kernel, cast_SRC_DST:
  * @kernels cast_f32_f16 cast_f16_f32 cast_f32_bf16 cast_bf16_f32
+ * and another their forms for a contiguous input, cast_SRC_DSTv: work-item
+ * i converts elements 8 i .. 8 i + 7 (those below n) with 8-lane integer
+ * and vector operations, the same rules bit for bit:
+ * @kernels cast_f32_f16v cast_f16_f32v cast_f32_bf16v cast_bf16_f32v
  * Each kernel is a program of its own (common.cl's CG_WANT):
  * @split
  */
@@ -77,3 +81,67 @@ CAST(f32, f16, float, half)
 CAST(f16, f32, half, float)
 CAST(f32, bf16, uint, ushort)
 CAST(bf16, f32, ushort, uint)
+
+/* The 8-lane forms: element bits in, element bits out.  vload_half8 and
+ * vstore_half8_rte act on aligned private copies (PoCL's assume the
+ * vector's alignment); NaNs are then spelt out as above. */
+inline ushort8
+cg_cv8_f32_f16(uint8 b)
+{
+    ushort8 h;
+    int8 nan = (b & 0x7FFFFFFFu) > 0x7F800000u;
+
+    vstore_half8_rte(as_float8(b), 0, (__private half *)&h);
+    return select(h, convert_ushort8(((b >> 16) & 0x8000u) | 0x7E00u),
+                  convert_short8(nan));
+}
+
+inline uint8
+cg_cv8_f16_f32(ushort8 h)
+{
+    uint8 u = convert_uint8(h);
+    int8 nan = (u & 0x7C00u) == 0x7C00u && (u & 0x03FFu) != 0u;
+    uint8 f = as_uint8(vload_half8(0, (__private const half *)&h));
+
+    return select(f, ((u & 0x8000u) << 16) | 0x7FC00000u |
+                     ((u & 0x03FFu) << 13), nan);
+}
+
+inline ushort8
+cg_cv8_f32_bf16(uint8 b)
+{
+    uint8 r = (b + 0x7FFFu + ((b >> 16) & 1u)) >> 16;
+
+    return convert_ushort8(select(r, (uint8)0x7FC0u,
+                                  (b & 0x7FFFFFFFu) > 0x7F800000u));
+}
+
+inline uint8
+cg_cv8_bf16_f32(ushort8 h)
+{
+    return convert_uint8(h) << 16;
+}
+
+#define CASTV(SRC, DST, ST, DT, ST8)                                         \
+CG_WHEN(CG_WANT(cast_##SRC##_##DST##v))(                                     \
+__kernel void cast_##SRC##_##DST##v(__global const ST *x, int xo,          \
+                                    __global DT *y, uint n)                  \
+{                                                                            \
+    uint i = get_global_id(0), j;                                            \
+    __global const ST *xs = x + xo;                                          \
+                                                                             \
+    if ((size_t)i * 8 + 8 <= n) {                                            \
+        vstore8(cg_cv8_##SRC##_##DST(vload8(i, xs)), i, y);                  \
+        return;                                                              \
+    }                                                                        \
+    for (j = i * 8; j < n; j++) {                                            \
+        ST8 v = (ST8)(xs[j]);                                                \
+                                                                             \
+        y[j] = cg_cv8_##SRC##_##DST(v).s0;                                   \
+    }                                                                        \
+})
+
+CASTV(f32, f16, uint, ushort, uint8)
+CASTV(f16, f32, ushort, uint, ushort8)
+CASTV(f32, bf16, uint, ushort, uint8)
+CASTV(bf16, f32, ushort, uint, ushort8)

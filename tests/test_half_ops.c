@@ -330,13 +330,23 @@ unary_one(const unary_case *c, cg_dtype dt, int l)
     cg_tensor_free(x32);
 }
 
+/* Under a host memory checker, one op per host path (the ops differ only
+ * in their kernels, built from one source, which Oclgrind checks): the
+ * affine form (add_scalar), one reading its saved output (tanh), relu. */
+static int
+host_path_case(int c)
+{
+    return c == 0 || c == 9 || c == 11;
+}
+
 START_TEST(unary_ops_match_float32_on_rounded_inputs)
 {
     int c, l;
 
     for (c = 0; c < NUNARY; c++)
         for (l = 0; l < L_COUNT; l++)
-            unary_one(&unary_cases[c], dtype_of(_i), l);
+            if (!tt_host_checker() || host_path_case(c))
+                unary_one(&unary_cases[c], dtype_of(_i), l);
 }
 END_TEST
 
@@ -493,9 +503,12 @@ START_TEST(binary_ops_and_where_match_float32_on_rounded_inputs)
 {
     int op, l;
 
+    /* under a host memory checker: add, div and where (one binary host
+     * path; see host_path_case) */
     for (op = 0; op <= NBINARY; op++)
         for (l = 0; l < B_COUNT; l++)
-            binary_one(op, dtype_of(_i), l);
+            if (!tt_host_checker() || op == 0 || op == 3 || op == NBINARY)
+                binary_one(op, dtype_of(_i), l);
 }
 END_TEST
 

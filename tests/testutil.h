@@ -33,6 +33,12 @@ const char *tt_tmpdir(void);
  * code path still runs. */
 int tt_checker(void);
 
+/* Nonzero under a host memory checker (valgrind, ASan), which checks the
+ * host code and not the kernels (Oclgrind does those): tests whose cases
+ * differ only in the kernel they build, on one host path, may run one case
+ * per host path there. */
+int tt_host_checker(void);
+
 /* Runs $TEST_BUILDDIR/tools/<tool> (or ./tools/<tool>) with `args`,
  * stderr discarded, `env` ("VAR='value' ..." or NULL) set for it; returns
  * its stdout (the caller frees it) and sets *status to its exit status

@@ -8,19 +8,20 @@
 
 #include "ops/internal.h"
 
-/* The kernel from dtype `from` to dtype `to`, or -1 for a pair with none
+/* The kernel from dtype `from` to dtype `to` (vec: its form for a
+ * contiguous input, 8 elements a work-item), or -1 for a pair with none
  * (the same dtype included). */
 static int
-cast_kernel(cg_dtype from, cg_dtype to)
+cast_kernel(cg_dtype from, cg_dtype to, int vec)
 {
     if (from == CG_F32 && to == CG_F16)
-        return CG__K_CAST_F32_F16;
+        return vec ? CG__K_CAST_F32_F16V : CG__K_CAST_F32_F16;
     if (from == CG_F16 && to == CG_F32)
-        return CG__K_CAST_F16_F32;
+        return vec ? CG__K_CAST_F16_F32V : CG__K_CAST_F16_F32;
     if (from == CG_F32 && to == CG_BF16)
-        return CG__K_CAST_F32_BF16;
+        return vec ? CG__K_CAST_F32_BF16V : CG__K_CAST_F32_BF16;
     if (from == CG_BF16 && to == CG_F32)
-        return CG__K_CAST_BF16_F32;
+        return vec ? CG__K_CAST_BF16_F32V : CG__K_CAST_BF16_F32;
     return -1;
 }
 
@@ -32,7 +33,7 @@ cg__cast(cg_tensor *x, cg_dtype dtype)
     cl_kernel k;
     cl_mem mx, my;
     cl_uint n;
-    int kid = cast_kernel(x->dtype, dtype);
+    int kid = cast_kernel(x->dtype, dtype, 0), status;
 
     if (kid < 0) {
         cg__error(CG_EDTYPE, "no conversion from %s to %s",
@@ -46,11 +47,25 @@ cg__cast(cg_tensor *x, cg_dtype dtype)
     n = (cl_uint)l.numel;
     mx = cg__tensor_mem(x);
     my = cg__tensor_mem(y);
-    if (cg__kernel(x->ctx, (cg__kid)kid, &k) ||
-        cg__args(k, CG__ARG(mx), CG__ARG(l.offset[0]), CG__ARG(l.shape),
-                 CG__ARG(l.strides[0]), CG__ARG(l.nd), CG__ARG(my),
-                 CG__ARG(n)) ||
-        cg__launch1d(x->ctx, k, n, CG__WG)) {
+    if (l.nd == 1 && l.strides[0].s[0] == 1) {
+        /* contiguous: 8 elements a work-item */
+        kid = cast_kernel(x->dtype, dtype, 1);
+        status = cg__kernel(x->ctx, (cg__kid)kid, &k);
+        if (status == CG_OK)
+            status = cg__args(k, CG__ARG(mx), CG__ARG(l.offset[0]),
+                              CG__ARG(my), CG__ARG(n));
+        if (status == CG_OK && n)
+            status = cg__launch1d(x->ctx, k, (n + 7) / 8, CG__WG);
+    } else {
+        status = cg__kernel(x->ctx, (cg__kid)kid, &k);
+        if (status == CG_OK)
+            status = cg__args(k, CG__ARG(mx), CG__ARG(l.offset[0]),
+                              CG__ARG(l.shape), CG__ARG(l.strides[0]),
+                              CG__ARG(l.nd), CG__ARG(my), CG__ARG(n));
+        if (status == CG_OK)
+            status = cg__launch1d(x->ctx, k, n, CG__WG);
+    }
+    if (status) {
         cg_tensor_free(y);
         return NULL;
     }
@@ -76,7 +91,7 @@ cg_to_dtype(cg_tensor *x, cg_dtype dtype)
         return NULL;
     if (x->dtype == dtype)
         return cg_tensor_ref(x);
-    if (cast_kernel(x->dtype, dtype) < 0) {
+    if (cast_kernel(x->dtype, dtype, 0) < 0) {
         cg__error(CG_EDTYPE, "to_dtype: no conversion from %s to %s (only "
                   "between float32 and float16 or bfloat16)",
                   cg__dtype_name(x->dtype), cg__dtype_name(dtype));

@@ -440,6 +440,10 @@ matmul_dt(cg_tensor *a, cg_tensor *b, int trans_a, int trans_b, cg_dtype out)
 cg_tensor *
 cg_matmul_t(cg_tensor *a, cg_tensor *b, int trans_a, int trans_b)
 {
+    cg_tensor *ac[2];
+
+    CG__AUTOCAST_RETURN(CG__AC_LOW, ac,
+                        cg_matmul_t(ac[0], ac[1], trans_a, trans_b), a, b);
     cg__error_clear();
     return matmul_dt(a, b, trans_a != 0, trans_b != 0,
                      a ? a->dtype : CG_F32);
@@ -454,6 +458,10 @@ cg_matmul(cg_tensor *a, cg_tensor *b)
 cg_tensor *
 cg_matmul_out(cg_tensor *a, cg_tensor *b, cg_dtype out_dtype)
 {
+    cg_tensor *ac[2];
+
+    CG__AUTOCAST_RETURN(CG__AC_LOW, ac, cg_matmul_out(ac[0], ac[1], out_dtype),
+                        a, b);
     cg__error_clear();
     return matmul_dt(a, b, 0, 0, out_dtype);
 }
@@ -542,12 +550,14 @@ linear_run(cg_tensor *x2, cg_tensor *w, cg_tensor *b, cg_tensor *y)
 cg_tensor *
 cg__linear(cg_tensor *x, cg_tensor *w, cg_tensor *b)
 {
-    cg_tensor *in[3] = { x, w, b }, *x2, *y;
+    cg_tensor *in[3] = { x, w, b }, *x2, *y, *ac[3];
     int64_t shape[CG_MAX_DIMS];
     cg__node *node;
     char s1[128], s2[128];
     int status;
 
+    CG__AUTOCAST_RETURN(CG__AC_LOW, ac, cg__linear(ac[0], ac[1], ac[2]),
+                        x, w, b);
     if (x->ndim < 1 || w->ndim != 2 || x->shape[x->ndim - 1] != w->shape[1] ||
         (b && (b->ndim != 1 || b->shape[0] != w->shape[0]))) {
         cg__error(CG_ESHAPE, "linear: input %s against weight %s%s",
