@@ -12,7 +12,9 @@
  * the tuned, vectorised kernels (LSTM 128: VW 16, RB 8 in the shipped
  * tuning; GRU 64: the default VW 4 with no partial vector) and the GEMM
  * path (a GEMM per step for h W_hh^T, the HPROJ cell kernels); some with
- * batch_first and variable lengths (rows past their length).  Then
+ * batch_first and variable lengths (rows past their length), two with the
+ * backward's weight-gradient and dx products split over the T*B rows
+ * (CLGRAD_RNN_PART16, as they are at the char-LSTM's sizes).  Then
  * autocast: a float32 layer under cg_autocast_begin(ctx, CG_BF16) gives
  * bfloat16 outputs, and its float32 parameters get float32 gradients equal
  * to those of the layer cast explicitly; and the dtype rules outside
@@ -65,6 +67,10 @@ typedef struct cfg {
     int path;               /* CG__RNN_PATH_* */
     int batch_first;
     int varlen;             /* lengths T, 1, T - 1, 2, ... */
+    int part16;             /* $CLGRAD_RNN_PART16: the backward's 16-bit
+                             * products over T*B rows in parts of this many
+                             * elements of the gate gradients (0: the
+                             * default, one part at these sizes) */
 } cfg;
 
 static const char *const mode_name[] = { "RNN_TANH", "RNN_RELU", "LSTM",
@@ -250,6 +256,12 @@ run_case(const cfg *c, cg_dtype dt)
     if (lstm)
         pair(dt, 3, ss, 1.0f, 0, &wc, &wcr);
 
+    if (c->part16) {
+        char v[16];
+
+        snprintf(v, sizeof v, "%d", c->part16);
+        ck_assert_int_eq(setenv("CLGRAD_RNN_PART16", v, 1), 0);
+    }
     ck_assert_msg(cg_rnn_forward(m, x, h0, c0, c->varlen ? lengths : NULL,
                                  &y, &hn, lstm ? &cn : NULL) == CG_OK,
                   "%s (%s): %s", what, cg__dtype_name(dt), TT_ERR);
@@ -269,6 +281,8 @@ run_case(const cfg *c, cg_dtype dt)
     }
     ck_assert_msg(cg_backward(loss, NULL, 0) == CG_OK, "%s", TT_ERR);
     ck_assert_msg(cg_backward(lossr, NULL, 0) == CG_OK, "%s", TT_ERR);
+    if (c->part16)
+        ck_assert_int_eq(unsetenv("CLGRAD_RNN_PART16"), 0);
     expect_close(what, "grad x", dt, cg_tensor_grad(x), cg_tensor_grad(xr),
                  bound);
     expect_close(what, "grad h0", dt, cg_tensor_grad(h0),
@@ -312,24 +326,24 @@ run_case(const cfg *c, cg_dtype dt)
 }
 
 static const cfg odd_cases[] = {
-    { CG_LSTM, 7, 13, 5, 3, 1, 0, CG__RNN_PATH_FUSED, 0, 0 },
-    { CG_LSTM, 7, 13, 5, 3, 2, 1, CG__RNN_PATH_FUSED, 0, 0 },
-    { CG_LSTM, 7, 13, 5, 3, 2, 1, CG__RNN_PATH_FUSED, 1, 1 },
-    { CG_GRU, 7, 13, 5, 3, 2, 0, CG__RNN_PATH_FUSED, 0, 0 },
-    { CG_GRU, 7, 13, 5, 3, 1, 1, CG__RNN_PATH_FUSED, 0, 1 },
-    { CG_RNN_TANH, 7, 13, 5, 3, 2, 1, CG__RNN_PATH_FUSED, 0, 0 },
-    { CG_RNN_TANH, 7, 13, 5, 3, 1, 0, CG__RNN_PATH_FUSED, 1, 1 },
+    { CG_LSTM, 7, 13, 5, 3, 1, 0, CG__RNN_PATH_FUSED, 0, 0, 0 },
+    { CG_LSTM, 7, 13, 5, 3, 2, 1, CG__RNN_PATH_FUSED, 0, 0, 0 },
+    { CG_LSTM, 7, 13, 5, 3, 2, 1, CG__RNN_PATH_FUSED, 1, 1, 250 },
+    { CG_GRU, 7, 13, 5, 3, 2, 0, CG__RNN_PATH_FUSED, 0, 0, 0 },
+    { CG_GRU, 7, 13, 5, 3, 1, 1, CG__RNN_PATH_FUSED, 0, 1, 0 },
+    { CG_RNN_TANH, 7, 13, 5, 3, 2, 1, CG__RNN_PATH_FUSED, 0, 0, 0 },
+    { CG_RNN_TANH, 7, 13, 5, 3, 1, 0, CG__RNN_PATH_FUSED, 1, 1, 0 },
 };
 
 static const cfg gemm_cases[] = {
-    { CG_LSTM, 7, 13, 5, 3, 1, 1, CG__RNN_PATH_GEMM, 0, 0 },
-    { CG_GRU, 7, 13, 5, 3, 2, 0, CG__RNN_PATH_GEMM, 0, 0 },
-    { CG_RNN_TANH, 7, 13, 5, 3, 1, 0, CG__RNN_PATH_GEMM, 0, 1 },
+    { CG_LSTM, 7, 13, 5, 3, 1, 1, CG__RNN_PATH_GEMM, 0, 0, 0 },
+    { CG_GRU, 7, 13, 5, 3, 2, 0, CG__RNN_PATH_GEMM, 0, 0, 100 },
+    { CG_RNN_TANH, 7, 13, 5, 3, 1, 0, CG__RNN_PATH_GEMM, 0, 1, 0 },
 };
 
 static const cfg vec_cases[] = {
-    { CG_LSTM, 7, 128, 5, 3, 1, 0, CG__RNN_PATH_AUTO, 0, 0 },
-    { CG_GRU, 16, 64, 5, 4, 1, 1, CG__RNN_PATH_AUTO, 0, 1 },
+    { CG_LSTM, 7, 128, 5, 3, 1, 0, CG__RNN_PATH_AUTO, 0, 0, 0 },
+    { CG_GRU, 16, 64, 5, 4, 1, 1, CG__RNN_PATH_AUTO, 0, 1, 0 },
 };
 
 /* _i: case i / 2 in dtype dts[i % 2]. */

@@ -256,6 +256,54 @@ rnn_gemm(cg_context *ctx, cg_dtype ab, cg_dtype cd, int ta, int tb,
                        beta, c, 0, 1, NULL, NULL);
 }
 
+/* Elements of the operand with T*B rows that one 16-bit product over
+ * those rows reads at most: cg__gemm_dt may read 16-bit operands through
+ * float32 copies (gemm.c's widen rule), and a copy of a whole [T*B, G*H]
+ * gate-gradient array is twice the array (the char-LSTM's, 2x512 B32
+ * T100: 26 MB a layer, which raised the step's peak memory by 50 MB).
+ * Parts of 2^20 elements keep the copies at 4 MB; each part is still a
+ * product of at least 2^20 * H multiply-adds.  $CLGRAD_RNN_PART16 sets
+ * another size (tests). */
+#define PART16 (1L << 20)
+
+/* rnn_gemm for 16-bit operands in parts of the T*B dimension: m (the rows
+ * of a and c; ta 0) or, for ta 1, k (the rows of a and b, summed: later
+ * parts add with beta 1, so c should then be float32).  width: the
+ * elements of a row of a. */
+static int
+rnn_gemm_parts(cg_context *ctx, cg_dtype ab, cg_dtype cd, int ta, int tb,
+               size_t m, size_t n, size_t k, float alpha, cg__mat a,
+               cg__mat b, float beta, cg__mat c)
+{
+    size_t rows = ta ? k : m, width = ta ? m : k, step, r;
+    long part = PART16;
+    int set, status = CG_OK;
+
+    if (ab != CG_F32 &&
+        (status = cg__env_long("CLGRAD_RNN_PART16", 1, 1L << 30, &part,
+                               &set)))
+        return status;
+    step = width < (size_t)part ? (size_t)part / width : 1;
+    if (ab == CG_F32 || step >= rows)
+        return rnn_gemm(ctx, ab, cd, ta, tb, m, n, k, alpha, a, b, beta, c);
+    for (r = 0; r < rows && status == CG_OK; r += step) {
+        size_t len = rows - r < step ? rows - r : step;
+        cg__mat ap = a, bp = b, cp = c;
+
+        ap.off += r * a.ld;
+        if (ta) {       /* k: b's rows (tb 0) */
+            bp.off += r * b.ld;
+            status = rnn_gemm(ctx, ab, cd, ta, tb, m, n, len, alpha, ap, bp,
+                              r ? 1.0f : beta, c);
+        } else {        /* m: c's rows */
+            cp.off += r * c.ld;
+            status = rnn_gemm(ctx, ab, cd, ta, tb, len, n, k, alpha, ap, b,
+                              beta, cp);
+        }
+    }
+    return status;
+}
+
 /* dst (any layout) = src (same shape, any layout), converted to dst's
  * dtype when src's differs (float32 <-> 16-bit, rounded once). */
 static int
@@ -614,24 +662,37 @@ fail:
 }
 
 /* gin[p], a weight's gradient [rows, cols] = a^T b over TB rows (a, b and
- * the gradient of the parameter's dtype): added by the GEMM itself (beta
- * 1) into what has collected for parameter p (cg__grad_into), else
- * written into a new tensor (beta 0). */
+ * the gradient of the parameter's dtype): float32, added by the GEMM
+ * itself (beta 1) into what has collected for parameter p
+ * (cg__grad_into), else written into a new tensor (beta 0); 16-bit, a new
+ * tensor. */
 static int
 weight_grad(cg__node *n, int p, int64_t rows, int64_t cols, int64_t TB,
             cg__mat a, cg__mat b, cg_tensor **gin)
 {
     cg_dtype dt = n->inputs[p]->dtype;
-    cg_tensor *acc = cg__grad_into(n, p);
+    cg_context *ctx = n->inputs[p]->ctx;
+    cg_tensor *acc = dt == CG_F32 ? cg__grad_into(n, p) : NULL;
     int64_t shape[2] = { rows, cols };
     cg_tensor *g = acc ? cg_tensor_ref(acc)
-                       : cg__tensor_empty(n->inputs[p]->ctx, dt, 2, shape);
+                       : cg__tensor_empty(ctx, CG_F32, 2, shape);
+    int status;
 
+    /* 16-bit: summed over the T*B rows in parts into a float32 g, rounded
+     * once here; the engine adds it to what has collected. */
+    status = g ? rnn_gemm_parts(ctx, dt, CG_F32, 1, 0, (size_t)rows,
+                                (size_t)cols, (size_t)TB, 1.0f, a, b,
+                                acc ? 1.0f : 0.0f, mat(g, 0, cols))
+               : cg__last_status();
+    if (status == CG_OK && dt != CG_F32) {
+        cg_tensor *r = cg__cast(g, dt);
+
+        cg_tensor_free(g);
+        if (!(g = r))
+            status = cg__last_status();
+    }
     gin[p] = g;
-    return g ? rnn_gemm(g->ctx, dt, dt, 1, 0, (size_t)rows, (size_t)cols,
-                        (size_t)TB, 1.0f, a, b, acc ? 1.0f : 0.0f,
-                        mat(g, 0, cols))
-             : cg__last_status();
+    return status;
 }
 
 /* Backward of one direction: the step launches, then the gradients of
@@ -759,10 +820,10 @@ direction_backward(cg__node *n, const layer_dims *k, int d, cg_tensor *gy,
             status = cg__last_status();
     }
     if (status == CG_OK && dx)
-        status = rnn_gemm(ctx, dt, dx->dtype, 0, 0, (size_t)TB,
-                          (size_t)k->I, (size_t)GH, 1.0f, mat(dgw, 0, GH),
-                          mat(wih, 0, k->I), d ? 1.0f : 0.0f,
-                          mat(dx, 0, k->I));
+        status = rnn_gemm_parts(ctx, dt, dx->dtype, 0, 0, (size_t)TB,
+                                (size_t)k->I, (size_t)GH, 1.0f,
+                                mat(dgw, 0, GH), mat(wih, 0, k->I),
+                                d ? 1.0f : 0.0f, mat(dx, 0, k->I));
 out:
     cg_tensor_free(wp);
     cg_tensor_free(dh);
