@@ -311,9 +311,9 @@ half_cnn_suite(void)
     TCase *tc = tcase_create("core");
 
     tcase_set_timeout(tc, 0);
-    tcase_add_loop_test(tc, pooling_in_16_bits_equals_float32_rounded, 0, 2);
+    tcase_add_loop_test(tc, pooling_in_16_bits_equals_float32_rounded, 0, TT_NDTYPES);
     tcase_add_loop_test(tc, convolutions_in_16_bits_equal_float32_rounded, 0,
-                        2);
+                        TT_NDTYPES);
     suite_add_tcase(s, tc);
     return s;
 }

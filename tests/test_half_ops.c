@@ -822,19 +822,19 @@ suite(void)
     TCase *tc = tcase_create("half_ops");
 
     tcase_set_timeout(tc, 1200);
-    tcase_add_loop_test(tc, float32_host_transfers_round_as_the_cast, 0, 2);
-    tcase_add_loop_test(tc, full_dtype_fills_rounded_values, 0, 2);
-    tcase_add_loop_test(tc, unary_ops_match_float32_on_rounded_inputs, 0, 2);
+    tcase_add_loop_test(tc, float32_host_transfers_round_as_the_cast, 0, TT_NDTYPES);
+    tcase_add_loop_test(tc, full_dtype_fills_rounded_values, 0, TT_NDTYPES);
+    tcase_add_loop_test(tc, unary_ops_match_float32_on_rounded_inputs, 0, TT_NDTYPES);
     tcase_add_loop_test(tc,
                         binary_ops_and_where_match_float32_on_rounded_inputs,
-                        0, 2);
+                        0, TT_NDTYPES);
     tcase_add_test(tc, mixed_dtypes_promote_as_pytorch);
     tcase_add_test(tc, where_promotes_and_refuses_a_16_bit_condition);
     tcase_add_loop_test(tc,
                         a_16_bit_operand_used_twice_accumulates_its_gradients,
-                        0, 2);
+                        0, TT_NDTYPES);
     tcase_add_loop_test(tc, dropout_drops_the_same_elements_in_every_dtype,
-                        0, 2);
+                        0, TT_NDTYPES);
     suite_add_tcase(s, tc);
     return s;
 }

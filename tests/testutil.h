@@ -39,6 +39,11 @@ int tt_checker(void);
  * per host path there. */
 int tt_host_checker(void);
 
+/* The 16-bit dtypes a test loops over: both (float16, bfloat16), or under
+ * a host memory checker only the first (the host path is one; the second
+ * variant's kernels are Oclgrind's to check). */
+#define TT_NDTYPES (tt_host_checker() ? 1 : 2)
+
 /* Runs $TEST_BUILDDIR/tools/<tool> (or ./tools/<tool>) with `args`,
  * stderr discarded, `env` ("VAR='value' ..." or NULL) set for it; returns
  * its stdout (the caller frees it) and sets *status to its exit status
