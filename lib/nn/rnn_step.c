@@ -116,8 +116,11 @@ cg__rnn_step_init_dt(cg__rnn_step *s, cg_context *ctx, cg__rnn_cell cell,
         status = cg__kernel_create(ctx, CG__K_RNN_PACK_T, opts, &s->pack_t);
     if (status == CG_OK)
         status = cg__kernel_create(ctx, CG__K_RNN_PACK, opts, &s->pack);
-    if (status)
+    if (status) {
+        /* not built: a caller that looks at s->ctx must not take it */
         cg__rnn_step_release(s);
+        s->ctx = NULL;
+    }
     return status;
 }
 
