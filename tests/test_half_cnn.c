@@ -13,13 +13,12 @@
 #include <math.h>
 #include <stdlib.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core/internal.h"
 #include "ops/internal.h"
 #include "testutil.h"
-
-typedef cg_tensor *(*op1_fn)(cg_tensor *x, int which);
 
 static cg_tensor *
 values(int ndim, const int64_t *shape, double a, double b, double scale)
@@ -80,73 +79,88 @@ same_bits(cg_tensor *got, cg_tensor *want, const char *what, int which)
     free(b);
 }
 
-/* y = op(dt(x)) against dt(op(float(dt(x)))), and the gradients of x
- * through loss = sum(float(y) * w) against the float32 op's gradients of
- * float(dt(x)) for the gradient float(dt(w)), rounded to dt. */
-static void
-check_op(op1_fn op, int which, cg_dtype dt, int ndim, const int64_t *shape,
-         const char *what)
-{
-    cg_tensor *x = values(ndim, shape, 0.731, 0.3, 3.0), *h, *hf, *y, *yf;
-    cg_tensor *r, *rr, *w, *wr, *p, *l, *gx, *gr;
+/* The op under test on its inputs in[0 .. nin - 1] (NULL entries stay
+ * NULL: an absent bias). */
+typedef cg_tensor *(*opn_fn)(const void *arg, cg_tensor *const *in);
 
-    ck_assert_int_eq(cg_tensor_set_requires_grad(x, 1), CG_OK);
-    h = cast(x, dt);
-    y = op(h, which);
+/* y = op(dt(in)) against dt(op(float(dt(in)))), and the gradients of the
+ * float32 leaves in[] through loss = sum(float(y) * v) against the
+ * float32 op's gradients of float(dt(in)) for the gradient float(dt(v)),
+ * rounded to dt: bit for bit.  Takes in[] (freed here). */
+static void
+check_rounded(opn_fn op, const void *arg, int nin, cg_tensor **in,
+              cg_dtype dt, const char *what, int which)
+{
+    cg_tensor *h[3] = { 0 }, *f[3] = { 0 }, *y, *r, *rr, *v, *vr, *p, *l;
+    cg_tensor *yf, *g;
+    int64_t ys[CG_MAX_DIMS];
+    char name[64];
+    int k;
+
+    ck_assert(nin <= 3);
+    for (k = 0; k < nin; k++) {
+        if (!in[k])
+            continue;
+        ck_assert_int_eq(cg_tensor_set_requires_grad(in[k], 1), CG_OK);
+        h[k] = cast(in[k], dt);
+        cg_no_grad_enter();
+        f[k] = cast(h[k], CG_F32);
+        cg_no_grad_leave();
+        ck_assert_int_eq(cg_tensor_set_requires_grad(f[k], 1), CG_OK);
+    }
+    y = op(arg, h);
     ck_assert_msg(y != NULL, "%s case %d: %s", what, which, TT_ERR);
     ck_assert_int_eq(cg_tensor_dtype(y), dt);
-    /* The reference: float32 on the same values. */
-    cg_no_grad_enter();
-    hf = cast(h, CG_F32);
-    cg_no_grad_leave();
-    ck_assert_int_eq(cg_tensor_set_requires_grad(hf, 1), CG_OK);
-    r = op(hf, which);
+    r = op(arg, f);
     ck_assert_msg(r != NULL, "%s case %d: %s", what, which, TT_ERR);
     cg_no_grad_enter();
     rr = cast(r, dt);
     cg_no_grad_leave();
     same_bits(y, rr, what, which);
-    /* Gradients. */
-    {
-        int64_t sy[CG_MAX_DIMS];
-        int nd = cg_tensor_ndim(y);
-
-        cg_tensor_shape(y, sy);
-        w = values(nd, sy, 0.377, 1.1, 1.7);
-    }
+    cg_tensor_shape(y, ys);
+    v = values(cg_tensor_ndim(y), ys, 0.377, 1.1, 1.7);
     yf = cast(y, CG_F32);
-    p = cg_mul(yf, w);
+    p = cg_mul(yf, v);
     l = cg_sum(p, 0, NULL, 0);
     ck_assert_msg(l && cg_backward(l, NULL, 0) == CG_OK, "%s", TT_ERR);
     cg_tensor_free(p);
     cg_tensor_free(l);
     cg_no_grad_enter();
-    wr = cast(w, dt);
-    cg_tensor_free(w);
-    w = cast(wr, CG_F32);
+    vr = cast(v, dt);
+    cg_tensor_free(v);
+    v = cast(vr, CG_F32);
     cg_no_grad_leave();
-    p = cg_mul(r, w);
+    p = cg_mul(r, v);
     l = cg_sum(p, 0, NULL, 0);
     ck_assert_msg(l && cg_backward(l, NULL, 0) == CG_OK, "%s", TT_ERR);
-    cg_no_grad_enter();
-    gr = cast(cg_tensor_grad(hf), dt);
-    cg_no_grad_leave();
-    gx = cg_tensor_grad(x);
-    ck_assert_ptr_nonnull(gx);
-    same_bits(gx, gr, what, which);
-    cg_tensor_free(x); cg_tensor_free(h); cg_tensor_free(hf);
-    cg_tensor_free(y); cg_tensor_free(yf); cg_tensor_free(r);
-    cg_tensor_free(rr); cg_tensor_free(w); cg_tensor_free(wr);
-    cg_tensor_free(p); cg_tensor_free(l); cg_tensor_free(gr);
+    for (k = 0; k < nin; k++) {
+        if (!in[k])
+            continue;
+        cg_no_grad_enter();
+        g = cast(cg_tensor_grad(f[k]), dt);
+        cg_no_grad_leave();
+        ck_assert_ptr_nonnull(cg_tensor_grad(in[k]));
+        snprintf(name, sizeof name, "%s: gradient of input %d", what, k);
+        same_bits(cg_tensor_grad(in[k]), g, name, which);
+        cg_tensor_free(g);
+        cg_tensor_free(in[k]);
+        cg_tensor_free(h[k]);
+        cg_tensor_free(f[k]);
+    }
+    cg_tensor_free(y); cg_tensor_free(r); cg_tensor_free(rr);
+    cg_tensor_free(v); cg_tensor_free(vr); cg_tensor_free(p);
+    cg_tensor_free(l); cg_tensor_free(yf);
 }
 
 static cg_tensor *
-pool_op(cg_tensor *x, int which)
+pool_op(const void *arg, cg_tensor *const *in)
 {
     static const int k3[2] = { 3, 2 }, s2[2] = { 2, 1 }, p1[2] = { 1, 0 };
     static const int d2[2] = { 2, 1 }, k2[2] = { 2, 2 };
 
-    switch (which) {
+    cg_tensor *x = in[0];
+
+    switch (*(const int *)arg) {
     case 0:     /* overlapping windows, padding, dilation: gather backward */
         return cg_max_pool2d(x, k3, s2, p1, d2, 1);
     case 1:     /* disjoint windows: the scatter backward */
@@ -165,8 +179,12 @@ START_TEST(pooling_in_16_bits_equals_float32_rounded)
     int64_t s[4] = { 2, 3, 9, 11 };
     int which;
 
-    for (which = 0; which < 5; which++)
-        check_op(pool_op, which, _i ? CG_BF16 : CG_F16, 4, s, "pool");
+    for (which = 0; which < 5; which++) {
+        cg_tensor *x = values(4, s, 0.731, 0.3, 3.0);
+
+        check_rounded(pool_op, &which, 1, &x, _i ? CG_BF16 : CG_F16,
+                      "pool", which);
+    }
 }
 END_TEST
 
@@ -178,8 +196,10 @@ typedef struct conv_case {
 } conv_case;
 
 static cg_tensor *
-conv_of(const conv_case *c, cg_tensor *x, cg_tensor *w, cg_tensor *b)
+conv_op(const void *arg, cg_tensor *const *in)
 {
+    const conv_case *c = arg;
+    cg_tensor *x = in[0], *w = in[1], *b = in[2];
     cg_conv_transpose_options t;
 
     if (c->one_d)
@@ -198,77 +218,22 @@ conv_of(const conv_case *c, cg_tensor *x, cg_tensor *w, cg_tensor *b)
     return cg_conv_transpose2d(x, w, b, &t);
 }
 
-/* y = conv(dt(x), dt(w), dt(b)) and the gradients of x, w, b through
- * sum(float(y) * v) against the float32 convolution of the cast-up
- * values (same algorithm) for the gradient float(dt(v)), rounded to dt:
- * bit for bit, y and every gradient (the direct kernel adds the bias
- * before its one rounding; the other paths are the float32 op between
- * casts). */
+/* conv(dt(x), dt(w), dt(b)) and its gradients against the float32
+ * convolution of the cast-up values with the same algorithm, bit for bit
+ * (the direct kernel adds the bias before its one rounding; the other
+ * paths are the float32 op between casts). */
 static void
 check_conv(const conv_case *c, cg_dtype dt, int which)
 {
-    int nd = c->one_d ? 3 : 4, k;
+    int nd = c->one_d ? 3 : 4;
     int64_t bs = c->transposed ? c->w[1] * c->o.groups : c->w[0];
-    cg_tensor *in[3], *h[3], *f[3], *y, *r, *rr, *v, *vr, *p, *l, *yf, *g;
-    int64_t ys[4];
+    cg_tensor *in[3];
 
     ck_assert_int_eq(setenv("CLGRAD_CONV_ALGO", c->algo, 1), 0);
     in[0] = values(nd, c->x, 0.731, 0.3, 3.0);
     in[1] = values(nd, c->w, 0.277, 1.3, 0.8);
     in[2] = c->bias ? values(1, &bs, 0.9, 0.1, 2.0) : NULL;
-    for (k = 0; k < 3; k++) {
-        h[k] = f[k] = NULL;
-        if (!in[k])
-            continue;
-        ck_assert_int_eq(cg_tensor_set_requires_grad(in[k], 1), CG_OK);
-        h[k] = cast(in[k], dt);
-        cg_no_grad_enter();
-        f[k] = cast(h[k], CG_F32);
-        cg_no_grad_leave();
-        ck_assert_int_eq(cg_tensor_set_requires_grad(f[k], 1), CG_OK);
-    }
-    y = conv_of(c, h[0], h[1], h[2]);
-    ck_assert_msg(y != NULL, "conv case %d: %s", which, TT_ERR);
-    ck_assert_int_eq(cg_tensor_dtype(y), dt);
-    r = conv_of(c, f[0], f[1], f[2]);
-    ck_assert_msg(r != NULL, "conv case %d: %s", which, TT_ERR);
-    cg_no_grad_enter();
-    rr = cast(r, dt);
-    cg_no_grad_leave();
-    same_bits(y, rr, "conv forward", which);
-    cg_tensor_shape(y, ys);
-    v = values(cg_tensor_ndim(y), ys, 0.377, 1.1, 1.7);
-    yf = cast(y, CG_F32);
-    p = cg_mul(yf, v);
-    l = cg_sum(p, 0, NULL, 0);
-    ck_assert_msg(l && cg_backward(l, NULL, 0) == CG_OK, "%s", TT_ERR);
-    cg_tensor_free(p);
-    cg_tensor_free(l);
-    cg_no_grad_enter();
-    vr = cast(v, dt);
-    cg_tensor_free(v);
-    v = cast(vr, CG_F32);
-    cg_no_grad_leave();
-    p = cg_mul(r, v);
-    l = cg_sum(p, 0, NULL, 0);
-    ck_assert_msg(l && cg_backward(l, NULL, 0) == CG_OK, "%s", TT_ERR);
-    for (k = 0; k < 3; k++) {
-        if (!in[k])
-            continue;
-        cg_no_grad_enter();
-        g = cast(cg_tensor_grad(f[k]), dt);
-        cg_no_grad_leave();
-        ck_assert_ptr_nonnull(cg_tensor_grad(in[k]));
-        same_bits(cg_tensor_grad(in[k]), g, k == 0 ? "conv dx"
-                  : k == 1 ? "conv dw" : "conv db", which);
-        cg_tensor_free(g);
-        cg_tensor_free(in[k]);
-        cg_tensor_free(h[k]);
-        cg_tensor_free(f[k]);
-    }
-    cg_tensor_free(y); cg_tensor_free(r); cg_tensor_free(rr);
-    cg_tensor_free(v); cg_tensor_free(vr); cg_tensor_free(p);
-    cg_tensor_free(l); cg_tensor_free(yf);
+    check_rounded(conv_op, c, 3, in, dt, "conv", which);
     ck_assert_int_eq(unsetenv("CLGRAD_CONV_ALGO"), 0);
 }
 
@@ -311,7 +276,8 @@ half_cnn_suite(void)
     TCase *tc = tcase_create("core");
 
     tcase_set_timeout(tc, 0);
-    tcase_add_loop_test(tc, pooling_in_16_bits_equals_float32_rounded, 0, TT_NDTYPES);
+    tcase_add_loop_test(tc, pooling_in_16_bits_equals_float32_rounded, 0,
+                        TT_NDTYPES);
     tcase_add_loop_test(tc, convolutions_in_16_bits_equal_float32_rounded, 0,
                         TT_NDTYPES);
     suite_add_tcase(s, tc);
