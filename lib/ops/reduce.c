@@ -399,19 +399,19 @@ keepdim_view(cg_tensor *g, const cg_tensor *x, unsigned mask)
     return cg__tensor_view(g, ndim, shape, strides, g->offset);
 }
 
-/* gin[0] = bwd of g and (need_x) x cast up to float32 (exact), cast down
- * to x's dtype once: the float32 arithmetic and the one rounding that a
- * 16-bit kernel would do (sum, mean and var's backward are built from
- * float32 ops). */
+/* gin[0] = bwd of g and x cast up to float32 (exact), cast down to x's
+ * dtype once: the float32 arithmetic and the one rounding that a 16-bit
+ * kernel would do (var's backward is built from several ops, each of
+ * which would round in 16 bits). */
 static int
-via_f32(cg__node *node, cg_tensor *g, int need_x,
+via_f32(cg__node *node, cg_tensor *g,
         int (*bwd)(cg__node *, cg_tensor *, cg_tensor *, cg_tensor **),
         cg_tensor **gin)
 {
     cg_tensor *x = node->inputs[0], *x32, *g32 = NULL, *r = NULL;
     int status;
 
-    x32 = need_x ? cg__cast(x, CG_F32) : cg_tensor_ref(x);
+    x32 = cg__cast(x, CG_F32);
     if (x32)
         g32 = g->dtype == CG_F32 ? cg_tensor_ref(g) : cg__cast(g, CG_F32);
     status = g32 ? bwd(node, x32, g32, &r) : cg__last_status();
@@ -423,11 +423,13 @@ via_f32(cg__node *node, cg_tensor *g, int need_x,
     return status;
 }
 
-/* Backward of sum and mean: gx = scale * g broadcast over x's shape. */
+/* Backward of sum and mean: gx = scale * g broadcast over x's shape, one
+ * affine kernel in x's dtype (for 16 bits: float32 arithmetic, one
+ * rounding). */
 static int
-sum_backward_f32(cg__node *node, cg_tensor *x, cg_tensor *g, cg_tensor **gx)
+sum_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
 {
-    cg_tensor *gk, *ge;
+    cg_tensor *x = node->inputs[0], *gk, *ge;
     unsigned mask = (unsigned)node->i[0];
     int64_t strides[CG_MAX_DIMS];
     int d;
@@ -441,17 +443,9 @@ sum_backward_f32(cg__node *node, cg_tensor *x, cg_tensor *g, cg_tensor **gx)
     cg_tensor_free(gk);
     if (!ge)
         return cg__last_status();
-    *gx = cg__unary(CG__EW_AFFINE, ge, (float)node->f[0], 0.0f);
+    gin[0] = cg__unary(CG__EW_AFFINE, ge, (float)node->f[0], 0.0f);
     cg_tensor_free(ge);
-    return *gx ? CG_OK : cg__last_status();
-}
-
-static int
-sum_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
-{
-    if (node->inputs[0]->dtype != CG_F32)
-        return via_f32(node, g, 0, sum_backward_f32, gin);
-    return sum_backward_f32(node, node->inputs[0], g, &gin[0]);
+    return gin[0] ? CG_OK : cg__last_status();
 }
 
 static int
@@ -511,7 +505,7 @@ static int
 var_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
 {
     if (node->inputs[0]->dtype != CG_F32)
-        return via_f32(node, g, 1, var_backward_f32, gin);
+        return via_f32(node, g, var_backward_f32, gin);
     return var_backward_f32(node, node->inputs[0], g, &gin[0]);
 }
 
