@@ -293,18 +293,14 @@ update(run *r, cg_tensor *loss, float *value)
                     : " (every gradient is finite)", bad ? bad : "");
         return -1;
     }
-    if (r->scaler)
-        rc = (r->cfg.clip > 0 &&
-              (cg_grad_scaler_unscale(r->scaler, r->opt) ||
-               cg_clip_grad_norm(r->params, r->nparams, r->cfg.clip, 2.0,
-                                 NULL))) ||
-             cg_grad_scaler_step(r->scaler, r->opt) ||
-             cg_grad_scaler_update(r->scaler);
-    else
-        rc = (r->cfg.clip > 0 &&
-              cg_clip_grad_norm(r->params, r->nparams, r->cfg.clip, 2.0,
-                                NULL)) ||
-             cg_optim_step(r->opt);
+    /* fp16: clipping needs the gradients unscaled first */
+    rc = r->cfg.clip > 0 &&
+         ((r->scaler && cg_grad_scaler_unscale(r->scaler, r->opt)) ||
+          cg_clip_grad_norm(r->params, r->nparams, r->cfg.clip, 2.0, NULL));
+    if (!rc)
+        rc = r->scaler ? cg_grad_scaler_step(r->scaler, r->opt) ||
+                         cg_grad_scaler_update(r->scaler)
+                       : cg_optim_step(r->opt);
     if (rc || cg_optim_zero_grad(r->opt) ||
         (r->sched && cg_lr_schedule_step(r->sched))) {
         tr_fail("step %lld: %s", (long long)r->step + 1, cg_last_error());
@@ -899,8 +895,8 @@ finish(run *r, volatile sig_atomic_t *stop)
         printf("; validation loss final %.4f, best %.4f (step %lld)",
                r->val_loss, r->best_loss, (long long)r->best_step);
     if (r->scaler)
-        printf("; fp16 loss scaling skipped %lld step%s", (long long)r->skipped,
-               r->skipped == 1 ? "" : "s");
+        printf("; fp16 loss scaling skipped %lld step%s",
+               (long long)r->skipped, r->skipped == 1 ? "" : "s");
     if (r->cfg.checkpoint)
         printf("; checkpoint %s%s%s", r->cfg.checkpoint,
                r->best_path ? ", best " : "",
