@@ -8,7 +8,8 @@
  *     float16 -> float32:  exact (vload_half); a NaN keeps its sign and
  *                          payload and is made quiet
  *     float32 -> bfloat16: the top 16 bits rounded to nearest even, every
- *                          NaN 0x7FC0 (no sign)
+ *                          NaN 0x7FC0 (no sign): common.cl's CG_BF16_BITS,
+ *                          which the kernels' bfloat16 stores use too
  *     bfloat16 -> float32: the 16 bits shifted up (integers only: no
  *                          flushing of subnormals)
  * The NaN cases are spelt out rather than left to vstore_half and
@@ -51,18 +52,10 @@ cg_ld_f16(uint i, __global const half *x)
     return vload_half(i, x);
 }
 
-inline ushort
-cg_bf16(uint b)
-{
-    if ((b & 0x7FFFFFFFu) > 0x7F800000u)
-        return 0x7FC0;
-    return (ushort)((b + 0x7FFFu + ((b >> 16) & 1u)) >> 16);
-}
-
 /* Element i of the output from element j of the input. */
 #define CG_CV_f32_f16(x, j, y, i) cg_st_f16((x)[j], i, y)
 #define CG_CV_f16_f32(x, j, y, i) ((y)[i] = cg_ld_f16(j, x))
-#define CG_CV_f32_bf16(x, j, y, i) ((y)[i] = cg_bf16((x)[j]))
+#define CG_CV_f32_bf16(x, j, y, i) ((y)[i] = CG_BF16_BITS(, as_float((x)[j])))
 #define CG_CV_bf16_f32(x, j, y, i) ((y)[i] = (uint)(x)[j] << 16)
 
 #define CAST(SRC, DST, ST, DT)                                               \
@@ -110,10 +103,7 @@ cg_cv8_f16_f32(ushort8 h)
 inline ushort8
 cg_cv8_f32_bf16(uint8 b)
 {
-    uint8 r = (b + 0x7FFFu + ((b >> 16) & 1u)) >> 16;
-
-    return convert_ushort8(select(r, (uint8)0x7FC0u,
-                                  (b & 0x7FFFFFFFu) > 0x7F800000u));
+    return CG_BF16_BITS(8, as_float8(b));
 }
 
 inline uint8
