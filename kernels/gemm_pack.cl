@@ -176,23 +176,44 @@ gemm_pack_b(int N, int K, const __global cg_t *b, int bo, int sbn, int sbk,
 #endif
 
 typedef CG_CAT(float, PVW) floatv;
-#define LDV(p) CG_CAT(vload, PVW)(0, p)
-/* common.cl's macros paste their N: expand PVW first */
-#define CG_VLOAD_(N, i, p) CG_VLOAD(N, i, p)
-#define CG_VSTORE_(N, v, i, p) CG_VSTORE(N, v, i, p)
-#define LDC(p) CG_VLOAD_(PVW, 0, p)
-#define STC(v, p) CG_VSTORE_(PVW, v, 0, p)
+/* A floatPVW moves as PVW / 4 float4 pieces, not one vloadPVW or
+ * vstorePVW call: on a CPU without AVX-512 (PoCL under valgrind, say) a
+ * float16 argument or return value of a built-in changes the ABI and the
+ * compiler warns; inlined, the pieces are the same vector moves. */
+#if PVW == 4
+#define PIECES(F, a, b) F(0, a, b)
+#elif PVW == 8
+#define PIECES(F, a, b) F(0, a, b), F(1, a, b)
+#elif PVW == 16
+#define PIECES(F, a, b) F(0, a, b), F(1, a, b), F(2, a, b), F(3, a, b)
+#else
+#error "PVW must be 4, 8 or 16"
+#endif
+#define PIECE_0(v) (v).s0123
+#define PIECE_1(v) (v).s4567
+#define PIECE_2(v) (v).s89ab
+#define PIECE_3(v) (v).scdef
+#define LDC4(q, p, _) CG_VLOAD(4, q, p)
+#define ST4(q, v, p) vstore4(PIECE_##q(v), q, p)
+#define STC4(q, v, p) CG_VSTORE(4, PIECE_##q(v), q, p)
+/* The packed B micro-panel's vectors are whole floatPVWs: its buffer
+ * starts aligned to CL_DEVICE_MEM_BASE_ADDR_ALIGN (at least a long16)
+ * and every offset into it is a multiple of PVW floats. */
+#define LDV(p) (*(const __global floatv *)(p))
+#define LDC(p) ((floatv)(PIECES(LDC4, p, _)))
+#define STV(v, p) (PIECES(ST4, v, p))
+#define STC(v, p) (PIECES(STC4, v, p))
 
-/* C's n (<= PVW) values at p = alpha v + beta p (p not read when beta is
+/* C's n (<= PVW) values at p = alpha *acc + beta p (p not read when beta is
  * 0) + the bias's n values at q (NULL: none). */
 INLINE void
-store_c(floatv v, __global cg_t *p, int n, float alpha, float beta,
+store_c(const floatv *acc, __global cg_t *p, int n, float alpha, float beta,
         const __global cg_t *q)
 {
+    floatv v = alpha * *acc;
     float t[PVW];
     int l;
 
-    v *= alpha;
     if (n >= PVW) {
         if (beta != 0.0f)
             v += beta * LDC(p);
@@ -201,7 +222,7 @@ store_c(floatv v, __global cg_t *p, int n, float alpha, float beta,
         STC(v, p);
         return;
     }
-    CG_CAT(vstore, PVW)(v, 0, t);
+    STV(v, t);
     for (l = 0; l < n; l++) {
         float s = beta != 0.0f ? t[l] + beta * CG_LD(p, l) : t[l];
 
@@ -220,7 +241,7 @@ store_c(floatv v, __global cg_t *p, int n, float alpha, float beta,
     }
 #define P_ST(r, j)                                                        \
     if (m0 + r < M && n0 + j * PVW < N)                                   \
-        store_c(acc##r##_##j, c + (m0 + r) * ldc + n0 + j * PVW,          \
+        store_c(&acc##r##_##j, c + (m0 + r) * ldc + n0 + j * PVW,          \
                 min(PVW, N - n0 - j * PVW), alpha, bk0,                   \
                 bias ? bias + n0 + j * PVW : 0);
 #define P_STROW(r, _) COLS(P_ST, r)
