@@ -1376,9 +1376,22 @@ int cg_module_params(const cg_module *m, cg_tensor **params, int max);
 cg_module *cg_activation_new(cg_context *ctx, const char *name);
 
 /* The forward of a one-input layer: linear, embedding, conv2d,
- * conv_transpose2d, batch norm, pooling, flatten, an activation, or a container (each child's
- * forward applied in order; every child must be one of these).  A recurrent layer takes states: call cg_rnn_forward
- * (CG_EINVAL here).  The caller owns the result. */
+ * conv_transpose2d, batch norm, pooling, flatten, an activation, or a
+ * container (each child's forward applied in order; every child must be
+ * one of these).  A recurrent layer takes states: call cg_rnn_forward
+ * (CG_EINVAL here).  The caller owns the result.
+ *
+ * In a container, a linear layer directly followed by a relu, tanh or
+ * sigmoid layer runs as one op: the activation is applied in the matrix
+ * product's epilogue, recorded as one graph node "linear_relu"
+ * ("linear_tanh", "linear_sigmoid") that keeps the activation's output
+ * and not the product, and whose backward runs the activation's gradient
+ * from that output.  The output and every gradient are bit for bit those
+ * of the two layers run one by one; it saves a pass over the output and
+ * one saved tensor per pair.  For float16 and bfloat16, only relu fuses
+ * (tanh and sigmoid of a 16-bit product round the product first, as the
+ * separate layers do); where CLBlast runs the product (it has no
+ * epilogue), the activation runs as its own op. */
 cg_tensor *cg_module_forward(cg_module *m, cg_tensor *x);
 
 /* ------------------------------------------------------------------------

@@ -128,6 +128,27 @@ typedef ushort cg_t;
 #error "CG_T must be 0 (float32), 1 (float16) or 2 (bfloat16)"
 #endif
 
+/* Activations, for scalars and float vectors alike: the elementwise ops'
+ * forward (elementwise_ops.def) and the GEMM epilogues (gemm.cl,
+ * gemm_pack.cl) share this text, so a fused activation rounds as the
+ * separate op.  CG_ACT(v, act) applies activation number act (CG_ACT_*,
+ * lib/ops/internal.h's cg__act; 0 none) to the lvalue v in place. */
+#define CG_RELU(x) ((x) > 0.0f ? (x) : 0.0f)
+#define CG_TANH(x) tanh(x)
+#define CG_SIGMOID(x) (1.0f / (1.0f + exp(-(x))))
+#define CG_ACT_RELU 1
+#define CG_ACT_TANH 2
+#define CG_ACT_SIGMOID 3
+#define CG_ACT(v, act)                                                       \
+    do {                                                                     \
+        if ((act) == CG_ACT_RELU)                                            \
+            (v) = CG_RELU(v);                                                \
+        else if ((act) == CG_ACT_TANH)                                       \
+            (v) = CG_TANH(v);                                                \
+        else if ((act) == CG_ACT_SIGMOID)                                    \
+            (v) = CG_SIGMOID(v);                                             \
+    } while (0)
+
 /* Combines buf[0 .. wg - 1] into buf[0] with COMBINE(a, b), each work-item
  * having stored its own buf[lid]; every work-item of the group must reach
  * it.  The tree behind cg_wg_sum and cg_wg_max, for other combinations. */

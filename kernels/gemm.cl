@@ -7,8 +7,10 @@
  * dimension ldc.  beta == 0 does not read C (so NaN there is ignored, as
  * in BLAS).  bias, when not NULL, is a vector of N floats (from element
  * biaso) added to every row of C in the epilogue, after alpha and beta:
- * the linear layer's x W^T + b in one launch.  A runtime argument rather
- * than a variant: it is tested only in the epilogue, and the kernel table
+ * the linear layer's x W^T + b in one launch.  act (common.cl's CG_ACT
+ * number, 0 none: relu, tanh, sigmoid) is applied to C's values last, the
+ * linear layer's activation fused.  Runtime arguments rather than
+ * variants: they are tested only in the epilogue, and the kernel table
  * keeps one kernel per product.
  *
  * Two kernels, the host picking by the transposes (lib/ops/gemm.c):
@@ -195,21 +197,24 @@ ldb_lanes(const __global cg_t *p, int sbn, int n0, int N)
     return LDVF(t);
 }
 
-/* C's n (<= VW) values at p = alpha v + beta p (p not read when beta is
- * 0) + the bias's n values at q (NULL: none). */
+/* C's n (<= VW) values at p = act(alpha *acc + beta p (p not read when
+ * beta is 0) + the bias's n values at q (NULL: none)), act common.cl's
+ * CG_ACT number (0: none).  The accumulator comes by address: a float16
+ * passed by value changes the ABI on a CPU without AVX-512. */
 INLINE void
-store_c(floatv v, __global cg_to *p, int n, float alpha, float beta,
-        const __global cg_to *q)
+store_c(const floatv *acc, __global cg_to *p, int n, float alpha,
+        float beta, const __global cg_to *q, int act)
 {
+    floatv v = alpha * *acc;
     float t[VW];
     int l;
 
-    v *= alpha;
     if (n >= VW) {
         if (beta != 0.0f)
             v += beta * LDVO(p);
         if (q)
             v += LDVO(q);
+        CG_ACT(v, act);
         STVO(v, p);
         return;
     }
@@ -217,7 +222,10 @@ store_c(floatv v, __global cg_to *p, int n, float alpha, float beta,
     for (l = 0; l < n; l++) {
         float s = beta != 0.0f ? t[l] + beta * CG_LDO(p, l) : t[l];
 
-        CG_STO(p, l, q ? s + CG_LDO(q, l) : s);
+        if (q)
+            s += CG_LDO(q, l);
+        CG_ACT(s, act);
+        CG_STO(p, l, s);
     }
 }
 
@@ -235,9 +243,9 @@ store_c(floatv v, __global cg_to *p, int n, float alpha, float beta,
     }
 #define G_ST(r, j)                                                        \
     if (m0 + r < M && n0 + j * VW < N)                                    \
-        store_c(acc##r##_##j, c + (m0 + r) * ldc + n0 + j * VW,           \
+        store_c(&acc##r##_##j, c + (m0 + r) * ldc + n0 + j * VW,          \
                 min(VW, N - n0 - j * VW), alpha, beta,                    \
-                bias ? bias + n0 + j * VW : 0);
+                bias ? bias + n0 + j * VW : 0, act);
 #define G_STROW(r, _) COLS(G_ST, r)
 
 KERNEL
@@ -245,7 +253,7 @@ gemm(int M, int N, int K, float alpha,
      const __global cg_t *a, int ao, int sam, int sak, int sab,
      const __global cg_t *b, int bo, int sbk, int sbn, int sbb,
      float beta, __global cg_to *c, int co, int ldc, int scb,
-     const __global cg_to *bias, int biaso)
+     const __global cg_to *bias, int biaso, int act)
 {
     int ncb = (N + TN * VW - 1) / (TN * VW), nrb = (M + TM - 1) / TM;
     int i = get_global_id(0), z = get_global_id(1);
@@ -352,7 +360,8 @@ hsum(floatd v)
 /* C's value at row m0 + r, column n0 + j: v, the sum s plus the bias or
  * not.  With and without a bias the stores are separate code, chosen once
  * per item: a test of the bias per value cost more (8% of a 128x512x784
- * product on PoCL) than the separate add it replaces. */
+ * product on PoCL) than the separate add it replaces.  With an activation
+ * (the fused linear layer), a third copy tests both per value. */
 #define D_ST_V(r, j, v)                                                   \
     if (m0 + r < M && n0 + j < N) {                                       \
         float s = hsum(acc##r##_##j);                                     \
@@ -367,15 +376,26 @@ hsum(floatd v)
     }
 #define D_ST(r, j) D_ST_V(r, j, s)
 #define D_STB(r, j) D_ST_V(r, j, s + CG_LDO(bias, n0 + j))
+#define D_STA(r, j)                                                       \
+    D_ST_V(r, j, act_of(bias ? s + CG_LDO(bias, n0 + j) : s, act))
 #define D_STROW(r, _) DCOLS(D_ST, r)
 #define D_STROWB(r, _) DCOLS(D_STB, r)
+#define D_STROWA(r, _) DCOLS(D_STA, r)
+
+/* v with activation act (a scalar: no vector crosses the call) */
+INLINE float
+act_of(float v, int act)
+{
+    CG_ACT(v, act);
+    return v;
+}
 
 KERNEL
 gemm_nt(int M, int N, int K, float alpha,
         const __global cg_t *a, int ao, int lda, int sab,
         const __global cg_t *b, int bo, int ldb, int sbb,
         float beta, __global cg_to *c, int co, int ldc, int scb,
-        const __global cg_to *bias, int biaso)
+        const __global cg_to *bias, int biaso, int act)
 {
     int ncb = (N + DTN - 1) / DTN, nrb = (M + DTM - 1) / DTM;
     int i = get_global_id(0), z = get_global_id(1);
@@ -397,7 +417,9 @@ gemm_nt(int M, int N, int K, float alpha,
         DCOLS(D_LDB, _)
         DROWS(D_FMA, _)
     }
-    if (bias) {
+    if (act) {
+        DROWS(D_STROWA, _)
+    } else if (bias) {
         DROWS(D_STROWB, _)
     } else {
         DROWS(D_STROW, _)

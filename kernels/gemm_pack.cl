@@ -31,8 +31,9 @@
  *            the loop.
  *
  * The first block of K stores alpha acc + beta C (C not read when beta is
- * 0) + bias; later blocks add alpha acc to C.  Only C's elements in range
- * are stored, its right edge lane by lane.
+ * 0) + bias; later blocks add alpha acc to C; the last applies the
+ * activation act (as gemm.cl's) to the finished sums.  Only C's elements
+ * in range are stored, its right edge lane by lane.
  *
  * Packed panels are float32 whatever the storage type cg_t of A, B, C and
  * the bias (kernels/common.cl): the pack kernels convert once.
@@ -204,11 +205,12 @@ typedef CG_CAT(float, PVW) floatv;
 #define STV(v, p) (PIECES(ST4, v, p))
 #define STC(v, p) (PIECES(STC4, v, p))
 
-/* C's n (<= PVW) values at p = alpha *acc + beta p (p not read when beta is
- * 0) + the bias's n values at q (NULL: none). */
+/* C's n (<= PVW) values at p = act(alpha *acc + beta p (p not read when
+ * beta is 0) + the bias's n values at q (NULL: none)), act common.cl's
+ * CG_ACT number (0: none). */
 INLINE void
 store_c(const floatv *acc, __global cg_t *p, int n, float alpha, float beta,
-        const __global cg_t *q)
+        const __global cg_t *q, int act)
 {
     floatv v = alpha * *acc;
     float t[PVW];
@@ -219,6 +221,7 @@ store_c(const floatv *acc, __global cg_t *p, int n, float alpha, float beta,
             v += beta * LDC(p);
         if (q)
             v += LDC(q);
+        CG_ACT(v, act);
         STC(v, p);
         return;
     }
@@ -226,7 +229,10 @@ store_c(const floatv *acc, __global cg_t *p, int n, float alpha, float beta,
     for (l = 0; l < n; l++) {
         float s = beta != 0.0f ? t[l] + beta * CG_LD(p, l) : t[l];
 
-        CG_ST(p, l, q ? s + CG_LD(q, l) : s);
+        if (q)
+            s += CG_LD(q, l);
+        CG_ACT(s, act);
+        CG_ST(p, l, s);
     }
 }
 
@@ -243,7 +249,7 @@ store_c(const floatv *acc, __global cg_t *p, int n, float alpha, float beta,
     if (m0 + r < M && n0 + j * PVW < N)                                   \
         store_c(&acc##r##_##j, c + (m0 + r) * ldc + n0 + j * PVW,          \
                 min(PVW, N - n0 - j * PVW), alpha, bk0,                   \
-                bias ? bias + n0 + j * PVW : 0);
+                bias ? bias + n0 + j * PVW : 0, actk);
 #define P_STROW(r, _) COLS(P_ST, r)
 
 KERNEL
@@ -251,7 +257,7 @@ gemm_packed(int M, int N, int K, float alpha,
             const __global float *pa, int spa,
             const __global float *pb, int spb,
             float beta, __global cg_t *c, int co, int ldc, int scb,
-            const __global cg_t *bias, int biaso)
+            const __global cg_t *bias, int biaso, int act)
 {
     int njr = (N + NR - 1) / NR, npa = (M + PMR - 1) / PMR;
     int i = get_global_id(0), z = get_global_id(1);
@@ -268,6 +274,7 @@ gemm_packed(int M, int N, int K, float alpha,
     for (pc = 0; pc < K; pc += PKC) {
         int kc = min(PKC, K - pc);
         float bk0 = pc ? 1.0f : beta;
+        int actk = pc + kc < K ? 0 : act;   /* on the finished sums */
 
         for (t = 0; t < PMB && p0 + t < npa; t++) {
             const __global float *ak = pa + ((size_t)t * K + pc) * PMR;

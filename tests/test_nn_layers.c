@@ -360,6 +360,8 @@ START_TEST(linear_matches_reference_and_gradcheck)
 }
 END_TEST
 
+/* ------------------------------------------------------ linear + act */
+
 static uint64_t
 launches(void)
 {
@@ -368,6 +370,194 @@ launches(void)
     ck_assert_int_eq(cg_context_stats(tt_ctx(), &st), CG_OK);
     return st.kernels_enqueued;
 }
+
+typedef struct actparam {
+    int has_b;
+    cg__act act;
+} actparam;
+
+static cg_tensor *
+run_linear_act(cg_tensor **in, const void *param)
+{
+    const actparam *p = param;
+
+    return cg__linear_act(in[0], in[1], p->has_b ? in[2] : NULL, p->act);
+}
+
+/* act(x W^T + b) in double */
+static void
+ref_linear_act(const oc_tensor *in, oc_tensor *out, const void *param)
+{
+    const actparam *p = param;
+    int64_t i;
+
+    ref_linear(in, out, &p->has_b);
+    for (i = 0; i < out->numel; i++) {
+        double z = out->data[i];
+
+        out->data[i] = p->act == CG__ACT_RELU ? (z > 0 ? z : 0)
+                     : p->act == CG__ACT_TANH ? tanh(z)
+                     : 1 / (1 + exp(-z));
+    }
+}
+
+/* The linear product with relu, tanh or sigmoid in its GEMM's epilogue
+ * (one node "linear_relu" ...): forward against the double reference and
+ * gradcheck, on the cases of the plain product, with each GEMM backend
+ * forced (CLBlast's has no epilogue: the activation runs as its own op).
+ * The sizes are small enough that no pre-activation sits within the
+ * finite differences' step of relu's kink. */
+START_TEST(linear_act_matches_reference_and_gradcheck)
+{
+    static const char *cases[][3] = {
+        { "7,33", "5,33", "5" }, { "33", "17,33", "17" },
+        { "2,3,7", "13,7", "13" }, { "T33,7", "5,7", "5" },
+        { "O7,5", "O3,5", "O3" }, { "257,3", "9,3", "9" },
+    };
+    static const char *names[] = { "", "linear_relu", "linear_tanh",
+                                   "linear_sigmoid" };
+    oc_op op = { 0 };
+    actparam p;
+    size_t c;
+
+    if (_i == CG__GEMM_CLBLAST && tt_checker())
+        return;
+    cg__gemm_force(tt_ctx(), (cg__gemm_backend)_i);
+    op.run = run_linear_act;
+    op.ref = ref_linear_act;
+    for (p.act = CG__ACT_RELU; p.act <= CG__ACT_SIGMOID; p.act++)
+        for (c = 0; c < sizeof cases / sizeof cases[0]; c++)
+            for (p.has_b = 0; p.has_b < 2; p.has_b++) {
+                op.name = names[p.act];
+                op.ninputs = 2 + p.has_b;
+                oc_check(&op, &p, cases[c][0], cases[c][1], cases[c][2]);
+            }
+    cg__gemm_force(tt_ctx(), CG__GEMM_AUTO);
+}
+END_TEST
+
+/* Reads t (n floats, any float dtype) into out as float32. */
+static void
+read_f32(cg_tensor *t, float *out, size_t n)
+{
+    ck_assert_ptr_nonnull(t);
+    ck_assert_int_eq(cg_tensor_to_host_f32(t, out, n), CG_OK);
+}
+
+/* A container runs a linear layer followed by relu, tanh or sigmoid as one
+ * fused op: its output and every gradient (the input's, each weight's and
+ * bias's) are bit for bit those of the layers run one by one, with each
+ * GEMM backend, in float32 and in bfloat16 (where only relu fuses), and
+ * the fused forward launches fewer kernels. */
+START_TEST(sequential_fuses_linear_and_activation)
+{
+    enum { N = 9, IN = 19, H = 23, OUT = 5, NP = 8 };
+    static const char *acts[] = { "relu", "tanh", "sigmoid" };
+    static const cg_dtype dts[] = { CG_F32, CG_BF16 };
+    static const char *dtn[] = { "float32", "bfloat16" };
+    int64_t xs[2] = { N, IN };
+    int d, pass, i, k;
+
+    for (d = 0; d < TT_NDTYPES; d++)
+        for (k = CG__GEMM_CLBLAST; k <= CG__GEMM_PACKED; k++) {
+            float out[2][N * OUT], gx[2][N * IN];
+            float *gp[2][NP];
+            uint64_t fwd[2];
+
+            if (k == CG__GEMM_CLBLAST && (tt_checker() || d))
+                continue;
+            cg__gemm_force(tt_ctx(), (cg__gemm_backend)k);
+            for (pass = 0; pass < 2; pass++) {
+                cg_module *seq = cg_sequential_new(tt_ctx());
+                cg_tensor *x, *x0, *y, *l, *params[NP];
+                int np;
+
+                /* the same weights both passes */
+                cg_manual_seed(tt_ctx(), 42);
+                ck_assert_ptr_nonnull(seq);
+                ck_assert_int_eq(cg_module_add(seq, NULL,
+                                 cg_linear_new(tt_ctx(), IN, H, 1)), CG_OK);
+                ck_assert_int_eq(cg_module_add(seq, NULL,
+                                 cg_activation_new(tt_ctx(), acts[0])),
+                                 CG_OK);
+                ck_assert_int_eq(cg_module_add(seq, NULL,
+                                 cg_linear_new(tt_ctx(), H, H, 0)), CG_OK);
+                ck_assert_int_eq(cg_module_add(seq, NULL,
+                                 cg_activation_new(tt_ctx(), acts[1])),
+                                 CG_OK);
+                ck_assert_int_eq(cg_module_add(seq, NULL,
+                                 cg_linear_new(tt_ctx(), H, H, 1)), CG_OK);
+                ck_assert_int_eq(cg_module_add(seq, NULL,
+                                 cg_activation_new(tt_ctx(), acts[2])),
+                                 CG_OK);
+                ck_assert_int_eq(cg_module_add(seq, NULL,
+                                 cg_linear_new(tt_ctx(), H, OUT, 1)), CG_OK);
+                if (dts[d] != CG_F32)
+                    ck_assert_int_eq(cg_module_to_dtype(seq, dts[d]), CG_OK);
+                x0 = cg_rand_uniform(tt_ctx(), 2, xs, -2, 2);
+                x = cg_to_dtype(x0, dts[d]);
+                ck_assert_ptr_nonnull(x);
+                cg_tensor_set_requires_grad(x, 1);
+                fwd[pass] = launches();
+                if (pass == 0) {    /* fused */
+                    y = cg_module_forward(seq, x);
+                } else {            /* the layers one by one */
+                    y = cg_tensor_ref(x);
+                    for (i = 0; y && i < cg_module_num_children(seq); i++) {
+                        cg_tensor *t = cg_module_forward(
+                            cg_module_child(seq, i, NULL), y);
+
+                        cg_tensor_free(y);
+                        y = t;
+                    }
+                }
+                fwd[pass] = launches() - fwd[pass];
+                ck_assert_msg(y != NULL, "%s", cg_last_error());
+                l = cg_sum(y, 0, NULL, 0);
+                ck_assert_int_eq(cg_backward(l, NULL, 0), CG_OK);
+                read_f32(y, out[pass], N * OUT);
+                read_f32(cg_tensor_grad(x), gx[pass], N * IN);
+                np = cg_module_params(seq, params, NP);
+                ck_assert_int_eq(np, 7);
+                for (i = 0; i < np; i++) {
+                    size_t n = (size_t)cg_tensor_numel(params[i]);
+
+                    gp[pass][i] = malloc(n * sizeof(float));
+                    ck_assert_ptr_nonnull(gp[pass][i]);
+                    read_f32(cg_tensor_grad(params[i]), gp[pass][i], n);
+                    if (pass)
+                        ck_assert_msg(memcmp(gp[0][i], gp[1][i],
+                                             n * sizeof(float)) == 0,
+                                      "%s backend %d: gradient of param %d "
+                                      "differs", dtn[d], k,
+                                      i);
+                }
+                cg_tensor_free(x0);
+                cg_tensor_free(x);
+                cg_tensor_free(y);
+                cg_tensor_free(l);
+                cg_module_free(seq);
+            }
+            for (i = 0; i < 7; i++) {
+                free(gp[0][i]);
+                free(gp[1][i]);
+            }
+            ck_assert_msg(memcmp(out[0], out[1], sizeof out[0]) == 0,
+                          "%s backend %d: fused output differs",
+                          dtn[d], k);
+            ck_assert_msg(memcmp(gx[0], gx[1], sizeof gx[0]) == 0,
+                          "%s backend %d: input gradient differs",
+                          dtn[d], k);
+            if (k != CG__GEMM_CLBLAST)
+                ck_assert_msg(fwd[0] < fwd[1], "%s backend %d: fused forward"
+                              " %llu launches, unfused %llu",
+                              dtn[d], k,
+                              (unsigned long long)fwd[0],
+                              (unsigned long long)fwd[1]);
+        }
+    cg__gemm_force(tt_ctx(), CG__GEMM_AUTO);
+}
+END_TEST
 
 /* forward and backward of sum(layer(x) * g), g fixed; the launches of the
  * backward. */
@@ -1027,6 +1217,9 @@ main(void)
     tcase_add_loop_test(tc, linear_matches_reference_and_gradcheck,
                         CG__GEMM_CLBLAST, CG__GEMM_CLGRAD + 1);
     tcase_add_test(tc, linear_gradients_accumulate_in_place);
+    tcase_add_loop_test(tc, linear_act_matches_reference_and_gradcheck,
+                        CG__GEMM_CLBLAST, CG__GEMM_PACKED + 1);
+    tcase_add_test(tc, sequential_fuses_linear_and_activation);
     tcase_add_loop_test(tc, linear_matches_pytorch_fixture, CG__GEMM_CLBLAST,
                         CG__GEMM_CLGRAD + 1);
     tcase_add_test(tc, concat_joins_any_layout);

@@ -275,6 +275,24 @@ cg_activation_new(cg_context *ctx, const char *name)
     return m;
 }
 
+/* The activation (lib/ops/internal.h's cg__act number) a linear layer
+ * followed by the activation layer `next` runs in its GEMM's epilogue,
+ * or 0: a relu, tanh or sigmoid after a linear layer is one op, the same
+ * values, one pass and one saved tensor fewer. */
+static int
+fusable(const cg_module *m, const cg_module *next)
+{
+    static const char *const names[] = { "relu", "tanh", "sigmoid" };
+    int a;
+
+    if (strcmp(m->kind, "linear") != 0 || !next->act)
+        return 0;
+    for (a = 0; a < 3; a++)
+        if (strcmp(next->kind, names[a]) == 0)
+            return a + 1;
+    return 0;
+}
+
 cg_tensor *
 cg_module_forward(cg_module *m, cg_tensor *x)
 {
@@ -308,8 +326,12 @@ cg_module_forward(cg_module *m, cg_tensor *x)
     }
     h = cg_tensor_ref(x);
     for (i = 0; h && i < m->list->n; i++) {
-        cg_tensor *y = cg_module_forward(m->list->child[i], h);
+        cg_module *c = m->list->child[i];
+        int act = i + 1 < m->list->n ? fusable(c, m->list->child[i + 1]) : 0;
+        cg_tensor *y = act ? cg__linear_forward_act(c, h, act)
+                           : cg_module_forward(c, h);
 
+        i += act != 0;
         cg_tensor_free(h);
         h = y;
     }

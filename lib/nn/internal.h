@@ -233,6 +233,11 @@ int cg__module_visit_buffers(const cg_module *m, const char *prefix,
 /* The forward of batch norm, pooling and flatten layers (lib/nn/cnn.c);
  * *handled 0 when m is none of them. */
 cg_tensor *cg__cnn_layer_forward(cg_module *m, cg_tensor *x, int *handled);
+/* A linear layer's forward with activation act (lib/ops/internal.h's
+ * cg__act, 0 none) fused into its GEMM (cg__linear_act): a container's
+ * forward runs a linear layer followed by a relu, tanh or sigmoid layer
+ * so. */
+cg_tensor *cg__linear_forward_act(cg_module *m, cg_tensor *x, int act);
 
 /* The convolution layers' shared parts: the channel, kernel and groups
  * check (CG_EINVAL naming `kind` and the values), and the parameters

@@ -367,6 +367,12 @@ cg_linear_new(cg_context *ctx, int in_features, int out_features, int bias)
 cg_tensor *
 cg_linear_forward(cg_module *m, cg_tensor *x)
 {
+    return cg__linear_forward_act(m, x, CG__ACT_NONE);
+}
+
+cg_tensor *
+cg__linear_forward_act(cg_module *m, cg_tensor *x, int act)
+{
     cg_tensor *w;
     char s1[128], s2[128];
 
@@ -388,8 +394,9 @@ cg_linear_forward(cg_module *m, cg_tensor *x)
                   (long long)w->shape[1]);
         return NULL;
     }
-    /* one GEMM, the bias added in its epilogue */
-    return cg__linear(x, w, m->bias ? m->params[1] : NULL);
+    /* one GEMM, the bias (and the activation) in its epilogue */
+    return cg__linear_act(x, w, m->bias ? m->params[1] : NULL,
+                          (cg__act)act);
 }
 
 /* ------------------------------------------------------------------------

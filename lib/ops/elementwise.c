@@ -113,15 +113,15 @@ cg__unary(cg__ew_op op, cg_tensor *x, float p0, float p1)
     return y;
 }
 
-static int
-unary_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
+int
+cg__unary_grad(cg__ew_op op, cg_tensor *x, cg_tensor *y, cg_tensor *g,
+               float p0, float p1, cg_tensor **out)
 {
-    cg_tensor *x = node->saved[0], *y = node->saved[1], *gx;
+    cg_tensor *gx;
     cg__layout l;
     cl_kernel k;
     cl_mem mx, my, mg, mgx;
     cl_uint n, len, ch = EW_CHUNK;
-    cl_float p0 = (cl_float)node->f[0], p1 = (cl_float)node->f[1];
     cl_int ix;
     int vec, status;
 
@@ -136,8 +136,7 @@ unary_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
     my = cg__tensor_mem(y);
     mg = cg__tensor_mem(g);
     mgx = cg__tensor_mem(gx);
-    status = cg__kernel_dt(x->ctx,
-                           ew_kernels[node->i[0]][vec ? EW_BV : EW_B],
+    status = cg__kernel_dt(x->ctx, ew_kernels[op][vec ? EW_BV : EW_B],
                            x->dtype, &k);
     if (status == CG_OK && vec) {
         status = cg__args(k, CG__ARG(mx), CG__ARG(l.offset[0]),
@@ -160,8 +159,16 @@ unary_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
         cg_tensor_free(gx);
         return status;
     }
-    gin[0] = gx;
+    *out = gx;
     return CG_OK;
+}
+
+static int
+unary_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
+{
+    return cg__unary_grad((cg__ew_op)node->i[0], node->saved[0],
+                          node->saved[1], g, (float)node->f[0],
+                          (float)node->f[1], &gin[0]);
 }
 
 /* The recorded unary op `name` (shown in graphs) running op's kernels. */

@@ -440,7 +440,8 @@ clblast_run(cg_context *ctx, int ta, int tb, size_t m, size_t n, size_t k,
 static int clgrad_run(cg_context *ctx, gemm_cfg *cfg, int v, int ta, int tb,
                       size_t m, size_t n, size_t k, float alpha, cg__mat a,
                       size_t sa, cg__mat b, size_t sb, float beta, cg__mat c,
-                      size_t sc, size_t batch, const cg__mat *bias);
+                      size_t sc, size_t batch, const cg__mat *bias,
+                      int act);
 
 /* x (rows x cols stored, leading dimension x.ld) transposed into a pool
  * buffer *t, which the caller frees once the product that reads it is
@@ -476,7 +477,7 @@ static int
 clgrad_run_packed(cg_context *ctx, gemm_cfg *cfg, int v, int ta, size_t m,
                   size_t n, size_t k, float alpha, cg__mat a, size_t sa,
                   cg__mat b, size_t sb, float beta, cg__mat c, size_t sc,
-                  size_t batch, const cg__mat *bias)
+                  size_t batch, const cg__mat *bias, int act)
 {
     cg_buffer *t = NULL;
     int status;
@@ -487,7 +488,7 @@ clgrad_run_packed(cg_context *ctx, gemm_cfg *cfg, int v, int ta, size_t m,
             cg__mat at = { cg__buffer_mem(t), 0, k };
 
             status = clgrad_run(ctx, cfg, v, 0, 0, m, n, k, alpha, at, 0, b,
-                                sb, beta, c, sc, batch, bias);
+                                sb, beta, c, sc, batch, bias, act);
         }
     } else {        /* B stored [N, K] */
         status = pack_transposed(ctx, cfg, v, b, n, k, &t);
@@ -495,7 +496,7 @@ clgrad_run_packed(cg_context *ctx, gemm_cfg *cfg, int v, int ta, size_t m,
             cg__mat bt = { cg__buffer_mem(t), 0, n };
 
             status = clgrad_run(ctx, cfg, v, 0, 0, m, n, k, alpha, a, sa, bt,
-                                0, beta, c, sc, batch, bias);
+                                0, beta, c, sc, batch, bias, act);
         }
     }
     cg_buffer_free(t);
@@ -506,7 +507,7 @@ static int
 clgrad_run(cg_context *ctx, gemm_cfg *cfg, int v, int ta, int tb, size_t m,
            size_t n, size_t k, float alpha, cg__mat a, size_t sa, cg__mat b,
            size_t sb, float beta, cg__mat c, size_t sc, size_t batch,
-           const cg__mat *bias)
+           const cg__mat *bias, int act)
 {
     cl_int M = (cl_int)m, N = (cl_int)n, K = (cl_int)k;
     cl_int ao = (cl_int)a.off, bo = (cl_int)b.off, co = (cl_int)c.off;
@@ -521,7 +522,7 @@ clgrad_run(cg_context *ctx, gemm_cfg *cfg, int v, int ta, int tb, size_t m,
 
     if (packed(cfg, ta, tb, m, n, k, sa, sb, batch))
         return clgrad_run_packed(ctx, cfg, v, ta, m, n, k, alpha, a, sa, b,
-                                 sb, beta, c, sc, batch, bias);
+                                 sb, beta, c, sc, batch, bias, act);
     if (!ta && tb) {
         tm = (size_t)cfg->p[P_DTM];
         tn = (size_t)cfg->p[P_DTN];
@@ -532,7 +533,7 @@ clgrad_run(cg_context *ctx, gemm_cfg *cfg, int v, int ta, int tb, size_t m,
                                CG__ARG(bo), CG__ARG(ldb), CG__ARG(sbb),
                                CG__ARG(beta), CG__ARG(c.mem), CG__ARG(co),
                                CG__ARG(ldc), CG__ARG(scb), CG__ARG(dm),
-                               CG__ARG(dof))))
+                               CG__ARG(dof), CG__ARG(act))))
             return status;
     } else {
         cl_int sam = ta ? 1 : lda, sak = ta ? lda : 1;
@@ -547,7 +548,8 @@ clgrad_run(cg_context *ctx, gemm_cfg *cfg, int v, int ta, int tb, size_t m,
                                CG__ARG(b.mem), CG__ARG(bo), CG__ARG(sbk),
                                CG__ARG(sbn), CG__ARG(sbb), CG__ARG(beta),
                                CG__ARG(c.mem), CG__ARG(co), CG__ARG(ldc),
-                               CG__ARG(scb), CG__ARG(dm), CG__ARG(dof))))
+                               CG__ARG(scb), CG__ARG(dm), CG__ARG(dof),
+                               CG__ARG(act))))
             return status;
     }
     tiles = ((m + tm - 1) / tm) * ((n + tn - 1) / tn);
@@ -646,7 +648,7 @@ static int
 packed_run(cg_context *ctx, int ta, int tb, size_t m, size_t n, size_t k,
            float alpha, cg__mat a, size_t sa, cg__mat b, size_t sb,
            float beta, cg__mat c, size_t sc, size_t batch,
-           const cg__mat *bias)
+           const cg__mat *bias, int act)
 {
     size_t mr = PACK_PARAM(ctx, PMR), mb = PACK_PARAM(ctx, PMB);
     size_t nr = PACK_PARAM(ctx, PTN) * PACK_PARAM(ctx, PVW);
@@ -681,7 +683,8 @@ packed_run(cg_context *ctx, int ta, int tb, size_t m, size_t n, size_t k,
                           CG__ARG(alpha), CG__ARG(pam), CG__ARG(spa),
                           CG__ARG(pbm), CG__ARG(spb), CG__ARG(beta),
                           CG__ARG(c.mem), CG__ARG(co), CG__ARG(ldc),
-                          CG__ARG(scb), CG__ARG(dm), CG__ARG(dof));
+                          CG__ARG(scb), CG__ARG(dm), CG__ARG(dof),
+                          CG__ARG(act));
     if (status == CG_OK) {
         /* an item per column of micro-tiles and PMB micro-panels of A */
         items = (n + nr - 1) / nr * (((m + mr - 1) / mr + mb - 1) / mb);
@@ -751,7 +754,7 @@ static int
 clgrad_run_widened(cg_context *ctx, gemm_cfg *cfg, int v, int ta, int tb,
                    size_t m, size_t n, size_t k, float alpha, cg__mat a,
                    size_t sa, cg__mat b, size_t sb, float beta, cg__mat c,
-                   size_t sc, size_t batch, const cg__mat *bias)
+                   size_t sc, size_t batch, const cg__mat *bias, int act)
 {
     static const int f32_to[3] = { V_F32, V_F32_F16, V_F32_BF16 };
     size_t ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k;
@@ -768,7 +771,8 @@ clgrad_run_widened(cg_context *ctx, gemm_cfg *cfg, int v, int ta, int tb,
 
         status = clgrad_run(ctx, cfg, f32_to[v_to[v]], ta, tb, m, n, k,
                             alpha, am, sa ? ar * ac : 0, bm,
-                            sb ? br * bc : 0, beta, c, sc, batch, bias);
+                            sb ? br * bc : 0, beta, c, sc, batch, bias,
+                            act);
     }
     cg_buffer_free(wa);
     cg_buffer_free(wb);
@@ -788,10 +792,11 @@ cg__gemm_widen_force(cg_context *ctx, int mode)
 }
 
 int
-cg__gemm_dt(cg_context *ctx, cg_dtype ab, cg_dtype cd, int ta, int tb,
-            size_t m, size_t n, size_t k, float alpha, cg__mat a, size_t sa,
-            cg__mat b, size_t sb, float beta, cg__mat c, size_t sc,
-            size_t batch, const cg__mat *bias, int *added)
+cg__gemm_act(cg_context *ctx, cg_dtype ab, cg_dtype cd, int ta, int tb,
+             size_t m, size_t n, size_t k, float alpha, cg__mat a,
+             size_t sa, cg__mat b, size_t sb, float beta, cg__mat c,
+             size_t sc, size_t batch, const cg__mat *bias, cg__act act,
+             int *added)
 {
     cg__gemm_backend use;
     gemm_cfg *cfg;
@@ -837,17 +842,28 @@ cg__gemm_dt(cg_context *ctx, cg_dtype ab, cg_dtype cd, int ta, int tb,
          : widen_rule(cfg, ta != 0, tb != 0, m, n, k, sa, sb, batch)))
         return clgrad_run_widened(ctx, cfg, variant(ab, cd), ta != 0,
                                   tb != 0, m, n, k, alpha, a, sa, b, sb,
-                                  beta, c, sc, batch, bias);
+                                  beta, c, sc, batch, bias, act);
     if (use == CG__GEMM_PACKED)
         return packed_run(ctx, ta != 0, tb != 0, m, n, k, alpha, a, sa, b,
-                          sb, beta, c, sc, batch, bias);
+                          sb, beta, c, sc, batch, bias, act);
     if (use == CG__GEMM_CLGRAD)
         return clgrad_run(ctx, cfg, variant(ab, cd), ta != 0, tb != 0, m, n,
-                          k, alpha, a, sa, b, sb, beta, c, sc, batch, bias);
-    if (bias)       /* CLBlast has no epilogue: the caller adds it */
+                          k, alpha, a, sa, b, sb, beta, c, sc, batch, bias,
+                          act);
+    if (bias || act)    /* CLBlast has no epilogue: the caller's */
         *added = 0;
     return clblast_run(ctx, ta, tb, m, n, k, alpha, a, sa, b, sb, beta, c,
                        sc, batch);
+}
+
+int
+cg__gemm_dt(cg_context *ctx, cg_dtype ab, cg_dtype cd, int ta, int tb,
+            size_t m, size_t n, size_t k, float alpha, cg__mat a, size_t sa,
+            cg__mat b, size_t sb, float beta, cg__mat c, size_t sc,
+            size_t batch, const cg__mat *bias, int *added)
+{
+    return cg__gemm_act(ctx, ab, cd, ta, tb, m, n, k, alpha, a, sa, b, sb,
+                        beta, c, sc, batch, bias, CG__ACT_NONE, added);
 }
 
 int

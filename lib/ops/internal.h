@@ -105,6 +105,11 @@ typedef enum {
 /* Runs unary op's forward kernel: y = F(x; p0, p1) with y a new
  * contiguous tensor of x's shape.  No recording. */
 cg_tensor *cg__unary(cg__ew_op op, cg_tensor *x, float p0, float p1);
+/* The unary op's input gradient G(x, y, g; p0, p1) (elementwise_ops.def)
+ * into a new tensor *out of x's shape and dtype (the caller's); y and g
+ * of x's shape. */
+int cg__unary_grad(cg__ew_op op, cg_tensor *x, cg_tensor *y, cg_tensor *g,
+                   float p0, float p1, cg_tensor **out);
 
 /* One row-major SGEMM (lib/ops/gemm.c) on ctx's queue, clgrad's kernel or
  * CLBlast's as gemm.c chooses: c = alpha op(a) op(b) + beta c, op
@@ -147,6 +152,24 @@ int cg__gemm_dt(cg_context *ctx, cg_dtype ab, cg_dtype cd, int ta, int tb,
                 size_t m, size_t n, size_t k, float alpha, cg__mat a,
                 size_t sa, cg__mat b, size_t sb, float beta, cg__mat c,
                 size_t sc, size_t batch, const cg__mat *bias, int *added);
+/* Activations fused into a GEMM's epilogue (kernels/common.cl's CG_ACT
+ * numbers): applied to C's values after alpha, beta and the bias. */
+typedef enum cg__act {
+    CG__ACT_NONE = 0,
+    CG__ACT_RELU = 1,
+    CG__ACT_TANH = 2,
+    CG__ACT_SIGMOID = 3
+} cg__act;
+/* cg__gemm_dt with an activation act applied last (not where C is
+ * beta-accumulated over calls: act of the finished C).  *added (not NULL
+ * when bias or act is given) says whether the epilogue ran: 0 where
+ * CLBlast ran the product, and the caller adds the bias and then applies
+ * the activation. */
+int cg__gemm_act(cg_context *ctx, cg_dtype ab, cg_dtype cd, int ta, int tb,
+                 size_t m, size_t n, size_t k, float alpha, cg__mat a,
+                 size_t sa, cg__mat b, size_t sb, float beta, cg__mat c,
+                 size_t sc, size_t batch, const cg__mat *bias, cg__act act,
+                 int *added);
 /* How cg__gemm_dt reads 16-bit operands on ctx: mode 1 through float32
  * copies (gemm.cl's gemm_widen), 0 in place, -1 (the default) as gemm.c's
  * widen rule says; for the tests and benchmarks. */
@@ -161,6 +184,18 @@ int cg__gemm_widen_force(cg_context *ctx, int mode);
  * shapes that do not fit, CG_EDTYPE on other dtypes or a mix; no other
  * checks (lib/nn checks the layer's input). */
 cg_tensor *cg__linear(cg_tensor *x, cg_tensor *w, cg_tensor *b);
+/* cg__linear followed by the activation act (relu, tanh, sigmoid): the
+ * activation applied in the GEMM's epilogue where clgrad's kernels run
+ * the product, recorded as one node "linear_relu" ("linear_tanh",
+ * "linear_sigmoid") that saves the output rather than the product, whose
+ * backward runs the activation's backward kernel on (y, g), then the
+ * linear layer's products.  The same values as the two ops, bit for bit:
+ * the epilogue evaluates the elementwise op's expression on the float32
+ * sum, which the separate op reads back unrounded in float32; for 16-bit
+ * tensors only relu fuses (it commutes with rounding), tanh and sigmoid
+ * run as the two ops.  Where CLBlast runs the product, the two ops. */
+cg_tensor *cg__linear_act(cg_tensor *x, cg_tensor *w, cg_tensor *b,
+                          cg__act act);
 
 /* Which SGEMM runs: CG__GEMM_AUTO chooses per product (the default, or
  * what CLGRAD_GEMM says); the others force one backend (tests, tuning,

@@ -509,10 +509,12 @@ add_bias(cg_tensor *y, cg_tensor *b)
     return status;
 }
 
-/* y = op(x2) W^T (+ b) into y, the bias in the GEMM's epilogue when the
- * product runs clgrad's kernels. */
+/* y = act(op(x2) W^T (+ b)) into y, the bias and the activation in the
+ * GEMM's epilogue when the product runs clgrad's kernels; else the bias
+ * added here and *act_done 0: the caller applies the activation. */
 static int
-linear_run(cg_tensor *x2, cg_tensor *w, cg_tensor *b, cg_tensor *y)
+linear_run(cg_tensor *x2, cg_tensor *w, cg_tensor *b, cg__act act,
+           cg_tensor *y, int *act_done)
 {
     gemm_arg gx = { 0 }, gw = { 0 };
     cg_tensor *bd = NULL;
@@ -534,12 +536,13 @@ linear_run(cg_tensor *x2, cg_tensor *w, cg_tensor *b, cg_tensor *y)
         cg__mat bm = { bd ? cg__tensor_mem(bd) : NULL,
                        bd ? (size_t)bd->offset : 0, out };
 
-        status = cg__gemm_dt(y->ctx, x2->dtype, y->dtype, gx.trans, gw.trans,
-                             (size_t)x2->shape[0], out,
-                             (size_t)x2->shape[1], 1.0f, xm, 0, wm, 0, 0.0f,
-                             ym, 0, 1, bd ? &bm : NULL, &added);
+        status = cg__gemm_act(y->ctx, x2->dtype, y->dtype, gx.trans,
+                              gw.trans, (size_t)x2->shape[0], out,
+                              (size_t)x2->shape[1], 1.0f, xm, 0, wm, 0, 0.0f,
+                              ym, 0, 1, bd ? &bm : NULL, act, &added);
     }
-    if (status == CG_OK && !added)
+    *act_done = added;
+    if (status == CG_OK && !added && bd)
         status = add_bias(y, bd);
     cg_tensor_free(gx.t);
     cg_tensor_free(gw.t);
@@ -547,17 +550,67 @@ linear_run(cg_tensor *x2, cg_tensor *w, cg_tensor *b, cg_tensor *y)
     return status;
 }
 
+/* The activations linear_act fuses: the elementwise op (its backward
+ * kernel reads only y, and relu's x > 0 is y > 0) and the node's name. */
+static const struct {
+    cg__ew_op op;
+    const char *node;
+} fused_act[] = {
+    [CG__ACT_NONE] = { CG__EW_RELU, "linear" },
+    [CG__ACT_RELU] = { CG__EW_RELU, "linear_relu" },
+    [CG__ACT_TANH] = { CG__EW_TANH, "linear_tanh" },
+    [CG__ACT_SIGMOID] = { CG__EW_SIGMOID, "linear_sigmoid" },
+};
+
+/* y = act(x W^T + b): the gradient of the pre-activation from y and g by
+ * the activation's backward kernel, then linear_backward's products. */
+static int
+linear_act_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
+{
+    cg_tensor *y = node->saved[2], *gz;
+    int status;
+
+    status = cg__unary_grad(fused_act[node->i[0]].op, y, y, g, 0.0f, 0.0f,
+                            &gz);
+    if (status == CG_OK)
+        status = linear_backward(node, gz, gin);
+    cg_tensor_free(gz);
+    return status;
+}
+
+/* The unfused path: the elementwise activation op after the product (for
+ * 16-bit tanh and sigmoid, whose separate op rounds the product first). */
+static cg_tensor *
+act_op(cg__act act, cg_tensor *z)
+{
+    cg_tensor *y;
+
+    if (!z)
+        return NULL;
+    y = act == CG__ACT_RELU ? cg_relu(z)
+      : act == CG__ACT_TANH ? cg_tanh(z) : cg_sigmoid(z);
+    cg_tensor_free(z);
+    return y;
+}
+
 cg_tensor *
 cg__linear(cg_tensor *x, cg_tensor *w, cg_tensor *b)
+{
+    return cg__linear_act(x, w, b, CG__ACT_NONE);
+}
+
+cg_tensor *
+cg__linear_act(cg_tensor *x, cg_tensor *w, cg_tensor *b, cg__act act)
 {
     cg_tensor *in[3] = { x, w, b }, *x2, *y, *ac[3];
     int64_t shape[CG_MAX_DIMS];
     cg__node *node;
     char s1[128], s2[128];
-    int status;
+    int status, act_done = 1;
+    cg__act act_later = CG__ACT_NONE;
 
-    CG__AUTOCAST_RETURN(CG__AC_LOW, ac, cg__linear(ac[0], ac[1], ac[2]),
-                        x, w, b);
+    CG__AUTOCAST_RETURN(CG__AC_LOW, ac,
+                        cg__linear_act(ac[0], ac[1], ac[2], act), x, w, b);
     if (x->ndim < 1 || w->ndim != 2 || x->shape[x->ndim - 1] != w->shape[1] ||
         (b && (b->ndim != 1 || b->shape[0] != w->shape[0]))) {
         cg__error(CG_ESHAPE, "linear: input %s against weight %s%s",
@@ -570,23 +623,38 @@ cg__linear(cg_tensor *x, cg_tensor *w, cg_tensor *b)
         cg__check_same_dtype(x, "x", w, "weight") ||
         (b && cg__check_same_dtype(x, "x", b, "bias")))
         return NULL;
+    /* relu commutes with rounding; tanh and sigmoid of a 16-bit product
+     * round it first as the separate ops (and PyTorch) do */
+    if (act != CG__ACT_NONE && act != CG__ACT_RELU && x->dtype != CG_F32)
+        return act_op(act, cg__linear_act(x, w, b, CG__ACT_NONE));
     memcpy(shape, x->shape, sizeof shape);
     shape[x->ndim - 1] = w->shape[0];
     if (!(x2 = as2d(x)))
         return NULL;
     y = cg__tensor_empty(x->ctx, x->dtype, x->ndim, shape);
-    status = y ? linear_run(x2, w, b, y) : cg__last_status();
+    status = y ? linear_run(x2, w, b, act, y, &act_done)
+               : cg__last_status();
+    if (status == CG_OK && !act_done) {
+        /* CLBlast ran the product: a "linear" node, then the activation
+         * as its own op */
+        act_later = act;
+        act = CG__ACT_NONE;
+    }
     if (status == CG_OK &&
-        (node = cg__record(y, "linear", linear_backward, b ? 3 : 2, in,
-                           &status))) {
+        (node = cg__record(y, fused_act[act].node,
+                           act ? linear_act_backward : linear_backward,
+                           b ? 3 : 2, in, &status))) {
+        node->i[0] = act;
         status = cg__node_save(node, 0, x2);
         if (status == CG_OK)
             status = cg__node_save(node, 1, w);
+        if (status == CG_OK && act)
+            status = cg__node_save(node, 2, y);
     }
     cg_tensor_free(x2);
     if (status) {
         cg_tensor_free(y);
         return NULL;
     }
-    return y;
+    return act_later ? act_op(act_later, y) : y;
 }
