@@ -140,6 +140,34 @@ if [ $torch = yes ]; then
         fail "--profile: no phase times"
 fi
 
+# --- --precision: a row per precision of the conv suite's CNN step and
+# layers, each 16-bit one with its speed relative to fp32's, the CNN's
+# with its peak memory
+if [ $torch = yes ]; then
+    "$bench" --quick --json --suite conv --precision fp32,bf16 --repeat 1 \
+        > "$tmp/prec.json" || fail "--precision: exit status $?"
+    "$py" - "$tmp/prec.json" <<'EOF2' || fail "--precision: bad rows"
+import json, sys
+rows = json.load(open(sys.argv[1]))["suites"]["conv"]["rows"]
+bad = []
+for p in ("fp32", "bf16"):
+    got = [r for r in rows if r.get("precision") == p]
+    if len(got) != len(rows) // 2:
+        bad.append("%d %s rows of %d" % (len(got), p, len(rows)))
+    for r in got:
+        if not r["case"].endswith(" " + p):
+            bad.append("%s: not named %s" % (r["case"], p))
+        if p == "bf16" and not r.get("speedup_vs_fp32", 0) > 0:
+            bad.append("%s: no speedup_vs_fp32" % r["case"])
+        if r["case"].startswith("cnn") and \
+                not r.get("peak_device_bytes", 0) > 0:
+            bad.append("%s: no peak_device_bytes" % r["case"])
+for b in bad:
+    print("FAIL: " + b)
+sys.exit(1 if bad else 0)
+EOF2
+fi
+
 # --- the table, one suite
 "$bench" --quick --suite bandwidth --repeat 1 > "$tmp/table.txt" ||
     fail "table: exit status $?"

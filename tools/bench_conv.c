@@ -6,7 +6,10 @@
  * shapes, each direction timed on its own: forward (no graph), backward
  * to the input only and backward to the weight and bias only (the graph
  * of one forward kept, backward repeated with retain_graph).
- * tools/bench_torch.py times the same on PyTorch.
+ * tools/bench_torch.py times the same on PyTorch (in float32).  With
+ * --precision, a row per precision: the CNN step's forward and loss under
+ * autocast (fp16 with the loss scaler), each on a context of its own for
+ * its peak memory, and the layers on 16-bit tensors.
  */
 #include "config.h"
 
@@ -31,6 +34,24 @@
 #define MAX_PARAMS 16
 
 static uint64_t seed = 11;
+
+/* A tensor of uniform values in [-1, 1), or of class labels below
+ * `classes` (int32) when classes > 0. */
+static cg_tensor *random_tensor(cg_context *ctx, int ndim,
+                                const int64_t *shape, int classes);
+
+/* random_tensor's values in dtype (rounded from float32). */
+static cg_tensor *
+random_dt(cg_context *ctx, int ndim, const int64_t *shape, cg_dtype dt)
+{
+    cg_tensor *t = random_tensor(ctx, ndim, shape, 0), *u;
+
+    if (!t || dt == CG_F32)
+        return t;
+    u = cg_to_dtype(t, dt);
+    cg_tensor_free(t);
+    return u;
+}
 
 /* A tensor of uniform values in [-1, 1), or of class labels below
  * `classes` (int32) when classes > 0. */
@@ -74,7 +95,11 @@ typedef struct cnn {
     cg_tensor *params[MAX_PARAMS], *x, *y;
     int nparams;
     cg_optimizer *opt;
+    cg_dtype precision;         /* CG_F32, or autocast's CG_BF16 / CG_F16 */
+    cg_grad_scaler *scaler;     /* CG_F16's */
 } cnn;
+
+static const char *const pname[5] = { "fp32", "", "", "fp16", "bf16" };
 
 static const int cnn_widths[] = { 32, 64, 64 };
 
@@ -90,6 +115,8 @@ add(cg_module *net, cg_module *layer)
 static void
 cnn_free(cnn *m)
 {
+    cg_grad_scaler_free(m->scaler);
+    m->scaler = NULL;
     cg_optim_free(m->opt);
     cg_module_free(m->net);
     cg_tensor_free(m->x);
@@ -127,6 +154,9 @@ cnn_build(cnn *m)
     m->nparams = cg_module_params(m->net, m->params, MAX_PARAMS);
     m->opt = m->y && m->nparams <= MAX_PARAMS
              ? cg_optim_adam_new(m->ctx, m->params, m->nparams, NULL) : NULL;
+    if (m->opt && m->precision == CG_F16 &&
+        !(m->scaler = cg_grad_scaler_new(m->ctx, NULL)))
+        cg_optim_free(m->opt), m->opt = NULL;
     if (!m->opt) {
         bench_fail("building the CNN: %s", cg_last_error());
         cnn_free(m);
@@ -135,21 +165,42 @@ cnn_build(cnn *m)
     return 0;
 }
 
+/* Forward and loss, under autocast in 16-bit precisions. */
+static cg_tensor *
+cnn_loss(cnn *m)
+{
+    cg_tensor *logits, *loss;
+    int ac = m->precision != CG_F32;
+
+    if (ac && cg_autocast_begin(m->ctx, m->precision))
+        return NULL;
+    logits = cg_module_forward(m->net, m->x);
+    loss = logits ? cg_cross_entropy(logits, m->y, CG_REDUCTION_MEAN,
+                                     CG_IGNORE_INDEX, 0.0f) : NULL;
+    cg_tensor_free(logits);
+    if (ac)
+        cg_autocast_end(m->ctx);
+    return loss;
+}
+
 static int
 cnn_step(void *arg)
 {
     cnn *m = arg;
-    cg_tensor *logits = cg_module_forward(m->net, m->x), *loss;
+    cg_tensor *loss = cnn_loss(m), *l;
     int rc;
 
-    loss = logits ? cg_cross_entropy(logits, m->y, CG_REDUCTION_MEAN,
-                                     CG_IGNORE_INDEX, 0.0f) : NULL;
-    cg_tensor_free(logits);
     if (!loss)
         return -1;
-    rc = cg_backward(loss, NULL, 0);
+    l = m->scaler ? cg_grad_scaler_scale(m->scaler, loss)
+                  : cg_tensor_ref(loss);
+    rc = l ? cg_backward(l, NULL, 0) : -1;
+    cg_tensor_free(l);
     cg_tensor_free(loss);
-    if (rc == CG_OK)
+    if (rc == CG_OK && m->scaler)
+        rc = cg_grad_scaler_step(m->scaler, m->opt) ||
+             cg_grad_scaler_update(m->scaler);
+    else if (rc == CG_OK)
         rc = cg_optim_step(m->opt);
     if (rc == CG_OK)
         rc = cg_optim_zero_grad(m->opt);
@@ -184,6 +235,7 @@ static const char *const dir_names[] = { "fwd", "bwd-data", "bwd-weight" };
 
 typedef struct layer {
     int n, c, hw, k, r, stride, pad, groups, dir;
+    cg_dtype dtype;             /* of x, w, b and g */
     cg_tensor *x, *w, *b, *y, *g;
     cg_conv_options o;
 } layer;
@@ -225,10 +277,10 @@ layer_build(layer *l, cg_context *ctx)
     l->o.stride[0] = l->o.stride[1] = l->stride;
     l->o.padding[0] = l->o.padding[1] = l->pad;
     l->o.groups = l->groups;
-    l->x = random_tensor(ctx, 4, xs, 0);
-    l->w = random_tensor(ctx, 4, ws, 0);
-    l->b = random_tensor(ctx, 1, &bs, 0);
-    l->g = random_tensor(ctx, 4, ys, 0);
+    l->x = random_dt(ctx, 4, xs, l->dtype);
+    l->w = random_dt(ctx, 4, ws, l->dtype);
+    l->b = random_dt(ctx, 1, &bs, l->dtype);
+    l->g = random_dt(ctx, 4, ys, l->dtype);
     if (!l->x || !l->w || !l->b || !l->g)
         goto fail;
     if (l->dir == DIR_FWD)
@@ -281,6 +333,27 @@ add_gflops(const bench *b, json_object *row, double gflop, double sec)
                      ? gflop / sec / b->fma_gflops : 0);
 }
 
+/* Whether a row of precision dt carries its name: unless fp32 is the
+ * only one. */
+static int
+named(const bench *b, cg_dtype dt)
+{
+    return b->nprecision > 1 || dt != CG_F32;
+}
+
+/* The row's precision and, after fp32's row of the same case, its speed
+ * relative to fp32 (speedup_vs_fp32: fp32 time / this time). */
+static void
+add_precision(json_object *row, cg_dtype dt, double *fp32_med, double med)
+{
+    json_object_object_add(row, "precision",
+                           json_object_new_string(pname[dt]));
+    if (dt == CG_F32)
+        *fp32_med = med;
+    else if (*fp32_med > 0)
+        bench_add_double(row, "speedup_vs_fp32", *fp32_med / med);
+}
+
 /* With --profile: the device time of the 8 kernels that took most, per
  * step, over `repeat` more steps. */
 static int
@@ -311,8 +384,10 @@ suite_conv(bench *b)
     bstat ref[NCASES], st;
     cg_context *ctx = NULL;
     json_object *s, *row;
+    cg_memory_stats ms;
+    double fp32_med;
     cnn m;
-    int i, status;
+    int i, p, status;
 
     memset(&m, 0, sizeof m);
     m.n = b->quick ? 4 : 32;
@@ -352,52 +427,77 @@ suite_conv(bench *b)
     if (!(ctx = bench_context(b, 0)))
         goto fail;
 
-    m.ctx = ctx;
-    snprintf(name, sizeof name, "cnn N%d %dx%dx%d conv 32,64,64", m.n, m.c,
-             m.hw, m.hw);
-    bench_progress("%s", name);
-    if (cnn_build(&m))
-        goto fail;
-    status = bench_time(b, ctx, cnn_step, &m, &st);
-    row = status ? NULL : bench_row(name, &st, &ref[0], SPEEDUP);
-    if (row)
-        add_gflops(b, row, cnn_gflop(&m), st.med);
-    if (row && b->profile && (status = profile_steps(b, ctx, &m, row)))
-        json_object_put(row);
-    cnn_free(&m);
-    if (status)
-        goto fail;
-    bench_suite_add(s, row);
+    /* the CNN step per precision, each on a context of its own */
+    fp32_med = 0;
+    for (p = 0; p < b->nprecision; p++) {
+        cg_context *mc = bench_context(b, 0);
 
-    for (i = 0; i < 3 * NLAYERS; i++) {
-        layer l = layers[i / 3];
-
-        if (b->quick) {
-            l.n = 2;
-            l.hw = 9;
-        }
-        l.dir = i % 3;
-        snprintf(name, sizeof name, "N%d C%d %d K%d %dx%d s%d%s %s", l.n,
-                 l.c, l.hw, l.k, l.r, l.r, l.stride,
-                 l.groups > 1 ? " dw" : "", dir_names[l.dir]);
+        m.precision = (cg_dtype)b->precision[p];
+        snprintf(name, sizeof name, "cnn N%d %dx%dx%d conv 32,64,64%s%s",
+                 m.n, m.c, m.hw, m.hw, named(b, m.precision) ? " " : "",
+                 named(b, m.precision) ? pname[m.precision] : "");
         bench_progress("%s", name);
-        if (layer_build(&l, ctx))
+        if (!mc)
             goto fail;
-        status = bench_time(b, ctx, layer_step, &l, &st);
-        layer_free(&l);
+        m.ctx = mc;
+        if (cnn_build(&m)) {
+            cg_context_free(mc);
+            goto fail;
+        }
+        status = bench_time(b, mc, cnn_step, &m, &st);
+        row = status ? NULL : bench_row(name, &st, &ref[0], SPEEDUP);
+        if (row) {
+            add_precision(row, m.precision, &fp32_med, st.med);
+            add_gflops(b, row, cnn_gflop(&m), st.med);
+            if (cg_context_stats(mc, &ms) == CG_OK)
+                bench_add_int(row, "peak_device_bytes",
+                              (int64_t)ms.peak_bytes);
+        }
+        if (row && b->profile && (status = profile_steps(b, mc, &m, row)))
+            json_object_put(row);
+        cnn_free(&m);
+        cg_context_free(mc);
         if (status)
             goto fail;
-        row = bench_row(name, &st, &ref[1 + i], SPEEDUP);
-        add_gflops(b, row, layer_gflop(&l), st.med);
-        {
-            const char *algo = cg_conv2d_algorithm(ctx, l.dir != DIR_FWD,
-                                                   l.c, l.k, l.groups);
-
-            json_object_object_add(row, "algorithm",
-                                   json_object_new_string(algo ? algo
-                                                          : "unknown"));
-        }
         bench_suite_add(s, row);
+    }
+
+    for (i = 0; i < 3 * NLAYERS; i++) {
+        fp32_med = 0;
+        for (p = 0; p < b->nprecision; p++) {
+            layer l = layers[i / 3];
+
+            if (b->quick) {
+                l.n = 2;
+                l.hw = 9;
+            }
+            l.dir = i % 3;
+            l.dtype = (cg_dtype)b->precision[p];
+            snprintf(name, sizeof name, "N%d C%d %d K%d %dx%d s%d%s %s%s%s",
+                     l.n, l.c, l.hw, l.k, l.r, l.r, l.stride,
+                     l.groups > 1 ? " dw" : "", dir_names[l.dir],
+                     named(b, l.dtype) ? " " : "",
+                     named(b, l.dtype) ? pname[l.dtype] : "");
+            bench_progress("%s", name);
+            if (layer_build(&l, ctx))
+                goto fail;
+            status = bench_time(b, ctx, layer_step, &l, &st);
+            layer_free(&l);
+            if (status)
+                goto fail;
+            row = bench_row(name, &st, &ref[1 + i], SPEEDUP);
+            add_precision(row, l.dtype, &fp32_med, st.med);
+            add_gflops(b, row, layer_gflop(&l), st.med);
+            {
+                const char *algo = cg_conv2d_algorithm(ctx, l.dir != DIR_FWD,
+                                                       l.c, l.k, l.groups);
+
+                json_object_object_add(row, "algorithm",
+                                       json_object_new_string(
+                                           algo ? algo : "unknown"));
+            }
+            bench_suite_add(s, row);
+        }
     }
     cg_context_free(ctx);
     return s;
