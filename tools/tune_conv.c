@@ -314,10 +314,10 @@ tune_class(tu_run *r, int i, int dir)
     tol = 2e-6 * sqrt(bwd ? (double)reps[i].N * reps[i].H * reps[i].W
                           : (double)per * RS * RS);
     if (dir >= 2)
-        snprintf(note, sizeof note, "conv_transpose2d N%d %d -> %d "
-                 "channels %dx%d 3x3 groups %d (transposing %s)%s: median "
-                 "of up to %d", reps[i].N, reps[i].K, reps[i].C, reps[i].H,
-                 reps[i].W, reps[i].G, reps[i].what,
+        snprintf(note, sizeof note, "conv_transpose2d N%d %d->%d %dx%d "
+                 "3x3 groups %d (%s, transposed)%s: median of up to %d",
+                 reps[i].N, reps[i].K, reps[i].C, reps[i].H, reps[i].W,
+                 reps[i].G, reps[i].what,
                  bwd ? ", forward and backward" : "", MAX_REPS);
     else
         snprintf(note, sizeof note, "conv2d N%d C%d %dx%d K%d 3x3 groups %d "
