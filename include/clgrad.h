@@ -876,10 +876,12 @@ typedef struct cg_conv_transpose_options {
  * its dimension (PyTorch's rule) or an output size below 1 give
  * CG_ESHAPE naming the shapes and the formula's values; a negative
  * option gives CG_EINVAL; nothing is enqueued on error.  16-bit
- * arguments (one dtype): as cg_conv2d's, the direct kernels in 16 bits
- * (the bias added before the one rounding) unless CLGRAD_CONV_ALGO says
- * im2col, which runs the float32 op between recorded casts; the result
- * equals the float32 op on the cast-up values rounded once. */
+ * arguments (one dtype): the forward's choice is float32's (unlike
+ * cg_conv2d, whose 16-bit calls run direct); where it is direct, the
+ * direct kernels run in 16 bits, forward and backward (the bias added
+ * before the one rounding), else the float32 op runs between recorded
+ * casts; either way the result equals the float32 op on the cast-up
+ * values rounded once. */
 cg_tensor *cg_conv_transpose2d(cg_tensor *x, cg_tensor *weight,
                                cg_tensor *bias,
                                const cg_conv_transpose_options *opts);

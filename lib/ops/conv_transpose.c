@@ -20,9 +20,10 @@
  * CG__CONV_TFWD / CG__CONV_TBWD): CLGRAD_CONV_ALGO, else the tuning entry
  * "conv" of the class "tfwd.<kind>" or "tbwd.<kind>" - the kind that of
  * the convolution it transposes (lib/tune/conv_class.c) - else the
- * built-in rule (direct for depthwise).  16-bit tensors run the direct
- * kernels in their dtype unless CLGRAD_CONV_ALGO says im2col, which runs
- * the float32 op between recorded casts.  Both algorithms deterministic.
+ * built-in rule (direct for depthwise).  16-bit tensors make the same
+ * choice for the forward: direct runs the kernels in their dtype, and
+ * the backward of that node too; im2col runs the float32 op between
+ * recorded casts.  Both algorithms deterministic.
  */
 #include "config.h"
 
@@ -194,8 +195,10 @@ convt_apply(const char *op, const cg__conv_geom *g, cg_tensor *x,
     cg__conv_algorithm algo;
     int status;
 
-    if (cg__conv_choose(x->ctx, CG__CONV_TFWD, g, x->dtype != CG_F32,
-                        &algo))
+    /* 16 bits: the float32 choice (not cg_conv2d's "direct for 16
+     * bits"): conv_direct_dx, this forward, is far slower than im2col +
+     * GEMM where the channels are many (35x at 64 -> 32 channels) */
+    if (cg__conv_choose(x->ctx, CG__CONV_TFWD, g, 0, &algo))
         return NULL;
     if (x->dtype != CG_F32 && algo != CG__CONV_DIRECT)
         return cg__conv_via_f32(convt_apply, op, g, x, w, b);
