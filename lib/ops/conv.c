@@ -2,8 +2,9 @@
 /*
  * lib/ops/conv.c - 2-D and 1-D convolution (NCHW / NCL, PyTorch's
  * cross-correlation) with stride, padding ("same" included), dilation,
- * groups and an optional bias, and 2-D transposed convolution, forward
- * and backward.
+ * groups and an optional bias, forward and backward; and the steps of
+ * both algorithms, which 2-D transposed convolution (conv_transpose.c)
+ * shares through conv_internal.h.
  *
  * Two algorithms, chosen per call and direction by cg__conv_choose:
  *
