@@ -857,19 +857,44 @@ typedef struct cg_conv_transpose_options {
  * from K to C channels), bias [K] or NULL; the result is a new [N, K, OH,
  * OW] tensor the caller owns (free it with cg_tensor_free), with OH = (H
  * - 1) sh - 2 ph + dh (R - 1) + oph + 1 (likewise OW).  groups must
- * divide C.  Gradients flow to x, weight and bias.  Computed as GEMM +
- * col2im (a gather: deterministic, no atomics) over chunks of images as
- * cg_conv2d, whose memory bound applies; the output and x's gradient do
- * not depend on the chunking (the weight's only to float rounding).  A
- * weight whose dimension 0 is not C, groups not dividing C, a bias that
- * is not [K], an output_padding not smaller than the stride or the
- * dilation of its dimension (PyTorch's rule) or an output size below 1
- * give CG_ESHAPE naming the shapes and the formula's values; a negative
+ * divide C.  Gradients flow to x, weight and bias.  Computed, per call
+ * and direction, by cg_conv2d's two algorithms run as the adjoint of the
+ * convolution from K to C channels it transposes (its forward that
+ * convolution's input gradient, its input gradient that convolution's
+ * forward): GEMM + col2im (a gather: deterministic, no atomics) over
+ * chunks of images as cg_conv2d, whose memory bound applies (the output
+ * and x's gradient do not depend on the chunking, the weight's only to
+ * float rounding), or the direct kernels, without a column buffer.  The
+ * choice: CLGRAD_CONV_ALGO as for cg_conv2d, else a tuning entry "conv"
+ * of the transposed shape classes "tfwd.depthwise", "tfwd.small",
+ * "tfwd.large", "tbwd.*" ("algo" 0 im2col, 1 direct), else the built-in
+ * rule, direct for depthwise (groups = K > 1) and im2col else; the kind
+ * is that of the convolution transposed, so "small" means at most 4
+ * output channels (K) per group.  Both are deterministic.  A weight
+ * whose dimension 0 is not C, groups not dividing C, a bias that is not
+ * [K], an output_padding not smaller than the stride or the dilation of
+ * its dimension (PyTorch's rule) or an output size below 1 give
+ * CG_ESHAPE naming the shapes and the formula's values; a negative
  * option gives CG_EINVAL; nothing is enqueued on error.  16-bit
- * arguments (one dtype): the float32 op between recorded casts. */
+ * arguments (one dtype): the forward's choice is float32's (unlike
+ * cg_conv2d, whose 16-bit calls run direct); where it is direct, the
+ * direct kernels run in 16 bits, forward and backward (the bias added
+ * before the one rounding), else the float32 op runs between recorded
+ * casts; either way the result equals the float32 op on the cast-up
+ * values rounded once. */
 cg_tensor *cg_conv_transpose2d(cg_tensor *x, cg_tensor *weight,
                                cg_tensor *bias,
                                const cg_conv_transpose_options *opts);
+
+/* The algorithm cg_conv_transpose2d runs on ctx for a transposed
+ * convolution of in_channels to out_channels in `groups` groups (0 means
+ * 1), forward (backward 0) or backward (1: dx and dW): "im2col" or
+ * "direct", as cg_conv2d_algorithm says for cg_conv2d; a static string.
+ * NULL with CG_EINVAL for a NULL ctx, channels or groups that do not
+ * fit, or a bad CLGRAD_CONV_ALGO. */
+const char *cg_conv_transpose2d_algorithm(cg_context *ctx, int backward,
+                                          int64_t in_channels,
+                                          int64_t out_channels, int groups);
 
 /* 2-D max pooling over the last two dimensions of x, [C, H, W] or [N, C,
  * H, W], as PyTorch's max_pool2d: kernel {kh, kw}; stride NULL means the

@@ -28,7 +28,10 @@
  *
  * The direct algorithm (lib/ops/conv.c runs it by default for depthwise
  * convolutions, where the columns cost more than the products they feed,
- * and where a tuning entry or CLGRAD_CONV_ALGO says): no column buffer,
+ * and where a tuning entry or CLGRAD_CONV_ALGO says; lib/ops/
+ * conv_transpose.c runs the same three kernels for conv_transpose2d,
+ * whose forward is conv_direct_dx, its dx conv_direct_fwd and its dW
+ * conv_direct_dw with x and dy exchanged): no column buffer,
  * any stride, padding, dilation and groups, each output a sum in a fixed
  * order (no atomics, so deterministic).  A work-item computes a row,
  * CONV_VW consecutive outputs at a time in a float8 register tile: PoCL
@@ -50,7 +53,12 @@
  *                    input tap loaded once for all of them.
  *   conv_direct_dx:  dx[n, c, h, w] = sum over (k of c's group, r, s), in
  *                    that order, of w[k, c - g Cg, r, s] dy[n, k, oh, ow]
- *                    where oh sh - ph + r dh = h, ow sw - pw + s dw = w.
+ *                    where oh sh - ph + r dh = h, ow sw - pw + s dw = w,
+ *                    plus bias[c] when has_bias (conv_transpose2d's
+ *                    forward, whose output this is; added as
+ *                    conv_direct_fwd adds its bias).  Any H and W, not
+ *                    only those OH and OW come from (conv_transpose2d's
+ *                    output_padding): the taps outside dy add nothing.
  *                    One work-item per (n, c, h).
  *   conv_direct_dw:  dw[k, c, r, s] = sum over (n, oh, ow) of dy[n, k,
  *                    oh, ow] x[n, g Cg + c, ...] as above, in CONV_VW
@@ -327,7 +335,8 @@ taps8(__global const cg_t *v, int w0, int d, int st, int n)
 
 __kernel void
 conv_direct_dx(__global const cg_t *dy, __global const cg_t *wt,
-               __global cg_t *dx, DIRECT_ARGS)
+               __global cg_t *dx, DIRECT_ARGS, __global const cg_t *bias,
+               int has_bias)
 {
     int i = (int)get_global_id(0);
     int Cg = C / G, Kg = K / G, w0, h, c, n, j, k, r, s, th;
@@ -354,7 +363,8 @@ conv_direct_dx(__global const cg_t *dy, __global const cg_t *wt,
                            taps8(dyr, w0, pw - s * dw, sw, OW);
             }
         }
-        store8(dx + ((n * C + c) * H + h) * W + w0, acc, W - w0);
+        store8(dx + ((n * C + c) * H + h) * W + w0,
+               has_bias ? acc + CG_LD(bias, c) : acc, W - w0);
     }
 }
 

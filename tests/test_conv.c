@@ -18,7 +18,9 @@
  * and conv1d run once per algorithm (im2col + GEMM, direct), forced with
  * CLGRAD_CONV_ALGO; the two agree on larger shapes, the direct one is the
  * same bits run after run, and the choice follows the variable, the
- * tuning entries of the shape classes and the built-in rule.
+ * tuning entries of the shape classes and the built-in rule.  The case
+ * "conv_transpose_algos" does the same for conv_transpose2d's two
+ * algorithms and its transposed shape classes.
  */
 #include <math.h>
 #include <stdio.h>
@@ -559,7 +561,8 @@ END_TEST
 /* PyTorch's conv_transpose2d (tests/fixtures/conv_transpose.txt): strides
  * 1, 2, 3 and (2, 1), output_padding up to 2, dilation 2, groups 1, 2
  * and C. */
-START_TEST(conv_transpose2d_matches_pytorch)
+static void
+check_convt_fixture(void)
 {
     char err[512];
     fx_file *f = fx_load_fixture("conv_transpose.txt", err, sizeof err);
@@ -580,6 +583,11 @@ START_TEST(conv_transpose2d_matches_pytorch)
         fx_check_case(f, k, p.bias, run_convt, &p);
     }
     fx_free(f);
+}
+
+START_TEST(conv_transpose2d_matches_pytorch)
+{
+    check_convt_fixture();
 }
 END_TEST
 
@@ -972,6 +980,205 @@ START_TEST(algorithm_choice_follows_env_tuning_and_rule)
 }
 END_TEST
 
+/* ------------------------------------------------------------------------
+ * conv_transpose2d's two algorithms (CK_RUN_CASE=conv_transpose_algos):
+ * each forced with CLGRAD_CONV_ALGO against the C reference, finite
+ * differences and PyTorch's fixture; the two against each other on
+ * larger shapes; the choice through the transposed shape classes.
+ * ------------------------------------------------------------------------ */
+
+/* 1, 3 and 7 channels in and out; 1x1, 3x3, 5x2 and 4x4 kernels; stride
+ * 2 (and (2, 1)), dilation 2, groups 1, 2 and C (depthwise, and with two
+ * outputs per group); padding 0 and 1; output_padding 1 at stride 2 and
+ * at dilation 2; rows longer than the direct kernels' 8-wide tiles; a
+ * transposed view as input and a bias at an odd offset. */
+START_TEST(conv_transpose2d_each_algorithm_matches_reference)
+{
+    static const struct { const char *x, *w, *b; tparam p; } cases[] = {
+        { "1,1,5,4", "1,1,1,1", "1", { 0, 0, 0, 0, 0, 0, 0, 0, 0, 1 } },
+        { "2,3,4,5", "3,7,3,3", "7", { 2, 2, 1, 1, 1, 1, 0, 0, 0, 1 } },
+        { "2,7,3,4", "7,3,5,2", "3", { 2, 2, 0, 0, 0, 1, 0, 0, 0, 1 } },
+        { "1,3,4,4", "3,1,3,3", "3", { 1, 1, 1, 1, 1, 1, 2, 2, 3, 1 } },
+        { "2,4,3,5", "4,3,5,2", "6", { 2, 1, 1, 0, 1, 0, 1, 2, 2, 1 } },
+        { "1,7,3,3", "7,1,3,3", "7", { 2, 2, 1, 1, 1, 1, 2, 2, 7, 1 } },
+        { "1,7,2,3", "7,2,1,1", "14", { 2, 2, 0, 0, 1, 1, 0, 0, 7, 0 } },
+        { "T2,3,5,4", "3,2,3,3", "O2", { 2, 2, 1, 1, 1, 1, 0, 0, 0, 1 } },
+        { "1,2,3,11", "2,3,4,4", "3", { 2, 2, 1, 1, 1, 1, 0, 0, 0, 1 } },
+        { "1,3,2,9", "3,1,3,3", "1", { 1, 1, 0, 0, 0, 0, 1, 1, 0, 0 } },
+    };
+    static const char *const names[2][2] = {
+        { "conv_transpose2d/im2col", "conv_transpose2d(b)/im2col" },
+        { "conv_transpose2d/direct", "conv_transpose2d(b)/direct" }
+    };
+    oc_op op = { 0 };
+    size_t c;
+
+    use_algo(_i);
+    op.run = run_convt;
+    op.ref = ref_convt;
+    for (c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        op.name = names[_i][cases[c].p.bias];
+        op.ninputs = cases[c].p.bias ? 3 : 2;
+        oc_check(&op, &cases[c].p, cases[c].x, cases[c].w, cases[c].b);
+    }
+    use_auto();
+}
+END_TEST
+
+START_TEST(conv_transpose2d_each_algorithm_matches_pytorch)
+{
+    use_algo(_i);
+    check_convt_fixture();
+    use_auto();
+}
+END_TEST
+
+/* As algorithms_agree_and_direct_is_deterministic, for conv_transpose2d:
+ * the direct algorithm against im2col + GEMM, and the direct one run
+ * twice gives the same bits.  A DCGAN generator's 4x4 stride-2
+ * upsampling, depthwise, grouped with dilation, a 5x2 kernel at stride
+ * (2, 1); rows of several 8-wide tiles and partial ones.  The same
+ * bound, 1e-5 of each tensor's largest value: the longest sums are dW's,
+ * 2 * 10 * 17 = 340 products (the 5x2 case's x) in different orders. */
+START_TEST(conv_transpose2d_algorithms_agree_direct_repeats)
+{
+    static const struct {
+        int64_t x[4], w[4];
+        int sh, sw, pad, opad, dil, groups;
+    } cases[] = {
+        { { 2, 16, 9, 10 }, { 16, 8, 4, 4 }, 2, 2, 1, 0, 1, 1 },
+        { { 2, 12, 13, 11 }, { 12, 1, 3, 3 }, 2, 2, 1, 1, 1, 12 },
+        { { 2, 6, 11, 9 }, { 6, 5, 3, 3 }, 1, 1, 2, 1, 2, 2 },
+        { { 2, 3, 10, 17 }, { 3, 7, 5, 2 }, 2, 1, 0, 0, 1, 1 },
+    };
+    size_t c;
+    int t;
+
+    for (c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int64_t bs[1] = { cases[c].w[1] * cases[c].groups };
+        cg_tensor *x = random_tensor(4, cases[c].x, 1);
+        cg_tensor *w = random_tensor(4, cases[c].w, 1);
+        cg_tensor *b = random_tensor(1, bs, 1);
+        size_t numel[4];
+        float *out[3][4];
+        cg_conv_transpose_options o;
+        int a;
+
+        memset(&o, 0, sizeof o);
+        o.stride[0] = cases[c].sh;
+        o.stride[1] = cases[c].sw;
+        o.padding[0] = o.padding[1] = cases[c].pad;
+        o.output_padding[0] = o.output_padding[1] = cases[c].opad;
+        o.dilation[0] = o.dilation[1] = cases[c].dil;
+        o.groups = cases[c].groups;
+        for (a = 0; a < 3; a++) {
+            cg_tensor *y;
+
+            use_algo(a ? 1 : 0);
+            y = cg_conv_transpose2d(x, w, b, &o);
+            ck_assert_msg(y != NULL, "%s", TT_ERR);
+            numel[0] = (size_t)cg_tensor_numel(y);
+            grads_of(y, x, w, b, out[a]);
+        }
+        use_auto();
+        numel[1] = (size_t)cg_tensor_numel(x);
+        numel[2] = (size_t)cg_tensor_numel(w);
+        numel[3] = (size_t)bs[0];
+        for (t = 0; t < 4; t++) {
+            double big = 0, err = 0;
+            size_t j;
+
+            ck_assert_msg(memcmp(out[1][t], out[2][t],
+                                 numel[t] * sizeof(float)) == 0,
+                          "case %zu tensor %d: two direct runs differ", c, t);
+            for (j = 0; j < numel[t]; j++) {
+                double d = fabs((double)out[0][t][j] - out[1][t][j]);
+
+                big = fabs(out[0][t][j]) > big ? fabs(out[0][t][j]) : big;
+                err = d > err ? d : err;
+            }
+            ck_assert_msg(err <= 1e-5 * big, "case %zu tensor %d: direct "
+                          "differs from im2col by %g (largest %g)", c, t,
+                          err, big);
+            for (a = 0; a < 3; a++)
+                free(out[a][t]);
+        }
+        cg_tensor_free(x);
+        cg_tensor_free(w);
+        cg_tensor_free(b);
+    }
+}
+END_TEST
+
+/* The transposed classes (tfwd.*, tbwd.*) have the built-in rule of the
+ * others (direct for depthwise) and entries of their own: an entry of a
+ * convolution's class does not change the transposed one's, nor the
+ * reverse; the kind is the transposed convolution's (C its output
+ * channels); CLGRAD_CONV_ALGO overrides all, and cg_conv_transpose2d
+ * fails on a bad value with nothing run. */
+START_TEST(conv_transpose2d_algorithm_choice_follows_env_and_tuning)
+{
+    static const int64_t xs[4] = { 1, 4, 5, 5 }, ws[4] = { 4, 1, 3, 3 };
+    cg_context *ctx = tt_ctx();
+    cg_tensor *x = random_tensor(4, xs, 0), *w = random_tensor(4, ws, 0);
+    cg_conv_transpose_options o;
+    cg_tuning_entry e;
+    const char *name;
+    int dir;
+
+    memset(&o, 0, sizeof o);
+    use_auto();
+    for (dir = 2; dir < 4; dir++) {
+        ck_assert_int_eq(algo_of(ctx, dir, 64, 64, 64), 1);
+        ck_assert_int_eq(algo_of(ctx, dir, 3, 64, 1), 0);
+        ck_assert_int_eq(algo_of(ctx, dir, 64, 32, 1), 0);
+    }
+    e = conv_entry("tfwd.large", 1);
+    ck_assert_msg(cg_context_set_tuning(ctx, &e) == CG_OK, "%s", TT_ERR);
+    e = conv_entry("tbwd.depthwise", 0);
+    ck_assert_msg(cg_context_set_tuning(ctx, &e) == CG_OK, "%s", TT_ERR);
+    e = conv_entry("fwd.small", 1);
+    ck_assert_msg(cg_context_set_tuning(ctx, &e) == CG_OK, "%s", TT_ERR);
+    ck_assert_int_eq(algo_of(ctx, 2, 64, 32, 1), 1);
+    ck_assert_int_eq(algo_of(ctx, 0, 64, 32, 1), 0);
+    ck_assert_int_eq(algo_of(ctx, 3, 64, 32, 1), 0);
+    ck_assert_int_eq(algo_of(ctx, 3, 64, 64, 64), 0);
+    ck_assert_int_eq(algo_of(ctx, 1, 64, 64, 64), 1);
+    ck_assert_int_eq(algo_of(ctx, 0, 3, 64, 1), 1);
+    ck_assert_int_eq(algo_of(ctx, 2, 3, 64, 1), 0);
+    /* the public query names the transposed op's own channels: a
+     * conv_transpose2d from 32 to 64 transposes a 64 -> 32 convolution */
+    name = cg_conv_transpose2d_algorithm(ctx, 0, 32, 64, 1);
+    ck_assert_msg(name && strcmp(name, "direct") == 0, "%s",
+                  name ? name : TT_ERR);
+    name = cg_conv_transpose2d_algorithm(ctx, 0, 64, 3, 1);
+    ck_assert_msg(name && strcmp(name, "im2col") == 0, "%s",
+                  name ? name : TT_ERR);
+    name = cg_conv_transpose2d_algorithm(ctx, 1, 8, 8, 8);
+    ck_assert_msg(name && strcmp(name, "im2col") == 0, "%s",
+                  name ? name : TT_ERR);
+    use_algo(1);
+    ck_assert_int_eq(algo_of(ctx, 3, 64, 64, 64), 1);
+    use_algo(0);
+    ck_assert_int_eq(algo_of(ctx, 2, 64, 32, 1), 0);
+    ck_assert_int_eq(setenv("CLGRAD_CONV_ALGO", "fast", 1), 0);
+    ck_assert_ptr_null(cg_conv_transpose2d(x, w, NULL, &o));
+    ck_assert_int_eq(cg__last_status(), CG_EINVAL);
+    ck_assert_msg(strstr(cg_last_error(), "CLGRAD_CONV_ALGO=fast"), "%s",
+                  TT_ERR);
+    ck_assert_ptr_null(cg_conv_transpose2d_algorithm(ctx, 0, 4, 4, 1));
+    use_auto();
+    e = conv_entry("tfwd.huge", 1);
+    ck_assert_int_eq(cg_context_set_tuning(ctx, &e), CG_EINVAL);
+    ck_assert_msg(strstr(cg_last_error(), "tfwd.huge"), "%s", TT_ERR);
+    ck_assert_int_eq(cg_context_clear_tuning(ctx), CG_OK);
+    ck_assert_int_eq(algo_of(ctx, 2, 64, 32, 1), 0);
+    ck_assert_int_eq(cg_context_apply_tuning(ctx), CG_OK);
+    cg_tensor_free(x);
+    cg_tensor_free(w);
+}
+END_TEST
+
 START_TEST(print_error_table)
 {
     oc_report();
@@ -1004,6 +1211,18 @@ main(void)
     tcase_add_test(tc, conv_transpose2d_chunked_batch_equals_one_chunk);
     tcase_add_test(tc, conv_transpose2d_matches_pytorch);
     tcase_add_test(tc, conv_transpose2d_bad_shapes_fail_cleanly);
+    tcase_add_test(tc, print_error_table);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("conv_transpose_algos");
+    tcase_set_timeout(tc, 600);
+    tcase_add_loop_test(tc, conv_transpose2d_each_algorithm_matches_reference,
+                        0, 2);
+    tcase_add_loop_test(tc, conv_transpose2d_each_algorithm_matches_pytorch,
+                        0, 2);
+    tcase_add_test(tc,
+                   conv_transpose2d_algorithms_agree_direct_repeats);
+    tcase_add_test(tc,
+                   conv_transpose2d_algorithm_choice_follows_env_and_tuning);
     tcase_add_test(tc, print_error_table);
     suite_add_tcase(s, tc);
     return tt_run(s);

@@ -255,9 +255,15 @@ START_TEST(convolutions_in_16_bits_equal_float32_rounded)
         /* im2col asked for: the float32 op between casts */
         { { 2, 3, 7, 11 }, { 5, 3, 3, 3 }, { { 1, 2 }, { 1, 1 }, { 1, 1 },
           1, 0 }, 1, 0, 0, "im2col" },
-        /* conv_transpose2d (float32 between casts) */
+        /* conv_transpose2d: the direct kernels in 16 bits */
         { { 2, 4, 5, 6 }, { 4, 3, 3, 3 }, { { 2, 2 }, { 1, 1 }, { 1, 1 },
           1, 0 }, 1, 1, 0, "direct" },
+        /* depthwise, dilation 2 at stride 1 */
+        { { 2, 5, 6, 9 }, { 5, 1, 3, 3 }, { { 1, 1 }, { 1, 1 }, { 2, 2 },
+          5, 0 }, 1, 1, 0, "direct" },
+        /* grouped, im2col asked for: the float32 op between casts */
+        { { 2, 4, 5, 6 }, { 4, 3, 3, 3 }, { { 2, 2 }, { 1, 1 }, { 1, 1 },
+          2, 0 }, 1, 1, 0, "im2col" },
         /* conv1d */
         { { 3, 4, 19, 0 }, { 6, 4, 5, 0 }, { { 2, 0 }, { 2, 0 }, { 1, 0 },
           1, 0 }, 1, 0, 1, "direct" },

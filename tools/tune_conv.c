@@ -1,18 +1,20 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * tools/tune_conv.c - clgrad-tune's stage "conv": for each shape class of
- * a 2-D convolution (lib/tune/conv_class.c: fwd and bwd times depthwise,
- * small, large), which algorithm - im2col + GEMM (algo 0) or the direct
- * kernels of kernels/conv.cl (algo 1) - runs a representative
- * convolution of the class fastest, written as the entry kernel "conv",
- * shape the class ("fwd.depthwise"), which lib/ops/conv.c looks up per
- * call.
+ * a 2-D convolution (lib/tune/conv_class.c: fwd, bwd, and tfwd and tbwd
+ * of a transposed convolution, times depthwise, small, large), which
+ * algorithm - im2col + GEMM (algo 0) or the direct kernels of
+ * kernels/conv.cl (algo 1) - runs a representative convolution of the
+ * class fastest, written as the entry kernel "conv", shape the class
+ * ("fwd.depthwise"), which lib/ops/conv.c and conv_transpose.c look up
+ * per call.
  *
- * A class's convolution runs through cg_conv2d as a layer calls it: the
- * forward classes time y = conv(x, w); the backward ones time a whole
- * step, y = conv(x, w), sum(y * g) and its backward, with the forward's
- * algorithm left to its own class, so that only the backward's differs
- * between candidates.  First without an entry (the built-in rule: the
+ * A class's convolution runs through cg_conv2d (cg_conv_transpose2d for
+ * the transposed classes: the adjoint of the same convolution, from K to
+ * C channels) as a layer calls it: the forward classes time y = conv(x,
+ * w); the backward ones time a whole step, y = conv(x, w), sum(y * g)
+ * and its backward, with the forward's algorithm left to its own class,
+ * so that only the backward's differs between candidates.  First without an entry (the built-in rule: the
  * baseline), then with algo 0 and algo 1.  Every candidate's y (or dx and
  * dW) is compared with a double-precision convolution on the host before
  * its time counts; the faster verified candidate is written, also when it
@@ -47,16 +49,21 @@ static const struct {
 #define NREPS (int)(sizeof reps / sizeof reps[0])
 #define RS 3
 
-/* One class's convolution: tensors, host copies, references. */
+static const char *const dir_names[4] = { "fwd", "bwd", "tfwd", "tbwd" };
+
+/* One class's convolution: tensors, host copies, references.  xs and ys
+ * are the convolution's input and output shapes (a transposed one's
+ * output and input); nin and nout the op's input and output sizes. */
 typedef struct cwork {
-    int i, bwd;
+    int i, bwd, tr;
     int64_t xs[4], ws[4], ys[4];
-    size_t nx, nw, ny;
+    size_t nx, nw, ny, nin, nout;
     cg_tensor *x, *w, *g;
     float *out;             /* y, or dx then dW, read back */
     double *ref;            /* the same in double */
     double scale[2];        /* max |ref| of each part */
     cg_conv_options o;
+    cg_conv_transpose_options ot;
 } cwork;
 
 static void
@@ -82,21 +89,23 @@ upload(cg_context *ctx, const int64_t *shape, const float *v, int grad)
     return t;
 }
 
-/* The double references: y = conv(x, w), or dx and dW of sum(y * g). */
+/* The double references: y = op(x, w), or dx and dW of sum(y * g), op
+ * the convolution or its transpose; a is the convolution's input-shaped
+ * array (x, or a transposed one's g), b its output-shaped one (g, or a
+ * transposed one's x). */
 static void
-reference(cwork *c, const float *hx, const float *hw, const float *hg)
+reference(cwork *c, const float *a, const float *hw, const float *b)
 {
     int N = reps[c->i].N, C = reps[c->i].C, H = reps[c->i].H;
     int W = reps[c->i].W, K = reps[c->i].K, G = reps[c->i].G;
     int Cg = C / G, Kg = K / G, n, k, oh, ow, cg, r, s, h, wi;
-    double *dx = c->ref, *dw = c->ref + c->nx;
+    double *y = c->ref, *dw = c->ref + c->nin;
 
     for (n = 0; n < N; n++)
         for (k = 0; k < K; k++)
             for (oh = 0; oh < H; oh++)
                 for (ow = 0; ow < W; ow++) {
                     size_t yi = (((size_t)n * K + k) * H + oh) * W + ow;
-                    double acc = 0;
 
                     for (cg = 0; cg < Cg; cg++)
                         for (r = 0; r < RS; r++)
@@ -111,21 +120,22 @@ reference(cwork *c, const float *hx, const float *hw, const float *hg)
                                       + h) * W + wi;
                                 wj = (((size_t)k * Cg + cg) * RS + r) * RS
                                      + s;
-                                if (!c->bwd) {
-                                    acc += (double)hx[xi] * hw[wj];
-                                } else {
-                                    dx[xi] += (double)hg[yi] * hw[wj];
-                                    dw[wj] += (double)hg[yi] * hx[xi];
-                                }
+                                /* the convolution (y, or a transposed
+                                 * one's dx), or its adjoint (dx, or a
+                                 * transposed one's y) */
+                                if (c->tr == c->bwd)
+                                    y[yi] += (double)a[xi] * hw[wj];
+                                else
+                                    y[xi] += (double)b[yi] * hw[wj];
+                                if (c->bwd)
+                                    dw[wj] += (double)b[yi] * a[xi];
                             }
-                    if (!c->bwd)
-                        c->ref[yi] = acc;
                 }
 }
 
-/* Makes the tensors of class (i, bwd) and the references. */
+/* Makes the tensors of class (i, dir) and the references. */
 static int
-cwork_init(cg_context *ctx, cwork *c, int i, int bwd)
+cwork_init(cg_context *ctx, cwork *c, int i, int dir)
 {
     float *hx = NULL, *hw = NULL, *hg = NULL;
     uint64_t seed = 4242;
@@ -134,7 +144,8 @@ cwork_init(cg_context *ctx, cwork *c, int i, int bwd)
 
     memset(c, 0, sizeof *c);
     c->i = i;
-    c->bwd = bwd;
+    c->bwd = dir % 2;
+    c->tr = dir >= 2;
     c->xs[0] = c->ys[0] = reps[i].N;
     c->xs[1] = reps[i].C;
     c->ys[1] = c->ws[0] = reps[i].K;
@@ -145,34 +156,42 @@ cwork_init(cg_context *ctx, cwork *c, int i, int bwd)
     c->nx = (size_t)(c->xs[0] * c->xs[1] * c->xs[2] * c->xs[3]);
     c->nw = (size_t)(c->ws[0] * c->ws[1] * c->ws[2] * c->ws[3]);
     c->ny = (size_t)(c->ys[0] * c->ys[1] * c->ys[2] * c->ys[3]);
+    c->nin = c->tr ? c->ny : c->nx;
+    c->nout = c->tr ? c->nx : c->ny;
     c->o.padding[0] = c->o.padding[1] = 1;
     c->o.groups = reps[i].G;
-    nref = bwd ? c->nx + c->nw : c->ny;
-    hx = malloc(c->nx * sizeof *hx);
+    c->ot.padding[0] = c->ot.padding[1] = 1;
+    c->ot.groups = reps[i].G;
+    nref = c->bwd ? c->nin + c->nw : c->nout;
+    hx = malloc(c->nin * sizeof *hx);
     hw = malloc(c->nw * sizeof *hw);
-    hg = malloc(c->ny * sizeof *hg);
+    hg = malloc(c->nout * sizeof *hg);
     c->out = malloc(nref * sizeof *c->out);
     c->ref = calloc(nref, sizeof *c->ref);
     if (!hx || !hw || !hg || !c->out || !c->ref) {
         status = cg__error(CG_EHOSTMEM, "conv: out of host memory");
         goto out;
     }
-    for (j = 0; j < c->nx; j++)
+    for (j = 0; j < c->nin; j++)
         hx[j] = (float)(cg_splitmix64_uniform(&seed) * 2 - 1);
     for (j = 0; j < c->nw; j++)
         hw[j] = (float)(cg_splitmix64_uniform(&seed) * 2 - 1);
-    for (j = 0; j < c->ny; j++)
+    for (j = 0; j < c->nout; j++)
         hg[j] = (float)(cg_splitmix64_uniform(&seed) * 2 - 1);
-    reference(c, hx, hw, hg);
+    if (c->tr)
+        reference(c, hg, hw, hx);
+    else
+        reference(c, hx, hw, hg);
     for (j = 0; j < nref; j++) {
-        int part = bwd && j >= c->nx;
+        int part = c->bwd && j >= c->nin;
 
         c->scale[part] = fmax(c->scale[part], fabs(c->ref[j]));
     }
-    c->x = upload(ctx, c->xs, hx, bwd);
-    c->w = c->x ? upload(ctx, c->ws, hw, bwd) : NULL;
-    c->g = c->w && bwd ? upload(ctx, c->ys, hg, 0) : NULL;
-    if (!c->x || !c->w || (bwd && !c->g))
+    c->x = upload(ctx, c->tr ? c->ys : c->xs, hx, c->bwd);
+    c->w = c->x ? upload(ctx, c->ws, hw, c->bwd) : NULL;
+    c->g = c->w && c->bwd ? upload(ctx, c->tr ? c->xs : c->ys, hg, 0)
+                          : NULL;
+    if (!c->x || !c->w || (c->bwd && !c->g))
         status = cg__last_status();
 out:
     free(hx);
@@ -186,11 +205,13 @@ out:
 static int
 cwork_run(cwork *c, int check)
 {
-    cg_tensor *y = cg_conv2d(c->x, c->w, NULL, &c->o), *yg = NULL, *s = NULL;
+    cg_tensor *y = c->tr ? cg_conv_transpose2d(c->x, c->w, NULL, &c->ot)
+                         : cg_conv2d(c->x, c->w, NULL, &c->o);
+    cg_tensor *yg = NULL, *s = NULL;
     int status = y ? CG_OK : cg__last_status();
 
     if (status == CG_OK && !c->bwd && check)
-        status = cg_tensor_to_host(y, c->out, c->ny * sizeof(float));
+        status = cg_tensor_to_host(y, c->out, c->nout * sizeof(float));
     if (status == CG_OK && c->bwd) {
         yg = cg_mul(y, c->g);
         s = yg ? cg_sum(yg, 0, NULL, 0) : NULL;
@@ -199,9 +220,10 @@ cwork_run(cwork *c, int check)
         status = s ? cg_backward(s, NULL, 0) : cg__last_status();
         if (status == CG_OK && check)
             status = cg_tensor_to_host(cg_tensor_grad(c->x), c->out,
-                                       c->nx * sizeof(float));
+                                       c->nin * sizeof(float));
         if (status == CG_OK && check)
-            status = cg_tensor_to_host(cg_tensor_grad(c->w), c->out + c->nx,
+            status = cg_tensor_to_host(cg_tensor_grad(c->w),
+                                       c->out + c->nin,
                                        c->nw * sizeof(float));
     }
     cg_tensor_free(s);
@@ -214,11 +236,11 @@ cwork_run(cwork *c, int check)
 static double
 cwork_error(const cwork *c)
 {
-    size_t j, n = c->bwd ? c->nx + c->nw : c->ny;
+    size_t j, n = c->bwd ? c->nin + c->nw : c->nout;
     double err = 0;
 
     for (j = 0; j < n; j++) {
-        int part = c->bwd && j >= c->nx;
+        int part = c->bwd && j >= c->nin;
         double d = fabs((double)c->out[j] - c->ref[j]);
 
         if (isnan(d))
@@ -272,31 +294,40 @@ measure(tu_run *r, cwork *c, const tu_params *p, int *inner, double *us,
     return status;
 }
 
-/* Tunes class (i, bwd); nonzero if it could not be tuned at all. */
+/* Tunes class (i, dir); nonzero if it could not be tuned at all. */
 static int
-tune_class(tu_run *r, int i, int bwd)
+tune_class(tu_run *r, int i, int dir)
 {
     char cls[32], hash[33], note[160], why[512];
     tu_params best, cand;
     cwork c;
     json_object *k;
     double def_us = 0, best_us = 0, err = 0, tol, t0, flop;
-    int a, tried = 0, inner = 0;
+    int a, tried = 0, inner = 0, bwd = dir % 2;
+    /* the sums of a forward: over Cg R S, or a transposed one's Kg R S */
+    int per = (dir >= 2 ? reps[i].K : reps[i].C) / reps[i].G;
 
-    snprintf(cls, sizeof cls, "%s.%s", bwd ? "bwd" : "fwd", reps[i].kind);
+    snprintf(cls, sizeof cls, "%s.%s", dir_names[dir], reps[i].kind);
     flop = 2.0 * reps[i].N * reps[i].K * reps[i].H * reps[i].W *
            (reps[i].C / reps[i].G) * RS * RS * (bwd ? 3 : 1);
     /* float32 sums of up to N H W products (dW) */
     tol = 2e-6 * sqrt(bwd ? (double)reps[i].N * reps[i].H * reps[i].W
-                          : (double)(reps[i].C / reps[i].G) * RS * RS);
-    snprintf(note, sizeof note, "conv2d N%d C%d %dx%d K%d 3x3 groups %d "
-             "(%s)%s: median of up to %d", reps[i].N, reps[i].C, reps[i].H,
-             reps[i].W, reps[i].K, reps[i].G, reps[i].what,
-             bwd ? ", forward and backward" : "", MAX_REPS);
+                          : (double)per * RS * RS);
+    if (dir >= 2)
+        snprintf(note, sizeof note, "conv_transpose2d N%d %d->%d %dx%d "
+                 "3x3 groups %d (%s, transposed)%s: median of up to %d",
+                 reps[i].N, reps[i].K, reps[i].C, reps[i].H, reps[i].W,
+                 reps[i].G, reps[i].what,
+                 bwd ? ", forward and backward" : "", MAX_REPS);
+    else
+        snprintf(note, sizeof note, "conv2d N%d C%d %dx%d K%d 3x3 groups %d "
+                 "(%s)%s: median of up to %d", reps[i].N, reps[i].C,
+                 reps[i].H, reps[i].W, reps[i].K, reps[i].G, reps[i].what,
+                 bwd ? ", forward and backward" : "", MAX_REPS);
     k = tu_report_kernel(r, "conv", cls, note);
     memset(&c, 0, sizeof c);
     if (cg_kernel_source_hash("conv", hash) != CG_OK ||
-        cwork_init(r->ctx, &c, i, bwd) != CG_OK) {
+        cwork_init(r->ctx, &c, i, dir) != CG_OK) {
         snprintf(why, sizeof why, "%s", cg_last_error());
         tu_say(r, "conv %s: %s", cls, why);
         tu_report_result(k, 0, NULL, 0, why);
@@ -365,10 +396,10 @@ int
 tu_stage_conv(tu_run *r)
 {
     double end = r->stage_end;
-    int i, left = 2 * NREPS, failed = 0;
+    int i, left = 4 * NREPS, failed = 0;
 
     /* Each class gets an equal share of what is left. */
-    for (i = 0; i < 2 * NREPS && !tu_stopped(r); i++) {
+    for (i = 0; i < 4 * NREPS && !tu_stopped(r); i++) {
         r->stage_end = tu_now() + (end - tu_now()) / left--;
         if (tune_class(r, i % NREPS, i / NREPS))
             failed = 1;

@@ -2,10 +2,11 @@
 /*
  * lib/ops/conv.c - 2-D and 1-D convolution (NCHW / NCL, PyTorch's
  * cross-correlation) with stride, padding ("same" included), dilation,
- * groups and an optional bias, and 2-D transposed convolution, forward
- * and backward.
+ * groups and an optional bias, forward and backward; and the steps of
+ * both algorithms, which 2-D transposed convolution (conv_transpose.c)
+ * shares through conv_internal.h.
  *
- * Two algorithms, chosen per call and direction by conv_choose:
+ * Two algorithms, chosen per call and direction by cg__conv_choose:
  *
  * im2col + SGEMM (kernels/conv.cl for the column transforms,
  * lib/ops/gemm.c's batched entry for the products), over chunks of images
@@ -39,27 +40,17 @@
  * INT_MAX elements or more, which the direct kernels cannot index, runs
  * im2col whatever is chosen.
  *
- * conv_transpose2d is the adjoint of the convolution whose geometry it
- * keeps (its input is that convolution's output [N, K, OH, OW], its
- * output that convolution's input [N, C, H, W]): its forward is the
- * backward's dx step, its dx the forward and its dW the backward's dW
- * step with x and dY exchanged.  No new kernels, no atomics; im2col +
- * GEMM only.
+ * conv_transpose2d (lib/ops/conv_transpose.c) runs the same steps of
+ * either algorithm on the geometry of the convolution it transposes
+ * (lib/ops/conv_internal.h).
  */
 #include "config.h"
 
 #include <limits.h>
 #include <string.h>
 
-#include "ops/internal.h"
+#include "ops/conv_internal.h"
 #include "tune/internal.h"
-
-/* The geometry of one convolution, stored in the graph node's i[]. */
-typedef struct conv_geom {
-    int64_t N, C, H, W, K, R, S, OH, OW, sh, sw, ph, pw, dh, dw, G;
-} conv_geom;
-
-typedef enum conv_algo { CONV_IM2COL_GEMM, CONV_DIRECT } conv_algo;
 
 /* 0: an eighth of the device memory. */
 static size_t col_limit_bytes;
@@ -72,7 +63,7 @@ cg__conv_set_col_limit(size_t bytes)
 
 /* Images per chunk: as many as keep the column buffer under the limit. */
 static int64_t
-chunk_images(cg_context *ctx, const conv_geom *g)
+chunk_images(cg_context *ctx, const cg__conv_geom *g)
 {
     size_t limit = col_limit_bytes ? col_limit_bytes
                  : (size_t)(ctx->info.global_mem_size / 8);
@@ -90,10 +81,11 @@ chunk_images(cg_context *ctx, const conv_geom *g)
 /* The algorithm for one direction of a convolution (see the top).  For
  * 16-bit tensors (half) the direct kernels, which read and write 16-bit
  * storage themselves, unless CLGRAD_CONV_ALGO asks for im2col (the
- * tuning entries are float32 measurements). */
-static int
-conv_choose(cg_context *ctx, int backward, const conv_geom *g, int half,
-            conv_algo *out)
+ * tuning entries are float32 measurements).  A transposed convolution's
+ * class is that of the convolution it transposes (g's C and G). */
+int
+cg__conv_choose(cg_context *ctx, int dir, const cg__conv_geom *g, int half,
+                cg__conv_algorithm *out)
 {
     static const char *const names[3] = { "im2col", "direct", "auto" };
     const cg_tuning_entry *e;
@@ -103,31 +95,31 @@ conv_choose(cg_context *ctx, int backward, const conv_geom *g, int half,
 
     if ((status = cg__env_choice("CLGRAD_CONV_ALGO", names, 3, &v, &set)))
         return status;
-    cls = cg__conv_class(backward, g->C, g->G);
+    cls = cg__conv_class(dir, g->C, g->G);
     e = cg__tuning_find(ctx, "conv",
                         cg__conv_class_name(cls, name, sizeof name));
     if (set && v < 2)
-        *out = v ? CONV_DIRECT : CONV_IM2COL_GEMM;
+        *out = v ? CG__CONV_DIRECT : CG__CONV_IM2COL;
     else if (half)
-        *out = CONV_DIRECT;
+        *out = CG__CONV_DIRECT;
     else if (e && cg__tuning_param(e, "algo", &a))
-        *out = a ? CONV_DIRECT : CONV_IM2COL_GEMM;
+        *out = a ? CG__CONV_DIRECT : CG__CONV_IM2COL;
     else
-        *out = cls % 3 == 0 ? CONV_DIRECT : CONV_IM2COL_GEMM;
+        *out = cls % 3 == 0 ? CG__CONV_DIRECT : CG__CONV_IM2COL;
     /* conv_direct_dw indexes the weight with ints; the rest fits (the
      * checks of x, y and the columns) */
     if ((double)g->K * (double)(g->C / g->G) * (double)(g->R * g->S) >=
         (double)INT_MAX)
-        *out = CONV_IM2COL_GEMM;
+        *out = CG__CONV_IM2COL;
     return CG_OK;
 }
 
 int
-cg__conv_algo(cg_context *ctx, int backward, int64_t C, int64_t K,
-              int64_t G, int *algo)
+cg__conv_algo(cg_context *ctx, int dir, int64_t C, int64_t K, int64_t G,
+              int *algo)
 {
-    conv_geom g;
-    conv_algo a;
+    cg__conv_geom g;
+    cg__conv_algorithm a;
     int status;
 
     if (G < 1 || C < 1 || K < 1 || C % G || K % G)
@@ -137,7 +129,7 @@ cg__conv_algo(cg_context *ctx, int backward, int64_t C, int64_t K,
     g.C = C;
     g.K = K;
     g.G = G;
-    if ((status = conv_choose(ctx, backward, &g, 0, &a)))
+    if ((status = cg__conv_choose(ctx, dir, &g, 0, &a)))
         return status;
     *algo = (int)a;
     return CG_OK;
@@ -154,16 +146,10 @@ cg_conv2d_algorithm(cg_context *ctx, int backward, int64_t in_channels,
         cg__error(CG_EINVAL, "context is NULL");
         return NULL;
     }
-    if (cg__conv_algo(ctx, backward != 0, in_channels, out_channels,
-                      groups ? groups : 1, &a))
+    if (cg__conv_algo(ctx, backward ? CG__CONV_BWD : CG__CONV_FWD,
+                      in_channels, out_channels, groups ? groups : 1, &a))
         return NULL;
-    return a == CONV_DIRECT ? "direct" : "im2col";
-}
-
-static int
-opt_or(int v, int dflt)
-{
-    return v == 0 ? dflt : v;
+    return a == CG__CONV_DIRECT ? "direct" : "im2col";
 }
 
 /* Product of the n values, or CG_ESHAPE when it overflows or reaches
@@ -232,8 +218,8 @@ user_shape(const char *op, const cg_tensor *t, char *buf, size_t size)
 
 /* The checks every convolution starts with: the tensors, one context,
  * x and w 4-D (conv1d's views of 3-D ones). */
-static int
-conv_tensors(const char *op, cg_tensor *x, cg_tensor *w, cg_tensor *b)
+int
+cg__conv_tensors(const char *op, cg_tensor *x, cg_tensor *w, cg_tensor *b)
 {
     cg_tensor *all[3] = { x, w, b };
     char s1[128], s2[128];
@@ -255,9 +241,9 @@ conv_tensors(const char *op, cg_tensor *x, cg_tensor *w, cg_tensor *b)
 }
 
 /* b, when given, must be [K], the output channels. */
-static int
-bias_check(const char *op, const cg_tensor *b, const cg_tensor *w,
-           const conv_geom *g, int64_t K)
+int
+cg__conv_bias_check(const char *op, const cg_tensor *b, const cg_tensor *w,
+                    const cg__conv_geom *g, int64_t K)
 {
     char s1[128], s2[128];
 
@@ -272,8 +258,8 @@ bias_check(const char *op, const cg_tensor *b, const cg_tensor *w,
 
 /* x [N, C, H, W], y [N, K, OH, OW] and one image's columns must fit the
  * kernels' ints. */
-static int
-geom_fits(const char *op, const conv_geom *g)
+int
+cg__conv_geom_fits(const char *op, const cg__conv_geom *g)
 {
     int64_t xs[4] = { g->N, g->C, g->H, g->W };
     int64_t ys[4] = { g->N, g->K, g->OH, g->OW };
@@ -287,13 +273,13 @@ geom_fits(const char *op, const conv_geom *g)
 
 static int
 conv_check(const char *op, cg_tensor *x, cg_tensor *w, cg_tensor *b,
-           const cg_conv_options *o, conv_geom *g)
+           const cg_conv_options *o, cg__conv_geom *g)
 {
     cg_conv_options d = { { 0, 0 }, { 0, 0 }, { 0, 0 }, 0, 0 };
     char s1[128], s2[128];
     int status, k;
 
-    if ((status = conv_tensors(op, x, w, b)))
+    if ((status = cg__conv_tensors(op, x, w, b)))
         return status;
     if (!o)
         o = &d;
@@ -309,9 +295,11 @@ conv_check(const char *op, cg_tensor *x, cg_tensor *w, cg_tensor *b,
     g->N = x->shape[0]; g->C = x->shape[1];
     g->H = x->shape[2]; g->W = x->shape[3];
     g->K = w->shape[0]; g->R = w->shape[2]; g->S = w->shape[3];
-    g->sh = opt_or(o->stride[0], 1); g->sw = opt_or(o->stride[1], 1);
-    g->dh = opt_or(o->dilation[0], 1); g->dw = opt_or(o->dilation[1], 1);
-    g->G = opt_or(o->groups, 1);
+    g->sh = cg__conv_opt_or(o->stride[0], 1);
+    g->sw = cg__conv_opt_or(o->stride[1], 1);
+    g->dh = cg__conv_opt_or(o->dilation[0], 1);
+    g->dw = cg__conv_opt_or(o->dilation[1], 1);
+    g->G = cg__conv_opt_or(o->groups, 1);
     if (o->padding_same && (g->sh != 1 || g->sw != 1))
         return cg__error(CG_EINVAL, "%s: padding \"same\" needs stride 1, "
                          "not %lld, %lld", op, (long long)g->sh,
@@ -326,7 +314,7 @@ conv_check(const char *op, cg_tensor *x, cg_tensor *w, cg_tensor *b,
                          "per group, input %s has %lld / groups %lld = %lld",
                          op, s2, (long long)w->shape[1], s1, (long long)g->C,
                          (long long)g->G, (long long)(g->C / g->G));
-    if ((status = bias_check(op, b, w, g, g->K)) ||
+    if ((status = cg__conv_bias_check(op, b, w, g, g->K)) ||
         (status = conv_dim(op, "height", g->H, g->R, (int)g->sh,
                            o->padding[0], (int)g->dh, o->padding_same,
                            &g->ph, &g->OH)) ||
@@ -334,91 +322,13 @@ conv_check(const char *op, cg_tensor *x, cg_tensor *w, cg_tensor *b,
                            (int)g->sw, o->padding[1], (int)g->dw,
                            o->padding_same, &g->pw, &g->OW)))
         return status;
-    return geom_fits(op, g);
-}
-
-/* One spatial dimension of conv_transpose2d: the output size (in - 1) st
- * - 2 pad + dil (k - 1) + opad + 1; CG_ESHAPE with the formula's values
- * when it is below 1, or when opad is not smaller than st or dil. */
-static int
-convt_dim(const char *name, int64_t in, int64_t k, int st, int pad, int dil,
-          int opad, int64_t *out)
-{
-    const char *op = "conv_transpose2d";
-    int64_t a, b;
-
-    if (opad >= st && opad >= dil)
-        return cg__error(CG_ESHAPE, "%s: output_padding %d (%s) must be "
-                         "smaller than the stride %d or the dilation %d", op,
-                         opad, name, st, dil);
-    if (cg__checked_mul_i64(in - 1, st, &a, op) ||
-        cg__checked_mul_i64(k - 1, dil, &b, op) ||
-        cg__checked_add_i64(a, b, &a, op) ||
-        cg__checked_add_i64(a, (int64_t)opad + 1 - 2 * (int64_t)pad, out, op))
-        return cg__last_status();
-    if (*out < 1)
-        return cg__error(CG_ESHAPE, "%s: output %s (%lld - 1) * %d - 2 * %d "
-                         "+ %d * (%lld - 1) + %d + 1 = %lld < 1", op, name,
-                         (long long)in, st, pad, dil, (long long)k, opad,
-                         (long long)*out);
-    return CG_OK;
-}
-
-/* The geometry of the convolution that conv_transpose2d transposes: x is
- * its output [N, K, OH, OW], the result its input [N, C, H, W]. */
-static int
-convt_check(cg_tensor *x, cg_tensor *w, cg_tensor *b,
-            const cg_conv_transpose_options *o, conv_geom *g)
-{
-    const char *op = "conv_transpose2d";
-    cg_conv_transpose_options d = { { 0, 0 }, { 0, 0 }, { 0, 0 }, 0,
-                                    { 0, 0 } };
-    char s1[128], s2[128];
-    int status, k;
-
-    if ((status = conv_tensors(op, x, w, b)))
-        return status;
-    if (!o)
-        o = &d;
-    for (k = 0; k < 2; k++)
-        if (o->stride[k] < 0 || o->padding[k] < 0 ||
-            o->output_padding[k] < 0 || o->dilation[k] < 0 || o->groups < 0)
-            return cg__error(CG_EINVAL, "%s: stride %d, padding %d, "
-                             "output_padding %d, dilation %d and groups %d "
-                             "must not be negative", op, o->stride[k],
-                             o->padding[k], o->output_padding[k],
-                             o->dilation[k], o->groups);
-    cg__shape_str(4, x->shape, s1, sizeof s1);
-    cg__shape_str(4, w->shape, s2, sizeof s2);
-    g->N = x->shape[0]; g->K = x->shape[1];
-    g->OH = x->shape[2]; g->OW = x->shape[3];
-    g->R = w->shape[2]; g->S = w->shape[3];
-    g->sh = opt_or(o->stride[0], 1); g->sw = opt_or(o->stride[1], 1);
-    g->ph = o->padding[0]; g->pw = o->padding[1];
-    g->dh = opt_or(o->dilation[0], 1); g->dw = opt_or(o->dilation[1], 1);
-    g->G = opt_or(o->groups, 1);
-    if (w->shape[0] != g->K)
-        return cg__error(CG_ESHAPE, "%s: weight %s must have input %s's %lld "
-                         "channels as its dimension 0", op, s2, s1,
-                         (long long)g->K);
-    if (g->K % g->G)
-        return cg__error(CG_ESHAPE, "%s: groups %lld must divide the input "
-                         "channels of %s (%lld)", op, (long long)g->G, s1,
-                         (long long)g->K);
-    if (cg__checked_mul_i64(w->shape[1], g->G, &g->C, op) ||
-        (status = bias_check(op, b, w, g, g->C)) ||
-        (status = convt_dim("height", g->OH, g->R, (int)g->sh, (int)g->ph,
-                            (int)g->dh, o->output_padding[0], &g->H)) ||
-        (status = convt_dim("width", g->OW, g->S, (int)g->sw, (int)g->pw,
-                            (int)g->dw, o->output_padding[1], &g->W)))
-        return cg__last_status();
-    return geom_fits(op, g);
+    return cg__conv_geom_fits(op, g);
 }
 
 /* Enqueues im2col (kid CG__K_CONV_IM2COL) or col2im of images n0 ..
  * n0 + nimg - 1 with layout (cn, ld). */
 static int
-columns(cg_context *ctx, cg__kid kid, const conv_geom *g, cl_mem img,
+columns(cg_context *ctx, cg__kid kid, const cg__conv_geom *g, cl_mem img,
         cl_mem col, int64_t n0, int64_t nimg, int64_t cn, int64_t ld)
 {
     cl_int v[17] = {
@@ -452,8 +362,8 @@ columns(cg_context *ctx, cg__kid kid, const conv_geom *g, cl_mem img,
 }
 
 /* y [N, K, OH, OW] += b [K] along dimension 1; b may be any view. */
-static int
-add_bias(cg_tensor *y, cg_tensor *b)
+int
+cg__conv_add_bias(cg_tensor *y, cg_tensor *b)
 {
     cl_int K = (cl_int)y->shape[1], P = (cl_int)(y->shape[2] * y->shape[3]);
     cl_int ch = 64;     /* elements of a plane per work-item */
@@ -475,11 +385,10 @@ add_bias(cg_tensor *y, cg_tensor *b)
     return status;
 }
 
-/* Enqueues direct kernel kid over n work-items: out from a and b, all
- * three of dtype dt; the forward kernel adds bias (dense [K], or NULL). */
-static int
-direct(cg_context *ctx, cg__kid kid, cg_dtype dt, const conv_geom *g,
-       cl_mem a, cl_mem b, cl_mem out, const cg_tensor *bias, size_t n)
+int
+cg__conv_direct(cg_context *ctx, cg__kid kid, cg_dtype dt,
+                const cg__conv_geom *g, cl_mem a, cl_mem b, cl_mem out,
+                const cg_tensor *bias, size_t n)
 {
     cl_int v[16] = {
         (cl_int)g->N, (cl_int)g->C, (cl_int)g->H, (cl_int)g->W,
@@ -498,7 +407,7 @@ direct(cg_context *ctx, cg__kid kid, cg_dtype dt, const conv_geom *g,
     CG__PUSH(&l, out);
     for (j = 0; j < 16; j++)
         CG__PUSH(&l, v[j]);
-    if (kid == CG__K_CONV_DIRECT_FWD) {
+    if (kid != CG__K_CONV_DIRECT_DW) {
         CG__PUSH(&l, mb);
         CG__PUSH(&l, has_bias);
     }
@@ -510,14 +419,14 @@ direct(cg_context *ctx, cg__kid kid, cg_dtype dt, const conv_geom *g,
     return status;
 }
 
-/* conv_direct_fwd's blocks of output channels per group: of CONV_KT (4)
- * channels when a group has that many, else of 1. */
-static int64_t
-fwd_blocks(const conv_geom *g)
+/* conv_direct_fwd's blocks of output channels per group are of CONV_KT
+ * (4) channels when a group has that many, else of 1. */
+size_t
+cg__conv_direct_fwd_items(const cg__conv_geom *g)
 {
-    int64_t Kg = g->K / g->G;
+    int64_t Kg = g->K / g->G, blocks = Kg >= 4 ? (Kg + 3) / 4 : Kg;
 
-    return Kg >= 4 ? (Kg + 3) / 4 : Kg;
+    return (size_t)(g->N * g->G * blocks * g->OH);
 }
 
 /* y = conv(x, w) by im2col + GEMM, chunk by chunk; x and w dense. */
@@ -526,9 +435,9 @@ fwd_blocks(const conv_geom *g)
  * fraction of the device memory. */
 #define KEEP_COLS_FRACTION 32
 
-static int
-forward_im2col(const conv_geom *g, cg_tensor *x, cg_tensor *w, cg_tensor *y,
-               cg_tensor **keep)
+int
+cg__conv_forward_im2col(const cg__conv_geom *g, cg_tensor *x, cg_tensor *w,
+                        cg_tensor *y, cg_tensor **keep)
 {
     cg_context *ctx = x->ctx;
     int64_t nc = chunk_images(ctx, g), n0, n, i;
@@ -579,7 +488,7 @@ forward_im2col(const conv_geom *g, cg_tensor *x, cg_tensor *w, cg_tensor *y,
 
 /* The chunk's upstream gradient as a contiguous [K, n, P]. */
 static cg_tensor *
-dy_chunk(cg_tensor *dy, const conv_geom *g, int64_t n0, int64_t n)
+dy_chunk(cg_tensor *dy, const cg__conv_geom *g, int64_t n0, int64_t n)
 {
     int64_t P = g->OH * g->OW;
     int64_t shape[3] = { g->K, n, P }, strides[3] = { P, g->K * P, 1 };
@@ -600,9 +509,9 @@ dy_chunk(cg_tensor *dy, const conv_geom *g, int64_t n0, int64_t n)
  * forward's columns of the whole batch (one chunk), which dW reads
  * instead of making them again. */
 static int
-backward_chunk(const conv_geom *g, cg_tensor *x, cg_tensor *w, cg_tensor *dy,
-               cg_tensor *col, cg_tensor *cols, cg_tensor *dx, cg_tensor *dw,
-               int64_t n0, int64_t n)
+backward_chunk(const cg__conv_geom *g, cg_tensor *x, cg_tensor *w,
+               cg_tensor *dy, cg_tensor *col, cg_tensor *cols, cg_tensor *dx,
+               cg_tensor *dw, int64_t n0, int64_t n)
 {
     cg_context *ctx = w->ctx;
     size_t P = (size_t)(g->OH * g->OW), Q = P * (size_t)n;
@@ -643,7 +552,7 @@ backward_chunk(const conv_geom *g, cg_tensor *x, cg_tensor *w, cg_tensor *dy,
 
 /* dx and dW (either may be NULL) by the direct kernels; dy dense. */
 static int
-backward_direct(const conv_geom *g, cg_tensor *x, cg_tensor *w,
+backward_direct(const cg__conv_geom *g, cg_tensor *x, cg_tensor *w,
                 cg_tensor *dy, cg_tensor *dx, cg_tensor *dw)
 {
     cg_context *ctx = dy->ctx;
@@ -651,22 +560,24 @@ backward_direct(const conv_geom *g, cg_tensor *x, cg_tensor *w,
     int status = CG_OK;
 
     if (dx)
-        status = direct(ctx, CG__K_CONV_DIRECT_DX, dy->dtype, g, mdy,
-                        cg__tensor_mem(w), cg__tensor_mem(dx), NULL,
-                        (size_t)(g->N * g->C * g->H));
+        status = cg__conv_direct(ctx, CG__K_CONV_DIRECT_DX, dy->dtype, g,
+                                 mdy, cg__tensor_mem(w), cg__tensor_mem(dx),
+                                 NULL, (size_t)(g->N * g->C * g->H));
     if (status == CG_OK && dw)
-        status = direct(ctx, CG__K_CONV_DIRECT_DW, dy->dtype, g, mdy,
-                        cg__tensor_mem(x), cg__tensor_mem(dw), NULL,
-                        (size_t)(g->K * (g->C / g->G) * g->R * g->S));
+        status = cg__conv_direct(ctx, CG__K_CONV_DIRECT_DW, dy->dtype, g,
+                                 mdy, cg__tensor_mem(x), cg__tensor_mem(dw),
+                                 NULL, (size_t)(g->K * (g->C / g->G) * g->R *
+                                                g->S));
     return status;
 }
 
 /* dx and dw (either may be NULL) of y = conv(x, w) from dy, chunk by
  * chunk; x (may be NULL without dw), w and dy dense.  cols: the forward's
  * columns of the whole batch, or NULL. */
-static int
-backward_im2col(const conv_geom *g, cg_tensor *x, cg_tensor *w,
-                cg_tensor *dy, cg_tensor *dx, cg_tensor *dw, cg_tensor *cols)
+int
+cg__conv_backward_im2col(const cg__conv_geom *g, cg_tensor *x, cg_tensor *w,
+                         cg_tensor *dy, cg_tensor *dx, cg_tensor *dw,
+                         cg_tensor *cols)
 {
     int64_t nc = cols ? g->N : chunk_images(w->ctx, g), n0;
     int64_t csize = nc * g->C * g->R * g->S * g->OH * g->OW;
@@ -685,9 +596,9 @@ backward_im2col(const conv_geom *g, cg_tensor *x, cg_tensor *w,
 
 /* The node's gradient buffers of x and w, where needed; and its dense dy
  * and geometry. */
-static int
-grads_begin(cg__node *node, cg_tensor *dy, cg_tensor **gin, cg_tensor **gd,
-            conv_geom *g)
+int
+cg__conv_grads_begin(cg__node *node, cg_tensor *dy, cg_tensor **gin,
+                     cg_tensor **gd, cg__conv_geom *g)
 {
     int k;
 
@@ -703,8 +614,8 @@ grads_begin(cg__node *node, cg_tensor *dy, cg_tensor **gin, cg_tensor **gd,
 }
 
 /* db: dy summed over N, OH, OW (either op's bias). */
-static int
-grads_end(cg__node *node, cg_tensor *gd, cg_tensor **gin, int status)
+int
+cg__conv_grads_end(cg__node *node, cg_tensor *gd, cg_tensor **gin, int status)
 {
     /* Over each plane's contiguous elements first (row sums), then over
      * the batch (column sums): both streaming reductions, where one over
@@ -734,84 +645,61 @@ static int
 conv_backward(cg__node *node, cg_tensor *dy, cg_tensor **gin)
 {
     cg_tensor *gd = NULL;
-    conv_geom g;
-    conv_algo algo;
-    int status = grads_begin(node, dy, gin, &gd, &g);
+    cg__conv_geom g;
+    cg__conv_algorithm algo;
+    int status = cg__conv_grads_begin(node, dy, gin, &gd, &g);
 
     /* A 16-bit node comes from the direct forward only (conv_apply). */
     if (status == CG_OK && dy->dtype != CG_F32)
-        algo = CONV_DIRECT;
+        algo = CG__CONV_DIRECT;
     else if (status == CG_OK)
-        status = conv_choose(dy->ctx, 1, &g, 0, &algo);
+        status = cg__conv_choose(dy->ctx, CG__CONV_BWD, &g, 0, &algo);
     if (status == CG_OK && (gin[0] || gin[1]))
-        status = algo == CONV_DIRECT
+        status = algo == CG__CONV_DIRECT
                  ? backward_direct(&g, node->saved[0], node->saved[1], gd,
                                    gin[0], gin[1])
-                 : backward_im2col(&g, node->saved[0], node->saved[1], gd,
-                                   gin[0], gin[1], node->saved[2]);
-    return grads_end(node, gd, gin, status);
-}
-
-/* conv_transpose2d's: dx is the convolution of dy, dw the convolution's
- * dW with x as its dY and dy as its input. */
-static int
-convt_backward(cg__node *node, cg_tensor *dy, cg_tensor **gin)
-{
-    cg_tensor *gd = NULL, *x = node->saved[0], *w = node->saved[1];
-    conv_geom g;
-    int status = grads_begin(node, dy, gin, &gd, &g);
-
-    if (status == CG_OK && gin[0])
-        status = forward_im2col(&g, gd, w, gin[0], NULL);
-    if (status == CG_OK && gin[1])
-        status = backward_im2col(&g, gd, w, x, NULL, gin[1], NULL);
-    return grads_end(node, gd, gin, status);
+                 : cg__conv_backward_im2col(&g, node->saved[0],
+                                            node->saved[1], gd, gin[0],
+                                            gin[1], node->saved[2]);
+    return cg__conv_grads_end(node, gd, gin, status);
 }
 
 /* y from x and w, and the bias b (NULL: none) added: by the direct
  * kernel itself, or after im2col + GEMM. */
 static int
-conv_run(conv_algo algo, const conv_geom *g, cg_tensor *x, cg_tensor *w,
-         cg_tensor *b, cg_tensor *y, cg_tensor **keep)
+conv_run(cg__conv_algorithm algo, const cg__conv_geom *g, cg_tensor *x,
+         cg_tensor *w, cg_tensor *b, cg_tensor *y, cg_tensor **keep)
 {
     cg_tensor *db;
     int status;
 
     switch (algo) {
-    case CONV_IM2COL_GEMM:
-        status = forward_im2col(g, x, w, y, keep);
-        return status == CG_OK && b ? add_bias(y, b) : status;
-    case CONV_DIRECT:
+    case CG__CONV_IM2COL:
+        status = cg__conv_forward_im2col(g, x, w, y, keep);
+        return status == CG_OK && b ? cg__conv_add_bias(y, b) : status;
+    case CG__CONV_DIRECT:
         db = b ? cg__dense(b) : NULL;
         if (b && !db)
             return cg__last_status();
-        status = direct(x->ctx, CG__K_CONV_DIRECT_FWD, x->dtype, g,
-                        cg__tensor_mem(x), cg__tensor_mem(w),
-                        cg__tensor_mem(y), db,
-                        (size_t)(g->N * g->G * fwd_blocks(g) * g->OH));
+        status = cg__conv_direct(x->ctx, CG__K_CONV_DIRECT_FWD, x->dtype,
+                                 g, cg__tensor_mem(x), cg__tensor_mem(w),
+                                 cg__tensor_mem(y), db,
+                                 cg__conv_direct_fwd_items(g));
         cg_tensor_free(db);
         return status;
     }
     return cg__error(CG_EINVAL, "conv: unknown algorithm %d", (int)algo);
 }
 
-static cg_tensor *conv_apply(const char *op, int transposed,
-                             const conv_geom *g, cg_tensor *x, cg_tensor *w,
-                             cg_tensor *b);
-
-/* A 16-bit convolution that the direct kernels do not run (im2col asked
- * for, conv_transpose2d): the float32 op on the arguments cast up, its
- * result rounded once to their dtype; every step a recorded op, so
- * gradients come back through the casts in the arguments' dtype. */
-static cg_tensor *
-conv_via_f32(const char *op, int transposed, const conv_geom *g,
-             cg_tensor *x, cg_tensor *w, cg_tensor *b)
+cg_tensor *
+cg__conv_via_f32(cg__conv_apply_fn apply, const char *op,
+                 const cg__conv_geom *g, cg_tensor *x, cg_tensor *w,
+                 cg_tensor *b)
 {
     cg_tensor *xf = cg_to_dtype(x, CG_F32);
     cg_tensor *wf = xf ? cg_to_dtype(w, CG_F32) : NULL;
     cg_tensor *bf = wf && b ? cg_to_dtype(b, CG_F32) : NULL;
-    cg_tensor *yf = wf && (bf || !b) ? conv_apply(op, transposed, g, xf, wf,
-                                                  bf) : NULL;
+    cg_tensor *yf = wf && (bf || !b) ? apply(op, g, xf, wf, bf) : NULL;
     cg_tensor *y = yf ? cg_to_dtype(yf, x->dtype) : NULL;
 
     cg_tensor_free(xf);
@@ -821,52 +709,52 @@ conv_via_f32(const char *op, int transposed, const conv_geom *g,
     return y;
 }
 
+int
+cg__conv_record(cg_tensor *y, const char *op, cg__backward_fn fn,
+                const cg__conv_geom *g, cg_tensor **in, cg_tensor *x,
+                cg_tensor *w, cg_tensor *cols)
+{
+    int status = CG_OK;
+    cg__node *node = cg__record(y, op, fn, 3, in, &status);
+
+    if (!node)
+        return status;
+    memcpy(node->i, g, sizeof *g);
+    status = cg__node_save(node, 0, x);
+    if (status == CG_OK)
+        status = cg__node_save(node, 1, w);
+    /* The forward's columns, for the weight gradient. */
+    if (status == CG_OK && cols && node->needs[1])
+        status = cg__node_save(node, 2, cols);
+    return status;
+}
+
 /* The op once its arguments are checked: y from dense x and w, the bias,
- * the graph node (g, x and w saved).  transposed: conv_transpose2d, whose
- * y is the backward's dx of the convolution g describes, with x as dy. */
+ * the graph node (g, x and w saved).  A 16-bit convolution that the
+ * direct kernels do not run (im2col asked for) is the float32 op between
+ * casts. */
 static cg_tensor *
-conv_apply(const char *op, int transposed, const conv_geom *g, cg_tensor *x,
+conv_apply(const char *op, const cg__conv_geom *g, cg_tensor *x,
            cg_tensor *w, cg_tensor *b)
 {
     cg_tensor *in[3] = { x, w, b }, *dx = NULL, *dw = NULL, *y = NULL;
     cg_tensor *cols = NULL;
-    int64_t shape[4] = { g->N, transposed ? g->C : g->K,
-                         transposed ? g->H : g->OH,
-                         transposed ? g->W : g->OW };
-    cg__node *node;
-    conv_algo algo = CONV_IM2COL_GEMM;
+    int64_t shape[4] = { g->N, g->K, g->OH, g->OW };
+    cg__conv_algorithm algo;
     int status;
 
-    if (!transposed && conv_choose(x->ctx, 0, g, x->dtype != CG_F32, &algo))
+    if (cg__conv_choose(x->ctx, CG__CONV_FWD, g, x->dtype != CG_F32, &algo))
         return NULL;
-    if (x->dtype != CG_F32 && (transposed || algo != CONV_DIRECT))
-        return conv_via_f32(op, transposed, g, x, w, b);
+    if (x->dtype != CG_F32 && algo != CG__CONV_DIRECT)
+        return cg__conv_via_f32(conv_apply, op, g, x, w, b);
     dx = cg__dense(x);
     dw = dx ? cg__dense(w) : NULL;
     y = dw ? cg__tensor_empty(x->ctx, x->dtype, 4, shape) : NULL;
-    if (!y) {
-        status = cg__last_status();
-    } else if (transposed) {
-        status = backward_im2col(g, NULL, dw, dx, y, NULL, NULL);
-        if (status == CG_OK && b)
-            status = add_bias(y, b);
-    } else {
-        status = conv_run(algo, g, dx, dw, b, y,
-                          cg_tensor_requires_grad(w) ? &cols : NULL);
-    }
-    if (status == CG_OK) {
-        node = cg__record(y, op, transposed ? convt_backward : conv_backward,
-                          3, in, &status);
-        if (node) {
-            memcpy(node->i, g, sizeof *g);
-            status = cg__node_save(node, 0, dx);
-            if (status == CG_OK)
-                status = cg__node_save(node, 1, dw);
-            /* The forward's columns, for the weight gradient. */
-            if (status == CG_OK && cols && node->needs[1])
-                status = cg__node_save(node, 2, cols);
-        }
-    }
+    status = y ? conv_run(algo, g, dx, dw, b, y,
+                          cg_tensor_requires_grad(w) ? &cols : NULL)
+               : cg__last_status();
+    if (status == CG_OK)
+        status = cg__conv_record(y, op, conv_backward, g, in, dx, dw, cols);
     cg_tensor_free(cols);
     cg_tensor_free(dx);
     cg_tensor_free(dw);
@@ -881,11 +769,11 @@ static cg_tensor *
 conv2d_op(const char *op, cg_tensor *x, cg_tensor *w, cg_tensor *b,
           const cg_conv_options *opts)
 {
-    conv_geom g;
+    cg__conv_geom g;
 
     if (conv_check(op, x, w, b, opts, &g))
         return NULL;
-    return conv_apply(op, 0, &g, x, w, b);
+    return conv_apply(op, &g, x, w, b);
 }
 
 cg_tensor *
@@ -942,20 +830,4 @@ cg_conv1d(cg_tensor *x, cg_tensor *weight, cg_tensor *bias,
     cg_tensor_free(w4);
     cg_tensor_free(y4);
     return y;
-}
-
-cg_tensor *
-cg_conv_transpose2d(cg_tensor *x, cg_tensor *weight, cg_tensor *bias,
-                    const cg_conv_transpose_options *opts)
-{
-    conv_geom g;
-    cg_tensor *ac[3];
-
-    CG__AUTOCAST_RETURN(CG__AC_LOW, ac,
-                        cg_conv_transpose2d(ac[0], ac[1], ac[2], opts),
-                        x, weight, bias);
-    cg__error_clear();
-    if (convt_check(x, weight, bias, opts, &g))
-        return NULL;
-    return conv_apply("conv_transpose2d", 1, &g, x, weight, bias);
 }

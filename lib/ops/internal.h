@@ -228,11 +228,12 @@ int cg__gemm_class_params(cg_context *ctx, int cls, long p[7], int *backend);
 void cg__conv_set_col_limit(size_t bytes);
 
 /* The algorithm a convolution with C input channels, K output channels
- * and G groups runs in one direction (backward 0: y, 1: dx and dW) on
- * ctx, by lib/ops/conv.c's choice (CLGRAD_CONV_ALGO, the tuning entry of
- * its class, the built-in rule): 0 im2col + GEMM, 1 direct.  CG_EINVAL
- * when CLGRAD_CONV_ALGO is not auto, im2col or direct.  For the tests. */
-int cg__conv_algo(cg_context *ctx, int backward, int64_t C, int64_t K,
+ * and G groups runs in direction dir (0: y, 1: dx and dW; 2 and 3 the
+ * same of the transposed convolution from K to C channels) on ctx, by
+ * lib/ops/conv.c's choice (CLGRAD_CONV_ALGO, the tuning entry of its
+ * class, the built-in rule): 0 im2col + GEMM, 1 direct.  CG_EINVAL when
+ * CLGRAD_CONV_ALGO is not auto, im2col or direct.  For the tests. */
+int cg__conv_algo(cg_context *ctx, int dir, int64_t C, int64_t K,
                   int64_t G, int *algo);
 
 /* Autocast (lib/ops/autocast.c).  An op of the low-precision list

@@ -204,8 +204,8 @@ entry_usable(const cg_context *ctx, const cg_tuning_entry *e,
     conv_class = strcmp(k->kernel, "conv") == 0;
     if (conv_class && cg__conv_class_parse(e->shape) < 0)
         return cg__error(CG_EINVAL, "conv: shape \"%s\" is not a "
-                         "convolution class (fwd or bwd, then .depthwise, "
-                         ".small or .large)", e->shape);
+                         "convolution class (fwd, bwd, tfwd or tbwd, then "
+                         ".depthwise, .small or .large)", e->shape);
     if (shape_h(e->shape) < 0 && !gemm_class && !conv_class)
         return cg__error(CG_EINVAL, "%s: shape \"%s\" is neither \"any\" "
                          "nor H<hidden size>%s", e->kernel, e->shape,

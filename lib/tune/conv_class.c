@@ -6,6 +6,16 @@
  * GEMM) or 1 (the direct kernels of kernels/conv.cl); lib/ops/conv.c
  * looks the entry up per call, forward and backward apart.
  *
+ * The directions: "fwd" and "bwd" (dx and dW) of conv2d and conv1d;
+ * "tfwd" and "tbwd" of conv_transpose2d (lib/ops/conv_transpose.c),
+ * classes of their own because the same steps serve other directions
+ * there (its forward is a convolution's dx step, its dx a convolution's
+ * forward), so the fastest algorithm of a shape need not be the same.  A
+ * transposed convolution's kind is that of the convolution it transposes:
+ * C below is that convolution's input channels, conv_transpose2d's
+ * output channels (a generator's last layer, 64 -> 3 channels, is
+ * "small", as the first layer on RGB it transposes).
+ *
  * The kinds, by what the GEMM of im2col would get:
  *   depthwise  one input channel per group (groups = C > 1): products
  *              of a single row per group, far below what a GEMM tiles
@@ -21,15 +31,15 @@
 
 #include "tune/internal.h"
 
-static const char *const dir_names[2] = { "fwd", "bwd" };
+static const char *const dir_names[4] = { "fwd", "bwd", "tfwd", "tbwd" };
 static const char *const kind_names[3] = { "depthwise", "small", "large" };
 
 int
-cg__conv_class(int backward, int64_t C, int64_t G)
+cg__conv_class(int dir, int64_t C, int64_t G)
 {
     int kind = G > 1 && G == C ? 0 : C / (G > 0 ? G : 1) <= 4 ? 1 : 2;
 
-    return (backward ? 3 : 0) + kind;
+    return (dir >= 0 && dir < 4 ? dir : 0) * 3 + kind;
 }
 
 const char *

@@ -64,11 +64,13 @@ const char *cg__gemm_class_name(int c, char *buf, size_t size);
 /* The class a name gives, or -1. */
 int cg__gemm_class_parse(const char *shape);
 
-/* A 2-D convolution's shape class (conv_class.c): forward or backward
- * times depthwise, small (at most 4 input channels per group) or large,
- * from the input channels C and the groups G; 0 .. CG__CONV_NCLASSES - 1. */
-#define CG__CONV_NCLASSES 6
-int cg__conv_class(int backward, int64_t C, int64_t G);
+/* A 2-D convolution's shape class (conv_class.c): direction dir (0
+ * forward, 1 backward, 2 and 3 a transposed convolution's forward and
+ * backward) times depthwise, small (at most 4 input channels per group)
+ * or large, from the input channels C (of the convolution a transposed
+ * one transposes) and the groups G; 0 .. CG__CONV_NCLASSES - 1. */
+#define CG__CONV_NCLASSES 12
+int cg__conv_class(int dir, int64_t C, int64_t G);
 /* Its name, "fwd.depthwise", into buf. */
 const char *cg__conv_class_name(int c, char *buf, size_t size);
 /* The class a name gives, or -1. */

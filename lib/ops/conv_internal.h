@@ -1,0 +1,104 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * lib/ops/conv_internal.h - what lib/ops/conv.c (conv2d, conv1d) shares
+ * with lib/ops/conv_transpose.c (conv_transpose2d): the geometry, the
+ * argument checks, the two algorithms' steps and the graph node's
+ * helpers.  A transposed convolution is described by the geometry of
+ * the convolution it transposes (its input is that convolution's output
+ * [N, K, OH, OW], its output that convolution's input [N, C, H, W]), so
+ * both files run the same steps on the same struct.
+ */
+#ifndef CLGRAD_OPS_CONV_INTERNAL_H
+#define CLGRAD_OPS_CONV_INTERNAL_H
+
+#include "ops/internal.h"
+
+/* The geometry of one convolution, stored in the graph node's i[]. */
+typedef struct cg__conv_geom {
+    int64_t N, C, H, W, K, R, S, OH, OW, sh, sw, ph, pw, dh, dw, G;
+} cg__conv_geom;
+
+typedef enum cg__conv_algorithm { CG__CONV_IM2COL, CG__CONV_DIRECT }
+    cg__conv_algorithm;
+
+/* The directions whose algorithm is chosen apart (lib/tune/
+ * conv_class.c's classes): a convolution's forward and backward, a
+ * transposed convolution's forward and backward. */
+enum { CG__CONV_FWD, CG__CONV_BWD, CG__CONV_TFWD, CG__CONV_TBWD };
+
+/* v, or dflt where v is 0 (the options' "0 means the default"). */
+static inline int
+cg__conv_opt_or(int v, int dflt)
+{
+    return v == 0 ? dflt : v;
+}
+
+/* The algorithm of direction dir (CG__CONV_FWD ...) of the convolution
+ * g: CLGRAD_CONV_ALGO, else direct for 16-bit tensors (half nonzero),
+ * else the tuning entry of the class, else the built-in rule (direct for
+ * depthwise); im2col whatever is chosen for a weight the direct kernels
+ * cannot index.  CG_EINVAL for a bad CLGRAD_CONV_ALGO. */
+int cg__conv_choose(cg_context *ctx, int dir, const cg__conv_geom *g,
+                    int half, cg__conv_algorithm *out);
+
+/* The checks: the tensors of a convolution (one context and dtype, x and
+ * w 4-D); b NULL or [K]; x, y and one image's columns within the
+ * kernels' ints.  op names the op in the messages. */
+int cg__conv_tensors(const char *op, cg_tensor *x, cg_tensor *w,
+                     cg_tensor *b);
+int cg__conv_bias_check(const char *op, const cg_tensor *b,
+                        const cg_tensor *w, const cg__conv_geom *g,
+                        int64_t K);
+int cg__conv_geom_fits(const char *op, const cg__conv_geom *g);
+
+/* im2col + GEMM.  forward: y = conv(x, w), chunk by chunk (x, w dense;
+ * *keep, when keep is not NULL, may receive the columns of the whole
+ * batch, owned by the caller).  backward: dx and dw (either NULL) of y =
+ * conv(x, w) from dense dy (x may be NULL without dw; cols the forward's
+ * kept columns or NULL). */
+int cg__conv_forward_im2col(const cg__conv_geom *g, cg_tensor *x,
+                            cg_tensor *w, cg_tensor *y, cg_tensor **keep);
+int cg__conv_backward_im2col(const cg__conv_geom *g, cg_tensor *x,
+                             cg_tensor *w, cg_tensor *dy, cg_tensor *dx,
+                             cg_tensor *dw, cg_tensor *cols);
+/* y [N, K, OH, OW] += b [K] along dimension 1; b may be any view. */
+int cg__conv_add_bias(cg_tensor *y, cg_tensor *b);
+
+/* Enqueues direct kernel kid (CG__K_CONV_DIRECT_FWD, _DX or _DW) over n
+ * work-items: out from a and b, all three of dtype dt; the forward and
+ * dx kernels add bias (dense, or NULL) before their one rounding. */
+int cg__conv_direct(cg_context *ctx, cg__kid kid, cg_dtype dt,
+                    const cg__conv_geom *g, cl_mem a, cl_mem b, cl_mem out,
+                    const cg_tensor *bias, size_t n);
+/* conv_direct_fwd's work-items: N G blocks-of-output-channels OH. */
+size_t cg__conv_direct_fwd_items(const cg__conv_geom *g);
+
+/* The backward's start: the node's geometry into g, the dense dy into
+ * *gd, and the gradient buffers of saved[0] and saved[1] where needed.
+ * Its end: db (dy summed over N, OH, OW) into gin[2] where needed, gd
+ * freed; returns status or the first error. */
+int cg__conv_grads_begin(cg__node *node, cg_tensor *dy, cg_tensor **gin,
+                         cg_tensor **gd, cg__conv_geom *g);
+int cg__conv_grads_end(cg__node *node, cg_tensor *gd, cg_tensor **gin,
+                       int status);
+
+/* Records y's node for op with backward fn over in[3] (in[2] the bias or
+ * NULL): g in its i[], dense x and w saved as saved[0] and [1], cols
+ * (NULL: none) as saved[2] when w needs a gradient. */
+int cg__conv_record(cg_tensor *y, const char *op, cg__backward_fn fn,
+                    const cg__conv_geom *g, cg_tensor **in, cg_tensor *x,
+                    cg_tensor *w, cg_tensor *cols);
+
+/* A 16-bit convolution that runs im2col: apply (the float32 op of op
+ * on checked arguments) on x, w and b cast up, its result rounded once to
+ * x's dtype; every step a recorded op, so gradients come back through
+ * the casts in the arguments' dtype. */
+typedef cg_tensor *(*cg__conv_apply_fn)(const char *op,
+                                        const cg__conv_geom *g,
+                                        cg_tensor *x, cg_tensor *w,
+                                        cg_tensor *b);
+cg_tensor *cg__conv_via_f32(cg__conv_apply_fn apply, const char *op,
+                            const cg__conv_geom *g, cg_tensor *x,
+                            cg_tensor *w, cg_tensor *b);
+
+#endif
