@@ -267,6 +267,12 @@ START_TEST(convolutions_in_16_bits_equal_float32_rounded)
         /* conv1d */
         { { 3, 4, 19, 0 }, { 6, 4, 5, 0 }, { { 2, 0 }, { 2, 0 }, { 1, 0 },
           1, 0 }, 1, 0, 1, "direct" },
+        /* the default choice, float32's: im2col between casts, and direct
+         * in 16 bits for depthwise */
+        { { 2, 3, 7, 11 }, { 5, 3, 3, 3 }, { { 1, 1 }, { 1, 1 }, { 1, 1 },
+          1, 0 }, 1, 0, 0, "auto" },
+        { { 2, 5, 6, 9 }, { 5, 1, 3, 3 }, { { 1, 1 }, { 1, 1 }, { 1, 1 },
+          5, 0 }, 1, 0, 0, "auto" },
     };
     size_t i;
 

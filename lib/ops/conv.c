@@ -78,13 +78,14 @@ chunk_images(cg_context *ctx, const cg__conv_geom *g)
     return n > g->N ? g->N : n;
 }
 
-/* The algorithm for one direction of a convolution (see the top).  For
- * 16-bit tensors (half) the direct kernels, which read and write 16-bit
- * storage themselves, unless CLGRAD_CONV_ALGO asks for im2col (the
- * tuning entries are float32 measurements).  A transposed convolution's
- * class is that of the convolution it transposes (g's C and G). */
+/* The algorithm for one direction of a convolution (see the top), for
+ * every dtype: 16-bit tensors follow float32's choice (the caller runs
+ * im2col on float32 copies; in 16 bits the direct kernels ran 3 to 40
+ * times slower than that on the CNN's layers, where float32 picks
+ * im2col).  A transposed convolution's class is that of the convolution
+ * it transposes (g's C and G). */
 int
-cg__conv_choose(cg_context *ctx, int dir, const cg__conv_geom *g, int half,
+cg__conv_choose(cg_context *ctx, int dir, const cg__conv_geom *g,
                 cg__conv_algorithm *out)
 {
     static const char *const names[3] = { "im2col", "direct", "auto" };
@@ -100,8 +101,6 @@ cg__conv_choose(cg_context *ctx, int dir, const cg__conv_geom *g, int half,
                         cg__conv_class_name(cls, name, sizeof name));
     if (set && v < 2)
         *out = v ? CG__CONV_DIRECT : CG__CONV_IM2COL;
-    else if (half)
-        *out = CG__CONV_DIRECT;
     else if (e && cg__tuning_param(e, "algo", &a))
         *out = a ? CG__CONV_DIRECT : CG__CONV_IM2COL;
     else
@@ -129,7 +128,7 @@ cg__conv_algo(cg_context *ctx, int dir, int64_t C, int64_t K, int64_t G,
     g.C = C;
     g.K = K;
     g.G = G;
-    if ((status = cg__conv_choose(ctx, dir, &g, 0, &a)))
+    if ((status = cg__conv_choose(ctx, dir, &g, &a)))
         return status;
     *algo = (int)a;
     return CG_OK;
@@ -653,7 +652,7 @@ conv_backward(cg__node *node, cg_tensor *dy, cg_tensor **gin)
     if (status == CG_OK && dy->dtype != CG_F32)
         algo = CG__CONV_DIRECT;
     else if (status == CG_OK)
-        status = cg__conv_choose(dy->ctx, CG__CONV_BWD, &g, 0, &algo);
+        status = cg__conv_choose(dy->ctx, CG__CONV_BWD, &g, &algo);
     if (status == CG_OK && (gin[0] || gin[1]))
         status = algo == CG__CONV_DIRECT
                  ? backward_direct(&g, node->saved[0], node->saved[1], gd,
@@ -731,7 +730,7 @@ cg__conv_record(cg_tensor *y, const char *op, cg__backward_fn fn,
 
 /* The op once its arguments are checked: y from dense x and w, the bias,
  * the graph node (g, x and w saved).  A 16-bit convolution that the
- * direct kernels do not run (im2col asked for) is the float32 op between
+ * direct kernels do not run (im2col chosen) is the float32 op between
  * casts. */
 static cg_tensor *
 conv_apply(const char *op, const cg__conv_geom *g, cg_tensor *x,
@@ -743,7 +742,7 @@ conv_apply(const char *op, const cg__conv_geom *g, cg_tensor *x,
     cg__conv_algorithm algo;
     int status;
 
-    if (cg__conv_choose(x->ctx, CG__CONV_FWD, g, x->dtype != CG_F32, &algo))
+    if (cg__conv_choose(x->ctx, CG__CONV_FWD, g, &algo))
         return NULL;
     if (x->dtype != CG_F32 && algo != CG__CONV_DIRECT)
         return cg__conv_via_f32(conv_apply, op, g, x, w, b);

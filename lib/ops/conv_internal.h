@@ -34,12 +34,12 @@ cg__conv_opt_or(int v, int dflt)
 }
 
 /* The algorithm of direction dir (CG__CONV_FWD ...) of the convolution
- * g: CLGRAD_CONV_ALGO, else direct for 16-bit tensors (half nonzero),
- * else the tuning entry of the class, else the built-in rule (direct for
- * depthwise); im2col whatever is chosen for a weight the direct kernels
- * cannot index.  CG_EINVAL for a bad CLGRAD_CONV_ALGO. */
+ * g, whatever its dtype: CLGRAD_CONV_ALGO, else the tuning entry of the
+ * class, else the built-in rule (direct for depthwise); im2col whatever
+ * is chosen for a weight the direct kernels cannot index.  CG_EINVAL for
+ * a bad CLGRAD_CONV_ALGO. */
 int cg__conv_choose(cg_context *ctx, int dir, const cg__conv_geom *g,
-                    int half, cg__conv_algorithm *out);
+                    cg__conv_algorithm *out);
 
 /* The checks: the tensors of a convolution (one context and dtype, x and
  * w 4-D); b NULL or [K]; x, y and one image's columns within the

@@ -177,7 +177,7 @@ convt_backward(cg__node *node, cg_tensor *dy, cg_tensor **gin)
     if (status == CG_OK && dy->dtype != CG_F32)
         algo = CG__CONV_DIRECT;
     else if (status == CG_OK)
-        status = cg__conv_choose(dy->ctx, CG__CONV_TBWD, &g, 0, &algo);
+        status = cg__conv_choose(dy->ctx, CG__CONV_TBWD, &g, &algo);
     if (status == CG_OK && (gin[0] || gin[1]))
         status = convt_grads(algo, &g, node->saved[0], node->saved[1], gd,
                              gin[0], gin[1]);
@@ -198,7 +198,7 @@ convt_apply(const char *op, const cg__conv_geom *g, cg_tensor *x,
     /* 16 bits: the float32 choice (not cg_conv2d's "direct for 16
      * bits"): conv_direct_dx, this forward, is far slower than im2col +
      * GEMM where the channels are many (35x at 64 -> 32 channels) */
-    if (cg__conv_choose(x->ctx, CG__CONV_TFWD, g, 0, &algo))
+    if (cg__conv_choose(x->ctx, CG__CONV_TFWD, g, &algo))
         return NULL;
     if (x->dtype != CG_F32 && algo != CG__CONV_DIRECT)
         return cg__conv_via_f32(convt_apply, op, g, x, w, b);
