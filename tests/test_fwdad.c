@@ -982,6 +982,26 @@ START_TEST(bad_tangents_change_nothing)
 }
 END_TEST
 
+/* A custom op (a copy) under a built-in op's name. */
+static const char copy_src[] =
+    "__kernel void f(__global const float *x0, __global float *y, uint n,\n"
+    "                __global const int *shapes, __global const float *p)\n"
+    "{\n"
+    "    uint i = get_global_id(0);\n"
+    "    if (i < n)\n"
+    "        y[i] = x0[i];\n"
+    "}\n"
+    "__kernel void b0(__global const float *x0, __global const float *y,\n"
+    "                 __global const float *gy, __global float *gx, uint n,\n"
+    "                 __global const int *shapes, __global const float *p)\n"
+    "{\n"
+    "    uint i = get_global_id(0);\n"
+    "    if (i < n)\n"
+    "        gx[i] = gy[i];\n"
+    "}\n";
+
+static const char *const copy_bwd[] = { "b0" };
+
 START_TEST(ops_without_a_rule_fail_naming_the_op)
 {
     static const int64_t s[4] = { 1, 2, 5, 5 };
@@ -1006,6 +1026,23 @@ START_TEST(ops_without_a_rule_fail_naming_the_op)
     ck_assert_int_eq(cg__last_status(), CG_EUNSUPPORTED);
     ck_assert_msg(strstr(cg_last_error(), "'layer_norm'") != NULL, "%s",
                   TT_ERR);
+    {
+        cg_custom_op_def def = { 0 };
+        cg_custom_op *op;
+
+        def.name = "exp";
+        def.source = copy_src;
+        def.forward_kernel = "f";
+        def.backward_kernels = copy_bwd;
+        def.ninputs = 1;
+        op = cg_custom_op_new(tt_ctx(), &def);
+        ck_assert_msg(op != NULL, "%s", TT_ERR);
+        ck_assert_ptr_null(cg_custom_op_apply(op, 1, &d));
+        ck_assert_int_eq(cg__last_status(), CG_EUNSUPPORTED);
+        ck_assert_msg(strstr(cg_last_error(), "custom op 'exp'") != NULL,
+                      "%s", TT_ERR);
+        cg_custom_op_free(op);
+    }
     /* The same op on a tensor without tangent works. */
     y = cg_max(x, 1, &ax, 0);
     ck_assert_msg(y != NULL, "%s", TT_ERR);

@@ -27,10 +27,12 @@
 
 static _Thread_local int suspended;
 
+/* Also while cg_backward runs: backward functions propagate no tangents
+ * (the gradients they make get none), in this release. */
 int
 cg__fw_suspended(void)
 {
-    return suspended != 0;
+    return suspended != 0 || cg__in_backward();
 }
 
 /* ------------------------------------------------------------------------
@@ -629,10 +631,11 @@ cg__fw_record(cg_tensor *out, const char *op, cg__backward_fn bwd,
     for (k = 0; k < ninputs; k++)
         if (has_tangent(inputs[k]) && any < 0)
             any = k;
-    if (any >= 0 && !find_rule(op)) {
-        *status = cg__error(CG_EUNSUPPORTED, "forward-mode AD: '%s' has no "
-                            "JVP rule yet, and its input %d has a tangent",
-                            op, any);
+    if (any >= 0 && (!find_rule(op) || cg__custom_backward_is(bwd))) {
+        *status = cg__error(CG_EUNSUPPORTED, "forward-mode AD: %s'%s' has "
+                            "no JVP rule yet, and its input %d has a "
+                            "tangent", cg__custom_backward_is(bwd)
+                            ? "the custom op " : "", op, any);
         return NULL;
     }
     for (k = 0; k < ninputs && any >= 0; k++)

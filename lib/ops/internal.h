@@ -162,6 +162,11 @@ int cg__gemm_widen_force(cg_context *ctx, int mode);
  * checks (lib/nn checks the layer's input). */
 cg_tensor *cg__linear(cg_tensor *x, cg_tensor *w, cg_tensor *b);
 
+/* Whether bwd is the custom ops' backward: a custom op records under its
+ * user's name, which may be a built-in op's ("add"), so forward mode
+ * tells them apart by this. */
+int cg__custom_backward_is(cg__backward_fn bwd);
+
 /* Which SGEMM runs: CG__GEMM_AUTO chooses per product (the default, or
  * what CLGRAD_GEMM says); the others force one backend (tests, tuning,
  * benchmarks).  Where clgrad's kernels cannot index an operand with an
