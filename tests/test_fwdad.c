@@ -5,9 +5,12 @@
  * double on the host (for linear ops, against the op applied to the
  * tangent), and the dot-product test <u, J v> (forward mode) = <J^T u, v>
  * (reverse mode, cg_backward) for random u and v, at odd and broadcasting
- * shapes; cg_jvp of a small MLP with cross entropy; bad tangents, ops
- * without a rule, nested levels, and tangents dropped when the level
- * closes.
+ * shapes; cg_jvp of a small MLP with cross entropy against finite
+ * differences and against PyTorch's torch.autograd.functional.jvp
+ * (tests/fixtures/fwdad.txt, from gen_fwdad.py: outputs and tangents
+ * within 1e-5 of each tensor's largest value); bad tangents, ops without
+ * a rule (custom ops too), nested levels, and tangents dropped when the
+ * level closes.
  *
  * Tolerances.  Finite differences: h = 1e-6 on the double reference
  * (truncation about h^2 = 1e-12, rounding about 1e-16 / h = 1e-10), so
@@ -19,10 +22,12 @@
  * added in double.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "autograd/internal.h"
+#include "fixture.h"
 #include "ops/internal.h"
 #include "opcheck.h"
 #include "testutil.h"
@@ -775,6 +780,8 @@ END_TEST
 
 typedef struct {
     cg_tensor *target;
+    cg_reduction reduction;
+    float smoothing;
 } mlp_user;
 
 /* inputs: x [N, I], w1 [H, I], b1 [H], w2 [C, H], b2 [C]. */
@@ -789,8 +796,8 @@ mlp_ce(void *user, int nin, cg_tensor *const *in, int nout, cg_tensor **out)
     h = cg__linear(in[0], in[1], in[2]);
     a = h ? cg_tanh(h) : NULL;
     z = a ? cg__linear(a, in[3], in[4]) : NULL;
-    out[0] = z ? cg_cross_entropy(z, u->target, CG_REDUCTION_MEAN,
-                                  CG_IGNORE_INDEX, 0) : NULL;
+    out[0] = z ? cg_cross_entropy(z, u->target, u->reduction,
+                                  CG_IGNORE_INDEX, u->smoothing) : NULL;
     out[1] = z;
     cg_tensor_free(h);
     cg_tensor_free(a);
@@ -840,7 +847,7 @@ START_TEST(jvp_of_mlp_cross_entropy_matches_fd)
     oc_tensor x[5], v[5], xp[5];
     cg_tensor *X[5], *V[5], *outs[2] = { NULL }, *tans[2] = { NULL };
     int32_t tg[MN];
-    mlp_user u;
+    mlp_user u = { NULL, CG_REDUCTION_MEAN, 0 };
     double lp, lm, zp[MN * MC], zm[MN * MC], *th, *zh, err = 0;
     int k, i;
 
@@ -902,6 +909,113 @@ START_TEST(jvp_of_mlp_cross_entropy_matches_fd)
         free(xp[k].data);
     }
     cg_tensor_free(u.target);
+}
+END_TEST
+
+/* The largest |a - b| over the largest |b| (1 if b is all zeros). */
+static double
+rel_err(const cg_tensor *a, const fx_tensor *b)
+{
+    double *h, err = 0, big = 0;
+    int64_t i;
+
+    ck_assert_int_eq(cg_tensor_numel(a), b->numel);
+    h = host(a);
+    for (i = 0; i < b->numel; i++) {
+        err = fmax(err, fabs(h[i] - b->data[i]));
+        big = fmax(big, fabs(b->data[i]));
+    }
+    free(h);
+    return err / (big > 0 ? big : 1);
+}
+
+static cg_tensor *
+fx_dev(const fx_file *f, const char *name, int i)
+{
+    char key[64];
+    const fx_tensor *t;
+    cg_tensor *d;
+
+    snprintf(key, sizeof key, "%s.%d", name, i);
+    t = fx_get(f, key);
+    ck_assert_msg(t != NULL, "fwdad.txt: no %s", key);
+    d = cg_tensor_from_host(tt_ctx(), CG_F32, t->ndim, t->shape, t->data);
+    ck_assert_ptr_nonnull(d);
+    return d;
+}
+
+/* torch.autograd.functional.jvp of the same MLP (gen_fwdad.py): outputs
+ * and tangents within 1e-5 of each tensor's largest value. */
+START_TEST(jvp_of_mlp_matches_pytorch)
+{
+    static const char *names[5] = { "input", "w1", "b1", "w2", "b2" };
+    static const char *refs[4] = { "loss", "logits", "jvp_loss",
+                                   "jvp_logits" };
+    char err[256], key[64];
+    fx_file *f = fx_load_fixture("fwdad.txt", err, sizeof err);
+    int i, k, cases, red;
+    double eps;
+
+    ck_assert_msg(f != NULL, "%s", err);
+    cases = fx_config_int(f, "cases", 0);
+    ck_assert_int_gt(cases, 0);
+    for (i = 0; i < cases; i++) {
+        cg_tensor *X[5], *V[5], *outs[2] = { NULL }, *tans[2] = { NULL };
+        cg_tensor *got[4];
+        const fx_tensor *tg;
+        int32_t *ti;
+        mlp_user u;
+        const char *conf;
+
+        snprintf(key, sizeof key, "case.%d", i);
+        conf = fx_config_str(f, key);
+        ck_assert_ptr_nonnull(conf);
+        ck_assert_int_eq(sscanf(conf, "%d %lf", &red, &eps), 2);
+        u.reduction = (cg_reduction)red;
+        u.smoothing = (float)eps;
+        snprintf(key, sizeof key, "target.%d", i);
+        tg = fx_get(f, key);
+        ck_assert_ptr_nonnull(tg);
+        ti = malloc((size_t)tg->numel * sizeof *ti);
+        for (k = 0; k < tg->numel; k++)
+            ti[k] = (int32_t)tg->data[k];
+        u.target = cg_tensor_from_host(tt_ctx(), CG_I32, 1, tg->shape, ti);
+        free(ti);
+        for (k = 0; k < 5; k++) {
+            char tname[64];
+
+            snprintf(tname, sizeof tname, "tangent_%s", names[k]);
+            X[k] = fx_dev(f, names[k], i);
+            V[k] = fx_dev(f, tname, i);
+        }
+        ck_assert_msg(cg_jvp(tt_ctx(), mlp_ce, &u, 5, X, V, 2, outs, tans)
+                      == CG_OK, "%s", TT_ERR);
+        got[0] = outs[0];
+        got[1] = outs[1];
+        got[2] = tans[0];
+        got[3] = tans[1];
+        for (k = 0; k < 4; k++) {
+            const fx_tensor *r;
+            double e;
+
+            snprintf(key, sizeof key, "%s.%d", refs[k], i);
+            r = fx_get(f, key);
+            ck_assert_msg(r != NULL, "fwdad.txt: no %s", key);
+            e = rel_err(got[k], r);
+            ck_assert_msg(e <= 1e-5, "case %d: %s off by %g of its largest "
+                          "value", i, refs[k], e);
+        }
+        for (k = 0; k < 2; k++) {
+            cg_tensor_free(outs[k]);
+            cg_tensor_free(tans[k]);
+        }
+        for (k = 0; k < 5; k++) {
+            cg_tensor_free(X[k]);
+            cg_tensor_free(V[k]);
+        }
+        cg_tensor_free(u.target);
+    }
+    fx_free(f);
 }
 END_TEST
 
@@ -1127,6 +1241,7 @@ fwdad_suite(void)
     tcase_add_loop_test(tc, view_and_join_tangents_match, 0,
                         (int)(sizeof view_cases / sizeof view_cases[0]));
     tcase_add_test(tc, jvp_of_mlp_cross_entropy_matches_fd);
+    tcase_add_test(tc, jvp_of_mlp_matches_pytorch);
     tcase_add_test(tc, bad_tangents_change_nothing);
     tcase_add_test(tc, ops_without_a_rule_fail_naming_the_op);
     tcase_add_test(tc, tangents_drop_at_exit_and_survive_backward);
