@@ -10,7 +10,7 @@
  * (tests/fixtures/fwdad.txt, from gen_fwdad.py: outputs and tangents
  * within 1e-5 of each tensor's largest value); bad tangents, ops without
  * a rule (custom ops too), nested levels, and tangents dropped when the
- * level closes.
+ * level closes; dropout (the primal's mask), casts and split.
  *
  * Tolerances.  Finite differences: h = 1e-6 on the double reference
  * (truncation about h^2 = 1e-12, rounding about 1e-16 / h = 1e-10), so
@@ -774,6 +774,95 @@ START_TEST(view_and_join_tangents_match)
 }
 END_TEST
 
+/* dropout: the tangent takes the primal's mask; to_dtype: the tangent is
+ * cast like the primal; split: each piece's tangent is its slice. */
+START_TEST(dropout_cast_and_split_tangents)
+{
+    oc_tensor xo = { 2, { 7, 13 }, 0, NULL }, vo = { 2, { 7, 13 }, 0, NULL };
+    cg_tensor *x, *v, *d, *y, *t, *h, *th, *vh, *parts[3];
+    double *xh, *vhost, *yh, *tt;
+    int64_t i;
+    int kept = 0, k;
+
+    oc_alloc(&xo);
+    oc_alloc(&vo);
+    fill(&xo, -2, 2, 0);
+    fill(&vo, -1, 1, 0);
+    x = dev(&xo, 0);
+    v = dev(&vo, 0);
+    ck_assert_int_eq(cg_fwad_enter(tt_ctx()), CG_OK);
+    d = cg_make_dual(x, v);
+    y = cg_dropout(d, 0.4f, 1);
+    ck_assert_msg(y != NULL, "%s", TT_ERR);
+    t = cg_tangent(y);
+    ck_assert_ptr_nonnull(t);
+    xh = host(x);
+    vhost = host(v);
+    yh = host(y);
+    tt = host(t);
+    for (i = 0; i < 7 * 13; i++) {
+        double m = yh[i] / xh[i];       /* 0 or 1 / 0.6 */
+
+        kept += m != 0;
+        ck_assert_msg(fabs(tt[i] - m * vhost[i]) <= 1e-6 * fabs(m),
+                      "dropout tangent %d: %g, mask %g, v %g", (int)i,
+                      tt[i], m, vhost[i]);
+    }
+    ck_assert(kept > 0 && kept < 7 * 13);
+    free(yh);
+    free(tt);
+    cg_tensor_free(t);
+    cg_tensor_free(y);
+    /* to_dtype: float16 both ways. */
+    h = cg_to_dtype(d, CG_F16);
+    ck_assert_msg(h != NULL, "%s", TT_ERR);
+    th = cg_tangent(h);
+    ck_assert_ptr_nonnull(th);
+    ck_assert_int_eq(cg_tensor_dtype(th), CG_F16);
+    vh = cg_to_dtype(v, CG_F16);
+    tt = host(th);
+    yh = host(vh);
+    for (i = 0; i < 7 * 13; i++)
+        ck_assert(tt[i] == yh[i]);
+    free(tt);
+    free(yh);
+    cg_tensor_free(th);
+    cg_tensor_free(vh);
+    y = cg_to_dtype(h, CG_F32);
+    t = cg_tangent(y);
+    ck_assert_ptr_nonnull(t);
+    ck_assert_int_eq(cg_tensor_dtype(t), CG_F32);
+    cg_tensor_free(t);
+    cg_tensor_free(y);
+    cg_tensor_free(h);
+    /* split into 3 + 4 + 6 columns. */
+    ck_assert_int_eq(cg_split(d, 1, 3, (const int64_t[]){ 3, 4, 6 }, parts),
+                     CG_OK);
+    for (k = 0; k < 3; k++) {
+        int64_t start = k == 0 ? 0 : k == 1 ? 3 : 7, r, c;
+        int64_t w = cg_tensor_dim(parts[k], 1);
+
+        t = cg_tangent(parts[k]);
+        ck_assert_ptr_nonnull(t);
+        tt = host(t);
+        for (r = 0; r < 7; r++)
+            for (c = 0; c < w; c++)
+                ck_assert(tt[r * w + c] == vhost[r * 13 + start + c]);
+        free(tt);
+        cg_tensor_free(t);
+        cg_tensor_free(parts[k]);
+    }
+    cg_tensor_free(d);
+    ck_assert_int_eq(cg_fwad_exit(tt_ctx()), CG_OK);
+    free(xh);
+    free(vhost);
+    free(xo.data);
+    free(vo.data);
+    cg_tensor_free(x);
+    cg_tensor_free(v);
+}
+END_TEST
+
 /* ------------------------------------------------------------------------
  * cg_jvp of an MLP with cross entropy
  * ------------------------------------------------------------------------ */
@@ -1240,6 +1329,7 @@ fwdad_suite(void)
                         (int)(sizeof misc_cases / sizeof misc_cases[0]));
     tcase_add_loop_test(tc, view_and_join_tangents_match, 0,
                         (int)(sizeof view_cases / sizeof view_cases[0]));
+    tcase_add_test(tc, dropout_cast_and_split_tangents);
     tcase_add_test(tc, jvp_of_mlp_cross_entropy_matches_fd);
     tcase_add_test(tc, jvp_of_mlp_matches_pytorch);
     tcase_add_test(tc, bad_tangents_change_nothing);
