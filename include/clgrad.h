@@ -665,9 +665,9 @@ char *cg_graph_dot(const cg_tensor *t);
  * read the tangent of any result: the Jacobian-vector product J v.  While
  * a level is open, every op that sees an input with a tangent gives its
  * output a tangent too; an op none of whose inputs has one records
- * nothing for forward mode (one test of a context field per op when a
- * level is open, none when not).  Code that opens no level is not
- * touched.  Tangents have their primal's shape and dtype.
+ * nothing for forward mode.  With no level open an op pays one test of a
+ * context field and nothing else.  Tangents have their primal's shape
+ * and dtype.
  *
  * Ops with a JVP rule (this release):
  *   elementwise: cg_add, cg_sub, cg_mul, cg_div, cg_pow, cg_maximum,

@@ -756,7 +756,7 @@ START_TEST(unary_tangents_match_fd_and_reverse_mode)
 }
 END_TEST
 
-START_TEST(binary_tangents_broadcast_and_match_fd_and_reverse_mode)
+START_TEST(binary_tangents_broadcast_match_fd_and_reverse)
 {
     check_case(&binary_cases[_i]);
 }
@@ -1322,7 +1322,7 @@ fwdad_suite(void)
     tcase_add_loop_test(tc, unary_tangents_match_fd_and_reverse_mode, 0,
                         (int)(sizeof unary_cases / sizeof unary_cases[0]));
     tcase_add_loop_test(tc,
-                        binary_tangents_broadcast_and_match_fd_and_reverse_mode,
+                        binary_tangents_broadcast_match_fd_and_reverse,
                         0,
                         (int)(sizeof binary_cases / sizeof binary_cases[0]));
     tcase_add_loop_test(tc, reduction_product_softmax_loss_tangents_match, 0,

@@ -98,4 +98,13 @@ cg__node *cg__fw_record(cg_tensor *out, const char *op, cg__backward_fn bwd,
 /* Computes every pending tangent of ctx's level. */
 int cg__fw_flush(cg_context *ctx);
 
+/* A JVP rule (lib/autograd/jvp.c): from the node the op filled (as for
+ * its backward), its output y and its inputs' tangents t[k] (NULL: zero;
+ * at least one is set), stores y's new tangent (y's shape and dtype) in
+ * *out.  Runs in no-grad mode with forward mode suspended. */
+typedef int (*cg__jvp_fn)(cg__node *n, cg_tensor *y, cg_tensor *const *t,
+                          cg_tensor **out);
+/* The rule of op `op`, or NULL when it has none yet. */
+cg__jvp_fn cg__jvp_rule(const char *op);
+
 #endif
