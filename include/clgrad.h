@@ -658,6 +658,120 @@ int cg_is_grad_enabled(void);
 char *cg_graph_dot(const cg_tensor *t);
 
 /* ------------------------------------------------------------------------
+ * Forward-mode AD (JVP), in the spirit of torch.autograd.forward_ad
+ *
+ * Open a dual level on a context, make dual tensors (a primal with a
+ * tangent, the direction to differentiate along), run ops as usual, and
+ * read the tangent of any result: the Jacobian-vector product J v.  While
+ * a level is open, every op that sees an input with a tangent gives its
+ * output a tangent too; an op none of whose inputs has one records
+ * nothing for forward mode.  With no level open an op pays one test of a
+ * context field and nothing else.  Tangents have their primal's shape
+ * and dtype.
+ *
+ * Ops with a JVP rule (this release):
+ *   elementwise: cg_add, cg_sub, cg_mul, cg_div, cg_pow, cg_maximum,
+ *     cg_minimum (with broadcasting), cg_where, cg_add_scalar,
+ *     cg_mul_scalar, cg_pow_scalar, cg_neg, cg_exp, cg_log, cg_sqrt,
+ *     cg_abs, cg_clamp, cg_tanh, cg_sigmoid, cg_relu, cg_leaky_relu,
+ *     cg_gelu, cg_dropout (the same mask), cg_to_dtype;
+ *   reductions: cg_sum, cg_mean, cg_var;
+ *   products: cg_matmul, cg_matmul_t, cg_matmul_out, the linear layer;
+ *   cg_softmax, cg_log_softmax; the losses cg_cross_entropy,
+ *     cg_nll_loss, cg_mse_loss, cg_bce_with_logits;
+ *   views and joins: cg_reshape, cg_flatten, cg_squeeze, cg_unsqueeze,
+ *     cg_contiguous, cg_expand, cg_transpose, cg_permute, cg_narrow,
+ *     cg_split, cg_split_chunks, cg_concat, cg_stack; cg_embedding (the
+ *     weight's tangent).
+ * Every other op (cg_max, cg_max_dim, cg_min_dim, cg_index_select,
+ * cg_layer_norm, cg_batch_norm, the convolutions, the pools, the
+ * recurrent layers, custom ops) fails with CG_EUNSUPPORTED naming the op
+ * when an input has a tangent - a tangent is never dropped silently - and
+ * works as before when none has.  cg_detach drops the tangent (its
+ * result has none); ops that return their input itself (cg_contiguous of
+ * a contiguous tensor, cg_dropout in eval mode, cg_to_dtype to the same
+ * dtype) return it with its tangent.
+ *
+ * How tangents are computed, in this release: with the public ops
+ * (composites, no launch of their own), in no-grad mode - a tangent never
+ * records into the reverse graph and never requires grad.  No op computes
+ * its tangent in the primal's launch yet.  The elementwise ops, dropout
+ * and softmax compute theirs with their backward kernels (their Jacobian
+ * is diagonal or symmetric, so J v = J^T v), the losses with their
+ * backward kernels applied to ones, times the tangent, summed.  A
+ * tangent is computed when first needed: by the next op that takes the
+ * tensor, cg_tangent, cg_backward (which computes every pending tangent
+ * of the level first, as its walk may free what they need) or the end of
+ * cg_jvp.  Until then the op keeps references to its inputs, as a
+ * recorded node does; an input written in place in between (cg_tensor_
+ * write, an optimizer step) gives a tangent of the new values.  Reverse
+ * mode still works inside a level: ops record their graph as usual, but
+ * backward functions propagate no tangents (no forward-over-reverse yet).
+ * ------------------------------------------------------------------------ */
+
+/* Opens a dual level on ctx.  One level at a time: a second
+ * cg_fwad_enter before cg_fwad_exit gives CG_ESTATE (nested levels come
+ * later).  The level belongs to the context and holds for every tensor of
+ * it, on the thread that uses the context. */
+int cg_fwad_enter(cg_context *ctx);
+
+/* Closes ctx's level: every tangent of it is dropped (its memory
+ * released; results made inside keep their values and lose their
+ * tangents).  CG_ESTATE when no level is open. */
+int cg_fwad_exit(cg_context *ctx);
+
+/* 1 while a level is open on ctx, else 0 (also for NULL). */
+int cg_fwad_level(const cg_context *ctx);
+
+/* A dual tensor: a new tensor sharing primal's storage (a view, no copy)
+ * whose tangent is `tangent`.  The caller owns the result (free it with
+ * cg_tensor_free).  The dual keeps its own reference to tangent (no copy:
+ * writing into tangent later changes the dual's tangent), dropped when
+ * the level closes or the dual is freed; the caller keeps its own.  The
+ * dual is part of primal's reverse graph (a node "make_dual" whose
+ * gradient is the identity) when primal requires grad.  primal must be
+ * float32, float16 or bfloat16 (CG_EDTYPE); tangent of another context
+ * gives CG_ECONTEXT, of another dtype CG_EDTYPE, of another shape
+ * CG_ESHAPE; no open level on primal's context gives CG_ESTATE.  On error
+ * NULL and nothing changes. */
+cg_tensor *cg_make_dual(cg_tensor *primal, cg_tensor *tangent);
+
+/* The tangent of t at the open level: a new reference the caller owns
+ * (free it with cg_tensor_free; it stays valid after the level closes).
+ * NULL with an empty cg_last_error() when t has no tangent (no level, a
+ * tensor that depends on no dual, int32 results); NULL with the reason in
+ * cg_last_error() when computing a pending tangent failed. */
+cg_tensor *cg_tangent(cg_tensor *t);
+
+/* The most inputs and outputs of cg_jvp. */
+#define CG_JVP_MAX 16
+
+/* A function for cg_jvp: it reads n_inputs tensors (borrowed) and stores
+ * n_outputs new tensors (owned by cg_jvp from then on) in outputs[],
+ * returning CG_OK; or returns a negative status (with cg_last_error set)
+ * after freeing whatever it made, storing nothing. */
+typedef int (*cg_jvp_fn)(void *user, int n_inputs, cg_tensor *const *inputs,
+                         int n_outputs, cg_tensor **outputs);
+
+/* The Jacobian-vector product of fn at inputs along tangents, as
+ * torch.autograd.functional.jvp: opens a dual level on ctx, makes duals
+ * of inputs[k] with tangents[k] (shapes, dtypes, context as
+ * cg_make_dual), runs fn(user, n_inputs, duals, n_outputs, outputs),
+ * takes each output's tangent, and closes the level.  out_tangents[j]
+ * receives the tangent of output j (zeros of its shape and dtype when it
+ * depends on no input, NULL for an int32 output); outputs[j] receives
+ * output j itself, its values fn's, without tangent (outputs may be NULL:
+ * they are then freed).  The caller owns every tensor stored in outputs
+ * and out_tangents.  inputs and tangents are borrowed.  n_inputs and
+ * n_outputs are 1..CG_JVP_MAX (CG_EINVAL), an input of another context
+ * gives CG_ECONTEXT, a level already open on ctx CG_ESTATE.  On any
+ * error - fn's own status included, returned as it is - nothing is
+ * stored, everything made is freed and the level is closed. */
+int cg_jvp(cg_context *ctx, cg_jvp_fn fn, void *user, int n_inputs,
+           cg_tensor *const *inputs, cg_tensor *const *tangents,
+           int n_outputs, cg_tensor **outputs, cg_tensor **out_tangents);
+
+/* ------------------------------------------------------------------------
  * Ops.  Each returns a new tensor (caller owns) or NULL on error.
  * Binary elementwise ops broadcast with NumPy's rules.
  *

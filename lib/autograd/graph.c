@@ -83,6 +83,8 @@ cg__record(cg_tensor *out, const char *op, cg__backward_fn bwd, int ninputs,
     int k, any = 0;
 
     *status = CG_OK;
+    if (out->ctx->fwad_level && !cg__fw_suspended())
+        return cg__fw_record(out, op, bwd, ninputs, inputs, status);
     if (!cg_is_grad_enabled())
         return NULL;
     for (k = 0; k < ninputs; k++)
@@ -393,6 +395,9 @@ cg_backward(cg_tensor *root, cg_tensor *grad_output, int retain_graph)
                          cg__shape_str(root->ndim, root->shape, s1,
                                        sizeof s1));
     }
+    /* Pending tangents read their nodes, which this backward may free. */
+    if (root->ctx->fwad_level && (status = cg__fw_flush(root->ctx)))
+        return status;
     cg_no_grad_enter();
     backward_depth++;
     seed = grad_output ? cg__copy_contiguous(grad_output)

@@ -84,4 +84,27 @@ void cg__node_unref(cg__node *n);
 /* Nonzero while cg_backward runs backward functions. */
 int cg__in_backward(void);
 
+/* Forward mode (lib/autograd/forward.c).  cg__record hands over to
+ * cg__fw_record while a dual level is open on the output's context: it
+ * records as cg__record does and, when an input has a tangent, checks
+ * that the op has a JVP rule (CG_EUNSUPPORTED naming it otherwise), and
+ * makes the node the output's pending tangent (a node of its own, not in
+ * the reverse graph, when nothing requires grad), which the rule turns
+ * into the tangent when it is first needed.  Suspended (nonzero) while a
+ * rule runs, so that the ops it uses record no tangents. */
+int cg__fw_suspended(void);
+cg__node *cg__fw_record(cg_tensor *out, const char *op, cg__backward_fn bwd,
+                        int ninputs, cg_tensor *const *inputs, int *status);
+/* Computes every pending tangent of ctx's level. */
+int cg__fw_flush(cg_context *ctx);
+
+/* A JVP rule (lib/autograd/jvp.c): from the node the op filled (as for
+ * its backward), its output y and its inputs' tangents t[k] (NULL: zero;
+ * at least one is set), stores y's new tangent (y's shape and dtype) in
+ * *out.  Runs in no-grad mode with forward mode suspended. */
+typedef int (*cg__jvp_fn)(cg__node *n, cg_tensor *y, cg_tensor *const *t,
+                          cg_tensor **out);
+/* The rule of op `op`, or NULL when it has none yet. */
+cg__jvp_fn cg__jvp_rule(const char *op);
+
 #endif

@@ -120,6 +120,12 @@ struct cg_context {
      * allocates and frees (cg__autocast_free); lib/cl never looks
      * inside. */
     struct cg__autocast *autocast;
+    /* Forward-mode AD (lib/autograd/forward.c's; lib/cl never looks at
+     * them): nonzero while a dual level is open, and the tensors that
+     * hold a tangent (or a pending one) at it, linked through their
+     * fw_prev / fw_next, so that closing the level drops every tangent. */
+    int fwad_level;
+    cg_tensor *fwad_list;
 };
 
 /* A context on the device opts selects (NULL: the default), without

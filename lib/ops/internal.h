@@ -197,6 +197,11 @@ cg_tensor *cg__linear(cg_tensor *x, cg_tensor *w, cg_tensor *b);
 cg_tensor *cg__linear_act(cg_tensor *x, cg_tensor *w, cg_tensor *b,
                           cg__act act);
 
+/* Whether bwd is the custom ops' backward: a custom op records under its
+ * user's name, which may be a built-in op's ("add"), so forward mode
+ * tells them apart by this. */
+int cg__custom_backward_is(cg__backward_fn bwd);
+
 /* Which SGEMM runs: CG__GEMM_AUTO chooses per product (the default, or
  * what CLGRAD_GEMM says); the others force one backend (tests, tuning,
  * benchmarks).  Where clgrad's kernels cannot index an operand with an

@@ -32,6 +32,15 @@ struct cg_tensor {
     int grad_slot;                  /* which of grad_fn's outputs: 0 the
                                      * first, k its extra output k */
     cg_tensor *grad;                /* owned; leaves only */
+    /* Forward mode (lib/autograd/forward.c): the tangent at the context's
+     * dual level, or the node whose JVP rule computes it when first
+     * needed; both owned and dropped by fw_drop (set with them, so that
+     * this layer calls nothing above it), which also unlinks the tensor
+     * from the context's fwad_list (fw_prev, fw_next). */
+    cg_tensor *fw_tangent;
+    struct cg__node *fw_node;
+    void (*fw_drop)(cg_tensor *t);
+    cg_tensor *fw_prev, *fw_next;
 };
 
 /* Bytes per element. */

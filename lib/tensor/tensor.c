@@ -266,6 +266,8 @@ cg_tensor_free(cg_tensor *t)
 {
     if (!t || --t->refs > 0)
         return;
+    if (t->fw_drop)
+        t->fw_drop(t);
     if (--t->storage->refs == 0) {
         cg_buffer_free(t->storage->buf);
         free(t->storage);
