@@ -1312,6 +1312,82 @@ START_TEST(tangents_drop_at_exit_and_survive_backward)
 }
 END_TEST
 
+/* A container's forward under cg_jvp: a linear layer and the activation
+ * after it, which a container otherwise fuses into one node without a
+ * forward rule, run as the two ops inside a dual level, so the tangent
+ * is the layers' one by one, bit for bit. */
+static int
+seq_fn(void *user, int n_in, cg_tensor *const *in, int n_out,
+       cg_tensor **out)
+{
+    cg_module *seq = user;
+
+    (void)n_in;
+    (void)n_out;
+    out[0] = cg_module_forward(seq, in[0]);
+    return out[0] ? CG_OK : CG_EINVAL;
+}
+
+static int
+layers_fn(void *user, int n_in, cg_tensor *const *in, int n_out,
+          cg_tensor **out)
+{
+    cg_module *seq = user;
+    cg_tensor *h = cg_tensor_ref(in[0]);
+    int i;
+
+    (void)n_in;
+    (void)n_out;
+    for (i = 0; h && i < cg_module_num_children(seq); i++) {
+        cg_tensor *y = cg_module_forward(cg_module_child(seq, i, NULL), h);
+
+        cg_tensor_free(h);
+        h = y;
+    }
+    out[0] = h;
+    return h ? CG_OK : CG_EINVAL;
+}
+
+START_TEST(jvp_through_a_container_with_linear_and_activation)
+{
+    int64_t xs[2] = { 4, 5 };
+    cg_module *seq = cg_sequential_new(tt_ctx());
+    cg_tensor *x = cg_rand_uniform(tt_ctx(), 2, xs, -1, 1);
+    cg_tensor *v = cg_rand_uniform(tt_ctx(), 2, xs, -1, 1);
+    cg_tensor *t[2] = { NULL, NULL }, *y[2] = { NULL, NULL };
+    float a[4 * 3], b[4 * 3], ya[4 * 3], yb[4 * 3];
+
+    ck_assert(seq && x && v);
+    ck_assert_int_eq(cg_module_add(seq, NULL, cg_linear_new(tt_ctx(), 5, 7,
+                                                            1)), CG_OK);
+    ck_assert_int_eq(cg_module_add(seq, NULL,
+                                   cg_activation_new(tt_ctx(), "relu")),
+                     CG_OK);
+    ck_assert_int_eq(cg_module_add(seq, NULL, cg_linear_new(tt_ctx(), 7, 3,
+                                                            1)), CG_OK);
+    ck_assert_int_eq(cg_module_add(seq, NULL,
+                                   cg_activation_new(tt_ctx(), "tanh")),
+                     CG_OK);
+    ck_assert_msg(cg_jvp(tt_ctx(), seq_fn, seq, 1, &x, &v, 1, &y[0], &t[0])
+                  == CG_OK, "%s", TT_ERR);
+    ck_assert_msg(cg_jvp(tt_ctx(), layers_fn, seq, 1, &x, &v, 1, &y[1],
+                         &t[1]) == CG_OK, "%s", TT_ERR);
+    ck_assert_int_eq(cg_tensor_to_host(t[0], a, sizeof a), CG_OK);
+    ck_assert_int_eq(cg_tensor_to_host(t[1], b, sizeof b), CG_OK);
+    ck_assert_int_eq(cg_tensor_to_host(y[0], ya, sizeof ya), CG_OK);
+    ck_assert_int_eq(cg_tensor_to_host(y[1], yb, sizeof yb), CG_OK);
+    ck_assert(memcmp(a, b, sizeof a) == 0);
+    ck_assert(memcmp(ya, yb, sizeof ya) == 0);
+    cg_tensor_free(t[0]);
+    cg_tensor_free(t[1]);
+    cg_tensor_free(y[0]);
+    cg_tensor_free(y[1]);
+    cg_tensor_free(x);
+    cg_tensor_free(v);
+    cg_module_free(seq);
+}
+END_TEST
+
 static Suite *
 fwdad_suite(void)
 {
@@ -1335,6 +1411,7 @@ fwdad_suite(void)
     tcase_add_test(tc, bad_tangents_change_nothing);
     tcase_add_test(tc, ops_without_a_rule_fail_naming_the_op);
     tcase_add_test(tc, tangents_drop_at_exit_and_survive_backward);
+    tcase_add_test(tc, jvp_through_a_container_with_linear_and_activation);
     suite_add_tcase(s, tc);
     return s;
 }

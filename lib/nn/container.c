@@ -278,14 +278,16 @@ cg_activation_new(cg_context *ctx, const char *name)
 /* The activation (lib/ops/internal.h's cg__act number) a linear layer
  * followed by the activation layer `next` runs in its GEMM's epilogue,
  * or 0: a relu, tanh or sigmoid after a linear layer is one op, the same
- * values, one pass and one saved tensor fewer. */
+ * values, one pass and one saved tensor fewer.  Not inside a dual level:
+ * the fused nodes have no forward-mode rule, the two ops have. */
 static int
 fusable(const cg_module *m, const cg_module *next)
 {
     static const char *const names[] = { "relu", "tanh", "sigmoid" };
     int a;
 
-    if (strcmp(m->kind, "linear") != 0 || !next->act)
+    if (strcmp(m->kind, "linear") != 0 || !next->act ||
+        m->ctx->fwad_level)
         return 0;
     for (a = 0; a < 3; a++)
         if (strcmp(next->kind, names[a]) == 0)
