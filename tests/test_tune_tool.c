@@ -347,14 +347,16 @@ START_TEST(the_gemm_stage_writes_class_entries)
 }
 END_TEST
 
-/* The stage "conv": both algorithms timed for each of the six shape
- * classes, and the faster written as the class's entry (algo 0 or 1,
+/* The stage "conv": both algorithms timed for each of the twelve shape
+ * classes (conv2d and conv_transpose2d), and the faster written as the class's entry (algo 0 or 1,
  * conv.cl's hash), which a new context puts in force. */
 START_TEST(the_conv_stage_writes_an_entry_per_class)
 {
-    static const char *const classes[6] = {
+    static const char *const classes[12] = {
         "fwd.depthwise", "fwd.small", "fwd.large",
-        "bwd.depthwise", "bwd.small", "bwd.large"
+        "bwd.depthwise", "bwd.small", "bwd.large",
+        "tfwd.depthwise", "tfwd.small", "tfwd.large",
+        "tbwd.depthwise", "tbwd.small", "tbwd.large"
     };
     char dir[512], hash[33], *out;
     const char *path;
@@ -372,12 +374,12 @@ START_TEST(the_conv_stage_writes_an_entry_per_class)
     ck_assert(json_object_get_boolean(get(root, "written")));
     path = json_object_get_string(get(root, "output"));
     kernels = get(root, "kernels");
-    ck_assert_int_eq(json_object_array_length(kernels), 6);
+    ck_assert_int_eq(json_object_array_length(kernels), 12);
     ck_assert_int_eq(cg_kernel_source_hash("conv", hash), CG_OK);
     db = cg_tuning_db_load(path);
     ck_assert_msg(db != NULL, "%s", TT_ERR);
-    ck_assert_int_eq(cg_tuning_db_count(db), 6);
-    for (c = 0; c < 6; c++) {
+    ck_assert_int_eq(cg_tuning_db_count(db), 12);
+    for (c = 0; c < 12; c++) {
         json_object *k = json_object_array_get_idx(kernels, (size_t)c);
 
         ck_assert_str_eq(json_object_get_string(get(k, "kernel")), "conv");
@@ -404,7 +406,7 @@ START_TEST(the_conv_stage_writes_an_entry_per_class)
             found++;
         }
     }
-    ck_assert_int_eq(found, 6);
+    ck_assert_int_eq(found, 12);
     cg_context_free(ctx);
     unsetenv("CLGRAD_TUNING_DIR");
     json_object_put(root);

@@ -125,6 +125,7 @@ cg__unary_grad(cg__ew_op op, cg_tensor *x, cg_tensor *y, cg_tensor *g,
     cl_int ix;
     int vec, status;
 
+    *out = NULL;
     gx = cg__tensor_empty(x->ctx, x->dtype, x->ndim, x->shape);
     if (!gx)
         return cg__last_status();

@@ -106,8 +106,8 @@ typedef enum {
  * contiguous tensor of x's shape.  No recording. */
 cg_tensor *cg__unary(cg__ew_op op, cg_tensor *x, float p0, float p1);
 /* The unary op's input gradient G(x, y, g; p0, p1) (elementwise_ops.def)
- * into a new tensor *out of x's shape and dtype (the caller's); y and g
- * of x's shape. */
+ * into a new tensor *out of x's shape and dtype (the caller's; NULL on
+ * error); y and g of x's shape. */
 int cg__unary_grad(cg__ew_op op, cg_tensor *x, cg_tensor *y, cg_tensor *g,
                    float p0, float p1, cg_tensor **out);
 

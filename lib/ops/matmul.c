@@ -567,7 +567,7 @@ static const struct {
 static int
 linear_act_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
 {
-    cg_tensor *y = node->saved[2], *gz;
+    cg_tensor *y = node->saved[2], *gz = NULL;
     int status;
 
     status = cg__unary_grad(fused_act[node->i[0]].op, y, y, g, 0.0f, 0.0f,
