@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fixture.h"
 #include "ops/internal.h"
 #include "opcheck.h"
 #include "testutil.h"
@@ -1335,11 +1336,130 @@ START_TEST(grad_leaves_an_existing_leaf_grad_alone)
 }
 END_TEST
 
+/* ------------------------------------------------------------------------
+ * PyTorch 1.13 (tests/fixtures/gen_higher_order.py): functional.hvp of an
+ * MLP with cross entropy, and a gradient penalty's parameter gradient,
+ * each tensor within 1e-5 of its largest value.
+ * ------------------------------------------------------------------------ */
+
+static double worst_fixture;
+
+static cg_tensor *
+fx_dev(const fx_file *f, const char *name, int grad)
+{
+    const fx_tensor *t = fx_get(f, name);
+    cg_tensor *d;
+
+    ck_assert_msg(t != NULL, "higher_order.txt: no %s", name);
+    d = cg_tensor_from_host(tt_ctx(), CG_F32, t->ndim, t->shape, t->data);
+    ck_assert_msg(d != NULL, "%s", TT_ERR);
+    if (grad)
+        ck_assert_int_eq(cg_tensor_set_requires_grad(d, 1), CG_OK);
+    return d;
+}
+
+static void
+fx_match(const fx_file *f, const char *name, const cg_tensor *got)
+{
+    const fx_tensor *t = fx_get(f, name);
+    double *dev, e = 0, m = 0;
+    int64_t i;
+
+    ck_assert_msg(t != NULL, "higher_order.txt: no %s", name);
+    dev = download(got, t->numel);
+    for (i = 0; i < t->numel; i++) {
+        e = fmax(e, fabs(dev[i] - t->data[i]));
+        m = fmax(m, fabs(t->data[i]));
+    }
+    free(dev);
+    e = m > 0 ? e / m : e;
+    worst_fixture = fmax(worst_fixture, e);
+    ck_assert_msg(e <= 1e-5, "%s: error %g of its largest value %g", name, e,
+                  m);
+}
+
+START_TEST(pytorch_fixture_hvp_and_gradient_penalty)
+{
+    static const char *names[4] = { "w1", "b1", "w2", "b2" };
+    char err[256], name[32];
+    int sizes[4], tg[64], j, axis = 1;
+    int64_t n;
+    fx_file *f = fx_load_fixture("higher_order.txt", err, sizeof err);
+    cg_tensor *p[4], *v[4], *hv[4], *value, *c[4], *x, *z, *D, *gx, *pen;
+    cg_tensor *gp[4];
+    mlp_data d;
+
+    ck_assert_msg(f != NULL, "%s", err);
+    ck_assert_int_eq(fx_config_ints(f, "sizes", sizes, 4), 4);
+    n = sizes[0];
+    ck_assert_int_eq(fx_config_ints(f, "targets", tg, 64), sizes[0]);
+    d.x = fx_dev(f, "input", 0);
+    {
+        int32_t t32[64];
+
+        for (j = 0; j < sizes[0]; j++)
+            t32[j] = tg[j];
+        d.target = cg_tensor_from_host(tt_ctx(), CG_I32, 1, &n, t32);
+        ck_assert_ptr_nonnull(d.target);
+    }
+    for (j = 0; j < 4; j++) {
+        p[j] = fx_dev(f, names[j], 1);
+        snprintf(name, sizeof name, "v.%s", names[j]);
+        v[j] = fx_dev(f, name, 0);
+    }
+    ck_assert_msg(cg_hvp(mlp_loss, &d, 4, p, v, hv, &value) == CG_OK, "%s",
+                  TT_ERR);
+    fx_match(f, "loss", value);
+    for (j = 0; j < 4; j++) {
+        snprintf(name, sizeof name, "hvp.%s", names[j]);
+        fx_match(f, name, hv[j]);
+        cg_tensor_free(hv[j]);
+        cg_tensor_free(v[j]);
+    }
+    /* the penalty of the critic (w1, b1, critic.w2, critic.b2) */
+    c[0] = p[0];
+    c[1] = p[1];
+    c[2] = fx_dev(f, "critic.w2", 1);
+    c[3] = fx_dev(f, "critic.b2", 1);
+    x = fx_dev(f, "input", 1);
+    z = mlp_logits(c, x);
+    D = z ? cg_sum(z, 0, NULL, 0) : NULL;
+    ck_assert_msg(D != NULL, "%s", TT_ERR);
+    ck_assert_msg(cg_grad(D, NULL, 1, &x, &gx, CG_GRAD_CREATE_GRAPH) ==
+                  CG_OK, "%s", TT_ERR);
+    pen = cg_mean(T(cg_pow_scalar(T(cg_add_scalar(T(cg_sqrt(
+              T(cg_sum(T(cg_mul(gx, gx)), 1, &axis, 0)))), -1.0f)), 2.0f)),
+                  0, NULL, 0);
+    ck_assert_msg(pen != NULL, "%s", TT_ERR);
+    fx_match(f, "penalty", pen);
+    ck_assert_msg(cg_grad(pen, NULL, 4, c, gp, 0) == CG_OK, "%s", TT_ERR);
+    for (j = 0; j < 4; j++) {
+        snprintf(name, sizeof name, "gp.%s", names[j]);
+        fx_match(f, name, gp[j]);
+        cg_tensor_free(gp[j]);
+        cg_tensor_free(p[j]);
+    }
+    cg_tensor_free(c[2]);
+    cg_tensor_free(c[3]);
+    cg_tensor_free(pen);
+    cg_tensor_free(gx);
+    cg_tensor_free(D);
+    cg_tensor_free(z);
+    cg_tensor_free(x);
+    cg_tensor_free(value);
+    cg_tensor_free(d.x);
+    cg_tensor_free(d.target);
+    fx_free(f);
+    drop_temps();
+}
+END_TEST
+
 START_TEST(report_worst_errors)
 {
     fprintf(stderr, "higher order: worst first-gradient error %.3g, worst "
-            "second-order error %.3g (tolerance %g)\n", worst_first,
-            worst_second, GG_TOL);
+            "second-order error %.3g (tolerance %g); PyTorch fixture %.3g "
+            "of the largest value (tolerance 1e-5)\n", worst_first,
+            worst_second, GG_TOL, worst_fixture);
     cg_tensor_free(target_dev);
     cg_tensor_free(target2_dev);
     target_dev = target2_dev = NULL;
@@ -1363,6 +1483,7 @@ main(void)
     tcase_add_test(tc, unsupported_op_fails_naming_it);
     tcase_add_test(tc, grad_gives_zeros_for_unused_inputs);
     tcase_add_test(tc, grad_leaves_an_existing_leaf_grad_alone);
+    tcase_add_test(tc, pytorch_fixture_hvp_and_gradient_penalty);
     tcase_add_test(tc, report_worst_errors);
     suite_add_tcase(s, tc);
     return tt_run(s);
