@@ -651,7 +651,8 @@ int cg_backward(cg_tensor *root, cg_tensor *grad_output, int retain_graph);
  * of times.  The ordinary kernel-level backward is untouched and stays the
  * path of cg_backward and of passes without the flag: they launch exactly
  * what they did.  The composite forms are slower (several launches per
- * node where the kernel-level backward takes one).
+ * node where the kernel-level backward takes one).  In no-grad mode
+ * nothing is recorded, so the gradients come out without a graph.
  *
  * Ops with a double backward (create_graph) - float32 is tested; 16-bit
  * tensors take the same composites in their dtype:

@@ -664,79 +664,18 @@ cg_backward_ex(cg_tensor *root, cg_tensor *grad_output, int flags)
                         (flags & CG_GRAD_RETAIN_GRAPH) != 0, &w);
 }
 
-static int
-check_grad_inputs(cg_tensor *output, int ninputs, cg_tensor *const *inputs,
+int
+cg__backward_walk(cg_tensor *root, cg_tensor *grad_output, int retain_graph,
+                  int create_graph, int ninputs, cg_tensor *const *inputs,
                   cg_tensor **grads)
 {
-    int j;
+    walk w;
 
-    if (ninputs < 1 || ninputs > CG_GRAD_MAX_INPUTS || !inputs || !grads)
-        return cg__error(CG_EINVAL, "cg_grad: %d inputs (1 to %d, with "
-                         "non-NULL inputs and grads)", ninputs,
-                         CG_GRAD_MAX_INPUTS);
-    for (j = 0; j < ninputs; j++) {
-        if (!inputs[j])
-            return cg__error(CG_EINVAL, "cg_grad: inputs[%d] is NULL", j);
-        if (output && inputs[j]->ctx != output->ctx)
-            return cg__error(CG_ECONTEXT, "cg_grad: inputs[%d] and the "
-                             "output belong to different contexts", j);
-        if (!inputs[j]->requires_grad)
-            return cg__error(CG_ESTATE, "cg_grad: inputs[%d] does not "
-                             "require grad", j);
-    }
-    return CG_OK;
-}
-
-/* The gradients cg_grad hands out: a reference to the first gradient of
- * a repeated input, zeros for an input the output does not depend on. */
-static int
-finish_grads(int ninputs, cg_tensor *const *inputs, cg_tensor **grads)
-{
-    int i, j;
-
-    for (j = 0; j < ninputs; j++) {
-        cg_tensor *t = inputs[j];
-
-        for (i = 0; i < j && !grads[j]; i++)
-            if (inputs[i] == t && grads[i])
-                grads[j] = cg_tensor_ref(grads[i]);
-        if (!grads[j] &&
-            !(grads[j] = cg_full_dtype(t->ctx, t->dtype, t->ndim, t->shape,
-                                       0.0f)))
-            return cg__last_status();
-    }
-    return CG_OK;
-}
-
-int
-cg_grad(cg_tensor *output, cg_tensor *grad_output, int ninputs,
-        cg_tensor *const *inputs, cg_tensor **grads, int flags)
-{
-    cg_tensor *got[CG_GRAD_MAX_INPUTS] = { NULL };
-    walk w = { 0, 0, NULL, NULL };
-    int status, j;
-
-    cg__error_clear();
-    if ((status = check_grad_inputs(output, ninputs, inputs, grads)))
-        return status;
-    if (flags & ~(CG_GRAD_RETAIN_GRAPH | CG_GRAD_CREATE_GRAPH))
-        return cg__error(CG_EINVAL, "cg_grad: unknown flags 0x%x",
-                         (unsigned)flags);
-    w.create_graph = (flags & CG_GRAD_CREATE_GRAPH) != 0;
+    w.create_graph = create_graph;
     w.n = ninputs;
     w.inputs = inputs;
-    w.grads = got;
-    status = run_backward(output, grad_output,
-                          (flags & CG_GRAD_RETAIN_GRAPH) != 0, &w);
-    if (status == CG_OK)
-        status = finish_grads(ninputs, inputs, got);
-    for (j = 0; j < ninputs; j++) {
-        if (status)
-            cg_tensor_free(got[j]);
-        else
-            grads[j] = got[j];
-    }
-    return status;
+    w.grads = grads;
+    return run_backward(root, grad_output, retain_graph, &w);
 }
 
 /* ------------------------------------------------------------------------
