@@ -658,24 +658,27 @@ int cg_backward(cg_tensor *root, cg_tensor *grad_output, int retain_graph);
  * tensors take the same composites in their dtype:
  *   elementwise, with broadcasting: add, sub, mul, div, maximum, minimum,
  *     where, add_scalar, mul_scalar, neg, pow_scalar, exp, log, sqrt,
- *     tanh, sigmoid, abs, relu, leaky_relu, clamp, cg_to_dtype, dropout
- *     (the same mask); the piecewise-linear ones (abs, relu, leaky_relu,
- *     clamp, maximum, minimum, max) have a zero second derivative, as in
- *     PyTorch;
+ *     tanh, sigmoid, gelu, abs, relu, leaky_relu, clamp, cg_to_dtype,
+ *     dropout (the same mask); the piecewise-linear ones (abs, relu,
+ *     leaky_relu, clamp, maximum, minimum, max) have a zero second
+ *     derivative, as in PyTorch;
  *   reductions: sum, mean, var, max (cg_max);
  *   cg_matmul, cg_matmul_t, cg_matmul_out (batched and broadcast too) and
  *     the linear layer's op (cg_linear_forward);
  *   views and joins: reshape, flatten, squeeze, unsqueeze, contiguous,
  *     permute, transpose, expand, narrow (so cg_split), concat (so
  *     cg_stack);
+ *   gathers: cg_embedding, cg_index_select (their gradient, a scatter-add,
+ *     is recorded as a node "gather_grad" whose backward gathers again;
+ *     gelu's derivative likewise as "gelu_grad");
  *   softmax, log_softmax;
  *   losses: cross_entropy (ignore_index and label smoothing included),
  *     nll_loss, mse_loss, bce_with_logits.
  * Not yet (a create_graph backward reaching one fails with CG_EUNSUPPORTED
  * naming the op, before any gradient is computed, and changes nothing):
- * gelu, pow (tensor exponent), argmax-style max_dim / min_dim values,
- * embedding, index_select, layer_norm, batch_norm, convolutions, pooling,
- * custom ops, and the fused kernels - the recurrent layers' step kernels
+ * pow (tensor exponent), the values of cg_max_dim / cg_min_dim,
+ * layer_norm, batch_norm, convolutions, pooling, custom ops, and the fused
+ * kernels - the recurrent layers' step kernels
  * (rnn_layer), and the fused losses / optimizers in the sense that their
  * fused kernels have no composite form.  Gradients of graph-recorded
  * losses listed above are supported. */

@@ -68,6 +68,46 @@ UNARY(abs, fabs(x) * x)
 UNARY(relu, (x > 0 ? x : 0) * x)
 UNARY(leaky_relu, (x > 0 ? x : 0.1 * x) * x)
 UNARY(clamp, (x < -1 ? -1 : x > 1 ? 1 : x) * x)
+UNARY(gelu, 0.5 * x * (1 + erf(x / sqrt(2.0))))
+
+/* The gather cases' indices (repeats included). */
+static const int32_t rows_idx[6] = { 3, 0, 6, 3, 1, 3 };
+static const int32_t cols_idx[4] = { 4, 0, 4, 2 };
+static cg_tensor *rows_dev, *cols_dev;
+
+/* embedding of W [7, 5] by rows_idx as [2, 3], squared */
+static void
+ref_embedding(const oc_tensor *in, oc_tensor *out)
+{
+    int64_t i, d;
+
+    out->ndim = 3;
+    out->shape[0] = 2, out->shape[1] = 3, out->shape[2] = 5;
+    oc_alloc(out);
+    for (i = 0; i < 6; i++)
+        for (d = 0; d < 5; d++) {
+            double v = in[0].data[rows_idx[i] * 5 + d];
+
+            out->data[i * 5 + d] = v * v;
+        }
+}
+
+/* index_select of x [3, 5] along 1 by cols_idx, squared */
+static void
+ref_index_select(const oc_tensor *in, oc_tensor *out)
+{
+    int64_t r, j;
+
+    out->ndim = 2;
+    out->shape[0] = 3, out->shape[1] = 4;
+    oc_alloc(out);
+    for (r = 0; r < 3; r++)
+        for (j = 0; j < 4; j++) {
+            double v = in[0].data[r * 5 + cols_idx[j]];
+
+            out->data[r * 4 + j] = v * v;
+        }
+}
 
 /* Row reductions of [R, C] along C: kind 0 sum, 1 mean, 2 var, 3 max,
  * all cubed so that the second derivative is not zero. */
@@ -445,6 +485,11 @@ static cg_tensor *run_relu(cg_tensor **x)
 { return times(cg_relu(x[0]), x[0]); }
 static cg_tensor *run_leaky_relu(cg_tensor **x)
 { return times(cg_leaky_relu(x[0], 0.1f), x[0]); }
+static cg_tensor *run_gelu(cg_tensor **x) { return cg_gelu(x[0]); }
+static cg_tensor *run_embedding(cg_tensor **x)
+{ return square(cg_embedding(x[0], rows_dev)); }
+static cg_tensor *run_index_select(cg_tensor **x)
+{ return square(cg_index_select(x[0], 1, cols_dev)); }
 static cg_tensor *run_clamp(cg_tensor **x)
 { return times(cg_clamp(x[0], -1.0f, 1.0f), x[0]); }
 
@@ -524,6 +569,7 @@ const gg_case gg_cases[] = {
     { "relu", 1, { "13" }, R2, 0.05, run_relu, ref_relu },
     { "leaky_relu", 1, { "3,5" }, R2, 0.05, run_leaky_relu, ref_leaky_relu },
     { "clamp", 1, { "3,5" }, R2, 0.05, run_clamp, ref_clamp },
+    { "gelu", 1, { "3,5" }, R2, 0, run_gelu, ref_gelu },
     { "sum", 1, { "3,5" }, { -1 }, { 1 }, 0, run_sum, ref_sum },
     { "mean", 1, { "3,5" }, R2, 0, run_mean, ref_mean },
     { "mean_all", 1, { "3,5" }, R2, 0, run_mean_all, ref_mean_all },
@@ -549,6 +595,9 @@ const gg_case gg_cases[] = {
     { "reshape", 1, { "3,5" }, R2, 0, run_reshape, ref_reshape },
     { "concat", 1, { "3,5" }, R2, 0, run_concat, ref_concat },
     { "expand", 1, { "3,1" }, R2, 0, run_expand, ref_expand },
+    { "embedding", 1, { "7,5" }, R2, 0, run_embedding, ref_embedding },
+    { "index_select", 1, { "3,5" }, R2, 0, run_index_select,
+      ref_index_select },
 };
 
 const int gg_ncases = (int)(sizeof gg_cases / sizeof gg_cases[0]);
@@ -563,6 +612,11 @@ gg_make_targets(void)
     target_dev = cg_tensor_from_host(tt_ctx(), CG_I32, 1, &n, targets);
     target2_dev = cg_tensor_from_host(tt_ctx(), CG_I32, 1, &n, targets2);
     ck_assert(target_dev && target2_dev);
+    rows_dev = cg_tensor_from_host(tt_ctx(), CG_I32, 2,
+                                   (const int64_t[2]){ 2, 3 }, rows_idx);
+    cols_dev = cg_tensor_from_host(tt_ctx(), CG_I32, 1,
+                                   (const int64_t[1]){ 4 }, cols_idx);
+    ck_assert(rows_dev && cols_dev);
 }
 
 void
@@ -570,5 +624,7 @@ gg_free_targets(void)
 {
     cg_tensor_free(target_dev);
     cg_tensor_free(target2_dev);
-    target_dev = target2_dev = NULL;
+    cg_tensor_free(rows_dev);
+    cg_tensor_free(cols_dev);
+    target_dev = target2_dev = rows_dev = cols_dev = NULL;
 }

@@ -650,6 +650,41 @@ START_TEST(gradients_differentiate_any_number_of_times)
 }
 END_TEST
 
+/* gelu differentiated three times: Phi(x) + x phi(x), phi(x) (2 - x^2),
+ * phi(x) (x^3 - 4x) (its derivative goes through the "gelu_grad" node). */
+START_TEST(gelu_differentiates_three_times)
+{
+    static const float xs[4] = { 0.5f, -1.25f, 2.0f, 0.0f };
+    int64_t n = 4;
+    cg_tensor *x = cg_tensor_from_host(tt_ctx(), CG_F32, 1, &n, xs), *y, *g;
+    float got[4];
+    int order, i;
+
+    ck_assert_int_eq(cg_tensor_set_requires_grad(x, 1), CG_OK);
+    y = cg_sum(T(cg_gelu(x)), 0, NULL, 0);
+    for (order = 1; order <= 3; order++) {
+        ck_assert_msg(cg_grad(y, NULL, 1, &x, &g, CG_GRAD_CREATE_GRAPH) ==
+                      CG_OK, "order %d: %s", order, TT_ERR);
+        ck_assert_int_eq(cg_tensor_to_host(g, got, sizeof got), CG_OK);
+        for (i = 0; i < 4; i++) {
+            double v = xs[i], phi = exp(-0.5 * v * v) / sqrt(2 * M_PI);
+            double want = order == 1 ? 0.5 * (1 + erf(v / sqrt(2.0))) +
+                                       v * phi
+                        : order == 2 ? phi * (2 - v * v)
+                        : phi * (v * v * v - 4 * v);
+
+            ck_assert_msg(fabs(got[i] - want) <= 1e-5, "order %d, x %g: %g, "
+                          "not %g", order, v, got[i], want);
+        }
+        cg_tensor_free(y);
+        y = order < 3 ? cg_sum(g, 0, NULL, 0) : NULL;
+        cg_tensor_free(g);
+    }
+    cg_tensor_free(x);
+    drop_temps();
+}
+END_TEST
+
 /* cg_backward_ex with create_graph: x's grad has a graph; differentiating
  * it gives the second derivative, and zero_grad breaks the cycle. */
 START_TEST(backward_ex_create_graph_leaves_differentiable_grads)
@@ -689,8 +724,9 @@ START_TEST(backward_ex_create_graph_leaves_differentiable_grads)
 }
 END_TEST
 
-/* gelu has no double backward: CG_EUNSUPPORTED naming it, before any
- * gradient is computed; nothing set; the plain backward still works. */
+/* pow with a tensor exponent has no double backward: CG_EUNSUPPORTED
+ * naming it, before any gradient is computed; nothing set; the plain
+ * backward still works. */
 START_TEST(unsupported_op_fails_naming_it)
 {
     static const float xs[3] = { 0.5f, -1.0f, 1.5f };
@@ -699,11 +735,11 @@ START_TEST(unsupported_op_fails_naming_it)
     cg_tensor *g = (cg_tensor *)&n, *y;
 
     ck_assert_int_eq(cg_tensor_set_requires_grad(x, 1), CG_OK);
-    y = cg_sum(T(cg_gelu(T(cg_exp(x)))), 0, NULL, 0);
+    y = cg_sum(T(cg_pow(T(cg_exp(x)), x)), 0, NULL, 0);
     ck_assert_int_eq(cg_grad(y, NULL, 1, &x, &g, CG_GRAD_CREATE_GRAPH),
                      CG_EUNSUPPORTED);
     ck_assert_ptr_eq(g, (cg_tensor *)&n);
-    ck_assert_msg(strstr(TT_ERR, "'gelu'") != NULL, "%s", TT_ERR);
+    ck_assert_msg(strstr(TT_ERR, "'pow'") != NULL, "%s", TT_ERR);
     ck_assert_int_eq(cg_backward_ex(y, NULL, CG_GRAD_CREATE_GRAPH),
                      CG_EUNSUPPORTED);
     ck_assert_ptr_null(cg_tensor_grad(x));
@@ -711,7 +747,7 @@ START_TEST(unsupported_op_fails_naming_it)
     ck_assert_int_eq(cg_grad(y, NULL, 0, &x, &g, 0), CG_EINVAL);
     ck_assert_int_eq(cg_grad(y, NULL, 1, &x, &g, 8), CG_EINVAL);
     ck_assert_ptr_eq(g, (cg_tensor *)&n);
-    /* a gelu that does not lead to the inputs asked about is not run */
+    /* a pow that does not lead to the inputs asked about is not run */
     {
         cg_tensor *x2 = cg_tensor_from_host(tt_ctx(), CG_F32, 1, &n, xs);
         cg_tensor *y2, *g2;
@@ -947,6 +983,7 @@ main(void)
     tcase_add_test(tc, hvp_of_mlp_cross_entropy_matches_finite_differences);
     tcase_add_test(tc, gradient_penalty_gradient_matches_finite_differences);
     tcase_add_test(tc, gradients_differentiate_any_number_of_times);
+    tcase_add_test(tc, gelu_differentiates_three_times);
     tcase_add_test(tc, backward_ex_create_graph_leaves_differentiable_grads);
     tcase_add_test(tc, unsupported_op_fails_naming_it);
     tcase_add_test(tc, grad_gives_zeros_for_unused_inputs);

@@ -282,6 +282,57 @@ unary_graph(cg__node *n, cg_tensor *g, cg_tensor **gin)
     return done(&tp);
 }
 
+/* gelu'(x) = Phi(x) + x phi(x) has no closed form in the ops (no erf),
+ * so it is a node of its own, "gelu_grad", made from x: its value is the
+ * gelu node's kernel-level derivative, and its backward (fast path and
+ * composite alike) g phi(x) (2 - x^2), phi(x) = exp(-x^2 / 2) / sqrt(2
+ * pi), is written with recorded ops. */
+static int
+gelu_grad_backward(cg__node *n, cg_tensor *g, cg_tensor **gin)
+{
+    tape tp = { { NULL }, 0, CG_OK };
+    cg_tensor *x = n->inputs[0], *x2 = OP(&tp, cg_mul(x, x)), *phi, *q;
+
+    phi = OP(&tp, cg_mul_scalar(OP(&tp, cg_exp(OP(&tp, cg_mul_scalar(
+              x2, -0.5f)))), 0.39894228040143268f));
+    q = OP(&tp, cg_add_scalar(OP(&tp, cg_mul_scalar(x2, -1.0f)), 2.0f));
+    give(&tp, gin, 0, OP(&tp, cg_mul(g, OP(&tp, cg_mul(phi, q)))));
+    return done(&tp);
+}
+
+/* A new tensor y computed from the node's inputs without recording,
+ * recorded now as op `name` of `input` with backward bwd (y freed on
+ * failure). */
+static cg_tensor *
+record_as(cg_tensor *y, const char *name, cg__backward_fn bwd,
+          cg_tensor *input, cg__node **node)
+{
+    int status;
+
+    *node = NULL;
+    if (!y)
+        return NULL;
+    *node = cg__record(y, name, bwd, 1, &input, &status);
+    if (status) {
+        cg_tensor_free(y);
+        return NULL;
+    }
+    return y;
+}
+
+static int
+gelu_graph(cg__node *n, cg_tensor *g, cg_tensor **gin)
+{
+    tape tp = { { NULL }, 0, CG_OK };
+    cg__node *node;
+    cg_tensor *d = OP(&tp, record_as(derivative(n, 0), "gelu_grad",
+                                     gelu_grad_backward, n->inputs[0],
+                                     &node));
+
+    give(&tp, gin, 0, OP(&tp, cg_mul(g, d)));
+    return done(&tp);
+}
+
 static int
 cast_graph(cg__node *n, cg_tensor *g, cg_tensor **gin)
 {
@@ -440,6 +491,59 @@ concat_graph(cg__node *n, cg_tensor *g, cg_tensor **gin)
             return cg__last_status();
         start += len;
     }
+    return CG_OK;
+}
+
+/* embedding and index_select gather slices of x along one dimension (the
+ * node's i[]: outer, V, inner, n; saved[0] the dense indices); their
+ * gradient is a scatter-add of g, linear in g alone.  It is a node of its
+ * own, "gather_grad" of g, computed by the gather's kernel-level backward;
+ * its backward (fast path and composite alike) gathers again:
+ * index_select of gg [outer, V, inner] along 1, reshaped to g's shape. */
+static int
+gather_grad_backward(cg__node *n, cg_tensor *gg, cg_tensor **gin)
+{
+    tape tp = { { NULL }, 0, CG_OK };
+    cg_tensor *g = n->inputs[0], *idx;
+    int64_t s3[3] = { n->i[0], n->i[1], n->i[2] }, flat = n->i[3];
+
+    idx = OP(&tp, cg_reshape(n->saved[0], 1, &flat));
+    gg = OP(&tp, cg_reshape(gg, 3, s3));
+    give(&tp, gin, 0, OP(&tp, cg_reshape(OP(&tp, cg_index_select(gg, 1,
+                                                                  idx)),
+                                         g->ndim, g->shape)));
+    return done(&tp);
+}
+
+static int
+gather_graph(cg__node *n, cg_tensor *g, cg_tensor **gin)
+{
+    cg_tensor *tmp[CG__NODE_INPUTS] = { NULL }, *gd, *gx;
+    cg__node *node;
+    int status, k;
+
+    if (!(gd = cg__dense(g)))
+        return cg__last_status();
+    cg_no_grad_enter();
+    status = n->backward(n, gd, tmp);
+    cg_no_grad_leave();
+    cg_tensor_free(gd);
+    gx = status == CG_OK ? tmp[0] : NULL;
+    for (k = 1; k < n->ninputs; k++)
+        cg_tensor_free(tmp[k]);
+    if (status)
+        return status;
+    if (!(gx = record_as(gx, "gather_grad", gather_grad_backward, g,
+                         &node)))
+        return cg__last_status();
+    if (node) {
+        memcpy(node->i, n->i, 4 * sizeof n->i[0]);
+        if ((status = cg__node_save(node, 0, n->saved[0]))) {
+            cg_tensor_free(gx);
+            return status;
+        }
+    }
+    gin[0] = gx;
     return CG_OK;
 }
 
@@ -633,6 +737,7 @@ static const struct {
     { "abs", unary_graph }, { "clamp", unary_graph },
     { "tanh", unary_graph }, { "sigmoid", unary_graph },
     { "relu", unary_graph }, { "leaky_relu", unary_graph },
+    { "gelu", gelu_graph }, { "gelu_grad", gelu_grad_backward },
     { "to_dtype", cast_graph }, { "dropout", dropout_graph },
     { "sum", sum_graph }, { "mean", sum_graph }, { "var", var_graph },
     { "max", max_graph },
@@ -640,6 +745,8 @@ static const struct {
     { "unsqueeze", reshape_graph }, { "contiguous", reshape_graph },
     { "permute", permute_graph }, { "expand", expand_graph },
     { "narrow", narrow_graph }, { "concat", concat_graph },
+    { "embedding", gather_graph }, { "index_select", gather_graph },
+    { "gather_grad", gather_grad_backward },
     { "matmul", matmul_graph }, { "linear", linear_graph },
     { "softmax", softmax_graph }, { "log_softmax", softmax_graph },
     { "cross_entropy", class_graph }, { "nll_loss", class_graph },
