@@ -662,7 +662,8 @@ int cg_backward(cg_tensor *root, cg_tensor *grad_output, int retain_graph);
  *     dropout (the same mask); the piecewise-linear ones (abs, relu,
  *     leaky_relu, clamp, maximum, minimum, max) have a zero second
  *     derivative, as in PyTorch;
- *   reductions: sum, mean, var, max (cg_max);
+ *   reductions: sum, mean, var, max (cg_max, so the values of cg_max_dim
+ *     and cg_min_dim);
  *   cg_matmul, cg_matmul_t, cg_matmul_out (batched and broadcast too) and
  *     the linear layer's op (cg_linear_forward);
  *   views and joins: reshape, flatten, squeeze, unsqueeze, contiguous,
@@ -676,12 +677,12 @@ int cg_backward(cg_tensor *root, cg_tensor *grad_output, int retain_graph);
  *     nll_loss, mse_loss, bce_with_logits.
  * Not yet (a create_graph backward reaching one fails with CG_EUNSUPPORTED
  * naming the op, before any gradient is computed, and changes nothing):
- * pow (tensor exponent), the values of cg_max_dim / cg_min_dim,
- * layer_norm, batch_norm, convolutions, pooling, custom ops, and the fused
- * kernels - the recurrent layers' step kernels
- * (rnn_layer), and the fused losses / optimizers in the sense that their
- * fused kernels have no composite form.  Gradients of graph-recorded
- * losses listed above are supported. */
+ * pow with a tensor exponent, layer_norm, batch_norm, the convolutions,
+ * the pooling ops, custom ops, and the fused kernels of the recurrent
+ * layers (RNN, LSTM, GRU: one "rnn_layer" node over fused step kernels,
+ * which have no composite form yet).  The losses above run fused kernels
+ * too, but each has its composite form; the optimizers' fused updates
+ * record no graph and take no part in differentiation. */
 #define CG_GRAD_RETAIN_GRAPH 1   /* keep the saved tensors (retain_graph) */
 #define CG_GRAD_CREATE_GRAPH 2   /* record the backward; implies retain */
 /* The most inputs cg_grad and cg_hvp take in one call. */

@@ -110,7 +110,7 @@ ref_index_select(const oc_tensor *in, oc_tensor *out)
 }
 
 /* Row reductions of [R, C] along C: kind 0 sum, 1 mean, 2 var, 3 max,
- * all cubed so that the second derivative is not zero. */
+ * 4 min, all cubed so that the second derivative is not zero. */
 static void
 ref_rows(const oc_tensor *in, oc_tensor *out, int kind)
 {
@@ -121,17 +121,19 @@ ref_rows(const oc_tensor *in, oc_tensor *out, int kind)
     oc_alloc(out);
     for (r = 0; r < R; r++) {
         const double *x = in[0].data + r * C;
-        double s = 0, m, v = 0, mx = x[0];
+        double s = 0, m, v = 0, mx = x[0], mn = x[0];
 
         for (c = 0; c < C; c++) {
             s += x[c];
             mx = x[c] > mx ? x[c] : mx;
+            mn = x[c] < mn ? x[c] : mn;
         }
         m = s / (double)C;
         for (c = 0; c < C; c++)
             v += (x[c] - m) * (x[c] - m);
         v /= (double)(C - 1);
-        s = kind == 0 ? s : kind == 1 ? m : kind == 2 ? v : mx;
+        s = kind == 0 ? s : kind == 1 ? m : kind == 2 ? v : kind == 3 ? mx
+                                                                  : mn;
         out->data[r] = s * s * s;
     }
 }
@@ -140,6 +142,7 @@ static void ref_sum(const oc_tensor *in, oc_tensor *o) { ref_rows(in, o, 0); }
 static void ref_mean(const oc_tensor *in, oc_tensor *o) { ref_rows(in, o, 1); }
 static void ref_var(const oc_tensor *in, oc_tensor *o) { ref_rows(in, o, 2); }
 static void ref_max(const oc_tensor *in, oc_tensor *o) { ref_rows(in, o, 3); }
+static void ref_min(const oc_tensor *in, oc_tensor *o) { ref_rows(in, o, 4); }
 
 /* mean of all x^2, squared */
 static void
@@ -502,6 +505,16 @@ static cg_tensor *run_var(cg_tensor **x)
 { return cube(cg_var(x[0], 1, &axis1, 0, 1)); }
 static cg_tensor *run_max(cg_tensor **x)
 { return cube(cg_max(x[0], 1, &axis1, 0)); }
+static cg_tensor *
+run_min_dim(cg_tensor **x)
+{
+    cg_tensor *v = NULL, *i = NULL;
+
+    ck_assert_msg(cg_min_dim(x[0], 1, 0, &v, &i) == CG_OK, "%s",
+                  cg_last_error());
+    cg_tensor_free(i);
+    return cube(v);
+}
 static cg_tensor *run_mean_all(cg_tensor **x)
 { return square(cg_mean(T(cg_mul(x[0], x[0])), 0, NULL, 0)); }
 
@@ -575,6 +588,7 @@ const gg_case gg_cases[] = {
     { "mean_all", 1, { "3,5" }, R2, 0, run_mean_all, ref_mean_all },
     { "var", 1, { "3,5" }, R2, 0, run_var, ref_var },
     { "max", 1, { "3,5" }, R2, 0, run_max, ref_max },
+    { "min_dim", 1, { "3,5" }, R2, 0, run_min_dim, ref_min },
     { "matmul", 2, { "3,5", "5,4" }, R2, 0, run_matmul, ref_matmul },
     { "matmul_batch", 2, { "2,3,5", "5,4" }, R2, 0, run_matmul, ref_matmul },
     { "matmul_tt", 2, { "5,3", "4,5" }, R2, 0, run_matmul_tt,
