@@ -144,6 +144,54 @@ static void ref_var(const oc_tensor *in, oc_tensor *o) { ref_rows(in, o, 2); }
 static void ref_max(const oc_tensor *in, oc_tensor *o) { ref_rows(in, o, 3); }
 static void ref_min(const oc_tensor *in, oc_tensor *o) { ref_rows(in, o, 4); }
 
+/* layer norm of x [R, C] over C with eps 1e-5, weight, bias [C] */
+static void
+ref_layer_norm(const oc_tensor *in, oc_tensor *out)
+{
+    int64_t R = in[0].shape[0], C = in[0].shape[1], r, c;
+
+    out->ndim = 2;
+    memcpy(out->shape, in[0].shape, sizeof out->shape);
+    oc_alloc(out);
+    for (r = 0; r < R; r++) {
+        const double *x = in[0].data + r * C;
+        double m = 0, v = 0;
+
+        for (c = 0; c < C; c++)
+            m += x[c] / (double)C;
+        for (c = 0; c < C; c++)
+            v += (x[c] - m) * (x[c] - m) / (double)C;
+        for (c = 0; c < C; c++)
+            out->data[r * C + c] = (x[c] - m) / sqrt(v + 1e-5) *
+                                   in[1].data[c] + in[2].data[c];
+    }
+}
+
+/* layer norm of x [2, 3, 5] over its last two dimensions, no weight or
+ * bias, cubed */
+static void
+ref_layer_norm2(const oc_tensor *in, oc_tensor *out)
+{
+    int64_t r, c;
+
+    out->ndim = 3;
+    memcpy(out->shape, in[0].shape, sizeof out->shape);
+    oc_alloc(out);
+    for (r = 0; r < 2; r++) {
+        const double *x = in[0].data + r * 15;
+        double m = 0, v = 0, y;
+
+        for (c = 0; c < 15; c++)
+            m += x[c] / 15.0;
+        for (c = 0; c < 15; c++)
+            v += (x[c] - m) * (x[c] - m) / 15.0;
+        for (c = 0; c < 15; c++) {
+            y = (x[c] - m) / sqrt(v + 1e-5);
+            out->data[r * 15 + c] = y * y * y;
+        }
+    }
+}
+
 /* mean of all x^2, squared */
 static void
 ref_mean_all(const oc_tensor *in, oc_tensor *out)
@@ -515,6 +563,20 @@ run_min_dim(cg_tensor **x)
     cg_tensor_free(i);
     return cube(v);
 }
+static cg_tensor *
+run_layer_norm(cg_tensor **x)
+{
+    int64_t c = 5;
+
+    return cg_layer_norm(x[0], 1, &c, x[1], x[2], 1e-5f);
+}
+static cg_tensor *
+run_layer_norm2(cg_tensor **x)
+{
+    static const int64_t ns[2] = { 3, 5 };
+
+    return cube(cg_layer_norm(x[0], 2, ns, NULL, NULL, 1e-5f));
+}
 static cg_tensor *run_mean_all(cg_tensor **x)
 { return square(cg_mean(T(cg_mul(x[0], x[0])), 0, NULL, 0)); }
 
@@ -595,6 +657,10 @@ const gg_case gg_cases[] = {
       ref_matmul_tt },
     { "linear", 3, { "3,5", "4,5", "4" }, { -1, -1, -1 }, { 1, 1, 1 }, 0,
       run_linear, ref_linear },
+    { "layer_norm", 3, { "3,5", "5", "5" }, R2, 0, run_layer_norm,
+      ref_layer_norm },
+    { "layer_norm_2d", 1, { "2,3,5" }, R2, 0, run_layer_norm2,
+      ref_layer_norm2 },
     { "softmax", 1, { "3,5" }, R2, 0, run_softmax, ref_softmax },
     { "softmax_13", 1, { "13" }, R2, 0, run_softmax, ref_softmax },
     { "log_softmax", 1, { "3,5" }, R2, 0, run_log_softmax, ref_log_softmax },

@@ -25,7 +25,7 @@
 /* The temporaries of one composite: each op's result is kept here, and
  * the first failure stops the rest (OP evaluates nothing once failed, so
  * cg_last_error keeps the first message). */
-#define TAPE_MAX 32
+#define TAPE_MAX 48
 
 typedef struct {
     cg_tensor *t[TAPE_MAX];
@@ -616,6 +616,54 @@ softmax_graph(cg__node *n, cg_tensor *g, cg_tensor **gin)
     return done(&tp);
 }
 
+/* layer_norm over rows [i[0], i[1]] of x (inputs x, weight, bias; either
+ * of the last two may be NULL), from xhat = (x - mu) rstd recomputed with
+ * recorded ops: gb = sum g, gw = sum g xhat over the rows, and gx = rstd
+ * (gh - mean gh - xhat mean(gh xhat)) with gh = g w.  eps is not in the
+ * node: rstd = (var + c)^-1/2 with the constant c = rstd_saved^-2 - var
+ * (eps up to rounding), which gives the forward pass's rstd and the
+ * derivative of var(x). */
+static int
+layer_norm_graph(cg__node *n, cg_tensor *g, cg_tensor **gin)
+{
+    tape tp = { { NULL }, 0, CG_OK };
+    cg_tensor *x = n->inputs[0], *w = n->inputs[1], *b = n->inputs[2];
+    int64_t s2[2] = { n->i[0], n->i[1] }, col[2] = { n->i[0], 1 };
+    int64_t row[2] = { 1, n->i[1] };
+    cg_tensor *x2, *xc, *var, *c, *rstd, *xh, *g2, *gh, *t;
+    int one = 1, zero = 0;
+
+    x2 = OP(&tp, cg_reshape(x, 2, s2));
+    xc = OP(&tp, cg_sub(x2, OP(&tp, cg_mean(x2, 1, &one, 1))));
+    var = OP(&tp, cg_mean(OP(&tp, cg_mul(xc, xc)), 1, &one, 1));
+    cg_no_grad_enter();
+    c = OP(&tp, cg_pow_scalar(OP(&tp, cg_reshape(n->saved[3], 2, col)),
+                              -2.0f));
+    c = OP(&tp, cg_to_dtype(OP(&tp, cg_sub(c, var)), x->dtype));
+    cg_no_grad_leave();
+    rstd = OP(&tp, cg_pow_scalar(OP(&tp, cg_add(var, c)), -0.5f));
+    xh = OP(&tp, cg_mul(xc, rstd));
+    g2 = OP(&tp, cg_reshape(g, 2, s2));
+    if (b && n->needs[2])
+        give(&tp, gin, 2, OP(&tp, cg_reshape(OP(&tp, cg_sum(g2, 1, &zero,
+                                                            0)),
+                                             b->ndim, b->shape)));
+    if (w && n->needs[1])
+        give(&tp, gin, 1, OP(&tp, cg_reshape(OP(&tp, cg_sum(
+                                 OP(&tp, cg_mul(g2, xh)), 1, &zero, 0)),
+                                             w->ndim, w->shape)));
+    if (n->needs[0]) {
+        gh = w ? OP(&tp, cg_mul(g2, OP(&tp, cg_reshape(w, 2, row)))) : g2;
+        t = OP(&tp, cg_mul(xh, OP(&tp, cg_mean(OP(&tp, cg_mul(gh, xh)), 1,
+                                               &one, 1))));
+        t = OP(&tp, cg_sub(OP(&tp, cg_sub(gh, OP(&tp, cg_mean(gh, 1, &one,
+                                                              1)))), t));
+        give(&tp, gin, 0, OP(&tp, cg_reshape(OP(&tp, cg_mul(t, rstd)),
+                                             x->ndim, x->shape)));
+    }
+    return done(&tp);
+}
+
 /* ------------------------------------------------------------------------
  * Losses
  * ------------------------------------------------------------------------ */
@@ -749,6 +797,7 @@ static const struct {
     { "gather_grad", gather_grad_backward },
     { "matmul", matmul_graph }, { "linear", linear_graph },
     { "softmax", softmax_graph }, { "log_softmax", softmax_graph },
+    { "layer_norm", layer_norm_graph },
     { "cross_entropy", class_graph }, { "nll_loss", class_graph },
     { "mse_loss", pointwise_graph }, { "bce_with_logits", pointwise_graph },
 };
