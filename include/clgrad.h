@@ -665,7 +665,9 @@ int cg_backward(cg_tensor *root, cg_tensor *grad_output, int retain_graph);
  *   reductions: sum, mean, var, max (cg_max, so the values of cg_max_dim
  *     and cg_min_dim);
  *   cg_matmul, cg_matmul_t, cg_matmul_out (batched and broadcast too) and
- *     the linear layer's op (cg_linear_forward);
+ *     the linear layer's op (cg_linear_forward), also fused with relu,
+ *     tanh or sigmoid as containers run it (linear_relu, linear_tanh,
+ *     linear_sigmoid);
  *   views and joins: reshape, flatten, squeeze, unsqueeze, contiguous,
  *     permute, transpose, expand, narrow (so cg_split), concat (so
  *     cg_stack);

@@ -260,6 +260,32 @@ ref_linear(const oc_tensor *in, oc_tensor *out)
             out->data[r * N + j] = tanh(out->data[r * N + j] + in[2].data[j]);
 }
 
+/* act(x W^T + b), squared for relu: the fused nodes linear_relu,
+ * linear_tanh, linear_sigmoid */
+static void
+ref_linear_act(const oc_tensor *in, oc_tensor *out, int act)
+{
+    int64_t j, r, N;
+
+    ref_mm(&in[0], 0, &in[1], 1, out);
+    N = out->shape[1];
+    for (r = 0; r < out->shape[0]; r++)
+        for (j = 0; j < N; j++) {
+            double z = out->data[r * N + j] + in[2].data[j];
+
+            out->data[r * N + j] = act == 1 ? (z > 0 ? z * z : 0)
+                                 : act == 2 ? tanh(z)
+                                 : 1 / (1 + exp(-z));
+        }
+}
+
+static void ref_linear_relu(const oc_tensor *in, oc_tensor *o)
+{ ref_linear_act(in, o, 1); }
+static void ref_linear_tanh(const oc_tensor *in, oc_tensor *o)
+{ ref_linear_act(in, o, 2); }
+static void ref_linear_sigmoid(const oc_tensor *in, oc_tensor *o)
+{ ref_linear_act(in, o, 3); }
+
 /* softmax / log_softmax along dimension 1 of [R, C] (or 0 of [C]) */
 static void
 ref_softmax_rows(const oc_tensor *in, oc_tensor *out, int logmode)
@@ -586,6 +612,12 @@ static cg_tensor *run_matmul_tt(cg_tensor **x)
 static cg_tensor *run_linear(cg_tensor **x)
 { return cg_tanh(T(cg__linear(x[0], x[1], x[2]))); }
 
+static cg_tensor *run_linear_relu(cg_tensor **x)
+{ return square(cg__linear_act(x[0], x[1], x[2], CG__ACT_RELU)); }
+static cg_tensor *run_linear_tanh(cg_tensor **x)
+{ return cg__linear_act(x[0], x[1], x[2], CG__ACT_TANH); }
+static cg_tensor *run_linear_sigmoid(cg_tensor **x)
+{ return cg__linear_act(x[0], x[1], x[2], CG__ACT_SIGMOID); }
 static cg_tensor *run_softmax(cg_tensor **x)
 { return cg_softmax(x[0], -1); }
 static cg_tensor *run_log_softmax(cg_tensor **x)
@@ -661,6 +693,12 @@ const gg_case gg_cases[] = {
       ref_layer_norm },
     { "layer_norm_2d", 1, { "2,3,5" }, R2, 0, run_layer_norm2,
       ref_layer_norm2 },
+    { "linear_relu", 3, { "3,5", "4,5", "4" }, { -1, -1, -1 }, { 1, 1, 1 },
+      0, run_linear_relu, ref_linear_relu },
+    { "linear_tanh", 3, { "3,5", "4,5", "4" }, { -1, -1, -1 }, { 1, 1, 1 },
+      0, run_linear_tanh, ref_linear_tanh },
+    { "linear_sigmoid", 3, { "7,5", "4,5", "4" }, { -1, -1, -1 },
+      { 1, 1, 1 }, 0, run_linear_sigmoid, ref_linear_sigmoid },
     { "softmax", 1, { "3,5" }, R2, 0, run_softmax, ref_softmax },
     { "softmax_13", 1, { "13" }, R2, 0, run_softmax, ref_softmax },
     { "log_softmax", 1, { "3,5" }, R2, 0, run_log_softmax, ref_log_softmax },

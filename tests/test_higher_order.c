@@ -771,6 +771,47 @@ START_TEST(unsupported_op_fails_naming_it)
 }
 END_TEST
 
+/* The fused linear + activation nodes (containers' linear layers) are
+ * what the linear_* gradgradcheck cases run where clgrad's GEMM runs (it
+ * is forced here; the cases run the default choice, which says so on
+ * stderr if it runs them unfused). */
+START_TEST(linear_act_cases_run_the_fused_nodes)
+{
+    static const char *names[3] = { "linear_relu", "linear_tanh",
+                                    "linear_sigmoid" };
+    static const int64_t sx[2] = { 3, 5 }, sw[2] = { 4, 5 }, sb = 4;
+    cg_tensor *x = cg_ones(tt_ctx(), 2, sx), *w = cg_ones(tt_ctx(), 2, sw);
+    cg_tensor *b = cg_ones(tt_ctx(), 1, &sb), *y;
+    char *dot;
+    int a;
+
+    cg_tensor_set_requires_grad(w, 1);
+    for (a = 1; a <= 3; a++) {
+        y = cg__linear_act(x, w, b, (cg__act)a);
+        ck_assert_msg(y != NULL, "%s", TT_ERR);
+        dot = cg_graph_dot(y);
+        ck_assert_ptr_nonnull(dot);
+        if (!strstr(dot, names[a - 1]))
+            fprintf(stderr, "higher order: %s ran unfused by default\n",
+                    names[a - 1]);
+        free(dot);
+        cg_tensor_free(y);
+        cg__gemm_force(tt_ctx(), CG__GEMM_CLGRAD);
+        y = cg__linear_act(x, w, b, (cg__act)a);
+        cg__gemm_force(tt_ctx(), CG__GEMM_AUTO);
+        ck_assert_msg(y != NULL, "%s", TT_ERR);
+        dot = cg_graph_dot(y);
+        ck_assert_ptr_nonnull(dot);
+        ck_assert_msg(strstr(dot, names[a - 1]) != NULL, "%s", dot);
+        free(dot);
+        cg_tensor_free(y);
+    }
+    cg_tensor_free(x);
+    cg_tensor_free(w);
+    cg_tensor_free(b);
+}
+END_TEST
+
 /* An input the output does not depend on gets zeros; a leaf not asked
  * about keeps its grad. */
 START_TEST(grad_gives_zeros_for_unused_inputs)
@@ -986,6 +1027,7 @@ main(void)
     tcase_add_test(tc, gelu_differentiates_three_times);
     tcase_add_test(tc, backward_ex_create_graph_leaves_differentiable_grads);
     tcase_add_test(tc, unsupported_op_fails_naming_it);
+    tcase_add_test(tc, linear_act_cases_run_the_fused_nodes);
     tcase_add_test(tc, grad_gives_zeros_for_unused_inputs);
     tcase_add_test(tc, grad_leaves_an_existing_leaf_grad_alone);
     tcase_add_test(tc, pytorch_fixture_hvp_and_gradient_penalty);

@@ -597,6 +597,51 @@ linear_graph(cg__node *n, cg_tensor *g, cg_tensor **gin)
     return done(&tp);
 }
 
+/* y = act(x W^T + b) (linear_relu, linear_tanh, linear_sigmoid; i[0] the
+ * cg__act): the gradient of the product gz = g act'(z), then linear's.
+ * relu' is the constant mask from the saved y; tanh and sigmoid recompute
+ * z with a recorded "linear" so that act'(z) depends on x, W and b. */
+static int
+linear_act_graph(cg__node *n, cg_tensor *g, cg_tensor **gin)
+{
+    tape tp = { { NULL }, 0, CG_OK };
+    cg_tensor *y = n->saved[2], *d, *ones, *m = NULL;
+    int status;
+
+    if (n->i[0] == CG__ACT_RELU) {
+        ones = OP(&tp, cg_full_dtype(y->ctx, y->dtype, y->ndim, y->shape,
+                                     1.0f));
+        if (tp.status == CG_OK) {
+            cg_no_grad_enter();
+            status = cg__unary_grad(CG__EW_RELU, y, y, ones, 0.0f, 0.0f, &m);
+            cg_no_grad_leave();
+            if (status)
+                tp.status = status;
+            else
+                keep(&tp, m);
+        }
+        d = m;
+    } else {
+        y = OP(&tp, cg__linear(n->inputs[0], n->inputs[1],
+                               n->ninputs > 2 ? n->inputs[2] : NULL));
+        if (n->i[0] == CG__ACT_TANH) {
+            y = OP(&tp, cg_tanh(y));
+            d = OP(&tp, cg_add_scalar(OP(&tp, cg_mul_scalar(
+                                          OP(&tp, cg_mul(y, y)), -1.0f)),
+                                      1.0f));
+        } else {
+            y = OP(&tp, cg_sigmoid(y));
+            d = OP(&tp, cg_mul(y, OP(&tp, cg_add_scalar(
+                                      OP(&tp, cg_mul_scalar(y, -1.0f)),
+                                      1.0f))));
+        }
+    }
+    g = OP(&tp, cg_mul(g, d));
+    if (tp.status == CG_OK)
+        tp.status = linear_graph(n, g, gin);
+    return done(&tp);
+}
+
 /* softmax: y (g - sum(g y)); log_softmax: g - softmax(x) sum(g), along
  * i[0] (i[1]: log). */
 static int
@@ -796,6 +841,8 @@ static const struct {
     { "embedding", gather_graph }, { "index_select", gather_graph },
     { "gather_grad", gather_grad_backward },
     { "matmul", matmul_graph }, { "linear", linear_graph },
+    { "linear_relu", linear_act_graph }, { "linear_tanh", linear_act_graph },
+    { "linear_sigmoid", linear_act_graph },
     { "softmax", softmax_graph }, { "log_softmax", softmax_graph },
     { "layer_norm", layer_norm_graph },
     { "cross_entropy", class_graph }, { "nll_loss", class_graph },
