@@ -642,6 +642,106 @@ cg_tensor *cg_detach(cg_tensor *t);
  * saved tensors so backward can run again through the same graph. */
 int cg_backward(cg_tensor *root, cg_tensor *grad_output, int retain_graph);
 
+/* Higher-order gradients.
+ *
+ * With CG_GRAD_CREATE_GRAPH a backward records its own graph: each node's
+ * gradient is computed by a composite of the library's differentiable ops
+ * (grad mode on), so the gradients it produces require grad (when any
+ * tensor they depend on does) and can be differentiated again, any number
+ * of times.  The ordinary kernel-level backward is untouched and stays the
+ * path of cg_backward and of passes without the flag: they launch exactly
+ * what they did.  The composite forms are slower (several launches per
+ * node where the kernel-level backward takes one).  In no-grad mode
+ * nothing is recorded, so the gradients come out without a graph.
+ *
+ * Ops with a double backward (create_graph) - float32 is tested; 16-bit
+ * tensors take the same composites in their dtype:
+ *   elementwise, with broadcasting: add, sub, mul, div, maximum, minimum,
+ *     where, add_scalar, mul_scalar, neg, pow_scalar, exp, log, sqrt,
+ *     tanh, sigmoid, gelu, abs, relu, leaky_relu, clamp, cg_to_dtype,
+ *     dropout (the same mask); the piecewise-linear ones (abs, relu,
+ *     leaky_relu, clamp, maximum, minimum, max) have a zero second
+ *     derivative, as in PyTorch;
+ *   reductions: sum, mean, var, max (cg_max, so the values of cg_max_dim
+ *     and cg_min_dim);
+ *   cg_matmul, cg_matmul_t, cg_matmul_out (batched and broadcast too) and
+ *     the linear layer's op (cg_linear_forward), also fused with relu,
+ *     tanh or sigmoid as containers run it (linear_relu, linear_tanh,
+ *     linear_sigmoid);
+ *   views and joins: reshape, flatten, squeeze, unsqueeze, contiguous,
+ *     permute, transpose, expand, narrow (so cg_split), concat (so
+ *     cg_stack);
+ *   gathers: cg_embedding, cg_index_select (their gradient, a scatter-add,
+ *     is recorded as a node "gather_grad" whose backward gathers again;
+ *     gelu's derivative likewise as "gelu_grad");
+ *   softmax, log_softmax, layer_norm (with or without weight and bias);
+ *   losses: cross_entropy (ignore_index and label smoothing included),
+ *     nll_loss, mse_loss, bce_with_logits.
+ * Not yet (a create_graph backward reaching one fails with CG_EUNSUPPORTED
+ * naming the op, before any gradient is computed, and changes nothing):
+ * pow with a tensor exponent, batch_norm, the convolutions,
+ * the pooling ops, custom ops, and the fused kernels of the recurrent
+ * layers (RNN, LSTM, GRU: one "rnn_layer" node over fused step kernels,
+ * which have no composite form yet).  The losses above run fused kernels
+ * too, but each has its composite form; the optimizers' fused updates
+ * record no graph and take no part in differentiation. */
+#define CG_GRAD_RETAIN_GRAPH 1   /* keep the saved tensors (retain_graph) */
+#define CG_GRAD_CREATE_GRAPH 2   /* record the backward; implies retain */
+/* The most inputs cg_grad and cg_hvp take in one call. */
+#define CG_GRAD_MAX_INPUTS 256
+
+/* cg_backward with flags (CG_GRAD_*; another bit is CG_EINVAL).  With
+ * CG_GRAD_CREATE_GRAPH the gradients added into the leaves' grad are part
+ * of a graph (seeded by grad_output itself, so they are differentiable in
+ * it too): a leaf's grad then holds that graph, and with it references to
+ * the leaf itself (PyTorch's reference cycle between a parameter and its
+ * gradient): call cg_tensor_zero_grad before freeing such a leaf, or its
+ * memory is never released.  A later backward adds into a grad that has a
+ * graph out of place (a new tensor), never into it.  cg_grad avoids the
+ * cycle altogether and is the better call for gradient penalties. */
+int cg_backward_ex(cg_tensor *root, cg_tensor *grad_output, int flags);
+
+/* The gradients of `output` with respect to inputs[0..ninputs-1] (1 to
+ * CG_GRAD_MAX_INPUTS tensors that require grad, leaves or not; else
+ * CG_EINVAL / CG_ESTATE), as torch.autograd.grad(output, inputs,
+ * grad_output, create_graph) with one output: returned in grads[j], new
+ * tensors the caller owns (free each with cg_tensor_free), instead of
+ * added into any leaf's grad - no leaf's grad changes.  grad_output as
+ * cg_backward's (NULL for a one-element output).  An input the output does
+ * not depend on gets zeros (torch's materialize_grads); an input listed
+ * twice gets the same gradient twice (two references to one tensor).  Only
+ * the part of the graph that leads to the inputs is run.  flags: CG_GRAD_*
+ * as cg_backward_ex; with CG_GRAD_CREATE_GRAPH the gradients are recorded
+ * and can be differentiated again (gradient penalties, Hessian-vector
+ * products), and the graph is kept.  Without it or CG_GRAD_RETAIN_GRAPH
+ * the graph's saved tensors are released as by cg_backward.  On error no
+ * grads[j] is set and no leaf changes. */
+int cg_grad(cg_tensor *output, cg_tensor *grad_output, int ninputs,
+            cg_tensor *const *inputs, cg_tensor **grads, int flags);
+
+/* A scalar function of n tensors for cg_hvp: returns a new one-element
+ * tensor (the caller of f owns it) computed from inputs with recorded ops,
+ * or NULL with cg_last_error set.  `user` is cg_hvp's. */
+typedef cg_tensor *(*cg_scalar_fn)(int n, cg_tensor *const *inputs,
+                                   void *user);
+
+/* The Hessian-vector product H v of f at inputs (as
+ * torch.autograd.functional.hvp), by reverse over reverse: the gradient of
+ * <grad f, v> = sum_j <df/dinputs[j], v[j]>, computed with two cg_grad
+ * passes (the first with create_graph), so every op f uses must have a
+ * double backward (see above; else CG_EUNSUPPORTED naming it).  inputs:
+ * n tensors (1 to CG_GRAD_MAX_INPUTS) that require grad, typically a
+ * model's parameters (f may use them through the model rather than its
+ * arguments); their grad is not touched.  v[j] has inputs[j]'s shape and
+ * dtype (CG_ESHAPE otherwise).  hv[0..n-1] receive new tensors of the
+ * inputs' shapes, owned by the caller; value, if not NULL, receives f's
+ * value (a new tensor outside any graph, owned by the caller).  A
+ * function that does not depend on an input, or only linearly, gives
+ * zeros.  Call it with grad mode on (outside cg_no_grad_enter).  On error
+ * (f failing passes its status on) nothing is set. */
+int cg_hvp(cg_scalar_fn f, void *user, int n, cg_tensor *const *inputs,
+           cg_tensor *const *v, cg_tensor **hv, cg_tensor **value);
+
 /* No-grad mode for this thread, nestable: ops record nothing while it is
  * entered. */
 void cg_no_grad_enter(void);

@@ -205,6 +205,21 @@ typedef struct {
     size_t n, cap;
 } node_list;
 
+/* What a pass does besides the plain walk.  create_graph runs each
+ * node's composite backward (cg__backward_graph_of) in grad mode, so
+ * that the gradients are recorded and can be differentiated again.
+ * inputs (cg_grad: n of them, NULL for cg_backward) collects the
+ * gradients of those tensors into grads[] instead of any leaf's grad. */
+typedef struct {
+    int create_graph;
+    int n;
+    cg_tensor *const *inputs;
+    cg_tensor **grads;
+} walk;
+
+/* The pass running on this thread (for cg__grad_into), or NULL. */
+static _Thread_local const walk *cur_walk;
+
 static int
 push(node_list *l, cg__node *n)
 {
@@ -275,6 +290,15 @@ accumulate(cg_tensor **acc, cg_tensor *g)
 
     if (g == *acc)      /* added by the backward itself (cg__grad_into) */
         return CG_OK;
+    /* A gradient made by a create_graph backward is part of a graph:
+     * adding into it in place would change what that graph computed. */
+    if (*acc && (*acc)->grad_fn) {
+        if (!(sum = cg_add(*acc, g)))
+            return cg__last_status();
+        cg_tensor_free(*acc);
+        *acc = sum;
+        return CG_OK;
+    }
     if (!*acc && g->refs == 1 && g->storage->refs == 1 && !g->grad_fn &&
         cg_tensor_is_contiguous(g)) {
         *acc = cg_tensor_ref(g);
@@ -298,19 +322,25 @@ grad_target(cg_tensor *t)
                         : &t->grad_fn->grad_acc;
 }
 
+static cg_tensor **walk_target(const walk *w, cg_tensor *t);
+
 cg_tensor *
 cg__grad_into(cg__node *n, int k)
 {
-    cg_tensor *in = n->inputs[k], *acc;
+    cg_tensor *in = n->inputs[k], **target, *acc;
 
-    if (!in || !n->needs[k])
+    /* create_graph adds out of place; cg_grad's leaves collect apart */
+    if (!in || !n->needs[k] || (cur_walk && cur_walk->create_graph))
         return NULL;
-    acc = *grad_target(in);
+    target = cur_walk ? walk_target(cur_walk, in) : grad_target(in);
+    if (!target)
+        return NULL;
+    acc = *target;
     /* Nothing else may see the accumulator's memory: a backward that
      * reads a tensor sharing it (a view the graph saved, a reference the
      * caller holds) while writing into it would read its own output. */
     if (!acc || acc->refs != 1 || acc->storage->refs != 1 ||
-        !cg_tensor_is_contiguous(acc))
+        acc->grad_fn || !cg_tensor_is_contiguous(acc))
         return NULL;
     return acc;
 }
@@ -354,16 +384,129 @@ check_released(const node_list *order)
     return CG_OK;
 }
 
-int
-cg_backward(cg_tensor *root, cg_tensor *grad_output, int retain_graph)
+/* Where the walk collects t's gradient: grad_target's, except that for
+ * cg_grad a leaf's goes to its slot of grads[] (NULL: a leaf not asked
+ * about, whose gradient is dropped). */
+static cg_tensor **
+walk_target(const walk *w, cg_tensor *t)
 {
-    node_list order = { 0 };
-    cg_tensor *seed = NULL;
-    char s1[128], s2[128];
-    int status;
+    int j;
+
+    if (t->grad_fn || !w->inputs)
+        return grad_target(t);
+    for (j = 0; j < w->n; j++)
+        if (w->inputs[j] == t)
+            return &w->grads[j];
+    return NULL;
+}
+
+/* create_graph's accumulation: out of place and recorded, since the sum
+ * is part of the graph.  acc takes g itself, except that a leaf's grad
+ * (which a later plain backward adds into in place) takes a copy of a
+ * g without a graph that something else may still see. */
+static int
+accumulate_graph(cg_tensor **acc, cg_tensor *g, int leaf_grad)
+{
+    cg_tensor *sum;
+
+    if (!*acc) {
+        if (leaf_grad && !g->grad_fn && (g->refs != 1 ||
+                                         g->storage->refs != 1 ||
+                                         !cg_tensor_is_contiguous(g)))
+            *acc = cg__copy_contiguous(g);
+        else
+            *acc = cg_tensor_ref(g);
+        return *acc ? CG_OK : cg__last_status();
+    }
+    if (!(sum = cg_add(*acc, g)))
+        return cg__last_status();
+    cg_tensor_free(*acc);
+    *acc = sum;
+    return CG_OK;
+}
+
+static int
+walk_accumulate(const walk *w, cg_tensor *t, cg_tensor *g)
+{
+    cg_tensor **acc = walk_target(w, t);
+
+    if (!acc)
+        return CG_OK;
+    return w->create_graph ? accumulate_graph(acc, g, !t->grad_fn &&
+                                              !w->inputs)
+                           : accumulate(acc, g);
+}
+
+/* cg_grad: marks 3 the nodes of order through which a gradient reaches
+ * one of w's inputs (order is post-order, so a node's inputs' nodes come
+ * first); the walk runs only those. */
+static void
+mark_useful(const node_list *order, const walk *w)
+{
+    size_t i;
+    int k, j;
+
+    for (i = 0; i < order->n; i++) {
+        cg__node *n = order->v[i];
+
+        for (k = 0; k < n->ninputs && n->mark != 3; k++) {
+            cg_tensor *in = n->inputs[k];
+
+            if (!n->needs[k] || !in)
+                continue;
+            if (in->grad_fn && in->grad_fn->mark == 3)
+                n->mark = 3;
+            for (j = 0; j < w->n; j++)
+                if (w->inputs[j] == in)
+                    n->mark = 3;
+        }
+    }
+}
+
+/* cg_grad: takes a reference to what collected for the inputs that n
+ * made, before n's backward runs (nothing adds to it afterwards). */
+static void
+capture(const walk *w, cg__node *n)
+{
+    int j;
+
+    for (j = 0; j < w->n; j++) {
+        cg_tensor *t = w->inputs[j], *acc;
+
+        if (t->grad_fn != n || w->grads[j])
+            continue;
+        acc = t->grad_slot ? n->extra_acc[t->grad_slot - 1] : n->grad_acc;
+        w->grads[j] = acc ? cg_tensor_ref(acc) : NULL;
+    }
+}
+
+/* create_graph: fails before anything runs if a node to be run has no
+ * composite backward. */
+static int
+check_graph_support(const node_list *order, const walk *w)
+{
     size_t i;
 
-    cg__error_clear();
+    for (i = 0; i < order->n; i++) {
+        cg__node *n = order->v[i];
+
+        if (w->inputs && n->mark != 3)
+            continue;
+        if (!cg__backward_graph_of(n))
+            return cg__error(CG_EUNSUPPORTED, "backward with create_graph "
+                             "through '%s': this op has no double backward "
+                             "(see Autograd in clgrad.h for the ops that "
+                             "have one)", n->op);
+    }
+    return CG_OK;
+}
+
+static int
+check_root(cg_tensor *root, cg_tensor *grad_output)
+{
+    char s1[128], s2[128];
+    int status;
+
     if (!root)
         return cg__error(CG_EINVAL, "root is NULL");
     if (!root->requires_grad)
@@ -395,29 +538,62 @@ cg_backward(cg_tensor *root, cg_tensor *grad_output, int retain_graph)
                          cg__shape_str(root->ndim, root->shape, s1,
                                        sizeof s1));
     }
-    /* Pending tangents read their nodes, which this backward may free. */
-    if (root->ctx->fwad_level && (status = cg__fw_flush(root->ctx)))
-        return status;
-    cg_no_grad_enter();
-    backward_depth++;
-    seed = grad_output ? cg__copy_contiguous(grad_output)
-                       : cg__tensor_empty(root->ctx, root->dtype, root->ndim,
-                                          root->shape);
-    if (seed && !grad_output && cg__fill(seed, 1.0f) != CG_OK) {
+    return CG_OK;
+}
+
+/* The seed: grad_output (create_graph: itself, so that the gradients
+ * are differentiable in it too; else a contiguous copy), or ones. */
+static cg_tensor *
+make_seed(cg_tensor *root, cg_tensor *grad_output, int create_graph)
+{
+    cg_tensor *seed;
+
+    if (grad_output)
+        return create_graph ? cg_tensor_ref(grad_output)
+                            : cg__copy_contiguous(grad_output);
+    seed = cg__tensor_empty(root->ctx, root->dtype, root->ndim, root->shape);
+    if (seed && cg__fill(seed, 1.0f) != CG_OK) {
         cg_tensor_free(seed);
         seed = NULL;
     }
-    if (!seed) {
+    return seed;
+}
+
+static int
+run_backward(cg_tensor *root, cg_tensor *grad_output, int retain_graph,
+             const walk *w)
+{
+    node_list order = { 0 };
+    const walk *prev;
+    cg_tensor *seed;
+    int status;
+    size_t i;
+
+    if ((status = check_root(root, grad_output)))
+        return status;
+    /* Pending tangents read their nodes, which this backward may free. */
+    if (root->ctx->fwad_level && (status = cg__fw_flush(root->ctx)))
+        return status;
+    if (!w->create_graph)
+        cg_no_grad_enter();
+    backward_depth++;
+    prev = cur_walk;
+    cur_walk = w;
+    if (!(seed = make_seed(root, grad_output, w->create_graph))) {
         status = cg__last_status();
         goto out;
     }
     if (!root->grad_fn) {           /* a leaf: its gradient is the seed */
-        status = accumulate(&root->grad, seed);
+        status = walk_accumulate(w, root, seed);
         goto out;
     }
     status = topo_sort(root->grad_fn, &order);
     if (status == CG_OK)
         status = check_released(&order);
+    if (status == CG_OK && w->inputs)
+        mark_useful(&order, w);
+    if (status == CG_OK && w->create_graph)
+        status = check_graph_support(&order, w);
     if (status)
         goto out;
     *grad_target(root) = seed;
@@ -430,32 +606,81 @@ cg_backward(cg_tensor *root, cg_tensor *grad_output, int retain_graph)
 
         if (!has_grad(n))
             continue;
-        status = n->backward(n, n->grad_acc, gin);
+        if (w->inputs) {
+            capture(w, n);
+            if (n->mark != 3) {
+                drop_acc(n);
+                continue;
+            }
+        }
+        status = w->create_graph
+                 ? cg__backward_graph_of(n)(n, n->grad_acc, gin)
+                 : n->backward(n, n->grad_acc, gin);
         for (k = 0; k < n->ninputs; k++) {
             cg_tensor *in = n->inputs[k];
 
             if (status == CG_OK && gin[k] && n->needs[k])
-                status = accumulate(grad_target(in), gin[k]);
+                status = walk_accumulate(w, in, gin[k]);
             cg_tensor_free(gin[k]);
         }
         drop_acc(n);
     }
 out:
+    /* create_graph keeps the graph: the gradients' graph refers to it. */
     for (i = 0; i < order.n; i++) {
         cg__node *n = order.v[i];
 
         n->mark = 0;
         drop_acc(n);
-        if (!retain_graph && status == CG_OK)
+        if (!retain_graph && !w->create_graph && status == CG_OK)
             release_saved(n);
     }
     for (i = 0; i < order.n; i++)
         cg__node_unref(order.v[i]);
     free(order.v);
     cg_tensor_free(seed);
+    cur_walk = prev;
     backward_depth--;
-    cg_no_grad_leave();
+    if (!w->create_graph)
+        cg_no_grad_leave();
     return status;
+}
+
+int
+cg_backward(cg_tensor *root, cg_tensor *grad_output, int retain_graph)
+{
+    walk w = { 0, 0, NULL, NULL };
+
+    cg__error_clear();
+    return run_backward(root, grad_output, retain_graph, &w);
+}
+
+int
+cg_backward_ex(cg_tensor *root, cg_tensor *grad_output, int flags)
+{
+    walk w = { 0, 0, NULL, NULL };
+
+    cg__error_clear();
+    if (flags & ~(CG_GRAD_RETAIN_GRAPH | CG_GRAD_CREATE_GRAPH))
+        return cg__error(CG_EINVAL, "cg_backward_ex: unknown flags 0x%x",
+                         (unsigned)flags);
+    w.create_graph = (flags & CG_GRAD_CREATE_GRAPH) != 0;
+    return run_backward(root, grad_output,
+                        (flags & CG_GRAD_RETAIN_GRAPH) != 0, &w);
+}
+
+int
+cg__backward_walk(cg_tensor *root, cg_tensor *grad_output, int retain_graph,
+                  int create_graph, int ninputs, cg_tensor *const *inputs,
+                  cg_tensor **grads)
+{
+    walk w;
+
+    w.create_graph = create_graph;
+    w.n = ninputs;
+    w.inputs = inputs;
+    w.grads = grads;
+    return run_backward(root, grad_output, retain_graph, &w);
 }
 
 /* ------------------------------------------------------------------------

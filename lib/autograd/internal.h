@@ -81,6 +81,16 @@ int cg__node_save(cg__node *n, int k, const cg_tensor *t);
 
 void cg__node_unref(cg__node *n);
 
+/* The backward pass behind cg_backward, cg_backward_ex and cg_grad (lib/
+ * autograd/graph.c): create_graph runs the composite backward of each node
+ * (cg__backward_graph_of) in grad mode.  With inputs (ninputs of them, at
+ * most CG_GRAD_MAX_INPUTS; NULL: none) their gradients collect in
+ * grads[] (new references, NULL where none reached) instead of any leaf's
+ * grad, and only the nodes that lead to them run. */
+int cg__backward_walk(cg_tensor *root, cg_tensor *grad_output,
+                      int retain_graph, int create_graph, int ninputs,
+                      cg_tensor *const *inputs, cg_tensor **grads);
+
 /* Nonzero while cg_backward runs backward functions. */
 int cg__in_backward(void);
 

@@ -92,6 +92,12 @@ cg_tensor *cg__random(cg_context *ctx, cg__kid kid, int ndim,
 cg_tensor *cg__sum_mask(cg_tensor *x, unsigned mask, int keepdim,
                         float scale);
 
+/* The composite backward of node n (lib/ops/grad_graph.c): the gradients
+ * of n->backward computed with recorded ops, run in grad mode by a
+ * backward with create_graph so that they can be differentiated again;
+ * NULL when n's op has none. */
+cg__backward_fn cg__backward_graph_of(const cg__node *n);
+
 /* The elementwise ops, CG__EW_AFFINE...: kernels/elementwise_ops.def. */
 typedef enum {
 #define CG_UNARY(ID, NAME, FWD, BWD) CG__EW_##ID,

@@ -1,0 +1,210 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * lib/autograd/higher.c - gradients returned rather than accumulated
+ * (cg_grad), and Hessian-vector products of scalar functions by reverse
+ * over reverse: the gradient of <grad f, v>.
+ */
+#include "config.h"
+
+#include <string.h>
+
+#include "autograd/internal.h"
+#include "ops/internal.h"
+
+static int
+check_grad_inputs(cg_tensor *output, int ninputs, cg_tensor *const *inputs,
+                  cg_tensor **grads)
+{
+    int j;
+
+    if (ninputs < 1 || ninputs > CG_GRAD_MAX_INPUTS || !inputs || !grads)
+        return cg__error(CG_EINVAL, "cg_grad: %d inputs (1 to %d, with "
+                         "non-NULL inputs and grads)", ninputs,
+                         CG_GRAD_MAX_INPUTS);
+    for (j = 0; j < ninputs; j++) {
+        if (!inputs[j])
+            return cg__error(CG_EINVAL, "cg_grad: inputs[%d] is NULL", j);
+        if (output && inputs[j]->ctx != output->ctx)
+            return cg__error(CG_ECONTEXT, "cg_grad: inputs[%d] and the "
+                             "output belong to different contexts", j);
+        if (!inputs[j]->requires_grad)
+            return cg__error(CG_ESTATE, "cg_grad: inputs[%d] does not "
+                             "require grad", j);
+    }
+    return CG_OK;
+}
+
+/* The gradients cg_grad hands out: a reference to the first gradient of
+ * a repeated input, zeros for an input the output does not depend on. */
+static int
+finish_grads(int ninputs, cg_tensor *const *inputs, cg_tensor **grads)
+{
+    int i, j;
+
+    for (j = 0; j < ninputs; j++) {
+        cg_tensor *t = inputs[j];
+
+        for (i = 0; i < j && !grads[j]; i++)
+            if (inputs[i] == t && grads[i])
+                grads[j] = cg_tensor_ref(grads[i]);
+        if (!grads[j] &&
+            !(grads[j] = cg_full_dtype(t->ctx, t->dtype, t->ndim, t->shape,
+                                       0.0f)))
+            return cg__last_status();
+    }
+    return CG_OK;
+}
+
+int
+cg_grad(cg_tensor *output, cg_tensor *grad_output, int ninputs,
+        cg_tensor *const *inputs, cg_tensor **grads, int flags)
+{
+    cg_tensor *got[CG_GRAD_MAX_INPUTS] = { NULL };
+    int status, j;
+
+    cg__error_clear();
+    if ((status = check_grad_inputs(output, ninputs, inputs, grads)))
+        return status;
+    if (flags & ~(CG_GRAD_RETAIN_GRAPH | CG_GRAD_CREATE_GRAPH))
+        return cg__error(CG_EINVAL, "cg_grad: unknown flags 0x%x",
+                         (unsigned)flags);
+    status = cg__backward_walk(output, grad_output,
+                               (flags & CG_GRAD_RETAIN_GRAPH) != 0,
+                               (flags & CG_GRAD_CREATE_GRAPH) != 0, ninputs,
+                               inputs, got);
+    if (status == CG_OK)
+        status = finish_grads(ninputs, inputs, got);
+    for (j = 0; j < ninputs; j++) {
+        if (status)
+            cg_tensor_free(got[j]);
+        else
+            grads[j] = got[j];
+    }
+    return status;
+}
+
+static int
+check_hvp(cg_scalar_fn f, int n, cg_tensor *const *inputs,
+          cg_tensor *const *v, cg_tensor **hv)
+{
+    char s1[128], s2[128];
+    int j;
+
+    if (!f || !inputs || !v || !hv || n < 1 || n > CG_GRAD_MAX_INPUTS)
+        return cg__error(CG_EINVAL, "cg_hvp: f, inputs, v and hv must be "
+                         "given, with 1 to %d inputs (not %d)",
+                         CG_GRAD_MAX_INPUTS, n);
+    for (j = 0; j < n; j++) {
+        if (!inputs[j] || !v[j])
+            return cg__error(CG_EINVAL, "cg_hvp: %s[%d] is NULL",
+                             inputs[j] ? "v" : "inputs", j);
+        if (!inputs[j]->requires_grad)
+            return cg__error(CG_ESTATE, "cg_hvp: inputs[%d] does not "
+                             "require grad", j);
+        if (v[j]->ctx != inputs[j]->ctx)
+            return cg__error(CG_ECONTEXT, "cg_hvp: v[%d] and inputs[%d] "
+                             "belong to different contexts", j, j);
+        if (v[j]->dtype != inputs[j]->dtype ||
+            v[j]->ndim != inputs[j]->ndim ||
+            memcmp(v[j]->shape, inputs[j]->shape,
+                   (size_t)v[j]->ndim * sizeof(int64_t)) != 0)
+            return cg__error(CG_ESHAPE, "cg_hvp: v[%d] is %s %s, inputs[%d] "
+                             "%s %s", j, cg__dtype_name(v[j]->dtype),
+                             cg__shape_str(v[j]->ndim, v[j]->shape, s1,
+                                           sizeof s1), j,
+                             cg__dtype_name(inputs[j]->dtype),
+                             cg__shape_str(inputs[j]->ndim, inputs[j]->shape,
+                                           s2, sizeof s2));
+    }
+    return CG_OK;
+}
+
+/* sum_j <g[j], v[j]>, recorded. */
+static cg_tensor *
+dot(int n, cg_tensor *const *g, cg_tensor *const *v)
+{
+    cg_tensor *acc = NULL, *p, *s, *t;
+    int j;
+
+    for (j = 0; j < n; j++) {
+        p = cg_mul(g[j], v[j]);
+        s = p ? cg_sum(p, 0, NULL, 0) : NULL;
+        cg_tensor_free(p);
+        if (!s) {
+            cg_tensor_free(acc);
+            return NULL;
+        }
+        t = acc ? cg_add(acc, s) : cg_tensor_ref(s);
+        cg_tensor_free(acc);
+        cg_tensor_free(s);
+        if (!(acc = t))
+            return NULL;
+    }
+    return acc;
+}
+
+/* Zeros of the inputs' shapes into out[]: the Hessian of a function whose
+ * gradient does not depend on them. */
+static int
+zeros_like(int n, cg_tensor *const *inputs, cg_tensor **out)
+{
+    int j;
+
+    for (j = 0; j < n; j++) {
+        out[j] = cg_full_dtype(inputs[j]->ctx, inputs[j]->dtype,
+                               inputs[j]->ndim, inputs[j]->shape, 0.0f);
+        if (!out[j])
+            return cg__last_status();
+    }
+    return CG_OK;
+}
+
+int
+cg_hvp(cg_scalar_fn f, void *user, int n, cg_tensor *const *inputs,
+       cg_tensor *const *v, cg_tensor **hv, cg_tensor **value)
+{
+    cg_tensor *g[CG_GRAD_MAX_INPUTS] = { NULL }, *h[CG_GRAD_MAX_INPUTS] = {
+        NULL };
+    cg_tensor *y = NULL, *d = NULL;
+    char s[128];
+    int status, j;
+
+    cg__error_clear();
+    if ((status = check_hvp(f, n, inputs, v, hv)))
+        return status;
+    if (!(y = f(n, inputs, user))) {
+        status = cg__last_status();
+        if (status == CG_OK)
+            status = cg__error(CG_EINVAL, "cg_hvp: f returned NULL");
+        goto out;
+    }
+    if (cg_tensor_numel(y) != 1) {
+        status = cg__error(CG_ESHAPE, "cg_hvp: f returned shape %s, not one "
+                           "element", cg__shape_str(y->ndim, y->shape, s,
+                                                    sizeof s));
+        goto out;
+    }
+    if (!y->requires_grad) {
+        status = zeros_like(n, inputs, h);
+        goto out;
+    }
+    status = cg_grad(y, NULL, n, inputs, g, CG_GRAD_CREATE_GRAPH);
+    if (status == CG_OK && !(d = dot(n, g, v)))
+        status = cg__last_status();
+    if (status == CG_OK)
+        status = d->requires_grad ? cg_grad(d, NULL, n, inputs, h, 0)
+                                  : zeros_like(n, inputs, h);
+out:
+    if (status == CG_OK && value && !(*value = cg_detach(y)))
+        status = cg__last_status();
+    for (j = 0; j < n; j++) {
+        cg_tensor_free(g[j]);
+        if (status)
+            cg_tensor_free(h[j]);
+        else
+            hv[j] = h[j];
+    }
+    cg_tensor_free(d);
+    cg_tensor_free(y);
+    return status;
+}
