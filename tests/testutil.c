@@ -111,15 +111,17 @@ char *
 tt_run_tool(const char *env, const char *tool, const char *args, int *status)
 {
     const char *bld = getenv("TEST_BUILDDIR");
-    char cmd[2048];
+    char cmd[2048], errf[1024];
     size_t cap = 1 << 16, len = 0, n;
     char *out = malloc(cap);
     FILE *p;
     int rc;
 
     ck_assert_ptr_nonnull(out);
-    snprintf(cmd, sizeof cmd, "%s%s'%s/tools/%s' %s 2>/dev/null",
-             env ? env : "", env ? " " : "", bld ? bld : ".", tool, args);
+    snprintf(errf, sizeof errf, "%s/%s.stderr", tt_tmpdir(), tool);
+    snprintf(cmd, sizeof cmd, "%s%s'%s/tools/%s' %s 2>'%s'",
+             env ? env : "", env ? " " : "", bld ? bld : ".", tool, args,
+             errf);
     p = popen(cmd, "r");
     ck_assert_ptr_nonnull(p);
     while ((n = fread(out + len, 1, cap - len - 1, p)) > 0) {
@@ -132,5 +134,19 @@ tt_run_tool(const char *env, const char *tool, const char *args, int *status)
     out[len] = '\0';
     rc = pclose(p);
     *status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+    /* a crash (the shell's 128 + signal, or a sanitizer's abort): its
+     * stderr into the test's log */
+    if (*status < 0 || *status >= 128) {
+        FILE *e = fopen(errf, "r");
+        char line[512];
+
+        fprintf(stderr, "%s %s: exit status %d; its stderr:\n", tool, args,
+                *status);
+        while (e && fgets(line, sizeof line, e))
+            fputs(line, stderr);
+        if (e)
+            fclose(e);
+    }
+    remove(errf);
     return out;
 }

@@ -45,9 +45,10 @@ int tt_host_checker(void);
 #define TT_NDTYPES (tt_host_checker() ? 1 : 2)
 
 /* Runs $TEST_BUILDDIR/tools/<tool> (or ./tools/<tool>) with `args`,
- * stderr discarded, `env` ("VAR='value' ..." or NULL) set for it; returns
- * its stdout (the caller frees it) and sets *status to its exit status
- * (-1 if it did not exit). */
+ * `env` ("VAR='value' ..." or NULL) set for it; returns its stdout (the
+ * caller frees it) and sets *status to its exit status (-1 if it did not
+ * exit).  Its stderr goes to the test's log only when it crashed (status
+ * -1 or 128 and up: a signal, a sanitizer's abort). */
 char *tt_run_tool(const char *env, const char *tool, const char *args,
                   int *status);
 
