@@ -712,10 +712,17 @@ packed_run(cg_context *ctx, int ta, int tb, size_t m, size_t n, size_t k,
  * bfloat16 49/44, and small products, 64^3 NN float16 8.9/5.4 (15),
  * bfloat16 13/4.9, where the copies' launches weigh. */
 static int
-widen_rule(const gemm_cfg *cfg, int ta, int tb, size_t m, size_t n,
-           size_t k, size_t sa, size_t sb, size_t batch)
+widen_rule(const gemm_cfg *cfg, cg_dtype ab, int ta, int tb, size_t m,
+           size_t n, size_t k, size_t sa, size_t sb, size_t batch)
 {
     if ((double)m * (double)n * (double)k <= 262144.0)
+        return 0;
+    /* bfloat16 with few rows (the recurrent step's h W_hh^T, B rows):
+     * the copy of B costs as much as the product; float32 C, quiet
+     * machine, in place / widened: 32x2048x512 NN 169/117, 64x2048x512
+     * 178/148, 32x1024x256 90/42 (128x2048x512: 115/138).  float16's
+     * scalar conversions stay slow in place (93/124 at 32x2048x512). */
+    if (ab == CG_BF16 && m <= 64 && !ta)
         return 0;
     return ta || !tb || packed(cfg, ta, tb, m, n, k, sa, sb, batch);
 }
@@ -839,7 +846,8 @@ cg__gemm_act(cg_context *ctx, cg_dtype ab, cg_dtype cd, int ta, int tb,
     if (ab != CG_F32 && k > 0 &&
         (ctx->gemm_classes->widen >= 0
          ? ctx->gemm_classes->widen
-         : widen_rule(cfg, ta != 0, tb != 0, m, n, k, sa, sb, batch)))
+         : widen_rule(cfg, ab, ta != 0, tb != 0, m, n, k, sa, sb,
+                      batch)))
         return clgrad_run_widened(ctx, cfg, variant(ab, cd), ta != 0,
                                   tb != 0, m, n, k, alpha, a, sa, b, sb,
                                   beta, c, sc, batch, bias, act);
