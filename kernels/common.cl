@@ -148,6 +148,17 @@ typedef ushort cg_t;
         else if ((act) == CG_ACT_SIGMOID)                                    \
             (v) = CG_SIGMOID(v);                                             \
     } while (0)
+/* CG_ACT on a floatN lvalue v, N 4, 8 or 16 (CG_ACT_V##N): a float16
+ * as its two halves, since tanh and exp of a float16 are built-in calls
+ * whose 16-wide argument changes the ABI (and warns) on a CPU without
+ * AVX-512. */
+#define CG_ACT_V4(v, act) CG_ACT(v, act)
+#define CG_ACT_V8(v, act) CG_ACT(v, act)
+#define CG_ACT_V16(v, act)                                                   \
+    do {                                                                     \
+        CG_ACT((v).lo, act);                                                 \
+        CG_ACT((v).hi, act);                                                 \
+    } while (0)
 
 /* Combines buf[0 .. wg - 1] into buf[0] with COMBINE(a, b), each work-item
  * having stored its own buf[lid]; every work-item of the group must reach

@@ -214,7 +214,7 @@ store_c(const floatv *acc, __global cg_to *p, int n, float alpha,
             v += beta * LDVO(p);
         if (q)
             v += LDVO(q);
-        CG_ACT(v, act);
+        CG_CAT(CG_ACT_V, VW)(v, act);
         STVO(v, p);
         return;
     }

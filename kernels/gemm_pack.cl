@@ -221,7 +221,7 @@ store_c(const floatv *acc, __global cg_t *p, int n, float alpha, float beta,
             v += beta * LDC(p);
         if (q)
             v += LDC(q);
-        CG_ACT(v, act);
+        CG_CAT(CG_ACT_V, PVW)(v, act);
         STC(v, p);
         return;
     }
