@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "nn/internal.h"
+#include "ops/internal.h"
 #include "tensor/internal.h"
 
 #define NAME_MAX_ 64
@@ -241,14 +242,18 @@ cg_module_params(const cg_module *m, cg_tensor **params, int max)
  * Activations and forward
  * ------------------------------------------------------------------------ */
 
+/* fused: the activation a linear layer before it runs in its GEMM's
+ * epilogue (lib/ops/internal.h's cg__act; 0: none, gelu's derivative
+ * needs its input). */
 static const struct {
     const char *name;
     cg_tensor *(*fn)(cg_tensor *);
+    cg__act fused;
 } activations[] = {
-    { "relu", cg_relu },
-    { "tanh", cg_tanh },
-    { "sigmoid", cg_sigmoid },
-    { "gelu", cg_gelu },
+    { "relu", cg_relu, CG__ACT_RELU },
+    { "tanh", cg_tanh, CG__ACT_TANH },
+    { "sigmoid", cg_sigmoid, CG__ACT_SIGMOID },
+    { "gelu", cg_gelu, CG__ACT_NONE },
 };
 
 cg_module *
@@ -283,15 +288,14 @@ cg_activation_new(cg_context *ctx, const char *name)
 static int
 fusable(const cg_module *m, const cg_module *next)
 {
-    static const char *const names[] = { "relu", "tanh", "sigmoid" };
-    int a;
+    size_t i;
 
     if (strcmp(m->kind, "linear") != 0 || !next->act ||
         m->ctx->fwad_level)
         return 0;
-    for (a = 0; a < 3; a++)
-        if (strcmp(next->kind, names[a]) == 0)
-            return a + 1;
+    for (i = 0; i < sizeof activations / sizeof activations[0]; i++)
+        if (next->act == activations[i].fn)
+            return activations[i].fused;
     return 0;
 }
 
