@@ -1317,6 +1317,61 @@ cg_tensor *cg_softmax(cg_tensor *x, int dim);
 cg_tensor *cg_log_softmax(cg_tensor *x, int dim);
 
 /* ------------------------------------------------------------------------
+ * Fourier transforms along one axis, as torch.fft.fft, ifft, rfft and
+ * irfft, computed by clFFT in float32.  A complex tensor is a float32
+ * tensor whose last dimension is 2 (real, imaginary): the layout of
+ * torch.view_as_real, so a complex [B, N] is a float32 [B, N, 2].
+ *
+ * dim counts the complex tensor's dimensions without that pair (negative
+ * from the end: -1 is the last axis before the pair); the transform runs
+ * along it, batched over the others.  n is the transform's length
+ * (CG_FFT_DEFAULT_N: the input's length along dim, for irfft 2 * (m - 1)
+ * for m input bins): the input is cropped to its first n points, or
+ * zero-padded to n at the end, first (irfft: to n/2 + 1 bins).  norm is
+ * torch.fft's: BACKWARD scales the inverse transforms by 1/n, ORTHO both
+ * directions by 1/sqrt(n), FORWARD the forward ones by 1/n.
+ *
+ *   cg_fft    complex -> complex, e^(-2 pi i jk/n), the shape with n at dim
+ *   cg_ifft   complex -> complex, e^(+2 pi i jk/n)
+ *   cg_rfft   real -> complex: the n/2 + 1 non-redundant bins of the
+ *             forward transform (a real [.., L, ..] gives [.., n/2+1, .., 2])
+ *   cg_irfft  complex (n/2 + 1 bins of a Hermitian spectrum) -> n reals;
+ *             the imaginary parts of bin 0 and (even n) bin n/2 are
+ *             ignored, as by torch.fft.irfft
+ *
+ * The result is a new contiguous tensor (the caller owns it), never
+ * sharing the input's storage.  Differentiable, with PyTorch's gradients
+ * (fft's is the inverse-direction transform with the same scale, rfft's
+ * the real part of the inverse transform of the zero-padded gradient,
+ * irfft's rfft of the gradient with the bins that stand for two
+ * doubled); not yet twice (a create_graph backward through them fails
+ * with CG_EUNSUPPORTED) nor in forward mode.
+ *
+ * Lengths: clFFT transforms lengths whose prime factors are 2, 3, 5, 7,
+ * 11 and 13; another n > 1 fails with CG_EUNSUPPORTED naming it.  Each
+ * new (kind, n, batch, norm) bakes a clFFT plan on first use (seconds on
+ * PoCL with a cold cache; clFFT's compiled kernels are kept under
+ * clgrad's cache directory, CLFFT_CACHE_PATH when the user did not set
+ * it), which the context keeps until it is freed.
+ *
+ * NULL on error, nothing launched: CG_EDTYPE for a dtype other than
+ * float32, CG_ESHAPE when a complex input's last dimension is not 2,
+ * CG_EINVAL for dim out of range, n < 1 (or a default n below 1) or
+ * another norm; a clFFT failure names the clFFT call and its code. */
+#define CG_FFT_DEFAULT_N (-1)
+
+typedef enum cg_fft_norm {
+    CG_FFT_BACKWARD = 0,    /* torch's default, norm="backward" */
+    CG_FFT_ORTHO = 1,
+    CG_FFT_FORWARD = 2
+} cg_fft_norm;
+
+cg_tensor *cg_fft(cg_tensor *x, int64_t n, int dim, cg_fft_norm norm);
+cg_tensor *cg_ifft(cg_tensor *x, int64_t n, int dim, cg_fft_norm norm);
+cg_tensor *cg_rfft(cg_tensor *x, int64_t n, int dim, cg_fft_norm norm);
+cg_tensor *cg_irfft(cg_tensor *x, int64_t n, int dim, cg_fft_norm norm);
+
+/* ------------------------------------------------------------------------
  * Losses, with PyTorch's semantics.  Each returns a new 0-d tensor (the
  * caller owns it) for CG_REDUCTION_MEAN and CG_REDUCTION_SUM, and the
  * unreduced losses for CG_REDUCTION_NONE; NULL on error.  Reductions are

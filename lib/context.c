@@ -2,7 +2,8 @@
 /*
  * lib/context.c - the public context constructor and destructor, above
  * every layer: lib/cl builds the device layer (device, queue, programs,
- * pool), lib/ops gives it its random number generator, then lib/tune puts
+ * pool), lib/ops gives it its random number generator (and, on the first
+ * transform, its clFFT plans), then lib/tune puts
  * the tuning database in force; freeing undoes them in the other order.
  * lib/cl calls nothing upward and keeps no state of the layers above.
  */
@@ -62,6 +63,7 @@ cg_context_free(cg_context *ctx)
     if (!ctx)
         return;
     cg__autocast_free(ctx);
+    cg__fft_free(ctx);
     cg__gemm_classes_free(ctx);
     cg__tuning_free(ctx);
     cg__rng_detach(ctx);

@@ -126,6 +126,10 @@ struct cg_context {
      * fw_prev / fw_next, so that closing the level drops every tangent. */
     int fwad_level;
     cg_tensor *fwad_list;
+    /* clFFT's plans for this context (lib/ops/fft.c's, which makes them on
+     * the first transform and frees them, cg__fft_free); lib/cl never
+     * looks inside. */
+    struct cg__fft *fft;
 };
 
 /* A context on the device opts selects (NULL: the default), without

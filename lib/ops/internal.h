@@ -284,4 +284,39 @@ void cg__autocast_free(cg_context *ctx);
         }                                                                    \
     } while (0)
 
+/* clFFT underneath the spectral ops (lib/ops/fft.c).  The kinds of 1-D
+ * transform: complex to complex forward (e^-i) and inverse (e^+i), real
+ * to the n/2+1 non-redundant bins, and those bins back to n reals (the
+ * imaginary parts of bin 0 and, for even n, bin n/2 must be zero). */
+typedef enum cg__fft_kind {
+    CG__FFT_C2C_FWD,
+    CG__FFT_C2C_INV,
+    CG__FFT_R2C,
+    CG__FFT_C2R
+} cg__fft_kind;
+
+/* Whether clFFT transforms length n (n >= 1 with no prime factor above
+ * 13). */
+int cg__fft_length_ok(size_t n);
+
+/* Enqueues `batch` transforms of kind and length n, each multiplied by
+ * scale, from the contiguous rows of buffer in (from its start: n complex
+ * pairs a row, n reals for R2C, n/2+1 pairs for C2R) into the rows of out
+ * (which must not be in).  The plan for (kind, n, batch, scale) is made
+ * and baked on first use and kept in ctx until cg__fft_free; the first
+ * transform of a context takes a clFFT setup (clfftSetup once per
+ * process).  CG_EUNSUPPORTED naming the length when clFFT cannot do it;
+ * a clFFT failure names the call and the clFFT code. */
+int cg__fft_rows(cg_context *ctx, cg__fft_kind kind, size_t n, size_t batch,
+                 float scale, cl_mem in, cl_mem out);
+
+/* Releases ctx's plans and its clFFT setup (the last one tears clFFT
+ * down); NULL-safe, and nothing when ctx ran no transform. */
+void cg__fft_free(cg_context *ctx);
+
+/* How many plans ctx holds and the seconds spent baking them; for the
+ * tests and benchmarks. */
+int cg__fft_plan_stats(const cg_context *ctx, int *nplans,
+                       double *bake_seconds);
+
 #endif

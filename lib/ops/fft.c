@@ -1,0 +1,340 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * lib/ops/fft.c - clFFT underneath the spectral ops (lib/ops/spectral.c):
+ * one batched 1-D transform of contiguous rows, through a per-context
+ * cache of plans baked on first use.
+ *
+ * clFFT keeps process-wide state (clfftSetup, clfftTeardown), so the
+ * contexts that use it share one setup, counted under a mutex: the first
+ * context to run a transform sets clFFT up, the last one freed tears it
+ * down.  clFFT reads CLFFT_CACHE_PATH once, in clfftSetup, and caches the
+ * kernels it compiles there (baking a plan takes seconds on PoCL without
+ * it, a tenth of that with it); unless the user set it, clgrad points it
+ * at "clfft" under its own cache directory (cg__cache_dir) before the
+ * first setup.
+ */
+#include "config.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/internal.h"
+
+#include <clFFT.h>
+
+/* One baked plan.  The key is everything a plan fixes: the kind (which
+ * gives the layouts and the direction), the length, the batch, the scale,
+ * the precision and the placeness (single precision and out of place:
+ * the ops need no other yet, but they are part of the key so that adding
+ * them cannot return a plan of the other kind). */
+typedef struct fft_plan {
+    struct fft_plan *next;
+    cg__fft_kind kind;
+    size_t n, batch;
+    float scale;
+    clfftPrecision precision;
+    clfftResultLocation placeness;
+    clfftPlanHandle handle;
+    size_t tmp_bytes;           /* clfftGetTmpBufSize after baking */
+} fft_plan;
+
+struct cg__fft {
+    fft_plan *plans;
+    double bake_seconds;        /* summed over this context's bakes */
+    int nbaked;
+};
+
+static pthread_mutex_t setup_lock = PTHREAD_MUTEX_INITIALIZER;
+static int setup_refs;          /* contexts holding a clFFT setup */
+
+/* clFFT's own status names (its codes above the OpenCL range). */
+static const char *
+clfft_name(clfftStatus st)
+{
+    switch ((int)st) {
+    case CLFFT_BUGCHECK: return "CLFFT_BUGCHECK";
+    case CLFFT_NOTIMPLEMENTED: return "CLFFT_NOTIMPLEMENTED";
+    case CLFFT_TRANSPOSED_NOTIMPLEMENTED:
+        return "CLFFT_TRANSPOSED_NOTIMPLEMENTED";
+    case CLFFT_FILE_NOT_FOUND: return "CLFFT_FILE_NOT_FOUND";
+    case CLFFT_FILE_CREATE_FAILURE: return "CLFFT_FILE_CREATE_FAILURE";
+    case CLFFT_VERSION_MISMATCH: return "CLFFT_VERSION_MISMATCH";
+    case CLFFT_INVALID_PLAN: return "CLFFT_INVALID_PLAN";
+    case CLFFT_DEVICE_NO_DOUBLE: return "CLFFT_DEVICE_NO_DOUBLE";
+    case CLFFT_DEVICE_MISMATCH: return "CLFFT_DEVICE_MISMATCH";
+    default: return NULL;
+    }
+}
+
+/* Records a failed clFFT call as the last error: clFFT's codes in the
+ * OpenCL range are OpenCL's own (CLFFT_INVALID_VALUE is CL_INVALID_VALUE)
+ * and keep their number; its own codes become clgrad's nearest. */
+static int
+clfft_fail(clfftStatus st, const char *call, const char *what)
+{
+    const char *name = clfft_name(st);
+    int status;
+
+    if (!name) {
+        /* An OpenCL code: clFFT's name is CLFFT_ + OpenCL's after CL_. */
+        name = cg_status_name((int)st);
+        status = cg__cl_fail((cl_int)st, call);
+        return cg__error(status, "%s (%s) failed: CLFFT_%s", call, what,
+                         strncmp(name, "CL_", 3) == 0 ? name + 3 : name);
+    }
+    switch ((int)st) {
+    case CLFFT_NOTIMPLEMENTED:
+    case CLFFT_TRANSPOSED_NOTIMPLEMENTED:
+    case CLFFT_DEVICE_NO_DOUBLE:
+        status = CG_EUNSUPPORTED;
+        break;
+    case CLFFT_FILE_NOT_FOUND:
+    case CLFFT_FILE_CREATE_FAILURE:
+        status = CG_EIO;
+        break;
+    default:
+        status = CG_ESTATE;
+    }
+    return cg__error(status, "%s (%s) failed: %s", call, what, name);
+}
+
+/* Points clFFT's kernel cache under clgrad's cache directory (unless the
+ * user chose one, or turned clgrad's cache off).  Before clfftSetup,
+ * under setup_lock. */
+static void
+set_cache_path(void)
+{
+    char dir[4096];
+    size_t len;
+
+    if (getenv("CLFFT_CACHE_PATH") || !cg__cache_dir(dir, sizeof dir))
+        return;
+    len = strlen(dir);
+    if (len + sizeof "/clfft" > sizeof dir)
+        return;
+    memcpy(dir + len, "/clfft", sizeof "/clfft");
+    /* Without the directory clFFT just compiles every time. */
+    cg__error_quiet_enter();
+    if (cg__mkdir_p(dir) == CG_OK)
+        setenv("CLFFT_CACHE_PATH", dir, 0);
+    cg__error_quiet_leave();
+}
+
+/* Gives ctx its plan cache, and takes a clFFT setup for it. */
+static int
+fft_attach(cg_context *ctx)
+{
+    clfftSetupData setup;
+    clfftStatus st = CLFFT_SUCCESS;
+    struct cg__fft *f;
+
+    f = cg__calloc(1, sizeof *f);
+    if (!f)
+        return cg__last_status();
+    pthread_mutex_lock(&setup_lock);
+    if (setup_refs == 0) {
+        set_cache_path();
+        memset(&setup, 0, sizeof setup);
+        setup.major = clfftVersionMajor;
+        setup.minor = clfftVersionMinor;
+        setup.patch = clfftVersionPatch;
+        st = clfftSetup(&setup);
+    }
+    if (st == CLFFT_SUCCESS)
+        setup_refs++;
+    pthread_mutex_unlock(&setup_lock);
+    if (st != CLFFT_SUCCESS) {
+        free(f);
+        return clfft_fail(st, "clfftSetup", "the first transform");
+    }
+    ctx->fft = f;
+    return CG_OK;
+}
+
+void
+cg__fft_free(cg_context *ctx)
+{
+    fft_plan *p, *next;
+
+    if (!ctx || !ctx->fft)
+        return;
+    clFinish(ctx->queue);
+    for (p = ctx->fft->plans; p; p = next) {
+        next = p->next;
+        clfftDestroyPlan(&p->handle);
+        free(p);
+    }
+    free(ctx->fft);
+    ctx->fft = NULL;
+    pthread_mutex_lock(&setup_lock);
+    if (--setup_refs == 0)
+        clfftTeardown();
+    pthread_mutex_unlock(&setup_lock);
+}
+
+int
+cg__fft_length_ok(size_t n)
+{
+    static const size_t primes[] = { 2, 3, 5, 7, 11, 13 };
+    size_t i;
+
+    if (n == 0)
+        return 0;
+    for (i = 0; i < sizeof primes / sizeof primes[0]; i++)
+        while (n % primes[i] == 0)
+            n /= primes[i];
+    return n == 1;
+}
+
+/* Sets up a new plan for p's key: the layouts, strides and distances of
+ * p's kind (clFFT's real transforms want theirs set explicitly; the
+ * distances are in elements of each side: reals, or complex pairs), the
+ * scale of its direction, and bakes it. */
+static int
+plan_make(cg_context *ctx, fft_plan *p, char *what)
+{
+    size_t len[1] = { p->n }, one[1] = { 1 }, half = p->n / 2 + 1;
+    size_t idist = p->n, odist = p->n;
+    clfftLayout il = CLFFT_COMPLEX_INTERLEAVED, ol = il;
+    clfftDirection dir = CLFFT_FORWARD;
+    clfftStatus st;
+    const char *call;
+    double t0;
+
+    if (p->kind == CG__FFT_C2C_INV || p->kind == CG__FFT_C2R)
+        dir = CLFFT_BACKWARD;
+    if (p->kind == CG__FFT_R2C) {
+        il = CLFFT_REAL;
+        ol = CLFFT_HERMITIAN_INTERLEAVED;
+        odist = half;
+    } else if (p->kind == CG__FFT_C2R) {
+        il = CLFFT_HERMITIAN_INTERLEAVED;
+        ol = CLFFT_REAL;
+        idist = half;
+    }
+#define TRY(c) do { call = #c; if ((st = (c)) != CLFFT_SUCCESS) goto fail; } \
+    while (0)
+    TRY(clfftCreateDefaultPlan(&p->handle, ctx->context, CLFFT_1D, len));
+    TRY(clfftSetPlanPrecision(p->handle, p->precision));
+    TRY(clfftSetLayout(p->handle, il, ol));
+    TRY(clfftSetResultLocation(p->handle, p->placeness));
+    TRY(clfftSetPlanBatchSize(p->handle, p->batch));
+    TRY(clfftSetPlanInStride(p->handle, CLFFT_1D, one));
+    TRY(clfftSetPlanOutStride(p->handle, CLFFT_1D, one));
+    TRY(clfftSetPlanDistance(p->handle, idist, odist));
+    /* Both directions' scales, so that neither is clFFT's default. */
+    TRY(clfftSetPlanScale(p->handle, CLFFT_FORWARD, 1.0f));
+    TRY(clfftSetPlanScale(p->handle, CLFFT_BACKWARD, 1.0f));
+    TRY(clfftSetPlanScale(p->handle, dir, p->scale));
+    t0 = cg__now();
+    TRY(clfftBakePlan(p->handle, 1, &ctx->queue, NULL, NULL));
+    ctx->fft->bake_seconds += cg__now() - t0;
+    ctx->fft->nbaked++;
+    TRY(clfftGetTmpBufSize(p->handle, &p->tmp_bytes));
+#undef TRY
+    return CG_OK;
+fail:
+    if (p->handle)
+        clfftDestroyPlan(&p->handle);
+    return clfft_fail(st, call, what);
+}
+
+static const char *const kind_names[] = { "fft", "ifft", "rfft", "irfft" };
+
+/* ctx's plan for the key, made and baked if it has none. */
+static int
+plan_get(cg_context *ctx, cg__fft_kind kind, size_t n, size_t batch,
+         float scale, fft_plan **out)
+{
+    fft_plan *p;
+    char what[96];
+    int status;
+
+    if (!ctx->fft && (status = fft_attach(ctx)) != CG_OK)
+        return status;
+    for (p = ctx->fft->plans; p; p = p->next)
+        if (p->kind == kind && p->n == n && p->batch == batch &&
+            p->scale == scale && p->precision == CLFFT_SINGLE &&
+            p->placeness == CLFFT_OUTOFPLACE) {
+            *out = p;
+            return CG_OK;
+        }
+    p = cg__calloc(1, sizeof *p);
+    if (!p)
+        return cg__last_status();
+    p->kind = kind;
+    p->n = n;
+    p->batch = batch;
+    p->scale = scale;
+    p->precision = CLFFT_SINGLE;
+    p->placeness = CLFFT_OUTOFPLACE;
+    snprintf(what, sizeof what, "%s of length %zu, batch %zu",
+             kind_names[kind], n, batch);
+    status = plan_make(ctx, p, what);
+    if (status) {
+        free(p);
+        return status;
+    }
+    p->next = ctx->fft->plans;
+    ctx->fft->plans = p;
+    *out = p;
+    return CG_OK;
+}
+
+int
+cg__fft_rows(cg_context *ctx, cg__fft_kind kind, size_t n, size_t batch,
+             float scale, cl_mem in, cl_mem out)
+{
+    cg_buffer *tmp = NULL;
+    cl_mem tmem = NULL;
+    fft_plan *p = NULL;
+    clfftStatus st;
+    clfftDirection dir;
+    char what[96];
+    int status;
+
+    if (!cg__fft_length_ok(n))
+        return cg__error(CG_EUNSUPPORTED, "%s: length %zu has a prime "
+                         "factor above 13, which clFFT cannot transform",
+                         kind_names[kind], n);
+    status = plan_get(ctx, kind, n, batch, scale, &p);
+    if (status)
+        return status;
+    if (p->tmp_bytes) {
+        tmp = cg__buffer_new(ctx, p->tmp_bytes);
+        if (!tmp)
+            return cg__last_status();
+        tmem = cg__buffer_mem(tmp);
+    }
+    dir = kind == CG__FFT_C2C_INV || kind == CG__FFT_C2R ? CLFFT_BACKWARD
+                                                          : CLFFT_FORWARD;
+    st = clfftEnqueueTransform(p->handle, dir, 1, &ctx->queue, 0, NULL,
+                               NULL, &in, &out, tmem);
+    /* The pool hands the temporary out again only to work queued after
+     * this transform on the same in-order queue. */
+    cg_buffer_free(tmp);
+    if (st != CLFFT_SUCCESS) {
+        snprintf(what, sizeof what, "%s of length %zu, batch %zu",
+                 kind_names[kind], n, batch);
+        return clfft_fail(st, "clfftEnqueueTransform", what);
+    }
+    ctx->stats.kernels_enqueued++;
+    return CG_OK;
+}
+
+int
+cg__fft_plan_stats(const cg_context *ctx, int *nplans, double *bake_seconds)
+{
+    const fft_plan *p;
+
+    *nplans = 0;
+    *bake_seconds = 0;
+    if (!ctx->fft)
+        return CG_OK;
+    for (p = ctx->fft->plans; p; p = p->next)
+        ++*nplans;
+    *bake_seconds = ctx->fft->bake_seconds;
+    return CG_OK;
+}

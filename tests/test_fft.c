@@ -1,0 +1,483 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tests/test_fft.c - fft, ifft, rfft and irfft (clFFT underneath):
+ * forward against a plain C DFT in double at lengths 1, 2, 7, 8, 12, 100,
+ * 1000 and 1024, batches 1 and 33, along the last and a middle axis, for
+ * each norm, within 1e-5 * sqrt(log2 n) of the largest output magnitude;
+ * n cropping and zero-padding; round trips and Parseval's identity;
+ * gradcheck of every op (tests/opcheck.h) at small odd and even lengths;
+ * PyTorch 1.13's results and gradients (tests/fixtures/fft.txt); plans
+ * kept per context; and bad input failing with a clear error, launching
+ * nothing.
+ *
+ * Every new (kind, length, batch, norm) bakes a clFFT plan, which compiles
+ * kernels (seconds each natively without clFFT's cache), so under a
+ * memory checker the test runs fewer lengths.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/internal.h"     /* cg__fft_plan_stats */
+#include "fixture.h"
+#include "opcheck.h"
+
+#define PI 3.14159265358979323846
+
+enum { FFT, IFFT, RFFT, IRFFT };
+
+typedef struct fparam {
+    int kind;
+    int64_t n;          /* CG_FFT_DEFAULT_N or a length */
+    int dim;            /* of the logical (complex) dimensions */
+    cg_fft_norm norm;
+} fparam;
+
+static cg_tensor *
+run_op(cg_tensor *x, const fparam *p)
+{
+    switch (p->kind) {
+    case FFT: return cg_fft(x, p->n, p->dim, p->norm);
+    case IFFT: return cg_ifft(x, p->n, p->dim, p->norm);
+    case RFFT: return cg_rfft(x, p->n, p->dim, p->norm);
+    default: return cg_irfft(x, p->n, p->dim, p->norm);
+    }
+}
+
+static cg_tensor *
+run_fft(cg_tensor **in, const void *param)
+{
+    return run_op(in[0], param);
+}
+
+/* The reference: x of shape xs (ndim dims, the pair last when complex)
+ * into out (shape os), in double, term by term. */
+static void
+ref_dft(const double *x, int ndim, const int64_t *xs, const fparam *p,
+        double *out, int *ondim, int64_t *os)
+{
+    int cin = p->kind != RFFT, cout = p->kind != IRFFT;
+    int nd = ndim - cin, ax = p->dim < 0 ? p->dim + nd : p->dim, d;
+    int64_t L = xs[ax], n, half, inlen, outlen, outer = 1, inner = 1;
+    int64_t o, i, j, k;
+    double s, sign = p->kind == FFT || p->kind == RFFT ? -1 : 1;
+    double *re, *im;
+
+    n = p->n != CG_FFT_DEFAULT_N ? p->n : p->kind == IRFFT ? 2 * (L - 1) : L;
+    half = n / 2 + 1;
+    inlen = p->kind == IRFFT ? half : n;
+    outlen = p->kind == RFFT ? half : n;
+    s = p->norm == CG_FFT_ORTHO ? 1 / sqrt((double)n)
+        : (p->norm == CG_FFT_BACKWARD) == (sign > 0) ? 1.0 / n : 1.0;
+    for (d = 0; d < ax; d++)
+        outer *= xs[d];
+    for (d = ax + 1; d < nd; d++)
+        inner *= xs[d];
+    *ondim = nd + cout;
+    for (d = 0; d < nd; d++)
+        os[d] = d == ax ? outlen : xs[d];
+    if (cout)
+        os[nd] = 2;
+    if (!out)
+        return;
+    re = calloc((size_t)inlen, sizeof *re);
+    im = calloc((size_t)inlen, sizeof *im);
+    ck_assert(re && im);
+    for (o = 0; o < outer; o++)
+        for (i = 0; i < inner; i++) {
+            for (j = 0; j < inlen; j++) {
+                int64_t e = ((o * L + j) * inner + i) * (cin ? 2 : 1);
+
+                re[j] = j < L ? x[e] : 0;
+                im[j] = j < L && cin ? x[e + 1] : 0;
+            }
+            for (k = 0; k < outlen; k++) {
+                double sr = 0, si = 0;
+                int64_t e = ((o * outlen + k) * inner + i) * (cout ? 2 : 1);
+
+                if (p->kind == IRFFT) {
+                    /* Bins 1 .. n - half stand for two, conjugates. */
+                    for (j = 0; j < half; j++) {
+                        double a = 2 * PI * (double)((j * k) % n) / n;
+                        double w = j == 0 || j > n - half ? 1 : 2;
+
+                        sr += w * (re[j] * cos(a) -
+                                   (j == 0 || 2 * j == n ? 0 : im[j]) * sin(a));
+                    }
+                    out[e] = s * sr;
+                    continue;
+                }
+                for (j = 0; j < inlen; j++) {
+                    double a = sign * 2 * PI * (double)((j * k) % n) / n;
+
+                    sr += re[j] * cos(a) - im[j] * sin(a);
+                    si += re[j] * sin(a) + im[j] * cos(a);
+                }
+                out[e] = s * sr;
+                out[e + 1] = s * si;
+            }
+        }
+    free(re);
+    free(im);
+}
+
+static void
+ref_op(const oc_tensor *in, oc_tensor *out, const void *param)
+{
+    int64_t s[CG_MAX_DIMS];
+    int nd;
+
+    ref_dft(in[0].data, in[0].ndim, in[0].shape, param, NULL, &out->ndim,
+            out->shape);
+    oc_alloc(out);
+    ref_dft(in[0].data, in[0].ndim, in[0].shape, param, out->data, &nd, s);
+}
+
+/* Random float32 values in [-1, 1] as a device tensor and in double. */
+static cg_tensor *
+rand_tensor(int ndim, const int64_t *shape, double **host)
+{
+    int64_t n = 1, i;
+    float *f;
+    cg_tensor *t;
+    int d;
+
+    for (d = 0; d < ndim; d++)
+        n *= shape[d];
+    f = malloc((size_t)n * sizeof *f);
+    *host = malloc((size_t)n * sizeof **host);
+    ck_assert(f && *host);
+    for (i = 0; i < n; i++) {
+        f[i] = (float)oc_uniform(-1, 1);
+        (*host)[i] = f[i];
+    }
+    t = cg_tensor_from_host(tt_ctx(), CG_F32, ndim, shape, f);
+    ck_assert_msg(t != NULL, "%s", TT_ERR);
+    free(f);
+    return t;
+}
+
+static int64_t
+numel_of(int ndim, const int64_t *shape)
+{
+    int64_t n = 1;
+    int d;
+
+    for (d = 0; d < ndim; d++)
+        n *= shape[d];
+    return n;
+}
+
+/* Runs p on a random input of shape xs and returns max |y - ref| /
+ * max |ref|. */
+static double
+forward_error(const fparam *p, int ndim, const int64_t *xs)
+{
+    double *x, *ref, err = 0, big = 0;
+    int64_t os[CG_MAX_DIMS], m, i;
+    int ond;
+    float *y;
+    cg_tensor *tx = rand_tensor(ndim, xs, &x), *ty;
+
+    ref_dft(x, ndim, xs, p, NULL, &ond, os);
+    m = numel_of(ond, os);
+    ref = malloc((size_t)m * sizeof *ref);
+    y = malloc((size_t)m * sizeof *y);
+    ck_assert(ref && y);
+    ref_dft(x, ndim, xs, p, ref, &ond, os);
+    ty = run_op(tx, p);
+    ck_assert_msg(ty != NULL, "%s", TT_ERR);
+    ck_assert_int_eq(cg_tensor_numel(ty), m);
+    ck_assert_int_eq(cg_tensor_to_host(ty, y, (size_t)m * sizeof *y), CG_OK);
+    for (i = 0; i < m; i++) {
+        if (fabs(ref[i]) > big)
+            big = fabs(ref[i]);
+        if (fabs(y[i] - ref[i]) > err)
+            err = fabs(y[i] - ref[i]);
+    }
+    cg_tensor_free(ty);
+    cg_tensor_free(tx);
+    free(x);
+    free(ref);
+    free(y);
+    return big > 0 ? err / big : err;
+}
+
+static const char *const kind_name[] = { "fft", "ifft", "rfft", "irfft" };
+static const char *const norm_name[] = { "backward", "ortho", "forward" };
+
+/* The input shape for the transform of kind with length n along the last
+ * axis (mid 0) or a middle one (mid 1), over batch 1 or 33. */
+static int
+shape_for(int kind, int64_t n, int mid, int batch, int64_t *xs)
+{
+    int64_t len = kind == IRFFT ? n / 2 + 1 : n;
+    int nd = 0;
+
+    if (mid) {
+        xs[nd++] = batch == 1 ? 1 : 3;
+        xs[nd++] = len;
+        xs[nd++] = batch == 1 ? 1 : 11;
+    } else {
+        if (batch > 1)
+            xs[nd++] = batch;
+        xs[nd++] = len;
+    }
+    if (kind != RFFT)
+        xs[nd++] = 2;
+    return nd;
+}
+
+/* Every kind at every length, batch and axis with the default norm, and
+ * every norm at batch 33 along the middle axis. */
+START_TEST(transforms_match_dft)
+{
+    static const int64_t all[] = { 1, 2, 7, 8, 12, 100, 1000, 1024 };
+    static const int64_t few[] = { 1, 7, 8, 12 };
+    const int64_t *lens = tt_host_checker() ? few : all;
+    int nlens = tt_host_checker() ? 4 : 8, li, kind, mid, b, norm;
+    int64_t xs[CG_MAX_DIMS];
+    double worst = 0;
+
+    for (li = 0; li < nlens; li++)
+        for (kind = FFT; kind <= IRFFT; kind++)
+            for (mid = 0; mid < 2; mid++)
+                for (b = 0; b < 2; b++)
+                    for (norm = 0; norm < 3; norm++) {
+                        int64_t n = lens[li];
+                        fparam p = { kind, n, mid ? 1 : -1, norm };
+                        int nd = shape_for(kind, n, mid, b ? 33 : 1, xs);
+                        double e, tol;
+
+                        if (norm && !(mid && b))
+                            continue;
+                        tol = 1e-5 * sqrt(n > 2 ? log2((double)n) : 1);
+                        e = forward_error(&p, nd, xs);
+                        if (e > worst)
+                            worst = e;
+                        ck_assert_msg(e <= tol, "%s n=%lld %s axis batch %d "
+                                      "norm %s: error %g > %g",
+                                      kind_name[kind], (long long)n,
+                                      mid ? "middle" : "last", b ? 33 : 1,
+                                      norm_name[norm], e, tol);
+                    }
+    printf("transforms_match_dft: worst relative error %.3g\n", worst);
+}
+END_TEST
+
+/* Gradients against finite differences of the reference, with cropping,
+ * zero-padding, a middle axis, a transposed (non-contiguous) input,
+ * length 1, and each norm. */
+START_TEST(gradients_match_finite_differences)
+{
+    static const struct {
+        const char *x;
+        fparam p;
+    } cases[] = {
+        { "7,2", { FFT, CG_FFT_DEFAULT_N, -1, CG_FFT_BACKWARD } },
+        { "5,6,2", { FFT, 7, 0, CG_FFT_ORTHO } },
+        { "T3,5,2", { FFT, 4, -1, CG_FFT_FORWARD } },
+        { "1,2", { FFT, CG_FFT_DEFAULT_N, 0, CG_FFT_BACKWARD } },
+        { "6,2", { IFFT, 4, -1, CG_FFT_FORWARD } },
+        { "3,5,2", { IFFT, CG_FFT_DEFAULT_N, 1, CG_FFT_BACKWARD } },
+        { "8", { RFFT, CG_FFT_DEFAULT_N, -1, CG_FFT_BACKWARD } },
+        { "5,3", { RFFT, 6, 0, CG_FFT_ORTHO } },
+        { "3,7", { RFFT, 9, 1, CG_FFT_FORWARD } },
+        { "4", { RFFT, 1, 0, CG_FFT_BACKWARD } },
+        { "5,2", { IRFFT, CG_FFT_DEFAULT_N, -1, CG_FFT_BACKWARD } },
+        { "4,3,2", { IRFFT, 7, 0, CG_FFT_BACKWARD } },
+        { "3,6,2", { IRFFT, 5, 1, CG_FFT_ORTHO } },
+        { "2,3,2", { IRFFT, 6, -1, CG_FFT_FORWARD } },
+        { "3,2", { IRFFT, 1, 0, CG_FFT_BACKWARD } },
+    };
+    oc_op op = { 0 };
+    size_t c;
+
+    op.ninputs = 1;
+    op.run = run_fft;
+    op.ref = ref_op;
+    for (c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        op.name = kind_name[cases[c].p.kind];
+        oc_check(&op, &cases[c].p, cases[c].x);
+    }
+}
+END_TEST
+
+/* max |a - b| / max |b| over n values read back from two tensors. */
+static double
+tensor_rel_err(cg_tensor *a, cg_tensor *b)
+{
+    int64_t n = cg_tensor_numel(b), i;
+    float *fa = malloc((size_t)n * sizeof *fa), *fb = malloc((size_t)n * 4);
+    double err = 0, big = 0;
+
+    ck_assert(fa && fb);
+    ck_assert_int_eq(cg_tensor_numel(a), n);
+    ck_assert_int_eq(cg_tensor_to_host(a, fa, (size_t)n * 4), CG_OK);
+    ck_assert_int_eq(cg_tensor_to_host(b, fb, (size_t)n * 4), CG_OK);
+    for (i = 0; i < n; i++) {
+        big = fmax(big, fabs(fb[i]));
+        err = fmax(err, fabs(fa[i] - fb[i]));
+    }
+    free(fa);
+    free(fb);
+    return err / big;
+}
+
+static double
+sum_squares(cg_tensor *t)
+{
+    int64_t n = cg_tensor_numel(t), i;
+    float *f = malloc((size_t)n * sizeof *f);
+    double s = 0;
+
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(cg_tensor_to_host(t, f, (size_t)n * 4), CG_OK);
+    for (i = 0; i < n; i++)
+        s += (double)f[i] * f[i];
+    free(f);
+    return s;
+}
+
+/* ifft(fft(x)) and irfft(rfft(x), n) give x back (odd and even n, each
+ * norm pairing with itself), and the ortho transforms keep the energy
+ * (Parseval), the backward one multiplies it by n. */
+START_TEST(round_trips_and_parseval)
+{
+    static const int64_t lens[] = { 12, 7 };
+    int li, norm;
+    double *h;
+
+    for (li = 0; li < 2; li++)
+        for (norm = 0; norm < 3; norm++) {
+            int64_t n = lens[li], cs[3] = { 33, n, 2 }, rs[2] = { 33, n };
+            cg_tensor *x = rand_tensor(3, cs, &h), *r, *y, *z;
+            double tol = 1e-5 * sqrt(log2((double)n)), e;
+
+            free(h);
+            if (norm != CG_FFT_BACKWARD && (tt_host_checker() || li))
+                continue;
+            y = cg_fft(x, CG_FFT_DEFAULT_N, -1, norm);
+            z = y ? cg_ifft(y, CG_FFT_DEFAULT_N, -1, norm) : NULL;
+            ck_assert_msg(z != NULL, "%s", TT_ERR);
+            e = tensor_rel_err(z, x);
+            ck_assert_msg(e <= tol, "ifft(fft(x)) n=%lld: %g", (long long)n,
+                          e);
+            e = fabs(sum_squares(y) / (norm == CG_FFT_ORTHO ? 1
+                                       : norm == CG_FFT_FORWARD ? 1.0 / n
+                                                                : (double)n) -
+                     sum_squares(x)) / sum_squares(x);
+            ck_assert_msg(e <= tol, "Parseval n=%lld norm %s: %g",
+                          (long long)n, norm_name[norm], e);
+            cg_tensor_free(y);
+            cg_tensor_free(z);
+            cg_tensor_free(x);
+            r = rand_tensor(2, rs, &h);
+            free(h);
+            y = cg_rfft(r, CG_FFT_DEFAULT_N, -1, norm);
+            z = y ? cg_irfft(y, n, -1, norm) : NULL;
+            ck_assert_msg(z != NULL, "%s", TT_ERR);
+            e = tensor_rel_err(z, r);
+            ck_assert_msg(e <= tol, "irfft(rfft(x)) n=%lld: %g",
+                          (long long)n, e);
+            cg_tensor_free(y);
+            cg_tensor_free(z);
+            cg_tensor_free(r);
+        }
+}
+END_TEST
+
+/* A context bakes one plan per (kind, length, batch, norm) and reuses it;
+ * prints the bake times it saw (information, not a check). */
+START_TEST(plans_are_baked_once)
+{
+    int64_t s[2] = { 5, 12 };
+    cg_tensor *x = cg_ones(tt_ctx(), 2, s), *y;
+    int before, after, k;
+    double t0, t1;
+
+    ck_assert_ptr_nonnull(x);
+    y = cg_rfft(x, CG_FFT_DEFAULT_N, -1, CG_FFT_BACKWARD);
+    ck_assert_msg(y != NULL, "%s", TT_ERR);
+    cg_tensor_free(y);
+    ck_assert_int_eq(cg__fft_plan_stats(tt_ctx(), &before, &t0), CG_OK);
+    for (k = 0; k < 3; k++) {
+        y = cg_rfft(x, CG_FFT_DEFAULT_N, -1, CG_FFT_BACKWARD);
+        ck_assert_msg(y != NULL, "%s", TT_ERR);
+        cg_tensor_free(y);
+    }
+    ck_assert_int_eq(cg__fft_plan_stats(tt_ctx(), &after, &t1), CG_OK);
+    ck_assert_int_eq(after, before);
+    ck_assert(t1 == t0);
+    printf("plans_are_baked_once: %d plans baked in %.2f s\n", after, t1);
+    cg_tensor_free(x);
+}
+END_TEST
+
+#define EXPECT_FAIL(call, name, needle)                                      \
+    do {                                                                     \
+        cg_memory_stats b_, a_;                                              \
+        ck_assert_int_eq(cg_context_stats(tt_ctx(), &b_), CG_OK);            \
+        ck_assert_ptr_null(call);                                            \
+        ck_assert_msg(strncmp(cg_last_error(), name ":",                     \
+                              strlen(name) + 1) == 0,                        \
+                      "expected %s, got \"%s\"", name, cg_last_error());     \
+        ck_assert_msg(strstr(cg_last_error(), needle) != NULL,               \
+                      "\"%s\" does not name %s", cg_last_error(), needle);   \
+        ck_assert_int_eq(cg_context_stats(tt_ctx(), &a_), CG_OK);            \
+        ck_assert_uint_eq(a_.kernels_enqueued, b_.kernels_enqueued);         \
+        ck_assert_uint_eq(a_.bytes_in_use, b_.bytes_in_use);                 \
+    } while (0)
+
+START_TEST(bad_input_fails_and_launches_nothing)
+{
+    int64_t rs[2] = { 4, 5 }, cs[3] = { 4, 5, 2 }, one[2] = { 1, 2 };
+    cg_tensor *r = cg_ones(tt_ctx(), 2, rs), *c = cg_ones(tt_ctx(), 3, cs);
+    cg_tensor *c1 = cg_ones(tt_ctx(), 2, one);
+    cg_tensor *i = cg_tensor_new(tt_ctx(), CG_I32, 3, cs);
+
+    ck_assert(r && c && c1 && i);
+    EXPECT_FAIL(cg_fft(r, CG_FFT_DEFAULT_N, -1, 0), "CG_ESHAPE", "[4, 5]");
+    EXPECT_FAIL(cg_irfft(r, CG_FFT_DEFAULT_N, 0, 0), "CG_ESHAPE", "last");
+    EXPECT_FAIL(cg_fft(c, CG_FFT_DEFAULT_N, 2, 0), "CG_EINVAL", "dim 2");
+    EXPECT_FAIL(cg_ifft(c, CG_FFT_DEFAULT_N, -3, 0), "CG_EINVAL", "dim -3");
+    EXPECT_FAIL(cg_rfft(r, CG_FFT_DEFAULT_N, 2, 0), "CG_EINVAL", "2-D");
+    EXPECT_FAIL(cg_fft(c, 0, -1, 0), "CG_EINVAL", "n = 0");
+    EXPECT_FAIL(cg_rfft(r, -2, -1, 0), "CG_EINVAL", "n = -2");
+    EXPECT_FAIL(cg_irfft(c1, CG_FFT_DEFAULT_N, -1, 0), "CG_EINVAL", "n = 0");
+    EXPECT_FAIL(cg_fft(c, 17, -1, 0), "CG_EUNSUPPORTED", "n = 17");
+    EXPECT_FAIL(cg_rfft(r, 34, -1, 0), "CG_EUNSUPPORTED", "n = 34");
+    EXPECT_FAIL(cg_fft(c, 4, -1, 3), "CG_EINVAL", "norm 3");
+    EXPECT_FAIL(cg_fft(i, 4, -1, 0), "CG_EDTYPE", "int32");
+    EXPECT_FAIL(cg_fft(NULL, 4, -1, 0), "CG_EINVAL", "input");
+    cg_tensor_free(r);
+    cg_tensor_free(c);
+    cg_tensor_free(c1);
+    cg_tensor_free(i);
+}
+END_TEST
+
+START_TEST(print_error_table)
+{
+    oc_report();
+}
+END_TEST
+
+int
+main(void)
+{
+    Suite *s = suite_create("fft");
+    TCase *tc = tcase_create("fft");
+
+    tt_require_device();
+    tcase_set_timeout(tc, 1200);
+    tcase_add_test(tc, transforms_match_dft);
+    tcase_add_test(tc, gradients_match_finite_differences);
+    tcase_add_test(tc, round_trips_and_parseval);
+    tcase_add_test(tc, plans_are_baked_once);
+    tcase_add_test(tc, bad_input_fails_and_launches_nothing);
+    tcase_add_test(tc, print_error_table);
+    suite_add_tcase(s, tc);
+    return tt_run(s);
+}
