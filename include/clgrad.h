@@ -1347,8 +1347,11 @@ cg_tensor *cg_log_softmax(cg_tensor *x, int dim);
  * doubled); not yet twice (a create_graph backward through them fails
  * with CG_EUNSUPPORTED) nor in forward mode.
  *
- * Lengths: clFFT transforms lengths whose prime factors are 2, 3, 5, 7,
- * 11 and 13; another n > 1 fails with CG_EUNSUPPORTED naming it.  Each
+ * Lengths: any n from 1 to 2^29 (CG_EUNSUPPORTED above).  clFFT does
+ * the lengths whose prime factors are 2, 3, 5, 7, 11 and 13; the others
+ * go through Bluestein's algorithm, a convolution by three clFFT
+ * transforms of the least such length from 2n - 1 up, about 3 to 6 times
+ * the time, with an error a few times float32's.  Each
  * new (kind, n, batch, norm) bakes a clFFT plan on first use (seconds on
  * PoCL with a cold cache; clFFT's compiled kernels are kept under
  * clgrad's cache directory, CLFFT_CACHE_PATH when the user did not set
@@ -1357,7 +1360,8 @@ cg_tensor *cg_log_softmax(cg_tensor *x, int dim);
  * NULL on error, nothing launched: CG_EDTYPE for a dtype other than
  * float32, CG_ESHAPE when a complex input's last dimension is not 2,
  * CG_EINVAL for dim out of range, n < 1 (or a default n below 1) or
- * another norm; a clFFT failure names the clFFT call and its code. */
+ * another norm, CG_EUNSUPPORTED for n above 2^29; a clFFT failure names
+ * the clFFT call and its code. */
 #define CG_FFT_DEFAULT_N (-1)
 
 typedef enum cg_fft_norm {

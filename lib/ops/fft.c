@@ -15,6 +15,7 @@
  */
 #include "config.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -283,9 +284,10 @@ plan_get(cg_context *ctx, cg__fft_kind kind, size_t n, size_t batch,
     return CG_OK;
 }
 
-int
-cg__fft_rows(cg_context *ctx, cg__fft_kind kind, size_t n, size_t batch,
-             float scale, cl_mem in, cl_mem out)
+/* One transform by clFFT: n must be a length it does. */
+static int
+clfft_rows(cg_context *ctx, cg__fft_kind kind, size_t n, size_t batch,
+           float scale, cl_mem in, cl_mem out)
 {
     cg_buffer *tmp = NULL;
     cl_mem tmem = NULL;
@@ -295,10 +297,6 @@ cg__fft_rows(cg_context *ctx, cg__fft_kind kind, size_t n, size_t batch,
     char what[96];
     int status;
 
-    if (!cg__fft_length_ok(n))
-        return cg__error(CG_EUNSUPPORTED, "%s: length %zu has a prime "
-                         "factor above 13, which clFFT cannot transform",
-                         kind_names[kind], n);
     status = plan_get(ctx, kind, n, batch, scale, &p);
     if (status)
         return status;
@@ -322,6 +320,146 @@ cg__fft_rows(cg_context *ctx, cg__fft_kind kind, size_t n, size_t batch,
     }
     ctx->stats.kernels_enqueued++;
     return CG_OK;
+}
+
+size_t
+cg__fft_bluestein_length(size_t n)
+{
+    size_t m = 2 * n - 1;
+
+    if (n <= 1 || cg__fft_length_ok(n))
+        return 0;
+    while (!cg__fft_length_ok(m))
+        m++;
+    return m;
+}
+
+/* The chirp w[k] = e^(sign i pi k^2 / n), k < n, computed in double with
+ * k^2 taken modulo 2n (exact for any n below 2^31), as float pairs; and
+ * for the convolution the sequence b of length m: conj(w[k]) at k and at
+ * m - k, zero between. */
+static void
+chirps(size_t n, size_t m, double sign, float *w, float *b)
+{
+    const double pi = 3.14159265358979323846;
+    size_t k;
+
+    memset(b, 0, 2 * m * sizeof *b);
+    for (k = 0; k < n; k++) {
+        uint64_t q = (uint64_t)k * k % (2 * (uint64_t)n);
+        double a = sign * pi * (double)q / (double)n;
+
+        w[2 * k] = (float)cos(a);
+        w[2 * k + 1] = (float)sin(a);
+        b[2 * k] = w[2 * k];
+        b[2 * k + 1] = -w[2 * k + 1];
+        if (k > 0) {
+            b[2 * (m - k)] = b[2 * k];
+            b[2 * (m - k) + 1] = b[2 * k + 1];
+        }
+    }
+}
+
+/* Sets the arguments of Bluestein kernel id and launches it over
+ * `count` work-items. */
+static int
+launch(cg_context *ctx, cg__kid id, size_t count, const cg__arg *args,
+       int nargs)
+{
+    cl_kernel k;
+    int status = cg__kernel(ctx, id, &k);
+
+    if (status == CG_OK)
+        status = cg__set_args(k, args, nargs);
+    if (status == CG_OK)
+        status = cg__launch1d(ctx, k, count, CG__WG);
+    return status;
+}
+
+/* Bluestein's algorithm (kernels/fft.cl) for a length n clFFT cannot do,
+ * through clFFT transforms of length m = cg__fft_bluestein_length(n):
+ * the chirped rows and the chirp's transform multiplied, transformed back
+ * and chirped again, with scale / m folded into the last step.  Rows as
+ * cg__fft_rows takes and gives them, for every kind (R2C keeps the first
+ * n/2 + 1 bins, C2R the real part). */
+static int
+bluestein_rows(cg_context *ctx, cg__fft_kind kind, size_t n, size_t batch,
+               float scale, cl_mem in, cl_mem out)
+{
+    size_t m = cg__fft_bluestein_length(n);
+    size_t nout = kind == CG__FFT_R2C ? n / 2 + 1 : n;
+    double sign = kind == CG__FFT_C2C_FWD || kind == CG__FFT_R2C ? -1 : 1;
+    cl_int mode_in = kind == CG__FFT_C2C_FWD || kind == CG__FFT_C2C_INV ? 0
+                     : kind == CG__FFT_R2C ? 1 : 2;
+    cl_int mode_out = kind == CG__FFT_C2R;
+    cl_uint un = (cl_uint)n, um = (cl_uint)m, urows = (cl_uint)batch;
+    cl_uint unout = (cl_uint)nout;
+    float post = (float)((double)scale / (double)m), *host;
+    cg_buffer *bw, *bb, *bf, *ba, *bA;
+    cl_mem w, b, f, a, A;
+    int status;
+
+    if (m > UINT32_MAX / 2 || batch * m > UINT32_MAX)
+        return cg__error(CG_EUNSUPPORTED, "%s: length %zu (batch %zu) is "
+                         "too long for Bluestein's algorithm here",
+                         kind_names[kind], n, batch);
+    host = cg__malloc((2 * n + 2 * m) * sizeof *host);
+    if (!host)
+        return cg__last_status();
+    chirps(n, m, sign, host, host + 2 * n);
+    bw = cg__buffer_new(ctx, 2 * n * sizeof(float));
+    bb = cg__buffer_new(ctx, 2 * m * sizeof(float));
+    bf = cg__buffer_new(ctx, 2 * m * sizeof(float));
+    ba = cg__buffer_new(ctx, 2 * m * batch * sizeof(float));
+    bA = cg__buffer_new(ctx, 2 * m * batch * sizeof(float));
+    status = bw && bb && bf && ba && bA ? CG_OK : cg__last_status();
+    if (status == CG_OK)
+        status = cg_buffer_write(bw, 0, host, 2 * n * sizeof(float));
+    if (status == CG_OK)
+        status = cg_buffer_write(bb, 0, host + 2 * n, 2 * m * sizeof(float));
+    free(host);
+    if (status)
+        goto out;
+    w = cg__buffer_mem(bw), b = cg__buffer_mem(bb), f = cg__buffer_mem(bf);
+    a = cg__buffer_mem(ba), A = cg__buffer_mem(bA);
+    status = clfft_rows(ctx, CG__FFT_C2C_FWD, m, 1, 1.0f, b, f);
+    if (status == CG_OK)
+        status = launch(ctx, CG__K_FFT_CHIRP_PRE, m * batch,
+                        (const cg__arg[]){ CG__ARG(in), CG__ARG(a),
+                                           CG__ARG(w), CG__ARG(un),
+                                           CG__ARG(um), CG__ARG(urows),
+                                           CG__ARG(mode_in) }, 7);
+    if (status == CG_OK)
+        status = clfft_rows(ctx, CG__FFT_C2C_FWD, m, batch, 1.0f, a, A);
+    if (status == CG_OK)
+        status = launch(ctx, CG__K_FFT_CMUL, m * batch,
+                        (const cg__arg[]){ CG__ARG(A), CG__ARG(f),
+                                           CG__ARG(um), CG__ARG(urows) }, 4);
+    if (status == CG_OK)
+        status = clfft_rows(ctx, CG__FFT_C2C_INV, m, batch, 1.0f, A, a);
+    if (status == CG_OK)
+        status = launch(ctx, CG__K_FFT_CHIRP_POST, nout * batch,
+                        (const cg__arg[]){ CG__ARG(a), CG__ARG(out),
+                                           CG__ARG(w), CG__ARG(um),
+                                           CG__ARG(unout), CG__ARG(urows),
+                                           CG__ARG(mode_out),
+                                           CG__ARG(post) }, 8);
+out:
+    cg_buffer_free(bw);
+    cg_buffer_free(bb);
+    cg_buffer_free(bf);
+    cg_buffer_free(ba);
+    cg_buffer_free(bA);
+    return status;
+}
+
+int
+cg__fft_rows(cg_context *ctx, cg__fft_kind kind, size_t n, size_t batch,
+             float scale, cl_mem in, cl_mem out)
+{
+    if (!cg__fft_length_ok(n))
+        return bluestein_rows(ctx, kind, n, batch, scale, in, out);
+    return clfft_rows(ctx, kind, n, batch, scale, in, out);
 }
 
 int

@@ -299,14 +299,20 @@ typedef enum cg__fft_kind {
  * 13). */
 int cg__fft_length_ok(size_t n);
 
+/* The length of the clFFT transforms through which Bluestein's algorithm
+ * does length n: the least length clFFT does from 2n - 1 up; 0 where
+ * clFFT does n itself. */
+size_t cg__fft_bluestein_length(size_t n);
+
 /* Enqueues `batch` transforms of kind and length n, each multiplied by
  * scale, from the contiguous rows of buffer in (from its start: n complex
  * pairs a row, n reals for R2C, n/2+1 pairs for C2R) into the rows of out
  * (which must not be in).  The plan for (kind, n, batch, scale) is made
  * and baked on first use and kept in ctx until cg__fft_free; the first
  * transform of a context takes a clFFT setup (clfftSetup once per
- * process).  CG_EUNSUPPORTED naming the length when clFFT cannot do it;
- * a clFFT failure names the call and the clFFT code. */
+ * process).  A length clFFT cannot do runs Bluestein's algorithm
+ * (kernels/fft.cl) on plans of a longer length it does, with temporaries
+ * from the pool.  A clFFT failure names the call and the clFFT code. */
 int cg__fft_rows(cg_context *ctx, cg__fft_kind kind, size_t n, size_t batch,
                  float scale, cl_mem in, cl_mem out);
 

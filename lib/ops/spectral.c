@@ -278,14 +278,12 @@ check_args(cg__fft_kind kind, cg_tensor *x, int64_t n, int dim,
         norm != CG_FFT_FORWARD)
         return cg__error(CG_EINVAL, "%s: norm %d is not CG_FFT_BACKWARD, "
                          "CG_FFT_ORTHO or CG_FFT_FORWARD", op, (int)norm);
-    if (n > 1 && !cg__fft_length_ok((size_t)n))
-        return cg__error(CG_EUNSUPPORTED, "%s: length n = %lld has a prime "
-                         "factor above 13, which clFFT cannot transform "
-                         "(lengths of the factors 2, 3, 5, 7, 11 and 13 "
-                         "only)", op, (long long)n);
-    if (n > INT32_MAX)
-        return cg__error(CG_EUNSUPPORTED, "%s: length n = %lld is too long",
-                         op, (long long)n);
+    /* Bluestein's algorithm indexes rows of about 2n complex values with
+     * 32-bit integers. */
+    if (n > (1 << 29))
+        return cg__error(CG_EUNSUPPORTED, "%s: length n = %lld is longer "
+                         "than the 2^29 points clgrad transforms", op,
+                         (long long)n);
     *nout = n;
     return CG_OK;
 }
