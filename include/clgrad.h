@@ -1375,6 +1375,20 @@ cg_tensor *cg_ifft(cg_tensor *x, int64_t n, int dim, cg_fft_norm norm);
 cg_tensor *cg_rfft(cg_tensor *x, int64_t n, int dim, cg_fft_norm norm);
 cg_tensor *cg_irfft(cg_tensor *x, int64_t n, int dim, cg_fft_norm norm);
 
+/* The same over the last two axes (of the complex tensor's, without the
+ * pair), as torch.fft.fft2, ifft2, rfft2 and irfft2 with their default
+ * dim: s (NULL: both CG_FFT_DEFAULT_N) gives the lengths along axes -2 and
+ * -1, and norm applies to the plane (ORTHO scales by 1/sqrt(n0 n1)).
+ * rfft2 transforms the real last axis (n1/2 + 1 bins) and then axis -2;
+ * irfft2 axis -2 (complex) and then the last one to n1 reals (default
+ * 2 * (m - 1)).  Each runs as two of the 1-D ops above, recorded as two
+ * nodes, so gradients are theirs; errors as above, from either length,
+ * naming the 2-D op, before anything is launched. */
+cg_tensor *cg_fft2(cg_tensor *x, const int64_t *s, cg_fft_norm norm);
+cg_tensor *cg_ifft2(cg_tensor *x, const int64_t *s, cg_fft_norm norm);
+cg_tensor *cg_rfft2(cg_tensor *x, const int64_t *s, cg_fft_norm norm);
+cg_tensor *cg_irfft2(cg_tensor *x, const int64_t *s, cg_fft_norm norm);
+
 /* ------------------------------------------------------------------------
  * Losses, with PyTorch's semantics.  Each returns a new 0-d tensor (the
  * caller owns it) for CG_REDUCTION_MEAN and CG_REDUCTION_SUM, and the

@@ -26,13 +26,14 @@
 
 #define PI 3.14159265358979323846
 
-enum { FFT, IFFT, RFFT, IRFFT };
+enum { FFT, IFFT, RFFT, IRFFT, FFT2, IFFT2, RFFT2, IRFFT2 };
 
 typedef struct fparam {
     int kind;
     int64_t n;          /* CG_FFT_DEFAULT_N or a length */
     int dim;            /* of the logical (complex) dimensions */
     cg_fft_norm norm;
+    const int64_t *s;   /* the 2-D kinds' lengths (NULL: defaults) */
 } fparam;
 
 static cg_tensor *
@@ -42,7 +43,11 @@ run_op(cg_tensor *x, const fparam *p)
     case FFT: return cg_fft(x, p->n, p->dim, p->norm);
     case IFFT: return cg_ifft(x, p->n, p->dim, p->norm);
     case RFFT: return cg_rfft(x, p->n, p->dim, p->norm);
-    default: return cg_irfft(x, p->n, p->dim, p->norm);
+    case IRFFT: return cg_irfft(x, p->n, p->dim, p->norm);
+    case FFT2: return cg_fft2(x, p->s, p->norm);
+    case IFFT2: return cg_ifft2(x, p->s, p->norm);
+    case RFFT2: return cg_rfft2(x, p->s, p->norm);
+    default: return cg_irfft2(x, p->s, p->norm);
     }
 }
 
@@ -123,12 +128,53 @@ ref_dft(const double *x, int ndim, const int64_t *xs, const fparam *p,
     free(im);
 }
 
+static int64_t numel_of(int ndim, const int64_t *shape);
+
+/* A 2-D kind as its two 1-D transforms, in double: x (ndim, xs) into
+ * *out (allocated here), its shape in (ondim, os). */
+static void
+ref_2d(const double *x, int ndim, const int64_t *xs, const fparam *p,
+       double **out, int *ondim, int64_t *os)
+{
+    static const int first[] = { FFT, IFFT, RFFT, IFFT };
+    static const int second[] = { FFT, IFFT, FFT, IRFFT };
+    int k = p->kind - FFT2, c2r = p->kind == IRFFT2, tnd;
+    fparam a = { first[k], CG_FFT_DEFAULT_N, c2r ? -2 : -1, p->norm, NULL };
+    fparam b = { second[k], CG_FFT_DEFAULT_N, c2r ? -1 : -2, p->norm, NULL };
+    int64_t ts[CG_MAX_DIMS];
+    double *t;
+
+    if (p->s) {
+        a.n = p->s[c2r ? 0 : 1];
+        b.n = p->s[c2r ? 1 : 0];
+    }
+    ref_dft(x, ndim, xs, &a, NULL, &tnd, ts);
+    t = malloc((size_t)numel_of(tnd, ts) * sizeof *t);
+    ck_assert_ptr_nonnull(t);
+    ref_dft(x, ndim, xs, &a, t, &tnd, ts);
+    ref_dft(t, tnd, ts, &b, NULL, ondim, os);
+    *out = malloc((size_t)numel_of(*ondim, os) * sizeof **out);
+    ck_assert_ptr_nonnull(*out);
+    ref_dft(t, tnd, ts, &b, *out, ondim, os);
+    free(t);
+}
+
 static void
 ref_op(const oc_tensor *in, oc_tensor *out, const void *param)
 {
+    const fparam *p = param;
     int64_t s[CG_MAX_DIMS];
+    double *d;
     int nd;
 
+    if (p->kind >= FFT2) {
+        ref_2d(in[0].data, in[0].ndim, in[0].shape, p, &d, &out->ndim,
+               out->shape);
+        oc_alloc(out);
+        memcpy(out->data, d, (size_t)out->numel * sizeof *d);
+        free(d);
+        return;
+    }
     ref_dft(in[0].data, in[0].ndim, in[0].shape, param, NULL, &out->ndim,
             out->shape);
     oc_alloc(out);
@@ -205,7 +251,9 @@ forward_error(const fparam *p, int ndim, const int64_t *xs)
     return big > 0 ? err / big : err;
 }
 
-static const char *const kind_name[] = { "fft", "ifft", "rfft", "irfft" };
+static const char *const kind_name[] = { "fft", "ifft", "rfft", "irfft",
+                                          "fft2", "ifft2", "rfft2",
+                                          "irfft2" };
 static const char *const norm_name[] = { "backward", "ortho", "forward" };
 
 /* The input shape for the transform of kind with length n along the last
@@ -248,7 +296,7 @@ START_TEST(transforms_match_dft)
                 for (b = 0; b < 2; b++)
                     for (norm = 0; norm < 3; norm++) {
                         int64_t n = lens[li];
-                        fparam p = { kind, n, mid ? 1 : -1, norm };
+                        fparam p = { kind, n, mid ? 1 : -1, norm, NULL };
                         int nd = shape_for(kind, n, mid, b ? 33 : 1, xs);
                         double e, tol;
 
@@ -278,28 +326,37 @@ END_TEST
  * length 1, and each norm. */
 START_TEST(gradients_match_finite_differences)
 {
+    static const int64_t s38[2] = { 3, 8 }, s63[2] = { 6, 3 };
+    static const int64_t s49[2] = { 4, 9 }, s57[2] = { 5, 7 };
     static const struct {
         const char *x;
         fparam p;
     } cases[] = {
-        { "7,2", { FFT, CG_FFT_DEFAULT_N, -1, CG_FFT_BACKWARD } },
-        { "5,6,2", { FFT, 7, 0, CG_FFT_ORTHO } },
-        { "T3,5,2", { FFT, 4, -1, CG_FFT_FORWARD } },
-        { "1,2", { FFT, CG_FFT_DEFAULT_N, 0, CG_FFT_BACKWARD } },
-        { "6,2", { IFFT, 4, -1, CG_FFT_FORWARD } },
-        { "3,5,2", { IFFT, CG_FFT_DEFAULT_N, 1, CG_FFT_BACKWARD } },
-        { "8", { RFFT, CG_FFT_DEFAULT_N, -1, CG_FFT_BACKWARD } },
-        { "5,3", { RFFT, 6, 0, CG_FFT_ORTHO } },
-        { "3,7", { RFFT, 9, 1, CG_FFT_FORWARD } },
-        { "4", { RFFT, 1, 0, CG_FFT_BACKWARD } },
-        { "5,2", { IRFFT, CG_FFT_DEFAULT_N, -1, CG_FFT_BACKWARD } },
-        { "4,3,2", { IRFFT, 7, 0, CG_FFT_BACKWARD } },
-        { "3,6,2", { IRFFT, 5, 1, CG_FFT_ORTHO } },
-        { "2,3,2", { IRFFT, 6, -1, CG_FFT_FORWARD } },
-        { "3,2", { IRFFT, 1, 0, CG_FFT_BACKWARD } },
-        { "17,2", { FFT, CG_FFT_DEFAULT_N, -1, CG_FFT_ORTHO } },
-        { "2,19", { RFFT, CG_FFT_DEFAULT_N, 1, CG_FFT_BACKWARD } },
-        { "3,10,2", { IRFFT, 19, 1, CG_FFT_BACKWARD } },
+        { "7,2", { FFT, CG_FFT_DEFAULT_N, -1, CG_FFT_BACKWARD, NULL } },
+        { "5,6,2", { FFT, 7, 0, CG_FFT_ORTHO, NULL } },
+        { "T3,5,2", { FFT, 4, -1, CG_FFT_FORWARD, NULL } },
+        { "1,2", { FFT, CG_FFT_DEFAULT_N, 0, CG_FFT_BACKWARD, NULL } },
+        { "6,2", { IFFT, 4, -1, CG_FFT_FORWARD, NULL } },
+        { "3,5,2", { IFFT, CG_FFT_DEFAULT_N, 1, CG_FFT_BACKWARD, NULL } },
+        { "8", { RFFT, CG_FFT_DEFAULT_N, -1, CG_FFT_BACKWARD, NULL } },
+        { "5,3", { RFFT, 6, 0, CG_FFT_ORTHO, NULL } },
+        { "3,7", { RFFT, 9, 1, CG_FFT_FORWARD, NULL } },
+        { "4", { RFFT, 1, 0, CG_FFT_BACKWARD, NULL } },
+        { "5,2", { IRFFT, CG_FFT_DEFAULT_N, -1, CG_FFT_BACKWARD, NULL } },
+        { "4,3,2", { IRFFT, 7, 0, CG_FFT_BACKWARD, NULL } },
+        { "3,6,2", { IRFFT, 5, 1, CG_FFT_ORTHO, NULL } },
+        { "2,3,2", { IRFFT, 6, -1, CG_FFT_FORWARD, NULL } },
+        { "3,2", { IRFFT, 1, 0, CG_FFT_BACKWARD, NULL } },
+        { "17,2", { FFT, CG_FFT_DEFAULT_N, -1, CG_FFT_ORTHO, NULL } },
+        { "2,19", { RFFT, CG_FFT_DEFAULT_N, 1, CG_FFT_BACKWARD, NULL } },
+        { "3,10,2", { IRFFT, 19, 1, CG_FFT_BACKWARD, NULL } },
+        { "3,5,2", { FFT2, 0, 0, CG_FFT_BACKWARD, NULL } },
+        { "2,4,6,2", { FFT2, 0, 0, CG_FFT_ORTHO, s38 } },
+        { "5,4,2", { IFFT2, 0, 0, CG_FFT_FORWARD, s63 } },
+        { "4,6", { RFFT2, 0, 0, CG_FFT_BACKWARD, NULL } },
+        { "2,5,7", { RFFT2, 0, 0, CG_FFT_ORTHO, s49 } },
+        { "4,5,2", { IRFFT2, 0, 0, CG_FFT_BACKWARD, NULL } },
+        { "3,4,2", { IRFFT2, 0, 0, CG_FFT_BACKWARD, s57 } },
     };
     oc_op op = { 0 };
     size_t c;
@@ -312,7 +369,7 @@ START_TEST(gradients_match_finite_differences)
          * padding and a middle axis, a transposed input, length 1, each
          * kind's backward. */
         if (tt_host_checker() && c != 1 && c != 2 && c != 3 && c != 4 &&
-            c != 7 && c != 11 && c != 17)
+            c != 7 && c != 11 && c != 17 && c < 19)
             continue;
         op.name = kind_name[cases[c].p.kind];
         oc_check(&op, &cases[c].p, cases[c].x);
@@ -461,7 +518,8 @@ START_TEST(transforms_match_pytorch_fixture)
 {
     char err[256], key[32];
     fx_file *f = fx_load_fixture("fft.txt", err, sizeof err);
-    int n, i, c[4];
+    int n, i, c[4], sv[2];
+    int64_t s2[2];
 
     ck_assert_msg(f != NULL, "%s", err);
     n = fx_config_int(f, "cases", 0);
@@ -483,6 +541,13 @@ START_TEST(transforms_match_pytorch_fixture)
         p.n = c[1];
         p.dim = c[2];
         p.norm = (cg_fft_norm)c[3];
+        p.s = NULL;
+        if (p.kind >= FFT2) {
+            snprintf(key, sizeof key, "s.%d", i);
+            ck_assert_int_eq(fx_config_ints(f, key, sv, 2), 2);
+            s2[0] = sv[0], s2[1] = sv[1];
+            p.s = sv[0] < 0 ? NULL : s2;
+        }
         ck_assert_int_eq(cg_tensor_set_requires_grad(x, 1), CG_OK);
         out = run_op(x, &p);
         ck_assert_msg(out != NULL, "case %d: %s", i, TT_ERR);
@@ -529,9 +594,12 @@ START_TEST(bad_input_fails_and_launches_nothing)
     int64_t rs[2] = { 4, 5 }, cs[3] = { 4, 5, 2 }, one[2] = { 1, 2 };
     cg_tensor *r = cg_ones(tt_ctx(), 2, rs), *c = cg_ones(tt_ctx(), 3, cs);
     cg_tensor *c1 = cg_ones(tt_ctx(), 2, one);
+    int64_t one2[3] = { 3, 1, 2 }, z4[2] = { 4, 0 };
+    cg_tensor *c1b = cg_ones(tt_ctx(), 3, one2);
+    cg_tensor *r1 = cg_ones(tt_ctx(), 1, cs + 1);
     cg_tensor *i = cg_tensor_new(tt_ctx(), CG_I32, 3, cs);
 
-    ck_assert(r && c && c1 && i);
+    ck_assert(r && c && c1 && c1b && r1 && i);
     EXPECT_FAIL(cg_fft(r, CG_FFT_DEFAULT_N, -1, 0), "CG_ESHAPE", "[4, 5]");
     EXPECT_FAIL(cg_irfft(r, CG_FFT_DEFAULT_N, 0, 0), "CG_ESHAPE", "last");
     EXPECT_FAIL(cg_fft(c, CG_FFT_DEFAULT_N, 2, 0), "CG_EINVAL", "dim 2");
@@ -545,9 +613,17 @@ START_TEST(bad_input_fails_and_launches_nothing)
     EXPECT_FAIL(cg_fft(c, 4, -1, 3), "CG_EINVAL", "norm 3");
     EXPECT_FAIL(cg_fft(i, 4, -1, 0), "CG_EDTYPE", "int32");
     EXPECT_FAIL(cg_fft(NULL, 4, -1, 0), "CG_EINVAL", "input");
+    EXPECT_FAIL(cg_fft2(c1, NULL, 0), "CG_ESHAPE", "fft2");
+    EXPECT_FAIL(cg_rfft2(r1, NULL, 0), "CG_ESHAPE", "[5]");
+    EXPECT_FAIL(cg_ifft2(c, z4, 0), "CG_EINVAL", "n = 0");
+    EXPECT_FAIL(cg_ifft2(c, z4, 0), "CG_EINVAL", "(in ifft2)");
+    EXPECT_FAIL(cg_irfft2(c1b, NULL, 0), "CG_EINVAL", "n = 0");
+    EXPECT_FAIL(cg_fft2(c, NULL, 5), "CG_EINVAL", "norm 5");
     cg_tensor_free(r);
     cg_tensor_free(c);
     cg_tensor_free(c1);
+    cg_tensor_free(c1b);
+    cg_tensor_free(r1);
     cg_tensor_free(i);
 }
 END_TEST

@@ -383,3 +383,86 @@ cg_irfft(cg_tensor *x, int64_t n, int dim, cg_fft_norm norm)
 {
     return spectral_op(CG__FFT_C2R, x, n, dim, norm);
 }
+
+/* The 2-D transforms: two 1-D transforms, each recorded (so the gradient
+ * is theirs), the norm's factor split between them (its product over the
+ * two lengths is torch.fft's over the plane).  Everything is checked
+ * first, so that bad input launches nothing. */
+static cg_tensor *
+two_d(const char *op, cg__fft_kind kind, cg_tensor *x, const int64_t *s,
+      cg_fft_norm norm)
+{
+    int64_t n0 = s ? s[0] : CG_FFT_DEFAULT_N, n1 = s ? s[1] : CG_FFT_DEFAULT_N;
+    int cin = kind != CG__FFT_R2C, ax;
+    int64_t len, n;
+    cg_tensor *t, *y;
+    char buf[96];
+
+    cg__error_clear();
+    if (cg__check_tensor(x, "input", 0))
+        return NULL;
+    if (x->ndim - cin < 2 || (cin && x->shape[x->ndim - 1] != 2)) {
+        cg__error(CG_ESHAPE, "%s: input of shape %s is not a %s tensor of "
+                  "at least 2 dimensions%s", op,
+                  cg__shape_str(x->ndim, x->shape, buf, sizeof buf),
+                  cin ? "complex" : "real",
+                  cin ? " (and the last dimension of size 2: real, "
+                        "imaginary)" : "");
+        return NULL;
+    }
+    /* The first transform's checks on x, the second's on the shape it
+     * will see (its length along -2 is unchanged). */
+    if (check_args(kind == CG__FFT_C2R ? CG__FFT_C2C_INV : kind, x,
+                   kind == CG__FFT_C2R ? n0 : n1,
+                   kind == CG__FFT_C2R ? -2 : -1, norm, &ax, &len, &n) ||
+        check_args(kind, x,
+                   kind == CG__FFT_C2R ? n1 : n0,
+                   kind == CG__FFT_C2R ? -1 : -2, norm, &ax, &len, &n)) {
+        cg__error_append(" (in %s)", op);
+        return NULL;
+    }
+    switch (kind) {
+    case CG__FFT_C2C_FWD:
+        t = cg_fft(x, n1, -1, norm);
+        y = t ? cg_fft(t, n0, -2, norm) : NULL;
+        break;
+    case CG__FFT_C2C_INV:
+        t = cg_ifft(x, n1, -1, norm);
+        y = t ? cg_ifft(t, n0, -2, norm) : NULL;
+        break;
+    case CG__FFT_R2C:
+        t = cg_rfft(x, n1, -1, norm);
+        y = t ? cg_fft(t, n0, -2, norm) : NULL;
+        break;
+    default:
+        t = cg_ifft(x, n0, -2, norm);
+        y = t ? cg_irfft(t, n1, -1, norm) : NULL;
+        break;
+    }
+    cg_tensor_free(t);
+    return y;
+}
+
+cg_tensor *
+cg_fft2(cg_tensor *x, const int64_t *s, cg_fft_norm norm)
+{
+    return two_d("fft2", CG__FFT_C2C_FWD, x, s, norm);
+}
+
+cg_tensor *
+cg_ifft2(cg_tensor *x, const int64_t *s, cg_fft_norm norm)
+{
+    return two_d("ifft2", CG__FFT_C2C_INV, x, s, norm);
+}
+
+cg_tensor *
+cg_rfft2(cg_tensor *x, const int64_t *s, cg_fft_norm norm)
+{
+    return two_d("rfft2", CG__FFT_R2C, x, s, norm);
+}
+
+cg_tensor *
+cg_irfft2(cg_tensor *x, const int64_t *s, cg_fft_norm norm)
+{
+    return two_d("irfft2", CG__FFT_C2R, x, s, norm);
+}
