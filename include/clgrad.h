@@ -1389,6 +1389,23 @@ cg_tensor *cg_ifft2(cg_tensor *x, const int64_t *s, cg_fft_norm norm);
 cg_tensor *cg_rfft2(cg_tensor *x, const int64_t *s, cg_fft_norm norm);
 cg_tensor *cg_irfft2(cg_tensor *x, const int64_t *s, cg_fft_norm norm);
 
+/* Complex helpers, on complex tensors as above (float32, last dimension
+ * 2), differentiable with PyTorch's gradients; each returns a new tensor
+ * (the caller owns it), NULL on error (CG_EDTYPE for another dtype,
+ * CG_ESHAPE when the last dimension is not 2 or the shapes do not
+ * broadcast), nothing launched then.
+ *
+ *   cg_complex_mul    a * b, broadcasting as cg_mul (the pair excluded)
+ *   cg_complex_conj   (re, -im)
+ *   cg_complex_abs    |z| (hypot), a real tensor without the last
+ *                     dimension; its gradient at z = 0 is 0, as torch.abs
+ *   cg_complex_angle  atan2(im, re) in (-pi, pi], real as abs; its
+ *                     gradient at z = 0 is 0, as torch.angle */
+cg_tensor *cg_complex_mul(cg_tensor *a, cg_tensor *b);
+cg_tensor *cg_complex_conj(cg_tensor *x);
+cg_tensor *cg_complex_abs(cg_tensor *x);
+cg_tensor *cg_complex_angle(cg_tensor *x);
+
 /* ------------------------------------------------------------------------
  * Losses, with PyTorch's semantics.  Each returns a new 0-d tensor (the
  * caller owns it) for CG_REDUCTION_MEAN and CG_REDUCTION_SUM, and the

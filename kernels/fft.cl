@@ -20,7 +20,7 @@
  * Complex values are float2 (real, imaginary).  Index space: one
  * work-item per complex element written (rows * M, or rows * nout),
  * padded to the host's work-group size.  float32 only; no tunable
- * parameters.
+ * parameters.  The complex helpers' kernels follow at the end.
  */
 
 float2
@@ -81,4 +81,59 @@ fft_chirp_post(__global const float2 *c, __global float *y,
         vstore2(v, i, y);
     else
         y[i] = v.x;
+}
+
+/* Complex helpers (lib/ops/complex.c), over n contiguous complex values
+ * z = (x[2i], x[2i + 1]); one work-item per value:
+ *
+ *   complex_abs_f:    y[i] = |z| (hypot: no overflow for large parts)
+ *   complex_abs_b:    gx[i] = g[i] z / |z|, 0 where z = 0 (PyTorch's sgn)
+ *   complex_angle_f:  y[i] = atan2(im, re)
+ *   complex_angle_b:  gx[i] = g[i] (-im, re) / |z|^2, 0 where z = 0
+ */
+__kernel void
+complex_abs_f(__global const float2 *x, __global float *y, uint n)
+{
+    size_t i = get_global_id(0);
+
+    if (i >= n)
+        return;
+    y[i] = hypot(x[i].x, x[i].y);
+}
+
+__kernel void
+complex_abs_b(__global const float2 *x, __global const float *g,
+              __global float2 *gx, uint n)
+{
+    size_t i = get_global_id(0);
+    float r;
+
+    if (i >= n)
+        return;
+    r = hypot(x[i].x, x[i].y);
+    gx[i] = r > 0.0f ? g[i] / r * x[i] : (float2)(0.0f, 0.0f);
+}
+
+__kernel void
+complex_angle_f(__global const float2 *x, __global float *y, uint n)
+{
+    size_t i = get_global_id(0);
+
+    if (i >= n)
+        return;
+    y[i] = atan2(x[i].y, x[i].x);
+}
+
+__kernel void
+complex_angle_b(__global const float2 *x, __global const float *g,
+                __global float2 *gx, uint n)
+{
+    size_t i = get_global_id(0);
+    float r;
+
+    if (i >= n)
+        return;
+    r = hypot(x[i].x, x[i].y);
+    gx[i] = r > 0.0f ? g[i] / r / r * (float2)(-x[i].y, x[i].x)
+                     : (float2)(0.0f, 0.0f);
 }

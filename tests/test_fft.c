@@ -619,12 +619,122 @@ START_TEST(bad_input_fails_and_launches_nothing)
     EXPECT_FAIL(cg_ifft2(c, z4, 0), "CG_EINVAL", "(in ifft2)");
     EXPECT_FAIL(cg_irfft2(c1b, NULL, 0), "CG_EINVAL", "n = 0");
     EXPECT_FAIL(cg_fft2(c, NULL, 5), "CG_EINVAL", "norm 5");
+    EXPECT_FAIL(cg_complex_abs(r), "CG_ESHAPE", "[4, 5]");
+    EXPECT_FAIL(cg_complex_angle(i), "CG_EDTYPE", "int32");
+    EXPECT_FAIL(cg_complex_conj(r), "CG_ESHAPE", "not complex");
+    EXPECT_FAIL(cg_complex_mul(c, c1b), "CG_ESHAPE", "[3, 1, 2]");
     cg_tensor_free(r);
     cg_tensor_free(c);
     cg_tensor_free(c1);
     cg_tensor_free(c1b);
     cg_tensor_free(r1);
     cg_tensor_free(i);
+}
+END_TEST
+
+/* The complex helpers: 0 mul, 1 conj, 2 abs, 3 angle. */
+static cg_tensor *
+run_complex(cg_tensor **in, const void *param)
+{
+    switch (*(const int *)param) {
+    case 0: return cg_complex_mul(in[0], in[1]);
+    case 1: return cg_complex_conj(in[0]);
+    case 2: return cg_complex_abs(in[0]);
+    default: return cg_complex_angle(in[0]);
+    }
+}
+
+static void
+ref_complex(const oc_tensor *in, oc_tensor *out, const void *param)
+{
+    int op = *(const int *)param;
+    int64_t e, m;
+
+    if (op == 0)
+        oc_bcast_shape(&in[0], &in[1], out);
+    else {
+        out->ndim = in[0].ndim - (op >= 2);
+        memcpy(out->shape, in[0].shape, sizeof out->shape);
+    }
+    oc_alloc(out);
+    m = op == 0 ? out->numel / 2 : in[0].numel / 2;
+    for (e = 0; e < m; e++) {
+        double ar, ai, br, bi;
+
+        if (op == 0) {
+            ar = in[0].data[oc_bcast_index(&in[0], out->ndim, out->shape,
+                                           2 * e)];
+            ai = in[0].data[oc_bcast_index(&in[0], out->ndim, out->shape,
+                                           2 * e + 1)];
+            br = in[1].data[oc_bcast_index(&in[1], out->ndim, out->shape,
+                                           2 * e)];
+            bi = in[1].data[oc_bcast_index(&in[1], out->ndim, out->shape,
+                                           2 * e + 1)];
+            out->data[2 * e] = ar * br - ai * bi;
+            out->data[2 * e + 1] = ar * bi + ai * br;
+            continue;
+        }
+        ar = in[0].data[2 * e];
+        ai = in[0].data[2 * e + 1];
+        if (op == 1) {
+            out->data[2 * e] = ar;
+            out->data[2 * e + 1] = -ai;
+        } else {
+            out->data[e] = op == 2 ? hypot(ar, ai) : atan2(ai, ar);
+        }
+    }
+}
+
+START_TEST(complex_helpers_match_reference)
+{
+    static const int ops[4] = { 0, 1, 2, 3 };
+    static const char *const names[4] = { "complex_mul", "complex_conj",
+                                          "complex_abs", "complex_angle" };
+    oc_op op = { 0 };
+    int k;
+
+    op.run = run_complex;
+    op.ref = ref_complex;
+    for (k = 0; k < 4; k++) {
+        op.name = names[k];
+        op.ninputs = k == 0 ? 2 : 1;
+        if (k == 0) {
+            oc_check(&op, &ops[k], "3,5,2", "3,5,2");
+            oc_check(&op, &ops[k], "3,4,2", "4,2");
+            oc_check(&op, &ops[k], "T5,3,2", "1,3,2");
+        } else {
+            oc_check(&op, &ops[k], "7,2");
+            oc_check(&op, &ops[k], "T3,5,2");
+        }
+    }
+}
+END_TEST
+
+/* abs and angle have PyTorch's gradient 0 at z = 0, not NaN. */
+START_TEST(complex_abs_and_angle_gradients_at_zero)
+{
+    int64_t s[2] = { 3, 2 };
+    float g[6];
+    int k, i;
+
+    for (k = 0; k < 2; k++) {
+        cg_tensor *x = cg_zeros(tt_ctx(), 2, s), *y, *l;
+
+        ck_assert_ptr_nonnull(x);
+        ck_assert_int_eq(cg_tensor_set_requires_grad(x, 1), CG_OK);
+        y = k ? cg_complex_angle(x) : cg_complex_abs(x);
+        l = y ? cg_sum(y, 0, NULL, 0) : NULL;
+        ck_assert_msg(l != NULL, "%s", TT_ERR);
+        ck_assert_int_eq(cg_backward(l, NULL, 0), CG_OK);
+        ck_assert_int_eq(cg_tensor_to_host(cg_tensor_grad(x), g, sizeof g),
+                         CG_OK);
+        for (i = 0; i < 6; i++)
+            ck_assert_msg(g[i] == 0.0f, "%s: gradient %g at 0",
+                          k ? "angle" : "abs", g[i]);
+        cg_tensor_free(l);
+        cg_tensor_free(y);
+        cg_tensor_free(x);
+    }
 }
 END_TEST
 
@@ -648,6 +758,8 @@ main(void)
     tcase_add_test(tc, transforms_match_pytorch_fixture);
     tcase_add_test(tc, plans_are_baked_once);
     tcase_add_test(tc, bad_input_fails_and_launches_nothing);
+    tcase_add_test(tc, complex_helpers_match_reference);
+    tcase_add_test(tc, complex_abs_and_angle_gradients_at_zero);
     tcase_add_test(tc, print_error_table);
     suite_add_tcase(s, tc);
     return tt_run(s);
