@@ -676,7 +676,11 @@ int cg_backward(cg_tensor *root, cg_tensor *grad_output, int retain_graph);
  *     gelu's derivative likewise as "gelu_grad");
  *   softmax, log_softmax, layer_norm (with or without weight and bias);
  *   losses: cross_entropy (ignore_index and label smoothing included),
- *     nll_loss, mse_loss, bce_with_logits.
+ *     nll_loss, mse_loss, bce_with_logits;
+ *   Fourier transforms: cg_fft, cg_ifft, cg_rfft, cg_irfft and the 2-D
+ *     ones made of them (their gradient, the adjoint transform, is
+ *     recorded as "fft_adjoint" ...); the complex helpers cg_complex_mul
+ *     and cg_complex_conj (made of the ops above).
  * Not yet (a create_graph backward reaching one fails with CG_EUNSUPPORTED
  * naming the op, before any gradient is computed, and changes nothing):
  * pow with a tensor exponent, batch_norm, the convolutions,
@@ -782,8 +786,10 @@ char *cg_graph_dot(const cg_tensor *t);
  *   views and joins: cg_reshape, cg_flatten, cg_squeeze, cg_unsqueeze,
  *     cg_contiguous, cg_expand, cg_transpose, cg_permute, cg_narrow,
  *     cg_split, cg_split_chunks, cg_concat, cg_stack; cg_embedding (the
- *     weight's tangent).
- * Every other op (cg_max, cg_max_dim, cg_min_dim, cg_index_select,
+ *     weight's tangent);
+ *   Fourier transforms: cg_fft, cg_ifft, cg_rfft, cg_irfft, the 2-D ones,
+ *     cg_complex_mul and cg_complex_conj.
+ * Every other op (cg_max, cg_complex_abs, cg_complex_angle, cg_max_dim, cg_min_dim, cg_index_select,
  * cg_layer_norm, cg_batch_norm, the convolutions, the pools, the
  * recurrent layers, custom ops) fails with CG_EUNSUPPORTED naming the op
  * when an input has a tangent - a tangent is never dropped silently - and
@@ -1344,8 +1350,9 @@ cg_tensor *cg_log_softmax(cg_tensor *x, int dim);
  * (fft's is the inverse-direction transform with the same scale, rfft's
  * the real part of the inverse transform of the zero-padded gradient,
  * irfft's rfft of the gradient with the bins that stand for two
- * doubled); not yet twice (a create_graph backward through them fails
- * with CG_EUNSUPPORTED) nor in forward mode.
+ * doubled), any number of times (a create_graph backward records the
+ * adjoint transform, as "fft_adjoint" ..., whose gradient is the
+ * transform), and in forward mode (the tangent's transform).
  *
  * Lengths: any n from 1 to 2^29 (CG_EUNSUPPORTED above).  clFFT does
  * the lengths whose prime factors are 2, 3, 5, 7, 11 and 13; the others

@@ -632,6 +632,84 @@ START_TEST(bad_input_fails_and_launches_nothing)
 }
 END_TEST
 
+/* Transforms are linear, y = A x: the create_graph gradient A^T g
+ * differentiated with respect to g along v gives A v (double backward),
+ * and forward mode's tangent of A x is A t; for every kind, with n
+ * cropping or padding along a middle axis. */
+START_TEST(double_backward_and_forward_mode_apply_the_transform)
+{
+    static const struct {
+        int nd;
+        int64_t shape[3];
+        fparam p;
+    } cases[] = {
+        { 3, { 3, 7, 2 }, { FFT, 9, 1, CG_FFT_ORTHO, NULL } },
+        { 3, { 3, 7, 2 }, { IFFT, 5, 0, CG_FFT_BACKWARD, NULL } },
+        { 2, { 3, 7 }, { RFFT, 10, 1, CG_FFT_FORWARD, NULL } },
+        { 3, { 3, 6, 2 }, { IRFFT, 9, 1, CG_FFT_BACKWARD, NULL } },
+        { 3, { 2, 17, 2 }, { FFT, CG_FFT_DEFAULT_N, 1, CG_FFT_BACKWARD,
+                             NULL } },
+    };
+    size_t c;
+
+    for (c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const fparam *p = &cases[c].p;
+        cg_tensor *x, *v, *y, *g, *gx = NULL, *prod, *l, *av, *d, *yd, *tg;
+        int64_t ys[CG_MAX_DIMS];
+        double *h, e;
+        int ynd;
+
+        if (tt_host_checker() && c > 0)
+            break;
+        x = rand_tensor(cases[c].nd, cases[c].shape, &h);
+        free(h);
+        v = rand_tensor(cases[c].nd, cases[c].shape, &h);
+        free(h);
+        ck_assert_int_eq(cg_tensor_set_requires_grad(x, 1), CG_OK);
+        y = run_op(x, p);
+        ck_assert_msg(y != NULL, "%s", TT_ERR);
+        ynd = cg_tensor_ndim(y);
+        cg_tensor_shape(y, ys);
+        g = rand_tensor(ynd, ys, &h);
+        free(h);
+        ck_assert_int_eq(cg_tensor_set_requires_grad(g, 1), CG_OK);
+        ck_assert_int_eq(cg_grad(y, g, 1, &x, &gx, CG_GRAD_CREATE_GRAPH),
+                         CG_OK);
+        prod = cg_mul(gx, v);
+        l = prod ? cg_sum(prod, 0, NULL, 0) : NULL;
+        ck_assert_msg(l != NULL, "%s", TT_ERR);
+        ck_assert_int_eq(cg_backward(l, NULL, 0), CG_OK);
+        cg_no_grad_enter();
+        av = run_op(v, p);
+        cg_no_grad_leave();
+        ck_assert_msg(av != NULL, "%s", TT_ERR);
+        e = tensor_rel_err(cg_tensor_grad(g), av);
+        ck_assert_msg(e <= 1e-5, "case %zu (%s): double backward error %g",
+                      c, kind_name[p->kind], e);
+        ck_assert_int_eq(cg_fwad_enter(tt_ctx()), CG_OK);
+        d = cg_make_dual(x, v);
+        yd = d ? run_op(d, p) : NULL;
+        tg = yd ? cg_tangent(yd) : NULL;
+        ck_assert_msg(tg != NULL, "%s", TT_ERR);
+        e = tensor_rel_err(tg, av);
+        ck_assert_msg(e <= 1e-5, "case %zu (%s): forward-mode error %g", c,
+                      kind_name[p->kind], e);
+        cg_tensor_free(tg);
+        cg_tensor_free(yd);
+        cg_tensor_free(d);
+        ck_assert_int_eq(cg_fwad_exit(tt_ctx()), CG_OK);
+        cg_tensor_free(av);
+        cg_tensor_free(l);
+        cg_tensor_free(prod);
+        cg_tensor_free(gx);
+        cg_tensor_free(g);
+        cg_tensor_free(y);
+        cg_tensor_free(v);
+        cg_tensor_free(x);
+    }
+}
+END_TEST
+
 /* The complex helpers: 0 mul, 1 conj, 2 abs, 3 angle. */
 static cg_tensor *
 run_complex(cg_tensor **in, const void *param)
@@ -758,6 +836,7 @@ main(void)
     tcase_add_test(tc, transforms_match_pytorch_fixture);
     tcase_add_test(tc, plans_are_baked_once);
     tcase_add_test(tc, bad_input_fails_and_launches_nothing);
+    tcase_add_test(tc, double_backward_and_forward_mode_apply_the_transform);
     tcase_add_test(tc, complex_helpers_match_reference);
     tcase_add_test(tc, complex_abs_and_angle_gradients_at_zero);
     tcase_add_test(tc, print_error_table);

@@ -456,6 +456,12 @@ static const struct {
     { "cross_entropy", jvp_loss },      { "nll_loss", jvp_loss },
     { "mse_loss", jvp_loss },           { "bce_with_logits", jvp_loss },
     { "concat", jvp_concat },           { "embedding", jvp_embedding },
+    { "fft", cg__spectral_jvp },        { "ifft", cg__spectral_jvp },
+    { "rfft", cg__spectral_jvp },       { "irfft", cg__spectral_jvp },
+    { "fft_adjoint", cg__spectral_jvp },
+    { "ifft_adjoint", cg__spectral_jvp },
+    { "rfft_adjoint", cg__spectral_jvp },
+    { "irfft_adjoint", cg__spectral_jvp },
 };
 
 cg__jvp_fn

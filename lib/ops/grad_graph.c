@@ -847,6 +847,12 @@ static const struct {
     { "layer_norm", layer_norm_graph },
     { "cross_entropy", class_graph }, { "nll_loss", class_graph },
     { "mse_loss", pointwise_graph }, { "bce_with_logits", pointwise_graph },
+    { "fft", cg__spectral_graph }, { "ifft", cg__spectral_graph },
+    { "rfft", cg__spectral_graph }, { "irfft", cg__spectral_graph },
+    { "fft_adjoint", cg__spectral_adjoint_graph },
+    { "ifft_adjoint", cg__spectral_adjoint_graph },
+    { "rfft_adjoint", cg__spectral_adjoint_graph },
+    { "irfft_adjoint", cg__spectral_adjoint_graph },
 };
 
 cg__backward_fn

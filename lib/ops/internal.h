@@ -320,6 +320,16 @@ int cg__fft_rows(cg_context *ctx, cg__fft_kind kind, size_t n, size_t batch,
  * down); NULL-safe, and nothing when ctx ran no transform. */
 void cg__fft_free(cg_context *ctx);
 
+/* A transform's node (recorded as "fft", "ifft", "rfft", "irfft") and its
+ * adjoint's ("fft_adjoint", ...: what a create_graph backward records):
+ * their composite backwards, each recording the other (both ops are
+ * linear), and the JVP rule of either, the op itself applied to the
+ * tangent (lib/ops/spectral.c). */
+int cg__spectral_graph(cg__node *n, cg_tensor *g, cg_tensor **gin);
+int cg__spectral_adjoint_graph(cg__node *n, cg_tensor *h, cg_tensor **gin);
+int cg__spectral_jvp(cg__node *n, cg_tensor *y, cg_tensor *const *t,
+                     cg_tensor **out);
+
 /* How many plans ctx holds and the seconds spent baking them; for the
  * tests and benchmarks. */
 int cg__fft_plan_stats(const cg_context *ctx, int *nplans,

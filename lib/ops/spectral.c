@@ -184,15 +184,15 @@ norm_scale(cg__fft_kind kind, cg_fft_norm norm, int64_t n)
  * irfft's is rfft of the gradient with the bins that stand for two (1 to
  * n - n/2 - 1) doubled.  Then cropped or zero-padded back to the input's
  * length. */
-static int
-spectral_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
+static cg_tensor *
+adjoint(const cg__node *node, cg_tensor *g)
 {
     cg__fft_kind kind = (cg__fft_kind)node->i[0];
     int ax = (int)node->i[1], nd, k;
     int64_t n = node->i[2], len = node->i[3], half = n / 2 + 1;
     int64_t wshape[CG_MAX_DIMS];
     float scale = (float)node->f[0], *w;
-    cg_tensor *t = NULL, *p, *re, *wt;
+    cg_tensor *t = NULL, *p, *re, *wt, *gx;
 
     switch (kind) {
     case CG__FFT_C2C_FWD:
@@ -223,7 +223,7 @@ spectral_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
         w = cg__malloc((size_t)half * 2 * sizeof *w);
         if (!w) {
             cg_tensor_free(t);
-            return cg__last_status();
+            return NULL;
         }
         for (k = 0; k < 2 * half; k++)
             w[k] = k / 2 >= 1 && k / 2 <= n - half ? 2.0f : 1.0f;
@@ -236,10 +236,96 @@ spectral_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
         break;
     }
     if (!t)
-        return cg__last_status();
-    gin[0] = resize_axis(t, ax, len);
+        return NULL;
+    gx = resize_axis(t, ax, len);
     cg_tensor_free(t);
+    return gx;
+}
+
+static int
+spectral_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
+{
+    gin[0] = adjoint(node, g);
     return gin[0] ? CG_OK : cg__last_status();
+}
+
+/* The adjoint as a recorded op ("<op>_adjoint", node parameters copied
+ * from the transform's), whose gradient is the transform itself: a
+ * transform is linear, so the gradient of its gradient is the transform
+ * of the second-order gradient.  What a create_graph backward records
+ * for a transform, and any order of derivative follows. */
+static int adjoint_backward(cg__node *node, cg_tensor *h, cg_tensor **gin);
+
+static const char *const adjoint_names[] = { "fft_adjoint", "ifft_adjoint",
+                                             "rfft_adjoint",
+                                             "irfft_adjoint" };
+
+static cg_tensor *
+record_pair(const cg__node *from, cg_tensor *in, int adj)
+{
+    cg__fft_kind kind = (cg__fft_kind)from->i[0];
+    cg_tensor *y;
+    cg__node *node;
+    int status = CG_OK, k;
+
+    /* The kernel-level computation, with no graph of its own. */
+    cg_no_grad_enter();
+    y = adj ? adjoint(from, in)
+            : run(in, kind, (int)from->i[1], from->i[2], (float)from->f[0]);
+    cg_no_grad_leave();
+    if (!y)
+        return NULL;
+    node = cg__record(y, adj ? adjoint_names[kind] : op_names[kind],
+                      adj ? adjoint_backward : spectral_backward, 1, &in,
+                      &status);
+    if (node) {
+        for (k = 0; k < 5; k++)
+            node->i[k] = from->i[k];
+        node->f[0] = from->f[0];
+    }
+    if (status) {
+        cg_tensor_free(y);
+        return NULL;
+    }
+    return y;
+}
+
+static int
+adjoint_backward(cg__node *node, cg_tensor *h, cg_tensor **gin)
+{
+    gin[0] = run(h, (cg__fft_kind)node->i[0], (int)node->i[1], node->i[2],
+                 (float)node->f[0]);
+    return gin[0] ? CG_OK : cg__last_status();
+}
+
+int
+cg__spectral_graph(cg__node *n, cg_tensor *g, cg_tensor **gin)
+{
+    gin[0] = record_pair(n, g, 1);
+    return gin[0] ? CG_OK : cg__last_status();
+}
+
+int
+cg__spectral_adjoint_graph(cg__node *n, cg_tensor *h, cg_tensor **gin)
+{
+    gin[0] = record_pair(n, h, 0);
+    return gin[0] ? CG_OK : cg__last_status();
+}
+
+int
+cg__spectral_jvp(cg__node *n, cg_tensor *y, cg_tensor *const *t,
+                 cg_tensor **out)
+{
+    cg_tensor *td = cg__dense(t[0]);
+
+    (void)y;
+    if (!td)
+        return cg__last_status();
+    *out = strstr(n->op, "_adjoint") ? adjoint(n, td)
+           : run(td, (cg__fft_kind)n->i[0], (int)n->i[1], n->i[2],
+                 (float)n->f[0]);
+    cg_tensor_free(td);
+    return *out ? CG_OK : cg__last_status();
 }
 
 /* Checks the arguments of op (kind) on x; sets the axis (of x's dims), the
@@ -351,6 +437,7 @@ spectral_op(cg__fft_kind kind, cg_tensor *x, int64_t n, int dim,
         node->i[1] = ax;
         node->i[2] = n;
         node->i[3] = len;
+        node->i[4] = norm;
         node->f[0] = scale;
     }
     if (status) {
