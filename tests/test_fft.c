@@ -68,7 +68,7 @@ ref_dft(const double *x, int ndim, const int64_t *xs, const fparam *p,
     int64_t L = xs[ax], n, half, inlen, outlen, outer = 1, inner = 1;
     int64_t o, i, j, k;
     double s, sign = p->kind == FFT || p->kind == RFFT ? -1 : 1;
-    double *re, *im;
+    double *re, *im, *tc, *ts;
 
     n = p->n != CG_FFT_DEFAULT_N ? p->n : p->kind == IRFFT ? 2 * (L - 1) : L;
     half = n / 2 + 1;
@@ -89,7 +89,15 @@ ref_dft(const double *x, int ndim, const int64_t *xs, const fparam *p,
         return;
     re = calloc((size_t)inlen, sizeof *re);
     im = calloc((size_t)inlen, sizeof *im);
-    ck_assert(re && im);
+    /* The twiddles e^(2 pi i m / n), m < n, once: the sums index them
+     * by jk mod n. */
+    tc = malloc((size_t)n * sizeof *tc);
+    ts = malloc((size_t)n * sizeof *ts);
+    ck_assert(re && im && tc && ts);
+    for (j = 0; j < n; j++) {
+        tc[j] = cos(2 * PI * (double)j / (double)n);
+        ts[j] = sin(2 * PI * (double)j / (double)n);
+    }
     for (o = 0; o < outer; o++)
         for (i = 0; i < inner; i++) {
             for (j = 0; j < inlen; j++) {
@@ -105,20 +113,21 @@ ref_dft(const double *x, int ndim, const int64_t *xs, const fparam *p,
                 if (p->kind == IRFFT) {
                     /* Bins 1 .. n - half stand for two, conjugates. */
                     for (j = 0; j < half; j++) {
-                        double a = 2 * PI * (double)((j * k) % n) / n;
+                        int64_t m = (j * k) % n;
                         double w = j == 0 || j > n - half ? 1 : 2;
 
-                        sr += w * (re[j] * cos(a) -
-                                   (j == 0 || 2 * j == n ? 0 : im[j]) * sin(a));
+                        sr += w * (re[j] * tc[m] -
+                                   (j == 0 || 2 * j == n ? 0 : im[j]) * ts[m]);
                     }
                     out[e] = s * sr;
                     continue;
                 }
                 for (j = 0; j < inlen; j++) {
-                    double a = sign * 2 * PI * (double)((j * k) % n) / n;
+                    int64_t m = (j * k) % n;
+                    double c = tc[m], sn = sign * ts[m];
 
-                    sr += re[j] * cos(a) - im[j] * sin(a);
-                    si += re[j] * sin(a) + im[j] * cos(a);
+                    sr += re[j] * c - im[j] * sn;
+                    si += re[j] * sn + im[j] * c;
                 }
                 out[e] = s * sr;
                 out[e + 1] = s * si;
@@ -126,6 +135,8 @@ ref_dft(const double *x, int ndim, const int64_t *xs, const fparam *p,
         }
     free(re);
     free(im);
+    free(tc);
+    free(ts);
 }
 
 static int64_t numel_of(int ndim, const int64_t *shape);
