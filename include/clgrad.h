@@ -789,14 +789,15 @@ char *cg_graph_dot(const cg_tensor *t);
  *     weight's tangent);
  *   Fourier transforms: cg_fft, cg_ifft, cg_rfft, cg_irfft, the 2-D ones,
  *     cg_complex_mul and cg_complex_conj.
- * Every other op (cg_max, cg_complex_abs, cg_complex_angle, cg_max_dim, cg_min_dim, cg_index_select,
+ * Every other op (cg_max, cg_max_dim, cg_min_dim, cg_index_select,
  * cg_layer_norm, cg_batch_norm, the convolutions, the pools, the
- * recurrent layers, custom ops) fails with CG_EUNSUPPORTED naming the op
- * when an input has a tangent - a tangent is never dropped silently - and
- * works as before when none has.  cg_detach drops the tangent (its
- * result has none); ops that return their input itself (cg_contiguous of
- * a contiguous tensor, cg_dropout in eval mode, cg_to_dtype to the same
- * dtype) return it with its tangent.
+ * recurrent layers, custom ops, cg_complex_abs, cg_complex_angle) fails
+ * with CG_EUNSUPPORTED naming the op when an input has a tangent - a
+ * tangent is never dropped silently - and works as before when none has.
+ * cg_detach drops the tangent (its result has none); ops that return
+ * their input itself (cg_contiguous of a contiguous tensor, cg_dropout
+ * in eval mode, cg_to_dtype to the same dtype) return it with its
+ * tangent.
  *
  * How tangents are computed, in this release: with the public ops
  * (composites, no launch of their own), in no-grad mode - a tangent never
