@@ -775,17 +775,23 @@ char *cg_graph_dot(const cg_tensor *t);
  *     cg_mul_scalar, cg_pow_scalar, cg_neg, cg_exp, cg_log, cg_sqrt,
  *     cg_abs, cg_clamp, cg_tanh, cg_sigmoid, cg_relu, cg_leaky_relu,
  *     cg_gelu, cg_dropout (the same mask), cg_to_dtype;
- *   reductions: cg_sum, cg_mean, cg_var;
+ *   reductions: cg_sum, cg_mean, cg_var, cg_max (so the values of
+ *     cg_max_dim and cg_min_dim: the tangent at the extreme element);
  *   products: cg_matmul, cg_matmul_t, cg_matmul_out, the linear layer;
  *   cg_softmax, cg_log_softmax; the losses cg_cross_entropy,
  *     cg_nll_loss, cg_mse_loss, cg_bce_with_logits;
  *   views and joins: cg_reshape, cg_flatten, cg_squeeze, cg_unsqueeze,
  *     cg_contiguous, cg_expand, cg_transpose, cg_permute, cg_narrow,
  *     cg_split, cg_split_chunks, cg_concat, cg_stack; cg_embedding (the
- *     weight's tangent).
- * Every other op (cg_max, cg_max_dim, cg_min_dim, cg_index_select,
- * cg_layer_norm, cg_batch_norm, the convolutions, the pools, the
- * recurrent layers, custom ops) fails with CG_EUNSUPPORTED naming the op
+ *     weight's tangent), cg_index_select;
+ *   cg_layer_norm; cg_batch_norm (in training the batch statistics'
+ *     tangents too; in evaluation the running statistics are constants);
+ *   cg_conv1d, cg_conv2d, cg_conv_transpose2d (conv(tx, w) + conv(x, tw)
+ *     + tb, each a convolution of the op's geometry);
+ *   cg_max_pool2d (the tangent at each window's argmax, one launch),
+ *     cg_avg_pool2d, cg_adaptive_avg_pool2d (the op on the tangent).
+ * Every other op (the recurrent layers, custom ops) fails with
+ * CG_EUNSUPPORTED naming the op
  * when an input has a tangent - a tangent is never dropped silently - and
  * works as before when none has.  cg_detach drops the tangent (its
  * result has none); ops that return their input itself (cg_contiguous of

@@ -101,4 +101,12 @@ cg_tensor *cg__conv_via_f32(cg__conv_apply_fn apply, const char *op,
                             const cg__conv_geom *g, cg_tensor *x,
                             cg_tensor *w, cg_tensor *b);
 
+/* Forward mode (lib/autograd/jvp.c): the convolution (transposed for
+ * cg__convt_geom_apply) of geometry g, as recorded in a node's i[], of x
+ * and w without bias; recorded as `op` (nothing, in no-grad mode). */
+cg_tensor *cg__conv_geom_apply(const char *op, const cg__conv_geom *g,
+                               cg_tensor *x, cg_tensor *w);
+cg_tensor *cg__convt_geom_apply(const char *op, const cg__conv_geom *g,
+                                cg_tensor *x, cg_tensor *w);
+
 #endif

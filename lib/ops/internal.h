@@ -98,6 +98,10 @@ cg_tensor *cg__sum_mask(cg_tensor *x, unsigned mask, int keepdim,
  * NULL when n's op has none. */
 cg__backward_fn cg__backward_graph_of(const cg__node *n);
 
+/* Forward mode (lib/ops/pool.c): the tangent of pooling node n for its
+ * input's tangent t, a new tensor of the output's shape in *out. */
+int cg__pool_jvp(cg__node *n, cg_tensor *t, cg_tensor **out);
+
 /* The elementwise ops, CG__EW_AFFINE...: kernels/elementwise_ops.def. */
 typedef enum {
 #define CG_UNARY(ID, NAME, FWD, BWD) CG__EW_##ID,
