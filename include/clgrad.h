@@ -877,6 +877,30 @@ int cg_jvp(cg_context *ctx, cg_jvp_fn fn, void *user, int n_inputs,
            cg_tensor *const *inputs, cg_tensor *const *tangents,
            int n_outputs, cg_tensor **outputs, cg_tensor **out_tangents);
 
+/* The vector-Jacobian product of fn at inputs with cotangents, as
+ * torch.autograd.functional.vjp: in_grads[k] = sum_j J_jk^T
+ * cotangents[j], J_jk the Jacobian of output j with respect to input k,
+ * by reverse mode.  fn is a cg_jvp_fn (see above); it is run once, in
+ * grad mode, on new leaves that share the inputs' storage and require
+ * grad (so the inputs' own graphs and grads are left alone; parameters
+ * fn reaches through `user` are not differentiated and their grad does
+ * not change).  cotangents[j] has output j's shape and dtype (CG_ESHAPE
+ * otherwise, found after fn ran), NULL only for an int32 output (no
+ * term; NULL for a float output is CG_EINVAL).  in_grads[k] receives a
+ * new tensor of input k's shape and dtype (zeros where no output depends
+ * on it); outputs[j], if outputs is not NULL, output j itself, detached
+ * from any graph.  The caller owns every tensor stored; inputs and
+ * cotangents are borrowed.  inputs must be float32, float16 or bfloat16
+ * (CG_EDTYPE); n_inputs and n_outputs 1..CG_JVP_MAX (CG_EINVAL); tensors
+ * of another context give CG_ECONTEXT; called in no-grad mode,
+ * CG_ESTATE.  The gradients have no graph (no create_graph).  On any
+ * error - fn's own status included, returned as it is - nothing is
+ * stored and everything made is freed. */
+int cg_vjp(cg_context *ctx, cg_jvp_fn fn, void *user, int n_inputs,
+           cg_tensor *const *inputs, int n_outputs,
+           cg_tensor *const *cotangents, cg_tensor **outputs,
+           cg_tensor **in_grads);
+
 /* ------------------------------------------------------------------------
  * Ops.  Each returns a new tensor (caller owns) or NULL on error.
  * Binary elementwise ops broadcast with NumPy's rules.

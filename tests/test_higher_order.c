@@ -4,7 +4,8 @@
  * gradgradcheck for every op with a double backward, Hessian-vector
  * products (cg_hvp) of a small MLP with cross entropy, a WGAN-style
  * gradient penalty's parameter gradient, gradients taken three times,
- * cg_grad leaving every leaf's grad alone, and CG_EUNSUPPORTED naming an
+ * cg_grad leaving every leaf's grad alone, cg_vjp against the host and
+ * against cg_jvp (the dot-product test), and CG_EUNSUPPORTED naming an
  * op without a double backward.
  *
  * gradgradcheck, for an op y = F(x1..xn), a random upstream U (requiring
@@ -502,6 +503,160 @@ START_TEST(hvp_of_mlp_cross_entropy_matches_finite_differences)
     cg_tensor_free(value);
     cg_tensor_free(d.x);
     cg_tensor_free(d.target);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------
+ * cg_vjp: f(x, w) = (tanh(x w), sum(x * x)), x [VR, VK], w [VK, VC]; on
+ * the host J^T (u1, u2) is gx = s w^T + 2 u2 x, gw = x^T s with s = u1
+ * (1 - tanh(x w)^2).
+ * ------------------------------------------------------------------------ */
+
+#define VR 3
+#define VK 5
+#define VC 4
+
+static int
+vjp_fn(void *user, int n_in, cg_tensor *const *in, int n_out,
+       cg_tensor **out)
+{
+    cg_tensor *m, *sq;
+
+    (void)user;
+    ck_assert_int_eq(n_in, 2);
+    ck_assert_int_eq(n_out, 2);
+    m = cg_matmul(in[0], in[1]);
+    out[0] = m ? cg_tanh(m) : NULL;
+    sq = cg_mul(in[0], in[0]);
+    out[1] = sq ? cg_sum(sq, 0, NULL, 0) : NULL;
+    cg_tensor_free(m);
+    cg_tensor_free(sq);
+    ck_assert(out[0] && out[1]);
+    return CG_OK;
+}
+
+static cg_tensor *
+random_tensor(int ndim, int64_t s0, int64_t s1, double **host)
+{
+    oc_tensor t = { 0 };
+    cg_tensor *d;
+    int64_t i;
+
+    t.ndim = ndim;
+    t.shape[0] = s0;
+    t.shape[1] = s1;
+    oc_alloc(&t);
+    for (i = 0; i < t.numel; i++)
+        t.data[i] = (float)oc_uniform(-1, 1);
+    d = upload(&t, 0);
+    *host = t.data;
+    return d;
+}
+
+START_TEST(vjp_matches_the_host_and_jvp)
+{
+    double *x, *w, *u1, *u2, *vx, *vw, *gx, *gw, rx[VR * VK], rw[VK * VC];
+    double lhs = 0, rhs = 0, mag = 0, *t0, *t1;
+    cg_tensor *X = random_tensor(2, VR, VK, &x);
+    cg_tensor *W = random_tensor(2, VK, VC, &w);
+    cg_tensor *U1 = random_tensor(2, VR, VC, &u1);
+    cg_tensor *U2 = random_tensor(0, 0, 0, &u2);
+    cg_tensor *VX = random_tensor(2, VR, VK, &vx);
+    cg_tensor *VW = random_tensor(2, VK, VC, &vw);
+    cg_tensor *in[2] = { X, W }, *cot[2] = { U1, U2 }, *g[2] = { NULL };
+    cg_tensor *outs[2] = { NULL }, *tan[2] = { NULL }, *tv[2] = { VX, VW };
+    cg_tensor *bad[2];
+    int64_t r, k, c, s3[2] = { VR, VC + 1 };
+    float y2;
+    double ref_y2 = 0;
+
+    /* w a leaf that requires grad: its grad stays as it is */
+    ck_assert_int_eq(cg_tensor_set_requires_grad(W, 1), CG_OK);
+    ck_assert_msg(cg_vjp(tt_ctx(), vjp_fn, NULL, 2, in, 2, cot, outs, g) ==
+                  CG_OK, "%s", TT_ERR);
+    ck_assert_ptr_null(cg_tensor_grad(W));
+    ck_assert(!cg_tensor_requires_grad(outs[0]));
+    for (r = 0; r < VR * VK; r++)
+        ref_y2 += x[r] * x[r];
+    ck_assert_int_eq(cg_tensor_item(outs[1], &y2), CG_OK);
+    ck_assert_double_eq_tol(y2, ref_y2, 1e-5 * fmax(1, ref_y2));
+    memset(rx, 0, sizeof rx);
+    memset(rw, 0, sizeof rw);
+    for (r = 0; r < VR; r++)
+        for (c = 0; c < VC; c++) {
+            double a = 0, th, sv;
+
+            for (k = 0; k < VK; k++)
+                a += x[r * VK + k] * w[k * VC + c];
+            th = tanh(a);
+            sv = u1[r * VC + c] * (1 - th * th);
+            for (k = 0; k < VK; k++) {
+                rx[r * VK + k] += sv * w[k * VC + c];
+                rw[k * VC + c] += x[r * VK + k] * sv;
+            }
+        }
+    for (r = 0; r < VR * VK; r++)
+        rx[r] += 2 * u2[0] * x[r];
+    gx = download(g[0], VR * VK);
+    gw = download(g[1], VK * VC);
+    ck_assert_msg(norm_err(gx, rx, VR * VK) <= 1e-5, "gx error %g",
+                  norm_err(gx, rx, VR * VK));
+    ck_assert_msg(norm_err(gw, rw, VK * VC) <= 1e-5, "gw error %g",
+                  norm_err(gw, rw, VK * VC));
+    /* <u, J v> by forward mode = <J^T u, v> */
+    ck_assert_msg(cg_jvp(tt_ctx(), vjp_fn, NULL, 2, in, tv, 2, NULL, tan) ==
+                  CG_OK, "%s", TT_ERR);
+    t0 = download(tan[0], VR * VC);
+    t1 = download(tan[1], 1);
+    for (r = 0; r < VR * VC; r++) {
+        lhs += u1[r] * t0[r];
+        mag += fabs(u1[r] * t0[r]);
+    }
+    lhs += u2[0] * t1[0];
+    mag += fabs(u2[0] * t1[0]);
+    for (r = 0; r < VR * VK; r++) {
+        rhs += gx[r] * vx[r];
+        mag += fabs(gx[r] * vx[r]);
+    }
+    for (r = 0; r < VK * VC; r++) {
+        rhs += gw[r] * vw[r];
+        mag += fabs(gw[r] * vw[r]);
+    }
+    ck_assert_msg(fabs(lhs - rhs) <= 1e-5 * mag, "<u, Jv> %.9g, <J^T u, v> "
+                  "%.9g", lhs, rhs);
+    /* A cotangent of the wrong shape: CG_ESHAPE, nothing stored. */
+    bad[0] = cg_full(tt_ctx(), 2, s3, 1.0f);
+    bad[1] = U2;
+    cg_tensor_free(g[0]);
+    cg_tensor_free(g[1]);
+    cg_tensor_free(outs[0]);
+    cg_tensor_free(outs[1]);
+    g[0] = g[1] = outs[0] = outs[1] = NULL;
+    ck_assert_int_eq(cg_vjp(tt_ctx(), vjp_fn, NULL, 2, in, 2, bad, outs, g),
+                     CG_ESHAPE);
+    ck_assert(!g[0] && !g[1] && !outs[0] && !outs[1]);
+    ck_assert_ptr_nonnull(strstr(cg_last_error(), "cotangent 0"));
+    ck_assert_int_eq(cg_vjp(tt_ctx(), vjp_fn, NULL, 0, in, 2, cot, NULL, g),
+                     CG_EINVAL);
+    cg_tensor_free(bad[0]);
+    cg_tensor_free(tan[0]);
+    cg_tensor_free(tan[1]);
+    free(t0);
+    free(t1);
+    free(gx);
+    free(gw);
+    free(x);
+    free(w);
+    free(u1);
+    free(u2);
+    free(vx);
+    free(vw);
+    cg_tensor_free(X);
+    cg_tensor_free(W);
+    cg_tensor_free(U1);
+    cg_tensor_free(U2);
+    cg_tensor_free(VX);
+    cg_tensor_free(VW);
 }
 END_TEST
 
@@ -1023,6 +1178,7 @@ main(void)
                         gg_ncases);
     tcase_add_test(tc, hvp_of_mlp_cross_entropy_matches_finite_differences);
     tcase_add_test(tc, gradient_penalty_gradient_matches_finite_differences);
+    tcase_add_test(tc, vjp_matches_the_host_and_jvp);
     tcase_add_test(tc, gradients_differentiate_any_number_of_times);
     tcase_add_test(tc, gelu_differentiates_three_times);
     tcase_add_test(tc, backward_ex_create_graph_leaves_differentiable_grads);
