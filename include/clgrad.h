@@ -742,6 +742,23 @@ typedef cg_tensor *(*cg_scalar_fn)(int n, cg_tensor *const *inputs,
 int cg_hvp(cg_scalar_fn f, void *user, int n, cg_tensor *const *inputs,
            cg_tensor *const *v, cg_tensor **hv, cg_tensor **value);
 
+/* cg_hvp by forward over reverse (JAX's jvp of grad): the same H v, with
+ * the same arguments, ownership and errors, computed as the tangent of
+ * grad f when inputs[j] carry the tangents v[j]: a dual level is opened
+ * on the inputs' context (CG_ESTATE if one is already open), the inputs
+ * themselves get the tangents for the call (so f may reach them through
+ * a model), one cg_grad with create_graph runs - whose composite
+ * backward is made of ops with JVP rules, so the gradients get tangents -
+ * and the level is closed (every tangent dropped) before returning.  One
+ * backward pass instead of cg_hvp's two, each op of it also computing a
+ * tangent; every op f uses needs a double backward and every op of the
+ * composites a JVP rule (both hold for the ops listed with a double
+ * backward above; else CG_EUNSUPPORTED naming the op).  The inputs must
+ * be distinct tensors (CG_EINVAL), of one context (CG_ECONTEXT), without
+ * tangents. */
+int cg_hvp_fwd(cg_scalar_fn f, void *user, int n, cg_tensor *const *inputs,
+               cg_tensor *const *v, cg_tensor **hv, cg_tensor **value);
+
 /* No-grad mode for this thread, nestable: ops record nothing while it is
  * entered. */
 void cg_no_grad_enter(void);
@@ -789,7 +806,10 @@ char *cg_graph_dot(const cg_tensor *t);
  *   cg_conv1d, cg_conv2d, cg_conv_transpose2d (conv(tx, w) + conv(x, tw)
  *     + tb, each a convolution of the op's geometry);
  *   cg_max_pool2d (the tangent at each window's argmax, one launch),
- *     cg_avg_pool2d, cg_adaptive_avg_pool2d (the op on the tangent).
+ *     cg_avg_pool2d, cg_adaptive_avg_pool2d (the op on the tangent);
+ *   the nodes of a create_graph backward's composites ("gather_grad",
+ *     "gelu_grad"), so every op with a double backward supports forward
+ *     over reverse (cg_hvp_fwd).
  * Every other op (the recurrent layers, custom ops) fails with
  * CG_EUNSUPPORTED naming the op
  * when an input has a tangent - a tangent is never dropped silently - and
@@ -811,8 +831,11 @@ char *cg_graph_dot(const cg_tensor *t);
  * cg_jvp.  Until then the op keeps references to its inputs, as a
  * recorded node does; an input written in place in between (cg_tensor_
  * write, an optimizer step) gives a tangent of the new values.  Reverse
- * mode still works inside a level: ops record their graph as usual, but
- * backward functions propagate no tangents (no forward-over-reverse yet).
+ * mode still works inside a level: ops record their graph as usual; a
+ * plain backward propagates no tangents (its kernel-level backward
+ * functions record nothing), while a backward with CG_GRAD_CREATE_GRAPH
+ * runs composites of ops with JVP rules, so the gradients it makes carry
+ * tangents: the JVP of the gradient (forward over reverse, cg_hvp_fwd).
  * ------------------------------------------------------------------------ */
 
 /* Opens a dual level on ctx.  One level at a time: a second

@@ -5,7 +5,8 @@
  * products (cg_hvp) of a small MLP with cross entropy, a WGAN-style
  * gradient penalty's parameter gradient, gradients taken three times,
  * cg_grad leaving every leaf's grad alone, cg_vjp against the host and
- * against cg_jvp (the dot-product test), and CG_EUNSUPPORTED naming an
+ * against cg_jvp (the dot-product test), cg_hvp_fwd (forward over
+ * reverse) against cg_hvp, and CG_EUNSUPPORTED naming an
  * op without a double backward.
  *
  * gradgradcheck, for an op y = F(x1..xn), a random upstream U (requiring
@@ -660,6 +661,128 @@ START_TEST(vjp_matches_the_host_and_jvp)
 }
 END_TEST
 
+/* Forward over reverse (cg_hvp_fwd) against reverse over reverse
+ * (cg_hvp): the same H v to float32 rounding, 1e-5 of the largest
+ * value; also a function of gelu, index_select (its gradient the
+ * recorded "gather_grad"), layer_norm and mse_loss. */
+static double
+compare_hvps(cg_scalar_fn f, void *user, int n, cg_tensor *const *p,
+             cg_tensor *const *v)
+{
+    cg_tensor *h1[4], *h2[4], *val1 = NULL, *val2 = NULL;
+    double worst = 0;
+    float a, b;
+    int j;
+
+    ck_assert_msg(cg_hvp(f, user, n, p, v, h1, &val1) == CG_OK, "%s",
+                  TT_ERR);
+    ck_assert_msg(cg_hvp_fwd(f, user, n, p, v, h2, &val2) == CG_OK, "%s",
+                  TT_ERR);
+    ck_assert_int_eq(cg_fwad_level(tt_ctx()), 0);
+    ck_assert_int_eq(cg_tensor_item(val1, &a), CG_OK);
+    ck_assert_int_eq(cg_tensor_item(val2, &b), CG_OK);
+    ck_assert_float_eq(a, b);
+    for (j = 0; j < n; j++) {
+        int64_t m = cg_tensor_numel(p[j]);
+        double *r = download(h1[j], m), *d = download(h2[j], m), e, big = 0;
+        int64_t i;
+
+        ck_assert_ptr_null(cg_tangent(h2[j]));
+        for (i = 0; i < m; i++)
+            big = fmax(big, fabs(r[i]));
+        e = 0;
+        for (i = 0; i < m; i++)
+            e = fmax(e, fabs(d[i] - r[i]));
+        e /= fmax(big, 1e-6);
+        ck_assert_msg(e <= 1e-5, "parameter %d: forward over reverse is %g "
+                      "of the largest value off", j, e);
+        worst = fmax(worst, e);
+        ck_assert_ptr_null(cg_tensor_grad(p[j]));
+        free(r);
+        free(d);
+        cg_tensor_free(h1[j]);
+        cg_tensor_free(h2[j]);
+    }
+    cg_tensor_free(val1);
+    cg_tensor_free(val2);
+    return worst;
+}
+
+typedef struct {
+    cg_tensor *idx, *target;
+} gelu_data;
+
+/* mse(layer_norm(gelu(index_select(x, 0, idx) w^T)) * g, target) */
+static cg_tensor *
+gelu_loss(int n, cg_tensor *const *p, void *user)
+{
+    gelu_data *d = user;
+    cg_tensor *s, *z, *a, *l, *m, *r;
+    int64_t ns = 4;
+
+    ck_assert_int_eq(n, 3);
+    s = cg_index_select(p[0], 0, d->idx);
+    z = s ? cg__linear(s, p[1], NULL) : NULL;
+    a = z ? cg_gelu(z) : NULL;
+    l = a ? cg_layer_norm(a, 1, &ns, NULL, NULL, 1e-5f) : NULL;
+    m = l ? cg_mul(l, p[2]) : NULL;
+    r = m ? cg_mse_loss(m, d->target, CG_REDUCTION_MEAN) : NULL;
+    cg_tensor_free(s);
+    cg_tensor_free(z);
+    cg_tensor_free(a);
+    cg_tensor_free(l);
+    cg_tensor_free(m);
+    return r;
+}
+
+START_TEST(forward_over_reverse_hvp_matches_reverse_over_reverse)
+{
+    double *p[4], *v[4], *hp[3], *hv_[3], *th, e1, e2;
+    cg_tensor *dp[4], *dv[4], *gp[3], *gv[3];
+    static const int32_t idx[5] = { 2, 0, 2, 1, 3 };
+    mlp_data d;
+    gelu_data gd;
+    int64_t n = MN, ni = 5;
+    int j;
+
+    d.x = mlp_input();
+    d.target = cg_tensor_from_host(tt_ctx(), CG_I32, 1, &n, mlp_targets);
+    ck_assert_ptr_nonnull(d.target);
+    mlp_params(p, v, dp, dv);
+    e1 = compare_hvps(mlp_loss, &d, 4, dp, dv);
+    /* gelu, index_select, layer_norm, mse */
+    gp[0] = random_tensor(2, 4, 3, &hp[0]);
+    gp[1] = random_tensor(2, 4, 3, &hp[1]);
+    gp[2] = random_tensor(1, 4, 0, &hp[2]);
+    for (j = 0; j < 3; j++) {
+        ck_assert_int_eq(cg_tensor_set_requires_grad(gp[j], 1), CG_OK);
+        gv[j] = random_tensor(j < 2 ? 2 : 1, 4, j < 2 ? 3 : 0, &hv_[j]);
+    }
+    gd.idx = cg_tensor_from_host(tt_ctx(), CG_I32, 1, &ni, idx);
+    ck_assert_ptr_nonnull(gd.idx);
+    gd.target = random_tensor(2, 5, 4, &th);
+    free(th);
+    e2 = compare_hvps(gelu_loss, &gd, 3, gp, gv);
+    worst_second = fmax(worst_second, fmax(e1, e2));
+    for (j = 0; j < 4; j++) {
+        free(p[j]);
+        free(v[j]);
+        cg_tensor_free(dp[j]);
+        cg_tensor_free(dv[j]);
+    }
+    for (j = 0; j < 3; j++) {
+        free(hp[j]);
+        free(hv_[j]);
+        cg_tensor_free(gp[j]);
+        cg_tensor_free(gv[j]);
+    }
+    cg_tensor_free(gd.idx);
+    cg_tensor_free(gd.target);
+    cg_tensor_free(d.x);
+    cg_tensor_free(d.target);
+}
+END_TEST
+
 /* ------------------------------------------------------------------------
  * WGAN-GP: critic D(x) = w2 . tanh(W1 x + b1) + b2 (C = 1 output), the
  * penalty mean_r (|| dD/dx_r || - 1)^2, and its gradient in the
@@ -1179,6 +1302,7 @@ main(void)
     tcase_add_test(tc, hvp_of_mlp_cross_entropy_matches_finite_differences);
     tcase_add_test(tc, gradient_penalty_gradient_matches_finite_differences);
     tcase_add_test(tc, vjp_matches_the_host_and_jvp);
+    tcase_add_test(tc, forward_over_reverse_hvp_matches_reverse_over_reverse);
     tcase_add_test(tc, gradients_differentiate_any_number_of_times);
     tcase_add_test(tc, gelu_differentiates_three_times);
     tcase_add_test(tc, backward_ex_create_graph_leaves_differentiable_grads);

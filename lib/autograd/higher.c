@@ -342,3 +342,80 @@ cg_vjp(cg_context *ctx, cg_jvp_fn fn, void *user, int n_inputs,
     }
     return status;
 }
+
+/* ------------------------------------------------------------------------
+ * Hessian-vector products by forward over reverse
+ * ------------------------------------------------------------------------ */
+
+int
+cg_hvp_fwd(cg_scalar_fn f, void *user, int n, cg_tensor *const *inputs,
+           cg_tensor *const *v, cg_tensor **hv, cg_tensor **value)
+{
+    cg_tensor *g[CG_GRAD_MAX_INPUTS] = { NULL }, *h[CG_GRAD_MAX_INPUTS] = {
+        NULL };
+    cg_tensor *y = NULL;
+    cg_context *ctx;
+    char s[128];
+    int status, i, j;
+
+    cg__error_clear();
+    if ((status = check_hvp(f, n, inputs, v, hv)))
+        return status;
+    ctx = inputs[0]->ctx;
+    for (j = 0; j < n; j++) {
+        if (inputs[j]->ctx != ctx)
+            return cg__error(CG_ECONTEXT, "cg_hvp_fwd: inputs[%d] and "
+                             "inputs[0] belong to different contexts", j);
+        for (i = 0; i < j; i++)
+            if (inputs[i] == inputs[j])
+                return cg__error(CG_EINVAL, "cg_hvp_fwd: inputs[%d] and "
+                                 "inputs[%d] are the same tensor", i, j);
+    }
+    if (!cg_is_grad_enabled())
+        return cg__error(CG_ESTATE, "cg_hvp_fwd: called in no-grad mode");
+    if (ctx->fwad_level)
+        return cg__error(CG_ESTATE, "cg_hvp_fwd: a dual level is already "
+                         "open on the context");
+    ctx->fwad_level = 1;
+    for (j = 0; j < n; j++)
+        cg__fw_attach(inputs[j], v[j]);
+    if (!(y = f(n, inputs, user))) {
+        status = cg__last_status();
+        if (status == CG_OK)
+            status = cg__error(CG_EINVAL, "cg_hvp_fwd: f returned NULL");
+        goto out;
+    }
+    if (cg_tensor_numel(y) != 1) {
+        status = cg__error(CG_ESHAPE, "cg_hvp_fwd: f returned shape %s, not "
+                           "one element", cg__shape_str(y->ndim, y->shape, s,
+                                                        sizeof s));
+        goto out;
+    }
+    if (!y->requires_grad) {
+        status = zeros_like(n, inputs, h);
+        goto out;
+    }
+    /* The gradient by a create_graph backward, whose composites carry
+     * the tangents: the tangent of grad f along v is H v. */
+    status = cg_grad(y, NULL, n, inputs, g, CG_GRAD_CREATE_GRAPH);
+    for (j = 0; j < n && status == CG_OK; j++) {
+        h[j] = cg_tangent(g[j]);
+        if (!h[j] && (status = cg__last_status()) == CG_OK &&
+            !(h[j] = cg_full_dtype(ctx, inputs[j]->dtype, inputs[j]->ndim,
+                                   inputs[j]->shape, 0.0f)))
+            status = cg__last_status();
+    }
+out:
+    if (status == CG_OK && value && !(*value = cg_detach(y)))
+        status = cg__last_status();
+    for (j = 0; j < n; j++) {
+        cg_tensor_free(g[j]);
+        if (status)
+            cg_tensor_free(h[j]);
+        else
+            hv[j] = h[j];
+    }
+    cg_tensor_free(y);
+    cg__fw_close(ctx);
+    return status;
+}

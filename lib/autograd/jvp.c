@@ -642,6 +642,37 @@ jvp_pool(cg__node *n, cg_tensor *y, cg_tensor *const *t, cg_tensor **out)
     return cg__pool_jvp(n, t[0], out);
 }
 
+/* ------------------------------------------------------------------------
+ * Rules of the nodes a create_graph backward records (forward over
+ * reverse)
+ * ------------------------------------------------------------------------ */
+
+/* gather_grad, the scatter-add of a gather's gradient: linear. */
+static int
+jvp_gather_grad(cg__node *n, cg_tensor *y, cg_tensor *const *t,
+                cg_tensor **out)
+{
+    return cg__gather_grad_jvp(n, y, t[0], out);
+}
+
+/* gelu_grad, gelu'(x): elementwise, so J t is its backward of t (which
+ * reads x from the node's input). */
+static int
+jvp_gelu_grad(cg__node *n, cg_tensor *y, cg_tensor *const *t,
+              cg_tensor **out)
+{
+    cg__node tmp;
+    cg_tensor *g = dense_as(t[0], y);
+
+    if (!g)
+        return cg__last_status();
+    borrow(&tmp, n);
+    tmp.inputs[0] = n->inputs[0];
+    *out = apply_backward(&tmp, 0, g);
+    cg_tensor_free(g);
+    return *out ? CG_OK : cg__last_status();
+}
+
 static const struct {
     const char *op;
     cg__jvp_fn jvp;
@@ -675,6 +706,7 @@ static const struct {
     { "conv2d", jvp_conv },             { "conv1d", jvp_conv },
     { "conv_transpose2d", jvp_conv },   { "max_pool2d", jvp_pool },
     { "avg_pool2d", jvp_pool },         { "adaptive_avg_pool2d", jvp_pool },
+    { "gather_grad", jvp_gather_grad }, { "gelu_grad", jvp_gelu_grad },
 };
 
 cg__jvp_fn

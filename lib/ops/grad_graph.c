@@ -51,6 +51,23 @@ keep(tape *tp, cg_tensor *t)
 
 #define OP(tp, e) ((tp)->status ? NULL : keep((tp), (e)))
 
+/* Constants of a composite (a piecewise-linear op's derivative, eps):
+ * computed without recording and, in a dual level, without tangents
+ * (forward over reverse must not differentiate them either). */
+static void
+const_enter(void)
+{
+    cg_no_grad_enter();
+    cg__fw_suspend(1);
+}
+
+static void
+const_leave(void)
+{
+    cg__fw_suspend(0);
+    cg_no_grad_leave();
+}
+
 /* gin[k] = r, a new reference, when nothing failed. */
 static void
 give(tape *tp, cg_tensor **gin, int k, cg_tensor *r)
@@ -116,9 +133,9 @@ derivative(cg__node *n, int k)
                          n->out_shape, 1.0f);
     if (!ones)
         return NULL;
-    cg_no_grad_enter();
+    const_enter();
     status = n->backward(n, ones, gin);
-    cg_no_grad_leave();
+    const_leave();
     if (status == CG_OK)
         r = gin[k] ? gin[k] : NULL;
     for (j = 0; j < n->ninputs; j++)
@@ -192,21 +209,21 @@ extreme_graph(cg__node *n, cg_tensor *g, cg_tensor **gin)
     cg_tensor *a = n->inputs[0], *b = n->inputs[1], *s, *m;
     float half = strcmp(n->op, "maximum") == 0 ? 0.5f : -0.5f;
 
-    cg_no_grad_enter();
+    const_enter();
     s = OP(&tp, cg_sub(a, b));
     s = OP(&tp, cg_mul_scalar(s, 1e30f));
     s = OP(&tp, cg_clamp(OP(&tp, cg_mul_scalar(s, 1e30f)), -1.0f, 1.0f));
-    cg_no_grad_leave();
+    const_leave();
     if (n->needs[0]) {
-        cg_no_grad_enter();
+        const_enter();
         m = OP(&tp, cg_add_scalar(OP(&tp, cg_mul_scalar(s, half)), 0.5f));
-        cg_no_grad_leave();
+        const_leave();
         give(&tp, gin, 0, OP(&tp, sum_to(OP(&tp, cg_mul(g, m)), a)));
     }
     if (n->needs[1]) {
-        cg_no_grad_enter();
+        const_enter();
         m = OP(&tp, cg_add_scalar(OP(&tp, cg_mul_scalar(s, -half)), 0.5f));
-        cg_no_grad_leave();
+        const_leave();
         give(&tp, gin, 1, OP(&tp, sum_to(OP(&tp, cg_mul(g, m)), b)));
     }
     return done(&tp);
@@ -524,9 +541,9 @@ gather_graph(cg__node *n, cg_tensor *g, cg_tensor **gin)
 
     if (!(gd = cg__dense(g)))
         return cg__last_status();
-    cg_no_grad_enter();
+    const_enter();
     status = n->backward(n, gd, tmp);
-    cg_no_grad_leave();
+    const_leave();
     cg_tensor_free(gd);
     gx = status == CG_OK ? tmp[0] : NULL;
     for (k = 1; k < n->ninputs; k++)
@@ -612,9 +629,9 @@ linear_act_graph(cg__node *n, cg_tensor *g, cg_tensor **gin)
         ones = OP(&tp, cg_full_dtype(y->ctx, y->dtype, y->ndim, y->shape,
                                      1.0f));
         if (tp.status == CG_OK) {
-            cg_no_grad_enter();
+            const_enter();
             status = cg__unary_grad(CG__EW_RELU, y, y, ones, 0.0f, 0.0f, &m);
-            cg_no_grad_leave();
+            const_leave();
             if (status)
                 tp.status = status;
             else
@@ -681,11 +698,11 @@ layer_norm_graph(cg__node *n, cg_tensor *g, cg_tensor **gin)
     x2 = OP(&tp, cg_reshape(x, 2, s2));
     xc = OP(&tp, cg_sub(x2, OP(&tp, cg_mean(x2, 1, &one, 1))));
     var = OP(&tp, cg_mean(OP(&tp, cg_mul(xc, xc)), 1, &one, 1));
-    cg_no_grad_enter();
+    const_enter();
     c = OP(&tp, cg_pow_scalar(OP(&tp, cg_reshape(n->saved[3], 2, col)),
                               -2.0f));
     c = OP(&tp, cg_to_dtype(OP(&tp, cg_sub(c, var)), x->dtype));
-    cg_no_grad_leave();
+    const_leave();
     rstd = OP(&tp, cg_pow_scalar(OP(&tp, cg_add(var, c)), -0.5f));
     xh = OP(&tp, cg_mul(xc, rstd));
     g2 = OP(&tp, cg_reshape(g, 2, s2));

@@ -101,6 +101,10 @@ cg__backward_fn cg__backward_graph_of(const cg__node *n);
 /* Forward mode (lib/ops/pool.c): the tangent of pooling node n for its
  * input's tangent t, a new tensor of the output's shape in *out. */
 int cg__pool_jvp(cg__node *n, cg_tensor *t, cg_tensor **out);
+/* Forward mode (lib/ops/gather.c): the tangent of a "gather_grad" node
+ * (a scatter-add, linear) for its input's tangent t. */
+int cg__gather_grad_jvp(cg__node *n, cg_tensor *y, cg_tensor *t,
+                        cg_tensor **out);
 
 /* The elementwise ops, CG__EW_AFFINE...: kernels/elementwise_ops.def. */
 typedef enum {
