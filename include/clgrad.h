@@ -674,12 +674,14 @@ int cg_backward(cg_tensor *root, cg_tensor *grad_output, int retain_graph);
  *   gathers: cg_embedding, cg_index_select (their gradient, a scatter-add,
  *     is recorded as a node "gather_grad" whose backward gathers again;
  *     gelu's derivative likewise as "gelu_grad");
- *   softmax, log_softmax, layer_norm (with or without weight and bias);
+ *   softmax, log_softmax, layer_norm (with or without weight and bias),
+ *     batch_norm (training: the batch statistics differentiated too;
+ *     evaluation: the running statistics constants);
  *   losses: cross_entropy (ignore_index and label smoothing included),
  *     nll_loss, mse_loss, bce_with_logits.
  * Not yet (a create_graph backward reaching one fails with CG_EUNSUPPORTED
  * naming the op, before any gradient is computed, and changes nothing):
- * pow with a tensor exponent, batch_norm, the convolutions,
+ * pow with a tensor exponent, the convolutions,
  * the pooling ops, custom ops, and the fused kernels of the recurrent
  * layers (RNN, LSTM, GRU: one "rnn_layer" node over fused step kernels,
  * which have no composite form yet).  The losses above run fused kernels

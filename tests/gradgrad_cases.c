@@ -652,6 +652,77 @@ run_concat(cg_tensor **x)
 static cg_tensor *run_expand(cg_tensor **x)
 { return square(cg_expand(x[0], 2, (const int64_t[2]){ 3, 4 })); }
 
+/* batch_norm of x [N, C, L...] with weight and bias [C], eps 1e-5: batch
+ * statistics (training, no running statistics) or the running ones
+ * (evaluation: mean 0.25 c - 0.3, variance 0.5 + 0.375 c, in float32). */
+static void
+ref_bn(const oc_tensor *in, oc_tensor *out, int train)
+{
+    int64_t N = in[0].shape[0], C = in[0].shape[1], L = in[0].numel / N / C;
+    int64_t c, i, l;
+
+    out->ndim = in[0].ndim;
+    memcpy(out->shape, in[0].shape, sizeof out->shape);
+    oc_alloc(out);
+    for (c = 0; c < C; c++) {
+        double m = 0, v = 0, cnt = (double)(N * L);
+
+        for (i = 0; i < N; i++)
+            for (l = 0; l < L; l++)
+                m += in[0].data[(i * C + c) * L + l] / cnt;
+        for (i = 0; i < N; i++)
+            for (l = 0; l < L; l++) {
+                double d = in[0].data[(i * C + c) * L + l] - m;
+
+                v += d * d / cnt;
+            }
+        if (!train) {
+            m = (double)(float)(0.25 * (double)c - 0.3);
+            v = (double)(float)(0.5 + 0.375 * (double)c);
+        }
+        for (i = 0; i < N; i++)
+            for (l = 0; l < L; l++) {
+                int64_t e = (i * C + c) * L + l;
+
+                out->data[e] = (in[0].data[e] - m) / sqrt(v + 1e-5) *
+                               in[1].data[c] + in[2].data[c];
+            }
+    }
+}
+
+static void
+ref_bn_train(const oc_tensor *in, oc_tensor *out)
+{
+    ref_bn(in, out, 1);
+}
+
+static void
+ref_bn_eval(const oc_tensor *in, oc_tensor *out)
+{
+    ref_bn(in, out, 0);
+}
+
+static cg_tensor *
+run_bn(cg_tensor **x, int train)
+{
+    int64_t C = cg_tensor_numel(x[1]), c;
+    float rm[8], rv[8];
+    cg_tensor *m = NULL, *v = NULL;
+
+    for (c = 0; c < C; c++) {
+        rm[c] = (float)(0.25 * (double)c - 0.3);
+        rv[c] = (float)(0.5 + 0.375 * (double)c);
+    }
+    if (!train) {
+        m = T(cg_tensor_from_host(tt_ctx(), CG_F32, 1, &C, rm));
+        v = T(cg_tensor_from_host(tt_ctx(), CG_F32, 1, &C, rv));
+    }
+    return cg_batch_norm(x[0], m, v, x[1], x[2], train, 0.1f, 1e-5f);
+}
+
+static cg_tensor *run_bn_train(cg_tensor **x) { return run_bn(x, 1); }
+static cg_tensor *run_bn_eval(cg_tensor **x) { return run_bn(x, 0); }
+
 #define R2 { -2, -2, -2, -2 }, { 2, 2, 2, 2 }
 #define RPOS { 0.5, 0.5, 0.5, 0.5 }, { 2, 2, 2, 2 }
 
@@ -716,6 +787,10 @@ const gg_case gg_cases[] = {
     { "embedding", 1, { "7,5" }, R2, 0, run_embedding, ref_embedding },
     { "index_select", 1, { "3,5" }, R2, 0, run_index_select,
       ref_index_select },
+    { "batch_norm_train", 3, { "4,3,2", "3", "3" }, R2, 0, run_bn_train,
+      ref_bn_train },
+    { "batch_norm_eval", 3, { "5,3", "3", "3" }, R2, 0, run_bn_eval,
+      ref_bn_eval },
 };
 
 const int gg_ncases = (int)(sizeof gg_cases / sizeof gg_cases[0]);

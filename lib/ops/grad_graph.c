@@ -726,6 +726,68 @@ layer_norm_graph(cg__node *n, cg_tensor *g, cg_tensor **gin)
     return done(&tp);
 }
 
+/* batch_norm of x viewed as [N, C, L] (i[0..2]; flags i[3], 8:
+ * training), inputs x, weight, bias (either of the last two may be NULL):
+ * as layer_norm_graph over the axes 0 and 2 of each channel.  In
+ * training the batch statistics are recomputed with recorded ops (eps
+ * recovered as layer_norm_graph's c from the saved invstd); in
+ * evaluation the running statistics (saved[2], saved[3]) are constants:
+ * gx = g w invstd. */
+static int
+batch_norm_graph(cg__node *n, cg_tensor *g, cg_tensor **gin)
+{
+    tape tp = { { NULL }, 0, CG_OK };
+    cg_tensor *x = n->inputs[0], *w = n->inputs[1], *b = n->inputs[2];
+    int64_t s3[3] = { n->i[0], n->i[1], n->i[2] }, ch[3] = { 1, n->i[1], 1 };
+    int axes[2] = { 0, 2 }, train = (n->i[3] & 8) != 0;
+    cg_tensor *x3, *xc, *mu, *var, *c, *rstd, *xh, *g3, *gh, *t;
+
+    x3 = OP(&tp, cg_reshape(x, 3, s3));
+    if (train) {
+        xc = OP(&tp, cg_sub(x3, OP(&tp, cg_mean(x3, 2, axes, 1))));
+        var = OP(&tp, cg_mean(OP(&tp, cg_mul(xc, xc)), 2, axes, 1));
+        const_enter();
+        c = OP(&tp, cg_pow_scalar(OP(&tp, cg_reshape(n->saved[3], 3, ch)),
+                                  -2.0f));
+        c = OP(&tp, cg_to_dtype(OP(&tp, cg_sub(c, var)), x->dtype));
+        const_leave();
+        rstd = OP(&tp, cg_pow_scalar(OP(&tp, cg_add(var, c)), -0.5f));
+    } else {
+        const_enter();
+        mu = OP(&tp, cg_to_dtype(OP(&tp, cg_reshape(n->saved[2], 3, ch)),
+                                 x->dtype));
+        rstd = OP(&tp, cg_to_dtype(OP(&tp, cg_reshape(n->saved[3], 3, ch)),
+                                   x->dtype));
+        const_leave();
+        xc = OP(&tp, cg_sub(x3, mu));
+    }
+    xh = OP(&tp, cg_mul(xc, rstd));
+    g3 = OP(&tp, cg_reshape(g, 3, s3));
+    if (b && n->needs[2])
+        give(&tp, gin, 2, OP(&tp, cg_reshape(OP(&tp, cg_sum(g3, 2, axes,
+                                                            0)),
+                                             b->ndim, b->shape)));
+    if (w && n->needs[1])
+        give(&tp, gin, 1, OP(&tp, cg_reshape(OP(&tp, cg_sum(
+                                 OP(&tp, cg_mul(g3, xh)), 2, axes, 0)),
+                                             w->ndim, w->shape)));
+    if (n->needs[0]) {
+        gh = w ? OP(&tp, cg_mul(g3, OP(&tp, cg_reshape(w, 3, ch)))) : g3;
+        t = gh;
+        if (train) {
+            t = OP(&tp, cg_mul(xh, OP(&tp, cg_mean(OP(&tp, cg_mul(gh, xh)),
+                                                   2, axes, 1))));
+            t = OP(&tp, cg_sub(OP(&tp, cg_sub(gh, OP(&tp, cg_mean(gh, 2,
+                                                                  axes,
+                                                                  1)))),
+                               t));
+        }
+        give(&tp, gin, 0, OP(&tp, cg_reshape(OP(&tp, cg_mul(t, rstd)),
+                                             x->ndim, x->shape)));
+    }
+    return done(&tp);
+}
+
 /* ------------------------------------------------------------------------
  * Losses
  * ------------------------------------------------------------------------ */
@@ -861,7 +923,7 @@ static const struct {
     { "linear_relu", linear_act_graph }, { "linear_tanh", linear_act_graph },
     { "linear_sigmoid", linear_act_graph },
     { "softmax", softmax_graph }, { "log_softmax", softmax_graph },
-    { "layer_norm", layer_norm_graph },
+    { "layer_norm", layer_norm_graph }, { "batch_norm", batch_norm_graph },
     { "cross_entropy", class_graph }, { "nll_loss", class_graph },
     { "mse_loss", pointwise_graph }, { "bce_with_logits", pointwise_graph },
 };
