@@ -723,6 +723,88 @@ run_bn(cg_tensor **x, int train)
 static cg_tensor *run_bn_train(cg_tensor **x) { return run_bn(x, 1); }
 static cg_tensor *run_bn_eval(cg_tensor **x) { return run_bn(x, 0); }
 
+/* The pools of x [N, C, H, W] (kind 0 max, 1 avg with count_include_pad,
+ * 2 adaptive), square windows k, stride st, padding pd; squared. */
+static void
+ref_pool(const oc_tensor *in, oc_tensor *out, int kind, int64_t k,
+         int64_t st, int64_t pd, int64_t OH, int64_t OW)
+{
+    int64_t H = in[0].shape[2], W = in[0].shape[3];
+    int64_t P = in[0].shape[0] * in[0].shape[1], p, oh, ow, h, w;
+
+    out->ndim = 4;
+    memcpy(out->shape, in[0].shape, sizeof out->shape);
+    if (kind != 2) {
+        OH = (H + 2 * pd - k) / st + 1;
+        OW = (W + 2 * pd - k) / st + 1;
+    }
+    out->shape[2] = OH;
+    out->shape[3] = OW;
+    oc_alloc(out);
+    for (p = 0; p < P; p++)
+        for (oh = 0; oh < OH; oh++)
+            for (ow = 0; ow < OW; ow++) {
+                int64_t h0 = oh * st - pd, w0 = ow * st - pd, h1, w1, cnt;
+                double acc = kind ? 0 : -INFINITY, v;
+
+                h1 = h0 + k;
+                w1 = w0 + k;
+                if (kind == 2) {
+                    h0 = oh * H / OH;
+                    h1 = ((oh + 1) * H + OH - 1) / OH;
+                    w0 = ow * W / OW;
+                    w1 = ((ow + 1) * W + OW - 1) / OW;
+                }
+                cnt = kind == 1 ? k * k : (h1 - h0) * (w1 - w0);
+                for (h = h0; h < h1; h++)
+                    for (w = w0; w < w1; w++) {
+                        if (h < 0 || h >= H || w < 0 || w >= W)
+                            continue;
+                        v = in[0].data[(p * H + h) * W + w];
+                        acc = kind ? acc + v : fmax(acc, v);
+                    }
+                v = kind ? acc / (double)cnt : acc;
+                out->data[(p * OH + oh) * OW + ow] = v * v;
+            }
+}
+
+static void
+ref_max_pool(const oc_tensor *in, oc_tensor *out)
+{
+    ref_pool(in, out, 0, 2, 1, 0, 0, 0);
+}
+
+static void
+ref_avg_pool(const oc_tensor *in, oc_tensor *out)
+{
+    ref_pool(in, out, 1, 3, 2, 1, 0, 0);
+}
+
+static void
+ref_adaptive_pool(const oc_tensor *in, oc_tensor *out)
+{
+    ref_pool(in, out, 2, 0, 1, 0, 2, 2);
+}
+
+static cg_tensor *
+run_max_pool(cg_tensor **x)
+{
+    static const int k[2] = { 2, 2 }, s[2] = { 1, 1 };
+
+    return square(cg_max_pool2d(x[0], k, s, NULL, NULL, 0));
+}
+
+static cg_tensor *
+run_avg_pool(cg_tensor **x)
+{
+    static const int k[2] = { 3, 3 }, s[2] = { 2, 2 }, pd[2] = { 1, 1 };
+
+    return square(cg_avg_pool2d(x[0], k, s, pd, 0, 1, 0));
+}
+
+static cg_tensor *run_adaptive_pool(cg_tensor **x)
+{ return square(cg_adaptive_avg_pool2d(x[0], 2, 2)); }
+
 #define R2 { -2, -2, -2, -2 }, { 2, 2, 2, 2 }
 #define RPOS { 0.5, 0.5, 0.5, 0.5 }, { 2, 2, 2, 2 }
 
@@ -791,6 +873,10 @@ const gg_case gg_cases[] = {
       ref_bn_train },
     { "batch_norm_eval", 3, { "5,3", "3", "3" }, R2, 0, run_bn_eval,
       ref_bn_eval },
+    { "max_pool2d", 1, { "1,2,4,5" }, R2, 0, run_max_pool, ref_max_pool },
+    { "avg_pool2d", 1, { "2,1,5,5" }, R2, 0, run_avg_pool, ref_avg_pool },
+    { "adaptive_avg_pool2d", 1, { "1,2,5,3" }, R2, 0, run_adaptive_pool,
+      ref_adaptive_pool },
 };
 
 const int gg_ncases = (int)(sizeof gg_cases / sizeof gg_cases[0]);

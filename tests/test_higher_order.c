@@ -735,6 +735,29 @@ gelu_loss(int n, cg_tensor *const *p, void *user)
     return r;
 }
 
+/* sum(avg_pool(max_pool(tanh(batch_norm(x))))^2), training statistics */
+static cg_tensor *
+pool_loss(int n, cg_tensor *const *p, void *user)
+{
+    static const int k2[2] = { 2, 2 }, s1[2] = { 1, 1 }, pd[2] = { 1, 1 };
+    cg_tensor *b, *t, *m, *a, *q, *r;
+
+    (void)user;
+    ck_assert_int_eq(n, 3);
+    b = cg_batch_norm(p[0], NULL, NULL, p[1], p[2], 1, 0.1f, 1e-5f);
+    t = b ? cg_tanh(b) : NULL;
+    m = t ? cg_max_pool2d(t, k2, s1, NULL, NULL, 0) : NULL;
+    a = m ? cg_avg_pool2d(m, k2, k2, pd, 0, 1, 0) : NULL;
+    q = a ? cg_mul(a, a) : NULL;
+    r = q ? cg_sum(q, 0, NULL, 0) : NULL;
+    cg_tensor_free(b);
+    cg_tensor_free(t);
+    cg_tensor_free(m);
+    cg_tensor_free(a);
+    cg_tensor_free(q);
+    return r;
+}
+
 START_TEST(forward_over_reverse_hvp_matches_reverse_over_reverse)
 {
     double *p[4], *v[4], *hp[3], *hv_[3], *th, e1, e2;
@@ -764,6 +787,34 @@ START_TEST(forward_over_reverse_hvp_matches_reverse_over_reverse)
     free(th);
     e2 = compare_hvps(gelu_loss, &gd, 3, gp, gv);
     worst_second = fmax(worst_second, fmax(e1, e2));
+    /* batch_norm, max and average pooling */
+    {
+        cg_tensor *cp[3], *cv[3];
+        oc_tensor xo = { 4, { 2, 3, 5, 4 }, 0, NULL };
+        double *hx;
+
+        oc_alloc(&xo);
+        for (j = 0; j < (int)xo.numel; j++)
+            xo.data[j] = (float)oc_uniform(-2, 2);
+        cp[0] = upload(&xo, 1);
+        for (j = 0; j < (int)xo.numel; j++)
+            xo.data[j] = (float)oc_uniform(-1, 1);
+        cv[0] = upload(&xo, 0);
+        free(xo.data);
+        for (j = 1; j < 3; j++) {
+            cp[j] = random_tensor(1, 3, 0, &hx);
+            free(hx);
+            ck_assert_int_eq(cg_tensor_set_requires_grad(cp[j], 1), CG_OK);
+            cv[j] = random_tensor(1, 3, 0, &hx);
+            free(hx);
+        }
+        worst_second = fmax(worst_second, compare_hvps(pool_loss, NULL, 3,
+                                                       cp, cv));
+        for (j = 0; j < 3; j++) {
+            cg_tensor_free(cp[j]);
+            cg_tensor_free(cv[j]);
+        }
+    }
     for (j = 0; j < 4; j++) {
         free(p[j]);
         free(v[j]);

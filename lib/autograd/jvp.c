@@ -655,6 +655,14 @@ jvp_gather_grad(cg__node *n, cg_tensor *y, cg_tensor *const *t,
     return cg__gather_grad_jvp(n, y, t[0], out);
 }
 
+/* <pool>_grad, a pool's gradient: linear in g (lib/ops/pool.c). */
+static int
+jvp_pool_grad(cg__node *n, cg_tensor *y, cg_tensor *const *t,
+              cg_tensor **out)
+{
+    return cg__pool_grad_jvp(n, y, t[0], out);
+}
+
 /* gelu_grad, gelu'(x): elementwise, so J t is its backward of t (which
  * reads x from the node's input). */
 static int
@@ -707,6 +715,8 @@ static const struct {
     { "conv_transpose2d", jvp_conv },   { "max_pool2d", jvp_pool },
     { "avg_pool2d", jvp_pool },         { "adaptive_avg_pool2d", jvp_pool },
     { "gather_grad", jvp_gather_grad }, { "gelu_grad", jvp_gelu_grad },
+    { "max_pool2d_grad", jvp_pool_grad }, { "avg_pool2d_grad", jvp_pool_grad },
+    { "adaptive_avg_pool2d_grad", jvp_pool_grad },
 };
 
 cg__jvp_fn

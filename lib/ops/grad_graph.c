@@ -924,6 +924,11 @@ static const struct {
     { "linear_sigmoid", linear_act_graph },
     { "softmax", softmax_graph }, { "log_softmax", softmax_graph },
     { "layer_norm", layer_norm_graph }, { "batch_norm", batch_norm_graph },
+    { "max_pool2d", cg__pool_graph }, { "avg_pool2d", cg__pool_graph },
+    { "adaptive_avg_pool2d", cg__pool_graph },
+    { "max_pool2d_grad", cg__pool_grad_backward },
+    { "avg_pool2d_grad", cg__pool_grad_backward },
+    { "adaptive_avg_pool2d_grad", cg__pool_grad_backward },
     { "cross_entropy", class_graph }, { "nll_loss", class_graph },
     { "mse_loss", pointwise_graph }, { "bce_with_logits", pointwise_graph },
 };
