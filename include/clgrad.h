@@ -681,13 +681,17 @@ int cg_backward(cg_tensor *root, cg_tensor *grad_output, int retain_graph);
  *     linear in g, is recorded as a node "<pool>_grad" whose backward is
  *     the pool again, with the forward's argmax for max pooling, whose
  *     second derivative in x is zero as in PyTorch);
+ *   convolutions: conv1d, conv2d, conv_transpose2d (the input gradient is
+ *     recorded as the other kind of convolution with the same weight,
+ *     the weight gradient as a node "conv_wgrad" whose backward is the
+ *     two convolutions again, the bias gradient as a sum);
  *   losses: cross_entropy (ignore_index and label smoothing included),
  *     nll_loss, mse_loss, bce_with_logits.
  * Not yet (a create_graph backward reaching one fails with CG_EUNSUPPORTED
  * naming the op, before any gradient is computed, and changes nothing):
- * pow with a tensor exponent, the convolutions, custom ops, and the fused kernels of the recurrent
- * layers (RNN, LSTM, GRU: one "rnn_layer" node over fused step kernels,
- * which have no composite form yet).  The losses above run fused kernels
+ * pow with a tensor exponent, custom ops, and the fused kernels of the
+ * recurrent layers (RNN, LSTM, GRU: one "rnn_layer" node over fused step
+ * kernels, which have no composite form yet).  The losses above run fused kernels
  * too, but each has its composite form; the optimizers' fused updates
  * record no graph and take no part in differentiation. */
 #define CG_GRAD_RETAIN_GRAPH 1   /* keep the saved tensors (retain_graph) */
@@ -813,7 +817,7 @@ char *cg_graph_dot(const cg_tensor *t);
  *   cg_max_pool2d (the tangent at each window's argmax, one launch),
  *     cg_avg_pool2d, cg_adaptive_avg_pool2d (the op on the tangent);
  *   the nodes of a create_graph backward's composites ("gather_grad",
- *     "gelu_grad", the pools' "<pool>_grad"), so every op with a double backward supports forward
+ *     "gelu_grad", the pools' "<pool>_grad", "conv_wgrad"), so every op with a double backward supports forward
  *     over reverse (cg_hvp_fwd).
  * Every other op (the recurrent layers, custom ops) fails with
  * CG_EUNSUPPORTED naming the op

@@ -805,6 +805,133 @@ run_avg_pool(cg_tensor **x)
 static cg_tensor *run_adaptive_pool(cg_tensor **x)
 { return square(cg_adaptive_avg_pool2d(x[0], 2, 2)); }
 
+/* Convolution (tr 0) or transposed convolution (tr 1) of x [N, C, H, W]
+ * (or [N, C, L] for conv1d) with w and the bias in[2] (n > 2): stride,
+ * padding, groups, dilation the same in both dimensions. */
+static void
+ref_conv_g(const oc_tensor *in, int n, oc_tensor *out, int tr, int64_t s,
+           int64_t pd, int64_t G, int64_t dl)
+{
+    const oc_tensor *x = &in[0], *w = &in[1];
+    int d1 = x->ndim == 3;
+    int64_t N = x->shape[0], C = x->shape[1], H = d1 ? 1 : x->shape[2];
+    int64_t W = x->shape[x->ndim - 1], R = d1 ? 1 : w->shape[2];
+    int64_t S = w->shape[w->ndim - 1], K = tr ? w->shape[1] * G : w->shape[0];
+    int64_t ph = d1 ? 0 : pd, sh = d1 ? 1 : s, Cg = C / G, Kg = K / G;
+    int64_t OH, OW, b, k, oh, ow, ci, r, q, h, ww;
+
+    OH = tr ? (H - 1) * sh - 2 * ph + dl * (R - 1) + 1
+            : (H + 2 * ph - dl * (R - 1) - 1) / sh + 1;
+    OW = tr ? (W - 1) * s - 2 * pd + dl * (S - 1) + 1
+            : (W + 2 * pd - dl * (S - 1) - 1) / s + 1;
+    out->ndim = x->ndim;
+    out->shape[0] = N;
+    out->shape[1] = K;
+    if (!d1)
+        out->shape[2] = OH;
+    out->shape[out->ndim - 1] = OW;
+    oc_alloc(out);
+    for (b = 0; b < N; b++)
+        for (k = 0; k < K; k++)
+            for (oh = 0; oh < OH * OW; oh++)
+                out->data[(b * K + k) * OH * OW + oh] = n > 2 ? in[2].data[k]
+                                                              : 0;
+    for (b = 0; b < N; b++)
+        for (ci = 0; ci < C; ci++)
+            for (h = 0; h < H; h++)
+                for (ww = 0; ww < W; ww++)
+                    for (r = 0; r < R; r++)
+                        for (q = 0; q < S; q++) {
+                            int64_t gi = ci / Cg, kk;
+                            double xv = x->data[((b * C + ci) * H + h) * W +
+                                                ww];
+
+                            if (tr) {
+                                oh = h * sh - ph + r * dl;
+                                ow = ww * s - pd + q * dl;
+                                if (oh < 0 || oh >= OH || ow < 0 || ow >= OW)
+                                    continue;
+                                for (kk = 0; kk < Kg; kk++)
+                                    out->data[((b * K + gi * Kg + kk) * OH +
+                                               oh) * OW + ow] += xv *
+                                        w->data[((ci * Kg + kk) * R + r) * S +
+                                                q];
+                                continue;
+                            }
+                            /* the outputs whose window takes (h, ww) */
+                            if ((h + ph - r * dl) % sh ||
+                                (ww + pd - q * dl) % s)
+                                continue;
+                            oh = (h + ph - r * dl) / sh;
+                            ow = (ww + pd - q * dl) / s;
+                            if (h + ph - r * dl < 0 || oh >= OH ||
+                                ww + pd - q * dl < 0 || ow >= OW)
+                                continue;
+                            for (kk = 0; kk < Kg; kk++)
+                                out->data[((b * K + gi * Kg + kk) * OH + oh) *
+                                          OW + ow] += xv *
+                                    w->data[(((gi * Kg + kk) * Cg + ci % Cg) *
+                                             R + r) * S + q];
+                        }
+}
+
+static void
+ref_conv2d(const oc_tensor *in, oc_tensor *out)
+{
+    ref_conv_g(in, 3, out, 0, 2, 1, 1, 1);
+}
+
+static void
+ref_conv2d_groups(const oc_tensor *in, oc_tensor *out)
+{
+    ref_conv_g(in, 2, out, 0, 1, 1, 2, 2);
+}
+
+static void
+ref_conv1d(const oc_tensor *in, oc_tensor *out)
+{
+    ref_conv_g(in, 3, out, 0, 2, 1, 1, 1);
+}
+
+static void
+ref_convt(const oc_tensor *in, oc_tensor *out)
+{
+    ref_conv_g(in, 3, out, 1, 2, 1, 1, 1);
+}
+
+static cg_tensor *
+run_conv2d(cg_tensor **x)
+{
+    cg_conv_options o = { { 2, 2 }, { 1, 1 }, { 1, 1 }, 1, 0 };
+
+    return cg_conv2d(x[0], x[1], x[2], &o);
+}
+
+static cg_tensor *
+run_conv2d_groups(cg_tensor **x)
+{
+    cg_conv_options o = { { 1, 1 }, { 1, 1 }, { 2, 2 }, 2, 0 };
+
+    return cg_conv2d(x[0], x[1], NULL, &o);
+}
+
+static cg_tensor *
+run_conv1d(cg_tensor **x)
+{
+    cg_conv_options o = { { 2, 2 }, { 1, 1 }, { 1, 1 }, 1, 0 };
+
+    return cg_conv1d(x[0], x[1], x[2], &o);
+}
+
+static cg_tensor *
+run_convt(cg_tensor **x)
+{
+    cg_conv_transpose_options o = { { 2, 2 }, { 1, 1 }, { 0, 0 }, 1,
+                                    { 1, 1 } };
+
+    return cg_conv_transpose2d(x[0], x[1], x[2], &o);
+}
+
 #define R2 { -2, -2, -2, -2 }, { 2, 2, 2, 2 }
 #define RPOS { 0.5, 0.5, 0.5, 0.5 }, { 2, 2, 2, 2 }
 
@@ -877,6 +1004,14 @@ const gg_case gg_cases[] = {
     { "avg_pool2d", 1, { "2,1,5,5" }, R2, 0, run_avg_pool, ref_avg_pool },
     { "adaptive_avg_pool2d", 1, { "1,2,5,3" }, R2, 0, run_adaptive_pool,
       ref_adaptive_pool },
+    { "conv2d", 3, { "2,3,5,4", "2,3,3,2", "2" }, R2, 0, run_conv2d,
+      ref_conv2d },
+    { "conv2d_groups", 2, { "1,4,4,5", "2,2,2,3" }, R2, 0, run_conv2d_groups,
+      ref_conv2d_groups },
+    { "conv1d", 3, { "2,3,7", "2,3,3", "2" }, R2, 0, run_conv1d,
+      ref_conv1d },
+    { "conv_transpose2d", 3, { "1,3,3,4", "3,2,3,2", "2" }, R2, 0,
+      run_convt, ref_convt },
 };
 
 const int gg_ncases = (int)(sizeof gg_cases / sizeof gg_cases[0]);

@@ -758,6 +758,29 @@ pool_loss(int n, cg_tensor *const *p, void *user)
     return r;
 }
 
+/* sum(conv_transpose2d(tanh(conv2d(x, w, b)), w2)^2), stride 2 */
+static cg_tensor *
+conv_loss(int n, cg_tensor *const *p, void *user)
+{
+    cg_conv_options o = { { 2, 2 }, { 1, 1 }, { 1, 1 }, 1, 0 };
+    cg_conv_transpose_options ot = { { 2, 2 }, { 0, 0 }, { 1, 1 }, 1,
+                                     { 1, 1 } };
+    cg_tensor *c, *t, *d, *q, *r;
+
+    (void)user;
+    ck_assert_int_eq(n, 4);
+    c = cg_conv2d(p[0], p[1], p[2], &o);
+    t = c ? cg_tanh(c) : NULL;
+    d = t ? cg_conv_transpose2d(t, p[3], NULL, &ot) : NULL;
+    q = d ? cg_mul(d, d) : NULL;
+    r = q ? cg_sum(q, 0, NULL, 0) : NULL;
+    cg_tensor_free(c);
+    cg_tensor_free(t);
+    cg_tensor_free(d);
+    cg_tensor_free(q);
+    return r;
+}
+
 START_TEST(forward_over_reverse_hvp_matches_reverse_over_reverse)
 {
     double *p[4], *v[4], *hp[3], *hv_[3], *th, e1, e2;
@@ -811,6 +834,35 @@ START_TEST(forward_over_reverse_hvp_matches_reverse_over_reverse)
         worst_second = fmax(worst_second, compare_hvps(pool_loss, NULL, 3,
                                                        cp, cv));
         for (j = 0; j < 3; j++) {
+            cg_tensor_free(cp[j]);
+            cg_tensor_free(cv[j]);
+        }
+    }
+    /* conv2d and conv_transpose2d */
+    {
+        static const int64_t cs[4][4] = { { 1, 2, 5, 4 }, { 3, 2, 3, 3 },
+                                          { 3 }, { 3, 2, 2, 3 } };
+        static const int cn[4] = { 4, 4, 1, 4 };
+        cg_tensor *cp[4], *cv[4];
+        int q;
+
+        for (j = 0; j < 4; j++) {
+            oc_tensor t = { 0 };
+
+            t.ndim = cn[j];
+            memcpy(t.shape, cs[j], sizeof cs[j]);
+            oc_alloc(&t);
+            for (q = 0; q < (int)t.numel; q++)
+                t.data[q] = (float)oc_uniform(-1, 1);
+            cp[j] = upload(&t, 1);
+            for (q = 0; q < (int)t.numel; q++)
+                t.data[q] = (float)oc_uniform(-1, 1);
+            cv[j] = upload(&t, 0);
+            free(t.data);
+        }
+        worst_second = fmax(worst_second, compare_hvps(conv_loss, NULL, 4,
+                                                       cp, cv));
+        for (j = 0; j < 4; j++) {
             cg_tensor_free(cp[j]);
             cg_tensor_free(cv[j]);
         }

@@ -655,6 +655,24 @@ jvp_gather_grad(cg__node *n, cg_tensor *y, cg_tensor *const *t,
     return cg__gather_grad_jvp(n, y, t[0], out);
 }
 
+/* conv_wgrad, a convolution's weight gradient, bilinear in (a, b):
+ * wgrad(ta, b) + wgrad(a, tb). */
+static int
+jvp_conv_wgrad(cg__node *n, cg_tensor *y, cg_tensor *const *t,
+               cg_tensor **out)
+{
+    jtape tp = { { NULL }, 0, CG_OK };
+    cg__conv_geom g;
+    cg_tensor *ty = NULL;
+
+    memcpy(&g, n->i, sizeof g);
+    if (t[0])
+        ty = jt_add(&tp, ty, J(&tp, cg__conv_wgrad(&g, t[0], n->inputs[1])));
+    if (t[1])
+        ty = jt_add(&tp, ty, J(&tp, cg__conv_wgrad(&g, n->inputs[0], t[1])));
+    return jt_done(&tp, J(&tp, dense_as(ty, y)), out);
+}
+
 /* <pool>_grad, a pool's gradient: linear in g (lib/ops/pool.c). */
 static int
 jvp_pool_grad(cg__node *n, cg_tensor *y, cg_tensor *const *t,
@@ -717,6 +735,7 @@ static const struct {
     { "gather_grad", jvp_gather_grad }, { "gelu_grad", jvp_gelu_grad },
     { "max_pool2d_grad", jvp_pool_grad }, { "avg_pool2d_grad", jvp_pool_grad },
     { "adaptive_avg_pool2d_grad", jvp_pool_grad },
+    { "conv_wgrad", jvp_conv_wgrad },
 };
 
 cg__jvp_fn

@@ -109,4 +109,14 @@ cg_tensor *cg__conv_geom_apply(const char *op, const cg__conv_geom *g,
 cg_tensor *cg__convt_geom_apply(const char *op, const cg__conv_geom *g,
                                 cg_tensor *x, cg_tensor *w);
 
+/* Double backward (lib/ops/conv.c): the weight gradient of geometry g
+ * from a (the convolution's input, [N, C, H, W]) and b (its output's
+ * gradient, [N, K, OH, OW]), not recorded; the composite backward of
+ * the convolution nodes (conv2d, conv1d, conv_transpose2d); the
+ * backward of the recorded weight gradient, "conv_wgrad". */
+cg_tensor *cg__conv_wgrad(const cg__conv_geom *g, cg_tensor *a,
+                          cg_tensor *b);
+int cg__conv_graph(cg__node *n, cg_tensor *dy, cg_tensor **gin);
+int cg__conv_wgrad_backward(cg__node *n, cg_tensor *gg, cg_tensor **gin);
+
 #endif

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ops/conv_internal.h"
 #include "ops/internal.h"
 
 /* The temporaries of one composite: each op's result is kept here, and
@@ -929,6 +930,9 @@ static const struct {
     { "max_pool2d_grad", cg__pool_grad_backward },
     { "avg_pool2d_grad", cg__pool_grad_backward },
     { "adaptive_avg_pool2d_grad", cg__pool_grad_backward },
+    { "conv2d", cg__conv_graph }, { "conv1d", cg__conv_graph },
+    { "conv_transpose2d", cg__conv_graph },
+    { "conv_wgrad", cg__conv_wgrad_backward },
     { "cross_entropy", class_graph }, { "nll_loss", class_graph },
     { "mse_loss", pointwise_graph }, { "bce_with_logits", pointwise_graph },
 };
