@@ -1070,8 +1070,8 @@ ref_max_pool(const oc_tensor *in, oc_tensor *out, const fcase *c)
     { name, nin, shapes, { 0 }, { 0 }, ints, run, ref, { __VA_ARGS__ } }
 #define SH(...) { __VA_ARGS__ }
 
-/* The cases skipped under valgrind and Oclgrind are flagged in
- * nn_light[] with 0. */
+/* The cases skipped under the checkers (valgrind, ASan, Oclgrind) are
+ * flagged in nn_light[] with 0. */
 static const fcase nn_cases[] = {
     NN("index_select", 2, SH("5,4", "6"), SH(0, 4), run_index_select, NULL,
        1),
@@ -1137,7 +1137,7 @@ END_TEST
 
 START_TEST(gather_max_norm_conv_pool_tangents_match)
 {
-    if (tt_host_checker() && !nn_light[_i])
+    if (tt_checker() && !nn_light[_i])
         return;
     check_case(&nn_cases[_i]);
 }
