@@ -6,8 +6,8 @@
  * gradient penalty's parameter gradient, gradients taken three times,
  * cg_grad leaving every leaf's grad alone, cg_vjp against the host and
  * against cg_jvp (the dot-product test), cg_hvp_fwd (forward over
- * reverse) against cg_hvp, and CG_EUNSUPPORTED naming an
- * op without a double backward.
+ * reverse) against cg_hvp and PyTorch's hvp fixture, and CG_EUNSUPPORTED
+ * naming an op without a double backward.
  *
  * gradgradcheck, for an op y = F(x1..xn), a random upstream U (requiring
  * grad) and random directions W: L = sum(F(x) U), g = dL/dx by cg_grad
@@ -1337,6 +1337,16 @@ START_TEST(pytorch_fixture_hvp_and_gradient_penalty)
     }
     ck_assert_msg(cg_hvp(mlp_loss, &d, 4, p, v, hv, &value) == CG_OK, "%s",
                   TT_ERR);
+    fx_match(f, "loss", value);
+    for (j = 0; j < 4; j++) {
+        snprintf(name, sizeof name, "hvp.%s", names[j]);
+        fx_match(f, name, hv[j]);
+        cg_tensor_free(hv[j]);
+    }
+    cg_tensor_free(value);
+    /* forward over reverse, against the same fixture */
+    ck_assert_msg(cg_hvp_fwd(mlp_loss, &d, 4, p, v, hv, &value) == CG_OK,
+                  "%s", TT_ERR);
     fx_match(f, "loss", value);
     for (j = 0; j < 4; j++) {
         snprintf(name, sizeof name, "hvp.%s", names[j]);
