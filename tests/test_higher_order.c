@@ -796,6 +796,22 @@ START_TEST(forward_over_reverse_hvp_matches_reverse_over_reverse)
     ck_assert_ptr_nonnull(d.target);
     mlp_params(p, v, dp, dv);
     e1 = compare_hvps(mlp_loss, &d, 4, dp, dv);
+    /* an open level, a repeated input: errors, nothing stored */
+    {
+        cg_tensor *h[4] = { NULL }, *same[4] = { dp[0], dp[1], dp[0],
+                                                 dp[3] };
+        cg_tensor *sv[4] = { dv[0], dv[1], dv[0], dv[3] };
+
+        ck_assert_int_eq(cg_fwad_enter(tt_ctx()), CG_OK);
+        ck_assert_int_eq(cg_hvp_fwd(mlp_loss, &d, 4, dp, dv, h, NULL),
+                         CG_ESTATE);
+        ck_assert_int_eq(cg_fwad_exit(tt_ctx()), CG_OK);
+        ck_assert_int_eq(cg_hvp_fwd(mlp_loss, &d, 4, same, sv, h, NULL),
+                         CG_EINVAL);
+        for (j = 0; j < 4; j++)
+            ck_assert_ptr_null(h[j]);
+        ck_assert_ptr_null(cg_tangent(dp[0]));
+    }
     /* gelu, index_select, layer_norm, mse */
     gp[0] = random_tensor(2, 4, 3, &hp[0]);
     gp[1] = random_tensor(2, 4, 3, &hp[1]);
