@@ -691,9 +691,9 @@ int cg_backward(cg_tensor *root, cg_tensor *grad_output, int retain_graph);
  * naming the op, before any gradient is computed, and changes nothing):
  * pow with a tensor exponent, custom ops, and the fused kernels of the
  * recurrent layers (RNN, LSTM, GRU: one "rnn_layer" node over fused step
- * kernels, which have no composite form yet).  The losses above run fused kernels
- * too, but each has its composite form; the optimizers' fused updates
- * record no graph and take no part in differentiation. */
+ * kernels, which have no composite form yet).  The losses above run fused
+ * kernels too, but each has its composite form; the optimizers' fused
+ * updates record no graph and take no part in differentiation. */
 #define CG_GRAD_RETAIN_GRAPH 1   /* keep the saved tensors (retain_graph) */
 #define CG_GRAD_CREATE_GRAPH 2   /* record the backward; implies retain */
 /* The most inputs cg_grad and cg_hvp take in one call. */
@@ -817,19 +817,19 @@ char *cg_graph_dot(const cg_tensor *t);
  *   cg_max_pool2d (the tangent at each window's argmax, one launch),
  *     cg_avg_pool2d, cg_adaptive_avg_pool2d (the op on the tangent);
  *   the nodes of a create_graph backward's composites ("gather_grad",
- *     "gelu_grad", the pools' "<pool>_grad", "conv_wgrad"), so every op with a double backward supports forward
- *     over reverse (cg_hvp_fwd).
+ *     "gelu_grad", the pools' "<pool>_grad", "conv_wgrad"), so every op
+ *     with a double backward supports forward over reverse (cg_hvp_fwd).
  * Every other op (the recurrent layers, custom ops) fails with
- * CG_EUNSUPPORTED naming the op
- * when an input has a tangent - a tangent is never dropped silently - and
- * works as before when none has.  cg_detach drops the tangent (its
- * result has none); ops that return their input itself (cg_contiguous of
- * a contiguous tensor, cg_dropout in eval mode, cg_to_dtype to the same
- * dtype) return it with its tangent.
+ * CG_EUNSUPPORTED naming the op when an input has a tangent - a tangent
+ * is never dropped silently - and works as before when none has.
+ * cg_detach drops the tangent (its result has none); ops that return
+ * their input itself (cg_contiguous of a contiguous tensor, cg_dropout in
+ * eval mode, cg_to_dtype to the same dtype) return it with its tangent.
  *
  * How tangents are computed, in this release: with the public ops
- * (composites, no launch of their own), in no-grad mode - a tangent never
- * records into the reverse graph and never requires grad.  No op computes
+ * (composites, no launch of their own but max pooling's gather), in
+ * no-grad mode - a tangent never records into the reverse graph and
+ * never requires grad.  No op computes
  * its tangent in the primal's launch yet.  The elementwise ops, dropout
  * and softmax compute theirs with their backward kernels (their Jacobian
  * is diagonal or symmetric, so J v = J^T v), the losses with their

@@ -832,7 +832,8 @@ cg_conv1d(cg_tensor *x, cg_tensor *weight, cg_tensor *bias,
 }
 
 cg_tensor *
-cg__conv_geom_apply(const char *op, const cg__conv_geom *g, cg_tensor *x, cg_tensor *w)
+cg__conv_geom_apply(const char *op, const cg__conv_geom *g, cg_tensor *x,
+                    cg_tensor *w)
 {
     return conv_apply(op, g, x, w, NULL);
 }
