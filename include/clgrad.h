@@ -674,17 +674,26 @@ int cg_backward(cg_tensor *root, cg_tensor *grad_output, int retain_graph);
  *   gathers: cg_embedding, cg_index_select (their gradient, a scatter-add,
  *     is recorded as a node "gather_grad" whose backward gathers again;
  *     gelu's derivative likewise as "gelu_grad");
- *   softmax, log_softmax, layer_norm (with or without weight and bias);
+ *   softmax, log_softmax, layer_norm (with or without weight and bias),
+ *     batch_norm (training: the batch statistics differentiated too;
+ *     evaluation: the running statistics constants);
+ *   pools: max_pool2d, avg_pool2d, adaptive_avg_pool2d (their gradient,
+ *     linear in g, is recorded as a node "<pool>_grad" whose backward is
+ *     the pool again, with the forward's argmax for max pooling, whose
+ *     second derivative in x is zero as in PyTorch);
+ *   convolutions: conv1d, conv2d, conv_transpose2d (the input gradient is
+ *     recorded as the other kind of convolution with the same weight,
+ *     the weight gradient as a node "conv_wgrad" whose backward is the
+ *     two convolutions again, the bias gradient as a sum);
  *   losses: cross_entropy (ignore_index and label smoothing included),
  *     nll_loss, mse_loss, bce_with_logits.
  * Not yet (a create_graph backward reaching one fails with CG_EUNSUPPORTED
  * naming the op, before any gradient is computed, and changes nothing):
- * pow with a tensor exponent, batch_norm, the convolutions,
- * the pooling ops, custom ops, and the fused kernels of the recurrent
- * layers (RNN, LSTM, GRU: one "rnn_layer" node over fused step kernels,
- * which have no composite form yet).  The losses above run fused kernels
- * too, but each has its composite form; the optimizers' fused updates
- * record no graph and take no part in differentiation. */
+ * pow with a tensor exponent, custom ops, and the fused kernels of the
+ * recurrent layers (RNN, LSTM, GRU: one "rnn_layer" node over fused step
+ * kernels, which have no composite form yet).  The losses above run fused
+ * kernels too, but each has its composite form; the optimizers' fused
+ * updates record no graph and take no part in differentiation. */
 #define CG_GRAD_RETAIN_GRAPH 1   /* keep the saved tensors (retain_graph) */
 #define CG_GRAD_CREATE_GRAPH 2   /* record the backward; implies retain */
 /* The most inputs cg_grad and cg_hvp take in one call. */
@@ -742,6 +751,23 @@ typedef cg_tensor *(*cg_scalar_fn)(int n, cg_tensor *const *inputs,
 int cg_hvp(cg_scalar_fn f, void *user, int n, cg_tensor *const *inputs,
            cg_tensor *const *v, cg_tensor **hv, cg_tensor **value);
 
+/* cg_hvp by forward over reverse (JAX's jvp of grad): the same H v, with
+ * the same arguments, ownership and errors, computed as the tangent of
+ * grad f when inputs[j] carry the tangents v[j]: a dual level is opened
+ * on the inputs' context (CG_ESTATE if one is already open), the inputs
+ * themselves get the tangents for the call (so f may reach them through
+ * a model), one cg_grad with create_graph runs - whose composite
+ * backward is made of ops with JVP rules, so the gradients get tangents -
+ * and the level is closed (every tangent dropped) before returning.  One
+ * backward pass instead of cg_hvp's two, each op of it also computing a
+ * tangent; every op f uses needs a double backward and every op of the
+ * composites a JVP rule (both hold for the ops listed with a double
+ * backward above; else CG_EUNSUPPORTED naming the op).  The inputs must
+ * be distinct tensors (CG_EINVAL), of one context (CG_ECONTEXT), without
+ * tangents. */
+int cg_hvp_fwd(cg_scalar_fn f, void *user, int n, cg_tensor *const *inputs,
+               cg_tensor *const *v, cg_tensor **hv, cg_tensor **value);
+
 /* No-grad mode for this thread, nestable: ops record nothing while it is
  * entered. */
 void cg_no_grad_enter(void);
@@ -775,26 +801,35 @@ char *cg_graph_dot(const cg_tensor *t);
  *     cg_mul_scalar, cg_pow_scalar, cg_neg, cg_exp, cg_log, cg_sqrt,
  *     cg_abs, cg_clamp, cg_tanh, cg_sigmoid, cg_relu, cg_leaky_relu,
  *     cg_gelu, cg_dropout (the same mask), cg_to_dtype;
- *   reductions: cg_sum, cg_mean, cg_var;
+ *   reductions: cg_sum, cg_mean, cg_var, cg_max (so the values of
+ *     cg_max_dim and cg_min_dim: the tangent at the extreme element);
  *   products: cg_matmul, cg_matmul_t, cg_matmul_out, the linear layer;
  *   cg_softmax, cg_log_softmax; the losses cg_cross_entropy,
  *     cg_nll_loss, cg_mse_loss, cg_bce_with_logits;
  *   views and joins: cg_reshape, cg_flatten, cg_squeeze, cg_unsqueeze,
  *     cg_contiguous, cg_expand, cg_transpose, cg_permute, cg_narrow,
  *     cg_split, cg_split_chunks, cg_concat, cg_stack; cg_embedding (the
- *     weight's tangent).
- * Every other op (cg_max, cg_max_dim, cg_min_dim, cg_index_select,
- * cg_layer_norm, cg_batch_norm, the convolutions, the pools, the
- * recurrent layers, custom ops) fails with CG_EUNSUPPORTED naming the op
- * when an input has a tangent - a tangent is never dropped silently - and
- * works as before when none has.  cg_detach drops the tangent (its
- * result has none); ops that return their input itself (cg_contiguous of
- * a contiguous tensor, cg_dropout in eval mode, cg_to_dtype to the same
- * dtype) return it with its tangent.
+ *     weight's tangent), cg_index_select;
+ *   cg_layer_norm; cg_batch_norm (in training the batch statistics'
+ *     tangents too; in evaluation the running statistics are constants);
+ *   cg_conv1d, cg_conv2d, cg_conv_transpose2d (conv(tx, w) + conv(x, tw)
+ *     + tb, each a convolution of the op's geometry);
+ *   cg_max_pool2d (the tangent at each window's argmax, one launch),
+ *     cg_avg_pool2d, cg_adaptive_avg_pool2d (the op on the tangent);
+ *   the nodes of a create_graph backward's composites ("gather_grad",
+ *     "gelu_grad", the pools' "<pool>_grad", "conv_wgrad"), so every op
+ *     with a double backward supports forward over reverse (cg_hvp_fwd).
+ * Every other op (the recurrent layers, custom ops) fails with
+ * CG_EUNSUPPORTED naming the op when an input has a tangent - a tangent
+ * is never dropped silently - and works as before when none has.
+ * cg_detach drops the tangent (its result has none); ops that return
+ * their input itself (cg_contiguous of a contiguous tensor, cg_dropout in
+ * eval mode, cg_to_dtype to the same dtype) return it with its tangent.
  *
  * How tangents are computed, in this release: with the public ops
- * (composites, no launch of their own), in no-grad mode - a tangent never
- * records into the reverse graph and never requires grad.  No op computes
+ * (composites, no launch of their own but max pooling's gather), in
+ * no-grad mode - a tangent never records into the reverse graph and
+ * never requires grad.  No op computes
  * its tangent in the primal's launch yet.  The elementwise ops, dropout
  * and softmax compute theirs with their backward kernels (their Jacobian
  * is diagonal or symmetric, so J v = J^T v), the losses with their
@@ -805,8 +840,11 @@ char *cg_graph_dot(const cg_tensor *t);
  * cg_jvp.  Until then the op keeps references to its inputs, as a
  * recorded node does; an input written in place in between (cg_tensor_
  * write, an optimizer step) gives a tangent of the new values.  Reverse
- * mode still works inside a level: ops record their graph as usual, but
- * backward functions propagate no tangents (no forward-over-reverse yet).
+ * mode still works inside a level: ops record their graph as usual; a
+ * plain backward propagates no tangents (its kernel-level backward
+ * functions record nothing), while a backward with CG_GRAD_CREATE_GRAPH
+ * runs composites of ops with JVP rules, so the gradients it makes carry
+ * tangents: the JVP of the gradient (forward over reverse, cg_hvp_fwd).
  * ------------------------------------------------------------------------ */
 
 /* Opens a dual level on ctx.  One level at a time: a second
@@ -870,6 +908,30 @@ typedef int (*cg_jvp_fn)(void *user, int n_inputs, cg_tensor *const *inputs,
 int cg_jvp(cg_context *ctx, cg_jvp_fn fn, void *user, int n_inputs,
            cg_tensor *const *inputs, cg_tensor *const *tangents,
            int n_outputs, cg_tensor **outputs, cg_tensor **out_tangents);
+
+/* The vector-Jacobian product of fn at inputs with cotangents, as
+ * torch.autograd.functional.vjp: in_grads[k] = sum_j J_jk^T
+ * cotangents[j], J_jk the Jacobian of output j with respect to input k,
+ * by reverse mode.  fn is a cg_jvp_fn (see above); it is run once, in
+ * grad mode, on new leaves that share the inputs' storage and require
+ * grad (so the inputs' own graphs and grads are left alone; parameters
+ * fn reaches through `user` are not differentiated and their grad does
+ * not change).  cotangents[j] has output j's shape and dtype (CG_ESHAPE
+ * otherwise, found after fn ran), NULL only for an int32 output (no
+ * term; NULL for a float output is CG_EINVAL).  in_grads[k] receives a
+ * new tensor of input k's shape and dtype (zeros where no output depends
+ * on it); outputs[j], if outputs is not NULL, output j itself, detached
+ * from any graph.  The caller owns every tensor stored; inputs and
+ * cotangents are borrowed.  inputs must be float32, float16 or bfloat16
+ * (CG_EDTYPE); n_inputs and n_outputs 1..CG_JVP_MAX (CG_EINVAL); tensors
+ * of another context give CG_ECONTEXT; called in no-grad mode,
+ * CG_ESTATE.  The gradients have no graph (no create_graph).  On any
+ * error - fn's own status included, returned as it is - nothing is
+ * stored and everything made is freed. */
+int cg_vjp(cg_context *ctx, cg_jvp_fn fn, void *user, int n_inputs,
+           cg_tensor *const *inputs, int n_outputs,
+           cg_tensor *const *cotangents, cg_tensor **outputs,
+           cg_tensor **in_grads);
 
 /* ------------------------------------------------------------------------
  * Ops.  Each returns a new tensor (caller owns) or NULL on error.

@@ -26,12 +26,15 @@
 
 static _Thread_local int suspended;
 
-/* Also while cg_backward runs: backward functions propagate no tangents
- * (the gradients they make get none), in this release. */
+/* Also while a plain backward runs: kernel-level backward functions
+ * propagate no tangents (the gradients they make get none).  A
+ * create_graph backward's composites are ordinary recorded ops and do:
+ * the tangent of a gradient is then the JVP of the gradient
+ * (forward-over-reverse, so H v for a scalar function's gradient). */
 int
 cg__fw_suspended(void)
 {
-    return suspended != 0 || cg__in_backward();
+    return suspended != 0 || (cg__in_backward() && !cg__in_graph_backward());
 }
 
 /* ------------------------------------------------------------------------
@@ -73,6 +76,19 @@ fw_link(cg_tensor *t)
     if (ctx->fwad_list)
         ctx->fwad_list->fw_prev = t;
     ctx->fwad_list = t;
+}
+
+void
+cg__fw_suspend(int on)
+{
+    suspended += on ? 1 : -1;
+}
+
+void
+cg__fw_attach(cg_tensor *t, cg_tensor *tangent)
+{
+    t->fw_tangent = cg_tensor_ref(tangent);
+    fw_link(t);
 }
 
 static int
@@ -206,6 +222,12 @@ close_level(cg_context *ctx)
     while (ctx->fwad_list)
         fw_drop(ctx->fwad_list);
     ctx->fwad_level = 0;
+}
+
+void
+cg__fw_close(cg_context *ctx)
+{
+    close_level(ctx);
 }
 
 int

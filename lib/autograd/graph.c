@@ -220,6 +220,12 @@ typedef struct {
 /* The pass running on this thread (for cg__grad_into), or NULL. */
 static _Thread_local const walk *cur_walk;
 
+int
+cg__in_graph_backward(void)
+{
+    return backward_depth != 0 && cur_walk && cur_walk->create_graph;
+}
+
 static int
 push(node_list *l, cg__node *n)
 {

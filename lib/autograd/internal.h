@@ -93,6 +93,9 @@ int cg__backward_walk(cg_tensor *root, cg_tensor *grad_output,
 
 /* Nonzero while cg_backward runs backward functions. */
 int cg__in_backward(void);
+/* Nonzero while the innermost backward running is a create_graph one
+ * (its composites record, and propagate tangents in a dual level). */
+int cg__in_graph_backward(void);
 
 /* Forward mode (lib/autograd/forward.c).  cg__record hands over to
  * cg__fw_record while a dual level is open on the output's context: it
@@ -105,8 +108,18 @@ int cg__in_backward(void);
 int cg__fw_suspended(void);
 cg__node *cg__fw_record(cg_tensor *out, const char *op, cg__backward_fn bwd,
                         int ninputs, cg_tensor *const *inputs, int *status);
+/* Suspends forward mode on this thread (on nonzero; nestable) or
+ * resumes it (on 0): what ops compute in between gets no tangent (a
+ * constant of a composite backward). */
+void cg__fw_suspend(int on);
 /* Computes every pending tangent of ctx's level. */
 int cg__fw_flush(cg_context *ctx);
+/* Gives t (no tangent yet, float, in the level of its open context) the
+ * tangent `tangent` (a new reference), dropped when the level closes. */
+void cg__fw_attach(cg_tensor *t, cg_tensor *tangent);
+/* Drops every tangent of ctx's level and closes it, leaving
+ * cg_last_error alone. */
+void cg__fw_close(cg_context *ctx);
 
 /* A JVP rule (lib/autograd/jvp.c): from the node the op filled (as for
  * its backward), its output y and its inputs' tangents t[k] (NULL: zero;
