@@ -782,10 +782,17 @@ char *cg_graph_dot(const cg_tensor *t);
  *   views and joins: cg_reshape, cg_flatten, cg_squeeze, cg_unsqueeze,
  *     cg_contiguous, cg_expand, cg_transpose, cg_permute, cg_narrow,
  *     cg_split, cg_split_chunks, cg_concat, cg_stack; cg_embedding (the
- *     weight's tangent).
+ *     weight's tangent);
+ *   the recurrent layers (cg_rnn_forward: RNN tanh and relu, LSTM, GRU;
+ *     every configuration: layers, directions, initial states or none,
+ *     lengths, the fused and the GEMM path, 16-bit): the tangents of the
+ *     output, h_n and c_n along the tangents of x, h0, c0 and of the
+ *     parameter tensors the layer runs on (which have one only when they
+ *     are duals; this release has no public call that gives a module's
+ *     parameter a tangent).
  * Every other op (cg_max, cg_max_dim, cg_min_dim, cg_index_select,
- * cg_layer_norm, cg_batch_norm, the convolutions, the pools, the
- * recurrent layers, custom ops) fails with CG_EUNSUPPORTED naming the op
+ * cg_layer_norm, cg_batch_norm, the convolutions, the pools, custom ops)
+ * fails with CG_EUNSUPPORTED naming the op
  * when an input has a tangent - a tangent is never dropped silently - and
  * works as before when none has.  cg_detach drops the tangent (its
  * result has none); ops that return their input itself (cg_contiguous of
@@ -795,7 +802,14 @@ char *cg_graph_dot(const cg_tensor *t);
  * How tangents are computed, in this release: with the public ops
  * (composites, no launch of their own), in no-grad mode - a tangent never
  * records into the reverse graph and never requires grad.  No op computes
- * its tangent in the primal's launch yet.  The elementwise ops, dropout
+ * its tangent in the primal's launch yet.  The recurrent layers compute
+ * theirs in the layer's own call, right after the primal's steps: the
+ * tangent of a recurrence is a recurrence, run as GEMMs for the input
+ * projection's tangent and the weight tangents' products over all steps,
+ * then one fused tangent step launch per time step and direction
+ * (kernels/rnn.cl's lstm_jvp, gru_jvp, rnn_jvp, reading the primal's
+ * saved gate activations): about the cost of a second forward pass.  The
+ * elementwise ops, dropout
  * and softmax compute theirs with their backward kernels (their Jacobian
  * is diagonal or symmetric, so J v = J^T v), the losses with their
  * backward kernels applied to ones, times the tangent, summed.  A

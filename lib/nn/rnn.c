@@ -17,7 +17,10 @@
  * Backward runs the step kernels in reverse processing order, leaving the
  * pre-activation gradients dg [T*B, G*H] indexed by time, then forms
  * dW_hh, dW_ih, dx (one GEMM each per direction) and the bias gradients
- * (column sums).
+ * (column sums).  Forward mode (a dual level with a tangent on an input):
+ * the layer computes its outputs' tangents itself after the primal's
+ * steps (layer_jvp: GEMMs over all steps, then one tangent step launch per
+ * time step), and records only the reverse graph's node.
  *
  * float16 and bfloat16 (x, h0, c0 and every parameter of one 16-bit
  * dtype, or cast to the autocast region's): the step kernels' storage
@@ -489,6 +492,218 @@ run_forward(cg_module *m, const cg__rnn_step *step, const layer_dims *k,
     return status;
 }
 
+/* ------------------------------------------------------------------------
+ * Forward mode: the tangent recurrence
+ * ------------------------------------------------------------------------ */
+
+/* What layer_forward leaves for layer_jvp: the primal's buffers of one
+ * layer (both directions). */
+typedef struct layer_primal {
+    cg_tensor *xd, *wcat, *len;
+    cg_tensor *hs[2], *cs[2], *sv[2], *wt[2];
+} layer_primal;
+
+/* A dense tangent of dtype dt (a new reference), or NULL for none; *status
+ * set on failure. */
+static cg_tensor *
+dense_tangent(cg_tensor *t, cg_dtype dt, int *status)
+{
+    cg_tensor *c, *d;
+
+    if (!t)
+        return NULL;
+    c = t->dtype == dt ? cg_tensor_ref(t) : cg__cast(t, dt);
+    d = c ? cg__dense(c) : NULL;
+    cg_tensor_free(c);
+    if (!d)
+        *status = cg__last_status();
+    return d;
+}
+
+/* The tangents of layer l's outputs y, hn and cn (*ty, *thn, *tcn: new
+ * tensors; tcn LSTM only) from its inputs' tangents tin[] (as the node's
+ * inputs; NULL: zero), after the primal's steps:
+ *   1. the tangent of the input projection, float32 [T*B, D*G*H]:
+ *      x' W_ih^T (one GEMM, the directions' W_ih stacked as forward)
+ *      + x W_ih'^T, and h_{t-1} W_hh'^T over all steps at once (the
+ *      states that multiply W_hh are one [T*B, H] matrix; GRU: into an
+ *      array of its own, its n block being multiplied by r);
+ *   2. per direction, one tangent step launch per time step (kernels/
+ *      rnn.cl's lstm_jvp, gru_jvp, rnn_jvp) on two ping-pong state slots,
+ *      reading the primal's saved gates; on the GEMM path a GEMM per step
+ *      forms h'_{t-1} W_hh^T first, as the primal's steps do. */
+static int
+layer_jvp(cg_module *m, const layer_dims *k, int gemm,
+          const cg__rnn_step *cstep, const layer_primal *pr,
+          cg_tensor *const *in, cg_tensor *const *tin, cg_tensor **ty,
+          cg_tensor **thn, cg_tensor **tcn)
+{
+    cg_context *ctx = m->ctx;
+    cg_dtype dt = pr->xd->dtype;
+    /* The module's own step (not const): its tangent kernel is built on
+     * first use. */
+    cg__rnn_step *step = (cg__rnn_step *)cstep;
+    int lstm = k->G == 4, gru = m->rnn.mode == CG_GRU, d, j, s;
+    int64_t TB = (int64_t)k->T * k->B, GH = (int64_t)k->G * k->H;
+    int64_t DGH = k->D * GH, DH = (int64_t)k->D * k->H;
+    int64_t bh = (int64_t)k->B * k->H, shape[3];
+    cg_tensor *tx = NULL, *px = NULL, *ph = NULL, *hproj = NULL;
+    cg_tensor *whh_t = NULL, *th = NULL, *tc = NULL;
+    cg_tensor *tp[2][4] = { { NULL } }, *th0 = NULL, *tc0 = NULL;
+    cg_tensor *y = NULL, *hn = NULL, *cn = NULL;
+    int status = CG_OK;
+
+    tx = dense_tangent(tin[IN_X], dt, &status);
+    for (d = 0; d < k->D && status == CG_OK; d++)
+        for (j = 0; j < 4 && status == CG_OK; j++)
+            tp[d][j] = dense_tangent(tin[IN_P(d, j)], dt, &status);
+    if (status)
+        goto out;
+    th0 = tin[IN_H0];
+    tc0 = tin[IN_C0];
+
+    /* 1. The projections' tangents. */
+    if (!(px = empty1(ctx, TB * DGH))) {
+        status = cg__last_status();
+        goto out;
+    }
+    status = tx ? rnn_gemm_parts(ctx, dt, CG_F32, 0, 1, (size_t)TB,
+                                 (size_t)DGH, (size_t)k->I, 1.0f,
+                                 mat(tx, 0, k->I), mat(pr->wcat, 0, k->I),
+                                 0.0f, mat(px, 0, DGH))
+                : cg__fill(px, 0.0f);
+    if (gru && status == CG_OK && (tp[0][1] || tp[1][1]) &&
+        !(ph = empty1(ctx, k->D * TB * GH)))
+        status = cg__last_status();
+    for (d = 0; d < k->D && status == CG_OK; d++) {
+        if (tp[d][0])
+            status = rnn_gemm_parts(ctx, dt, CG_F32, 0, 1, (size_t)TB,
+                                    (size_t)GH, (size_t)k->I, 1.0f,
+                                    mat(pr->xd, 0, k->I),
+                                    mat(tp[d][0], 0, k->I), 1.0f,
+                                    mat(px, d * GH, DGH));
+        if (status == CG_OK && tp[d][1])
+            status = rnn_gemm_parts(ctx, dt, CG_F32, 0, 1, (size_t)TB,
+                                    (size_t)GH, (size_t)k->H, 1.0f,
+                                    mat(pr->hs[d], d ? bh : 0, k->H),
+                                    mat(tp[d][1], 0, k->H),
+                                    gru ? 0.0f : 1.0f,
+                                    gru ? mat(ph, d * TB * GH, GH)
+                                        : mat(px, d * GH, DGH));
+    }
+    if (status)
+        goto out;
+
+    /* 2. The tangent steps. */
+    shape[0] = k->T;
+    shape[1] = k->B;
+    shape[2] = DH;
+    y = cg__tensor_empty(ctx, dt, 3, shape);
+    shape[0] = k->D;
+    shape[2] = k->H;
+    hn = cg__tensor_empty(ctx, dt, 3, shape);
+    if (lstm)
+        cn = cg__tensor_empty(ctx, dt, 3, shape);
+    th = empty_dt(ctx, dt, 2 * bh);
+    if (lstm)
+        tc = empty1(ctx, 2 * bh);
+    if (gemm)
+        hproj = empty1(ctx, k->B * GH);
+    if (!y || !hn || (lstm && (!cn || !tc)) || !th || (gemm && !hproj)) {
+        status = cg__last_status();
+        goto out;
+    }
+    for (d = 0; d < k->D && status == CG_OK; d++) {
+        cg_tensor *whh = in[IN_P(d, 1)];
+
+        status = set_state_dir(th, 0, k->B, k->H, th0, d);
+        if (status == CG_OK && lstm)
+            status = set_state_dir(tc, 0, k->B, k->H, tc0, d);
+        if (status == CG_OK && gemm) {
+            int64_t ws[2] = { k->H, GH }, wst[2] = { 1, k->H };
+            cg_tensor *v = cg__tensor_view(whh, 2, ws, wst, whh->offset);
+
+            cg_tensor_free(whh_t);
+            whh_t = v ? cg__copy_contiguous(v) : NULL;
+            cg_tensor_free(v);
+            if (!whh_t)
+                status = cg__last_status();
+        }
+        for (s = 0; s < k->T && status == CG_OK; s++) {
+            int t = d ? k->T - 1 - s : s;
+            int prev = d ? t + 1 : t, cur = d ? t : t + 1;
+            int64_t a = (s & 1) * bh, b = (~s & 1) * bh;
+            cg__rnn_jvp_args ja;
+            cg__rnn_fwd_args *f = &ja.f;
+
+            if (gemm)
+                status = rnn_gemm(ctx, dt, CG_F32, 0, 0, (size_t)k->B,
+                                  (size_t)GH, (size_t)k->H, 1.0f,
+                                  mat(th, a, k->H), mat(whh_t, 0, GH),
+                                  0.0f, mat(hproj, 0, GH));
+            if (status)
+                break;
+            memset(&ja, 0, sizeof ja);
+            f->B = k->B;
+            f->H = k->H;
+            f->t = t;
+            f->lengths = pr->len ? cg__tensor_mem(pr->len) : NULL;
+            f->whh_t = cg__tensor_mem(gemm ? hproj : pr->wt[d]);
+            f->xproj.mem = cg__tensor_mem(px);
+            f->xproj.off = (cl_int)(px->offset + t * k->B * DGH + d * GH);
+            f->xproj.ld = (cl_int)DGH;
+            f->b_ih = at(tp[d][2], 0);
+            f->b_hh = at(tp[d][3], 0);
+            f->h_prev = at(th, a);
+            f->h_next = at(th, b);
+            if (tc) {
+                f->c_prev = at(tc, a);
+                f->c_next = at(tc, b);
+                ja.pc_prev = at(pr->cs[d], prev * bh);
+                ja.pc_t = at(pr->cs[d], cur * bh);
+            }
+            f->y.mem = cg__tensor_mem(y);
+            f->y.off = (cl_int)(y->offset + t * k->B * DH +
+                                (int64_t)d * k->H);
+            f->y.ld = (cl_int)DH;
+            if (pr->sv[d])
+                f->saved = at(pr->sv[d], t * bh * 4);
+            ja.ph_prev = at(pr->hs[d], prev * bh);
+            ja.ph_t = at(pr->hs[d], cur * bh);
+            if (ph && tp[d][1])
+                ja.ph = at(ph, d * TB * GH + t * k->B * GH);
+            status = cg__rnn_jvp_step(step, &ja);
+        }
+        /* The final states: each row's last slot written (T steps end in
+         * slot T % 2). */
+        if (status == CG_OK)
+            status = copy_slot(hn, d * bh, th, (k->T & 1) * bh, k->B, k->H);
+        if (status == CG_OK && lstm)
+            status = copy_slot(cn, d * bh, tc, (k->T & 1) * bh, k->B, k->H);
+    }
+out:
+    cg_tensor_free(tx);
+    for (d = 0; d < 2; d++)
+        for (j = 0; j < 4; j++)
+            cg_tensor_free(tp[d][j]);
+    cg_tensor_free(px);
+    cg_tensor_free(ph);
+    cg_tensor_free(hproj);
+    cg_tensor_free(whh_t);
+    cg_tensor_free(th);
+    cg_tensor_free(tc);
+    if (status) {
+        cg_tensor_free(y);
+        cg_tensor_free(hn);
+        cg_tensor_free(cn);
+        return status;
+    }
+    *ty = y;
+    *thn = hn;
+    *tcn = cn;
+    return CG_OK;
+}
+
 /* Forward of layer l over x [T, B, I] (any layout) with initial states h0,
  * c0 ([D, B, H] views or NULL) and the parameters P (as m->params), all of
  * x's dtype.  Makes *y [T, B, D*H], *hn and *cn ([D, B, H]; cn only for
@@ -508,9 +723,10 @@ layer_forward(cg_module *m, cg_tensor *const *P, int l, cg_tensor *x,
     cg_tensor *hn = NULL, *cn = NULL;
     cg_tensor *hs[2] = { NULL }, *cs[2] = { NULL }, *sv[2] = { NULL };
     cg_tensor *wt[2] = { NULL }, *hproj = NULL;
-    cg_tensor *inputs[3 + 8] = { NULL };
+    cg_tensor *inputs[3 + 8] = { NULL }, *tin[3 + 8] = { NULL };
+    cg_tensor *ty = NULL, *thn = NULL, *tcn = NULL;
     cg__node *node = NULL;
-    int gemm, done = 0;
+    int gemm, done = 0, fw;
 
     k.T = (int)x->shape[0];
     k.B = (int)x->shape[1];
@@ -526,6 +742,19 @@ layer_forward(cg_module *m, cg_tensor *const *P, int l, cg_tensor *x,
     if ((status = use_gemm(m, &gemm)) ||
         (status = step_for(m, dt, gemm, &step)))
         return status;
+    inputs[IN_X] = x;
+    inputs[IN_H0] = h0;
+    inputs[IN_C0] = c0;
+    for (d = 0; d < k.D; d++)
+        for (j = 0; j < 4; j++)
+            inputs[IN_P(d, j)] = param(P, m, l, d, j);
+    /* Forward mode: the inputs' tangents, computed now if pending. */
+    fw = cg__fw_wanted(3 + 4 * k.D, inputs);
+    for (j = 0; fw && j < 3 + 4 * k.D; j++)
+        if (inputs[j] && !(tin[j] = cg__fw_input_tangent(inputs[j],
+                                                          &status)) &&
+            status)
+            return status;
     /* 1. The input projection: one GEMM (the step kernels add the
      * biases). */
     xd = cg__dense(x);
@@ -603,15 +832,32 @@ layer_forward(cg_module *m, cg_tensor *const *P, int l, cg_tensor *x,
             goto fail;
     }
 
-    /* 3. The node. */
-    inputs[IN_X] = x;
-    inputs[IN_H0] = h0;
-    inputs[IN_C0] = c0;
-    for (d = 0; d < k.D; d++)
-        for (j = 0; j < 4; j++)
-            inputs[IN_P(d, j)] = param(P, m, l, d, j);
-    node = cg__record(y, "rnn_layer", layer_backward, 3 + 4 * k.D, inputs,
-                      &status);
+    /* Forward mode: the outputs' tangents, from the buffers at hand. */
+    if (fw) {
+        layer_primal pr;
+
+        memset(&pr, 0, sizeof pr);
+        pr.xd = xd;
+        pr.wcat = wcat;
+        pr.len = len;
+        for (d = 0; d < k.D; d++) {
+            pr.hs[d] = hs[d];
+            pr.cs[d] = cs[d];
+            pr.sv[d] = sv[d];
+            pr.wt[d] = wt[d];
+        }
+        status = layer_jvp(m, &k, gemm, step, &pr, inputs, tin, &ty, &thn,
+                           &tcn);
+        if (status)
+            goto fail;
+    }
+
+    /* 3. The node (forward mode: the reverse graph's alone, the tangents
+     * being given here). */
+    node = fw ? cg__fw_record_own(y, "rnn_layer", layer_backward,
+                                  3 + 4 * k.D, inputs, &status)
+              : cg__record(y, "rnn_layer", layer_backward, 3 + 4 * k.D,
+                           inputs, &status);
     if (node) {
         node->i[0] = l;
         node->i[1] = k.T;
@@ -636,6 +882,13 @@ layer_forward(cg_module *m, cg_tensor *const *P, int l, cg_tensor *x,
     }
     if (status)
         goto fail;
+    if (fw) {
+        cg__fw_attach(y, ty);
+        cg__fw_attach(hn, thn);
+        if (cn)
+            cg__fw_attach(cn, tcn);
+        ty = thn = tcn = NULL;
+    }
     *y_out = y;
     *hn_out = hn;
     *cn_out = cn;
@@ -652,6 +905,9 @@ fail:
     cg_tensor_free(y);
     cg_tensor_free(hn);
     cg_tensor_free(cn);
+    cg_tensor_free(ty);
+    cg_tensor_free(thn);
+    cg_tensor_free(tcn);
     for (d = 0; d < 2; d++) {
         cg_tensor_free(hs[d]);
         cg_tensor_free(cs[d]);
