@@ -16,8 +16,8 @@
  *     mode, cg_backward): within 1e-5 of sum |u_i (Jv)_i| + sum |g_k v_k|;
  * and cg_jvp of a 2-layer LSTM language-model loss (embedding, LSTM,
  * linear, cross entropy) against PyTorch's torch.autograd.functional.jvp
- * (tests/fixtures/fwdad_lstm.txt, from gen_fwdad_lstm.py: the loss and
- * its tangent within 1e-5 of each tensor's largest value).
+ * (tests/fixtures/fwdad_lstm.txt, from gen_fwdad_lstm.py: the loss, the
+ * logits and their tangents within 1e-5 of each tensor's largest value).
  *
  * Module parameters get their tangents the way a test can: the module's
  * parameter is swapped for a dual of it (cg_make_dual) for the call.
@@ -565,6 +565,169 @@ START_TEST(rnn_tangents_in_16_bits)
 }
 END_TEST
 
+/* ------------------------------------------------------------------------
+ * A 2-layer LSTM language model against PyTorch
+ * ------------------------------------------------------------------------ */
+
+enum { LM_NP = 11 };    /* the embedding, the LSTM's 8, W, b */
+
+typedef struct lm_user {
+    cg_module *lstm;
+    cg_tensor *tokens, *targets;
+    int T, B, H;
+} lm_user;
+
+/* inputs: the 11 parameters (fwdad_lstm.txt's p.K); outputs: the loss and
+ * the logits [T*B, V]. */
+static int
+lm_fn(void *user, int n_inputs, cg_tensor *const *in, int n_outputs,
+      cg_tensor **out)
+{
+    lm_user *u = user;
+    cg_tensor *orig[8], *e, *y = NULL, *y2, *z0, *z;
+    int64_t s2[2] = { (int64_t)u->T * u->B, u->H };
+    int k, status;
+
+    (void)n_inputs;
+    (void)n_outputs;
+    e = cg_embedding(in[0], u->tokens);
+    if (!e)
+        return cg__last_status();
+    for (k = 0; k < 8; k++) {
+        orig[k] = u->lstm->params[k];
+        u->lstm->params[k] = in[1 + k];
+    }
+    status = cg_rnn_forward(u->lstm, e, NULL, NULL, NULL, &y, NULL, NULL);
+    for (k = 0; k < 8; k++)
+        u->lstm->params[k] = orig[k];
+    cg_tensor_free(e);
+    if (status)
+        return status;
+    y2 = cg_reshape(y, 2, s2);
+    z0 = y2 ? cg_matmul_t(y2, in[9], 0, 1) : NULL;
+    z = z0 ? cg_add(z0, in[10]) : NULL;
+    cg_tensor_free(y);
+    cg_tensor_free(y2);
+    cg_tensor_free(z0);
+    if (!z)
+        return cg__last_status();
+    out[0] = cg_cross_entropy(z, u->targets, CG_REDUCTION_MEAN, -100, 0.0f);
+    out[1] = z;
+    return out[0] ? CG_OK : cg__last_status();
+}
+
+static cg_tensor *
+fx_ints(const fx_file *f, const char *name)
+{
+    const fx_tensor *t = fx_get(f, name);
+    int32_t *v;
+    cg_tensor *d;
+    int64_t i;
+
+    ck_assert_msg(t != NULL, "fwdad_lstm.txt: no %s", name);
+    v = malloc((size_t)t->numel * sizeof *v);
+    for (i = 0; i < t->numel; i++)
+        v[i] = (int32_t)t->data[i];
+    d = cg_tensor_from_host(tt_ctx(), CG_I32, t->ndim, t->shape, v);
+    free(v);
+    ck_assert_msg(d != NULL, "%s", TT_ERR);
+    return d;
+}
+
+static cg_tensor *
+fx_f32(const fx_file *f, const char *name)
+{
+    const fx_tensor *t = fx_get(f, name);
+    cg_tensor *d;
+
+    ck_assert_msg(t != NULL, "fwdad_lstm.txt: no %s", name);
+    d = cg_tensor_from_host(tt_ctx(), CG_F32, t->ndim, t->shape, t->data);
+    ck_assert_msg(d != NULL, "%s", TT_ERR);
+    return d;
+}
+
+/* The largest |a - b| over the largest |b| (1 if b is all zeros). */
+static double
+rel_err(const cg_tensor *a, const fx_tensor *b)
+{
+    double *h, err = 0, big = 0;
+    int64_t i;
+
+    ck_assert_int_eq(cg_tensor_numel(a), b->numel);
+    h = host(a);
+    for (i = 0; i < b->numel; i++) {
+        err = fmax(err, fabs(h[i] - b->data[i]));
+        big = fmax(big, fabs(b->data[i]));
+    }
+    free(h);
+    return err / (big > 0 ? big : 1);
+}
+
+/* torch.autograd.functional.jvp of the model (gen_fwdad_lstm.py): the
+ * loss, the logits and their tangents within 1e-5 of each tensor's
+ * largest value. */
+START_TEST(jvp_of_lstm_language_model_matches_pytorch)
+{
+    static const char *refs[4] = { "loss", "logits", "jvp_loss",
+                                   "jvp_logits" };
+    char err[256], key[32];
+    fx_file *f = fx_load_fixture("fwdad_lstm.txt", err, sizeof err);
+    cg_tensor *P[LM_NP], *V[LM_NP], *outs[2] = { NULL }, *tans[2] = { NULL };
+    cg_tensor *got[4];
+    int sizes[5], k;
+    lm_user u;
+    rcase c;
+
+    ck_assert_msg(f != NULL, "%s", err);
+    ck_assert_int_eq(fx_config_ints(f, "sizes", sizes, 5), 5);
+    memset(&c, 0, sizeof c);
+    c.mode = CG_LSTM;
+    c.L = 2;
+    c.D = 1;
+    c.I = sizes[1];
+    c.H = sizes[2];
+    u.lstm = make_layer(&c);
+    u.T = sizes[3];
+    u.B = sizes[4];
+    u.H = sizes[2];
+    u.tokens = fx_ints(f, "tokens");
+    u.targets = fx_ints(f, "targets");
+    for (k = 0; k < LM_NP; k++) {
+        snprintf(key, sizeof key, "p.%d", k);
+        P[k] = fx_f32(f, key);
+        snprintf(key, sizeof key, "t.%d", k);
+        V[k] = fx_f32(f, key);
+    }
+    ck_assert_msg(cg_jvp(tt_ctx(), lm_fn, &u, LM_NP, P, V, 2, outs, tans) ==
+                  CG_OK, "%s", TT_ERR);
+    got[0] = outs[0];
+    got[1] = outs[1];
+    got[2] = tans[0];
+    got[3] = tans[1];
+    for (k = 0; k < 4; k++) {
+        const fx_tensor *r = fx_get(f, refs[k]);
+        double e;
+
+        ck_assert_msg(r != NULL, "fwdad_lstm.txt: no %s", refs[k]);
+        e = rel_err(got[k], r);
+        ck_assert_msg(e <= 1e-5, "%s off by %g of its largest value",
+                      refs[k], e);
+    }
+    for (k = 0; k < 2; k++) {
+        cg_tensor_free(outs[k]);
+        cg_tensor_free(tans[k]);
+    }
+    for (k = 0; k < LM_NP; k++) {
+        cg_tensor_free(P[k]);
+        cg_tensor_free(V[k]);
+    }
+    cg_tensor_free(u.tokens);
+    cg_tensor_free(u.targets);
+    cg_module_free(u.lstm);
+    fx_free(f);
+}
+END_TEST
+
 static Suite *
 fwdad_rnn_suite(void)
 {
@@ -577,6 +740,7 @@ fwdad_rnn_suite(void)
     /* LSTM and GRU (a host checker: LSTM only). */
     tcase_add_loop_test(tc, rnn_tangents_in_16_bits, 0,
                         tt_host_checker() ? 1 : 2);
+    tcase_add_test(tc, jvp_of_lstm_language_model_matches_pytorch);
     suite_add_tcase(s, tc);
     return s;
 }
