@@ -676,15 +676,22 @@ int cg_backward(cg_tensor *root, cg_tensor *grad_output, int retain_graph);
  *     gelu's derivative likewise as "gelu_grad");
  *   softmax, log_softmax, layer_norm (with or without weight and bias);
  *   losses: cross_entropy (ignore_index and label smoothing included),
- *     nll_loss, mse_loss, bce_with_logits.
+ *     nll_loss, mse_loss, bce_with_logits;
+ *   the recurrent layers (cg_rnn_forward: RNN tanh and relu, LSTM, GRU;
+ *     layers, directions, initial states): their fused step kernels have
+ *     no backward of their own, so a create_graph backward through a
+ *     layer's node ("rnn_layer") takes a fallback - the layer's forward
+ *     recomputed from the node's inputs with recorded ops, then
+ *     backpropagation through time with recorded ops (tens of launches
+ *     per time step where the kernels take one; only for create_graph).
  * Not yet (a create_graph backward reaching one fails with CG_EUNSUPPORTED
  * naming the op, before any gradient is computed, and changes nothing):
  * pow with a tensor exponent, batch_norm, the convolutions,
- * the pooling ops, custom ops, and the fused kernels of the recurrent
- * layers (RNN, LSTM, GRU: one "rnn_layer" node over fused step kernels,
- * which have no composite form yet).  The losses above run fused kernels
- * too, but each has its composite form; the optimizers' fused updates
- * record no graph and take no part in differentiation. */
+ * the pooling ops, custom ops, and a recurrent layer run with variable
+ * lengths (its "rnn_layer" node has no composite form yet).  The losses
+ * above run fused kernels too, but each has its composite form; the
+ * optimizers' fused updates record no graph and take no part in
+ * differentiation. */
 #define CG_GRAD_RETAIN_GRAPH 1   /* keep the saved tensors (retain_graph) */
 #define CG_GRAD_CREATE_GRAPH 2   /* record the backward; implies retain */
 /* The most inputs cg_grad and cg_hvp take in one call. */

@@ -566,6 +566,210 @@ START_TEST(rnn_tangents_in_16_bits)
 END_TEST
 
 /* ------------------------------------------------------------------------
+ * Double backward (create_graph): the layer's composite backward
+ * ------------------------------------------------------------------------ */
+
+#define GG_H 1e-4
+#define GG_TOL 1e-4
+
+/* L = <u_y, y> + <u_h, h_n> + <u_c, c_n> of the double reference at
+ * x + a v + b w (rin's order). */
+static double
+ref_l(const rcase *c, const rin *x, const rin *v, const rin *w, double a,
+      double b, double *const *u, rin *xp)
+{
+    int64_t ny = (int64_t)c->T * c->B * c->D * c->H;
+    int64_t ns = (int64_t)c->L * c->D * c->B * c->H, e;
+    double *y = malloc((size_t)ny * sizeof *y), *hn, *cn, l = 0;
+    int k;
+
+    hn = malloc((size_t)ns * sizeof *hn);
+    cn = malloc((size_t)ns * sizeof *cn);
+    for (k = 0; k < x->n; k++)
+        for (e = 0; x->v[k] && e < x->numel[k]; e++)
+            xp->v[k][e] = x->v[k][e] + a * v->v[k][e] + b * w->v[k][e];
+    ref_stack(c, xp->v, NULL, y, hn, c->mode == CG_LSTM ? cn : NULL);
+    for (e = 0; e < ny; e++)
+        l += u[0][e] * y[e];
+    for (e = 0; e < ns; e++) {
+        l += u[1][e] * hn[e];
+        if (u[2])
+            l += u[2][e] * cn[e];
+    }
+    free(y);
+    free(hn);
+    free(cn);
+    return l;
+}
+
+/* The first gradient of L with create_graph (the composite) against the
+ * kernel-level one, elementwise; then the gradient of S = <grad L, w>,
+ * H w, in the dot-product form <v, H w> against the mixed central
+ * difference of the double reference's L along v and w (h = 1e-4:
+ * truncation about 1e-8, rounding about 1e-8 of L's size), within 1e-4 of
+ * max(1, sum |v_k (Hw)_k|). */
+START_TEST(rnn_double_backward_matches_fd)
+{
+    static const int which[3] = { 0, 1, 2 };
+    const rcase *c = &cases[which[_i]];
+    int lstm = c->mode == CG_LSTM, n, k, has[3 + CG__MODULE_MAX_PARAMS];
+    cg_module *m;
+    rin x, v, w, xp;
+    cg_tensor *X[3 + CG__MODULE_MAX_PARAMS] = { NULL }, *in[20];
+    cg_tensor *W[3 + CG__MODULE_MAX_PARAMS] = { NULL }, *U[3] = { NULL };
+    cg_tensor *g1[20] = { NULL }, *g0[20] = { NULL }, *gg[20] = { NULL };
+    cg_tensor *out[3] = { NULL }, *L = NULL, *S = NULL;
+    int64_t ny = (int64_t)c->T * c->B * c->D * c->H;
+    int64_t ns = (int64_t)c->L * c->D * c->B * c->H, shape[3];
+    int64_t ys[3] = { c->T, c->B, (int64_t)c->D * c->H };
+    int64_t ss[3] = { (int64_t)c->L * c->D, c->B, c->H };
+    double *u[3] = { NULL }, lhs = 0, mag = 0, fd, err0 = 0, big0 = 0;
+    int ndim, ni = 0, map[20], i;
+
+    m = make_layer(c);
+    x.n = v.n = w.n = xp.n = 3 + m->nparams;
+    for (k = 0; k < x.n; k++) {
+        shape_of(c, k, m, &ndim, shape);
+        has[k] = k == 0 || k >= 3 || (c->states && (k == 1 || lstm));
+        x.numel[k] = 1;
+        for (i = 0; i < ndim; i++)
+            x.numel[k] *= shape[i];
+        v.numel[k] = w.numel[k] = xp.numel[k] = x.numel[k];
+        x.v[k] = v.v[k] = w.v[k] = xp.v[k] = NULL;
+        if (!has[k])
+            continue;
+        x.v[k] = k >= 3 ? host(m->params[k - 3])
+                        : rand_vec(x.numel[k], -1, 1);
+        v.v[k] = rand_vec(x.numel[k], -1, 1);
+        w.v[k] = rand_vec(x.numel[k], -1, 1);
+        xp.v[k] = malloc((size_t)x.numel[k] * sizeof(double));
+        X[k] = k >= 3 ? cg_tensor_ref(m->params[k - 3])
+                      : dev(x.v[k], ndim, shape);
+        W[k] = dev(w.v[k], ndim, shape);
+        if (k < 3)
+            ck_assert_int_eq(cg_tensor_set_requires_grad(X[k], 1), CG_OK);
+        map[ni] = k;
+        in[ni++] = X[k];
+    }
+    for (k = 0; k < 3; k++)
+        if (k < 2 || lstm) {
+            u[k] = rand_vec(k ? ns : ny, -1, 1);
+            U[k] = dev(u[k], 3, k ? ss : ys);
+        }
+    ck_assert_msg(cg_rnn_forward(m, X[0], X[1], X[2], NULL, &out[0],
+                                 &out[1], lstm ? &out[2] : NULL) == CG_OK,
+                  "%s", TT_ERR);
+    for (k = 0; k < 3; k++) {
+        cg_tensor *p, *sm, *a;
+
+        if (!U[k])
+            continue;
+        p = cg_mul(out[k], U[k]);
+        sm = p ? cg_sum(p, 0, NULL, 0) : NULL;
+        ck_assert_msg(sm != NULL, "%s", TT_ERR);
+        a = L ? cg_add(L, sm) : cg_tensor_ref(sm);
+        cg_tensor_free(L);
+        L = a;
+        cg_tensor_free(p);
+        cg_tensor_free(sm);
+    }
+    /* The kernel-level gradient, then the composite's. */
+    ck_assert_msg(cg_grad(L, NULL, ni, in, g0, CG_GRAD_RETAIN_GRAPH) ==
+                  CG_OK, "%s", TT_ERR);
+    ck_assert_msg(cg_grad(L, NULL, ni, in, g1, CG_GRAD_CREATE_GRAPH) ==
+                  CG_OK, "%s", TT_ERR);
+    for (n = 0; n < ni; n++) {
+        double *a = host(g0[n]), *b = host(g1[n]);
+
+        for (i = 0; i < x.numel[map[n]]; i++) {
+            err0 = fmax(err0, fabs(a[i] - b[i]));
+            big0 = fmax(big0, fabs(a[i]));
+        }
+        free(a);
+        free(b);
+    }
+    ck_assert_msg(err0 <= 1e-5 * fmax(1, big0), "case %d: composite "
+                  "gradient off by %g (largest %g)", which[_i], err0, big0);
+    /* S = <grad L, w>; its gradient is H w. */
+    for (n = 0; n < ni && S == NULL; n++)
+        ck_assert_msg(cg_tensor_requires_grad(g1[n]), "case %d: gradient "
+                      "%d has no graph", which[_i], n);
+    for (n = 0; n < ni; n++) {
+        cg_tensor *p = cg_mul(g1[n], W[map[n]]);
+        cg_tensor *sm = p ? cg_sum(p, 0, NULL, 0) : NULL, *a;
+
+        ck_assert_msg(sm != NULL, "%s", TT_ERR);
+        a = S ? cg_add(S, sm) : cg_tensor_ref(sm);
+        cg_tensor_free(S);
+        S = a;
+        cg_tensor_free(p);
+        cg_tensor_free(sm);
+    }
+    ck_assert_msg(cg_grad(S, NULL, ni, in, gg, 0) == CG_OK, "%s", TT_ERR);
+    for (n = 0; n < ni; n++) {
+        double *h = host(gg[n]);
+
+        lhs += dot(h, v.v[map[n]], x.numel[map[n]], &mag);
+        free(h);
+    }
+    fd = (ref_l(c, &x, &v, &w, GG_H, GG_H, u, &xp) -
+          ref_l(c, &x, &v, &w, GG_H, -GG_H, u, &xp) -
+          ref_l(c, &x, &v, &w, -GG_H, GG_H, u, &xp) +
+          ref_l(c, &x, &v, &w, -GG_H, -GG_H, u, &xp)) / (4 * GG_H * GG_H);
+    ck_assert_msg(fabs(lhs - fd) <= GG_TOL * fmax(1, mag), "case %d: <v, Hw> "
+                  "%.9g, finite differences %.9g", which[_i], lhs, fd);
+    for (n = 0; n < ni; n++) {
+        cg_tensor_free(g0[n]);
+        cg_tensor_free(g1[n]);
+        cg_tensor_free(gg[n]);
+    }
+    for (k = 0; k < 3; k++) {
+        cg_tensor_free(out[k]);
+        cg_tensor_free(U[k]);
+        free(u[k]);
+    }
+    cg_tensor_free(L);
+    cg_tensor_free(S);
+    for (k = 0; k < x.n; k++) {
+        cg_tensor_free(X[k]);
+        cg_tensor_free(W[k]);
+        free(x.v[k]);
+        free(v.v[k]);
+        free(w.v[k]);
+        free(xp.v[k]);
+    }
+    cg_module_free(m);
+}
+END_TEST
+
+/* Variable lengths have no composite yet: create_graph fails naming the
+ * layer's node, before any gradient is computed. */
+START_TEST(rnn_double_backward_with_lengths_is_unsupported)
+{
+    const rcase *c = &cases[5];
+    cg_module *m = make_layer(c);
+    int64_t xs[3] = { c->T, c->B, c->I };
+    cg_tensor *x = cg_rand_uniform(tt_ctx(), 3, xs, -1, 1), *y = NULL, *s;
+    cg_tensor *g = NULL;
+
+    ck_assert_ptr_nonnull(x);
+    ck_assert_int_eq(cg_tensor_set_requires_grad(x, 1), CG_OK);
+    ck_assert_msg(cg_rnn_forward(m, x, NULL, NULL, lengths, &y, NULL, NULL)
+                  == CG_OK, "%s", TT_ERR);
+    s = cg_sum(y, 0, NULL, 0);
+    ck_assert_ptr_nonnull(s);
+    ck_assert_int_eq(cg_grad(s, NULL, 1, &x, &g, CG_GRAD_CREATE_GRAPH),
+                     CG_EUNSUPPORTED);
+    ck_assert_ptr_null(g);
+    ck_assert_msg(strstr(TT_ERR, "'rnn_layer'") != NULL, "%s", TT_ERR);
+    cg_tensor_free(s);
+    cg_tensor_free(y);
+    cg_tensor_free(x);
+    cg_module_free(m);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------
  * A 2-layer LSTM language model against PyTorch
  * ------------------------------------------------------------------------ */
 
@@ -728,6 +932,75 @@ START_TEST(jvp_of_lstm_language_model_matches_pytorch)
 }
 END_TEST
 
+static cg_tensor *
+lm_loss(int n, cg_tensor *const *in, void *user)
+{
+    cg_tensor *out[2] = { NULL, NULL };
+
+    if (lm_fn(user, n, in, 2, out))
+        return NULL;
+    cg_tensor_free(out[1]);
+    return out[0];
+}
+
+/* torch.autograd.functional.hvp of the model's loss (gen_fwdad_lstm.py)
+ * with cg_hvp (reverse over reverse, through the LSTM's composite
+ * backward): each part within 1e-5 of its largest value. */
+START_TEST(hvp_of_lstm_language_model_matches_pytorch)
+{
+    char err[256], key[32];
+    fx_file *f = fx_load_fixture("fwdad_lstm.txt", err, sizeof err);
+    cg_tensor *P[LM_NP], *V[LM_NP], *hv[LM_NP] = { NULL }, *value = NULL;
+    int sizes[5], k;
+    lm_user u;
+    rcase c;
+
+    ck_assert_msg(f != NULL, "%s", err);
+    ck_assert_int_eq(fx_config_ints(f, "sizes", sizes, 5), 5);
+    memset(&c, 0, sizeof c);
+    c.mode = CG_LSTM;
+    c.L = 2;
+    c.D = 1;
+    c.I = sizes[1];
+    c.H = sizes[2];
+    u.lstm = make_layer(&c);
+    u.T = sizes[3];
+    u.B = sizes[4];
+    u.H = sizes[2];
+    u.tokens = fx_ints(f, "tokens");
+    u.targets = fx_ints(f, "targets");
+    for (k = 0; k < LM_NP; k++) {
+        snprintf(key, sizeof key, "p.%d", k);
+        P[k] = fx_f32(f, key);
+        ck_assert_int_eq(cg_tensor_set_requires_grad(P[k], 1), CG_OK);
+        snprintf(key, sizeof key, "t.%d", k);
+        V[k] = fx_f32(f, key);
+    }
+    ck_assert_msg(cg_hvp(lm_loss, &u, LM_NP, P, V, hv, &value) == CG_OK,
+                  "%s", TT_ERR);
+    ck_assert(rel_err(value, fx_get(f, "loss")) <= 1e-5);
+    for (k = 0; k < LM_NP; k++) {
+        const fx_tensor *r;
+        double e;
+
+        snprintf(key, sizeof key, "hvp.%d", k);
+        r = fx_get(f, key);
+        ck_assert_msg(r != NULL, "fwdad_lstm.txt: no %s", key);
+        e = rel_err(hv[k], r);
+        ck_assert_msg(e <= 1e-5, "%s off by %g of its largest value", key,
+                      e);
+        cg_tensor_free(hv[k]);
+        cg_tensor_free(P[k]);
+        cg_tensor_free(V[k]);
+    }
+    cg_tensor_free(value);
+    cg_tensor_free(u.tokens);
+    cg_tensor_free(u.targets);
+    cg_module_free(u.lstm);
+    fx_free(f);
+}
+END_TEST
+
 static Suite *
 fwdad_rnn_suite(void)
 {
@@ -741,6 +1014,11 @@ fwdad_rnn_suite(void)
     tcase_add_loop_test(tc, rnn_tangents_in_16_bits, 0,
                         tt_host_checker() ? 1 : 2);
     tcase_add_test(tc, jvp_of_lstm_language_model_matches_pytorch);
+    tcase_add_test(tc, hvp_of_lstm_language_model_matches_pytorch);
+    /* LSTM, GRU, RNN tanh (a host checker: LSTM only). */
+    tcase_add_loop_test(tc, rnn_double_backward_matches_fd, 0,
+                        tt_host_checker() ? 1 : 3);
+    tcase_add_test(tc, rnn_double_backward_with_lengths_is_unsupported);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -42,6 +42,9 @@ struct cg__node {
      * the node is freed. */
     void *keep;
     void (*keep_unref)(void *keep);
+    /* A layer's composite backward for create_graph (a node with keep set
+     * finds none in lib/ops/grad_graph.c's table), or NULL. */
+    cg__backward_fn backward_graph;
     int out_ndim;
     int64_t out_shape[CG_MAX_DIMS];
     uint64_t seq;                 /* creation order */

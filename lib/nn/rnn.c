@@ -20,7 +20,10 @@
  * (column sums).  Forward mode (a dual level with a tangent on an input):
  * the layer computes its outputs' tangents itself after the primal's
  * steps (layer_jvp: GEMMs over all steps, then one tangent step launch per
- * time step), and records only the reverse graph's node.
+ * time step), and records only the reverse graph's node.  A backward with
+ * create_graph runs the node's composite form instead of the kernels
+ * (layer_backward_graph: the forward recomputed and backpropagation
+ * through time, both with recorded ops).
  *
  * float16 and bfloat16 (x, h0, c0 and every parameter of one 16-bit
  * dtype, or cast to the autocast region's): the step kernels' storage
@@ -419,6 +422,8 @@ typedef struct layer_dims {
 
 static int
 layer_backward(cg__node *n, cg_tensor *gy, cg_tensor **gin);
+static int
+layer_backward_graph(cg__node *n, cg_tensor *gy, cg_tensor **gin);
 
 /* Runs direction d's steps with step's kernels.  xproj [T*B, D*G*H]
  * (float32); hs, cs: T + 1 state slots; sv: T slots of 4H per row; y [T,
@@ -866,6 +871,8 @@ layer_forward(cg_module *m, cg_tensor *const *P, int l, cg_tensor *x,
         node->i[4] = gemm;
         node->keep = cg__module_ref(m);
         node->keep_unref = (void (*)(void *))cg__module_unref;
+        /* create_graph's composite (not for variable lengths). */
+        node->backward_graph = len ? NULL : layer_backward_graph;
         status = cg__node_save(node, SV_X, xd);
         if (status == CG_OK && len)
             status = cg__node_save(node, SV_LEN, len);
@@ -1148,6 +1155,327 @@ layer_backward(cg__node *n, cg_tensor *gy, cg_tensor **gin)
     gin[IN_H0] = gh0;
     gin[IN_C0] = gc0;
     return CG_OK;
+}
+
+/* ------------------------------------------------------------------------
+ * The composite backward (create_graph)
+ *
+ * The fused step kernels have no backward of their own, so a backward
+ * with create_graph (cg_grad, cg_hvp) runs this instead: the layer's
+ * forward recomputed from the node's inputs with recorded ops (their
+ * graphs kept, so that the gradients depend on them differentiably), then
+ * backpropagation through time written with recorded ops too.  Slower
+ * than the kernels by far (tens of launches per step); taken only for
+ * create_graph.  Not for variable lengths (the node gets no composite
+ * then, and create_graph fails naming "rnn_layer").
+ * ------------------------------------------------------------------------ */
+
+/* The temporaries of a composite, freed together. */
+typedef struct ctape {
+    cg_tensor **t;
+    size_t n, cap;
+    int status;
+} ctape;
+
+static cg_tensor *
+ckeep(ctape *tp, cg_tensor *t)
+{
+    if (!t) {
+        if (tp->status == CG_OK)
+            tp->status = cg__last_status();
+        return NULL;
+    }
+    if (tp->n == tp->cap) {
+        size_t cap = tp->cap ? 2 * tp->cap : 256;
+        cg_tensor **v = realloc(tp->t, cap * sizeof *v);
+
+        if (!v) {
+            cg_tensor_free(t);
+            tp->status = cg__error(CG_EHOSTMEM, "rnn double backward: out "
+                                   "of host memory");
+            return NULL;
+        }
+        tp->t = v;
+        tp->cap = cap;
+    }
+    tp->t[tp->n++] = t;
+    return t;
+}
+
+/* e evaluated only while nothing has failed. */
+#define C(tp, e) ((tp)->status ? NULL : ckeep((tp), (e)))
+
+static cg_tensor *
+c_one_minus(ctape *tp, cg_tensor *a)
+{
+    return C(tp, cg_add_scalar(C(tp, cg_neg(a)), 1.0f));
+}
+
+/* [r0, r1, ...]: n tensors joined along dim (in groups, as one node takes
+ * at most CG__NODE_INPUTS). */
+static cg_tensor *
+c_concat(ctape *tp, cg_tensor **v, int n, int dim)
+{
+    cg_tensor *parts[CG__NODE_INPUTS];
+    int k, np = 0, step = CG__NODE_INPUTS;
+
+    if (tp->status)
+        return NULL;
+    if (n <= step)
+        return C(tp, n == 1 ? cg_tensor_ref(v[0]) : cg_concat(v, n, dim));
+    for (k = 0; k < n; k += step)
+        parts[np++] = c_concat(tp, v + k, n - k < step ? n - k : step, dim);
+    if (np > step)      /* more than 256 steps: one level more */
+        return c_concat(tp, parts, np, dim);
+    return tp->status ? NULL : C(tp, cg_concat(parts, np, dim));
+}
+
+/* t[d] of a [D, B, H] tensor as [B, H], recorded; NULL t: NULL. */
+static cg_tensor *
+c_dir(ctape *tp, cg_tensor *t, int d)
+{
+    int64_t s[2];
+
+    if (!t)
+        return NULL;
+    s[0] = t->shape[1];
+    s[1] = t->shape[2];
+    return C(tp, cg_reshape(C(tp, cg_narrow(t, 0, d, 1)), 2, s));
+}
+
+/* One direction: the gradients of its parameters (into gin), its part of
+ * dx ([T*B, I], *dx), and of h0 / c0 (*dh0, *dc0, [B, H]). */
+static void
+composite_direction(ctape *tp, cg__node *n, const layer_dims *k, int d,
+                    cg_tensor *x2, cg_tensor *gy, cg_tensor **gin,
+                    cg_tensor **dx, cg_tensor **dh0, cg_tensor **dc0)
+{
+    cg_module *m = n->keep;
+    int mode = m->rnn.mode, H = k->H, B = k->B, T = k->T, s;
+    cg_tensor *wih = n->inputs[IN_P(d, 0)], *whh = n->inputs[IN_P(d, 1)];
+    cg_tensor *bih = n->inputs[IN_P(d, 2)], *bhh = n->inputs[IN_P(d, 3)];
+    cg_tensor *xp, *h, *c, *bhn = NULL;
+    cg_tensor **hp, **cp, **g0, **g1, **g2, **g3, **dgi, **dgh, **xs;
+    cg_tensor *dh, *dc = NULL;
+    int64_t bhs[2] = { B, H };
+
+    hp = calloc((size_t)T * 9, sizeof *hp);
+    if (!hp) {
+        tp->status = cg__error(CG_EHOSTMEM, "rnn double backward: out of "
+                               "host memory");
+        return;
+    }
+    cp = hp + T;
+    g0 = cp + T;
+    g1 = g0 + T;
+    g2 = g1 + T;
+    g3 = g2 + T;
+    dgi = g3 + T;
+    dgh = dgi + T;
+    xs = dgh + T;
+
+    /* The forward, recorded.  xp = x W_ih^T + b_ih (+ b_hh but GRU's n
+     * block, which takes b_hn inside r * (W_hn h + b_hn)). */
+    xp = C(tp, cg_add(C(tp, cg_matmul_t(x2, wih, 0, 1)), bih));
+    if (mode == CG_GRU) {
+        bhn = C(tp, cg_narrow(bhh, 0, 2 * (int64_t)H, H));
+        xp = C(tp, cg_add(xp, C(tp, cg_concat((cg_tensor *[]){
+                 C(tp, cg_narrow(bhh, 0, 0, 2 * (int64_t)H)),
+                 C(tp, cg_full_dtype(m->ctx, bhh->dtype, 1, &bhs[1], 0.0f))
+             }, 2, 0))));
+    } else {
+        xp = C(tp, cg_add(xp, bhh));
+    }
+    h = c_dir(tp, n->inputs[IN_H0], d);
+    if (!h)
+        h = C(tp, cg_full_dtype(m->ctx, x2->dtype, 2, bhs, 0.0f));
+    c = mode == CG_LSTM ? c_dir(tp, n->inputs[IN_C0], d) : NULL;
+    if (mode == CG_LSTM && !c)
+        c = C(tp, cg_full_dtype(m->ctx, x2->dtype, 2, bhs, 0.0f));
+    for (s = 0; s < T && tp->status == CG_OK; s++) {
+        int t = d ? T - 1 - s : s;
+        cg_tensor *a, *hw;
+
+        hp[t] = h;
+        cp[t] = c;
+        xs[t] = C(tp, cg_narrow(xp, 0, (int64_t)t * B, B));
+        hw = C(tp, cg_matmul_t(h, whh, 0, 1));
+        if (mode == CG_LSTM) {
+            a = C(tp, cg_add(xs[t], hw));
+            g0[t] = C(tp, cg_sigmoid(C(tp, cg_narrow(a, 1, 0, H))));
+            g1[t] = C(tp, cg_sigmoid(C(tp, cg_narrow(a, 1, H, H))));
+            g2[t] = C(tp, cg_tanh(C(tp, cg_narrow(a, 1, 2 * H, H))));
+            g3[t] = C(tp, cg_sigmoid(C(tp, cg_narrow(a, 1, 3 * H, H))));
+            c = C(tp, cg_add(C(tp, cg_mul(g1[t], c)),
+                             C(tp, cg_mul(g0[t], g2[t]))));
+            h = C(tp, cg_mul(g3[t], C(tp, cg_tanh(c))));
+        } else if (mode == CG_GRU) {
+            a = C(tp, cg_add(C(tp, cg_narrow(xs[t], 1, 0, 2 * H)),
+                             C(tp, cg_narrow(hw, 1, 0, 2 * H))));
+            g0[t] = C(tp, cg_sigmoid(C(tp, cg_narrow(a, 1, 0, H))));
+            g1[t] = C(tp, cg_sigmoid(C(tp, cg_narrow(a, 1, H, H))));
+            g3[t] = C(tp, cg_add(C(tp, cg_narrow(hw, 1, 2 * H, H)), bhn));
+            g2[t] = C(tp, cg_tanh(C(tp, cg_add(
+                        C(tp, cg_narrow(xs[t], 1, 2 * H, H)),
+                        C(tp, cg_mul(g0[t], g3[t]))))));
+            h = C(tp, cg_add(C(tp, cg_mul(c_one_minus(tp, g1[t]), g2[t])),
+                             C(tp, cg_mul(g1[t], h))));
+        } else {
+            a = C(tp, cg_add(xs[t], hw));
+            g0[t] = a;
+            h = C(tp, mode == CG_RNN_RELU ? cg_relu(a) : cg_tanh(a));
+            g1[t] = h;
+        }
+    }
+
+    /* Backpropagation through time, recorded. */
+    dh = c_dir(tp, n->extra_acc[0], d);
+    if (!dh)
+        dh = C(tp, cg_full_dtype(m->ctx, x2->dtype, 2, bhs, 0.0f));
+    if (mode == CG_LSTM) {
+        dc = c_dir(tp, n->extra_acc[1], d);
+        if (!dc)
+            dc = C(tp, cg_full_dtype(m->ctx, x2->dtype, 2, bhs, 0.0f));
+    }
+    for (s = T - 1; s >= 0 && tp->status == CG_OK; s--) {
+        int t = d ? T - 1 - s : s;
+        cg_tensor *da[4], *direct = NULL;
+
+        if (gy)
+            dh = C(tp, cg_add(dh, C(tp, cg_reshape(C(tp, cg_narrow(
+                     C(tp, cg_narrow(gy, 0, t, 1)), 2, (int64_t)d * H, H)),
+                     2, bhs))));
+        if (mode == CG_LSTM) {
+            cg_tensor *ig = g0[t], *fg = g1[t], *gg = g2[t], *og = g3[t];
+            cg_tensor *ct = C(tp, cg_add(C(tp, cg_mul(fg, cp[t])),
+                                         C(tp, cg_mul(ig, gg))));
+            cg_tensor *tc = C(tp, cg_tanh(ct)), *dcc;
+
+            dcc = C(tp, cg_add(dc, C(tp, cg_mul(C(tp, cg_mul(dh, og)),
+                      c_one_minus(tp, C(tp, cg_mul(tc, tc)))))));
+            da[0] = C(tp, cg_mul(C(tp, cg_mul(dcc, gg)),
+                                 C(tp, cg_mul(ig, c_one_minus(tp, ig)))));
+            da[1] = C(tp, cg_mul(C(tp, cg_mul(dcc, cp[t])),
+                                 C(tp, cg_mul(fg, c_one_minus(tp, fg)))));
+            da[2] = C(tp, cg_mul(C(tp, cg_mul(dcc, ig)),
+                                 c_one_minus(tp, C(tp, cg_mul(gg, gg)))));
+            da[3] = C(tp, cg_mul(C(tp, cg_mul(dh, tc)),
+                                 C(tp, cg_mul(og, c_one_minus(tp, og)))));
+            dc = C(tp, cg_mul(dcc, fg));
+            dgi[t] = dgh[t] = C(tp, cg_concat(da, 4, 1));
+        } else if (mode == CG_GRU) {
+            cg_tensor *rg = g0[t], *zg = g1[t], *ng = g2[t], *hh = g3[t];
+            cg_tensor *dn = C(tp, cg_mul(C(tp, cg_mul(dh, c_one_minus(tp,
+                                  zg))), c_one_minus(tp, C(tp, cg_mul(ng,
+                                  ng)))));
+
+            da[0] = C(tp, cg_mul(C(tp, cg_mul(dn, hh)),
+                                 C(tp, cg_mul(rg, c_one_minus(tp, rg)))));
+            da[1] = C(tp, cg_mul(C(tp, cg_mul(dh, C(tp, cg_sub(hp[t], ng)))),
+                                 C(tp, cg_mul(zg, c_one_minus(tp, zg)))));
+            da[2] = dn;
+            dgi[t] = C(tp, cg_concat(da, 3, 1));
+            da[2] = C(tp, cg_mul(dn, rg));
+            dgh[t] = C(tp, cg_concat(da, 3, 1));
+            direct = C(tp, cg_mul(dh, zg));
+        } else {
+            cg_tensor *hv = g1[t];
+
+            if (mode == CG_RNN_RELU) {
+                /* relu' = [h > 0], constant where it exists (so not
+                 * recorded, as PyTorch's relu has a zero second
+                 * derivative): h >= 0 scaled past 1 and clamped. */
+                cg_tensor *mask;
+
+                cg_no_grad_enter();
+                mask = C(tp, cg_clamp(C(tp, cg_mul_scalar(hv, 3.0e38f)),
+                                      0.0f, 1.0f));
+                cg_no_grad_leave();
+                dgi[t] = C(tp, cg_mul(dh, mask));
+            } else {
+                dgi[t] = C(tp, cg_mul(dh, c_one_minus(tp,
+                                                      C(tp, cg_mul(hv, hv)))));
+            }
+            dgh[t] = dgi[t];
+        }
+        dh = C(tp, cg_matmul(dgh[t], whh));
+        if (direct)
+            dh = C(tp, cg_add(dh, direct));
+    }
+    if (tp->status == CG_OK) {
+        cg_tensor *DI = c_concat(tp, dgi, T, 0), *DH = c_concat(tp, dgh, T, 0);
+        cg_tensor *HP = c_concat(tp, hp, T, 0);
+        int ax0 = 0;
+
+        if (n->needs[IN_P(d, 0)])
+            gin[IN_P(d, 0)] = C(tp, cg_matmul_t(DI, x2, 1, 0));
+        if (n->needs[IN_P(d, 1)])
+            gin[IN_P(d, 1)] = C(tp, cg_matmul_t(DH, HP, 1, 0));
+        if (n->needs[IN_P(d, 2)])
+            gin[IN_P(d, 2)] = C(tp, cg_sum(DI, 1, &ax0, 0));
+        if (n->needs[IN_P(d, 3)])
+            gin[IN_P(d, 3)] = C(tp, cg_sum(DH, 1, &ax0, 0));
+        for (s = 0; s < 4; s++)
+            if (gin[IN_P(d, s)])
+                cg_tensor_ref(gin[IN_P(d, s)]);
+        *dx = C(tp, cg_matmul(DI, wih));
+        *dh0 = dh;
+        *dc0 = dc;
+    }
+    free(hp);
+}
+
+static int
+layer_backward_graph(cg__node *n, cg_tensor *gy, cg_tensor **gin)
+{
+    cg_module *m = n->keep;
+    ctape tp = { NULL, 0, 0, CG_OK };
+    layer_dims k;
+    cg_tensor *x = n->inputs[IN_X], *x2, *dxs[2] = { NULL }, *dhs[2] = { NULL };
+    cg_tensor *dcs[2] = { NULL }, *dx = NULL;
+    int64_t s2[2], s3[3];
+    int d;
+    size_t i;
+
+    k.T = (int)n->i[1];
+    k.B = (int)n->i[2];
+    k.I = (int)n->i[3];
+    k.H = m->rnn.hidden_size;
+    k.G = m->step.gates;
+    k.D = ndirs(m);
+    s2[0] = (int64_t)k.T * k.B;
+    s2[1] = k.I;
+    x2 = C(&tp, cg_reshape(C(&tp, cg_contiguous(x)), 2, s2));
+    if (gy && gy->dtype != x->dtype)
+        gy = C(&tp, cg_to_dtype(gy, x->dtype));
+    for (d = 0; d < k.D && tp.status == CG_OK; d++)
+        composite_direction(&tp, n, &k, d, x2, gy, gin, &dxs[d], &dhs[d],
+                            &dcs[d]);
+    if (tp.status == CG_OK && n->needs[IN_X]) {
+        s3[0] = k.T;
+        s3[1] = k.B;
+        s3[2] = k.I;
+        dx = k.D == 2 ? C(&tp, cg_add(dxs[0], dxs[1])) : dxs[0];
+        gin[IN_X] = C(&tp, cg_reshape(dx, 3, s3));
+        if (gin[IN_X])
+            cg_tensor_ref(gin[IN_X]);
+    }
+    if (tp.status == CG_OK && n->needs[IN_H0] &&
+        (gin[IN_H0] = C(&tp, cg_stack(dhs, k.D, 0))))
+        cg_tensor_ref(gin[IN_H0]);
+    if (tp.status == CG_OK && n->needs[IN_C0] &&
+        (gin[IN_C0] = C(&tp, cg_stack(dcs, k.D, 0))))
+        cg_tensor_ref(gin[IN_C0]);
+    for (i = 0; i < tp.n; i++)
+        cg_tensor_free(tp.t[i]);
+    free(tp.t);
+    if (tp.status) {
+        for (d = 0; d < CG__NODE_INPUTS; d++) {
+            cg_tensor_free(gin[d]);
+            gin[d] = NULL;
+        }
+    }
+    return tp.status;
 }
 
 /* ------------------------------------------------------------------------
