@@ -14,10 +14,17 @@
  *     sum through two layers);
  *   - the dot-product test <u, J v> (forward mode) = <J^T u, v> (reverse
  *     mode, cg_backward): within 1e-5 of sum |u_i (Jv)_i| + sum |g_k v_k|;
- * and cg_jvp of a 2-layer LSTM language-model loss (embedding, LSTM,
- * linear, cross entropy) against PyTorch's torch.autograd.functional.jvp
- * (tests/fixtures/fwdad_lstm.txt, from gen_fwdad_lstm.py: the loss, the
- * logits and their tangents within 1e-5 of each tensor's largest value).
+ * the 16-bit variants against float32; and cg_jvp of a 2-layer LSTM
+ * language-model loss (embedding, LSTM, linear, cross entropy) against
+ * PyTorch's torch.autograd.functional.jvp (tests/fixtures/fwdad_lstm.txt,
+ * from gen_fwdad_lstm.py: the loss, the logits and their tangents within
+ * 1e-5 of each tensor's largest value).
+ *
+ * Double backward (create_graph through the layers' composite fallback):
+ * the composite's gradient against the kernels', <v, H w> against mixed
+ * central differences of the double reference, cg_hvp of the language
+ * model against torch.autograd.functional.hvp, and variable lengths
+ * failing with CG_EUNSUPPORTED.
  *
  * Module parameters get their tangents the way a test can: the module's
  * parameter is swapped for a dual of it (cg_make_dual) for the call.
@@ -54,6 +61,7 @@ static const rcase cases[] = {
     { CG_LSTM, 1, 1, 4, 3, 5, 9, 0, 1, 1 },
     { CG_GRU, 1, 2, 4, 3, 3, 5, 0, 1, 1 },
     { CG_RNN_RELU, 1, 2, 4, 5, 3, 5, 1, 0, 1 },
+    { CG_RNN_RELU, 2, 1, 3, 3, 4, 5, 1, 0, 0 },
 };
 
 /* Under a host memory checker: one case per host path (fused: the first;
@@ -610,7 +618,7 @@ ref_l(const rcase *c, const rin *x, const rin *v, const rin *w, double a,
  * max(1, sum |v_k (Hw)_k|). */
 START_TEST(rnn_double_backward_matches_fd)
 {
-    static const int which[3] = { 0, 1, 2 };
+    static const int which[4] = { 0, 1, 2, 6 };
     const rcase *c = &cases[which[_i]];
     int lstm = c->mode == CG_LSTM, n, k, has[3 + CG__MODULE_MAX_PARAMS];
     cg_module *m;
@@ -1015,9 +1023,9 @@ fwdad_rnn_suite(void)
                         tt_host_checker() ? 1 : 2);
     tcase_add_test(tc, jvp_of_lstm_language_model_matches_pytorch);
     tcase_add_test(tc, hvp_of_lstm_language_model_matches_pytorch);
-    /* LSTM, GRU, RNN tanh (a host checker: LSTM only). */
+    /* LSTM, GRU, RNN tanh and relu (a host checker: LSTM only). */
     tcase_add_loop_test(tc, rnn_double_backward_matches_fd, 0,
-                        tt_host_checker() ? 1 : 3);
+                        tt_host_checker() ? 1 : 4);
     tcase_add_test(tc, rnn_double_backward_with_lengths_is_unsupported);
     suite_add_tcase(s, tc);
     return s;
