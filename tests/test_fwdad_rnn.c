@@ -4,7 +4,8 @@
  * (RNN tanh and relu, LSTM, GRU; lib/nn/rnn.c's tangent recurrence on
  * kernels/rnn.cl's lstm_jvp, gru_jvp, rnn_jvp): at odd sizes, with two
  * layers and both directions, with and without initial states, on the
- * fused and the GEMM path, with variable lengths, the tangents of the
+ * fused and the GEMM path, with variable lengths, batch first, the
+ * tangents of the
  * output, h_n and c_n along random tangents of x, h0, c0 and every
  * parameter against
  *   - central finite differences of a plain C reference in double
@@ -52,16 +53,17 @@ typedef struct rcase {
     int states;         /* pass h0 (and c0) */
     int gemm;           /* the GEMM path */
     int lens;           /* variable lengths */
+    int bf;             /* batch_first (the reference stays [T, B, .]) */
 } rcase;
 
 static const rcase cases[] = {
-    { CG_LSTM, 2, 2, 3, 3, 5, 7, 1, 0, 0 },
-    { CG_GRU, 2, 2, 3, 3, 5, 7, 1, 0, 0 },
-    { CG_RNN_TANH, 2, 2, 4, 3, 5, 7, 1, 0, 0 },
-    { CG_LSTM, 1, 1, 4, 3, 5, 9, 0, 1, 1 },
-    { CG_GRU, 1, 2, 4, 3, 3, 5, 0, 1, 1 },
-    { CG_RNN_RELU, 1, 2, 4, 5, 3, 5, 1, 0, 1 },
-    { CG_RNN_RELU, 2, 1, 3, 3, 4, 5, 1, 0, 0 },
+    { CG_LSTM, 2, 2, 3, 3, 5, 7, 1, 0, 0, 0 },
+    { CG_GRU, 2, 2, 3, 3, 5, 7, 1, 0, 0, 0 },
+    { CG_RNN_TANH, 2, 2, 4, 3, 5, 7, 1, 0, 0, 0 },
+    { CG_LSTM, 1, 1, 4, 3, 5, 9, 0, 1, 1, 1 },
+    { CG_GRU, 1, 2, 4, 3, 3, 5, 0, 1, 1, 0 },
+    { CG_RNN_RELU, 1, 2, 4, 5, 3, 5, 1, 0, 1, 0 },
+    { CG_RNN_RELU, 2, 1, 3, 3, 4, 5, 1, 0, 0, 0 },
 };
 
 /* Under a host memory checker: one case per host path (fused: the first;
@@ -206,6 +208,7 @@ make_layer(const rcase *c)
     o.hidden_size = c->H;
     o.num_layers = c->L;
     o.bidirectional = c->D == 2;
+    o.batch_first = c->bf;
     m = cg_rnn_new(tt_ctx(), &o);
     ck_assert_msg(m != NULL, "%s", TT_ERR);
     if (c->gemm)
@@ -233,6 +236,52 @@ shape_of(const rcase *c, int k, const cg_module *m, int *ndim,
         *ndim = p->ndim;
         memcpy(shape, p->shape, (size_t)p->ndim * sizeof *shape);
     }
+}
+
+/* v [n0, n1, n2] with its first two dimensions swapped: a new array. */
+static double *
+swap01(const double *v, int64_t n0, int64_t n1, int64_t n2)
+{
+    double *r = malloc((size_t)(n0 * n1 * n2) * sizeof *r + 8);
+    int64_t i, j;
+
+    for (i = 0; i < n0; i++)
+        for (j = 0; j < n1; j++)
+            memcpy(r + (j * n0 + i) * n2, v + (i * n1 + j) * n2,
+                   (size_t)n2 * sizeof *r);
+    return r;
+}
+
+/* A sequence ([T, B, n] on the host) on the device in the case's layout
+ * ([B, T, n] for batch_first). */
+static cg_tensor *
+dev_seq(const rcase *c, const double *v, int64_t n)
+{
+    int64_t shape[3] = { c->T, c->B, n };
+    double *sw;
+    cg_tensor *t;
+
+    if (!c->bf)
+        return dev(v, 3, shape);
+    shape[0] = c->B;
+    shape[1] = c->T;
+    sw = swap01(v, c->T, c->B, n);
+    t = dev(sw, 3, shape);
+    free(sw);
+    return t;
+}
+
+/* A sequence's values read back in [T, B, n] order. */
+static double *
+host_seq(const rcase *c, const cg_tensor *t)
+{
+    double *h = host(t), *r;
+
+    if (!c->bf)
+        return h;
+    r = swap01(h, c->B, c->T, t->shape[2]);
+    free(h);
+    return r;
 }
 
 static double
@@ -280,12 +329,13 @@ START_TEST(rnn_tangents_match_fd_and_reverse_mode)
         x.v[k] = v.v[k] = xp.v[k] = NULL;
         if (!has[k])
             continue;
-        x.v[k] = k >= 3 ? host(m->params[k - 3]) : rand_vec(x.numel[k], -1, 1);
+        x.v[k] = k >= 3 ? host(m->params[k - 3])
+                        : rand_vec(x.numel[k], -1, 1);
         v.v[k] = rand_vec(x.numel[k], -1, 1);
         xp.v[k] = malloc((size_t)x.numel[k] * sizeof(double));
         X[k] = k >= 3 ? cg_tensor_ref(m->params[k - 3])
-                      : dev(x.v[k], ndim, shape);
-        V[k] = dev(v.v[k], ndim, shape);
+             : k == 0 ? dev_seq(c, x.v[k], c->I) : dev(x.v[k], ndim, shape);
+        V[k] = k == 0 ? dev_seq(c, v.v[k], c->I) : dev(v.v[k], ndim, shape);
     }
 
     /* Forward mode. */
@@ -308,7 +358,7 @@ START_TEST(rnn_tangents_match_fd_and_reverse_mode)
     ck_assert_msg(ty && thn, "%s", TT_ERR);
     if (lstm)
         ck_assert_msg((tcn = cg_tangent(cn)) != NULL, "%s", TT_ERR);
-    t[0] = host(ty);
+    t[0] = host_seq(c, ty);
     t[1] = host(thn);
     t[2] = lstm ? host(tcn) : NULL;
     cg_tensor_free(ty);
@@ -358,7 +408,6 @@ START_TEST(rnn_tangents_match_fd_and_reverse_mode)
     /* The dot-product test against reverse mode. */
     {
         cg_tensor *U[3] = { NULL }, *lo = NULL, *out[3] = { NULL };
-        int64_t ys[3] = { c->T, c->B, (int64_t)c->D * c->H };
         int64_t ss[3] = { (int64_t)c->L * c->D, c->B, c->H };
 
         for (k = 0; k < 3; k++) {
@@ -366,7 +415,8 @@ START_TEST(rnn_tangents_match_fd_and_reverse_mode)
             if (!t[k])
                 continue;
             u[k] = rand_vec(k ? ns : ny, -1, 1);
-            U[k] = dev(u[k], 3, k ? ss : ys);
+            U[k] = k ? dev(u[k], 3, ss)
+                     : dev_seq(c, u[k], (int64_t)c->D * c->H);
         }
         for (k = 0; k < 3; k++)
             if (X[k])
@@ -405,7 +455,7 @@ START_TEST(rnn_tangents_match_fd_and_reverse_mode)
             g = cg_tensor_grad(X[k]);
             ck_assert_msg(g != NULL, "case %d: input %d has no grad", _i,
                           k);
-            gh = host(g);
+            gh = k == 0 ? host_seq(c, g) : host(g);
             rhs += dot(gh, v.v[k], x.numel[k], &mag);
             free(gh);
         }
@@ -570,6 +620,56 @@ START_TEST(rnn_tangents_in_16_bits)
         }
         cg_module_free(m);
     }
+}
+END_TEST
+
+/* Kernel launches of one forward call of m on x (waited for). */
+static uint64_t
+launches(cg_module *m, cg_tensor *x, cg_tensor **y)
+{
+    cg_memory_stats a, b;
+
+    ck_assert_int_eq(cg_context_finish(tt_ctx()), CG_OK);
+    ck_assert_int_eq(cg_context_stats(tt_ctx(), &a), CG_OK);
+    ck_assert_msg(cg_rnn_forward(m, x, NULL, NULL, NULL, y, NULL, NULL) ==
+                  CG_OK, "%s", TT_ERR);
+    ck_assert_int_eq(cg_context_finish(tt_ctx()), CG_OK);
+    ck_assert_int_eq(cg_context_stats(tt_ctx(), &b), CG_OK);
+    return b.kernels_enqueued - a.kernels_enqueued;
+}
+
+/* A layer none of whose inputs has a tangent launches what it launches
+ * without a dual level (and gets no tangent); with one, it launches more. */
+START_TEST(layer_without_tangents_launches_the_same)
+{
+    const rcase *c = &cases[0];
+    cg_module *m = make_layer(c);
+    int64_t xs[3] = { c->T, c->B, c->I };
+    cg_tensor *x = cg_rand_uniform(tt_ctx(), 3, xs, -1, 1);
+    cg_tensor *v = cg_rand_uniform(tt_ctx(), 3, xs, -1, 1), *d, *y = NULL;
+    uint64_t plain, level, dual;
+
+    ck_assert(x && v);
+    plain = launches(m, x, &y);
+    cg_tensor_free(y);
+    ck_assert_int_eq(cg_fwad_enter(tt_ctx()), CG_OK);
+    level = launches(m, x, &y);
+    ck_assert_ptr_null(cg_tangent(y));
+    cg_tensor_free(y);
+    d = cg_make_dual(x, v);
+    ck_assert_ptr_nonnull(d);
+    dual = launches(m, d, &y);
+    cg_tensor_free(y);
+    cg_tensor_free(d);
+    ck_assert_int_eq(cg_fwad_exit(tt_ctx()), CG_OK);
+    ck_assert_msg(level == plain, "%llu launches under a level without "
+                  "tangents, %llu without a level", (unsigned long long)level,
+                  (unsigned long long)plain);
+    ck_assert_msg(dual > plain, "%llu launches with a tangent",
+                  (unsigned long long)dual);
+    cg_tensor_free(x);
+    cg_tensor_free(v);
+    cg_module_free(m);
 }
 END_TEST
 
@@ -1021,6 +1121,7 @@ fwdad_rnn_suite(void)
     /* LSTM and GRU (a host checker: LSTM only). */
     tcase_add_loop_test(tc, rnn_tangents_in_16_bits, 0,
                         tt_host_checker() ? 1 : 2);
+    tcase_add_test(tc, layer_without_tangents_launches_the_same);
     tcase_add_test(tc, jvp_of_lstm_language_model_matches_pytorch);
     tcase_add_test(tc, hvp_of_lstm_language_model_matches_pytorch);
     /* LSTM, GRU, RNN tanh and relu (a host checker: LSTM only). */
