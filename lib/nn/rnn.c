@@ -1203,12 +1203,12 @@ ckeep(ctape *tp, cg_tensor *t)
 }
 
 /* e evaluated only while nothing has failed. */
-#define C(tp, e) ((tp)->status ? NULL : ckeep((tp), (e)))
+#define REC(tp, e) ((tp)->status ? NULL : ckeep((tp), (e)))
 
 static cg_tensor *
 c_one_minus(ctape *tp, cg_tensor *a)
 {
-    return C(tp, cg_add_scalar(C(tp, cg_neg(a)), 1.0f));
+    return REC(tp, cg_add_scalar(REC(tp, cg_neg(a)), 1.0f));
 }
 
 /* [r0, r1, ...]: n tensors joined along dim (in groups, as one node takes
@@ -1222,12 +1222,12 @@ c_concat(ctape *tp, cg_tensor **v, int n, int dim)
     if (tp->status)
         return NULL;
     if (n <= step)
-        return C(tp, n == 1 ? cg_tensor_ref(v[0]) : cg_concat(v, n, dim));
+        return REC(tp, n == 1 ? cg_tensor_ref(v[0]) : cg_concat(v, n, dim));
     for (k = 0; k < n; k += step)
         parts[np++] = c_concat(tp, v + k, n - k < step ? n - k : step, dim);
     if (np > step)      /* more than 256 steps: one level more */
         return c_concat(tp, parts, np, dim);
-    return tp->status ? NULL : C(tp, cg_concat(parts, np, dim));
+    return tp->status ? NULL : REC(tp, cg_concat(parts, np, dim));
 }
 
 /* t[d] of a [D, B, H] tensor as [B, H], recorded; NULL t: NULL. */
@@ -1240,7 +1240,7 @@ c_dir(ctape *tp, cg_tensor *t, int d)
         return NULL;
     s[0] = t->shape[1];
     s[1] = t->shape[2];
-    return C(tp, cg_reshape(C(tp, cg_narrow(t, 0, d, 1)), 2, s));
+    return REC(tp, cg_reshape(REC(tp, cg_narrow(t, 0, d, 1)), 2, s));
 }
 
 /* One direction: the gradients of its parameters (into gin), its part of
@@ -1276,54 +1276,56 @@ composite_direction(ctape *tp, cg__node *n, const layer_dims *k, int d,
 
     /* The forward, recorded.  xp = x W_ih^T + b_ih (+ b_hh but GRU's n
      * block, which takes b_hn inside r * (W_hn h + b_hn)). */
-    xp = C(tp, cg_add(C(tp, cg_matmul_t(x2, wih, 0, 1)), bih));
+    xp = REC(tp, cg_add(REC(tp, cg_matmul_t(x2, wih, 0, 1)), bih));
     if (mode == CG_GRU) {
-        bhn = C(tp, cg_narrow(bhh, 0, 2 * (int64_t)H, H));
-        xp = C(tp, cg_add(xp, C(tp, cg_concat((cg_tensor *[]){
-                 C(tp, cg_narrow(bhh, 0, 0, 2 * (int64_t)H)),
-                 C(tp, cg_full_dtype(m->ctx, bhh->dtype, 1, &bhs[1], 0.0f))
-             }, 2, 0))));
+        cg_tensor *parts[2];
+
+        bhn = REC(tp, cg_narrow(bhh, 0, 2 * (int64_t)H, H));
+        parts[0] = REC(tp, cg_narrow(bhh, 0, 0, 2 * (int64_t)H));
+        parts[1] = REC(tp, cg_full_dtype(m->ctx, bhh->dtype, 1, &bhs[1],
+                                         0.0f));
+        xp = REC(tp, cg_add(xp, REC(tp, cg_concat(parts, 2, 0))));
     } else {
-        xp = C(tp, cg_add(xp, bhh));
+        xp = REC(tp, cg_add(xp, bhh));
     }
     h = c_dir(tp, n->inputs[IN_H0], d);
     if (!h)
-        h = C(tp, cg_full_dtype(m->ctx, x2->dtype, 2, bhs, 0.0f));
+        h = REC(tp, cg_full_dtype(m->ctx, x2->dtype, 2, bhs, 0.0f));
     c = mode == CG_LSTM ? c_dir(tp, n->inputs[IN_C0], d) : NULL;
     if (mode == CG_LSTM && !c)
-        c = C(tp, cg_full_dtype(m->ctx, x2->dtype, 2, bhs, 0.0f));
+        c = REC(tp, cg_full_dtype(m->ctx, x2->dtype, 2, bhs, 0.0f));
     for (s = 0; s < T && tp->status == CG_OK; s++) {
         int t = d ? T - 1 - s : s;
         cg_tensor *a, *hw;
 
         hp[t] = h;
         cp[t] = c;
-        xs[t] = C(tp, cg_narrow(xp, 0, (int64_t)t * B, B));
-        hw = C(tp, cg_matmul_t(h, whh, 0, 1));
+        xs[t] = REC(tp, cg_narrow(xp, 0, (int64_t)t * B, B));
+        hw = REC(tp, cg_matmul_t(h, whh, 0, 1));
         if (mode == CG_LSTM) {
-            a = C(tp, cg_add(xs[t], hw));
-            g0[t] = C(tp, cg_sigmoid(C(tp, cg_narrow(a, 1, 0, H))));
-            g1[t] = C(tp, cg_sigmoid(C(tp, cg_narrow(a, 1, H, H))));
-            g2[t] = C(tp, cg_tanh(C(tp, cg_narrow(a, 1, 2 * H, H))));
-            g3[t] = C(tp, cg_sigmoid(C(tp, cg_narrow(a, 1, 3 * H, H))));
-            c = C(tp, cg_add(C(tp, cg_mul(g1[t], c)),
-                             C(tp, cg_mul(g0[t], g2[t]))));
-            h = C(tp, cg_mul(g3[t], C(tp, cg_tanh(c))));
+            a = REC(tp, cg_add(xs[t], hw));
+            g0[t] = REC(tp, cg_sigmoid(REC(tp, cg_narrow(a, 1, 0, H))));
+            g1[t] = REC(tp, cg_sigmoid(REC(tp, cg_narrow(a, 1, H, H))));
+            g2[t] = REC(tp, cg_tanh(REC(tp, cg_narrow(a, 1, 2 * H, H))));
+            g3[t] = REC(tp, cg_sigmoid(REC(tp, cg_narrow(a, 1, 3 * H, H))));
+            c = REC(tp, cg_add(REC(tp, cg_mul(g1[t], c)),
+                             REC(tp, cg_mul(g0[t], g2[t]))));
+            h = REC(tp, cg_mul(g3[t], REC(tp, cg_tanh(c))));
         } else if (mode == CG_GRU) {
-            a = C(tp, cg_add(C(tp, cg_narrow(xs[t], 1, 0, 2 * H)),
-                             C(tp, cg_narrow(hw, 1, 0, 2 * H))));
-            g0[t] = C(tp, cg_sigmoid(C(tp, cg_narrow(a, 1, 0, H))));
-            g1[t] = C(tp, cg_sigmoid(C(tp, cg_narrow(a, 1, H, H))));
-            g3[t] = C(tp, cg_add(C(tp, cg_narrow(hw, 1, 2 * H, H)), bhn));
-            g2[t] = C(tp, cg_tanh(C(tp, cg_add(
-                        C(tp, cg_narrow(xs[t], 1, 2 * H, H)),
-                        C(tp, cg_mul(g0[t], g3[t]))))));
-            h = C(tp, cg_add(C(tp, cg_mul(c_one_minus(tp, g1[t]), g2[t])),
-                             C(tp, cg_mul(g1[t], h))));
+            a = REC(tp, cg_add(REC(tp, cg_narrow(xs[t], 1, 0, 2 * H)),
+                             REC(tp, cg_narrow(hw, 1, 0, 2 * H))));
+            g0[t] = REC(tp, cg_sigmoid(REC(tp, cg_narrow(a, 1, 0, H))));
+            g1[t] = REC(tp, cg_sigmoid(REC(tp, cg_narrow(a, 1, H, H))));
+            g3[t] = REC(tp, cg_add(REC(tp, cg_narrow(hw, 1, 2 * H, H)), bhn));
+            g2[t] = REC(tp, cg_tanh(REC(tp, cg_add(
+                        REC(tp, cg_narrow(xs[t], 1, 2 * H, H)),
+                        REC(tp, cg_mul(g0[t], g3[t]))))));
+            h = REC(tp, cg_add(REC(tp, cg_mul(c_one_minus(tp, g1[t]), g2[t])),
+                             REC(tp, cg_mul(g1[t], h))));
         } else {
-            a = C(tp, cg_add(xs[t], hw));
+            a = REC(tp, cg_add(xs[t], hw));
             g0[t] = a;
-            h = C(tp, mode == CG_RNN_RELU ? cg_relu(a) : cg_tanh(a));
+            h = REC(tp, mode == CG_RNN_RELU ? cg_relu(a) : cg_tanh(a));
             g1[t] = h;
         }
     }
@@ -1331,53 +1333,55 @@ composite_direction(ctape *tp, cg__node *n, const layer_dims *k, int d,
     /* Backpropagation through time, recorded. */
     dh = c_dir(tp, n->extra_acc[0], d);
     if (!dh)
-        dh = C(tp, cg_full_dtype(m->ctx, x2->dtype, 2, bhs, 0.0f));
+        dh = REC(tp, cg_full_dtype(m->ctx, x2->dtype, 2, bhs, 0.0f));
     if (mode == CG_LSTM) {
         dc = c_dir(tp, n->extra_acc[1], d);
         if (!dc)
-            dc = C(tp, cg_full_dtype(m->ctx, x2->dtype, 2, bhs, 0.0f));
+            dc = REC(tp, cg_full_dtype(m->ctx, x2->dtype, 2, bhs, 0.0f));
     }
     for (s = T - 1; s >= 0 && tp->status == CG_OK; s--) {
         int t = d ? T - 1 - s : s;
         cg_tensor *da[4], *direct = NULL;
 
         if (gy)
-            dh = C(tp, cg_add(dh, C(tp, cg_reshape(C(tp, cg_narrow(
-                     C(tp, cg_narrow(gy, 0, t, 1)), 2, (int64_t)d * H, H)),
+            dh = REC(tp, cg_add(dh, REC(tp, cg_reshape(REC(tp, cg_narrow(
+                     REC(tp, cg_narrow(gy, 0, t, 1)), 2, (int64_t)d * H, H)),
                      2, bhs))));
         if (mode == CG_LSTM) {
             cg_tensor *ig = g0[t], *fg = g1[t], *gg = g2[t], *og = g3[t];
-            cg_tensor *ct = C(tp, cg_add(C(tp, cg_mul(fg, cp[t])),
-                                         C(tp, cg_mul(ig, gg))));
-            cg_tensor *tc = C(tp, cg_tanh(ct)), *dcc;
+            cg_tensor *ct = REC(tp, cg_add(REC(tp, cg_mul(fg, cp[t])),
+                                         REC(tp, cg_mul(ig, gg))));
+            cg_tensor *tc = REC(tp, cg_tanh(ct)), *dcc;
 
-            dcc = C(tp, cg_add(dc, C(tp, cg_mul(C(tp, cg_mul(dh, og)),
-                      c_one_minus(tp, C(tp, cg_mul(tc, tc)))))));
-            da[0] = C(tp, cg_mul(C(tp, cg_mul(dcc, gg)),
-                                 C(tp, cg_mul(ig, c_one_minus(tp, ig)))));
-            da[1] = C(tp, cg_mul(C(tp, cg_mul(dcc, cp[t])),
-                                 C(tp, cg_mul(fg, c_one_minus(tp, fg)))));
-            da[2] = C(tp, cg_mul(C(tp, cg_mul(dcc, ig)),
-                                 c_one_minus(tp, C(tp, cg_mul(gg, gg)))));
-            da[3] = C(tp, cg_mul(C(tp, cg_mul(dh, tc)),
-                                 C(tp, cg_mul(og, c_one_minus(tp, og)))));
-            dc = C(tp, cg_mul(dcc, fg));
-            dgi[t] = dgh[t] = C(tp, cg_concat(da, 4, 1));
+            dcc = REC(tp, cg_add(dc, REC(tp, cg_mul(REC(tp, cg_mul(dh, og)),
+                      c_one_minus(tp, REC(tp, cg_mul(tc, tc)))))));
+            da[0] = REC(tp, cg_mul(REC(tp, cg_mul(dcc, gg)),
+                                 REC(tp, cg_mul(ig, c_one_minus(tp, ig)))));
+            da[1] = REC(tp, cg_mul(REC(tp, cg_mul(dcc, cp[t])),
+                                 REC(tp, cg_mul(fg, c_one_minus(tp, fg)))));
+            da[2] = REC(tp, cg_mul(REC(tp, cg_mul(dcc, ig)),
+                                 c_one_minus(tp, REC(tp, cg_mul(gg, gg)))));
+            da[3] = REC(tp, cg_mul(REC(tp, cg_mul(dh, tc)),
+                                 REC(tp, cg_mul(og, c_one_minus(tp, og)))));
+            dc = REC(tp, cg_mul(dcc, fg));
+            dgi[t] = dgh[t] = REC(tp, cg_concat(da, 4, 1));
         } else if (mode == CG_GRU) {
             cg_tensor *rg = g0[t], *zg = g1[t], *ng = g2[t], *hh = g3[t];
-            cg_tensor *dn = C(tp, cg_mul(C(tp, cg_mul(dh, c_one_minus(tp,
-                                  zg))), c_one_minus(tp, C(tp, cg_mul(ng,
-                                  ng)))));
+            cg_tensor *dn, *dz;
 
-            da[0] = C(tp, cg_mul(C(tp, cg_mul(dn, hh)),
-                                 C(tp, cg_mul(rg, c_one_minus(tp, rg)))));
-            da[1] = C(tp, cg_mul(C(tp, cg_mul(dh, C(tp, cg_sub(hp[t], ng)))),
-                                 C(tp, cg_mul(zg, c_one_minus(tp, zg)))));
+            /* dn: n's pre-activation; dz: z's output. */
+            dn = REC(tp, cg_mul(REC(tp, cg_mul(dh, c_one_minus(tp, zg))),
+                                c_one_minus(tp, REC(tp, cg_mul(ng, ng)))));
+            dz = REC(tp, cg_mul(dh, REC(tp, cg_sub(hp[t], ng))));
+            da[0] = REC(tp, cg_mul(REC(tp, cg_mul(dn, hh)),
+                                   REC(tp, cg_mul(rg, c_one_minus(tp, rg)))));
+            da[1] = REC(tp, cg_mul(dz, REC(tp, cg_mul(zg,
+                                                      c_one_minus(tp, zg)))));
             da[2] = dn;
-            dgi[t] = C(tp, cg_concat(da, 3, 1));
-            da[2] = C(tp, cg_mul(dn, rg));
-            dgh[t] = C(tp, cg_concat(da, 3, 1));
-            direct = C(tp, cg_mul(dh, zg));
+            dgi[t] = REC(tp, cg_concat(da, 3, 1));
+            da[2] = REC(tp, cg_mul(dn, rg));
+            dgh[t] = REC(tp, cg_concat(da, 3, 1));
+            direct = REC(tp, cg_mul(dh, zg));
         } else {
             cg_tensor *hv = g1[t];
 
@@ -1388,19 +1392,20 @@ composite_direction(ctape *tp, cg__node *n, const layer_dims *k, int d,
                 cg_tensor *mask;
 
                 cg_no_grad_enter();
-                mask = C(tp, cg_clamp(C(tp, cg_mul_scalar(hv, 3.0e38f)),
+                mask = REC(tp, cg_clamp(REC(tp, cg_mul_scalar(hv, 3.0e38f)),
                                       0.0f, 1.0f));
                 cg_no_grad_leave();
-                dgi[t] = C(tp, cg_mul(dh, mask));
+                dgi[t] = REC(tp, cg_mul(dh, mask));
             } else {
-                dgi[t] = C(tp, cg_mul(dh, c_one_minus(tp,
-                                                      C(tp, cg_mul(hv, hv)))));
+                cg_tensor *h2 = REC(tp, cg_mul(hv, hv));
+
+                dgi[t] = REC(tp, cg_mul(dh, c_one_minus(tp, h2)));
             }
             dgh[t] = dgi[t];
         }
-        dh = C(tp, cg_matmul(dgh[t], whh));
+        dh = REC(tp, cg_matmul(dgh[t], whh));
         if (direct)
-            dh = C(tp, cg_add(dh, direct));
+            dh = REC(tp, cg_add(dh, direct));
     }
     if (tp->status == CG_OK) {
         cg_tensor *DI = c_concat(tp, dgi, T, 0), *DH = c_concat(tp, dgh, T, 0);
@@ -1408,17 +1413,17 @@ composite_direction(ctape *tp, cg__node *n, const layer_dims *k, int d,
         int ax0 = 0;
 
         if (n->needs[IN_P(d, 0)])
-            gin[IN_P(d, 0)] = C(tp, cg_matmul_t(DI, x2, 1, 0));
+            gin[IN_P(d, 0)] = REC(tp, cg_matmul_t(DI, x2, 1, 0));
         if (n->needs[IN_P(d, 1)])
-            gin[IN_P(d, 1)] = C(tp, cg_matmul_t(DH, HP, 1, 0));
+            gin[IN_P(d, 1)] = REC(tp, cg_matmul_t(DH, HP, 1, 0));
         if (n->needs[IN_P(d, 2)])
-            gin[IN_P(d, 2)] = C(tp, cg_sum(DI, 1, &ax0, 0));
+            gin[IN_P(d, 2)] = REC(tp, cg_sum(DI, 1, &ax0, 0));
         if (n->needs[IN_P(d, 3)])
-            gin[IN_P(d, 3)] = C(tp, cg_sum(DH, 1, &ax0, 0));
+            gin[IN_P(d, 3)] = REC(tp, cg_sum(DH, 1, &ax0, 0));
         for (s = 0; s < 4; s++)
             if (gin[IN_P(d, s)])
                 cg_tensor_ref(gin[IN_P(d, s)]);
-        *dx = C(tp, cg_matmul(DI, wih));
+        *dx = REC(tp, cg_matmul(DI, wih));
         *dh0 = dh;
         *dc0 = dc;
     }
@@ -1431,8 +1436,8 @@ layer_backward_graph(cg__node *n, cg_tensor *gy, cg_tensor **gin)
     cg_module *m = n->keep;
     ctape tp = { NULL, 0, 0, CG_OK };
     layer_dims k;
-    cg_tensor *x = n->inputs[IN_X], *x2, *dxs[2] = { NULL }, *dhs[2] = { NULL };
-    cg_tensor *dcs[2] = { NULL }, *dx = NULL;
+    cg_tensor *x = n->inputs[IN_X], *x2, *dx = NULL;
+    cg_tensor *dxs[2] = { NULL }, *dhs[2] = { NULL }, *dcs[2] = { NULL };
     int64_t s2[2], s3[3];
     int d;
     size_t i;
@@ -1445,9 +1450,9 @@ layer_backward_graph(cg__node *n, cg_tensor *gy, cg_tensor **gin)
     k.D = ndirs(m);
     s2[0] = (int64_t)k.T * k.B;
     s2[1] = k.I;
-    x2 = C(&tp, cg_reshape(C(&tp, cg_contiguous(x)), 2, s2));
+    x2 = REC(&tp, cg_reshape(REC(&tp, cg_contiguous(x)), 2, s2));
     if (gy && gy->dtype != x->dtype)
-        gy = C(&tp, cg_to_dtype(gy, x->dtype));
+        gy = REC(&tp, cg_to_dtype(gy, x->dtype));
     for (d = 0; d < k.D && tp.status == CG_OK; d++)
         composite_direction(&tp, n, &k, d, x2, gy, gin, &dxs[d], &dhs[d],
                             &dcs[d]);
@@ -1455,16 +1460,16 @@ layer_backward_graph(cg__node *n, cg_tensor *gy, cg_tensor **gin)
         s3[0] = k.T;
         s3[1] = k.B;
         s3[2] = k.I;
-        dx = k.D == 2 ? C(&tp, cg_add(dxs[0], dxs[1])) : dxs[0];
-        gin[IN_X] = C(&tp, cg_reshape(dx, 3, s3));
+        dx = k.D == 2 ? REC(&tp, cg_add(dxs[0], dxs[1])) : dxs[0];
+        gin[IN_X] = REC(&tp, cg_reshape(dx, 3, s3));
         if (gin[IN_X])
             cg_tensor_ref(gin[IN_X]);
     }
     if (tp.status == CG_OK && n->needs[IN_H0] &&
-        (gin[IN_H0] = C(&tp, cg_stack(dhs, k.D, 0))))
+        (gin[IN_H0] = REC(&tp, cg_stack(dhs, k.D, 0))))
         cg_tensor_ref(gin[IN_H0]);
     if (tp.status == CG_OK && n->needs[IN_C0] &&
-        (gin[IN_C0] = C(&tp, cg_stack(dcs, k.D, 0))))
+        (gin[IN_C0] = REC(&tp, cg_stack(dcs, k.D, 0))))
         cg_tensor_ref(gin[IN_C0]);
     for (i = 0; i < tp.n; i++)
         cg_tensor_free(tp.t[i]);
