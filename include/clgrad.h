@@ -686,14 +686,21 @@ int cg_backward(cg_tensor *root, cg_tensor *grad_output, int retain_graph);
  *     the weight gradient as a node "conv_wgrad" whose backward is the
  *     two convolutions again, the bias gradient as a sum);
  *   losses: cross_entropy (ignore_index and label smoothing included),
- *     nll_loss, mse_loss, bce_with_logits.
+ *     nll_loss, mse_loss, bce_with_logits;
+ *   the recurrent layers (cg_rnn_forward: RNN tanh and relu, LSTM, GRU;
+ *     layers, directions, initial states): their fused step kernels have
+ *     no backward of their own, so a create_graph backward through a
+ *     layer's node ("rnn_layer") takes a fallback - the layer's forward
+ *     recomputed from the node's inputs with recorded ops, then
+ *     backpropagation through time with recorded ops (tens of launches
+ *     per time step where the kernels take one; only for create_graph).
  * Not yet (a create_graph backward reaching one fails with CG_EUNSUPPORTED
  * naming the op, before any gradient is computed, and changes nothing):
- * pow with a tensor exponent, custom ops, and the fused kernels of the
- * recurrent layers (RNN, LSTM, GRU: one "rnn_layer" node over fused step
- * kernels, which have no composite form yet).  The losses above run fused
- * kernels too, but each has its composite form; the optimizers' fused
- * updates record no graph and take no part in differentiation. */
+ * pow with a tensor exponent, custom ops, and a recurrent layer run
+ * with variable lengths (its "rnn_layer" node has no composite form
+ * yet).  The losses above run fused kernels too, but each has its
+ * composite form; the optimizers' fused updates record no graph and take
+ * no part in differentiation. */
 #define CG_GRAD_RETAIN_GRAPH 1   /* keep the saved tensors (retain_graph) */
 #define CG_GRAD_CREATE_GRAPH 2   /* record the backward; implies retain */
 /* The most inputs cg_grad and cg_hvp take in one call. */
@@ -818,19 +825,32 @@ char *cg_graph_dot(const cg_tensor *t);
  *     cg_avg_pool2d, cg_adaptive_avg_pool2d (the op on the tangent);
  *   the nodes of a create_graph backward's composites ("gather_grad",
  *     "gelu_grad", the pools' "<pool>_grad", "conv_wgrad"), so every op
- *     with a double backward supports forward over reverse (cg_hvp_fwd).
- * Every other op (the recurrent layers, custom ops) fails with
- * CG_EUNSUPPORTED naming the op when an input has a tangent - a tangent
- * is never dropped silently - and works as before when none has.
- * cg_detach drops the tangent (its result has none); ops that return
- * their input itself (cg_contiguous of a contiguous tensor, cg_dropout in
- * eval mode, cg_to_dtype to the same dtype) return it with its tangent.
+ *     with a double backward supports forward over reverse (cg_hvp_fwd);
+ *   the recurrent layers (cg_rnn_forward: RNN tanh and relu, LSTM, GRU;
+ *     every configuration: layers, directions, initial states or none,
+ *     lengths, the fused and the GEMM path, 16-bit): the tangents of the
+ *     output, h_n and c_n along the tangents of x, h0, c0 and of the
+ *     parameter tensors the layer runs on (which have one only when they
+ *     are duals; this release has no public call that gives a module's
+ *     parameter a tangent).
+ * Every other op (custom ops) fails with CG_EUNSUPPORTED naming the op
+ * when an input has a tangent - a tangent is never dropped silently - and
+ * works as before when none has.  cg_detach drops the tangent (its
+ * result has none); ops that return their input itself (cg_contiguous of
+ * a contiguous tensor, cg_dropout in eval mode, cg_to_dtype to the same
+ * dtype) return it with its tangent.
  *
  * How tangents are computed, in this release: with the public ops
  * (composites, no launch of their own but max pooling's gather), in
  * no-grad mode - a tangent never records into the reverse graph and
- * never requires grad.  No op computes
- * its tangent in the primal's launch yet.  The elementwise ops, dropout
+ * never requires grad.  No op computes its tangent in the primal's
+ * launch yet.  The recurrent layers compute theirs in the layer's own
+ * call, right after the primal's steps: the tangent of a recurrence is a
+ * recurrence, run as GEMMs for the input projection's tangent and the
+ * weight tangents' products over all steps, then one fused tangent step
+ * launch per time step and direction (kernels/rnn.cl's lstm_jvp,
+ * gru_jvp, rnn_jvp, reading the primal's saved gate activations): about
+ * the cost of a second forward pass.  The elementwise ops, dropout
  * and softmax compute theirs with their backward kernels (their Jacobian
  * is diagonal or symmetric, so J v = J^T v), the losses with their
  * backward kernels applied to ones, times the tangent, summed.  A

@@ -211,6 +211,50 @@ cg__fw_record(cg_tensor *out, const char *op, cg__backward_fn bwd,
 }
 
 /* ------------------------------------------------------------------------
+ * Ops that give their outputs' tangents themselves
+ * ------------------------------------------------------------------------ */
+
+int
+cg__fw_wanted(int ninputs, cg_tensor *const *inputs)
+{
+    int k;
+
+    if (cg__fw_suspended())
+        return 0;
+    for (k = 0; k < ninputs; k++)
+        if (has_tangent(inputs[k]) && inputs[k]->ctx->fwad_level)
+            return 1;
+    return 0;
+}
+
+cg_tensor *
+cg__fw_input_tangent(cg_tensor *t, int *status)
+{
+    *status = t ? materialize(t) : CG_OK;
+    return t && *status == CG_OK ? t->fw_tangent : NULL;
+}
+
+cg__node *
+cg__fw_record_own(cg_tensor *out, const char *op, cg__backward_fn bwd,
+                  int ninputs, cg_tensor *const *inputs, int *status)
+{
+    cg__node *n;
+
+    suspended++;
+    n = cg__record(out, op, bwd, ninputs, inputs, status);
+    suspended--;
+    return n;
+}
+
+void
+cg__fw_attach(cg_tensor *t, cg_tensor *tangent)
+{
+    cg_tensor_free(t->fw_tangent);
+    t->fw_tangent = tangent;
+    fw_link(t);
+}
+
+/* ------------------------------------------------------------------------
  * The public functions
  * ------------------------------------------------------------------------ */
 

@@ -42,6 +42,9 @@ struct cg__node {
      * the node is freed. */
     void *keep;
     void (*keep_unref)(void *keep);
+    /* A layer's composite backward for create_graph (a node with keep set
+     * finds none in lib/ops/grad_graph.c's table), or NULL. */
+    cg__backward_fn backward_graph;
     int out_ndim;
     int64_t out_shape[CG_MAX_DIMS];
     uint64_t seq;                 /* creation order */
@@ -120,6 +123,23 @@ void cg__fw_attach(cg_tensor *t, cg_tensor *tangent);
 /* Drops every tangent of ctx's level and closes it, leaving
  * cg_last_error alone. */
 void cg__fw_close(cg_context *ctx);
+
+/* Ops that compute their outputs' tangents themselves, in their own call
+ * (the recurrent layers: three outputs from one node, and a tangent
+ * recurrence that wants the primal's buffers while they are at hand).
+ * cg__fw_wanted: nonzero when a dual level is open, not suspended, and one
+ * of the inputs has a tangent.  cg__fw_input_tangent: t's tangent at the
+ * level (computed if pending; borrowed), or NULL for none (t NULL, or no
+ * tangent) or on failure (*status).  cg__fw_record_own: cg__record for
+ * the reverse graph alone (no pending tangent, no rule looked up).
+ * cg__fw_attach: gives t (an output of the op) the tangent `tangent`,
+ * taking it over. */
+int cg__fw_wanted(int ninputs, cg_tensor *const *inputs);
+cg_tensor *cg__fw_input_tangent(cg_tensor *t, int *status);
+cg__node *cg__fw_record_own(cg_tensor *out, const char *op,
+                            cg__backward_fn bwd, int ninputs,
+                            cg_tensor *const *inputs, int *status);
+void cg__fw_attach(cg_tensor *t, cg_tensor *tangent);
 
 /* A JVP rule (lib/autograd/jvp.c): from the node the op filled (as for
  * its backward), its output y and its inputs' tangents t[k] (NULL: zero;

@@ -942,9 +942,10 @@ cg__backward_graph_of(const cg__node *n)
 {
     size_t k;
 
-    /* A custom op or a layer (keep set) may carry any name. */
+    /* A custom op or a layer (keep set) may carry any name: a layer that
+     * has a composite names it itself. */
     if (n->keep)
-        return NULL;
+        return n->backward_graph;
     for (k = 0; k < sizeof graph_table / sizeof graph_table[0]; k++)
         if (strcmp(n->op, graph_table[k].op) == 0)
             return graph_table[k].fn;
