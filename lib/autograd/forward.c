@@ -84,13 +84,6 @@ cg__fw_suspend(int on)
     suspended += on ? 1 : -1;
 }
 
-void
-cg__fw_attach(cg_tensor *t, cg_tensor *tangent)
-{
-    t->fw_tangent = cg_tensor_ref(tangent);
-    fw_link(t);
-}
-
 static int
 has_tangent(const cg_tensor *t)
 {

@@ -378,7 +378,7 @@ cg_hvp_fwd(cg_scalar_fn f, void *user, int n, cg_tensor *const *inputs,
                          "open on the context");
     ctx->fwad_level = 1;
     for (j = 0; j < n; j++)
-        cg__fw_attach(inputs[j], v[j]);
+        cg__fw_attach(inputs[j], cg_tensor_ref(v[j]));
     if (!(y = f(n, inputs, user))) {
         status = cg__last_status();
         if (status == CG_OK)

@@ -117,9 +117,6 @@ cg__node *cg__fw_record(cg_tensor *out, const char *op, cg__backward_fn bwd,
 void cg__fw_suspend(int on);
 /* Computes every pending tangent of ctx's level. */
 int cg__fw_flush(cg_context *ctx);
-/* Gives t (no tangent yet, float, in the level of its open context) the
- * tangent `tangent` (a new reference), dropped when the level closes. */
-void cg__fw_attach(cg_tensor *t, cg_tensor *tangent);
 /* Drops every tangent of ctx's level and closes it, leaving
  * cg_last_error alone. */
 void cg__fw_close(cg_context *ctx);
