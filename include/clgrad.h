@@ -1914,6 +1914,16 @@ typedef int (*cg_dp_update_fn)(void *user, int rank, cg_module *m,
 int cg_dp_step(cg_dp *dp, cg_dp_loss_fn loss, cg_dp_update_fn update,
                void *user, float *losses);
 
+/* The mean over every replica of the world of one host value per local
+ * replica, local[0 .. cg_dp_local_count - 1] (their losses, say), into
+ * *mean; across processes a collective call: every rank makes it. */
+int cg_dp_mean(cg_dp *dp, const float *local, double *mean);
+
+/* Gathers n floats from every replica of the world into all[world * n],
+ * in rank order, on every process: local holds the local replicas' n
+ * each, in order.  Across processes a collective call. */
+int cg_dp_gather(cg_dp *dp, const float *local, size_t n, float *all);
+
 /* Copies rank 0's parameters, optimizer state and step counts to every
  * replica: after loading a checkpoint into rank 0's (on resume). */
 int cg_dp_broadcast(cg_dp *dp);

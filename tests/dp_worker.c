@@ -14,6 +14,10 @@
  *   dp_worker compare A B TOL
  *       exits 0 when every parameter of A is within TOL times the
  *       parameter's largest |value| of B's, printing the differences.
+ *   dp_worker ckcompare A B TOL
+ *       exits 0 when every float32 tensor of checkpoint A (clgrad-train's:
+ *       parameters, optimizer state) differs from B's by at most TOL
+ *       relative: the norm of the difference over the norm of B's.
  */
 #include "config.h"
 
@@ -30,7 +34,8 @@ usage(void)
 {
     fprintf(stderr, "usage: dp_worker mpi|local:N sgd|adam STEPS BATCH OUT "
             "[--hid-rank R] [--die-at S]\n"
-            "       dp_worker compare A B TOL\n");
+            "       dp_worker compare A B TOL\n"
+            "       dp_worker ckcompare A B TOL\n");
     return 2;
 }
 
@@ -118,6 +123,59 @@ compare(const char *a_path, const char *b_path, double tol)
     return bad;
 }
 
+static int
+ck_compare(const char *a_path, const char *b_path, double tol)
+{
+    cg_checkpoint *a = cg_checkpoint_load(a_path);
+    cg_checkpoint *b = cg_checkpoint_load(b_path);
+    int i, bad = !a || !b, n = a && b ? cg_checkpoint_num_tensors(a) : 0;
+    double worst = 0;
+
+    if (!bad && n != cg_checkpoint_num_tensors(b))
+        bad = 1;
+    for (i = 0; !bad && i < n; i++) {
+        const char *name = cg_checkpoint_tensor_name(a, i);
+        size_t na = 0, nb = 0, j;
+        cg_dtype dt;
+        const float *x, *y;
+        double scale = 0, err = 0;
+
+        if (cg_checkpoint_tensor_info(a, name, &dt, NULL, NULL) ||
+            dt != CG_F32)
+            continue;
+        x = cg_checkpoint_tensor_data(a, name, &na);
+        y = cg_checkpoint_tensor_data(b, name, &nb);
+        if (!x || !y || na != nb) {
+            fprintf(stderr, "ckcompare: %s differs in size or is missing\n",
+                    name);
+            bad = 1;
+            break;
+        }
+        for (j = 0; j < na / sizeof(float); j++) {
+            double d = (double)x[j] - y[j];
+
+            scale += (double)y[j] * y[j];
+            err += d * d;
+        }
+        scale = sqrt(scale);
+        err = sqrt(err);
+        if (scale > 0 && err / scale > worst)
+            worst = err / scale;
+        if (err > tol * scale) {
+            printf("%s: |diff| %.3g of |value| %.3g\n", name, err, scale);
+            bad = 1;
+        }
+    }
+    if (!a || !b)
+        fprintf(stderr, "dp_worker: %s\n", cg_last_error());
+    else
+        printf("%d tensors, largest relative difference (norm of the "
+               "difference / norm of the tensor) %.3g\n", n, worst);
+    cg_checkpoint_free(a);
+    cg_checkpoint_free(b);
+    return bad;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -131,6 +189,8 @@ main(int argc, char **argv)
 
     if (argc == 5 && strcmp(argv[1], "compare") == 0)
         return compare(argv[2], argv[3], atof(argv[4]));
+    if (argc == 5 && strcmp(argv[1], "ckcompare") == 0)
+        return ck_compare(argv[2], argv[3], atof(argv[4]));
     if (argc < 6)
         return usage();
     mpi = strcmp(argv[1], "mpi") == 0;

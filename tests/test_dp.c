@@ -105,8 +105,8 @@ train(int n, int adam, const cg_dp_options *o, float *got[MAXN][NPARAM],
     ck_assert_int_eq(cg_dp_world_size(dp), n);
     ck_assert_int_eq(cg_dp_local_count(dp), n);
     for (a.step = 0; a.step < STEPS; a.step++) {
-        ck_assert_msg(cg_dp_step(dp, dpm_loss, NULL, &a, losses) == CG_OK, "%s",
-                      TT_ERR);
+        ck_assert_msg(cg_dp_step(dp, dpm_loss, NULL, &a, losses) == CG_OK,
+                      "%s", TT_ERR);
         for (r = 0; r < n; r++)
             ck_assert(isfinite(losses[r]) && losses[r] > 0);
     }
@@ -261,7 +261,8 @@ START_TEST(bad_configurations)
     assert_close(after, before, 0, "after a failed step");
     /* And the next good step works. */
     a.fail_rank = -1;
-    ck_assert_msg(cg_dp_step(dp, dpm_loss, NULL, &a, NULL) == CG_OK, "%s", TT_ERR);
+    ck_assert_msg(cg_dp_step(dp, dpm_loss, NULL, &a, NULL) == CG_OK, "%s",
+                  TT_ERR);
     ck_assert(cg_dp_step(dp, NULL, NULL, &a, NULL) == CG_EINVAL);
     cg_dp_free(dp);
     free_params(before);

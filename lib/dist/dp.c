@@ -928,6 +928,36 @@ cg_dp_step(cg_dp *dp, cg_dp_loss_fn loss, cg_dp_update_fn update,
 }
 
 int
+cg_dp_mean(cg_dp *dp, const float *local, double *mean)
+{
+    double sum = 0;
+    int r, status;
+
+    if (!dp || !local || !mean)
+        return cg__error(CG_EINVAL, "cg_dp_mean: %s is NULL",
+                         !dp ? "dp" : !local ? "local" : "mean");
+    for (r = 0; r < dp->nlocal; r++)
+        sum += local[r];
+    if (dp->mpi && (status = cg__mpi_sum_double(dp, &sum)) != CG_OK)
+        return status;
+    *mean = sum / dp->world;
+    return CG_OK;
+}
+
+int
+cg_dp_gather(cg_dp *dp, const float *local, size_t n, float *all)
+{
+    if (!dp || !local || !all)
+        return cg__error(CG_EINVAL, "cg_dp_gather: %s is NULL",
+                         !dp ? "dp" : !local ? "local" : "all");
+    if (!dp->mpi) {
+        memcpy(all, local, (size_t)dp->nlocal * n * sizeof *all);
+        return CG_OK;
+    }
+    return cg__mpi_allgather(dp, local, n, all);
+}
+
+int
 cg_dp_get_stats(const cg_dp *dp, cg_dp_stats *stats)
 {
     if (!dp || !stats)

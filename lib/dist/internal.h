@@ -87,6 +87,11 @@ int cg__mpi_open(struct cg_dp *dp);
 void cg__mpi_close(struct cg_dp *dp);
 /* Sums n floats across the processes, in place, in a fixed order. */
 int cg__mpi_allreduce(struct cg_dp *dp, float *data, size_t n);
+/* Sums one double across the processes, in place. */
+int cg__mpi_sum_double(struct cg_dp *dp, double *value);
+/* Every process's n floats into all, in rank order. */
+int cg__mpi_allgather(struct cg_dp *dp, const float *local, size_t n,
+                      float *all);
 /* Broadcasts n bytes from rank 0. */
 int cg__mpi_bcast(struct cg_dp *dp, void *data, size_t n);
 /* The lowest of every process's status (CG_OK = 0 is the highest). */

@@ -129,6 +129,31 @@ cg__mpi_allreduce(cg_dp *dp, float *data, size_t n)
 }
 
 int
+cg__mpi_sum_double(cg_dp *dp, double *value)
+{
+    int rc;
+
+    (void)dp;
+    rc = MPI_Allreduce(MPI_IN_PLACE, value, 1, MPI_DOUBLE, MPI_SUM,
+                       MPI_COMM_WORLD);
+    return rc == MPI_SUCCESS ? CG_OK : mpi_error(rc, "cg_dp: MPI_Allreduce");
+}
+
+int
+cg__mpi_allgather(cg_dp *dp, const float *local, size_t n, float *all)
+{
+    int rc;
+
+    (void)dp;
+    if (n > (size_t)2147483647)
+        return cg__error(CG_EINVAL, "cg_dp_gather: %zu floats are too many "
+                         "for one MPI call", n);
+    rc = MPI_Allgather(local, (int)n, MPI_FLOAT, all, (int)n, MPI_FLOAT,
+                       MPI_COMM_WORLD);
+    return rc == MPI_SUCCESS ? CG_OK : mpi_error(rc, "cg_dp: MPI_Allgather");
+}
+
+int
 cg__mpi_bcast(cg_dp *dp, void *data, size_t n)
 {
     char *p = data;
@@ -184,6 +209,24 @@ cg__mpi_allreduce(cg_dp *dp, float *data, size_t n)
     (void)dp;
     (void)data;
     (void)n;
+    return cg__error(CG_EUNSUPPORTED, "MPI: built without MPI");
+}
+
+int
+cg__mpi_sum_double(cg_dp *dp, double *value)
+{
+    (void)dp;
+    (void)value;
+    return cg__error(CG_EUNSUPPORTED, "MPI: built without MPI");
+}
+
+int
+cg__mpi_allgather(cg_dp *dp, const float *local, size_t n, float *all)
+{
+    (void)dp;
+    (void)local;
+    (void)n;
+    (void)all;
     return cg__error(CG_EUNSUPPORTED, "MPI: built without MPI");
 }
 
