@@ -1908,6 +1908,127 @@ int cg_clip_grad_norm(cg_tensor *const *params, int n, double max_norm,
 int cg_clip_grad_value(cg_tensor *const *params, int n, double clip);
 
 /* ------------------------------------------------------------------------
+ * Data parallelism, as torch.nn.parallel.DistributedDataParallel
+ *
+ * A cg_dp trains one model as replicas, one per device: each replica
+ * computes the gradients of its shard of the batch, the gradients are
+ * averaged across all replicas, and each replica's optimizer then takes
+ * the same step, so the replicas stay equal and training equals one device
+ * on the whole batch, to rounding.  Gradients travel in buckets, in
+ * reverse parameter order (the order backward makes them; the first
+ * bucket is small so that communication starts early): a bucket's
+ * reduction starts as soon as backward has made all of its gradients on
+ * every replica, while backward goes on with the earlier layers.  The
+ * reduction order is fixed, so a run gives the same result every time for
+ * a world size.
+ *
+ * Replicas live in one process (cg_dp_new: a context per device, one host
+ * thread driving each, gradients summed in host memory) or one per process
+ * across processes and machines (cg_dp_new_mpi, in a clgrad configured
+ * with MPI; launched with mpirun).  The world size is the number of
+ * replicas in all; a replica's rank its place among them.
+ * ------------------------------------------------------------------------ */
+typedef struct cg_dp cg_dp;
+
+typedef struct cg_dp_options {
+    double bucket_mb;       /* a bucket's size in MiB (0: 25) */
+    double first_bucket_mb; /* the first bucket's (0: 1) */
+} cg_dp_options;
+
+/* A data-parallel model of n in-process replicas (1 <= n <= CG_DP_MAX):
+ * replicas[i] is a module on its own context and opts[i] an optimizer
+ * over cg_module_params(replicas[i]), in that order.  The replicas must
+ * have the same parameters (count, names, shapes; float32); replica 0's
+ * parameter values, optimizer state and step counts are copied to the
+ * others (cg_dp_broadcast).  Mismatched replicas give CG_ESHAPE naming the
+ * first parameter that differs, a context used twice CG_ECONTEXT, a
+ * 16-bit parameter CG_EDTYPE.  The modules and optimizers stay the
+ * caller's: free them after cg_dp_free, and use them only between
+ * cg_dp calls.  opts may be NULL (defaults). */
+#define CG_DP_MAX 16
+cg_dp *cg_dp_new(int n, cg_module *const *replicas,
+                 cg_optimizer *const *opts, const cg_dp_options *options);
+
+/* The same with one replica per process: module and optimizer are this
+ * process's, on the device of its choice (by its local rank, say).  Every
+ * process of MPI_COMM_WORLD calls it; MPI is initialised here (thread
+ * level MPI_THREAD_MULTIPLE) unless the program has done so.  Rank 0's
+ * parameters and optimizer state are sent to the others; a process whose
+ * parameters differ in count or shapes from rank 0's makes every process
+ * fail with CG_ESHAPE.  CG_EUNSUPPORTED in a clgrad built without MPI. */
+cg_dp *cg_dp_new_mpi(cg_module *module, cg_optimizer *opt,
+                     const cg_dp_options *options);
+
+/* Waits for and frees the data-parallel state (not the modules or
+ * optimizers).  NULL is ignored.  After the last MPI one, MPI is finalised
+ * if cg_dp_new_mpi initialised it. */
+void cg_dp_free(cg_dp *dp);
+
+/* The number of replicas in all processes, this process's first replica's
+ * rank (0 in-process), and the number of replicas in this process. */
+int cg_dp_world_size(const cg_dp *dp);
+int cg_dp_rank(const cg_dp *dp);
+int cg_dp_local_count(const cg_dp *dp);
+
+/* Computes replica `rank`'s loss on its shard: a new one-element float32
+ * tensor on m's context, stored in *loss (cg_dp_step frees it); returns
+ * CG_OK or an error status.  Called for every local replica at once, each
+ * from its own host thread, which may use only that replica's context
+ * (its module, its tensors).  user is cg_dp_step's. */
+typedef int (*cg_dp_loss_fn)(void *user, int rank, cg_module *m,
+                             cg_tensor **loss);
+
+/* Updates replica `rank` once its gradients are averaged: what a
+ * training loop does between backward and the next step (clip the
+ * gradients, step a cg_grad_scaler, then the optimizer).  Called like the
+ * loss function, from the replica's thread.  user is cg_dp_step's. */
+typedef int (*cg_dp_update_fn)(void *user, int rank, cg_module *m,
+                               cg_optimizer *opt);
+
+/* One training step: drops the replicas' gradients, calls loss for each
+ * local replica, runs backward, averages every gradient over the world
+ * (in buckets, overlapping backward), then updates each replica: update
+ * (NULL: cg_optim_step of its optimizer).  A parameter that got no
+ * gradient on a replica counts as a zero gradient there.  losses, if not
+ * NULL, receives each local replica's loss (cg_dp_local_count values;
+ * one wait).  An error on any replica (the loss function's, backward's)
+ * is returned naming the replica, and then no replica is updated. */
+int cg_dp_step(cg_dp *dp, cg_dp_loss_fn loss, cg_dp_update_fn update,
+               void *user, float *losses);
+
+/* The mean over every replica of the world of one host value per local
+ * replica, local[0 .. cg_dp_local_count - 1] (their losses, say), into
+ * *mean; across processes a collective call: every rank makes it. */
+int cg_dp_mean(cg_dp *dp, const float *local, double *mean);
+
+/* Gathers n floats from every replica of the world into all[world * n],
+ * in rank order, on every process: local holds the local replicas' n
+ * each, in order.  Across processes a collective call. */
+int cg_dp_gather(cg_dp *dp, const float *local, size_t n, float *all);
+
+/* Copies rank 0's parameters, optimizer state and step counts to every
+ * replica: after loading a checkpoint into rank 0's (on resume). */
+int cg_dp_broadcast(cg_dp *dp);
+
+/* What the last cg_dp_step communicated, and when (for one local replica;
+ * host times in seconds). */
+typedef struct cg_dp_stats {
+    int world_size;
+    int buckets;              /* buckets per step */
+    int params;               /* parameters (gradient tensors) */
+    double bytes;             /* gradient bytes each replica sent */
+    double reduce_s;          /* time spent reducing buckets */
+    double exposed_s;         /* of which after backward had returned on
+                               * every local replica: not hidden */
+    /* Overlap, by queue order: backward's launches on replica 0's queue,
+     * and how many of them had been queued when the first bucket's read
+     * was queued (less than all: it ran while backward went on). */
+    int backward_launches;
+    int first_bucket_after;
+} cg_dp_stats;
+int cg_dp_get_stats(const cg_dp *dp, cg_dp_stats *stats);
+
+/* ------------------------------------------------------------------------
  * Dynamic loss scaling, as torch.cuda.amp.GradScaler
  *
  *     loss = ...;  scaled = cg_grad_scaler_scale(sc, loss);

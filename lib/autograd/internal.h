@@ -94,6 +94,16 @@ int cg__backward_walk(cg_tensor *root, cg_tensor *grad_output,
                       int retain_graph, int create_graph, int ninputs,
                       cg_tensor *const *inputs, cg_tensor **grads);
 
+/* Sets ctx's leaf-gradient hook (NULL: none): during a cg_backward or
+ * cg_backward_ex of a graph on ctx (not cg_grad's, whose gradients go
+ * elsewhere), fn(user, leaf) runs once for each leaf that gets a
+ * gradient, as soon as the last node that adds to it has run (its grad
+ * then holds the complete gradient, queued but perhaps not computed yet);
+ * in the calling thread, so it may enqueue work after it.  A leaf that
+ * gets no gradient gets no call.  Costs nothing while unset. */
+void cg__set_grad_ready(cg_context *ctx,
+                        void (*fn)(void *user, cg_tensor *leaf), void *user);
+
 /* Nonzero while cg_backward runs backward functions. */
 int cg__in_backward(void);
 /* Nonzero while the innermost backward running is a create_graph one

@@ -126,6 +126,11 @@ struct cg_context {
      * fw_prev / fw_next, so that closing the level drops every tangent. */
     int fwad_level;
     cg_tensor *fwad_list;
+    /* The leaf-gradient hook (lib/autograd's, set by lib/dist through
+     * cg__set_grad_ready; lib/cl never looks at it): cg_backward calls it
+     * once a leaf's gradient is complete, while backward goes on. */
+    void (*grad_ready)(void *user, cg_tensor *leaf);
+    void *grad_ready_user;
 };
 
 /* A context on the device opts selects (NULL: the default), without
