@@ -10,7 +10,8 @@
  *       local:N: N replicas in this process, on devices 0..N-1 (device 0
  *       for all when there is only one).  BATCH is the global batch.
  *       Options: --hid-rank R (rank R builds a wider model), --die-at S
- *       (rank 1 kills itself with SIGKILL at step S).
+ *       (rank 1 kills itself with SIGKILL at step S), --fail-at S (rank
+ *       1's loss fails at step S).
  *   dp_worker compare A B TOL
  *       exits 0 when every parameter of A is within TOL times the
  *       parameter's largest |value| of B's, printing the differences.
@@ -33,7 +34,7 @@ static int
 usage(void)
 {
     fprintf(stderr, "usage: dp_worker mpi|local:N sgd|adam STEPS BATCH OUT "
-            "[--hid-rank R] [--die-at S]\n"
+            "[--hid-rank R] [--die-at S] [--fail-at S]\n"
             "       dp_worker compare A B TOL\n"
             "       dp_worker ckcompare A B TOL\n");
     return 2;
@@ -185,6 +186,7 @@ main(int argc, char **argv)
     cg_dp *dp = NULL;
     dpm_arg a = { 0, 0, -1 };
     int n = 1, mpi, adam, steps, batch, hid_rank = -1, die_at = -1;
+    int fail_at = -1;
     int i, rank, status = 1, count = 0;
 
     if (argc == 5 && strcmp(argv[1], "compare") == 0)
@@ -205,6 +207,8 @@ main(int argc, char **argv)
             hid_rank = atoi(argv[i + 1]);
         else if (strcmp(argv[i], "--die-at") == 0)
             die_at = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--fail-at") == 0)
+            fail_at = atoi(argv[i + 1]);
         else
             return usage();
     }
@@ -246,6 +250,7 @@ main(int argc, char **argv)
     for (a.step = 0; a.step < steps; a.step++) {
         if (a.step == die_at && cg_dp_rank(dp) == 1)
             raise(SIGKILL);
+        a.fail_rank = a.step == fail_at ? 1 : -1;
         if (cg_dp_step(dp, dpm_loss, NULL, &a, NULL) != CG_OK)
             goto out;
     }

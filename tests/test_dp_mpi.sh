@@ -78,6 +78,15 @@ case $out in
 *) fail "mismatched model: rank 0 did not say so: '$out'" ;;
 esac
 
+# A rank whose step fails: every rank stops with the reason.
+out=$(run 2 sgd 10 32 "$tmp/failed" --fail-at 4 2>&1)
+[ $? -ne 0 ] || fail "failed step: exit status 0"
+case $out in
+*"replica 1:"*"another rank failed"*|*"another rank failed"*"replica 1:"*) ;;
+*) fail "failed step: '$out' lacks a rank's reason or the other's" ;;
+esac
+[ -e "$tmp/failed" ] && fail "failed step: a result was written"
+
 # A rank killed mid-run: the job ends, non-zero.
 run 2 sgd 20 32 "$tmp/killed" --die-at 5 >"$tmp/killed.log" 2>&1
 status=$?

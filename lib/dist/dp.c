@@ -617,6 +617,18 @@ fail(cg__replica *rep, int status)
     snprintf(rep->error, sizeof rep->error, "%s", cg_last_error());
 }
 
+/* A message of cg_last_error's without its leading status name, to be
+ * raised again on another thread. */
+static const char *
+unprefixed(int status, const char *msg)
+{
+    const char *name = cg_status_name(status);
+    size_t n = strlen(name);
+
+    return strncmp(msg, name, n) == 0 && msg[n] == ':' && msg[n + 1] == ' '
+           ? msg + n + 2 : msg;
+}
+
 /* Replica 0's thread, once every local replica is done with backward
  * and every bucket is back: the step's verdict (the first failure of a
  * replica or of the communication, else across processes the lowest
@@ -635,7 +647,8 @@ agree(cg_dp *dp)
             status = cg__error(dp->rep[r].status, "cg_dp_step: replica "
                                "%d: %s", dp->rank + r, dp->rep[r].error);
     if (status == CG_OK && dp->comm_status != CG_OK)
-        status = cg__error(dp->comm_status, "%s", dp->comm_error);
+        status = cg__error(dp->comm_status, "%s",
+                           unprefixed(dp->comm_status, dp->comm_error));
     if (dp->mpi) {
         int st = cg__mpi_agree(dp, status, &all);
 
@@ -710,8 +723,10 @@ replica_main(void *arg)
     cg_tensor_free(loss);
     /* Every bucket back; then, when every replica of every process
      * succeeded, the update (queued after the writes). */
+    /* Across processes every bucket's collective runs even after a
+     * failure, and the verdict's collective must come after them all. */
     pthread_mutex_lock(&dp->lock);
-    while (dp->done < dp->nbuckets && !dp->failed)
+    while (dp->done < dp->nbuckets && (!dp->failed || dp->mpi))
         pthread_cond_wait(&dp->cond, &dp->lock);
     dp->finished++;
     pthread_cond_broadcast(&dp->cond);
@@ -770,7 +785,7 @@ reduce_bucket(cg_dp *dp, int b)
     float scale = 1.0f / (float)dp->world;
     float *out;
     size_t j;
-    int r, err, status;
+    int r, err, status, failed;
 
     for (r = 0; r < dp->nlocal; r++) {
         cl_event ev = dp->rep[r].read[b];
@@ -796,6 +811,13 @@ reduce_bucket(cg_dp *dp, int b)
     if (dp->mpi &&
         (status = cg__mpi_allreduce(dp, out, bk->floats)) != CG_OK)
         return status;
+    /* After a failure (across processes, where the collectives still
+     * run) the gradients may be missing: nothing goes back. */
+    pthread_mutex_lock(&dp->lock);
+    failed = dp->failed;
+    pthread_mutex_unlock(&dp->lock);
+    if (failed)
+        return CG_OK;
     if (dp->world > 1)
         for (j = 0; j < bk->floats; j++)
             out[j] *= scale;
@@ -914,7 +936,8 @@ cg_dp_step(cg_dp *dp, cg_dp_loss_fn loss, cg_dp_update_fn update,
     pthread_join(comm, NULL);
     step_stats(dp);
     if (dp->verdict != CG_OK)
-        return cg__error(dp->verdict, "%s", dp->verdict_error);
+        return cg__error(dp->verdict, "%s",
+                         unprefixed(dp->verdict, dp->verdict_error));
     /* An update that failed (the replicas may now differ). */
     for (r = 0; r < dp->nlocal && status == CG_OK; r++)
         if (dp->rep[r].status != CG_OK)
