@@ -674,21 +674,37 @@ int cg_backward(cg_tensor *root, cg_tensor *grad_output, int retain_graph);
  *   gathers: cg_embedding, cg_index_select (their gradient, a scatter-add,
  *     is recorded as a node "gather_grad" whose backward gathers again;
  *     gelu's derivative likewise as "gelu_grad");
- *   softmax, log_softmax, layer_norm (with or without weight and bias);
+ *   softmax, log_softmax, layer_norm (with or without weight and bias),
+ *     batch_norm (training: the batch statistics differentiated too;
+ *     evaluation: the running statistics constants);
+ *   pools: max_pool2d, avg_pool2d, adaptive_avg_pool2d (their gradient,
+ *     linear in g, is recorded as a node "<pool>_grad" whose backward is
+ *     the pool again, with the forward's argmax for max pooling, whose
+ *     second derivative in x is zero as in PyTorch);
+ *   convolutions: conv1d, conv2d, conv_transpose2d (the input gradient is
+ *     recorded as the other kind of convolution with the same weight,
+ *     the weight gradient as a node "conv_wgrad" whose backward is the
+ *     two convolutions again, the bias gradient as a sum);
  *   losses: cross_entropy (ignore_index and label smoothing included),
  *     nll_loss, mse_loss, bce_with_logits;
+ *   the recurrent layers (cg_rnn_forward: RNN tanh and relu, LSTM, GRU;
+ *     layers, directions, initial states): their fused step kernels have
+ *     no backward of their own, so a create_graph backward through a
+ *     layer's node ("rnn_layer") takes a fallback - the layer's forward
+ *     recomputed from the node's inputs with recorded ops, then
+ *     backpropagation through time with recorded ops (tens of launches
+ *     per time step where the kernels take one; only for create_graph).
  *   Fourier transforms: cg_fft, cg_ifft, cg_rfft, cg_irfft and the 2-D
  *     ones made of them (their gradient, the adjoint transform, is
  *     recorded as "fft_adjoint" ...); the complex helpers cg_complex_mul
  *     and cg_complex_conj (made of the ops above).
  * Not yet (a create_graph backward reaching one fails with CG_EUNSUPPORTED
  * naming the op, before any gradient is computed, and changes nothing):
- * pow with a tensor exponent, batch_norm, the convolutions,
- * the pooling ops, custom ops, and the fused kernels of the recurrent
- * layers (RNN, LSTM, GRU: one "rnn_layer" node over fused step kernels,
- * which have no composite form yet).  The losses above run fused kernels
- * too, but each has its composite form; the optimizers' fused updates
- * record no graph and take no part in differentiation. */
+ * pow with a tensor exponent, custom ops, and a recurrent layer run
+ * with variable lengths (its "rnn_layer" node has no composite form
+ * yet).  The losses above run fused kernels too, but each has its
+ * composite form; the optimizers' fused updates record no graph and take
+ * no part in differentiation. */
 #define CG_GRAD_RETAIN_GRAPH 1   /* keep the saved tensors (retain_graph) */
 #define CG_GRAD_CREATE_GRAPH 2   /* record the backward; implies retain */
 /* The most inputs cg_grad and cg_hvp take in one call. */
@@ -746,6 +762,23 @@ typedef cg_tensor *(*cg_scalar_fn)(int n, cg_tensor *const *inputs,
 int cg_hvp(cg_scalar_fn f, void *user, int n, cg_tensor *const *inputs,
            cg_tensor *const *v, cg_tensor **hv, cg_tensor **value);
 
+/* cg_hvp by forward over reverse (JAX's jvp of grad): the same H v, with
+ * the same arguments, ownership and errors, computed as the tangent of
+ * grad f when inputs[j] carry the tangents v[j]: a dual level is opened
+ * on the inputs' context (CG_ESTATE if one is already open), the inputs
+ * themselves get the tangents for the call (so f may reach them through
+ * a model), one cg_grad with create_graph runs - whose composite
+ * backward is made of ops with JVP rules, so the gradients get tangents -
+ * and the level is closed (every tangent dropped) before returning.  One
+ * backward pass instead of cg_hvp's two, each op of it also computing a
+ * tangent; every op f uses needs a double backward and every op of the
+ * composites a JVP rule (both hold for the ops listed with a double
+ * backward above; else CG_EUNSUPPORTED naming the op).  The inputs must
+ * be distinct tensors (CG_EINVAL), of one context (CG_ECONTEXT), without
+ * tangents. */
+int cg_hvp_fwd(cg_scalar_fn f, void *user, int n, cg_tensor *const *inputs,
+               cg_tensor *const *v, cg_tensor **hv, cg_tensor **value);
+
 /* No-grad mode for this thread, nestable: ops record nothing while it is
  * entered. */
 void cg_no_grad_enter(void);
@@ -779,19 +812,35 @@ char *cg_graph_dot(const cg_tensor *t);
  *     cg_mul_scalar, cg_pow_scalar, cg_neg, cg_exp, cg_log, cg_sqrt,
  *     cg_abs, cg_clamp, cg_tanh, cg_sigmoid, cg_relu, cg_leaky_relu,
  *     cg_gelu, cg_dropout (the same mask), cg_to_dtype;
- *   reductions: cg_sum, cg_mean, cg_var;
+ *   reductions: cg_sum, cg_mean, cg_var, cg_max (so the values of
+ *     cg_max_dim and cg_min_dim: the tangent at the extreme element);
  *   products: cg_matmul, cg_matmul_t, cg_matmul_out, the linear layer;
  *   cg_softmax, cg_log_softmax; the losses cg_cross_entropy,
  *     cg_nll_loss, cg_mse_loss, cg_bce_with_logits;
  *   views and joins: cg_reshape, cg_flatten, cg_squeeze, cg_unsqueeze,
  *     cg_contiguous, cg_expand, cg_transpose, cg_permute, cg_narrow,
  *     cg_split, cg_split_chunks, cg_concat, cg_stack; cg_embedding (the
- *     weight's tangent);
- *   Fourier transforms: cg_fft, cg_ifft, cg_rfft, cg_irfft, the 2-D ones,
- *     cg_complex_mul and cg_complex_conj.
- * Every other op (cg_max, cg_max_dim, cg_min_dim, cg_index_select,
- * cg_layer_norm, cg_batch_norm, the convolutions, the pools, the
- * recurrent layers, custom ops, cg_complex_abs, cg_complex_angle) fails
+ *     weight's tangent), cg_index_select;
+ *   cg_layer_norm; cg_batch_norm (in training the batch statistics'
+ *     tangents too; in evaluation the running statistics are constants);
+ *   cg_conv1d, cg_conv2d, cg_conv_transpose2d (conv(tx, w) + conv(x, tw)
+ *     + tb, each a convolution of the op's geometry);
+ *   cg_max_pool2d (the tangent at each window's argmax, one launch),
+ *     cg_avg_pool2d, cg_adaptive_avg_pool2d (the op on the tangent);
+ *   the nodes of a create_graph backward's composites ("gather_grad",
+ *     "gelu_grad", the pools' "<pool>_grad", "conv_wgrad"), so every op
+ *     with a double backward supports forward over reverse (cg_hvp_fwd);
+ *   the recurrent layers (cg_rnn_forward: RNN tanh and relu, LSTM, GRU;
+ *     every configuration: layers, directions, initial states or none,
+ *     lengths, the fused and the GEMM path, 16-bit): the tangents of the
+ *     output, h_n and c_n along the tangents of x, h0, c0 and of the
+ *     parameter tensors the layer runs on (which have one only when they
+ *     are duals; this release has no public call that gives a module's
+ *     parameter a tangent);
+ *   Fourier transforms: cg_fft, cg_ifft, cg_rfft, cg_irfft, the 2-D ones
+ *     and their adjoints ("fft_adjoint" ...), cg_complex_mul and
+ *     cg_complex_conj.
+ * Every other op (custom ops, cg_complex_abs, cg_complex_angle) fails
  * with CG_EUNSUPPORTED naming the op when an input has a tangent - a
  * tangent is never dropped silently - and works as before when none has.
  * cg_detach drops the tangent (its result has none); ops that return
@@ -800,9 +849,16 @@ char *cg_graph_dot(const cg_tensor *t);
  * tangent.
  *
  * How tangents are computed, in this release: with the public ops
- * (composites, no launch of their own), in no-grad mode - a tangent never
- * records into the reverse graph and never requires grad.  No op computes
- * its tangent in the primal's launch yet.  The elementwise ops, dropout
+ * (composites, no launch of their own but max pooling's gather), in
+ * no-grad mode - a tangent never records into the reverse graph and
+ * never requires grad.  No op computes its tangent in the primal's
+ * launch yet.  The recurrent layers compute theirs in the layer's own
+ * call, right after the primal's steps: the tangent of a recurrence is a
+ * recurrence, run as GEMMs for the input projection's tangent and the
+ * weight tangents' products over all steps, then one fused tangent step
+ * launch per time step and direction (kernels/rnn.cl's lstm_jvp,
+ * gru_jvp, rnn_jvp, reading the primal's saved gate activations): about
+ * the cost of a second forward pass.  The elementwise ops, dropout
  * and softmax compute theirs with their backward kernels (their Jacobian
  * is diagonal or symmetric, so J v = J^T v), the losses with their
  * backward kernels applied to ones, times the tangent, summed.  A
@@ -812,8 +868,11 @@ char *cg_graph_dot(const cg_tensor *t);
  * cg_jvp.  Until then the op keeps references to its inputs, as a
  * recorded node does; an input written in place in between (cg_tensor_
  * write, an optimizer step) gives a tangent of the new values.  Reverse
- * mode still works inside a level: ops record their graph as usual, but
- * backward functions propagate no tangents (no forward-over-reverse yet).
+ * mode still works inside a level: ops record their graph as usual; a
+ * plain backward propagates no tangents (its kernel-level backward
+ * functions record nothing), while a backward with CG_GRAD_CREATE_GRAPH
+ * runs composites of ops with JVP rules, so the gradients it makes carry
+ * tangents: the JVP of the gradient (forward over reverse, cg_hvp_fwd).
  * ------------------------------------------------------------------------ */
 
 /* Opens a dual level on ctx.  One level at a time: a second
@@ -877,6 +936,30 @@ typedef int (*cg_jvp_fn)(void *user, int n_inputs, cg_tensor *const *inputs,
 int cg_jvp(cg_context *ctx, cg_jvp_fn fn, void *user, int n_inputs,
            cg_tensor *const *inputs, cg_tensor *const *tangents,
            int n_outputs, cg_tensor **outputs, cg_tensor **out_tangents);
+
+/* The vector-Jacobian product of fn at inputs with cotangents, as
+ * torch.autograd.functional.vjp: in_grads[k] = sum_j J_jk^T
+ * cotangents[j], J_jk the Jacobian of output j with respect to input k,
+ * by reverse mode.  fn is a cg_jvp_fn (see above); it is run once, in
+ * grad mode, on new leaves that share the inputs' storage and require
+ * grad (so the inputs' own graphs and grads are left alone; parameters
+ * fn reaches through `user` are not differentiated and their grad does
+ * not change).  cotangents[j] has output j's shape and dtype (CG_ESHAPE
+ * otherwise, found after fn ran), NULL only for an int32 output (no
+ * term; NULL for a float output is CG_EINVAL).  in_grads[k] receives a
+ * new tensor of input k's shape and dtype (zeros where no output depends
+ * on it); outputs[j], if outputs is not NULL, output j itself, detached
+ * from any graph.  The caller owns every tensor stored; inputs and
+ * cotangents are borrowed.  inputs must be float32, float16 or bfloat16
+ * (CG_EDTYPE); n_inputs and n_outputs 1..CG_JVP_MAX (CG_EINVAL); tensors
+ * of another context give CG_ECONTEXT; called in no-grad mode,
+ * CG_ESTATE.  The gradients have no graph (no create_graph).  On any
+ * error - fn's own status included, returned as it is - nothing is
+ * stored and everything made is freed. */
+int cg_vjp(cg_context *ctx, cg_jvp_fn fn, void *user, int n_inputs,
+           cg_tensor *const *inputs, int n_outputs,
+           cg_tensor *const *cotangents, cg_tensor **outputs,
+           cg_tensor **in_grads);
 
 /* ------------------------------------------------------------------------
  * Ops.  Each returns a new tensor (caller owns) or NULL on error.
@@ -1922,6 +2005,127 @@ int cg_clip_grad_norm(cg_tensor *const *params, int n, double max_norm,
  * Both take float32, float16 and bfloat16 gradients (16-bit ones are
  * read and written in their dtype; the norm is accumulated in float32). */
 int cg_clip_grad_value(cg_tensor *const *params, int n, double clip);
+
+/* ------------------------------------------------------------------------
+ * Data parallelism, as torch.nn.parallel.DistributedDataParallel
+ *
+ * A cg_dp trains one model as replicas, one per device: each replica
+ * computes the gradients of its shard of the batch, the gradients are
+ * averaged across all replicas, and each replica's optimizer then takes
+ * the same step, so the replicas stay equal and training equals one device
+ * on the whole batch, to rounding.  Gradients travel in buckets, in
+ * reverse parameter order (the order backward makes them; the first
+ * bucket is small so that communication starts early): a bucket's
+ * reduction starts as soon as backward has made all of its gradients on
+ * every replica, while backward goes on with the earlier layers.  The
+ * reduction order is fixed, so a run gives the same result every time for
+ * a world size.
+ *
+ * Replicas live in one process (cg_dp_new: a context per device, one host
+ * thread driving each, gradients summed in host memory) or one per process
+ * across processes and machines (cg_dp_new_mpi, in a clgrad configured
+ * with MPI; launched with mpirun).  The world size is the number of
+ * replicas in all; a replica's rank its place among them.
+ * ------------------------------------------------------------------------ */
+typedef struct cg_dp cg_dp;
+
+typedef struct cg_dp_options {
+    double bucket_mb;       /* a bucket's size in MiB (0: 25) */
+    double first_bucket_mb; /* the first bucket's (0: 1) */
+} cg_dp_options;
+
+/* A data-parallel model of n in-process replicas (1 <= n <= CG_DP_MAX):
+ * replicas[i] is a module on its own context and opts[i] an optimizer
+ * over cg_module_params(replicas[i]), in that order.  The replicas must
+ * have the same parameters (count, names, shapes; float32); replica 0's
+ * parameter values, optimizer state and step counts are copied to the
+ * others (cg_dp_broadcast).  Mismatched replicas give CG_ESHAPE naming the
+ * first parameter that differs, a context used twice CG_ECONTEXT, a
+ * 16-bit parameter CG_EDTYPE.  The modules and optimizers stay the
+ * caller's: free them after cg_dp_free, and use them only between
+ * cg_dp calls.  opts may be NULL (defaults). */
+#define CG_DP_MAX 16
+cg_dp *cg_dp_new(int n, cg_module *const *replicas,
+                 cg_optimizer *const *opts, const cg_dp_options *options);
+
+/* The same with one replica per process: module and optimizer are this
+ * process's, on the device of its choice (by its local rank, say).  Every
+ * process of MPI_COMM_WORLD calls it; MPI is initialised here (thread
+ * level MPI_THREAD_MULTIPLE) unless the program has done so.  Rank 0's
+ * parameters and optimizer state are sent to the others; a process whose
+ * parameters differ in count or shapes from rank 0's makes every process
+ * fail with CG_ESHAPE.  CG_EUNSUPPORTED in a clgrad built without MPI. */
+cg_dp *cg_dp_new_mpi(cg_module *module, cg_optimizer *opt,
+                     const cg_dp_options *options);
+
+/* Waits for and frees the data-parallel state (not the modules or
+ * optimizers).  NULL is ignored.  After the last MPI one, MPI is finalised
+ * if cg_dp_new_mpi initialised it. */
+void cg_dp_free(cg_dp *dp);
+
+/* The number of replicas in all processes, this process's first replica's
+ * rank (0 in-process), and the number of replicas in this process. */
+int cg_dp_world_size(const cg_dp *dp);
+int cg_dp_rank(const cg_dp *dp);
+int cg_dp_local_count(const cg_dp *dp);
+
+/* Computes replica `rank`'s loss on its shard: a new one-element float32
+ * tensor on m's context, stored in *loss (cg_dp_step frees it); returns
+ * CG_OK or an error status.  Called for every local replica at once, each
+ * from its own host thread, which may use only that replica's context
+ * (its module, its tensors).  user is cg_dp_step's. */
+typedef int (*cg_dp_loss_fn)(void *user, int rank, cg_module *m,
+                             cg_tensor **loss);
+
+/* Updates replica `rank` once its gradients are averaged: what a
+ * training loop does between backward and the next step (clip the
+ * gradients, step a cg_grad_scaler, then the optimizer).  Called like the
+ * loss function, from the replica's thread.  user is cg_dp_step's. */
+typedef int (*cg_dp_update_fn)(void *user, int rank, cg_module *m,
+                               cg_optimizer *opt);
+
+/* One training step: drops the replicas' gradients, calls loss for each
+ * local replica, runs backward, averages every gradient over the world
+ * (in buckets, overlapping backward), then updates each replica: update
+ * (NULL: cg_optim_step of its optimizer).  A parameter that got no
+ * gradient on a replica counts as a zero gradient there.  losses, if not
+ * NULL, receives each local replica's loss (cg_dp_local_count values;
+ * one wait).  An error on any replica (the loss function's, backward's)
+ * is returned naming the replica, and then no replica is updated. */
+int cg_dp_step(cg_dp *dp, cg_dp_loss_fn loss, cg_dp_update_fn update,
+               void *user, float *losses);
+
+/* The mean over every replica of the world of one host value per local
+ * replica, local[0 .. cg_dp_local_count - 1] (their losses, say), into
+ * *mean; across processes a collective call: every rank makes it. */
+int cg_dp_mean(cg_dp *dp, const float *local, double *mean);
+
+/* Gathers n floats from every replica of the world into all[world * n],
+ * in rank order, on every process: local holds the local replicas' n
+ * each, in order.  Across processes a collective call. */
+int cg_dp_gather(cg_dp *dp, const float *local, size_t n, float *all);
+
+/* Copies rank 0's parameters, optimizer state and step counts to every
+ * replica: after loading a checkpoint into rank 0's (on resume). */
+int cg_dp_broadcast(cg_dp *dp);
+
+/* What the last cg_dp_step communicated, and when (for one local replica;
+ * host times in seconds). */
+typedef struct cg_dp_stats {
+    int world_size;
+    int buckets;              /* buckets per step */
+    int params;               /* parameters (gradient tensors) */
+    double bytes;             /* gradient bytes each replica sent */
+    double reduce_s;          /* time spent reducing buckets */
+    double exposed_s;         /* of which after backward had returned on
+                               * every local replica: not hidden */
+    /* Overlap, by queue order: backward's launches on replica 0's queue,
+     * and how many of them had been queued when the first bucket's read
+     * was queued (less than all: it ran while backward went on). */
+    int backward_launches;
+    int first_bucket_after;
+} cg_dp_stats;
+int cg_dp_get_stats(const cg_dp *dp, cg_dp_stats *stats);
 
 /* ------------------------------------------------------------------------
  * Dynamic loss scaling, as torch.cuda.amp.GradScaler

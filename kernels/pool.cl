@@ -153,6 +153,20 @@ max_pool2d_bs(__global const int *idx, __global const cg_t *g, uint planes,
     CG_ST(gx, p * (size_t)H * W + (size_t)idx[o], CG_LD(g, o));
 }
 
+/* Forward mode: the tangent of max pooling, t at each window's argmax
+ * (idx from max_pool2d_f).  Index space as max_pool2d_f's. */
+__kernel void
+max_pool2d_jf(__global const int *idx, __global const cg_t *t, uint planes,
+              int H, int W, int OH, int OW, __global cg_t *ty)
+{
+    int r = (int)get_global_id(0);
+    size_t p = get_global_id(1), o = p * (size_t)OH * OW + (size_t)r;
+
+    if (r >= OH * OW || p >= planes)
+        return;
+    CG_ST(ty, o, CG_LD(t, p * (size_t)H * W + (size_t)idx[o]));
+}
+
 __kernel void
 avg_pool2d_f(__global const cg_t *x, uint planes, int H, int W, int OH,
              int OW, int2 k, int2 s, int2 pd, int include_pad, int divisor,

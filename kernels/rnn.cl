@@ -412,6 +412,173 @@ rnn_fwd(const __global float *xp, int xo, int ldx, const __global wt_t *wt,
 }
 #endif
 
+/* ------------------------------------------------------- forward mode */
+
+/* The tangent steps (lstm_jvp, gru_jvp, rnn_jvp): forward-mode AD through
+ * a layer, one launch per time step after the primal's, from one source
+ * with the forward kernels (the same tile, tunables and variants).  The
+ * tangent of the recurrence is a recurrence: with a dot for a tangent,
+ *     a'_t = P_t + b_ih' + b_hh' + h'_{t-1} W_hh^T
+ * where P_t (float32, [B, G*H] of a [T*B, ...] array with row stride ldp)
+ * holds x'_t W_ih^T + x_t W_ih'^T (+ h_{t-1} W_hh'^T, but for GRU, whose n
+ * block needs it apart: ph, NULL for none), formed by GEMMs over all
+ * steps; the kernel adds the bias tangents (NULL: zero) and the recurrent
+ * product h'_{t-1} W_hh^T (the forward's tile on the packed wt, or with
+ * HPROJ the GEMM's product), then differentiates the cell at the primal's
+ * saved activations (sv: LSTM i, f, g, o; GRU r, z, n, W_hn h + b_hn):
+ *   LSTM  c' = f' c_{t-1} + f c'_{t-1} + i' g + i g',
+ *         h' = o' tanh(c_t) + o (1 - tanh^2 c_t) c'
+ *   GRU   n' = (1 - n^2) (P_n + b_in' + r' hh + r hh'),
+ *         hh' = h'_{t-1} W_hn^T + ph_n + b_hn',
+ *         h' = (1 - z) n' + z' (h_{t-1} - n) + z h'_{t-1}
+ *   RNN   h' = (1 - h_t^2) a' (tanh), [h_t > 0] a' (relu)
+ * with i' = i (1 - i) a'_i and so on.  h' and the output's tangent are
+ * cg_t, c' float32, as the primal's h and c.  A row past its length keeps
+ * h' and c' and writes zeros to the output's tangent, as the primal. */
+
+#if CG_WANT(lstm_jvp)
+KERNEL
+lstm_jvp(const __global float *xp, int xo, int ldx, const __global wt_t *wt,
+         const __global cg_t *bi, int bio, const __global cg_t *bh, int bho,
+         const __global cg_t *hp, int hpo, __global cg_t *hn, int hno,
+         const __global float *cp, int cpo, __global float *cn, int cno,
+         __global cg_t *y, int yo, int ldy, const __global cg_t *sv, int svo,
+         const __global float *c0, int c0o, const __global float *c1,
+         int c1o, const __global int *len, int t, int B, int H)
+{
+    floatv acc[4 * RB];
+    int r;
+    ITEM(B, H);
+
+    floatv bs[4];
+
+    tile_fwd(acc, 4, wt, hpad, hp + hpo, H, u0, b0, B);
+    for (r = 0; r < 4; r++)
+        bs[r] = bias(bi, bio, bh, bho, r * H + u0, n, 1);
+    for (r = 0; r < RB && b0 + r < B; r++) {
+        int b = b0 + r, o = b * H + u0;
+        const __global float *x = xp + xo + b * ldx + u0;
+        const __global cg_t *s = sv + svo + b * 4 * H + u0;
+        floatv ig, fg, gg, og, di, df, dg, dob, c, tc;
+
+        if (DONE(len, t, b)) {
+            stt(ldt(hp + hpo + o, n), hn + hno + o, n);
+            stn(ldn(cp + cpo + o, n), cn + cno + o, n);
+            stt(ZV, y + yo + b * ldy + u0, n);
+            continue;
+        }
+        ig = ldt(s, n);
+        fg = ldt(s + H, n);
+        gg = ldt(s + 2 * H, n);
+        og = ldt(s + 3 * H, n);
+        di = ig * (1.0f - ig) * (acc[0 * RB + r] + ldn(x, n) + bs[0]);
+        df = fg * (1.0f - fg) * (acc[1 * RB + r] + ldn(x + H, n) + bs[1]);
+        dg = (1.0f - gg * gg) * (acc[2 * RB + r] + ldn(x + 2 * H, n) +
+                                 bs[2]);
+        dob = og * (1.0f - og) * (acc[3 * RB + r] + ldn(x + 3 * H, n) +
+                                  bs[3]);
+        c = df * ldn(c0 + c0o + o, n) + fg * ldn(cp + cpo + o, n) +
+            di * gg + ig * dg;
+        tc = tanh(ldn(c1 + c1o + o, n));
+        stn(c, cn + cno + o, n);
+        c = dob * tc + og * (1.0f - tc * tc) * c;
+        stt(c, hn + hno + o, n);
+        stt(c, y + yo + b * ldy + u0, n);
+    }
+}
+#endif
+
+/* h0: the primal's h_{t-1}; ph: h_{t-1} W_hh'^T ([B, 3H] at pho, row
+ * stride 3H), or NULL. */
+#if CG_WANT(gru_jvp)
+KERNEL
+gru_jvp(const __global float *xp, int xo, int ldx, const __global wt_t *wt,
+        const __global cg_t *bi, int bio, const __global cg_t *bh, int bho,
+        const __global cg_t *hp, int hpo, __global cg_t *hn, int hno,
+        __global cg_t *y, int yo, int ldy, const __global cg_t *sv, int svo,
+        const __global cg_t *h0, int h0o, const __global float *ph, int pho,
+        const __global int *len, int t, int B, int H)
+{
+    floatv acc[3 * RB];
+    int r;
+    ITEM(B, H);
+
+    floatv bs[4];
+
+    tile_fwd(acc, 3, wt, hpad, hp + hpo, H, u0, b0, B);
+    bs[0] = bias(bi, bio, bh, bho, u0, n, 1);
+    bs[1] = bias(bi, bio, bh, bho, H + u0, n, 1);
+    bs[2] = bias(bi, bio, bh, bho, 2 * H + u0, n, 0);
+    bs[3] = bias(bh, bho, bh, bho, 2 * H + u0, n, 0);     /* b_hn' */
+    for (r = 0; r < RB && b0 + r < B; r++) {
+        int b = b0 + r, o = b * H + u0;
+        const __global float *x = xp + xo + b * ldx + u0;
+        const __global float *q = ph + pho + b * 3 * H + u0;
+        const __global cg_t *s = sv + svo + b * 4 * H + u0;
+        floatv rg, zg, ng, dr, dz, dn, hh, dp = ldt(hp + hpo + o, n);
+
+        if (DONE(len, t, b)) {
+            stt(dp, hn + hno + o, n);
+            stt(ZV, y + yo + b * ldy + u0, n);
+            continue;
+        }
+        rg = ldt(s, n);
+        zg = ldt(s + H, n);
+        ng = ldt(s + 2 * H, n);
+        dr = acc[0 * RB + r] + ldn(x, n) + bs[0];
+        dz = acc[1 * RB + r] + ldn(x + H, n) + bs[1];
+        hh = acc[2 * RB + r] + bs[3];
+        if (ph != 0) {
+            dr += ldn(q, n);
+            dz += ldn(q + H, n);
+            hh += ldn(q + 2 * H, n);
+        }
+        dr *= rg * (1.0f - rg);
+        dz *= zg * (1.0f - zg);
+        dn = (1.0f - ng * ng) * (ldn(x + 2 * H, n) + bs[2] +
+                                 dr * ldt(s + 3 * H, n) + rg * hh);
+        dn = (1.0f - zg) * dn + dz * (ldt(h0 + h0o + o, n) - ng) + zg * dp;
+        stt(dn, hn + hno + o, n);
+        stt(dn, y + yo + b * ldy + u0, n);
+    }
+}
+#endif
+
+/* ht: the primal's h_t. */
+#if CG_WANT(rnn_jvp)
+KERNEL
+rnn_jvp(const __global float *xp, int xo, int ldx, const __global wt_t *wt,
+        const __global cg_t *bi, int bio, const __global cg_t *bh, int bho,
+        const __global cg_t *hp, int hpo, __global cg_t *hn, int hno,
+        __global cg_t *y, int yo, int ldy, int relu,
+        const __global cg_t *ht, int hto,
+        const __global int *len, int t, int B, int H)
+{
+    floatv acc[RB];
+    int r;
+    ITEM(B, H);
+
+    floatv bs = bias(bi, bio, bh, bho, u0, n, 1);
+
+    tile_fwd(acc, 1, wt, hpad, hp + hpo, H, u0, b0, B);
+    for (r = 0; r < RB && b0 + r < B; r++) {
+        int b = b0 + r, o = b * H + u0;
+        floatv a, h;
+
+        if (DONE(len, t, b)) {
+            stt(ldt(hp + hpo + o, n), hn + hno + o, n);
+            stt(ZV, y + yo + b * ldy + u0, n);
+            continue;
+        }
+        a = acc[r] + ldn(xp + xo + b * ldx + u0, n) + bs;
+        h = ldt(ht + hto + o, n);
+        a = relu ? select(ZV, a, h > 0.0f) : (1.0f - h * h) * a;
+        stt(a, hn + hno + o, n);
+        stt(a, y + yo + b * ldy + u0, n);
+    }
+}
+#endif
+
 /* ------------------------------------------------------------ backward */
 
 /* Common head of the backward kernels: acc[r] = dgates_{t+1} W_hh for the

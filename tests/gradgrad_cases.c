@@ -652,6 +652,286 @@ run_concat(cg_tensor **x)
 static cg_tensor *run_expand(cg_tensor **x)
 { return square(cg_expand(x[0], 2, (const int64_t[2]){ 3, 4 })); }
 
+/* batch_norm of x [N, C, L...] with weight and bias [C], eps 1e-5: batch
+ * statistics (training, no running statistics) or the running ones
+ * (evaluation: mean 0.25 c - 0.3, variance 0.5 + 0.375 c, in float32). */
+static void
+ref_bn(const oc_tensor *in, oc_tensor *out, int train)
+{
+    int64_t N = in[0].shape[0], C = in[0].shape[1], L = in[0].numel / N / C;
+    int64_t c, i, l;
+
+    out->ndim = in[0].ndim;
+    memcpy(out->shape, in[0].shape, sizeof out->shape);
+    oc_alloc(out);
+    for (c = 0; c < C; c++) {
+        double m = 0, v = 0, cnt = (double)(N * L);
+
+        for (i = 0; i < N; i++)
+            for (l = 0; l < L; l++)
+                m += in[0].data[(i * C + c) * L + l] / cnt;
+        for (i = 0; i < N; i++)
+            for (l = 0; l < L; l++) {
+                double d = in[0].data[(i * C + c) * L + l] - m;
+
+                v += d * d / cnt;
+            }
+        if (!train) {
+            m = (double)(float)(0.25 * (double)c - 0.3);
+            v = (double)(float)(0.5 + 0.375 * (double)c);
+        }
+        for (i = 0; i < N; i++)
+            for (l = 0; l < L; l++) {
+                int64_t e = (i * C + c) * L + l;
+
+                out->data[e] = (in[0].data[e] - m) / sqrt(v + 1e-5) *
+                               in[1].data[c] + in[2].data[c];
+            }
+    }
+}
+
+static void
+ref_bn_train(const oc_tensor *in, oc_tensor *out)
+{
+    ref_bn(in, out, 1);
+}
+
+static void
+ref_bn_eval(const oc_tensor *in, oc_tensor *out)
+{
+    ref_bn(in, out, 0);
+}
+
+static cg_tensor *
+run_bn(cg_tensor **x, int train)
+{
+    int64_t C = cg_tensor_numel(x[1]), c;
+    float rm[8], rv[8];
+    cg_tensor *m = NULL, *v = NULL;
+
+    for (c = 0; c < C; c++) {
+        rm[c] = (float)(0.25 * (double)c - 0.3);
+        rv[c] = (float)(0.5 + 0.375 * (double)c);
+    }
+    if (!train) {
+        m = T(cg_tensor_from_host(tt_ctx(), CG_F32, 1, &C, rm));
+        v = T(cg_tensor_from_host(tt_ctx(), CG_F32, 1, &C, rv));
+    }
+    return cg_batch_norm(x[0], m, v, x[1], x[2], train, 0.1f, 1e-5f);
+}
+
+static cg_tensor *run_bn_train(cg_tensor **x) { return run_bn(x, 1); }
+static cg_tensor *run_bn_eval(cg_tensor **x) { return run_bn(x, 0); }
+
+/* The pools of x [N, C, H, W] (kind 0 max, 1 avg with count_include_pad,
+ * 2 adaptive), square windows k, stride st, padding pd; squared. */
+static void
+ref_pool(const oc_tensor *in, oc_tensor *out, int kind, int64_t k,
+         int64_t st, int64_t pd, int64_t OH, int64_t OW)
+{
+    int64_t H = in[0].shape[2], W = in[0].shape[3];
+    int64_t P = in[0].shape[0] * in[0].shape[1], p, oh, ow, h, w;
+
+    out->ndim = 4;
+    memcpy(out->shape, in[0].shape, sizeof out->shape);
+    if (kind != 2) {
+        OH = (H + 2 * pd - k) / st + 1;
+        OW = (W + 2 * pd - k) / st + 1;
+    }
+    out->shape[2] = OH;
+    out->shape[3] = OW;
+    oc_alloc(out);
+    for (p = 0; p < P; p++)
+        for (oh = 0; oh < OH; oh++)
+            for (ow = 0; ow < OW; ow++) {
+                int64_t h0 = oh * st - pd, w0 = ow * st - pd, h1, w1, cnt;
+                double acc = kind ? 0 : -INFINITY, v;
+
+                h1 = h0 + k;
+                w1 = w0 + k;
+                if (kind == 2) {
+                    h0 = oh * H / OH;
+                    h1 = ((oh + 1) * H + OH - 1) / OH;
+                    w0 = ow * W / OW;
+                    w1 = ((ow + 1) * W + OW - 1) / OW;
+                }
+                cnt = kind == 1 ? k * k : (h1 - h0) * (w1 - w0);
+                for (h = h0; h < h1; h++)
+                    for (w = w0; w < w1; w++) {
+                        if (h < 0 || h >= H || w < 0 || w >= W)
+                            continue;
+                        v = in[0].data[(p * H + h) * W + w];
+                        acc = kind ? acc + v : fmax(acc, v);
+                    }
+                v = kind ? acc / (double)cnt : acc;
+                out->data[(p * OH + oh) * OW + ow] = v * v;
+            }
+}
+
+static void
+ref_max_pool(const oc_tensor *in, oc_tensor *out)
+{
+    ref_pool(in, out, 0, 2, 1, 0, 0, 0);
+}
+
+static void
+ref_avg_pool(const oc_tensor *in, oc_tensor *out)
+{
+    ref_pool(in, out, 1, 3, 2, 1, 0, 0);
+}
+
+static void
+ref_adaptive_pool(const oc_tensor *in, oc_tensor *out)
+{
+    ref_pool(in, out, 2, 0, 1, 0, 2, 2);
+}
+
+static cg_tensor *
+run_max_pool(cg_tensor **x)
+{
+    static const int k[2] = { 2, 2 }, s[2] = { 1, 1 };
+
+    return square(cg_max_pool2d(x[0], k, s, NULL, NULL, 0));
+}
+
+static cg_tensor *
+run_avg_pool(cg_tensor **x)
+{
+    static const int k[2] = { 3, 3 }, s[2] = { 2, 2 }, pd[2] = { 1, 1 };
+
+    return square(cg_avg_pool2d(x[0], k, s, pd, 0, 1, 0));
+}
+
+static cg_tensor *run_adaptive_pool(cg_tensor **x)
+{ return square(cg_adaptive_avg_pool2d(x[0], 2, 2)); }
+
+/* Convolution (tr 0) or transposed convolution (tr 1) of x [N, C, H, W]
+ * (or [N, C, L] for conv1d) with w and the bias in[2] (n > 2): stride,
+ * padding, groups, dilation the same in both dimensions. */
+static void
+ref_conv_g(const oc_tensor *in, int n, oc_tensor *out, int tr, int64_t s,
+           int64_t pd, int64_t G, int64_t dl)
+{
+    const oc_tensor *x = &in[0], *w = &in[1];
+    int d1 = x->ndim == 3;
+    int64_t N = x->shape[0], C = x->shape[1], H = d1 ? 1 : x->shape[2];
+    int64_t W = x->shape[x->ndim - 1], R = d1 ? 1 : w->shape[2];
+    int64_t S = w->shape[w->ndim - 1], K = tr ? w->shape[1] * G : w->shape[0];
+    int64_t ph = d1 ? 0 : pd, sh = d1 ? 1 : s, Cg = C / G, Kg = K / G;
+    int64_t OH, OW, b, k, oh, ow, ci, r, q, h, ww;
+
+    OH = tr ? (H - 1) * sh - 2 * ph + dl * (R - 1) + 1
+            : (H + 2 * ph - dl * (R - 1) - 1) / sh + 1;
+    OW = tr ? (W - 1) * s - 2 * pd + dl * (S - 1) + 1
+            : (W + 2 * pd - dl * (S - 1) - 1) / s + 1;
+    out->ndim = x->ndim;
+    out->shape[0] = N;
+    out->shape[1] = K;
+    if (!d1)
+        out->shape[2] = OH;
+    out->shape[out->ndim - 1] = OW;
+    oc_alloc(out);
+    for (b = 0; b < N; b++)
+        for (k = 0; k < K; k++)
+            for (oh = 0; oh < OH * OW; oh++)
+                out->data[(b * K + k) * OH * OW + oh] = n > 2 ? in[2].data[k]
+                                                              : 0;
+    for (b = 0; b < N; b++)
+        for (ci = 0; ci < C; ci++)
+            for (h = 0; h < H; h++)
+                for (ww = 0; ww < W; ww++)
+                    for (r = 0; r < R; r++)
+                        for (q = 0; q < S; q++) {
+                            int64_t gi = ci / Cg, kk;
+                            double xv = x->data[((b * C + ci) * H + h) * W +
+                                                ww];
+
+                            if (tr) {
+                                oh = h * sh - ph + r * dl;
+                                ow = ww * s - pd + q * dl;
+                                if (oh < 0 || oh >= OH || ow < 0 || ow >= OW)
+                                    continue;
+                                for (kk = 0; kk < Kg; kk++)
+                                    out->data[((b * K + gi * Kg + kk) * OH +
+                                               oh) * OW + ow] += xv *
+                                        w->data[((ci * Kg + kk) * R + r) * S +
+                                                q];
+                                continue;
+                            }
+                            /* the outputs whose window takes (h, ww) */
+                            if ((h + ph - r * dl) % sh ||
+                                (ww + pd - q * dl) % s)
+                                continue;
+                            oh = (h + ph - r * dl) / sh;
+                            ow = (ww + pd - q * dl) / s;
+                            if (h + ph - r * dl < 0 || oh >= OH ||
+                                ww + pd - q * dl < 0 || ow >= OW)
+                                continue;
+                            for (kk = 0; kk < Kg; kk++)
+                                out->data[((b * K + gi * Kg + kk) * OH + oh) *
+                                          OW + ow] += xv *
+                                    w->data[(((gi * Kg + kk) * Cg + ci % Cg) *
+                                             R + r) * S + q];
+                        }
+}
+
+static void
+ref_conv2d(const oc_tensor *in, oc_tensor *out)
+{
+    ref_conv_g(in, 3, out, 0, 2, 1, 1, 1);
+}
+
+static void
+ref_conv2d_groups(const oc_tensor *in, oc_tensor *out)
+{
+    ref_conv_g(in, 2, out, 0, 1, 1, 2, 2);
+}
+
+static void
+ref_conv1d(const oc_tensor *in, oc_tensor *out)
+{
+    ref_conv_g(in, 3, out, 0, 2, 1, 1, 1);
+}
+
+static void
+ref_convt(const oc_tensor *in, oc_tensor *out)
+{
+    ref_conv_g(in, 3, out, 1, 2, 1, 1, 1);
+}
+
+static cg_tensor *
+run_conv2d(cg_tensor **x)
+{
+    cg_conv_options o = { { 2, 2 }, { 1, 1 }, { 1, 1 }, 1, 0 };
+
+    return cg_conv2d(x[0], x[1], x[2], &o);
+}
+
+static cg_tensor *
+run_conv2d_groups(cg_tensor **x)
+{
+    cg_conv_options o = { { 1, 1 }, { 1, 1 }, { 2, 2 }, 2, 0 };
+
+    return cg_conv2d(x[0], x[1], NULL, &o);
+}
+
+static cg_tensor *
+run_conv1d(cg_tensor **x)
+{
+    cg_conv_options o = { { 2, 2 }, { 1, 1 }, { 1, 1 }, 1, 0 };
+
+    return cg_conv1d(x[0], x[1], x[2], &o);
+}
+
+static cg_tensor *
+run_convt(cg_tensor **x)
+{
+    cg_conv_transpose_options o = { { 2, 2 }, { 1, 1 }, { 0, 0 }, 1,
+                                    { 1, 1 } };
+
+    return cg_conv_transpose2d(x[0], x[1], x[2], &o);
+}
+
 #define R2 { -2, -2, -2, -2 }, { 2, 2, 2, 2 }
 #define RPOS { 0.5, 0.5, 0.5, 0.5 }, { 2, 2, 2, 2 }
 
@@ -716,6 +996,22 @@ const gg_case gg_cases[] = {
     { "embedding", 1, { "7,5" }, R2, 0, run_embedding, ref_embedding },
     { "index_select", 1, { "3,5" }, R2, 0, run_index_select,
       ref_index_select },
+    { "batch_norm_train", 3, { "4,3,2", "3", "3" }, R2, 0, run_bn_train,
+      ref_bn_train },
+    { "batch_norm_eval", 3, { "5,3", "3", "3" }, R2, 0, run_bn_eval,
+      ref_bn_eval },
+    { "max_pool2d", 1, { "1,2,4,5" }, R2, 0, run_max_pool, ref_max_pool },
+    { "avg_pool2d", 1, { "2,1,5,5" }, R2, 0, run_avg_pool, ref_avg_pool },
+    { "adaptive_avg_pool2d", 1, { "1,2,5,3" }, R2, 0, run_adaptive_pool,
+      ref_adaptive_pool },
+    { "conv2d", 3, { "2,3,5,4", "2,3,3,2", "2" }, R2, 0, run_conv2d,
+      ref_conv2d },
+    { "conv2d_groups", 2, { "1,4,4,5", "2,2,2,3" }, R2, 0, run_conv2d_groups,
+      ref_conv2d_groups },
+    { "conv1d", 3, { "2,3,7", "2,3,3", "2" }, R2, 0, run_conv1d,
+      ref_conv1d },
+    { "conv_transpose2d", 3, { "1,3,3,4", "3,2,3,2", "2" }, R2, 0,
+      run_convt, ref_convt },
 };
 
 const int gg_ncases = (int)(sizeof gg_cases / sizeof gg_cases[0]);

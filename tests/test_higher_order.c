@@ -4,8 +4,10 @@
  * gradgradcheck for every op with a double backward, Hessian-vector
  * products (cg_hvp) of a small MLP with cross entropy, a WGAN-style
  * gradient penalty's parameter gradient, gradients taken three times,
- * cg_grad leaving every leaf's grad alone, and CG_EUNSUPPORTED naming an
- * op without a double backward.
+ * cg_grad leaving every leaf's grad alone, cg_vjp against the host and
+ * against cg_jvp (the dot-product test), cg_hvp_fwd (forward over
+ * reverse) against cg_hvp and PyTorch's hvp fixture, and CG_EUNSUPPORTED
+ * naming an op without a double backward.
  *
  * gradgradcheck, for an op y = F(x1..xn), a random upstream U (requiring
  * grad) and random directions W: L = sum(F(x) U), g = dL/dx by cg_grad
@@ -506,6 +508,401 @@ START_TEST(hvp_of_mlp_cross_entropy_matches_finite_differences)
 END_TEST
 
 /* ------------------------------------------------------------------------
+ * cg_vjp: f(x, w) = (tanh(x w), sum(x * x)), x [VR, VK], w [VK, VC]; on
+ * the host J^T (u1, u2) is gx = s w^T + 2 u2 x, gw = x^T s with s = u1
+ * (1 - tanh(x w)^2).
+ * ------------------------------------------------------------------------ */
+
+#define VR 3
+#define VK 5
+#define VC 4
+
+static int
+vjp_fn(void *user, int n_in, cg_tensor *const *in, int n_out,
+       cg_tensor **out)
+{
+    cg_tensor *m, *sq;
+
+    (void)user;
+    ck_assert_int_eq(n_in, 2);
+    ck_assert_int_eq(n_out, 2);
+    m = cg_matmul(in[0], in[1]);
+    out[0] = m ? cg_tanh(m) : NULL;
+    sq = cg_mul(in[0], in[0]);
+    out[1] = sq ? cg_sum(sq, 0, NULL, 0) : NULL;
+    cg_tensor_free(m);
+    cg_tensor_free(sq);
+    ck_assert(out[0] && out[1]);
+    return CG_OK;
+}
+
+static cg_tensor *
+random_tensor(int ndim, int64_t s0, int64_t s1, double **host)
+{
+    oc_tensor t = { 0 };
+    cg_tensor *d;
+    int64_t i;
+
+    t.ndim = ndim;
+    t.shape[0] = s0;
+    t.shape[1] = s1;
+    oc_alloc(&t);
+    for (i = 0; i < t.numel; i++)
+        t.data[i] = (float)oc_uniform(-1, 1);
+    d = upload(&t, 0);
+    *host = t.data;
+    return d;
+}
+
+START_TEST(vjp_matches_the_host_and_jvp)
+{
+    double *x, *w, *u1, *u2, *vx, *vw, *gx, *gw, rx[VR * VK], rw[VK * VC];
+    double lhs = 0, rhs = 0, mag = 0, *t0, *t1;
+    cg_tensor *X = random_tensor(2, VR, VK, &x);
+    cg_tensor *W = random_tensor(2, VK, VC, &w);
+    cg_tensor *U1 = random_tensor(2, VR, VC, &u1);
+    cg_tensor *U2 = random_tensor(0, 0, 0, &u2);
+    cg_tensor *VX = random_tensor(2, VR, VK, &vx);
+    cg_tensor *VW = random_tensor(2, VK, VC, &vw);
+    cg_tensor *in[2] = { X, W }, *cot[2] = { U1, U2 }, *g[2] = { NULL };
+    cg_tensor *outs[2] = { NULL }, *tan[2] = { NULL }, *tv[2] = { VX, VW };
+    cg_tensor *bad[2];
+    int64_t r, k, c, s3[2] = { VR, VC + 1 };
+    float y2;
+    double ref_y2 = 0;
+
+    /* w a leaf that requires grad: its grad stays as it is */
+    ck_assert_int_eq(cg_tensor_set_requires_grad(W, 1), CG_OK);
+    ck_assert_msg(cg_vjp(tt_ctx(), vjp_fn, NULL, 2, in, 2, cot, outs, g) ==
+                  CG_OK, "%s", TT_ERR);
+    ck_assert_ptr_null(cg_tensor_grad(W));
+    ck_assert(!cg_tensor_requires_grad(outs[0]));
+    for (r = 0; r < VR * VK; r++)
+        ref_y2 += x[r] * x[r];
+    ck_assert_int_eq(cg_tensor_item(outs[1], &y2), CG_OK);
+    ck_assert_double_eq_tol(y2, ref_y2, 1e-5 * fmax(1, ref_y2));
+    memset(rx, 0, sizeof rx);
+    memset(rw, 0, sizeof rw);
+    for (r = 0; r < VR; r++)
+        for (c = 0; c < VC; c++) {
+            double a = 0, th, sv;
+
+            for (k = 0; k < VK; k++)
+                a += x[r * VK + k] * w[k * VC + c];
+            th = tanh(a);
+            sv = u1[r * VC + c] * (1 - th * th);
+            for (k = 0; k < VK; k++) {
+                rx[r * VK + k] += sv * w[k * VC + c];
+                rw[k * VC + c] += x[r * VK + k] * sv;
+            }
+        }
+    for (r = 0; r < VR * VK; r++)
+        rx[r] += 2 * u2[0] * x[r];
+    gx = download(g[0], VR * VK);
+    gw = download(g[1], VK * VC);
+    ck_assert_msg(norm_err(gx, rx, VR * VK) <= 1e-5, "gx error %g",
+                  norm_err(gx, rx, VR * VK));
+    ck_assert_msg(norm_err(gw, rw, VK * VC) <= 1e-5, "gw error %g",
+                  norm_err(gw, rw, VK * VC));
+    /* <u, J v> by forward mode = <J^T u, v> */
+    ck_assert_msg(cg_jvp(tt_ctx(), vjp_fn, NULL, 2, in, tv, 2, NULL, tan) ==
+                  CG_OK, "%s", TT_ERR);
+    t0 = download(tan[0], VR * VC);
+    t1 = download(tan[1], 1);
+    for (r = 0; r < VR * VC; r++) {
+        lhs += u1[r] * t0[r];
+        mag += fabs(u1[r] * t0[r]);
+    }
+    lhs += u2[0] * t1[0];
+    mag += fabs(u2[0] * t1[0]);
+    for (r = 0; r < VR * VK; r++) {
+        rhs += gx[r] * vx[r];
+        mag += fabs(gx[r] * vx[r]);
+    }
+    for (r = 0; r < VK * VC; r++) {
+        rhs += gw[r] * vw[r];
+        mag += fabs(gw[r] * vw[r]);
+    }
+    ck_assert_msg(fabs(lhs - rhs) <= 1e-5 * mag, "<u, Jv> %.9g, <J^T u, v> "
+                  "%.9g", lhs, rhs);
+    /* A cotangent of the wrong shape: CG_ESHAPE, nothing stored. */
+    bad[0] = cg_full(tt_ctx(), 2, s3, 1.0f);
+    bad[1] = U2;
+    cg_tensor_free(g[0]);
+    cg_tensor_free(g[1]);
+    cg_tensor_free(outs[0]);
+    cg_tensor_free(outs[1]);
+    g[0] = g[1] = outs[0] = outs[1] = NULL;
+    ck_assert_int_eq(cg_vjp(tt_ctx(), vjp_fn, NULL, 2, in, 2, bad, outs, g),
+                     CG_ESHAPE);
+    ck_assert(!g[0] && !g[1] && !outs[0] && !outs[1]);
+    ck_assert_ptr_nonnull(strstr(cg_last_error(), "cotangent 0"));
+    ck_assert_int_eq(cg_vjp(tt_ctx(), vjp_fn, NULL, 0, in, 2, cot, NULL, g),
+                     CG_EINVAL);
+    cg_tensor_free(bad[0]);
+    cg_tensor_free(tan[0]);
+    cg_tensor_free(tan[1]);
+    free(t0);
+    free(t1);
+    free(gx);
+    free(gw);
+    free(x);
+    free(w);
+    free(u1);
+    free(u2);
+    free(vx);
+    free(vw);
+    cg_tensor_free(X);
+    cg_tensor_free(W);
+    cg_tensor_free(U1);
+    cg_tensor_free(U2);
+    cg_tensor_free(VX);
+    cg_tensor_free(VW);
+}
+END_TEST
+
+/* Forward over reverse (cg_hvp_fwd) against reverse over reverse
+ * (cg_hvp): the same H v to float32 rounding, 1e-5 of the largest
+ * value; also a function of gelu, index_select (its gradient the
+ * recorded "gather_grad"), layer_norm and mse_loss. */
+static double
+compare_hvps(cg_scalar_fn f, void *user, int n, cg_tensor *const *p,
+             cg_tensor *const *v)
+{
+    cg_tensor *h1[4], *h2[4], *val1 = NULL, *val2 = NULL;
+    double worst = 0;
+    float a, b;
+    int j;
+
+    ck_assert_msg(cg_hvp(f, user, n, p, v, h1, &val1) == CG_OK, "%s",
+                  TT_ERR);
+    ck_assert_msg(cg_hvp_fwd(f, user, n, p, v, h2, &val2) == CG_OK, "%s",
+                  TT_ERR);
+    ck_assert_int_eq(cg_fwad_level(tt_ctx()), 0);
+    ck_assert_int_eq(cg_tensor_item(val1, &a), CG_OK);
+    ck_assert_int_eq(cg_tensor_item(val2, &b), CG_OK);
+    ck_assert_float_eq(a, b);
+    for (j = 0; j < n; j++) {
+        int64_t m = cg_tensor_numel(p[j]);
+        double *r = download(h1[j], m), *d = download(h2[j], m), e, big = 0;
+        int64_t i;
+
+        ck_assert_ptr_null(cg_tangent(h2[j]));
+        for (i = 0; i < m; i++)
+            big = fmax(big, fabs(r[i]));
+        e = 0;
+        for (i = 0; i < m; i++)
+            e = fmax(e, fabs(d[i] - r[i]));
+        e /= fmax(big, 1e-6);
+        ck_assert_msg(e <= 1e-5, "parameter %d: forward over reverse is %g "
+                      "of the largest value off", j, e);
+        worst = fmax(worst, e);
+        ck_assert_ptr_null(cg_tensor_grad(p[j]));
+        free(r);
+        free(d);
+        cg_tensor_free(h1[j]);
+        cg_tensor_free(h2[j]);
+    }
+    cg_tensor_free(val1);
+    cg_tensor_free(val2);
+    return worst;
+}
+
+typedef struct {
+    cg_tensor *idx, *target;
+} gelu_data;
+
+/* mse(layer_norm(gelu(index_select(x, 0, idx) w^T)) * g, target) */
+static cg_tensor *
+gelu_loss(int n, cg_tensor *const *p, void *user)
+{
+    gelu_data *d = user;
+    cg_tensor *s, *z, *a, *l, *m, *r;
+    int64_t ns = 4;
+
+    ck_assert_int_eq(n, 3);
+    s = cg_index_select(p[0], 0, d->idx);
+    z = s ? cg__linear(s, p[1], NULL) : NULL;
+    a = z ? cg_gelu(z) : NULL;
+    l = a ? cg_layer_norm(a, 1, &ns, NULL, NULL, 1e-5f) : NULL;
+    m = l ? cg_mul(l, p[2]) : NULL;
+    r = m ? cg_mse_loss(m, d->target, CG_REDUCTION_MEAN) : NULL;
+    cg_tensor_free(s);
+    cg_tensor_free(z);
+    cg_tensor_free(a);
+    cg_tensor_free(l);
+    cg_tensor_free(m);
+    return r;
+}
+
+/* sum(avg_pool(max_pool(tanh(batch_norm(x))))^2), training statistics */
+static cg_tensor *
+pool_loss(int n, cg_tensor *const *p, void *user)
+{
+    static const int k2[2] = { 2, 2 }, s1[2] = { 1, 1 }, pd[2] = { 1, 1 };
+    cg_tensor *b, *t, *m, *a, *q, *r;
+
+    (void)user;
+    ck_assert_int_eq(n, 3);
+    b = cg_batch_norm(p[0], NULL, NULL, p[1], p[2], 1, 0.1f, 1e-5f);
+    t = b ? cg_tanh(b) : NULL;
+    m = t ? cg_max_pool2d(t, k2, s1, NULL, NULL, 0) : NULL;
+    a = m ? cg_avg_pool2d(m, k2, k2, pd, 0, 1, 0) : NULL;
+    q = a ? cg_mul(a, a) : NULL;
+    r = q ? cg_sum(q, 0, NULL, 0) : NULL;
+    cg_tensor_free(b);
+    cg_tensor_free(t);
+    cg_tensor_free(m);
+    cg_tensor_free(a);
+    cg_tensor_free(q);
+    return r;
+}
+
+/* sum(conv_transpose2d(tanh(conv2d(x, w, b)), w2)^2), stride 2 */
+static cg_tensor *
+conv_loss(int n, cg_tensor *const *p, void *user)
+{
+    cg_conv_options o = { { 2, 2 }, { 1, 1 }, { 1, 1 }, 1, 0 };
+    cg_conv_transpose_options ot = { { 2, 2 }, { 0, 0 }, { 1, 1 }, 1,
+                                     { 1, 1 } };
+    cg_tensor *c, *t, *d, *q, *r;
+
+    (void)user;
+    ck_assert_int_eq(n, 4);
+    c = cg_conv2d(p[0], p[1], p[2], &o);
+    t = c ? cg_tanh(c) : NULL;
+    d = t ? cg_conv_transpose2d(t, p[3], NULL, &ot) : NULL;
+    q = d ? cg_mul(d, d) : NULL;
+    r = q ? cg_sum(q, 0, NULL, 0) : NULL;
+    cg_tensor_free(c);
+    cg_tensor_free(t);
+    cg_tensor_free(d);
+    cg_tensor_free(q);
+    return r;
+}
+
+START_TEST(forward_over_reverse_hvp_matches_reverse_over_reverse)
+{
+    double *p[4], *v[4], *hp[3], *hv_[3], *th, e1, e2;
+    cg_tensor *dp[4], *dv[4], *gp[3], *gv[3];
+    static const int32_t idx[5] = { 2, 0, 2, 1, 3 };
+    mlp_data d;
+    gelu_data gd;
+    int64_t n = MN, ni = 5;
+    int j;
+
+    d.x = mlp_input();
+    d.target = cg_tensor_from_host(tt_ctx(), CG_I32, 1, &n, mlp_targets);
+    ck_assert_ptr_nonnull(d.target);
+    mlp_params(p, v, dp, dv);
+    e1 = compare_hvps(mlp_loss, &d, 4, dp, dv);
+    /* an open level, a repeated input: errors, nothing stored */
+    {
+        cg_tensor *h[4] = { NULL }, *same[4] = { dp[0], dp[1], dp[0],
+                                                 dp[3] };
+        cg_tensor *sv[4] = { dv[0], dv[1], dv[0], dv[3] };
+
+        ck_assert_int_eq(cg_fwad_enter(tt_ctx()), CG_OK);
+        ck_assert_int_eq(cg_hvp_fwd(mlp_loss, &d, 4, dp, dv, h, NULL),
+                         CG_ESTATE);
+        ck_assert_int_eq(cg_fwad_exit(tt_ctx()), CG_OK);
+        ck_assert_int_eq(cg_hvp_fwd(mlp_loss, &d, 4, same, sv, h, NULL),
+                         CG_EINVAL);
+        for (j = 0; j < 4; j++)
+            ck_assert_ptr_null(h[j]);
+        ck_assert_ptr_null(cg_tangent(dp[0]));
+    }
+    /* gelu, index_select, layer_norm, mse */
+    gp[0] = random_tensor(2, 4, 3, &hp[0]);
+    gp[1] = random_tensor(2, 4, 3, &hp[1]);
+    gp[2] = random_tensor(1, 4, 0, &hp[2]);
+    for (j = 0; j < 3; j++) {
+        ck_assert_int_eq(cg_tensor_set_requires_grad(gp[j], 1), CG_OK);
+        gv[j] = random_tensor(j < 2 ? 2 : 1, 4, j < 2 ? 3 : 0, &hv_[j]);
+    }
+    gd.idx = cg_tensor_from_host(tt_ctx(), CG_I32, 1, &ni, idx);
+    ck_assert_ptr_nonnull(gd.idx);
+    gd.target = random_tensor(2, 5, 4, &th);
+    free(th);
+    e2 = compare_hvps(gelu_loss, &gd, 3, gp, gv);
+    worst_second = fmax(worst_second, fmax(e1, e2));
+    /* batch_norm, max and average pooling */
+    {
+        cg_tensor *cp[3], *cv[3];
+        oc_tensor xo = { 4, { 2, 3, 5, 4 }, 0, NULL };
+        double *hx;
+
+        oc_alloc(&xo);
+        for (j = 0; j < (int)xo.numel; j++)
+            xo.data[j] = (float)oc_uniform(-2, 2);
+        cp[0] = upload(&xo, 1);
+        for (j = 0; j < (int)xo.numel; j++)
+            xo.data[j] = (float)oc_uniform(-1, 1);
+        cv[0] = upload(&xo, 0);
+        free(xo.data);
+        for (j = 1; j < 3; j++) {
+            cp[j] = random_tensor(1, 3, 0, &hx);
+            free(hx);
+            ck_assert_int_eq(cg_tensor_set_requires_grad(cp[j], 1), CG_OK);
+            cv[j] = random_tensor(1, 3, 0, &hx);
+            free(hx);
+        }
+        worst_second = fmax(worst_second, compare_hvps(pool_loss, NULL, 3,
+                                                       cp, cv));
+        for (j = 0; j < 3; j++) {
+            cg_tensor_free(cp[j]);
+            cg_tensor_free(cv[j]);
+        }
+    }
+    /* conv2d and conv_transpose2d */
+    {
+        static const int64_t cs[4][4] = { { 1, 2, 5, 4 }, { 3, 2, 3, 3 },
+                                          { 3 }, { 3, 2, 2, 3 } };
+        static const int cn[4] = { 4, 4, 1, 4 };
+        cg_tensor *cp[4], *cv[4];
+        int q;
+
+        for (j = 0; j < 4; j++) {
+            oc_tensor t = { 0 };
+
+            t.ndim = cn[j];
+            memcpy(t.shape, cs[j], sizeof cs[j]);
+            oc_alloc(&t);
+            for (q = 0; q < (int)t.numel; q++)
+                t.data[q] = (float)oc_uniform(-1, 1);
+            cp[j] = upload(&t, 1);
+            for (q = 0; q < (int)t.numel; q++)
+                t.data[q] = (float)oc_uniform(-1, 1);
+            cv[j] = upload(&t, 0);
+            free(t.data);
+        }
+        worst_second = fmax(worst_second, compare_hvps(conv_loss, NULL, 4,
+                                                       cp, cv));
+        for (j = 0; j < 4; j++) {
+            cg_tensor_free(cp[j]);
+            cg_tensor_free(cv[j]);
+        }
+    }
+    for (j = 0; j < 4; j++) {
+        free(p[j]);
+        free(v[j]);
+        cg_tensor_free(dp[j]);
+        cg_tensor_free(dv[j]);
+    }
+    for (j = 0; j < 3; j++) {
+        free(hp[j]);
+        free(hv_[j]);
+        cg_tensor_free(gp[j]);
+        cg_tensor_free(gv[j]);
+    }
+    cg_tensor_free(gd.idx);
+    cg_tensor_free(gd.target);
+    cg_tensor_free(d.x);
+    cg_tensor_free(d.target);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------
  * WGAN-GP: critic D(x) = w2 . tanh(W1 x + b1) + b2 (C = 1 output), the
  * penalty mean_r (|| dD/dx_r || - 1)^2, and its gradient in the
  * parameters.  dD/dx = W1^T (w2 * (1 - t^2)) on the host.
@@ -961,6 +1358,16 @@ START_TEST(pytorch_fixture_hvp_and_gradient_penalty)
         snprintf(name, sizeof name, "hvp.%s", names[j]);
         fx_match(f, name, hv[j]);
         cg_tensor_free(hv[j]);
+    }
+    cg_tensor_free(value);
+    /* forward over reverse, against the same fixture */
+    ck_assert_msg(cg_hvp_fwd(mlp_loss, &d, 4, p, v, hv, &value) == CG_OK,
+                  "%s", TT_ERR);
+    fx_match(f, "loss", value);
+    for (j = 0; j < 4; j++) {
+        snprintf(name, sizeof name, "hvp.%s", names[j]);
+        fx_match(f, name, hv[j]);
+        cg_tensor_free(hv[j]);
         cg_tensor_free(v[j]);
     }
     /* the penalty of the critic (w1, b1, critic.w2, critic.b2) */
@@ -1023,6 +1430,8 @@ main(void)
                         gg_ncases);
     tcase_add_test(tc, hvp_of_mlp_cross_entropy_matches_finite_differences);
     tcase_add_test(tc, gradient_penalty_gradient_matches_finite_differences);
+    tcase_add_test(tc, vjp_matches_the_host_and_jvp);
+    tcase_add_test(tc, forward_over_reverse_hvp_matches_reverse_over_reverse);
     tcase_add_test(tc, gradients_differentiate_any_number_of_times);
     tcase_add_test(tc, gelu_differentiates_three_times);
     tcase_add_test(tc, backward_ex_create_graph_leaves_differentiable_grads);

@@ -104,6 +104,11 @@ usage(FILE *f)
 "  --warmup N          cosine: warm-up steps W (default 0)\n"
 "  --min-lr X          cosine: the final rate (default 0)\n"
 "  --device SEL        OpenCL device (see clgrad-info --list)\n"
+"  --devices LIST      data-parallel training on these devices (selectors\n"
+"                      separated by commas, e.g. 0,1): one replica each, a\n"
+"                      share of every batch each, gradients averaged; under\n"
+"                      mpirun -np N each rank trains one replica, on its\n"
+"                      local rank's device\n"
 "Evaluation, checkpoints and output:\n"
 "  --eval-every N      char-lstm: validation every N steps (default 100)\n"
 "  --checkpoint PATH   save here every --save-every steps and at the end\n"
@@ -199,7 +204,8 @@ parse_num(const char *opt, const char *s, double lo, double hi, int open_lo,
 enum {
     O_MODEL = 256, O_HIDDEN, O_LAYERS, O_EMBED, O_DROPOUT, O_DATA, O_HOLDOUT,
     O_SEQ, O_BATCH, O_OPT, O_LR, O_MOMENTUM, O_WD, O_SCHEDULE, O_WARMUP,
-    O_CLIP, O_EPOCHS, O_STEPS, O_SEED, O_DEVICE, O_CKPT, O_SAVE_EVERY,
+    O_CLIP, O_EPOCHS, O_STEPS, O_SEED, O_DEVICE, O_DEVICES, O_CKPT,
+    O_SAVE_EVERY,
     O_RESUME, O_SAMPLE, O_SAMPLE_EVERY, O_TEMP, O_PRIME, O_SAMPLE_ONLY, O_EVAL_ONLY,
     O_LOG, O_LOG_EVERY, O_QUIET, O_PROFILE, O_STOP_AT, O_STEP_SIZE,
     O_GAMMA, O_MIN_LR, O_EVAL_EVERY, O_SAVE_BEST, O_PLOT, O_TOP_K,
@@ -231,6 +237,7 @@ static const struct option long_opts[] = {
     { "stop-at", required_argument, NULL, O_STOP_AT },
     { "seed", required_argument, NULL, O_SEED },
     { "device", required_argument, NULL, O_DEVICE },
+    { "devices", required_argument, NULL, O_DEVICES },
     { "checkpoint", required_argument, NULL, O_CKPT },
     { "save-every", required_argument, NULL, O_SAVE_EVERY },
     { "resume", required_argument, NULL, O_RESUME },
@@ -352,6 +359,7 @@ parse_args(int argc, char **argv, tr_config *cfg)
             snprintf(cfg->schedule, sizeof cfg->schedule, "%s", a);
             break;
         case O_DEVICE: cfg->device = a; break;
+        case O_DEVICES: cfg->devices = a; break;
         case O_CKPT:
             if (!*a) {
                 fprintf(stderr, "clgrad-train: --checkpoint '': want a "

@@ -347,12 +347,13 @@ evaluated(run *r, double loss)
  * `loss` (taken: freed here; NULL reports the last error), the progress
  * line with the throughput of `items` per step in `unit`s (averaged over
  * `window` seconds), and a checkpoint when one is due.  Returns 0 or -1. */
+static int step_done(run *r, float v, int64_t items, const char *unit,
+                     double window);
+
 static int
 finish_step(run *r, cg_tensor *loss, int64_t items, const char *unit,
             double window)
 {
-    progress *p = &r->prog;
-    double t;
     float v;
     int status;
 
@@ -364,6 +365,43 @@ finish_step(run *r, cg_tensor *loss, int64_t items, const char *unit,
     cg_tensor_free(loss);
     if (status)
         return -1;
+    return step_done(r, v, items, unit, window);
+}
+
+/* A data-parallel step (train_dp.c) on the batch x, y of n rows or time
+ * steps, then the same end as finish_step's; x and y are freed.  0 or
+ * -1. */
+static int
+finish_dp_step(run *r, cg_tensor *x, cg_tensor *y, int64_t n,
+               int64_t items, const char *unit, double window)
+{
+    float v;
+    int status = tr_dp_step(r, x, y, n, &v);
+
+    cg_tensor_free(x);
+    cg_tensor_free(y);
+    if (status)
+        return -1;
+    if (!isfinite(v)) {
+        tr_progress_break(&r->prog);
+        tr_fail("step %lld: the loss is %f; stopping",
+                (long long)r->step + 1, (double)v);
+        return -1;
+    }
+    r->step++;
+    if (report_skipped(r, 0))
+        return -1;
+    return step_done(r, v, items, unit, window);
+}
+
+/* The progress line and the checkpoint after a step's update, whose
+ * loss was v. */
+static int
+step_done(run *r, float v, int64_t items, const char *unit, double window)
+{
+    progress *p = &r->prog;
+    double t;
+
     r->index++;
     r->epoch_loss += v;
     r->epoch_steps++;
@@ -429,10 +467,15 @@ run_mlp(run *r, volatile sig_atomic_t *stop)
             break;
         }
         if (n == 0) {           /* end of an epoch */
-            if (mlp_epoch_end(r))
+            if (r->rank == 0 && mlp_epoch_end(r))
                 return 1;
             r->epoch++;
             r->index = 0;
+            continue;
+        }
+        if (r->dp) {
+            if (finish_dp_step(r, x, y, n, n, "rows", 1))
+                return 1;
             continue;
         }
         if (tr_autocast_begin(r))
@@ -488,6 +531,31 @@ lstm_validate(run *r)
     return evaluated(r, loss);
 }
 
+/* One step on ids `in` and targets `tg` [n, B] (both freed), n1 = n B
+ * tokens: forward, the loss, finish_step.  0 or -1. */
+static int
+lstm_step(run *r, cg_tensor *in, cg_tensor *tg, int64_t n1)
+{
+    cg_tensor *flat = cg_reshape(tg, 1, &n1), *logits, *loss;
+
+    if (tr_autocast_begin(r)) {
+        cg_tensor_free(flat);
+        cg_tensor_free(in);
+        cg_tensor_free(tg);
+        return -1;
+    }
+    logits = tr_lstm_forward(r->model, in, &r->h, &r->c, 1);
+    loss = logits && flat ? cg_cross_entropy(logits, flat, CG_REDUCTION_MEAN,
+                                             CG_IGNORE_INDEX, 0.0f)
+                          : NULL;
+    tr_autocast_end(r);
+    cg_tensor_free(logits);
+    cg_tensor_free(flat);
+    cg_tensor_free(in);
+    cg_tensor_free(tg);
+    return finish_step(r, loss, n1, "tok", 2);
+}
+
 static int
 run_char_lstm(run *r, volatile sig_atomic_t *stop)
 {
@@ -503,7 +571,7 @@ run_char_lstm(run *r, volatile sig_atomic_t *stop)
         return 1;
     }
     while (r->step < r->total && !at_stop(r) && !*stop) {
-        cg_tensor *in = NULL, *tg = NULL, *flat, *logits, *loss;
+        cg_tensor *in = NULL, *tg = NULL;
         int64_t n1;
         int n;
 
@@ -513,6 +581,7 @@ run_char_lstm(run *r, volatile sig_atomic_t *stop)
             cg_tensor_free(r->h);
             cg_tensor_free(r->c);
             r->h = r->c = NULL;
+            tr_dp_reset_state(r);
             if (r->epoch >= r->cfg.epochs)
                 break;
         }
@@ -522,21 +591,11 @@ run_char_lstm(run *r, volatile sig_atomic_t *stop)
             return 1;
         }
         n1 = (int64_t)n * B;
-        flat = cg_reshape(tg, 1, &n1);
-        if (tr_autocast_begin(r))
+        if (r->dp ? finish_dp_step(r, in, tg, n, n1, "tok", 2)
+                  : lstm_step(r, in, tg, n1))
             return 1;
-        logits = tr_lstm_forward(r->model, in, &r->h, &r->c, 1);
-        loss = logits && flat ? cg_cross_entropy(logits, flat,
-                                                 CG_REDUCTION_MEAN,
-                                                 CG_IGNORE_INDEX, 0.0f)
-                              : NULL;
-        tr_autocast_end(r);
-        cg_tensor_free(logits);
-        cg_tensor_free(flat);
-        cg_tensor_free(in);
-        cg_tensor_free(tg);
-        if (finish_step(r, loss, n1, "tok", 2))
-            return 1;
+        if (r->rank != 0)       /* rank 0 evaluates and samples */
+            continue;
         if (r->step % r->cfg.eval_every == 0 && r->step < r->prog.end &&
             lstm_validate(r))
             return 1;
@@ -555,6 +614,7 @@ run_char_lstm(run *r, volatile sig_atomic_t *stop)
 static void
 run_free(run *r)
 {
+    tr_dp_free(r);
     cg_lr_schedule_free(r->sched);
     cg_grad_scaler_free(r->scaler);
     cg_optim_free(r->opt);
@@ -867,6 +927,8 @@ finish(run *r, volatile sig_atomic_t *stop)
                 r->cfg.checkpoint ? r->cfg.checkpoint : "");
     if (*stop)
         return 0;
+    if (r->rank != 0)           /* rank 0 evaluates and samples */
+        return 0;
     if (r->eval_step != r->step &&
         (lstm ? lstm_validate(r) : mlp_final(r)))
         return 1;
@@ -902,6 +964,7 @@ finish(run *r, volatile sig_atomic_t *stop)
                r->best_path ? ", best " : "",
                r->best_path ? r->best_path : "");
     printf("\n");
+    tr_dp_report(r);
     return 0;
 }
 
@@ -961,6 +1024,19 @@ tr_run(const tr_config *given, volatile sig_atomic_t *stop)
         goto out;
     }
     resolve(&r.cfg);
+    /* Under mpirun only rank 0 prints, logs and writes files. */
+    if (tr_mpi_world() > 1 && getenv("OMPI_COMM_WORLD_RANK") &&
+        atoi(getenv("OMPI_COMM_WORLD_RANK")) != 0) {
+        r.cfg.quiet = 1;
+        r.cfg.log = r.cfg.plot = NULL;
+        r.cfg.profile = 0;
+    }
+    /* The best checkpoint is saved where rank 0 alone evaluates, but a
+     * checkpoint gathers the LSTM state from every rank. */
+    if (tr_mpi_world() > 1 && r.cfg.save_best) {
+        tr_fail("--save-best under mpirun is not supported yet");
+        goto out;
+    }
     /* The files written at the end, checked before any work. */
     if (!r.cfg.sample_only && !r.cfg.eval_only &&
         ((r.cfg.checkpoint &&
@@ -968,8 +1044,11 @@ tr_run(const tr_config *given, volatile sig_atomic_t *stop)
          (r.cfg.plot && tr_check_output("--plot", r.cfg.plot))))
         goto out;
     {
-        cg_context_options o = { r.cfg.device, r.cfg.profile, 0 };
+        cg_context_options o = { NULL, r.cfg.profile, 0 };
+        char first[32];
 
+        if (tr_dp_first_device(&r.cfg, first, &o.device))
+            goto out;
         r.ctx = cg_context_new_with(&o);
     }
     if (!r.ctx) {
@@ -1008,6 +1087,8 @@ tr_run(const tr_config *given, volatile sig_atomic_t *stop)
     cg_checkpoint_free(ck);
     ck = NULL;
     r.first_step = r.step;
+    if (!r.cfg.sample_only && !r.cfg.eval_only && tr_dp_setup(&r))
+        goto out;
 
     if (r.cfg.sample_only) {
         status = tr_sample(&r, r.cfg.sample, (uint64_t)r.cfg.seed) ? 1 : 0;

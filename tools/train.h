@@ -42,6 +42,7 @@ typedef struct tr_config {
                                  * scaler) */
     char optimizer[16], schedule[16];
     const char *data, *device, *checkpoint, *resume, *prime, *log, *plot;
+    const char *devices;        /* --devices: data parallelism, or NULL */
     int sample_only, quiet, profile, save_best;
     int eval_only;              /* --eval-only */
     int prime_set;              /* --prime given (else "\n", or the

@@ -61,10 +61,28 @@ tr_check_output(const char *opt, const char *path)
 int
 tr_save(run *r, const char *path, double val_loss)
 {
-    cg_checkpoint *ck = cg_checkpoint_new();
+    cg_checkpoint *ck;
+    cg_tensor *h = r->h, *c = r->c;
     char hid[128] = "";
     int64_t nf = r->features;
-    int i, status = ck ? CG_OK : -1;
+    int i, status;
+
+    /* Data parallel: the state of every replica's streams, from every
+     * rank (collective); rank 0 writes. */
+    if (r->dp && r->cfg.model == TR_CHAR_LSTM) {
+        if (tr_dp_state(r, &h, &c))
+            return -1;
+    } else {
+        h = h ? cg_tensor_ref(h) : NULL;
+        c = c ? cg_tensor_ref(c) : NULL;
+    }
+    if (r->rank != 0) {
+        cg_tensor_free(h);
+        cg_tensor_free(c);
+        return 0;
+    }
+    ck = cg_checkpoint_new();
+    status = ck ? CG_OK : -1;
 
     if (status == CG_OK)
         status = cg_checkpoint_add_module(ck, NULL, r->model);
@@ -76,10 +94,12 @@ tr_save(run *r, const char *path, double val_loss)
     if (status == CG_OK && r->inv_std)
         status = cg_checkpoint_add_host(ck, "data.inv_std", CG_F32, 1, &nf,
                                         r->inv_std);
-    if (status == CG_OK && r->h)
-        status = cg_checkpoint_add_tensor(ck, "train.state.h", r->h);
-    if (status == CG_OK && r->c)
-        status = cg_checkpoint_add_tensor(ck, "train.state.c", r->c);
+    if (status == CG_OK && h)
+        status = cg_checkpoint_add_tensor(ck, "train.state.h", h);
+    if (status == CG_OK && c)
+        status = cg_checkpoint_add_tensor(ck, "train.state.c", c);
+    cg_tensor_free(h);
+    cg_tensor_free(c);
     for (i = 0; i < r->cfg.nhidden; i++)
         snprintf(hid + strlen(hid), sizeof hid - strlen(hid), "%s%d",
                  i ? "," : "", r->cfg.hidden[i]);

@@ -88,11 +88,17 @@ tr_cnn_new(cg_context *ctx, const tr_config *c, int in, int out)
 cg_tensor *
 tr_forward(run *r, cg_tensor *x)
 {
+    return tr_forward_model(&r->cfg, r->model, x);
+}
+
+cg_tensor *
+tr_forward_model(const tr_config *cfg, cg_module *m, cg_tensor *x)
+{
     int64_t shape[4] = { 0, 1, 1, 1 };
     cg_tensor *img, *y;
 
-    if (r->cfg.model != TR_CNN)
-        return cg_module_forward(r->model, x);
+    if (cfg->model != TR_CNN)
+        return cg_module_forward(m, x);
     cg_tensor_shape(x, shape);
     shape[2] = 1;
     while (shape[2] * shape[2] < shape[1])
@@ -100,7 +106,7 @@ tr_forward(run *r, cg_tensor *x)
     shape[3] = shape[2];
     shape[1] = 1;
     img = cg_reshape(x, 4, shape);
-    y = img ? cg_module_forward(r->model, img) : NULL;
+    y = img ? cg_module_forward(m, img) : NULL;
     cg_tensor_free(img);
     return y;
 }

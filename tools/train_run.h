@@ -34,6 +34,23 @@ typedef struct progress {
     size_t npts, cap;
 } progress;
 
+/* A data-parallel replica (train_dp.c): replica 0 is the run's own
+ * context, model, optimizer and scaler (borrowed here); the others own
+ * theirs.  h and c point at the carried LSTM state (the run's r->h, r->c
+ * for replica 0, hh and cc for the others). */
+#define TR_MAX_DEVICES 16
+typedef struct tr_replica {
+    cg_context *ctx;
+    cg_module *model;
+    cg_optimizer *opt;
+    cg_grad_scaler *scaler;
+    int nparams;
+    cg_tensor *params[TR_MAX_PARAMS];
+    cg_tensor **h, **c;
+    cg_tensor *hh, *cc;
+    cg_tensor *loss;            /* the last step's (unscaled), owned */
+} tr_replica;
+
 typedef struct run {
     tr_config cfg;
     cg_context *ctx;
@@ -69,7 +86,39 @@ typedef struct run {
     double epoch_loss;          /* mlp: the epoch's loss sum, and steps */
     int64_t epoch_steps;
     progress prog;
+    /* Data parallelism (train_dp.c; dp NULL without): the replicas of
+     * this process, the world, and the step's batch on the host (the
+     * MLP's features bx, its classes or the LSTM's ids and targets by;
+     * bn rows or time steps). */
+    cg_dp *dp;
+    int nrep, world, rank;
+    tr_replica rep[TR_MAX_DEVICES];
+    float *bx;
+    int *by;
+    int64_t bn;
+    int64_t dp_steps;           /* data-parallel steps, and their */
+    double dp_reduce_s, dp_exposed_s;   /* reduction times summed */
 } run;
+
+/* train_dp.c.  Under mpirun (Open MPI's environment) the world size,
+ * else 1.  The first device of --devices or the rank's; then, with
+ * --devices or under mpirun, the other replicas and the cg_dp (0, or -1
+ * after a message); a step on a batch made on replica 0's context (MLP,
+ * CNN: x [n, F], y [n]; LSTM: ids and targets [n, B]) with *value the
+ * whole batch's loss; the LSTM's state reset at a new pass; and the
+ * replicas' release. */
+int tr_mpi_world(void);
+int tr_dp_first_device(const tr_config *cfg, char buf[32], const char **sel);
+int tr_dp_setup(run *r);
+int tr_dp_step(run *r, cg_tensor *x, cg_tensor *y, int64_t n, float *value);
+void tr_dp_reset_state(run *r);
+/* The whole batch's LSTM state (new tensors on replica 0's context, NULL
+ * before the first step), gathered from every replica for a checkpoint:
+ * collective, every rank calls it.  0, or -1 after a message. */
+int tr_dp_state(run *r, cg_tensor **h, cg_tensor **c);
+/* The summary's line on what the replicas communicated. */
+void tr_dp_report(const run *r);
+void tr_dp_free(run *r);
 
 /* train.c: --precision bf16 / fp16 opens an autocast region around each
  * forward pass and its loss (training and evaluation); a no-op in fp32.
@@ -127,6 +176,9 @@ cg_module *tr_cnn_new(cg_context *ctx, const tr_config *c, int in, int out);
 /* The model's logits for a batch of CSV rows x [B, features]: the MLP's
  * directly, the CNN's on x viewed as [B, 1, side, side]. */
 cg_tensor *tr_forward(run *r, cg_tensor *x);
+/* The same with model m of kind cfg->model. */
+cg_tensor *tr_forward_model(const tr_config *cfg, cg_module *m,
+                            cg_tensor *x);
 /* Logits [T*B, V] for ids [T, B]; the final states replace *h and *c
  * (detached when `detach`). */
 cg_tensor *tr_lstm_forward(cg_module *m, cg_tensor *ids, cg_tensor **h,

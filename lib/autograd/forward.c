@@ -26,12 +26,15 @@
 
 static _Thread_local int suspended;
 
-/* Also while cg_backward runs: backward functions propagate no tangents
- * (the gradients they make get none), in this release. */
+/* Also while a plain backward runs: kernel-level backward functions
+ * propagate no tangents (the gradients they make get none).  A
+ * create_graph backward's composites are ordinary recorded ops and do:
+ * the tangent of a gradient is then the JVP of the gradient
+ * (forward-over-reverse, so H v for a scalar function's gradient). */
 int
 cg__fw_suspended(void)
 {
-    return suspended != 0 || cg__in_backward();
+    return suspended != 0 || (cg__in_backward() && !cg__in_graph_backward());
 }
 
 /* ------------------------------------------------------------------------
@@ -73,6 +76,12 @@ fw_link(cg_tensor *t)
     if (ctx->fwad_list)
         ctx->fwad_list->fw_prev = t;
     ctx->fwad_list = t;
+}
+
+void
+cg__fw_suspend(int on)
+{
+    suspended += on ? 1 : -1;
 }
 
 static int
@@ -195,6 +204,50 @@ cg__fw_record(cg_tensor *out, const char *op, cg__backward_fn bwd,
 }
 
 /* ------------------------------------------------------------------------
+ * Ops that give their outputs' tangents themselves
+ * ------------------------------------------------------------------------ */
+
+int
+cg__fw_wanted(int ninputs, cg_tensor *const *inputs)
+{
+    int k;
+
+    if (cg__fw_suspended())
+        return 0;
+    for (k = 0; k < ninputs; k++)
+        if (has_tangent(inputs[k]) && inputs[k]->ctx->fwad_level)
+            return 1;
+    return 0;
+}
+
+cg_tensor *
+cg__fw_input_tangent(cg_tensor *t, int *status)
+{
+    *status = t ? materialize(t) : CG_OK;
+    return t && *status == CG_OK ? t->fw_tangent : NULL;
+}
+
+cg__node *
+cg__fw_record_own(cg_tensor *out, const char *op, cg__backward_fn bwd,
+                  int ninputs, cg_tensor *const *inputs, int *status)
+{
+    cg__node *n;
+
+    suspended++;
+    n = cg__record(out, op, bwd, ninputs, inputs, status);
+    suspended--;
+    return n;
+}
+
+void
+cg__fw_attach(cg_tensor *t, cg_tensor *tangent)
+{
+    cg_tensor_free(t->fw_tangent);
+    t->fw_tangent = tangent;
+    fw_link(t);
+}
+
+/* ------------------------------------------------------------------------
  * The public functions
  * ------------------------------------------------------------------------ */
 
@@ -206,6 +259,12 @@ close_level(cg_context *ctx)
     while (ctx->fwad_list)
         fw_drop(ctx->fwad_list);
     ctx->fwad_level = 0;
+}
+
+void
+cg__fw_close(cg_context *ctx)
+{
+    close_level(ctx);
 }
 
 int

@@ -220,6 +220,12 @@ typedef struct {
 /* The pass running on this thread (for cg__grad_into), or NULL. */
 static _Thread_local const walk *cur_walk;
 
+int
+cg__in_graph_backward(void)
+{
+    return backward_depth != 0 && cur_walk && cur_walk->create_graph;
+}
+
 static int
 push(node_list *l, cg__node *n)
 {
@@ -541,6 +547,51 @@ check_root(cg_tensor *root, cg_tensor *grad_output)
     return CG_OK;
 }
 
+/* The leaf-gradient hook's bookkeeping: with `set`, counts in each leaf's
+ * bw_pending the inputs of the walk's nodes that pass it a gradient;
+ * without, clears the counts (after a failure). */
+static void
+count_pending(const node_list *order, int set)
+{
+    size_t i;
+    int k;
+
+    for (i = 0; i < order->n; i++) {
+        cg__node *n = order->v[i];
+
+        for (k = 0; k < n->ninputs; k++) {
+            cg_tensor *in = n->inputs[k];
+
+            if (in && n->needs[k] && !in->grad_fn)
+                in->bw_pending = set ? in->bw_pending + 1 : 0;
+        }
+    }
+}
+
+/* Node n has run (or had nothing to pass back): calls the hook for each
+ * leaf input whose last contribution this was and that has a gradient. */
+static void
+leaves_done(cg__node *n, void (*hook)(void *, cg_tensor *), void *user)
+{
+    int k;
+
+    for (k = 0; k < n->ninputs; k++) {
+        cg_tensor *in = n->inputs[k];
+
+        if (in && n->needs[k] && !in->grad_fn && in->bw_pending > 0 &&
+            --in->bw_pending == 0 && in->grad)
+            hook(user, in);
+    }
+}
+
+void
+cg__set_grad_ready(cg_context *ctx, void (*fn)(void *user, cg_tensor *leaf),
+                   void *user)
+{
+    ctx->grad_ready = fn;
+    ctx->grad_ready_user = user;
+}
+
 /* The seed: grad_output (create_graph: itself, so that the gradients
  * are differentiable in it too; else a contiguous copy), or ones. */
 static cg_tensor *
@@ -566,6 +617,7 @@ run_backward(cg_tensor *root, cg_tensor *grad_output, int retain_graph,
     node_list order = { 0 };
     const walk *prev;
     cg_tensor *seed;
+    void (*hook)(void *, cg_tensor *);
     int status;
     size_t i;
 
@@ -598,14 +650,20 @@ run_backward(cg_tensor *root, cg_tensor *grad_output, int retain_graph,
         goto out;
     *grad_target(root) = seed;
     seed = NULL;
+    hook = w->inputs ? NULL : root->ctx->grad_ready;
+    if (hook)
+        count_pending(&order, 1);
     /* order is post-order (inputs first); walk it from the end. */
     for (i = order.n; i-- > 0 && status == CG_OK;) {
         cg__node *n = order.v[i];
         cg_tensor *gin[CG__NODE_INPUTS] = { NULL };
         int k;
 
-        if (!has_grad(n))
+        if (!has_grad(n)) {
+            if (hook)
+                leaves_done(n, hook, root->ctx->grad_ready_user);
             continue;
+        }
         if (w->inputs) {
             capture(w, n);
             if (n->mark != 3) {
@@ -624,7 +682,11 @@ run_backward(cg_tensor *root, cg_tensor *grad_output, int retain_graph,
             cg_tensor_free(gin[k]);
         }
         drop_acc(n);
+        if (hook && status == CG_OK)
+            leaves_done(n, hook, root->ctx->grad_ready_user);
     }
+    if (hook && status != CG_OK)
+        count_pending(&order, 0);
 out:
     /* create_graph keeps the graph: the gradients' graph refers to it. */
     for (i = 0; i < order.n; i++) {

@@ -208,3 +208,214 @@ out:
     cg_tensor_free(y);
     return status;
 }
+
+/* ------------------------------------------------------------------------
+ * cg_vjp: the vector-Jacobian product of a C function
+ * ------------------------------------------------------------------------ */
+
+static int
+check_vjp(cg_context *ctx, cg_jvp_fn fn, int n_inputs,
+          cg_tensor *const *inputs, int n_outputs,
+          cg_tensor *const *cotangents, cg_tensor **in_grads)
+{
+    int k;
+
+    if (!ctx || !fn || !inputs || !cotangents || !in_grads ||
+        n_inputs < 1 || n_inputs > CG_JVP_MAX || n_outputs < 1 ||
+        n_outputs > CG_JVP_MAX)
+        return cg__error(CG_EINVAL, "vjp: a NULL argument, or %d inputs and "
+                         "%d outputs (1..%d each)", n_inputs, n_outputs,
+                         CG_JVP_MAX);
+    for (k = 0; k < n_inputs; k++) {
+        if (!inputs[k])
+            return cg__error(CG_EINVAL, "vjp: input %d is NULL", k);
+        if (inputs[k]->ctx != ctx)
+            return cg__error(CG_ECONTEXT, "vjp: input %d belongs to another "
+                             "context", k);
+        if (!CG__IS_FLOAT(inputs[k]->dtype))
+            return cg__error(CG_EDTYPE, "vjp: input %d is %s, not a floating "
+                             "dtype", k, cg__dtype_name(inputs[k]->dtype));
+    }
+    for (k = 0; k < n_outputs; k++)
+        if (cotangents[k] && cotangents[k]->ctx != ctx)
+            return cg__error(CG_ECONTEXT, "vjp: cotangent %d belongs to "
+                             "another context", k);
+    if (!cg_is_grad_enabled())
+        return cg__error(CG_ESTATE, "vjp: called in no-grad mode");
+    return CG_OK;
+}
+
+/* The cotangent of output j matches it (or is NULL, for int32 outputs:
+ * no term). */
+static int
+check_cotangent(int j, const cg_tensor *y, const cg_tensor *v)
+{
+    char s1[128], s2[128];
+
+    if (!v && !CG__IS_FLOAT(y->dtype))
+        return CG_OK;
+    if (!v)
+        return cg__error(CG_EINVAL, "vjp: cotangent %d is NULL for a %s "
+                         "output", j, cg__dtype_name(y->dtype));
+    if (v->dtype != y->dtype || v->ndim != y->ndim ||
+        memcmp(v->shape, y->shape, (size_t)y->ndim * sizeof *y->shape) != 0)
+        return cg__error(CG_ESHAPE, "vjp: cotangent %d is %s %s, output %d "
+                         "%s %s", j, cg__dtype_name(v->dtype),
+                         cg__shape_str(v->ndim, v->shape, s1, sizeof s1), j,
+                         cg__dtype_name(y->dtype),
+                         cg__shape_str(y->ndim, y->shape, s2, sizeof s2));
+    return CG_OK;
+}
+
+int
+cg_vjp(cg_context *ctx, cg_jvp_fn fn, void *user, int n_inputs,
+       cg_tensor *const *inputs, int n_outputs,
+       cg_tensor *const *cotangents, cg_tensor **outputs,
+       cg_tensor **in_grads)
+{
+    cg_tensor *leaves[CG_JVP_MAX] = { NULL }, *outs[CG_JVP_MAX] = { NULL };
+    cg_tensor *got[CG_JVP_MAX] = { NULL }, *terms[CG_JVP_MAX] = { NULL };
+    cg_tensor *dets[CG_JVP_MAX] = { NULL }, *root = NULL;
+    int k, j, nt = 0, status;
+
+    cg__error_clear();
+    if ((status = check_vjp(ctx, fn, n_inputs, inputs, n_outputs,
+                            cotangents, in_grads)))
+        return status;
+    for (k = 0; k < n_inputs && status == CG_OK; k++)
+        if (!(leaves[k] = cg_detach(inputs[k])) ||
+            (status = cg_tensor_set_requires_grad(leaves[k], 1)))
+            status = status ? status : cg__last_status();
+    if (status == CG_OK)
+        status = fn(user, n_inputs, leaves, n_outputs, outs);
+    for (j = 0; j < n_outputs && status == CG_OK; j++)
+        if (!outs[j])
+            status = cg__error(CG_EINVAL, "vjp: the function returned CG_OK "
+                               "without output %d", j);
+        else if (outs[j]->ctx != ctx)
+            status = cg__error(CG_ECONTEXT, "vjp: output %d belongs to "
+                               "another context", j);
+        else
+            status = check_cotangent(j, outs[j], cotangents[j]);
+    /* <y_j, v_j> summed over the outputs that depend on the inputs */
+    for (j = 0; j < n_outputs && status == CG_OK; j++) {
+        cg_tensor *p;
+
+        if (!cotangents[j] || !outs[j]->requires_grad)
+            continue;
+        p = cg_mul(outs[j], cotangents[j]);
+        terms[nt] = p ? cg_sum(p, 0, NULL, 0) : NULL;
+        cg_tensor_free(p);
+        if (!terms[nt++])
+            status = cg__last_status();
+    }
+    for (j = 0; j < nt && status == CG_OK; j++) {
+        cg_tensor *s = root ? cg_add(root, terms[j])
+                            : cg_tensor_ref(terms[j]);
+
+        cg_tensor_free(root);
+        if (!(root = s))
+            status = cg__last_status();
+    }
+    if (status == CG_OK)
+        status = root ? cg_grad(root, NULL, n_inputs, leaves, got, 0)
+                      : zeros_like(n_inputs, leaves, got);
+    for (j = 0; j < n_outputs && outputs && status == CG_OK; j++)
+        if (!(dets[j] = cg_detach(outs[j])))
+            status = cg__last_status();
+    for (j = 0; j < n_outputs; j++) {
+        cg_tensor_free(outs[j]);
+        if (status == CG_OK && outputs)
+            outputs[j] = dets[j];
+        else
+            cg_tensor_free(dets[j]);
+    }
+    for (j = 0; j < nt; j++)
+        cg_tensor_free(terms[j]);
+    cg_tensor_free(root);
+    for (k = 0; k < n_inputs; k++) {
+        cg_tensor_free(leaves[k]);
+        if (status == CG_OK)
+            in_grads[k] = got[k];
+        else
+            cg_tensor_free(got[k]);
+    }
+    return status;
+}
+
+/* ------------------------------------------------------------------------
+ * Hessian-vector products by forward over reverse
+ * ------------------------------------------------------------------------ */
+
+int
+cg_hvp_fwd(cg_scalar_fn f, void *user, int n, cg_tensor *const *inputs,
+           cg_tensor *const *v, cg_tensor **hv, cg_tensor **value)
+{
+    cg_tensor *g[CG_GRAD_MAX_INPUTS] = { NULL }, *h[CG_GRAD_MAX_INPUTS] = {
+        NULL };
+    cg_tensor *y = NULL;
+    cg_context *ctx;
+    char s[128];
+    int status, i, j;
+
+    cg__error_clear();
+    if ((status = check_hvp(f, n, inputs, v, hv)))
+        return status;
+    ctx = inputs[0]->ctx;
+    for (j = 0; j < n; j++) {
+        if (inputs[j]->ctx != ctx)
+            return cg__error(CG_ECONTEXT, "cg_hvp_fwd: inputs[%d] and "
+                             "inputs[0] belong to different contexts", j);
+        for (i = 0; i < j; i++)
+            if (inputs[i] == inputs[j])
+                return cg__error(CG_EINVAL, "cg_hvp_fwd: inputs[%d] and "
+                                 "inputs[%d] are the same tensor", i, j);
+    }
+    if (!cg_is_grad_enabled())
+        return cg__error(CG_ESTATE, "cg_hvp_fwd: called in no-grad mode");
+    if (ctx->fwad_level)
+        return cg__error(CG_ESTATE, "cg_hvp_fwd: a dual level is already "
+                         "open on the context");
+    ctx->fwad_level = 1;
+    for (j = 0; j < n; j++)
+        cg__fw_attach(inputs[j], cg_tensor_ref(v[j]));
+    if (!(y = f(n, inputs, user))) {
+        status = cg__last_status();
+        if (status == CG_OK)
+            status = cg__error(CG_EINVAL, "cg_hvp_fwd: f returned NULL");
+        goto out;
+    }
+    if (cg_tensor_numel(y) != 1) {
+        status = cg__error(CG_ESHAPE, "cg_hvp_fwd: f returned shape %s, not "
+                           "one element", cg__shape_str(y->ndim, y->shape, s,
+                                                        sizeof s));
+        goto out;
+    }
+    if (!y->requires_grad) {
+        status = zeros_like(n, inputs, h);
+        goto out;
+    }
+    /* The gradient by a create_graph backward, whose composites carry
+     * the tangents: the tangent of grad f along v is H v. */
+    status = cg_grad(y, NULL, n, inputs, g, CG_GRAD_CREATE_GRAPH);
+    for (j = 0; j < n && status == CG_OK; j++) {
+        h[j] = cg_tangent(g[j]);
+        if (!h[j] && (status = cg__last_status()) == CG_OK &&
+            !(h[j] = cg_full_dtype(ctx, inputs[j]->dtype, inputs[j]->ndim,
+                                   inputs[j]->shape, 0.0f)))
+            status = cg__last_status();
+    }
+out:
+    if (status == CG_OK && value && !(*value = cg_detach(y)))
+        status = cg__last_status();
+    for (j = 0; j < n; j++) {
+        cg_tensor_free(g[j]);
+        if (status)
+            cg_tensor_free(h[j]);
+        else
+            hv[j] = h[j];
+    }
+    cg_tensor_free(y);
+    cg__fw_close(ctx);
+    return status;
+}

@@ -42,6 +42,9 @@ struct cg__node {
      * the node is freed. */
     void *keep;
     void (*keep_unref)(void *keep);
+    /* A layer's composite backward for create_graph (a node with keep set
+     * finds none in lib/ops/grad_graph.c's table), or NULL. */
+    cg__backward_fn backward_graph;
     int out_ndim;
     int64_t out_shape[CG_MAX_DIMS];
     uint64_t seq;                 /* creation order */
@@ -91,8 +94,21 @@ int cg__backward_walk(cg_tensor *root, cg_tensor *grad_output,
                       int retain_graph, int create_graph, int ninputs,
                       cg_tensor *const *inputs, cg_tensor **grads);
 
+/* Sets ctx's leaf-gradient hook (NULL: none): during a cg_backward or
+ * cg_backward_ex of a graph on ctx (not cg_grad's, whose gradients go
+ * elsewhere), fn(user, leaf) runs once for each leaf that gets a
+ * gradient, as soon as the last node that adds to it has run (its grad
+ * then holds the complete gradient, queued but perhaps not computed yet);
+ * in the calling thread, so it may enqueue work after it.  A leaf that
+ * gets no gradient gets no call.  Costs nothing while unset. */
+void cg__set_grad_ready(cg_context *ctx,
+                        void (*fn)(void *user, cg_tensor *leaf), void *user);
+
 /* Nonzero while cg_backward runs backward functions. */
 int cg__in_backward(void);
+/* Nonzero while the innermost backward running is a create_graph one
+ * (its composites record, and propagate tangents in a dual level). */
+int cg__in_graph_backward(void);
 
 /* Forward mode (lib/autograd/forward.c).  cg__record hands over to
  * cg__fw_record while a dual level is open on the output's context: it
@@ -105,8 +121,32 @@ int cg__in_backward(void);
 int cg__fw_suspended(void);
 cg__node *cg__fw_record(cg_tensor *out, const char *op, cg__backward_fn bwd,
                         int ninputs, cg_tensor *const *inputs, int *status);
+/* Suspends forward mode on this thread (on nonzero; nestable) or
+ * resumes it (on 0): what ops compute in between gets no tangent (a
+ * constant of a composite backward). */
+void cg__fw_suspend(int on);
 /* Computes every pending tangent of ctx's level. */
 int cg__fw_flush(cg_context *ctx);
+/* Drops every tangent of ctx's level and closes it, leaving
+ * cg_last_error alone. */
+void cg__fw_close(cg_context *ctx);
+
+/* Ops that compute their outputs' tangents themselves, in their own call
+ * (the recurrent layers: three outputs from one node, and a tangent
+ * recurrence that wants the primal's buffers while they are at hand).
+ * cg__fw_wanted: nonzero when a dual level is open, not suspended, and one
+ * of the inputs has a tangent.  cg__fw_input_tangent: t's tangent at the
+ * level (computed if pending; borrowed), or NULL for none (t NULL, or no
+ * tangent) or on failure (*status).  cg__fw_record_own: cg__record for
+ * the reverse graph alone (no pending tangent, no rule looked up).
+ * cg__fw_attach: gives t (an output of the op) the tangent `tangent`,
+ * taking it over. */
+int cg__fw_wanted(int ninputs, cg_tensor *const *inputs);
+cg_tensor *cg__fw_input_tangent(cg_tensor *t, int *status);
+cg__node *cg__fw_record_own(cg_tensor *out, const char *op,
+                            cg__backward_fn bwd, int ninputs,
+                            cg_tensor *const *inputs, int *status);
+void cg__fw_attach(cg_tensor *t, cg_tensor *tangent);
 
 /* A JVP rule (lib/autograd/jvp.c): from the node the op filled (as for
  * its backward), its output y and its inputs' tangents t[k] (NULL: zero;

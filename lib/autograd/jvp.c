@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "autograd/internal.h"
+#include "ops/conv_internal.h"
 #include "ops/internal.h"
 
 /* A new contiguous tensor of y's shape holding t broadcast to it. */
@@ -428,6 +429,276 @@ jvp_embedding(cg__node *n, cg_tensor *y, cg_tensor *const *t,
     return *out ? CG_OK : cg__last_status();
 }
 
+/* ------------------------------------------------------------------------
+ * Rules of the gathers, max, the norms, the convolutions and the pools
+ * ------------------------------------------------------------------------ */
+
+/* The temporaries of one rule, freed together; the first failure stops
+ * the rest (J evaluates nothing once failed). */
+#define JT_MAX 32
+
+typedef struct {
+    cg_tensor *t[JT_MAX];
+    int n, status;
+} jtape;
+
+static cg_tensor *
+jt_keep(jtape *tp, cg_tensor *t)
+{
+    if (!t) {
+        tp->status = cg__last_status();
+        if (tp->status == CG_OK)
+            tp->status = CG_EHOSTMEM;
+        return NULL;
+    }
+    if (tp->n == JT_MAX) {
+        cg_tensor_free(t);
+        tp->status = cg__error(CG_EHOSTMEM, "forward-mode AD: more than %d "
+                               "temporaries in a rule", JT_MAX);
+        return NULL;
+    }
+    tp->t[tp->n++] = t;
+    return t;
+}
+
+#define J(tp, e) ((tp)->status ? NULL : jt_keep((tp), (e)))
+
+/* *out = a new reference to r, then frees the temporaries. */
+static int
+jt_done(jtape *tp, cg_tensor *r, cg_tensor **out)
+{
+    int k;
+
+    if (tp->status == CG_OK)
+        *out = cg_tensor_ref(r);
+    for (k = 0; k < tp->n; k++)
+        cg_tensor_free(tp->t[k]);
+    return tp->status;
+}
+
+/* a + b where either may be NULL (a zero term). */
+static cg_tensor *
+jt_add(jtape *tp, cg_tensor *a, cg_tensor *b)
+{
+    if (tp->status)
+        return NULL;
+    if (!a || !b)
+        return a ? a : b;
+    return J(tp, cg_add(a, b));
+}
+
+static cg_tensor *
+jt_reshape(jtape *tp, cg_tensor *t, int ndim, const int64_t *shape)
+{
+    return t ? J(tp, cg_reshape(t, ndim, shape)) : NULL;
+}
+
+/* index_select (and any gather of node layout outer, V, inner, n in
+ * i[0..3] with indices inputs[1]): the same gather of the tangent. */
+static int
+jvp_gather(cg__node *n, cg_tensor *y, cg_tensor *const *t, cg_tensor **out)
+{
+    jtape tp = { { NULL }, 0, CG_OK };
+    int64_t s3[3] = { n->i[0], n->i[1], n->i[2] };
+    cg_tensor *t3 = jt_reshape(&tp, t[0], 3, s3);
+    cg_tensor *idx = n->inputs[1], *i1 = NULL, *g;
+
+    if (idx && idx->ndim != 1)
+        i1 = J(&tp, cg_reshape(idx, 1, &n->i[3]));
+    g = J(&tp, cg_index_select(t3, 1, i1 ? i1 : idx));
+    return jt_done(&tp, jt_reshape(&tp, g, y->ndim, y->shape), out);
+}
+
+/* max over axes (cg_max; the values of cg_max_dim and cg_min_dim): each
+ * input element belongs to one output, so J v sums w v over the reduced
+ * axes with w = J^T 1 (one at each output's argmax). */
+static int
+jvp_max(cg__node *n, cg_tensor *y, cg_tensor *const *t, cg_tensor **out)
+{
+    jtape tp = { { NULL }, 0, CG_OK };
+    int axes[CG_MAX_DIMS], na = mask_axes(n, axes);
+    cg_tensor *ones = J(&tp, cg_full_dtype(y->ctx, y->dtype, y->ndim,
+                                            y->shape, 1.0f));
+    cg_tensor *w = NULL, *p;
+    cg__node tmp;
+
+    borrow(&tmp, n);
+    tmp.inputs[0] = n->inputs[0];       /* max_backward reads its shape */
+    if (ones)
+        w = J(&tp, apply_backward(&tmp, 0, ones));
+    p = J(&tp, cg_mul(w, t[0]));
+    return jt_done(&tp, J(&tp, cg_sum(p, na, axes, (int)n->i[1])), out);
+}
+
+/* The tangent of an affine normalisation y = xhat w + b, xhat = (x -
+ * mean) rstd, with x viewed as xs (nd dimensions), mean and rstd as
+ * sshape, w and b as pshape, all broadcasting to xs; the statistics
+ * reduce axes[0..na-1].  With batch statistics (stats_vary) they have
+ * tangents of their own: txhat = rstd (tx - mean(tx) - xhat mean(xhat
+ * tx)); else txhat = rstd tx.  Then ty = txhat w + xhat tw + tb. */
+static int
+norm_tangent(cg__node *n, cg_tensor *y, cg_tensor *const *t, int nd,
+             const int64_t *xs, const int64_t *sshape, const int64_t *pshape,
+             int na, const int *axes, int stats_vary, cg_tensor *mean,
+             cg_tensor *rstd, cg_tensor **out)
+{
+    jtape tp = { { NULL }, 0, CG_OK };
+    cg_tensor *x = n->inputs[0], *w = n->inputs[1], *x3, *m, *r, *xhat;
+    cg_tensor *ty = NULL;
+
+    x3 = J(&tp, cg_reshape(x, nd, xs));
+    m = J(&tp, as_dtype_of(cg_reshape(mean, nd, sshape), y));
+    r = J(&tp, as_dtype_of(cg_reshape(rstd, nd, sshape), y));
+    xhat = J(&tp, cg_mul(J(&tp, cg_sub(x3, m)), r));
+    if (t[0]) {
+        cg_tensor *t3 = J(&tp, cg_reshape(t[0], nd, xs)), *d = t3;
+
+        if (stats_vary) {
+            cg_tensor *a = J(&tp, cg_mean(t3, na, axes, 1));
+            cg_tensor *c = J(&tp, cg_mean(J(&tp, cg_mul(xhat, t3)), na, axes,
+                                          1));
+
+            d = J(&tp, cg_sub(J(&tp, cg_sub(t3, a)), J(&tp, cg_mul(xhat,
+                                                                    c))));
+        }
+        d = J(&tp, cg_mul(d, r));
+        if (w)
+            d = J(&tp, cg_mul(d, jt_reshape(&tp, w, nd, pshape)));
+        ty = jt_add(&tp, ty, d);
+    }
+    if (n->ninputs > 1 && t[1])
+        ty = jt_add(&tp, ty, J(&tp, cg_mul(xhat, jt_reshape(&tp, t[1], nd,
+                                                             pshape))));
+    if (n->ninputs > 2 && t[2])
+        ty = jt_add(&tp, ty, J(&tp, cg_expand(jt_reshape(&tp, t[2], nd,
+                                                         pshape), nd, xs)));
+    ty = jt_reshape(&tp, ty, y->ndim, y->shape);
+    return jt_done(&tp, J(&tp, dense_as(ty, y)), out);
+}
+
+/* layer_norm: x as [rows, N] (i[0], i[1]); saved[2], [3]: the mean and
+ * rstd of each row. */
+static int
+jvp_layer_norm(cg__node *n, cg_tensor *y, cg_tensor *const *t,
+               cg_tensor **out)
+{
+    int64_t xs[2] = { n->i[0], n->i[1] }, ss[2] = { n->i[0], 1 };
+    int64_t ps[2] = { 1, n->i[1] };
+    int ax = 1;
+
+    return norm_tangent(n, y, t, 2, xs, ss, ps, 1, &ax, 1, n->saved[2],
+                        n->saved[3], out);
+}
+
+/* batch_norm: x as [N, C, L] (i[0..2]), flags i[3] (8: training, batch
+ * statistics); saved[2], [3]: the mean and invstd of each channel used
+ * (the running ones in evaluation). */
+static int
+jvp_batch_norm(cg__node *n, cg_tensor *y, cg_tensor *const *t,
+               cg_tensor **out)
+{
+    int64_t xs[3] = { n->i[0], n->i[1], n->i[2] };
+    int64_t ss[3] = { 1, n->i[1], 1 };
+    int axes[2] = { 0, 2 };
+
+    return norm_tangent(n, y, t, 3, xs, ss, ss, 2, axes,
+                        (n->i[3] & 8) != 0, n->saved[2], n->saved[3], out);
+}
+
+/* The convolutions: conv(tx, w) + conv(x, tw) + tb, the geometry in i[]
+ * (conv1d's node is the 2-D convolution of its [N, C, 1, L] view). */
+static int
+jvp_conv(cg__node *n, cg_tensor *y, cg_tensor *const *t, cg_tensor **out)
+{
+    jtape tp = { { NULL }, 0, CG_OK };
+    cg__conv_geom g;
+    int transposed = strcmp(n->op, "conv_transpose2d") == 0;
+    cg_tensor *ty = NULL;
+
+    memcpy(&g, n->i, sizeof g);
+    if (t[0])
+        ty = jt_add(&tp, ty, J(&tp, transposed
+                       ? cg__convt_geom_apply(n->op, &g, t[0], n->inputs[1])
+                       : cg__conv_geom_apply(n->op, &g, t[0],
+                                             n->inputs[1])));
+    if (t[1])
+        ty = jt_add(&tp, ty, J(&tp, transposed
+                       ? cg__convt_geom_apply(n->op, &g, n->inputs[0], t[1])
+                       : cg__conv_geom_apply(n->op, &g, n->inputs[0],
+                                             t[1])));
+    if (n->ninputs > 2 && t[2]) {
+        int64_t bs[4] = { 1, y->shape[1], 1, 1 };
+
+        ty = jt_add(&tp, ty, jt_reshape(&tp, t[2], 4, bs));
+    }
+    return jt_done(&tp, J(&tp, dense_as(ty, y)), out);
+}
+
+/* max_pool2d, avg_pool2d, adaptive_avg_pool2d: lib/ops/pool.c. */
+static int
+jvp_pool(cg__node *n, cg_tensor *y, cg_tensor *const *t, cg_tensor **out)
+{
+    (void)y;
+    return cg__pool_jvp(n, t[0], out);
+}
+
+/* ------------------------------------------------------------------------
+ * Rules of the nodes a create_graph backward records (forward over
+ * reverse)
+ * ------------------------------------------------------------------------ */
+
+/* gather_grad, the scatter-add of a gather's gradient: linear. */
+static int
+jvp_gather_grad(cg__node *n, cg_tensor *y, cg_tensor *const *t,
+                cg_tensor **out)
+{
+    return cg__gather_grad_jvp(n, y, t[0], out);
+}
+
+/* conv_wgrad, a convolution's weight gradient, bilinear in (a, b):
+ * wgrad(ta, b) + wgrad(a, tb). */
+static int
+jvp_conv_wgrad(cg__node *n, cg_tensor *y, cg_tensor *const *t,
+               cg_tensor **out)
+{
+    jtape tp = { { NULL }, 0, CG_OK };
+    cg__conv_geom g;
+    cg_tensor *ty = NULL;
+
+    memcpy(&g, n->i, sizeof g);
+    if (t[0])
+        ty = jt_add(&tp, ty, J(&tp, cg__conv_wgrad(&g, t[0], n->inputs[1])));
+    if (t[1])
+        ty = jt_add(&tp, ty, J(&tp, cg__conv_wgrad(&g, n->inputs[0], t[1])));
+    return jt_done(&tp, J(&tp, dense_as(ty, y)), out);
+}
+
+/* <pool>_grad, a pool's gradient: linear in g (lib/ops/pool.c). */
+static int
+jvp_pool_grad(cg__node *n, cg_tensor *y, cg_tensor *const *t,
+              cg_tensor **out)
+{
+    return cg__pool_grad_jvp(n, y, t[0], out);
+}
+
+/* gelu_grad, gelu'(x): elementwise, so J t is its backward of t (which
+ * reads x from the node's input). */
+static int
+jvp_gelu_grad(cg__node *n, cg_tensor *y, cg_tensor *const *t,
+              cg_tensor **out)
+{
+    cg__node tmp;
+    cg_tensor *g = dense_as(t[0], y);
+
+    if (!g)
+        return cg__last_status();
+    borrow(&tmp, n);
+    tmp.inputs[0] = n->inputs[0];
+    *out = apply_backward(&tmp, 0, g);
+    cg_tensor_free(g);
+    return *out ? CG_OK : cg__last_status();
+}
+
 static const struct {
     const char *op;
     cg__jvp_fn jvp;
@@ -456,6 +727,15 @@ static const struct {
     { "cross_entropy", jvp_loss },      { "nll_loss", jvp_loss },
     { "mse_loss", jvp_loss },           { "bce_with_logits", jvp_loss },
     { "concat", jvp_concat },           { "embedding", jvp_embedding },
+    { "index_select", jvp_gather },     { "max", jvp_max },
+    { "layer_norm", jvp_layer_norm },   { "batch_norm", jvp_batch_norm },
+    { "conv2d", jvp_conv },             { "conv1d", jvp_conv },
+    { "conv_transpose2d", jvp_conv },   { "max_pool2d", jvp_pool },
+    { "avg_pool2d", jvp_pool },         { "adaptive_avg_pool2d", jvp_pool },
+    { "gather_grad", jvp_gather_grad }, { "gelu_grad", jvp_gelu_grad },
+    { "max_pool2d_grad", jvp_pool_grad }, { "avg_pool2d_grad", jvp_pool_grad },
+    { "adaptive_avg_pool2d_grad", jvp_pool_grad },
+    { "conv_wgrad", jvp_conv_wgrad },
     { "fft", cg__spectral_jvp },        { "ifft", cg__spectral_jvp },
     { "rfft", cg__spectral_jvp },       { "irfft", cg__spectral_jvp },
     { "fft_adjoint", cg__spectral_jvp },

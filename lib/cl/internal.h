@@ -126,6 +126,11 @@ struct cg_context {
      * fw_prev / fw_next, so that closing the level drops every tangent. */
     int fwad_level;
     cg_tensor *fwad_list;
+    /* The leaf-gradient hook (lib/autograd's, set by lib/dist through
+     * cg__set_grad_ready; lib/cl never looks at it): cg_backward calls it
+     * once a leaf's gradient is complete, while backward goes on. */
+    void (*grad_ready)(void *user, cg_tensor *leaf);
+    void *grad_ready_user;
     /* clFFT's plans for this context (lib/ops/fft.c's, which makes them on
      * the first transform and frees them, cg__fft_free); lib/cl never
      * looks inside. */

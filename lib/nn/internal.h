@@ -48,6 +48,8 @@ typedef struct cg__rnn_step {
     cg__rnn_tune tune;          /* defaults filled in */
     cg_dtype dtype;             /* the storage variant (CG_T) */
     cl_kernel fwd, bwd, pack_t, pack;   /* owned */
+    cl_kernel jvp;              /* owned; the tangent step, built by
+                                 * cg__rnn_jvp_step on first use */
 } cg__rnn_step;
 
 /* Builds (or finds in the context's programs) the step kernels for `cell`
@@ -124,6 +126,25 @@ typedef struct cg__rnn_bwd_args {
 } cg__rnn_bwd_args;
 
 int cg__rnn_backward_step(const cg__rnn_step *s, const cg__rnn_bwd_args *a);
+
+/* One tangent step t of forward-mode AD (kernels/rnn.cl's lstm_jvp,
+ * gru_jvp, rnn_jvp, built on the first call with the step's own options):
+ * after the primal's steps, from its saved activations.  h_prev / h_next
+ * (and c_prev / c_next) are the tangent states, y the output tangent's
+ * slot, xproj the float32 tangent of the input projection (with GRU
+ * without the h_{t-1} W_hh'^T part, which goes in ph), whh_t the packed
+ * W_hh as forward (or the GEMM path's product h'_{t-1} W_hh^T), b_ih and
+ * b_hh the bias tangents (NULL mem: zero). */
+typedef struct cg__rnn_jvp_args {
+    cg__rnn_fwd_args f;
+    cg__rnn_buf pc_prev, pc_t;  /* LSTM: the primal's c_{t-1}, c_t */
+    cg__rnn_buf ph_prev;        /* GRU: the primal's h_{t-1} */
+    cg__rnn_buf ph;             /* GRU: h_{t-1} W_hh'^T, [B, 3H]; NULL mem:
+                                 * zero */
+    cg__rnn_buf ph_t;           /* RNN: the primal's h_t */
+} cg__rnn_jvp_args;
+
+int cg__rnn_jvp_step(cg__rnn_step *s, const cg__rnn_jvp_args *a);
 
 /* Times the step kernels of `cell` built with `tune` (NULL: defaults) at
  * batch B and hidden size H, as a layer queues them: `steps` forward

@@ -17,7 +17,13 @@
  * Backward runs the step kernels in reverse processing order, leaving the
  * pre-activation gradients dg [T*B, G*H] indexed by time, then forms
  * dW_hh, dW_ih, dx (one GEMM each per direction) and the bias gradients
- * (column sums).
+ * (column sums).  Forward mode (a dual level with a tangent on an input):
+ * the layer computes its outputs' tangents itself after the primal's
+ * steps (layer_jvp: GEMMs over all steps, then one tangent step launch per
+ * time step), and records only the reverse graph's node.  A backward with
+ * create_graph runs the node's composite form instead of the kernels
+ * (layer_backward_graph: the forward recomputed and backpropagation
+ * through time, both with recorded ops).
  *
  * float16 and bfloat16 (x, h0, c0 and every parameter of one 16-bit
  * dtype, or cast to the autocast region's): the step kernels' storage
@@ -416,6 +422,8 @@ typedef struct layer_dims {
 
 static int
 layer_backward(cg__node *n, cg_tensor *gy, cg_tensor **gin);
+static int
+layer_backward_graph(cg__node *n, cg_tensor *gy, cg_tensor **gin);
 
 /* Runs direction d's steps with step's kernels.  xproj [T*B, D*G*H]
  * (float32); hs, cs: T + 1 state slots; sv: T slots of 4H per row; y [T,
@@ -489,6 +497,218 @@ run_forward(cg_module *m, const cg__rnn_step *step, const layer_dims *k,
     return status;
 }
 
+/* ------------------------------------------------------------------------
+ * Forward mode: the tangent recurrence
+ * ------------------------------------------------------------------------ */
+
+/* What layer_forward leaves for layer_jvp: the primal's buffers of one
+ * layer (both directions). */
+typedef struct layer_primal {
+    cg_tensor *xd, *wcat, *len;
+    cg_tensor *hs[2], *cs[2], *sv[2], *wt[2];
+} layer_primal;
+
+/* A dense tangent of dtype dt (a new reference), or NULL for none; *status
+ * set on failure. */
+static cg_tensor *
+dense_tangent(cg_tensor *t, cg_dtype dt, int *status)
+{
+    cg_tensor *c, *d;
+
+    if (!t)
+        return NULL;
+    c = t->dtype == dt ? cg_tensor_ref(t) : cg__cast(t, dt);
+    d = c ? cg__dense(c) : NULL;
+    cg_tensor_free(c);
+    if (!d)
+        *status = cg__last_status();
+    return d;
+}
+
+/* The tangents of layer l's outputs y, hn and cn (*ty, *thn, *tcn: new
+ * tensors; tcn LSTM only) from its inputs' tangents tin[] (as the node's
+ * inputs; NULL: zero), after the primal's steps:
+ *   1. the tangent of the input projection, float32 [T*B, D*G*H]:
+ *      x' W_ih^T (one GEMM, the directions' W_ih stacked as forward)
+ *      + x W_ih'^T, and h_{t-1} W_hh'^T over all steps at once (the
+ *      states that multiply W_hh are one [T*B, H] matrix; GRU: into an
+ *      array of its own, its n block being multiplied by r);
+ *   2. per direction, one tangent step launch per time step (kernels/
+ *      rnn.cl's lstm_jvp, gru_jvp, rnn_jvp) on two ping-pong state slots,
+ *      reading the primal's saved gates; on the GEMM path a GEMM per step
+ *      forms h'_{t-1} W_hh^T first, as the primal's steps do. */
+static int
+layer_jvp(cg_module *m, const layer_dims *k, int gemm,
+          const cg__rnn_step *cstep, const layer_primal *pr,
+          cg_tensor *const *in, cg_tensor *const *tin, cg_tensor **ty,
+          cg_tensor **thn, cg_tensor **tcn)
+{
+    cg_context *ctx = m->ctx;
+    cg_dtype dt = pr->xd->dtype;
+    /* The module's own step (not const): its tangent kernel is built on
+     * first use. */
+    cg__rnn_step *step = (cg__rnn_step *)cstep;
+    int lstm = k->G == 4, gru = m->rnn.mode == CG_GRU, d, j, s;
+    int64_t TB = (int64_t)k->T * k->B, GH = (int64_t)k->G * k->H;
+    int64_t DGH = k->D * GH, DH = (int64_t)k->D * k->H;
+    int64_t bh = (int64_t)k->B * k->H, shape[3];
+    cg_tensor *tx = NULL, *px = NULL, *ph = NULL, *hproj = NULL;
+    cg_tensor *whh_t = NULL, *th = NULL, *tc = NULL;
+    cg_tensor *tp[2][4] = { { NULL } }, *th0 = NULL, *tc0 = NULL;
+    cg_tensor *y = NULL, *hn = NULL, *cn = NULL;
+    int status = CG_OK;
+
+    tx = dense_tangent(tin[IN_X], dt, &status);
+    for (d = 0; d < k->D && status == CG_OK; d++)
+        for (j = 0; j < 4 && status == CG_OK; j++)
+            tp[d][j] = dense_tangent(tin[IN_P(d, j)], dt, &status);
+    if (status)
+        goto out;
+    th0 = tin[IN_H0];
+    tc0 = tin[IN_C0];
+
+    /* 1. The projections' tangents. */
+    if (!(px = empty1(ctx, TB * DGH))) {
+        status = cg__last_status();
+        goto out;
+    }
+    status = tx ? rnn_gemm_parts(ctx, dt, CG_F32, 0, 1, (size_t)TB,
+                                 (size_t)DGH, (size_t)k->I, 1.0f,
+                                 mat(tx, 0, k->I), mat(pr->wcat, 0, k->I),
+                                 0.0f, mat(px, 0, DGH))
+                : cg__fill(px, 0.0f);
+    if (gru && status == CG_OK && (tp[0][1] || tp[1][1]) &&
+        !(ph = empty1(ctx, k->D * TB * GH)))
+        status = cg__last_status();
+    for (d = 0; d < k->D && status == CG_OK; d++) {
+        if (tp[d][0])
+            status = rnn_gemm_parts(ctx, dt, CG_F32, 0, 1, (size_t)TB,
+                                    (size_t)GH, (size_t)k->I, 1.0f,
+                                    mat(pr->xd, 0, k->I),
+                                    mat(tp[d][0], 0, k->I), 1.0f,
+                                    mat(px, d * GH, DGH));
+        if (status == CG_OK && tp[d][1])
+            status = rnn_gemm_parts(ctx, dt, CG_F32, 0, 1, (size_t)TB,
+                                    (size_t)GH, (size_t)k->H, 1.0f,
+                                    mat(pr->hs[d], d ? bh : 0, k->H),
+                                    mat(tp[d][1], 0, k->H),
+                                    gru ? 0.0f : 1.0f,
+                                    gru ? mat(ph, d * TB * GH, GH)
+                                        : mat(px, d * GH, DGH));
+    }
+    if (status)
+        goto out;
+
+    /* 2. The tangent steps. */
+    shape[0] = k->T;
+    shape[1] = k->B;
+    shape[2] = DH;
+    y = cg__tensor_empty(ctx, dt, 3, shape);
+    shape[0] = k->D;
+    shape[2] = k->H;
+    hn = cg__tensor_empty(ctx, dt, 3, shape);
+    if (lstm)
+        cn = cg__tensor_empty(ctx, dt, 3, shape);
+    th = empty_dt(ctx, dt, 2 * bh);
+    if (lstm)
+        tc = empty1(ctx, 2 * bh);
+    if (gemm)
+        hproj = empty1(ctx, k->B * GH);
+    if (!y || !hn || (lstm && (!cn || !tc)) || !th || (gemm && !hproj)) {
+        status = cg__last_status();
+        goto out;
+    }
+    for (d = 0; d < k->D && status == CG_OK; d++) {
+        cg_tensor *whh = in[IN_P(d, 1)];
+
+        status = set_state_dir(th, 0, k->B, k->H, th0, d);
+        if (status == CG_OK && lstm)
+            status = set_state_dir(tc, 0, k->B, k->H, tc0, d);
+        if (status == CG_OK && gemm) {
+            int64_t ws[2] = { k->H, GH }, wst[2] = { 1, k->H };
+            cg_tensor *v = cg__tensor_view(whh, 2, ws, wst, whh->offset);
+
+            cg_tensor_free(whh_t);
+            whh_t = v ? cg__copy_contiguous(v) : NULL;
+            cg_tensor_free(v);
+            if (!whh_t)
+                status = cg__last_status();
+        }
+        for (s = 0; s < k->T && status == CG_OK; s++) {
+            int t = d ? k->T - 1 - s : s;
+            int prev = d ? t + 1 : t, cur = d ? t : t + 1;
+            int64_t a = (s & 1) * bh, b = (~s & 1) * bh;
+            cg__rnn_jvp_args ja;
+            cg__rnn_fwd_args *f = &ja.f;
+
+            if (gemm)
+                status = rnn_gemm(ctx, dt, CG_F32, 0, 0, (size_t)k->B,
+                                  (size_t)GH, (size_t)k->H, 1.0f,
+                                  mat(th, a, k->H), mat(whh_t, 0, GH),
+                                  0.0f, mat(hproj, 0, GH));
+            if (status)
+                break;
+            memset(&ja, 0, sizeof ja);
+            f->B = k->B;
+            f->H = k->H;
+            f->t = t;
+            f->lengths = pr->len ? cg__tensor_mem(pr->len) : NULL;
+            f->whh_t = cg__tensor_mem(gemm ? hproj : pr->wt[d]);
+            f->xproj.mem = cg__tensor_mem(px);
+            f->xproj.off = (cl_int)(px->offset + t * k->B * DGH + d * GH);
+            f->xproj.ld = (cl_int)DGH;
+            f->b_ih = at(tp[d][2], 0);
+            f->b_hh = at(tp[d][3], 0);
+            f->h_prev = at(th, a);
+            f->h_next = at(th, b);
+            if (tc) {
+                f->c_prev = at(tc, a);
+                f->c_next = at(tc, b);
+                ja.pc_prev = at(pr->cs[d], prev * bh);
+                ja.pc_t = at(pr->cs[d], cur * bh);
+            }
+            f->y.mem = cg__tensor_mem(y);
+            f->y.off = (cl_int)(y->offset + t * k->B * DH +
+                                (int64_t)d * k->H);
+            f->y.ld = (cl_int)DH;
+            if (pr->sv[d])
+                f->saved = at(pr->sv[d], t * bh * 4);
+            ja.ph_prev = at(pr->hs[d], prev * bh);
+            ja.ph_t = at(pr->hs[d], cur * bh);
+            if (ph && tp[d][1])
+                ja.ph = at(ph, d * TB * GH + t * k->B * GH);
+            status = cg__rnn_jvp_step(step, &ja);
+        }
+        /* The final states: each row's last slot written (T steps end in
+         * slot T % 2). */
+        if (status == CG_OK)
+            status = copy_slot(hn, d * bh, th, (k->T & 1) * bh, k->B, k->H);
+        if (status == CG_OK && lstm)
+            status = copy_slot(cn, d * bh, tc, (k->T & 1) * bh, k->B, k->H);
+    }
+out:
+    cg_tensor_free(tx);
+    for (d = 0; d < 2; d++)
+        for (j = 0; j < 4; j++)
+            cg_tensor_free(tp[d][j]);
+    cg_tensor_free(px);
+    cg_tensor_free(ph);
+    cg_tensor_free(hproj);
+    cg_tensor_free(whh_t);
+    cg_tensor_free(th);
+    cg_tensor_free(tc);
+    if (status) {
+        cg_tensor_free(y);
+        cg_tensor_free(hn);
+        cg_tensor_free(cn);
+        return status;
+    }
+    *ty = y;
+    *thn = hn;
+    *tcn = cn;
+    return CG_OK;
+}
+
 /* Forward of layer l over x [T, B, I] (any layout) with initial states h0,
  * c0 ([D, B, H] views or NULL) and the parameters P (as m->params), all of
  * x's dtype.  Makes *y [T, B, D*H], *hn and *cn ([D, B, H]; cn only for
@@ -508,9 +728,10 @@ layer_forward(cg_module *m, cg_tensor *const *P, int l, cg_tensor *x,
     cg_tensor *hn = NULL, *cn = NULL;
     cg_tensor *hs[2] = { NULL }, *cs[2] = { NULL }, *sv[2] = { NULL };
     cg_tensor *wt[2] = { NULL }, *hproj = NULL;
-    cg_tensor *inputs[3 + 8] = { NULL };
+    cg_tensor *inputs[3 + 8] = { NULL }, *tin[3 + 8] = { NULL };
+    cg_tensor *ty = NULL, *thn = NULL, *tcn = NULL;
     cg__node *node = NULL;
-    int gemm, done = 0;
+    int gemm, done = 0, fw;
 
     k.T = (int)x->shape[0];
     k.B = (int)x->shape[1];
@@ -526,6 +747,19 @@ layer_forward(cg_module *m, cg_tensor *const *P, int l, cg_tensor *x,
     if ((status = use_gemm(m, &gemm)) ||
         (status = step_for(m, dt, gemm, &step)))
         return status;
+    inputs[IN_X] = x;
+    inputs[IN_H0] = h0;
+    inputs[IN_C0] = c0;
+    for (d = 0; d < k.D; d++)
+        for (j = 0; j < 4; j++)
+            inputs[IN_P(d, j)] = param(P, m, l, d, j);
+    /* Forward mode: the inputs' tangents, computed now if pending. */
+    fw = cg__fw_wanted(3 + 4 * k.D, inputs);
+    for (j = 0; fw && j < 3 + 4 * k.D; j++)
+        if (inputs[j] && !(tin[j] = cg__fw_input_tangent(inputs[j],
+                                                          &status)) &&
+            status)
+            return status;
     /* 1. The input projection: one GEMM (the step kernels add the
      * biases). */
     xd = cg__dense(x);
@@ -603,15 +837,32 @@ layer_forward(cg_module *m, cg_tensor *const *P, int l, cg_tensor *x,
             goto fail;
     }
 
-    /* 3. The node. */
-    inputs[IN_X] = x;
-    inputs[IN_H0] = h0;
-    inputs[IN_C0] = c0;
-    for (d = 0; d < k.D; d++)
-        for (j = 0; j < 4; j++)
-            inputs[IN_P(d, j)] = param(P, m, l, d, j);
-    node = cg__record(y, "rnn_layer", layer_backward, 3 + 4 * k.D, inputs,
-                      &status);
+    /* Forward mode: the outputs' tangents, from the buffers at hand. */
+    if (fw) {
+        layer_primal pr;
+
+        memset(&pr, 0, sizeof pr);
+        pr.xd = xd;
+        pr.wcat = wcat;
+        pr.len = len;
+        for (d = 0; d < k.D; d++) {
+            pr.hs[d] = hs[d];
+            pr.cs[d] = cs[d];
+            pr.sv[d] = sv[d];
+            pr.wt[d] = wt[d];
+        }
+        status = layer_jvp(m, &k, gemm, step, &pr, inputs, tin, &ty, &thn,
+                           &tcn);
+        if (status)
+            goto fail;
+    }
+
+    /* 3. The node (forward mode: the reverse graph's alone, the tangents
+     * being given here). */
+    node = fw ? cg__fw_record_own(y, "rnn_layer", layer_backward,
+                                  3 + 4 * k.D, inputs, &status)
+              : cg__record(y, "rnn_layer", layer_backward, 3 + 4 * k.D,
+                           inputs, &status);
     if (node) {
         node->i[0] = l;
         node->i[1] = k.T;
@@ -620,6 +871,8 @@ layer_forward(cg_module *m, cg_tensor *const *P, int l, cg_tensor *x,
         node->i[4] = gemm;
         node->keep = cg__module_ref(m);
         node->keep_unref = (void (*)(void *))cg__module_unref;
+        /* create_graph's composite (not for variable lengths). */
+        node->backward_graph = len ? NULL : layer_backward_graph;
         status = cg__node_save(node, SV_X, xd);
         if (status == CG_OK && len)
             status = cg__node_save(node, SV_LEN, len);
@@ -636,6 +889,13 @@ layer_forward(cg_module *m, cg_tensor *const *P, int l, cg_tensor *x,
     }
     if (status)
         goto fail;
+    if (fw) {
+        cg__fw_attach(y, ty);
+        cg__fw_attach(hn, thn);
+        if (cn)
+            cg__fw_attach(cn, tcn);
+        ty = thn = tcn = NULL;
+    }
     *y_out = y;
     *hn_out = hn;
     *cn_out = cn;
@@ -652,6 +912,9 @@ fail:
     cg_tensor_free(y);
     cg_tensor_free(hn);
     cg_tensor_free(cn);
+    cg_tensor_free(ty);
+    cg_tensor_free(thn);
+    cg_tensor_free(tcn);
     for (d = 0; d < 2; d++) {
         cg_tensor_free(hs[d]);
         cg_tensor_free(cs[d]);
@@ -892,6 +1155,332 @@ layer_backward(cg__node *n, cg_tensor *gy, cg_tensor **gin)
     gin[IN_H0] = gh0;
     gin[IN_C0] = gc0;
     return CG_OK;
+}
+
+/* ------------------------------------------------------------------------
+ * The composite backward (create_graph)
+ *
+ * The fused step kernels have no backward of their own, so a backward
+ * with create_graph (cg_grad, cg_hvp) runs this instead: the layer's
+ * forward recomputed from the node's inputs with recorded ops (their
+ * graphs kept, so that the gradients depend on them differentiably), then
+ * backpropagation through time written with recorded ops too.  Slower
+ * than the kernels by far (tens of launches per step); taken only for
+ * create_graph.  Not for variable lengths (the node gets no composite
+ * then, and create_graph fails naming "rnn_layer").
+ * ------------------------------------------------------------------------ */
+
+/* The temporaries of a composite, freed together. */
+typedef struct ctape {
+    cg_tensor **t;
+    size_t n, cap;
+    int status;
+} ctape;
+
+static cg_tensor *
+ckeep(ctape *tp, cg_tensor *t)
+{
+    if (!t) {
+        if (tp->status == CG_OK)
+            tp->status = cg__last_status();
+        return NULL;
+    }
+    if (tp->n == tp->cap) {
+        size_t cap = tp->cap ? 2 * tp->cap : 256;
+        cg_tensor **v = realloc(tp->t, cap * sizeof *v);
+
+        if (!v) {
+            cg_tensor_free(t);
+            tp->status = cg__error(CG_EHOSTMEM, "rnn double backward: out "
+                                   "of host memory");
+            return NULL;
+        }
+        tp->t = v;
+        tp->cap = cap;
+    }
+    tp->t[tp->n++] = t;
+    return t;
+}
+
+/* e evaluated only while nothing has failed. */
+#define REC(tp, e) ((tp)->status ? NULL : ckeep((tp), (e)))
+
+static cg_tensor *
+c_one_minus(ctape *tp, cg_tensor *a)
+{
+    return REC(tp, cg_add_scalar(REC(tp, cg_neg(a)), 1.0f));
+}
+
+/* [r0, r1, ...]: n tensors joined along dim (in groups, as one node takes
+ * at most CG__NODE_INPUTS). */
+static cg_tensor *
+c_concat(ctape *tp, cg_tensor **v, int n, int dim)
+{
+    cg_tensor *parts[CG__NODE_INPUTS];
+    int k, np = 0, step = CG__NODE_INPUTS;
+
+    if (tp->status)
+        return NULL;
+    if (n <= step)
+        return REC(tp, n == 1 ? cg_tensor_ref(v[0]) : cg_concat(v, n, dim));
+    for (k = 0; k < n; k += step)
+        parts[np++] = c_concat(tp, v + k, n - k < step ? n - k : step, dim);
+    if (np > step)      /* more than 256 steps: one level more */
+        return c_concat(tp, parts, np, dim);
+    return tp->status ? NULL : REC(tp, cg_concat(parts, np, dim));
+}
+
+/* t[d] of a [D, B, H] tensor as [B, H], recorded; NULL t: NULL. */
+static cg_tensor *
+c_dir(ctape *tp, cg_tensor *t, int d)
+{
+    int64_t s[2];
+
+    if (!t)
+        return NULL;
+    s[0] = t->shape[1];
+    s[1] = t->shape[2];
+    return REC(tp, cg_reshape(REC(tp, cg_narrow(t, 0, d, 1)), 2, s));
+}
+
+/* One direction: the gradients of its parameters (into gin), its part of
+ * dx ([T*B, I], *dx), and of h0 / c0 (*dh0, *dc0, [B, H]). */
+static void
+composite_direction(ctape *tp, cg__node *n, const layer_dims *k, int d,
+                    cg_tensor *x2, cg_tensor *gy, cg_tensor **gin,
+                    cg_tensor **dx, cg_tensor **dh0, cg_tensor **dc0)
+{
+    cg_module *m = n->keep;
+    int mode = m->rnn.mode, H = k->H, B = k->B, T = k->T, s;
+    cg_tensor *wih = n->inputs[IN_P(d, 0)], *whh = n->inputs[IN_P(d, 1)];
+    cg_tensor *bih = n->inputs[IN_P(d, 2)], *bhh = n->inputs[IN_P(d, 3)];
+    cg_tensor *xp, *h, *c, *bhn = NULL;
+    cg_tensor **hp, **cp, **g0, **g1, **g2, **g3, **dgi, **dgh, **xs;
+    cg_tensor *dh, *dc = NULL;
+    int64_t bhs[2] = { B, H };
+
+    hp = calloc((size_t)T * 9, sizeof *hp);
+    if (!hp) {
+        tp->status = cg__error(CG_EHOSTMEM, "rnn double backward: out of "
+                               "host memory");
+        return;
+    }
+    cp = hp + T;
+    g0 = cp + T;
+    g1 = g0 + T;
+    g2 = g1 + T;
+    g3 = g2 + T;
+    dgi = g3 + T;
+    dgh = dgi + T;
+    xs = dgh + T;
+
+    /* The forward, recorded.  xp = x W_ih^T + b_ih (+ b_hh but GRU's n
+     * block, which takes b_hn inside r * (W_hn h + b_hn)). */
+    xp = REC(tp, cg_add(REC(tp, cg_matmul_t(x2, wih, 0, 1)), bih));
+    if (mode == CG_GRU) {
+        cg_tensor *parts[2];
+
+        bhn = REC(tp, cg_narrow(bhh, 0, 2 * (int64_t)H, H));
+        parts[0] = REC(tp, cg_narrow(bhh, 0, 0, 2 * (int64_t)H));
+        parts[1] = REC(tp, cg_full_dtype(m->ctx, bhh->dtype, 1, &bhs[1],
+                                         0.0f));
+        xp = REC(tp, cg_add(xp, REC(tp, cg_concat(parts, 2, 0))));
+    } else {
+        xp = REC(tp, cg_add(xp, bhh));
+    }
+    h = c_dir(tp, n->inputs[IN_H0], d);
+    if (!h)
+        h = REC(tp, cg_full_dtype(m->ctx, x2->dtype, 2, bhs, 0.0f));
+    c = mode == CG_LSTM ? c_dir(tp, n->inputs[IN_C0], d) : NULL;
+    if (mode == CG_LSTM && !c)
+        c = REC(tp, cg_full_dtype(m->ctx, x2->dtype, 2, bhs, 0.0f));
+    for (s = 0; s < T && tp->status == CG_OK; s++) {
+        int t = d ? T - 1 - s : s;
+        cg_tensor *a, *hw;
+
+        hp[t] = h;
+        cp[t] = c;
+        xs[t] = REC(tp, cg_narrow(xp, 0, (int64_t)t * B, B));
+        hw = REC(tp, cg_matmul_t(h, whh, 0, 1));
+        if (mode == CG_LSTM) {
+            a = REC(tp, cg_add(xs[t], hw));
+            g0[t] = REC(tp, cg_sigmoid(REC(tp, cg_narrow(a, 1, 0, H))));
+            g1[t] = REC(tp, cg_sigmoid(REC(tp, cg_narrow(a, 1, H, H))));
+            g2[t] = REC(tp, cg_tanh(REC(tp, cg_narrow(a, 1, 2 * H, H))));
+            g3[t] = REC(tp, cg_sigmoid(REC(tp, cg_narrow(a, 1, 3 * H, H))));
+            c = REC(tp, cg_add(REC(tp, cg_mul(g1[t], c)),
+                             REC(tp, cg_mul(g0[t], g2[t]))));
+            h = REC(tp, cg_mul(g3[t], REC(tp, cg_tanh(c))));
+        } else if (mode == CG_GRU) {
+            a = REC(tp, cg_add(REC(tp, cg_narrow(xs[t], 1, 0, 2 * H)),
+                             REC(tp, cg_narrow(hw, 1, 0, 2 * H))));
+            g0[t] = REC(tp, cg_sigmoid(REC(tp, cg_narrow(a, 1, 0, H))));
+            g1[t] = REC(tp, cg_sigmoid(REC(tp, cg_narrow(a, 1, H, H))));
+            g3[t] = REC(tp, cg_add(REC(tp, cg_narrow(hw, 1, 2 * H, H)), bhn));
+            g2[t] = REC(tp, cg_tanh(REC(tp, cg_add(
+                        REC(tp, cg_narrow(xs[t], 1, 2 * H, H)),
+                        REC(tp, cg_mul(g0[t], g3[t]))))));
+            h = REC(tp, cg_add(REC(tp, cg_mul(c_one_minus(tp, g1[t]), g2[t])),
+                             REC(tp, cg_mul(g1[t], h))));
+        } else {
+            a = REC(tp, cg_add(xs[t], hw));
+            g0[t] = a;
+            h = REC(tp, mode == CG_RNN_RELU ? cg_relu(a) : cg_tanh(a));
+            g1[t] = h;
+        }
+    }
+
+    /* Backpropagation through time, recorded. */
+    dh = c_dir(tp, n->extra_acc[0], d);
+    if (!dh)
+        dh = REC(tp, cg_full_dtype(m->ctx, x2->dtype, 2, bhs, 0.0f));
+    if (mode == CG_LSTM) {
+        dc = c_dir(tp, n->extra_acc[1], d);
+        if (!dc)
+            dc = REC(tp, cg_full_dtype(m->ctx, x2->dtype, 2, bhs, 0.0f));
+    }
+    for (s = T - 1; s >= 0 && tp->status == CG_OK; s--) {
+        int t = d ? T - 1 - s : s;
+        cg_tensor *da[4], *direct = NULL;
+
+        if (gy)
+            dh = REC(tp, cg_add(dh, REC(tp, cg_reshape(REC(tp, cg_narrow(
+                     REC(tp, cg_narrow(gy, 0, t, 1)), 2, (int64_t)d * H, H)),
+                     2, bhs))));
+        if (mode == CG_LSTM) {
+            cg_tensor *ig = g0[t], *fg = g1[t], *gg = g2[t], *og = g3[t];
+            cg_tensor *ct = REC(tp, cg_add(REC(tp, cg_mul(fg, cp[t])),
+                                         REC(tp, cg_mul(ig, gg))));
+            cg_tensor *tc = REC(tp, cg_tanh(ct)), *dcc;
+
+            dcc = REC(tp, cg_add(dc, REC(tp, cg_mul(REC(tp, cg_mul(dh, og)),
+                      c_one_minus(tp, REC(tp, cg_mul(tc, tc)))))));
+            da[0] = REC(tp, cg_mul(REC(tp, cg_mul(dcc, gg)),
+                                 REC(tp, cg_mul(ig, c_one_minus(tp, ig)))));
+            da[1] = REC(tp, cg_mul(REC(tp, cg_mul(dcc, cp[t])),
+                                 REC(tp, cg_mul(fg, c_one_minus(tp, fg)))));
+            da[2] = REC(tp, cg_mul(REC(tp, cg_mul(dcc, ig)),
+                                 c_one_minus(tp, REC(tp, cg_mul(gg, gg)))));
+            da[3] = REC(tp, cg_mul(REC(tp, cg_mul(dh, tc)),
+                                 REC(tp, cg_mul(og, c_one_minus(tp, og)))));
+            dc = REC(tp, cg_mul(dcc, fg));
+            dgi[t] = dgh[t] = REC(tp, cg_concat(da, 4, 1));
+        } else if (mode == CG_GRU) {
+            cg_tensor *rg = g0[t], *zg = g1[t], *ng = g2[t], *hh = g3[t];
+            cg_tensor *dn, *dz;
+
+            /* dn: n's pre-activation; dz: z's output. */
+            dn = REC(tp, cg_mul(REC(tp, cg_mul(dh, c_one_minus(tp, zg))),
+                                c_one_minus(tp, REC(tp, cg_mul(ng, ng)))));
+            dz = REC(tp, cg_mul(dh, REC(tp, cg_sub(hp[t], ng))));
+            da[0] = REC(tp, cg_mul(REC(tp, cg_mul(dn, hh)),
+                                   REC(tp, cg_mul(rg, c_one_minus(tp, rg)))));
+            da[1] = REC(tp, cg_mul(dz, REC(tp, cg_mul(zg,
+                                                      c_one_minus(tp, zg)))));
+            da[2] = dn;
+            dgi[t] = REC(tp, cg_concat(da, 3, 1));
+            da[2] = REC(tp, cg_mul(dn, rg));
+            dgh[t] = REC(tp, cg_concat(da, 3, 1));
+            direct = REC(tp, cg_mul(dh, zg));
+        } else {
+            cg_tensor *hv = g1[t];
+
+            if (mode == CG_RNN_RELU) {
+                /* relu' = [h > 0], constant where it exists (so not
+                 * recorded, as PyTorch's relu has a zero second
+                 * derivative): h >= 0 scaled past 1 and clamped. */
+                cg_tensor *mask;
+
+                cg_no_grad_enter();
+                mask = REC(tp, cg_clamp(REC(tp, cg_mul_scalar(hv, 3.0e38f)),
+                                      0.0f, 1.0f));
+                cg_no_grad_leave();
+                dgi[t] = REC(tp, cg_mul(dh, mask));
+            } else {
+                cg_tensor *h2 = REC(tp, cg_mul(hv, hv));
+
+                dgi[t] = REC(tp, cg_mul(dh, c_one_minus(tp, h2)));
+            }
+            dgh[t] = dgi[t];
+        }
+        dh = REC(tp, cg_matmul(dgh[t], whh));
+        if (direct)
+            dh = REC(tp, cg_add(dh, direct));
+    }
+    if (tp->status == CG_OK) {
+        cg_tensor *DI = c_concat(tp, dgi, T, 0), *DH = c_concat(tp, dgh, T, 0);
+        cg_tensor *HP = c_concat(tp, hp, T, 0);
+        int ax0 = 0;
+
+        if (n->needs[IN_P(d, 0)])
+            gin[IN_P(d, 0)] = REC(tp, cg_matmul_t(DI, x2, 1, 0));
+        if (n->needs[IN_P(d, 1)])
+            gin[IN_P(d, 1)] = REC(tp, cg_matmul_t(DH, HP, 1, 0));
+        if (n->needs[IN_P(d, 2)])
+            gin[IN_P(d, 2)] = REC(tp, cg_sum(DI, 1, &ax0, 0));
+        if (n->needs[IN_P(d, 3)])
+            gin[IN_P(d, 3)] = REC(tp, cg_sum(DH, 1, &ax0, 0));
+        for (s = 0; s < 4; s++)
+            if (gin[IN_P(d, s)])
+                cg_tensor_ref(gin[IN_P(d, s)]);
+        *dx = REC(tp, cg_matmul(DI, wih));
+        *dh0 = dh;
+        *dc0 = dc;
+    }
+    free(hp);
+}
+
+static int
+layer_backward_graph(cg__node *n, cg_tensor *gy, cg_tensor **gin)
+{
+    cg_module *m = n->keep;
+    ctape tp = { NULL, 0, 0, CG_OK };
+    layer_dims k;
+    cg_tensor *x = n->inputs[IN_X], *x2, *dx = NULL;
+    cg_tensor *dxs[2] = { NULL }, *dhs[2] = { NULL }, *dcs[2] = { NULL };
+    int64_t s2[2], s3[3];
+    int d;
+    size_t i;
+
+    k.T = (int)n->i[1];
+    k.B = (int)n->i[2];
+    k.I = (int)n->i[3];
+    k.H = m->rnn.hidden_size;
+    k.G = m->step.gates;
+    k.D = ndirs(m);
+    s2[0] = (int64_t)k.T * k.B;
+    s2[1] = k.I;
+    x2 = REC(&tp, cg_reshape(REC(&tp, cg_contiguous(x)), 2, s2));
+    if (gy && gy->dtype != x->dtype)
+        gy = REC(&tp, cg_to_dtype(gy, x->dtype));
+    for (d = 0; d < k.D && tp.status == CG_OK; d++)
+        composite_direction(&tp, n, &k, d, x2, gy, gin, &dxs[d], &dhs[d],
+                            &dcs[d]);
+    if (tp.status == CG_OK && n->needs[IN_X]) {
+        s3[0] = k.T;
+        s3[1] = k.B;
+        s3[2] = k.I;
+        dx = k.D == 2 ? REC(&tp, cg_add(dxs[0], dxs[1])) : dxs[0];
+        gin[IN_X] = REC(&tp, cg_reshape(dx, 3, s3));
+        if (gin[IN_X])
+            cg_tensor_ref(gin[IN_X]);
+    }
+    if (tp.status == CG_OK && n->needs[IN_H0] &&
+        (gin[IN_H0] = REC(&tp, cg_stack(dhs, k.D, 0))))
+        cg_tensor_ref(gin[IN_H0]);
+    if (tp.status == CG_OK && n->needs[IN_C0] &&
+        (gin[IN_C0] = REC(&tp, cg_stack(dcs, k.D, 0))))
+        cg_tensor_ref(gin[IN_C0]);
+    for (i = 0; i < tp.n; i++)
+        cg_tensor_free(tp.t[i]);
+    free(tp.t);
+    if (tp.status) {
+        for (d = 0; d < CG__NODE_INPUTS; d++) {
+            cg_tensor_free(gin[d]);
+            gin[d] = NULL;
+        }
+    }
+    return tp.status;
 }
 
 /* ------------------------------------------------------------------------

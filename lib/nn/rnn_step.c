@@ -49,10 +49,10 @@ step_kernels(cg__rnn_cell cell, cg__kid *fwd, cg__kid *bwd)
 void
 cg__rnn_step_release(cg__rnn_step *s)
 {
-    cl_kernel *ks[4] = { &s->fwd, &s->bwd, &s->pack_t, &s->pack };
+    cl_kernel *ks[5] = { &s->fwd, &s->bwd, &s->pack_t, &s->pack, &s->jvp };
     int j;
 
-    for (j = 0; j < 4; j++) {
+    for (j = 0; j < 5; j++) {
         if (*ks[j])
             clReleaseKernel(*ks[j]);
         *ks[j] = NULL;
@@ -64,6 +64,17 @@ cg__rnn_step_init(cg__rnn_step *s, cg_context *ctx, cg__rnn_cell cell,
                   const cg__rnn_tune *tune)
 {
     return cg__rnn_step_init_dt(s, ctx, cell, tune, CG_F32);
+}
+
+/* The -D options of s's tuning and variant. */
+static void
+step_options(const cg__rnn_tune *t, cg_dtype dt, char *opts, size_t size)
+{
+    /* float32's options are as they were before the variants (the same
+     * programs in the cache); common.cl's CG_T values are cg__kvariant's. */
+    snprintf(opts, size, "-DVW=%d -DRB=%d -DWG=%d%s%s", t->vw, t->rb,
+             t->wg, t->hproj ? " -DHPROJ=1" : "",
+             dt == CG_F16 ? " -DCG_T=1" : dt == CG_BF16 ? " -DCG_T=2" : "");
 }
 
 int
@@ -103,11 +114,7 @@ cg__rnn_step_init_dt(cg__rnn_step *s, cg_context *ctx, cg__rnn_cell cell,
     s->gates = cg__rnn_gates(cell);
     s->tune = t;
     s->dtype = dt;
-    /* float32's options are as they were before the variants (the same
-     * programs in the cache); common.cl's CG_T values are cg__kvariant's. */
-    snprintf(opts, sizeof opts, "-DVW=%d -DRB=%d -DWG=%d%s%s", t.vw, t.rb,
-             t.wg, t.hproj ? " -DHPROJ=1" : "",
-             dt == CG_F16 ? " -DCG_T=1" : dt == CG_BF16 ? " -DCG_T=2" : "");
+    step_options(&t, dt, opts, sizeof opts);
     step_kernels(cell, &fwd, &bwd);
     status = cg__kernel_create(ctx, fwd, opts, &s->fwd);
     if (status == CG_OK)
@@ -267,6 +274,61 @@ cg__rnn_backward_step(const cg__rnn_step *s, const cg__rnn_bwd_args *b)
     CG__PUSH(&a, H);
     status = cg__set_args(s->bwd, a.a, a.n);
     return status ? status : launch_step(s, s->bwd, B, H);
+}
+
+int
+cg__rnn_jvp_step(cg__rnn_step *s, const cg__rnn_jvp_args *j)
+{
+    const cg__rnn_fwd_args *f = &j->f;
+    cg__arg_list a;
+    cl_int relu = s->cell == CG__RNN_RELU, t = f->t, B = f->B, H = f->H;
+    char opts[112];
+    int status;
+
+    if (check_sizes("rnn tangent step", B, H))
+        return CG_ESHAPE;
+    if (!s->jvp) {
+        cg__kid id = s->cell == CG__RNN_LSTM ? CG__K_LSTM_JVP
+                   : s->cell == CG__RNN_GRU ? CG__K_GRU_JVP : CG__K_RNN_JVP;
+
+        step_options(&s->tune, s->dtype, opts, sizeof opts);
+        if ((status = cg__kernel_create(s->ctx, id, opts, &s->jvp)))
+            return status;
+    }
+    a.n = 0;
+    arg_mat(&a, &f->xproj);
+    CG__PUSH(&a, f->whh_t);
+    arg_buf(&a, &f->b_ih);
+    arg_buf(&a, &f->b_hh);
+    arg_buf(&a, &f->h_prev);
+    arg_buf(&a, &f->h_next);
+    if (s->cell == CG__RNN_LSTM) {
+        arg_buf(&a, &f->c_prev);
+        arg_buf(&a, &f->c_next);
+    }
+    arg_mat(&a, &f->y);
+    switch (s->cell) {
+    case CG__RNN_LSTM:
+        arg_buf(&a, &f->saved);
+        arg_buf(&a, &j->pc_prev);
+        arg_buf(&a, &j->pc_t);
+        break;
+    case CG__RNN_GRU:
+        arg_buf(&a, &f->saved);
+        arg_buf(&a, &j->ph_prev);
+        arg_buf(&a, &j->ph);
+        break;
+    default:
+        CG__PUSH(&a, relu);
+        arg_buf(&a, &j->ph_t);
+        break;
+    }
+    CG__PUSH(&a, f->lengths);
+    CG__PUSH(&a, t);
+    CG__PUSH(&a, B);
+    CG__PUSH(&a, H);
+    status = cg__set_args(s->jvp, a.a, a.n);
+    return status ? status : launch_step(s, s->jvp, B, H);
 }
 
 /* A scratch buffer of `floats` values in [-0.5, 0.5). */

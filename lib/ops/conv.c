@@ -830,3 +830,116 @@ cg_conv1d(cg_tensor *x, cg_tensor *weight, cg_tensor *bias,
     cg_tensor_free(y4);
     return y;
 }
+
+cg_tensor *
+cg__conv_geom_apply(const char *op, const cg__conv_geom *g, cg_tensor *x,
+                    cg_tensor *w)
+{
+    return conv_apply(op, g, x, w, NULL);
+}
+
+/* ------------------------------------------------------------------------
+ * Double backward.  A convolution's (or transposed convolution's) input
+ * gradient is the other kind of convolution of dy with the same weight
+ * and geometry, recorded as such; its weight gradient is a node
+ * "conv_wgrad" of (a, b) - a of the convolution's input shape [N, C, H,
+ * W], b of its output's [N, K, OH, OW] - bilinear, whose backward is the
+ * two convolutions with the weight gradient's gradient as weight.
+ * ------------------------------------------------------------------------ */
+
+cg_tensor *
+cg__conv_wgrad(const cg__conv_geom *g, cg_tensor *a, cg_tensor *b)
+{
+    cg_tensor *gin[CG__NODE_INPUTS] = { NULL };
+    int64_t ws[4] = { g->K, g->C / g->G, g->R, g->S };
+    cg__node tmp;
+    int status, k;
+
+    memset(&tmp, 0, sizeof tmp);
+    memcpy(tmp.i, g, sizeof *g);
+    tmp.op = "conv_wgrad";
+    tmp.ninputs = 3;
+    tmp.needs[1] = 1;
+    tmp.saved[0] = cg__dense(a);
+    tmp.saved[1] = tmp.saved[0] ? cg_full_dtype(a->ctx, a->dtype, 4, ws,
+                                                0.0f) : NULL;
+    status = tmp.saved[1] ? conv_backward(&tmp, b, gin) : cg__last_status();
+    for (k = 0; k < 2; k++)
+        cg_tensor_free(tmp.saved[k]);
+    cg_tensor_free(gin[0]);
+    cg_tensor_free(gin[2]);
+    if (status) {
+        cg_tensor_free(gin[1]);
+        return NULL;
+    }
+    return gin[1];
+}
+
+int
+cg__conv_wgrad_backward(cg__node *n, cg_tensor *gg, cg_tensor **gin)
+{
+    cg__conv_geom g;
+
+    memcpy(&g, n->i, sizeof g);
+    if (n->needs[0] &&
+        !(gin[0] = cg__convt_geom_apply("conv_transpose2d", &g,
+                                        n->inputs[1], gg)))
+        return cg__last_status();
+    if (n->needs[1] &&
+        !(gin[1] = conv_apply("conv2d", &g, n->inputs[0], gg, NULL)))
+        return cg__last_status();
+    return CG_OK;
+}
+
+/* The weight gradient of geometry g from a and b, recorded. */
+static cg_tensor *
+wgrad_recorded(const cg__conv_geom *g, cg_tensor *a, cg_tensor *b)
+{
+    cg_tensor *in[2] = { a, b }, *y = cg__conv_wgrad(g, a, b);
+    cg__node *node;
+    int status;
+
+    if (!y)
+        return NULL;
+    node = cg__record(y, "conv_wgrad", cg__conv_wgrad_backward, 2, in,
+                      &status);
+    if (node)
+        memcpy(node->i, g, sizeof *g);
+    if (status) {
+        cg_tensor_free(y);
+        return NULL;
+    }
+    return y;
+}
+
+/* dy summed over N, OH, OW, recorded. */
+static cg_tensor *
+bias_grad_recorded(cg_tensor *dy)
+{
+    static const int axes[3] = { 0, 2, 3 };
+
+    return cg_sum(dy, 3, axes, 0);
+}
+
+/* The composite backward of conv2d and conv1d nodes (transposed: of
+ * conv_transpose2d nodes). */
+int
+cg__conv_graph(cg__node *n, cg_tensor *dy, cg_tensor **gin)
+{
+    int tr = strcmp(n->op, "conv_transpose2d") == 0;
+    cg_tensor *x = n->inputs[0], *w = n->inputs[1];
+    cg__conv_geom g;
+
+    memcpy(&g, n->i, sizeof g);
+    if (n->needs[0] &&
+        !(gin[0] = tr ? conv_apply("conv2d", &g, dy, w, NULL)
+                      : cg__convt_geom_apply("conv_transpose2d", &g, dy, w)))
+        return cg__last_status();
+    if (n->needs[1] &&
+        !(gin[1] = tr ? wgrad_recorded(&g, dy, x)
+                      : wgrad_recorded(&g, x, dy)))
+        return cg__last_status();
+    if (n->ninputs > 2 && n->needs[2] && !(gin[2] = bias_grad_recorded(dy)))
+        return cg__last_status();
+    return CG_OK;
+}

@@ -101,4 +101,22 @@ cg_tensor *cg__conv_via_f32(cg__conv_apply_fn apply, const char *op,
                             const cg__conv_geom *g, cg_tensor *x,
                             cg_tensor *w, cg_tensor *b);
 
+/* Forward mode (lib/autograd/jvp.c): the convolution (transposed for
+ * cg__convt_geom_apply) of geometry g, as recorded in a node's i[], of x
+ * and w without bias; recorded as `op` (nothing, in no-grad mode). */
+cg_tensor *cg__conv_geom_apply(const char *op, const cg__conv_geom *g,
+                               cg_tensor *x, cg_tensor *w);
+cg_tensor *cg__convt_geom_apply(const char *op, const cg__conv_geom *g,
+                                cg_tensor *x, cg_tensor *w);
+
+/* Double backward (lib/ops/conv.c): the weight gradient of geometry g
+ * from a (the convolution's input, [N, C, H, W]) and b (its output's
+ * gradient, [N, K, OH, OW]), not recorded; the composite backward of
+ * the convolution nodes (conv2d, conv1d, conv_transpose2d); the
+ * backward of the recorded weight gradient, "conv_wgrad". */
+cg_tensor *cg__conv_wgrad(const cg__conv_geom *g, cg_tensor *a,
+                          cg_tensor *b);
+int cg__conv_graph(cg__node *n, cg_tensor *dy, cg_tensor **gin);
+int cg__conv_wgrad_backward(cg__node *n, cg_tensor *gg, cg_tensor **gin);
+
 #endif

@@ -251,3 +251,10 @@ cg_conv_transpose2d_algorithm(cg_context *ctx, int backward,
         return NULL;
     return a == CG__CONV_DIRECT ? "direct" : "im2col";
 }
+
+cg_tensor *
+cg__convt_geom_apply(const char *op, const cg__conv_geom *g, cg_tensor *x,
+                     cg_tensor *w)
+{
+    return convt_apply(op, g, x, w, NULL);
+}

@@ -252,3 +252,27 @@ cg_index_select(cg_tensor *x, int dim, cg_tensor *indices)
     shape[d] = indices->shape[0];
     return gather_op("index_select", x, d, indices, x->ndim, shape);
 }
+
+/* Forward mode: the tangent of a "gather_grad" node n (the scatter-add of
+ * a gather's gradient, lib/ops/grad_graph.c; i[0..3] and saved[0] as the
+ * gather's) for its input's tangent t: the same scatter-add of t, into a
+ * new tensor of y's shape. */
+int
+cg__gather_grad_jvp(cg__node *n, cg_tensor *y, cg_tensor *t,
+                    cg_tensor **out)
+{
+    cg_tensor *gin[CG__NODE_INPUTS] = { NULL }, *td = cg__dense(t);
+    cg__node tmp;
+    int status;
+
+    if (!td)
+        return cg__last_status();
+    memcpy(&tmp, n, sizeof tmp);
+    memset(tmp.inputs, 0, sizeof tmp.inputs);
+    tmp.inputs[0] = y;                  /* the shape and dtype of x */
+    status = gather_backward(&tmp, td, gin);
+    cg_tensor_free(td);
+    if (status == CG_OK)
+        *out = gin[0];
+    return status;
+}

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ops/conv_internal.h"
 #include "ops/internal.h"
 
 /* The temporaries of one composite: each op's result is kept here, and
@@ -50,6 +51,23 @@ keep(tape *tp, cg_tensor *t)
 }
 
 #define OP(tp, e) ((tp)->status ? NULL : keep((tp), (e)))
+
+/* Constants of a composite (a piecewise-linear op's derivative, eps):
+ * computed without recording and, in a dual level, without tangents
+ * (forward over reverse must not differentiate them either). */
+static void
+const_enter(void)
+{
+    cg_no_grad_enter();
+    cg__fw_suspend(1);
+}
+
+static void
+const_leave(void)
+{
+    cg__fw_suspend(0);
+    cg_no_grad_leave();
+}
 
 /* gin[k] = r, a new reference, when nothing failed. */
 static void
@@ -116,9 +134,9 @@ derivative(cg__node *n, int k)
                          n->out_shape, 1.0f);
     if (!ones)
         return NULL;
-    cg_no_grad_enter();
+    const_enter();
     status = n->backward(n, ones, gin);
-    cg_no_grad_leave();
+    const_leave();
     if (status == CG_OK)
         r = gin[k] ? gin[k] : NULL;
     for (j = 0; j < n->ninputs; j++)
@@ -192,21 +210,21 @@ extreme_graph(cg__node *n, cg_tensor *g, cg_tensor **gin)
     cg_tensor *a = n->inputs[0], *b = n->inputs[1], *s, *m;
     float half = strcmp(n->op, "maximum") == 0 ? 0.5f : -0.5f;
 
-    cg_no_grad_enter();
+    const_enter();
     s = OP(&tp, cg_sub(a, b));
     s = OP(&tp, cg_mul_scalar(s, 1e30f));
     s = OP(&tp, cg_clamp(OP(&tp, cg_mul_scalar(s, 1e30f)), -1.0f, 1.0f));
-    cg_no_grad_leave();
+    const_leave();
     if (n->needs[0]) {
-        cg_no_grad_enter();
+        const_enter();
         m = OP(&tp, cg_add_scalar(OP(&tp, cg_mul_scalar(s, half)), 0.5f));
-        cg_no_grad_leave();
+        const_leave();
         give(&tp, gin, 0, OP(&tp, sum_to(OP(&tp, cg_mul(g, m)), a)));
     }
     if (n->needs[1]) {
-        cg_no_grad_enter();
+        const_enter();
         m = OP(&tp, cg_add_scalar(OP(&tp, cg_mul_scalar(s, -half)), 0.5f));
-        cg_no_grad_leave();
+        const_leave();
         give(&tp, gin, 1, OP(&tp, sum_to(OP(&tp, cg_mul(g, m)), b)));
     }
     return done(&tp);
@@ -524,9 +542,9 @@ gather_graph(cg__node *n, cg_tensor *g, cg_tensor **gin)
 
     if (!(gd = cg__dense(g)))
         return cg__last_status();
-    cg_no_grad_enter();
+    const_enter();
     status = n->backward(n, gd, tmp);
-    cg_no_grad_leave();
+    const_leave();
     cg_tensor_free(gd);
     gx = status == CG_OK ? tmp[0] : NULL;
     for (k = 1; k < n->ninputs; k++)
@@ -612,9 +630,9 @@ linear_act_graph(cg__node *n, cg_tensor *g, cg_tensor **gin)
         ones = OP(&tp, cg_full_dtype(y->ctx, y->dtype, y->ndim, y->shape,
                                      1.0f));
         if (tp.status == CG_OK) {
-            cg_no_grad_enter();
+            const_enter();
             status = cg__unary_grad(CG__EW_RELU, y, y, ones, 0.0f, 0.0f, &m);
-            cg_no_grad_leave();
+            const_leave();
             if (status)
                 tp.status = status;
             else
@@ -681,11 +699,11 @@ layer_norm_graph(cg__node *n, cg_tensor *g, cg_tensor **gin)
     x2 = OP(&tp, cg_reshape(x, 2, s2));
     xc = OP(&tp, cg_sub(x2, OP(&tp, cg_mean(x2, 1, &one, 1))));
     var = OP(&tp, cg_mean(OP(&tp, cg_mul(xc, xc)), 1, &one, 1));
-    cg_no_grad_enter();
+    const_enter();
     c = OP(&tp, cg_pow_scalar(OP(&tp, cg_reshape(n->saved[3], 2, col)),
                               -2.0f));
     c = OP(&tp, cg_to_dtype(OP(&tp, cg_sub(c, var)), x->dtype));
-    cg_no_grad_leave();
+    const_leave();
     rstd = OP(&tp, cg_pow_scalar(OP(&tp, cg_add(var, c)), -0.5f));
     xh = OP(&tp, cg_mul(xc, rstd));
     g2 = OP(&tp, cg_reshape(g, 2, s2));
@@ -703,6 +721,68 @@ layer_norm_graph(cg__node *n, cg_tensor *g, cg_tensor **gin)
                                                &one, 1))));
         t = OP(&tp, cg_sub(OP(&tp, cg_sub(gh, OP(&tp, cg_mean(gh, 1, &one,
                                                               1)))), t));
+        give(&tp, gin, 0, OP(&tp, cg_reshape(OP(&tp, cg_mul(t, rstd)),
+                                             x->ndim, x->shape)));
+    }
+    return done(&tp);
+}
+
+/* batch_norm of x viewed as [N, C, L] (i[0..2]; flags i[3], 8:
+ * training), inputs x, weight, bias (either of the last two may be NULL):
+ * as layer_norm_graph over the axes 0 and 2 of each channel.  In
+ * training the batch statistics are recomputed with recorded ops (eps
+ * recovered as layer_norm_graph's c from the saved invstd); in
+ * evaluation the running statistics (saved[2], saved[3]) are constants:
+ * gx = g w invstd. */
+static int
+batch_norm_graph(cg__node *n, cg_tensor *g, cg_tensor **gin)
+{
+    tape tp = { { NULL }, 0, CG_OK };
+    cg_tensor *x = n->inputs[0], *w = n->inputs[1], *b = n->inputs[2];
+    int64_t s3[3] = { n->i[0], n->i[1], n->i[2] }, ch[3] = { 1, n->i[1], 1 };
+    int axes[2] = { 0, 2 }, train = (n->i[3] & 8) != 0;
+    cg_tensor *x3, *xc, *mu, *var, *c, *rstd, *xh, *g3, *gh, *t;
+
+    x3 = OP(&tp, cg_reshape(x, 3, s3));
+    if (train) {
+        xc = OP(&tp, cg_sub(x3, OP(&tp, cg_mean(x3, 2, axes, 1))));
+        var = OP(&tp, cg_mean(OP(&tp, cg_mul(xc, xc)), 2, axes, 1));
+        const_enter();
+        c = OP(&tp, cg_pow_scalar(OP(&tp, cg_reshape(n->saved[3], 3, ch)),
+                                  -2.0f));
+        c = OP(&tp, cg_to_dtype(OP(&tp, cg_sub(c, var)), x->dtype));
+        const_leave();
+        rstd = OP(&tp, cg_pow_scalar(OP(&tp, cg_add(var, c)), -0.5f));
+    } else {
+        const_enter();
+        mu = OP(&tp, cg_to_dtype(OP(&tp, cg_reshape(n->saved[2], 3, ch)),
+                                 x->dtype));
+        rstd = OP(&tp, cg_to_dtype(OP(&tp, cg_reshape(n->saved[3], 3, ch)),
+                                   x->dtype));
+        const_leave();
+        xc = OP(&tp, cg_sub(x3, mu));
+    }
+    xh = OP(&tp, cg_mul(xc, rstd));
+    g3 = OP(&tp, cg_reshape(g, 3, s3));
+    if (b && n->needs[2])
+        give(&tp, gin, 2, OP(&tp, cg_reshape(OP(&tp, cg_sum(g3, 2, axes,
+                                                            0)),
+                                             b->ndim, b->shape)));
+    if (w && n->needs[1])
+        give(&tp, gin, 1, OP(&tp, cg_reshape(OP(&tp, cg_sum(
+                                 OP(&tp, cg_mul(g3, xh)), 2, axes, 0)),
+                                             w->ndim, w->shape)));
+    if (n->needs[0]) {
+        gh = w ? OP(&tp, cg_mul(g3, OP(&tp, cg_reshape(w, 3, ch)))) : g3;
+        t = gh;
+        if (train) {
+            t = OP(&tp, cg_mul(xh, OP(&tp, cg_mean(OP(&tp, cg_mul(gh, xh)),
+                                                   2, axes, 1))));
+            t = OP(&tp, cg_sub(OP(&tp, cg_sub(gh, OP(&tp, cg_mean(gh, 2,
+                                                                  axes,
+                                                                  1)))),
+                               t));
+        }
         give(&tp, gin, 0, OP(&tp, cg_reshape(OP(&tp, cg_mul(t, rstd)),
                                              x->ndim, x->shape)));
     }
@@ -844,7 +924,15 @@ static const struct {
     { "linear_relu", linear_act_graph }, { "linear_tanh", linear_act_graph },
     { "linear_sigmoid", linear_act_graph },
     { "softmax", softmax_graph }, { "log_softmax", softmax_graph },
-    { "layer_norm", layer_norm_graph },
+    { "layer_norm", layer_norm_graph }, { "batch_norm", batch_norm_graph },
+    { "max_pool2d", cg__pool_graph }, { "avg_pool2d", cg__pool_graph },
+    { "adaptive_avg_pool2d", cg__pool_graph },
+    { "max_pool2d_grad", cg__pool_grad_backward },
+    { "avg_pool2d_grad", cg__pool_grad_backward },
+    { "adaptive_avg_pool2d_grad", cg__pool_grad_backward },
+    { "conv2d", cg__conv_graph }, { "conv1d", cg__conv_graph },
+    { "conv_transpose2d", cg__conv_graph },
+    { "conv_wgrad", cg__conv_wgrad_backward },
     { "cross_entropy", class_graph }, { "nll_loss", class_graph },
     { "mse_loss", pointwise_graph }, { "bce_with_logits", pointwise_graph },
     { "fft", cg__spectral_graph }, { "ifft", cg__spectral_graph },
@@ -860,9 +948,10 @@ cg__backward_graph_of(const cg__node *n)
 {
     size_t k;
 
-    /* A custom op or a layer (keep set) may carry any name. */
+    /* A custom op or a layer (keep set) may carry any name: a layer that
+     * has a composite names it itself. */
     if (n->keep)
-        return NULL;
+        return n->backward_graph;
     for (k = 0; k < sizeof graph_table / sizeof graph_table[0]; k++)
         if (strcmp(n->op, graph_table[k].op) == 0)
             return graph_table[k].fn;

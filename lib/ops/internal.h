@@ -98,6 +98,21 @@ cg_tensor *cg__sum_mask(cg_tensor *x, unsigned mask, int keepdim,
  * NULL when n's op has none. */
 cg__backward_fn cg__backward_graph_of(const cg__node *n);
 
+/* Forward mode (lib/ops/pool.c): the tangent of pooling node n for its
+ * input's tangent t, a new tensor of the output's shape in *out. */
+int cg__pool_jvp(cg__node *n, cg_tensor *t, cg_tensor **out);
+/* Double backward of the pools (lib/ops/pool.c): the composite backward
+ * of a pool node (records "<pool>_grad" of g), that node's backward (the
+ * pool again, recorded), and that node's tangent. */
+int cg__pool_graph(cg__node *n, cg_tensor *g, cg_tensor **gin);
+int cg__pool_grad_backward(cg__node *n, cg_tensor *gg, cg_tensor **gin);
+int cg__pool_grad_jvp(cg__node *n, cg_tensor *y, cg_tensor *t,
+                      cg_tensor **out);
+/* Forward mode (lib/ops/gather.c): the tangent of a "gather_grad" node
+ * (a scatter-add, linear) for its input's tangent t. */
+int cg__gather_grad_jvp(cg__node *n, cg_tensor *y, cg_tensor *t,
+                        cg_tensor **out);
+
 /* The elementwise ops, CG__EW_AFFINE...: kernels/elementwise_ops.def. */
 typedef enum {
 #define CG_UNARY(ID, NAME, FWD, BWD) CG__EW_##ID,

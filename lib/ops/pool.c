@@ -278,35 +278,21 @@ pool_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
     return status;
 }
 
-/* Checks, runs the forward and records the node. */
-static cg_tensor *
-pool_run(cg_tensor *x, pool_geom *geo)
+/* The forward kernel of geo's kind from dense d into y (and idx, the
+ * argmax of each max-pooling window). */
+static int
+pool_launch(const pool_geom *geo, cg_tensor *d, cg_tensor *y, cg_tensor *idx)
 {
-    int64_t oshape[CG_MAX_DIMS];
-    cg_tensor *d = NULL, *y = NULL, *idx = NULL;
-    cl_mem mx, my, mi;
+    cl_mem mx = cg__tensor_mem(d), my = cg__tensor_mem(y), mi;
     pool_args a;
-    cg__node *node;
     cl_kernel k;
     int status;
 
-    cg__error_clear();
-    if (pool_check(x, geo, oshape))
-        return NULL;
     args_make(geo, &a);
-    if (!(d = cg__dense(x)) ||
-        !(y = cg__tensor_empty(x->ctx, x->dtype, x->ndim, oshape)) ||
-        (geo->kind == POOL_MAX &&
-         !(idx = cg__tensor_empty(x->ctx, CG_I32, x->ndim, oshape)))) {
-        status = cg__last_status();
-        goto done;
-    }
-    mx = cg__tensor_mem(d);
-    my = cg__tensor_mem(y);
     switch (geo->kind) {
     case POOL_MAX:
         mi = cg__tensor_mem(idx);
-        status = cg__kernel_dt(x->ctx, CG__K_MAX_POOL2D_F, x->dtype, &k);
+        status = cg__kernel_dt(d->ctx, CG__K_MAX_POOL2D_F, d->dtype, &k);
         if (status == CG_OK)
             status = cg__args(k, CG__ARG(mx), CG__ARG(a.planes),
                               CG__ARG(a.H), CG__ARG(a.W), CG__ARG(a.OH),
@@ -315,7 +301,7 @@ pool_run(cg_tensor *x, pool_geom *geo)
                               CG__ARG(mi));
         break;
     case POOL_AVG:
-        status = cg__kernel_dt(x->ctx, CG__K_AVG_POOL2D_F, x->dtype, &k);
+        status = cg__kernel_dt(d->ctx, CG__K_AVG_POOL2D_F, d->dtype, &k);
         if (status == CG_OK)
             status = cg__args(k, CG__ARG(mx), CG__ARG(a.planes),
                               CG__ARG(a.H), CG__ARG(a.W), CG__ARG(a.OH),
@@ -324,8 +310,8 @@ pool_run(cg_tensor *x, pool_geom *geo)
                               CG__ARG(a.divisor), CG__ARG(my));
         break;
     default:
-        status = cg__kernel_dt(x->ctx, CG__K_ADAPTIVE_AVG_POOL2D_F,
-                               x->dtype, &k);
+        status = cg__kernel_dt(d->ctx, CG__K_ADAPTIVE_AVG_POOL2D_F,
+                               d->dtype, &k);
         if (status == CG_OK)
             status = cg__args(k, CG__ARG(mx), CG__ARG(a.planes),
                               CG__ARG(a.H), CG__ARG(a.W), CG__ARG(a.OH),
@@ -333,8 +319,31 @@ pool_run(cg_tensor *x, pool_geom *geo)
         break;
     }
     if (status == CG_OK && cg_tensor_numel(y) > 0)
-        status = cg__launch_chunks(x->ctx, k, (size_t)(geo->OH * geo->OW),
+        status = cg__launch_chunks(d->ctx, k, (size_t)(geo->OH * geo->OW),
                                    (size_t)geo->planes, 1, CG__WG);
+    return status;
+}
+
+/* Checks, runs the forward and records the node. */
+static cg_tensor *
+pool_run(cg_tensor *x, pool_geom *geo)
+{
+    int64_t oshape[CG_MAX_DIMS];
+    cg_tensor *d = NULL, *y = NULL, *idx = NULL;
+    cg__node *node;
+    int status;
+
+    cg__error_clear();
+    if (pool_check(x, geo, oshape))
+        return NULL;
+    if (!(d = cg__dense(x)) ||
+        !(y = cg__tensor_empty(x->ctx, x->dtype, x->ndim, oshape)) ||
+        (geo->kind == POOL_MAX &&
+         !(idx = cg__tensor_empty(x->ctx, CG_I32, x->ndim, oshape)))) {
+        status = cg__last_status();
+        goto done;
+    }
+    status = pool_launch(geo, d, y, idx);
     if (status == CG_OK) {
         node = cg__record(y, pool_name(geo->kind), pool_backward, 1, &x,
                           &status);
@@ -418,4 +427,164 @@ cg_adaptive_avg_pool2d(cg_tensor *x, int64_t out_h, int64_t out_w)
     g.OH = out_h;
     g.OW = out_w;
     return pool_run(x, &g);
+}
+
+/* The pool of n's geometry applied to t, with n's argmax for max pooling
+ * (a gather at saved[0]): the average pools' forward, and max pooling's
+ * derivative, a linear map.  Nothing is recorded. */
+static int
+pool_apply_node(cg__node *n, cg_tensor *t, cg_tensor **out)
+{
+    int64_t shape[CG_MAX_DIMS];
+    cg_tensor *d, *y;
+    pool_geom geo;
+    cl_mem mi, mt, my;
+    pool_args a;
+    cl_kernel k;
+    int status;
+
+    geom_load(&geo, n->i);
+    memcpy(shape, t->shape, (size_t)t->ndim * sizeof *shape);
+    shape[t->ndim - 2] = geo.OH;
+    shape[t->ndim - 1] = geo.OW;
+    if (!(d = cg__dense(t)))
+        return cg__last_status();
+    if (!(y = cg__tensor_empty(t->ctx, t->dtype, t->ndim, shape))) {
+        cg_tensor_free(d);
+        return cg__last_status();
+    }
+    if (geo.kind != POOL_MAX) {
+        status = pool_launch(&geo, d, y, NULL);
+    } else {
+        args_make(&geo, &a);
+        mi = cg__tensor_mem(n->saved[0]);
+        mt = cg__tensor_mem(d);
+        my = cg__tensor_mem(y);
+        status = cg__kernel_dt(t->ctx, CG__K_MAX_POOL2D_JF, t->dtype, &k);
+        if (status == CG_OK)
+            status = cg__args(k, CG__ARG(mi), CG__ARG(mt), CG__ARG(a.planes),
+                              CG__ARG(a.H), CG__ARG(a.W), CG__ARG(a.OH),
+                              CG__ARG(a.OW), CG__ARG(my));
+        if (status == CG_OK && cg_tensor_numel(y) > 0)
+            status = cg__launch_chunks(t->ctx, k, (size_t)(geo.OH * geo.OW),
+                                       (size_t)geo.planes, 1, CG__WG);
+    }
+    cg_tensor_free(d);
+    if (status) {
+        cg_tensor_free(y);
+        return status;
+    }
+    *out = y;
+    return CG_OK;
+}
+
+/* Forward mode: the tangent of the pooling node n for the input's tangent
+ * t.  The average pools are linear (the op on t); max pooling takes t at
+ * the forward's argmax of each window (max_pool2d_jf). */
+int
+cg__pool_jvp(cg__node *n, cg_tensor *t, cg_tensor **out)
+{
+    return pool_apply_node(n, t, out);
+}
+
+/* ------------------------------------------------------------------------
+ * Double backward.  A pool's gradient gx = P^T g is linear in g (P: the
+ * average, or the gather at the forward's argmax); a create_graph
+ * backward records it as a node "<pool>_grad" of g whose backward is P
+ * again, recorded as a node of the pool's own name on the same geometry
+ * and argmax, so that it differentiates any number of times (max
+ * pooling's second derivative in x is zero, as PyTorch's).
+ * ------------------------------------------------------------------------ */
+
+static const char *
+pool_grad_name(int kind)
+{
+    return kind == POOL_MAX ? "max_pool2d_grad" :
+           kind == POOL_AVG ? "avg_pool2d_grad" : "adaptive_avg_pool2d_grad";
+}
+
+/* Records y as op `name` of input `in` with backward bwd, n's geometry
+ * and argmax; frees y on failure. */
+static int
+record_like(cg_tensor *y, const char *name, cg__backward_fn bwd,
+            cg_tensor *in, const cg__node *n)
+{
+    cg__node *node;
+    int status;
+
+    node = cg__record(y, name, bwd, 1, &in, &status);
+    if (node) {
+        memcpy(node->i, n->i, 16 * sizeof n->i[0]);
+        if (n->saved[0])
+            status = cg__node_save(node, 0, n->saved[0]);
+    }
+    if (status)
+        cg_tensor_free(y);
+    return status;
+}
+
+int
+cg__pool_grad_backward(cg__node *n, cg_tensor *gg, cg_tensor **gin)
+{
+    cg_tensor *y = NULL;
+    pool_geom geo;
+    int status;
+
+    if (!n->needs[0])
+        return CG_OK;
+    geom_load(&geo, n->i);
+    status = pool_apply_node(n, gg, &y);
+    if (status == CG_OK)
+        status = record_like(y, pool_name(geo.kind), pool_backward, gg, n);
+    if (status == CG_OK)
+        gin[0] = y;
+    return status;
+}
+
+int
+cg__pool_graph(cg__node *n, cg_tensor *g, cg_tensor **gin)
+{
+    cg_tensor *tmp[CG__NODE_INPUTS] = { NULL }, *gd;
+    pool_geom geo;
+    int status;
+
+    if (!n->needs[0])
+        return CG_OK;
+    geom_load(&geo, n->i);
+    if (!(gd = cg__dense(g)))
+        return cg__last_status();
+    status = pool_backward(n, gd, tmp);
+    cg_tensor_free(gd);
+    if (status == CG_OK)
+        status = record_like(tmp[0], pool_grad_name(geo.kind),
+                             cg__pool_grad_backward, g, n);
+    else
+        cg_tensor_free(tmp[0]);
+    if (status == CG_OK)
+        gin[0] = tmp[0];
+    return status;
+}
+
+/* Forward mode: a "<pool>_grad" node's tangent, P^T t (linear in g). */
+int
+cg__pool_grad_jvp(cg__node *n, cg_tensor *y, cg_tensor *t, cg_tensor **out)
+{
+    cg_tensor *gin[CG__NODE_INPUTS] = { NULL }, *td = cg__dense(t);
+    cg__node tmp;
+    int status;
+
+    if (!td)
+        return cg__last_status();
+    memcpy(&tmp, n, sizeof tmp);
+    memset(tmp.inputs, 0, sizeof tmp.inputs);
+    memset(tmp.needs, 0, sizeof tmp.needs);
+    tmp.inputs[0] = y;                  /* the input's shape and dtype */
+    tmp.needs[0] = 1;
+    status = pool_backward(&tmp, td, gin);
+    cg_tensor_free(td);
+    if (status == CG_OK)
+        *out = gin[0];
+    else
+        cg_tensor_free(gin[0]);
+    return status;
 }

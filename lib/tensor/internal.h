@@ -41,6 +41,10 @@ struct cg_tensor {
     struct cg__node *fw_node;
     void (*fw_drop)(cg_tensor *t);
     cg_tensor *fw_prev, *fw_next;
+    /* cg_backward's scratch while a leaf-gradient hook is set (lib/
+     * autograd/graph.c): how many nodes still to run pass a gradient to
+     * this leaf; 0 outside backward. */
+    int bw_pending;
 };
 
 /* Bytes per element. */
