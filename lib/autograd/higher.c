@@ -159,6 +159,28 @@ zeros_like(int n, cg_tensor *const *inputs, cg_tensor **out)
     return CG_OK;
 }
 
+/* Calls f for cg_hvp or cg_hvp_fwd (`who`): *y gets its one-element
+ * result (NULL on failure). */
+static int
+call_scalar(const char *who, cg_scalar_fn f, void *user, int n,
+            cg_tensor *const *inputs, cg_tensor **y)
+{
+    char s[128];
+    int status;
+
+    if (!(*y = f(n, inputs, user))) {
+        status = cg__last_status();
+        return status != CG_OK ? status
+               : cg__error(CG_EINVAL, "%s: f returned NULL", who);
+    }
+    if (cg_tensor_numel(*y) != 1)
+        return cg__error(CG_ESHAPE, "%s: f returned shape %s, not one "
+                         "element", who, cg__shape_str((*y)->ndim,
+                                                      (*y)->shape, s,
+                                                      sizeof s));
+    return CG_OK;
+}
+
 int
 cg_hvp(cg_scalar_fn f, void *user, int n, cg_tensor *const *inputs,
        cg_tensor *const *v, cg_tensor **hv, cg_tensor **value)
@@ -166,24 +188,13 @@ cg_hvp(cg_scalar_fn f, void *user, int n, cg_tensor *const *inputs,
     cg_tensor *g[CG_GRAD_MAX_INPUTS] = { NULL }, *h[CG_GRAD_MAX_INPUTS] = {
         NULL };
     cg_tensor *y = NULL, *d = NULL;
-    char s[128];
     int status, j;
 
     cg__error_clear();
     if ((status = check_hvp(f, n, inputs, v, hv)))
         return status;
-    if (!(y = f(n, inputs, user))) {
-        status = cg__last_status();
-        if (status == CG_OK)
-            status = cg__error(CG_EINVAL, "cg_hvp: f returned NULL");
+    if ((status = call_scalar("cg_hvp", f, user, n, inputs, &y)))
         goto out;
-    }
-    if (cg_tensor_numel(y) != 1) {
-        status = cg__error(CG_ESHAPE, "cg_hvp: f returned shape %s, not one "
-                           "element", cg__shape_str(y->ndim, y->shape, s,
-                                                    sizeof s));
-        goto out;
-    }
     if (!y->requires_grad) {
         status = zeros_like(n, inputs, h);
         goto out;
@@ -355,7 +366,6 @@ cg_hvp_fwd(cg_scalar_fn f, void *user, int n, cg_tensor *const *inputs,
         NULL };
     cg_tensor *y = NULL;
     cg_context *ctx;
-    char s[128];
     int status, i, j;
 
     cg__error_clear();
@@ -379,18 +389,8 @@ cg_hvp_fwd(cg_scalar_fn f, void *user, int n, cg_tensor *const *inputs,
     ctx->fwad_level = 1;
     for (j = 0; j < n; j++)
         cg__fw_attach(inputs[j], cg_tensor_ref(v[j]));
-    if (!(y = f(n, inputs, user))) {
-        status = cg__last_status();
-        if (status == CG_OK)
-            status = cg__error(CG_EINVAL, "cg_hvp_fwd: f returned NULL");
+    if ((status = call_scalar("cg_hvp_fwd", f, user, n, inputs, &y)))
         goto out;
-    }
-    if (cg_tensor_numel(y) != 1) {
-        status = cg__error(CG_ESHAPE, "cg_hvp_fwd: f returned shape %s, not "
-                           "one element", cg__shape_str(y->ndim, y->shape, s,
-                                                        sizeof s));
-        goto out;
-    }
     if (!y->requires_grad) {
         status = zeros_like(n, inputs, h);
         goto out;
