@@ -196,6 +196,25 @@ cg__rnn_pack_whh(const cg__rnn_step *s, cg__rnn_buf w, int H, cl_mem wt,
     return CG_OK;
 }
 
+/* The arguments the forward step and the tangent step open with: the
+ * input projection, W_hh^T, the biases, the states in and out, y. */
+static void
+push_step_args(cg__arg_list *a, const cg__rnn_step *s,
+               const cg__rnn_fwd_args *f)
+{
+    arg_mat(a, &f->xproj);
+    CG__PUSH(a, f->whh_t);
+    arg_buf(a, &f->b_ih);
+    arg_buf(a, &f->b_hh);
+    arg_buf(a, &f->h_prev);
+    arg_buf(a, &f->h_next);
+    if (s->cell == CG__RNN_LSTM) {
+        arg_buf(a, &f->c_prev);
+        arg_buf(a, &f->c_next);
+    }
+    arg_mat(a, &f->y);
+}
+
 int
 cg__rnn_forward_step(const cg__rnn_step *s, const cg__rnn_fwd_args *f)
 {
@@ -206,17 +225,7 @@ cg__rnn_forward_step(const cg__rnn_step *s, const cg__rnn_fwd_args *f)
     if (check_sizes("rnn forward step", B, H))
         return CG_ESHAPE;
     a.n = 0;
-    arg_mat(&a, &f->xproj);
-    CG__PUSH(&a, f->whh_t);
-    arg_buf(&a, &f->b_ih);
-    arg_buf(&a, &f->b_hh);
-    arg_buf(&a, &f->h_prev);
-    arg_buf(&a, &f->h_next);
-    if (s->cell == CG__RNN_LSTM) {
-        arg_buf(&a, &f->c_prev);
-        arg_buf(&a, &f->c_next);
-    }
-    arg_mat(&a, &f->y);
+    push_step_args(&a, s, f);
     if (s->cell == CG__RNN_LSTM || s->cell == CG__RNN_GRU)
         arg_buf(&a, &f->saved);
     else
@@ -296,17 +305,7 @@ cg__rnn_jvp_step(cg__rnn_step *s, const cg__rnn_jvp_args *j)
             return status;
     }
     a.n = 0;
-    arg_mat(&a, &f->xproj);
-    CG__PUSH(&a, f->whh_t);
-    arg_buf(&a, &f->b_ih);
-    arg_buf(&a, &f->b_hh);
-    arg_buf(&a, &f->h_prev);
-    arg_buf(&a, &f->h_next);
-    if (s->cell == CG__RNN_LSTM) {
-        arg_buf(&a, &f->c_prev);
-        arg_buf(&a, &f->c_next);
-    }
-    arg_mat(&a, &f->y);
+    push_step_args(&a, s, f);
     switch (s->cell) {
     case CG__RNN_LSTM:
         arg_buf(&a, &f->saved);
