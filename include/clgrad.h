@@ -848,20 +848,29 @@ char *cg_graph_dot(const cg_tensor *t);
  * in eval mode, cg_to_dtype to the same dtype) return it with its
  * tangent.
  *
- * How tangents are computed, in this release: with the public ops
- * (composites, no launch of their own but max pooling's gather), in
- * no-grad mode - a tangent never records into the reverse graph and
- * never requires grad.  No op computes its tangent in the primal's
- * launch yet.  The recurrent layers compute theirs in the layer's own
+ * How tangents are computed, in this release: in no-grad mode - a
+ * tangent never records into the reverse graph and never requires grad.
+ * The elementwise ops of one or two inputs (cg_add ... cg_minimum,
+ * cg_add_scalar ... cg_gelu, cg_clamp above) compute the output's
+ * tangent in the primal's own launch, one kernel reading the inputs and
+ * their tangents and writing both results (kernels/elementwise.cl's
+ * NAME_j: the op's backward expression applied to the tangent, its
+ * Jacobian being diagonal), when each input tangent is laid out as its
+ * primal (same strides: a tangent from cg_make_dual of a tensor and a
+ * tangent both contiguous, or from an op, is); a tangent laid out
+ * otherwise takes the rule below, with the same values.  The other ops
+ * use the public ops (composites, no launch of their own but max
+ * pooling's gather).  The recurrent layers compute theirs in the layer's own
  * call, right after the primal's steps: the tangent of a recurrence is a
  * recurrence, run as GEMMs for the input projection's tangent and the
  * weight tangents' products over all steps, then one fused tangent step
  * launch per time step and direction (kernels/rnn.cl's lstm_jvp,
  * gru_jvp, rnn_jvp, reading the primal's saved gate activations): about
- * the cost of a second forward pass.  The elementwise ops, dropout
- * and softmax compute theirs with their backward kernels (their Jacobian
- * is diagonal or symmetric, so J v = J^T v), the losses with their
- * backward kernels applied to ones, times the tangent, summed.  A
+ * the cost of a second forward pass.  Dropout, softmax and the
+ * elementwise ops' rule compute theirs with their backward kernels
+ * (their Jacobian is diagonal or symmetric, so J v = J^T v), the losses
+ * with their backward kernels applied to ones, times the tangent,
+ * summed.  Apart from the ops computing it in their own launch, a
  * tangent is computed when first needed: by the next op that takes the
  * tensor, cg_tangent, cg_backward (which computes every pending tangent
  * of the level first, as its walk may free what they need) or the end of

@@ -24,10 +24,20 @@
  *
  * Unary op NAME:   NAME_f:  y[i] = F(x)                (p0, p1: parameters)
  *                  NAME_b:  gx[i] = G(x, y, g)         (gx over x's shape)
+ *                  NAME_j:  y[i] = F(x) and, forward mode, its tangent
+ *                           ty[i] = G(x, y, tx): G is linear in g and the
+ *                           Jacobian diagonal, so the backward expression
+ *                           of the tangent is the JVP
  * Binary op NAME:  NAME_f:  y[i] = F(a, b)             (broadcasting)
  *                  NAME_b:  ga[i], gb[i] over the output's shape (the host
  *                           sums over broadcast dimensions); `want` bit 0
  *                           asks for ga, bit 1 for gb.
+ *                  NAME_j:  y[i] = F(a, b) and ty[i] = GA(.., ta) +
+ *                           GB(.., tb), `want` bit 0 for a term in ta,
+ *                           bit 1 for tb (a missing tangent is zero)
+ * The NAME_j kernels read each tangent through its primal's layout (the
+ * host passes only tangents laid out as their primals) and have row forms
+ * NAME_jv; y and ty are contiguous over the output's shape.
  * No tunable parameters here: the work-group size and ch (a multiple of
  * 16) are the host's.
  *
@@ -41,8 +51,8 @@
  * when the library embeds this file or reads it from CLGRAD_KERNEL_DIR).
  * For build-aux/cltable.sh, the kernels each entry makes and those the
  * where macro makes:
- * @family CG_UNARY _f _b _fv _bv
- * @family CG_BINARY _f _b _fv _bv
+ * @family CG_UNARY _f _b _fv _bv _j _jv
+ * @family CG_BINARY _f _b _fv _bv _j _jv
  * @kernels where_f where_f_b where_i where_i_b
  * @kernels copy32 copy32v copy16 copy16v
  * Each kernel is a program of its own (common.cl's CG_WANT):
@@ -142,6 +152,58 @@ __kernel void NAME##_bv(__global const cg_t *x, int xo, int8 shape,          \
         float y_ = CG_LD(yv, o + k), g_ = CG_LD(g, o + k);                   \
                                                                              \
         CG_ST(gx, o + k, (BWD));                                             \
+    }                                                                        \
+})                                                                           \
+CG_WHEN(CG_WANT(NAME##_j))(                                                  \
+__kernel void NAME##_j(__global const cg_t *x, int xo,                       \
+                       __global const cg_t *tx, int txo, int8 shape,         \
+                       int8 sx, int nd, __global cg_t *yv,                   \
+                       __global cg_t *ty, uint n, float p0, float p1)       \
+{                                                                            \
+    uint i = get_global_id(0);                                               \
+    int o;                                                                   \
+    float x_, y_, g_;                                                        \
+                                                                             \
+    if (i >= n)                                                              \
+        return;                                                              \
+    o = cg_off(i, shape, sx, nd);                                            \
+    x_ = CG_LD(x, xo + o);                                                   \
+    g_ = CG_LD(tx, txo + o);                                                 \
+    y_ = (FWD);                                                              \
+    CG_ST(yv, i, y_);                                                        \
+    CG_ST(ty, i, (BWD));                                                     \
+})                                                                           \
+CG_WHEN(CG_WANT(NAME##_jv))(                                                 \
+__kernel void NAME##_jv(__global const cg_t *x, int xo,                      \
+                        __global const cg_t *tx, int txo, int8 shape,        \
+                        int8 sx, int nd, int ix, __global cg_t *yv,          \
+                        __global cg_t *ty, uint len, uint ch, float p0_,     \
+                        float p1_)                                          \
+{                                                                            \
+    uint c = get_global_id(0) * ch, r = get_global_id(1), e, k;             \
+    size_t o = (size_t)r * len + c;                                          \
+    __global const cg_t *px, *pt;                                            \
+    int off;                                                                 \
+                                                                             \
+    if (c >= len)                                                            \
+        return;                                                              \
+    off = cg_off(r, shape, sx, nd - 1) + (int)c * ix;                        \
+    px = x + xo + off;                                                       \
+    pt = tx + txo + off;                                                     \
+    e = min(ch, len - c);                                                    \
+    for (k = 0; k + VW <= e; k += VW) {                                      \
+        VF p0 = p0_, p1 = p1_, x_ = cg_vld(px + (int)k * ix, ix);            \
+        VF g_ = cg_vld(pt + (int)k * ix, ix), y_ = (FWD);                    \
+                                                                             \
+        VSTORE(y_, 0, yv + o + k);                                           \
+        VSTORE((BWD), 0, ty + o + k);                                        \
+    }                                                                        \
+    for (; k < e; k++) {                                                     \
+        float p0 = p0_, p1 = p1_, x_ = CG_LD(px, (int)k * ix);               \
+        float g_ = CG_LD(pt, (int)k * ix), y_ = (FWD);                       \
+                                                                             \
+        CG_ST(yv, o + k, y_);                                                \
+        CG_ST(ty, o + k, (BWD));                                             \
     }                                                                        \
 })
 
@@ -255,6 +317,97 @@ __kernel void NAME##_bv(__global const cg_t *a, int ao,                      \
             CG_ST(ga, q + k, (GA));                                          \
         if (want & 2)                                                        \
             CG_ST(gb, q + k, (GB));                                          \
+    }                                                                        \
+})                                                                           \
+CG_WHEN(CG_WANT(NAME##_j))(                                                  \
+__kernel void NAME##_j(__global const cg_t *a, int ao,                       \
+                       __global const cg_t *b, int bo,                       \
+                       __global const cg_t *ta, int tao,                     \
+                       __global const cg_t *tb, int tbo, int8 shape,         \
+                       int8 sa, int8 sb, int nd, __global cg_t *yv,          \
+                       __global cg_t *ty, uint n, int want)                  \
+{                                                                            \
+    uint i = get_global_id(0);                                               \
+    int2 o;                                                                  \
+    float a_, b_, y_, t_ = 0.0f;                                             \
+                                                                             \
+    if (i >= n)                                                              \
+        return;                                                              \
+    o = cg_off2(i, shape, sa, sb, nd);                                       \
+    a_ = CG_LD(a, ao + o.x);                                                 \
+    b_ = CG_LD(b, bo + o.y);                                                 \
+    y_ = (FWD);                                                              \
+    CG_ST(yv, i, y_);                                                        \
+    if (want & 1) {                                                          \
+        float g_ = CG_LD(ta, tao + o.x);                                     \
+                                                                             \
+        t_ = (GA);                                                           \
+    }                                                                        \
+    if (want & 2) {                                                          \
+        float g_ = CG_LD(tb, tbo + o.y);                                     \
+                                                                             \
+        t_ = (want & 1) ? t_ + (GB) : (GB);                                  \
+    }                                                                        \
+    CG_ST(ty, i, t_);                                                        \
+})                                                                           \
+CG_WHEN(CG_WANT(NAME##_jv))(                                                 \
+__kernel void NAME##_jv(__global const cg_t *a, int ao,                      \
+                        __global const cg_t *b, int bo,                      \
+                        __global const cg_t *ta, int tao,                    \
+                        __global const cg_t *tb, int tbo, int8 shape,        \
+                        int8 sa, int8 sb, int nd, int ia, int ib,           \
+                        __global cg_t *yv, __global cg_t *ty, uint len,      \
+                        uint ch, int want)                                  \
+{                                                                            \
+    uint c = get_global_id(0) * ch, r = get_global_id(1), e, k;             \
+    size_t q = (size_t)r * len + c;                                          \
+    __global const cg_t *pa, *pb, *pta, *ptb;                                \
+    int2 o;                                                                  \
+                                                                             \
+    if (c >= len)                                                            \
+        return;                                                              \
+    o = cg_off2(r, shape, sa, sb, nd - 1);                                   \
+    o.x += (int)c * ia;                                                      \
+    o.y += (int)c * ib;                                                      \
+    pa = a + ao + o.x;                                                       \
+    pb = b + bo + o.y;                                                       \
+    pta = ta + tao + o.x;                                                    \
+    ptb = tb + tbo + o.y;                                                    \
+    e = min(ch, len - c);                                                    \
+    for (k = 0; k + VW <= e; k += VW) {                                      \
+        VF a_ = cg_vld(pa + (int)k * ia, ia);                                \
+        VF b_ = cg_vld(pb + (int)k * ib, ib);                                \
+        VF y_ = (FWD), t_ = (VF)(0.0f);                                      \
+                                                                             \
+        VSTORE(y_, 0, yv + q + k);                                           \
+        if (want & 1) {                                                      \
+            VF g_ = cg_vld(pta + (int)k * ia, ia);                           \
+                                                                             \
+            t_ = (GA);                                                       \
+        }                                                                    \
+        if (want & 2) {                                                      \
+            VF g_ = cg_vld(ptb + (int)k * ib, ib);                           \
+                                                                             \
+            t_ = (want & 1) ? t_ + (GB) : (GB);                              \
+        }                                                                    \
+        VSTORE(t_, 0, ty + q + k);                                           \
+    }                                                                        \
+    for (; k < e; k++) {                                                     \
+        float a_ = CG_LD(pa, (int)k * ia), b_ = CG_LD(pb, (int)k * ib);      \
+        float y_ = (FWD), t_ = 0.0f;                                         \
+                                                                             \
+        CG_ST(yv, q + k, y_);                                                \
+        if (want & 1) {                                                      \
+            float g_ = CG_LD(pta, (int)k * ia);                              \
+                                                                             \
+            t_ = (GA);                                                       \
+        }                                                                    \
+        if (want & 2) {                                                      \
+            float g_ = CG_LD(ptb, (int)k * ib);                              \
+                                                                             \
+            t_ = (want & 1) ? t_ + (GB) : (GB);                              \
+        }                                                                    \
+        CG_ST(ty, q + k, t_);                                                \
     }                                                                        \
 })
 

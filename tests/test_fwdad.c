@@ -1554,6 +1554,160 @@ START_TEST(bad_tangents_change_nothing)
 }
 END_TEST
 
+/* Kernel launches on the shared context so far. */
+static uint64_t
+launches(void)
+{
+    cg_memory_stats st;
+
+    ck_assert_int_eq(cg_context_stats(tt_ctx(), &st), CG_OK);
+    return st.kernels_enqueued;
+}
+
+/* A new [rows, cols] float32 tensor holding v[i] = base + step * i. */
+static cg_tensor *
+ramp(int64_t rows, int64_t cols, float base, float step)
+{
+    int64_t s[2] = { rows, cols };
+    float v[64];
+    cg_tensor *t;
+    int i;
+
+    ck_assert_int_le(rows * cols, 64);
+    for (i = 0; i < rows * cols; i++)
+        v[i] = base + step * (float)i;
+    t = cg_tensor_from_host(tt_ctx(), CG_F32, 2, s, v);
+    ck_assert_ptr_nonnull(t);
+    return t;
+}
+
+/* Reads t (n elements, any layout) into v. */
+static void
+read_back(cg_tensor *t, float *v, int n)
+{
+    cg_tensor *c = cg_contiguous(t);
+
+    ck_assert_ptr_nonnull(c);
+    ck_assert_int_eq(cg_tensor_to_host_f32(c, v, (size_t)n), CG_OK);
+    cg_tensor_free(c);
+}
+
+/* Elementwise ops give their output's tangent from the primal's own
+ * launch (kernels/elementwise.cl's NAME_j, NAME_jv): one launch, no
+ * pending rule; row and strided layouts, broadcasting, one or both
+ * tangents of a binary op.  A tangent laid out otherwise than its primal
+ * takes the JVP rule; the values agree either way. */
+START_TEST(elementwise_tangents_come_from_the_primal_launch)
+{
+    cg_tensor *x = ramp(3, 5, -0.7f, 0.1f), *tx = ramp(3, 5, 0.3f, -0.05f);
+    cg_tensor *b = ramp(1, 5, 0.5f, 0.25f), *tb = ramp(1, 5, -1, 0.5f);
+    cg_tensor *x53 = ramp(5, 3, -0.7f, 0.1f), *t53 = ramp(5, 3, 0.3f, -0.05f);
+    cg_tensor *dx, *db, *y, *xt, *dxt, *dx53;
+    float hx[15], htx[15], hb[5], htb[5], hy[15], hty[15];
+    uint64_t before;
+    int i, j;
+
+    read_back(x, hx, 15);
+    read_back(tx, htx, 15);
+    read_back(b, hb, 5);
+    read_back(tb, htb, 5);
+    ck_assert_int_eq(cg_fwad_enter(tt_ctx()), CG_OK);
+    dx = cg_make_dual(x, tx);
+    db = cg_make_dual(b, tb);
+    ck_assert_ptr_nonnull(dx);
+    ck_assert_ptr_nonnull(db);
+
+    /* Unary, row kernel: exp' = exp. */
+    before = launches();
+    y = cg_exp(dx);
+    ck_assert_ptr_nonnull(y);
+    ck_assert_uint_eq(launches() - before, 1);
+    ck_assert_ptr_null(y->fw_node);
+    ck_assert_ptr_nonnull(y->fw_tangent);
+    read_back(cg_tangent(y), hty, 15);
+    for (i = 0; i < 15; i++)
+        ck_assert_float_eq_tol(hty[i], expf(hx[i]) * htx[i], 1e-6f);
+    cg_tensor_free(y);
+
+    /* Binary, both tangents, b broadcast over rows: (x b)' = tx b + x tb. */
+    before = launches();
+    y = cg_mul(dx, db);
+    ck_assert_ptr_nonnull(y);
+    ck_assert_uint_eq(launches() - before, 1);
+    ck_assert_ptr_null(y->fw_node);
+    read_back(cg_tangent(y), hty, 15);
+    for (i = 0; i < 15; i++)
+        ck_assert_float_eq_tol(hty[i], htx[i] * hb[i % 5] + hx[i] * htb[i % 5],
+                               1e-6f);
+    cg_tensor_free(y);
+
+    /* Binary, only b's tangent: (x / b)' = -x tb / b^2. */
+    before = launches();
+    y = cg_div(x, db);
+    ck_assert_ptr_nonnull(y);
+    ck_assert_uint_eq(launches() - before, 1);
+    read_back(cg_tangent(y), hty, 15);
+    for (i = 0; i < 15; i++)
+        ck_assert_float_eq_tol(hty[i], -hx[i] * htb[i % 5] /
+                               (hb[i % 5] * hb[i % 5]), 1e-5f);
+    cg_tensor_free(y);
+
+    /* Strided (not row) layout: a transposed dual, whose tangent is the
+     * transposed tangent, through tanh. */
+    dx53 = cg_make_dual(x53, t53);
+    ck_assert_ptr_nonnull(dx53);
+    xt = cg_transpose(dx53, 0, 1);
+    ck_assert_ptr_nonnull(xt);
+    ck_assert_ptr_nonnull(cg_tangent(xt));
+    before = launches();
+    y = cg_tanh(xt);
+    ck_assert_ptr_nonnull(y);
+    ck_assert_uint_eq(launches() - before, 1);
+    ck_assert_ptr_null(y->fw_node);
+    read_back(cg_tangent(y), hty, 15);
+    read_back(y, hy, 15);
+    for (i = 0; i < 3; i++)
+        for (j = 0; j < 5; j++) {
+            float xv = -0.7f + 0.1f * (float)(j * 3 + i);
+            float tv = 0.3f - 0.05f * (float)(j * 3 + i);
+
+            ck_assert_float_eq_tol(hy[i * 5 + j], tanhf(xv), 1e-6f);
+            ck_assert_float_eq_tol(hty[i * 5 + j],
+                                   (1 - tanhf(xv) * tanhf(xv)) * tv, 1e-6f);
+        }
+    cg_tensor_free(y);
+    cg_tensor_free(xt);
+
+    /* A tangent laid out otherwise than its primal (a contiguous tangent
+     * on a transposed primal): the rule, pending until asked for. */
+    xt = cg_transpose(x53, 0, 1);
+    ck_assert_ptr_nonnull(xt);
+    dxt = cg_make_dual(xt, tx);
+    ck_assert_ptr_nonnull(dxt);
+    y = cg_sigmoid(dxt);
+    ck_assert_ptr_nonnull(y);
+    ck_assert_ptr_nonnull(y->fw_node);
+    read_back(y, hy, 15);
+    read_back(cg_tangent(y), hty, 15);
+    for (i = 0; i < 15; i++)
+        ck_assert_float_eq_tol(hty[i], hy[i] * (1 - hy[i]) * htx[i], 1e-6f);
+    cg_tensor_free(y);
+    cg_tensor_free(dxt);
+    cg_tensor_free(xt);
+
+    ck_assert_int_eq(cg_fwad_exit(tt_ctx()), CG_OK);
+    cg_tensor_free(dx53);
+    cg_tensor_free(dx);
+    cg_tensor_free(db);
+    cg_tensor_free(x);
+    cg_tensor_free(tx);
+    cg_tensor_free(b);
+    cg_tensor_free(tb);
+    cg_tensor_free(x53);
+    cg_tensor_free(t53);
+}
+END_TEST
+
 /* A custom op (a copy) under a built-in op's name. */
 static const char copy_src[] =
     "__kernel void f(__global const float *x0, __global float *y, uint n,\n"
@@ -1765,6 +1919,7 @@ fwdad_suite(void)
     tcase_add_test(tc, jvp_of_mlp_cross_entropy_matches_fd);
     tcase_add_test(tc, jvp_of_mlp_matches_pytorch);
     tcase_add_test(tc, bad_tangents_change_nothing);
+    tcase_add_test(tc, elementwise_tangents_come_from_the_primal_launch);
     tcase_add_test(tc, ops_without_a_rule_fail_naming_the_op);
     tcase_add_test(tc, tangents_drop_at_exit_and_survive_backward);
     tcase_add_test(tc, jvp_through_a_container_with_linear_and_activation);

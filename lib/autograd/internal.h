@@ -133,7 +133,8 @@ void cg__fw_close(cg_context *ctx);
 
 /* Ops that compute their outputs' tangents themselves, in their own call
  * (the recurrent layers: three outputs from one node, and a tangent
- * recurrence that wants the primal's buffers while they are at hand).
+ * recurrence that wants the primal's buffers while they are at hand; the
+ * elementwise ops: the tangent in the primal's launch).
  * cg__fw_wanted: nonzero when a dual level is open, not suspended, and one
  * of the inputs has a tangent.  cg__fw_input_tangent: t's tangent at the
  * level (computed if pending; borrowed), or NULL for none (t NULL, or no

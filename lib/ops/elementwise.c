@@ -18,11 +18,13 @@
  * rows of a few hundred elements still spread over work-items. */
 #define EW_CHUNK 64
 
-/* Each op's kernels: forward, backward, and their row forms. */
-enum { EW_F, EW_B, EW_FV, EW_BV };
-static const cg__kid ew_kernels[CG__EW_COUNT][4] = {
+/* Each op's kernels: forward, backward, their row forms, and the forward
+ * with its tangent (forward mode) and its row form. */
+enum { EW_F, EW_B, EW_FV, EW_BV, EW_J, EW_JV };
+static const cg__kid ew_kernels[CG__EW_COUNT][6] = {
 #define CG_UNARY(ID, NAME, FWD, BWD)                                         \
-    { CG__K_##ID##_F, CG__K_##ID##_B, CG__K_##ID##_FV, CG__K_##ID##_BV },
+    { CG__K_##ID##_F, CG__K_##ID##_B, CG__K_##ID##_FV, CG__K_##ID##_BV,      \
+      CG__K_##ID##_J, CG__K_##ID##_JV },
 #define CG_BINARY(ID, NAME, FWD, GA, GB) CG_UNARY(ID, NAME, FWD, GA)
 #include "elementwise_ops.def"
 #undef CG_UNARY
@@ -64,53 +66,129 @@ launch_rows(cg_context *ctx, cl_kernel k, const cg__layout *l)
                              CG__WG);
 }
 
+/* Whether operand k of layout l (a tangent) runs through the same
+ * coalesced strides as operand p (its primal), so that a kernel can read
+ * it at its primal's offsets. */
+static int
+same_strides(const cg__layout *l, int k, int p)
+{
+    int d;
+
+    for (d = 0; d < l->nd; d++)
+        if (l->strides[k].s[d] != l->strides[p].s[d])
+            return 0;
+    return 1;
+}
+
+/* Forward mode: the tangent of `in` for an op computing its output's
+ * tangent in its own launch, in *t (borrowed; NULL: none).  Returns 0 when
+ * the op should take the ordinary path instead (its JVP rule, run later
+ * from the recorded node): no dual level, no tangent, or a tangent of
+ * another dtype (a failure computing a pending tangent is left for that
+ * path to report). */
+static int
+own_tangent(cg_tensor *in, cg_tensor **t)
+{
+    int status;
+
+    *t = NULL;
+    if (!cg__fw_wanted(1, &in))
+        return 1;
+    *t = cg__fw_input_tangent(in, &status);
+    if (status) {
+        cg__error_clear();
+        *t = NULL;
+        return 0;
+    }
+    return !*t || (*t)->dtype == in->dtype;
+}
+
 /* ------------------------------------------------------------------------
  * Unary: y = F(x; p0, p1).  Backward: gx = G(x, y, g; p0, p1).
  * ------------------------------------------------------------------------ */
 
-cg_tensor *
-cg__unary(cg__ew_op op, cg_tensor *x, float p0, float p1)
+/* y = F(x) into a new contiguous tensor and, when tx is not NULL (a
+ * tangent of x's shape and dtype), its tangent into *pty in the same
+ * launch.  Returns NULL with *pty NULL, or with *pty NULL and no error
+ * when tx is laid out otherwise than x (the caller computes the tangent
+ * another way). */
+static cg_tensor *
+unary_launch(cg__ew_op op, cg_tensor *x, cg_tensor *tx, float p0, float p1,
+             cg_tensor **pty)
 {
+    const cg_tensor *ops[2] = { x, tx };
     cg__layout l;
-    cg_tensor *y;
+    cg_tensor *y, *ty = NULL;
     cl_kernel k;
-    cl_mem mx, my;
+    cl_mem mx, my, mtx = NULL, mty = NULL;
     cl_uint n, len, ch = EW_CHUNK;
-    cl_int ix;
-    int vec, status;
+    cl_int inner[2];
+    int vec, status, j;
 
+    if (pty)
+        *pty = NULL;
+    cg__layout_make(&l, x->ndim, x->shape, tx ? 2 : 1, ops);
+    if (tx && !same_strides(&l, 1, 0))
+        return NULL;
     y = cg__tensor_empty(x->ctx, x->dtype, x->ndim, x->shape);
     if (!y)
         return NULL;
-    cg__layout_make(&l, x->ndim, x->shape, 1, (const cg_tensor **)&x);
+    if (tx && !(ty = cg__tensor_empty(x->ctx, x->dtype, x->ndim,
+                                      x->shape))) {
+        cg_tensor_free(y);
+        return NULL;
+    }
     n = (cl_uint)l.numel;
-    vec = rows_ok(&l, 1, &ix);
+    vec = rows_ok(&l, tx ? 2 : 1, inner);
     len = row_len(&l);
     mx = cg__tensor_mem(x);
     my = cg__tensor_mem(y);
-    status = cg__kernel_dt(x->ctx, ew_kernels[op][vec ? EW_FV : EW_F],
-                           x->dtype, &k);
-    if (status == CG_OK && vec) {
+    if (tx) {
+        mtx = cg__tensor_mem(tx);
+        mty = cg__tensor_mem(ty);
+    }
+    j = tx ? (vec ? EW_JV : EW_J) : (vec ? EW_FV : EW_F);
+    status = cg__kernel_dt(x->ctx, ew_kernels[op][j], x->dtype, &k);
+    if (status == CG_OK && tx && vec)
+        status = cg__args(k, CG__ARG(mx), CG__ARG(l.offset[0]), CG__ARG(mtx),
+                          CG__ARG(l.offset[1]), CG__ARG(l.shape),
+                          CG__ARG(l.strides[0]), CG__ARG(l.nd),
+                          CG__ARG(inner[0]), CG__ARG(my), CG__ARG(mty),
+                          CG__ARG(len), CG__ARG(ch), CG__ARG(p0),
+                          CG__ARG(p1));
+    else if (status == CG_OK && tx)
+        status = cg__args(k, CG__ARG(mx), CG__ARG(l.offset[0]), CG__ARG(mtx),
+                          CG__ARG(l.offset[1]), CG__ARG(l.shape),
+                          CG__ARG(l.strides[0]), CG__ARG(l.nd), CG__ARG(my),
+                          CG__ARG(mty), CG__ARG(n), CG__ARG(p0), CG__ARG(p1));
+    else if (status == CG_OK && vec)
         status = cg__args(k, CG__ARG(mx), CG__ARG(l.offset[0]),
                           CG__ARG(l.shape), CG__ARG(l.strides[0]),
-                          CG__ARG(l.nd), CG__ARG(ix), CG__ARG(my),
-                          CG__ARG(len),
-                          CG__ARG(ch), CG__ARG(p0), CG__ARG(p1));
-        if (status == CG_OK)
-            status = launch_rows(x->ctx, k, &l);
-    } else if (status == CG_OK) {
+                          CG__ARG(l.nd), CG__ARG(inner[0]), CG__ARG(my),
+                          CG__ARG(len), CG__ARG(ch), CG__ARG(p0),
+                          CG__ARG(p1));
+    else if (status == CG_OK)
         status = cg__args(k, CG__ARG(mx), CG__ARG(l.offset[0]),
                           CG__ARG(l.shape), CG__ARG(l.strides[0]),
                           CG__ARG(l.nd), CG__ARG(my), CG__ARG(n), CG__ARG(p0),
                           CG__ARG(p1));
-        if (status == CG_OK)
-            status = cg__launch1d(x->ctx, k, n, CG__WG);
-    }
+    if (status == CG_OK)
+        status = vec ? launch_rows(x->ctx, k, &l)
+                     : cg__launch1d(x->ctx, k, n, CG__WG);
     if (status) {
         cg_tensor_free(y);
+        cg_tensor_free(ty);
         return NULL;
     }
+    if (pty)
+        *pty = ty;
     return y;
+}
+
+cg_tensor *
+cg__unary(cg__ew_op op, cg_tensor *x, float p0, float p1)
+{
+    return unary_launch(op, x, NULL, p0, p1, NULL);
 }
 
 int
@@ -172,21 +250,32 @@ unary_backward(cg__node *node, cg_tensor *g, cg_tensor **gin)
                           (float)node->f[1], &gin[0]);
 }
 
-/* The recorded unary op `name` (shown in graphs) running op's kernels. */
+/* The recorded unary op `name` (shown in graphs) running op's kernels.
+ * Under a dual level, an input tangent laid out as x gets its output's
+ * tangent from the same launch (op_j); any other takes the JVP rule. */
 static cg_tensor *
 unary_op(const char *name, cg__ew_op op, cg_tensor *x, float p0, float p1)
 {
-    cg_tensor *y;
+    cg_tensor *y = NULL, *tx, *ty = NULL;
     cg__node *node;
     int status;
 
     cg__error_clear();
     if (cg__check_tensor(x, "input", CG__FLOAT_DTYPE))
         return NULL;
-    y = cg__unary(op, x, p0, p1);
-    if (!y)
-        return NULL;
-    node = cg__record(y, name, unary_backward, 1, &x, &status);
+    if (own_tangent(x, &tx) && tx) {
+        y = unary_launch(op, x, tx, p0, p1, &ty);
+        if (!y && cg__last_status())
+            return NULL;
+    }
+    if (!ty) {
+        y = cg__unary(op, x, p0, p1);
+        if (!y)
+            return NULL;
+        node = cg__record(y, name, unary_backward, 1, &x, &status);
+    } else {
+        node = cg__fw_record_own(y, name, unary_backward, 1, &x, &status);
+    }
     if (node) {
         node->i[0] = op;
         node->f[0] = p0;
@@ -196,9 +285,12 @@ unary_op(const char *name, cg__ew_op op, cg_tensor *x, float p0, float p1)
             status = cg__node_save(node, 1, y);
     }
     if (status) {
+        cg_tensor_free(ty);
         cg_tensor_free(y);
         return NULL;
     }
+    if (ty)
+        cg__fw_attach(y, ty);
     return y;
 }
 
@@ -371,64 +463,128 @@ out:
     return status;
 }
 
-/* The binary op on a and b of one dtype, broadcast to shape. */
+/* y = F(a, b) over the broadcast shape into a new contiguous tensor and,
+ * when ta or tb is not NULL (tangents of a's and b's shapes and dtype),
+ * its tangent into *pty in the same launch; as unary_launch otherwise
+ * (NULL with no error: a tangent laid out otherwise than its primal). */
 static cg_tensor *
-binary_same(const char *name, cg__ew_op op, cg_tensor *a, cg_tensor *b,
-            int ndim, const int64_t *shape)
+binary_launch(cg__ew_op op, cg_tensor *a, cg_tensor *b, cg_tensor *ta,
+              cg_tensor *tb, int ndim, const int64_t *shape, cg_tensor **pty)
 {
-    const cg_tensor *ops[2] = { a, b };
-    cg_tensor *in[2] = { a, b }, *y;
+    const cg_tensor *ops[4] = { a, b, ta ? ta : a, tb ? tb : b };
+    int dual = ta || tb, nops = dual ? 4 : 2, vec, status, j;
     cg__layout l;
-    cg__node *node;
+    cg_tensor *y, *ty = NULL;
     cl_kernel k;
-    cl_mem ma, mb, my;
+    cl_mem ma, mb, my, mta, mtb, mty = NULL;
     cl_uint n, len, ch = EW_CHUNK;
-    cl_int inner[2];
-    int status, vec;
+    cl_int inner[4], want = (ta ? 1 : 0) | (tb ? 2 : 0);
 
+    if (pty)
+        *pty = NULL;
+    cg__layout_make(&l, ndim, shape, nops, ops);
+    if (dual && (!same_strides(&l, 2, 0) || !same_strides(&l, 3, 1)))
+        return NULL;
     y = cg__tensor_empty(a->ctx, a->dtype, ndim, shape);
     if (!y)
         return NULL;
-    cg__layout_make(&l, ndim, shape, 2, ops);
+    if (dual && !(ty = cg__tensor_empty(a->ctx, a->dtype, ndim, shape))) {
+        cg_tensor_free(y);
+        return NULL;
+    }
     n = (cl_uint)l.numel;
-    vec = rows_ok(&l, 2, inner);
+    vec = rows_ok(&l, nops, inner);
     len = row_len(&l);
     ma = cg__tensor_mem(a);
     mb = cg__tensor_mem(b);
     my = cg__tensor_mem(y);
-    status = cg__kernel_dt(a->ctx, ew_kernels[op][vec ? EW_FV : EW_F],
-                           a->dtype, &k);
-    if (status == CG_OK && vec) {
+    mta = cg__tensor_mem(ops[2]);
+    mtb = cg__tensor_mem(ops[3]);
+    if (dual)
+        mty = cg__tensor_mem(ty);
+    j = dual ? (vec ? EW_JV : EW_J) : (vec ? EW_FV : EW_F);
+    status = cg__kernel_dt(a->ctx, ew_kernels[op][j], a->dtype, &k);
+    if (status == CG_OK && dual && vec)
+        status = cg__args(k, CG__ARG(ma), CG__ARG(l.offset[0]), CG__ARG(mb),
+                          CG__ARG(l.offset[1]), CG__ARG(mta),
+                          CG__ARG(l.offset[2]), CG__ARG(mtb),
+                          CG__ARG(l.offset[3]), CG__ARG(l.shape),
+                          CG__ARG(l.strides[0]), CG__ARG(l.strides[1]),
+                          CG__ARG(l.nd), CG__ARG(inner[0]), CG__ARG(inner[1]),
+                          CG__ARG(my), CG__ARG(mty), CG__ARG(len),
+                          CG__ARG(ch), CG__ARG(want));
+    else if (status == CG_OK && dual)
+        status = cg__args(k, CG__ARG(ma), CG__ARG(l.offset[0]), CG__ARG(mb),
+                          CG__ARG(l.offset[1]), CG__ARG(mta),
+                          CG__ARG(l.offset[2]), CG__ARG(mtb),
+                          CG__ARG(l.offset[3]), CG__ARG(l.shape),
+                          CG__ARG(l.strides[0]), CG__ARG(l.strides[1]),
+                          CG__ARG(l.nd), CG__ARG(my), CG__ARG(mty),
+                          CG__ARG(n), CG__ARG(want));
+    else if (status == CG_OK && vec)
         status = cg__args(k, CG__ARG(ma), CG__ARG(l.offset[0]), CG__ARG(mb),
                           CG__ARG(l.offset[1]), CG__ARG(l.shape),
                           CG__ARG(l.strides[0]), CG__ARG(l.strides[1]),
                           CG__ARG(l.nd), CG__ARG(inner[0]), CG__ARG(inner[1]),
                           CG__ARG(my), CG__ARG(len), CG__ARG(ch));
-        if (status == CG_OK)
-            status = launch_rows(a->ctx, k, &l);
-    } else if (status == CG_OK) {
+    else if (status == CG_OK)
         status = cg__args(k, CG__ARG(ma), CG__ARG(l.offset[0]), CG__ARG(mb),
                           CG__ARG(l.offset[1]), CG__ARG(l.shape),
                           CG__ARG(l.strides[0]), CG__ARG(l.strides[1]),
                           CG__ARG(l.nd), CG__ARG(my), CG__ARG(n));
-        if (status == CG_OK)
-            status = cg__launch1d(a->ctx, k, n, CG__WG);
+    if (status == CG_OK)
+        status = vec ? launch_rows(a->ctx, k, &l)
+                     : cg__launch1d(a->ctx, k, n, CG__WG);
+    if (status) {
+        cg_tensor_free(y);
+        cg_tensor_free(ty);
+        return NULL;
     }
-    if (status == CG_OK) {
+    if (pty)
+        *pty = ty;
+    return y;
+}
+
+/* The binary op on a and b of one dtype, broadcast to shape, recorded.
+ * Under a dual level, input tangents laid out as their primals give the
+ * output's tangent from the same launch (op_j); others take the JVP
+ * rule. */
+static cg_tensor *
+binary_same(const char *name, cg__ew_op op, cg_tensor *a, cg_tensor *b,
+            int ndim, const int64_t *shape)
+{
+    cg_tensor *in[2] = { a, b }, *y = NULL, *ta, *tb, *ty = NULL;
+    cg__node *node;
+    int status;
+
+    if (own_tangent(a, &ta) && own_tangent(b, &tb) && (ta || tb)) {
+        y = binary_launch(op, a, b, ta, tb, ndim, shape, &ty);
+        if (!y && cg__last_status())
+            return NULL;
+    }
+    if (!ty) {
+        y = binary_launch(op, a, b, NULL, NULL, ndim, shape, NULL);
+        if (!y)
+            return NULL;
         node = cg__record(y, name, binary_backward, 2, in, &status);
-        if (node) {
-            node->i[0] = op;
-            status = cg__node_save(node, 0, a);
-            if (status == CG_OK)
-                status = cg__node_save(node, 1, b);
-            if (status == CG_OK)
-                status = cg__node_save(node, 2, y);
-        }
+    } else {
+        node = cg__fw_record_own(y, name, binary_backward, 2, in, &status);
+    }
+    if (node) {
+        node->i[0] = op;
+        status = cg__node_save(node, 0, a);
+        if (status == CG_OK)
+            status = cg__node_save(node, 1, b);
+        if (status == CG_OK)
+            status = cg__node_save(node, 2, y);
     }
     if (status) {
+        cg_tensor_free(ty);
         cg_tensor_free(y);
         return NULL;
     }
+    if (ty)
+        cg__fw_attach(y, ty);
     return y;
 }
 
