@@ -838,9 +838,10 @@ char *cg_graph_dot(const cg_tensor *t);
  *     are duals; this release has no public call that gives a module's
  *     parameter a tangent);
  *   Fourier transforms: cg_fft, cg_ifft, cg_rfft, cg_irfft, the 2-D ones
- *     and their adjoints ("fft_adjoint" ...), cg_complex_mul and
- *     cg_complex_conj.
- * Every other op (custom ops, cg_complex_abs, cg_complex_angle) fails
+ *     and their adjoints ("fft_adjoint" ...), cg_complex_mul,
+ *     cg_complex_conj, cg_complex_abs and cg_complex_angle (0 at z = 0,
+ *     as their gradients).
+ * Every other op (custom ops) fails
  * with CG_EUNSUPPORTED naming the op when an input has a tangent - a
  * tangent is never dropped silently - and works as before when none has.
  * cg_detach drops the tangent (its result has none); ops that return

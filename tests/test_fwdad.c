@@ -639,9 +639,35 @@ ref_point_loss(const oc_tensor *in, oc_tensor *out, const fcase *c)
                        ? total / (double)n : total;
 }
 
+/* complex_abs (p[0] 0) and complex_angle (1) of [..., 2] tensors. */
+static cg_tensor *
+run_polar(cg_tensor **in, const fcase *c)
+{
+    return c->p[0] ? cg_complex_angle(in[0]) : cg_complex_abs(in[0]);
+}
+
+static void
+ref_polar(const oc_tensor *in, oc_tensor *out, const fcase *c)
+{
+    int64_t e;
+
+    out->ndim = in[0].ndim - 1;
+    memcpy(out->shape, in[0].shape, sizeof out->shape);
+    oc_alloc(out);
+    for (e = 0; e < out->numel; e++) {
+        double re = in[0].data[2 * e], im = in[0].data[2 * e + 1];
+
+        out->data[e] = c->p[0] ? atan2(im, re) : hypot(re, im);
+    }
+}
+
 static const fcase misc_cases[] = {
     { "where", 3, { "3,5", "3,5", "1,5" }, { 0 }, { 0 }, { 2, 0, 0 },
       run_where, ref_where, { 0 } },
+    { "complex_abs", 1, { "3,5,2" }, { 0 }, { 0 }, { 0 }, run_polar,
+      ref_polar, { 0 } },
+    { "complex_angle", 1, { "7,2" }, { 0 }, { 0 }, { 0 }, run_polar,
+      ref_polar, { 1 } },
     { "where", 3, { "7,1", "", "1,5" }, { 0 }, { 0 }, { 2, 0, 0 },
       run_where, ref_where, { 0 } },
     { "sum", 1, { "3,5" }, { 0 }, { 0 }, { 0 }, run_reduce, NULL,

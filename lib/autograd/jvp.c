@@ -699,6 +699,29 @@ jvp_gelu_grad(cg__node *n, cg_tensor *y, cg_tensor *const *t,
     return *out ? CG_OK : cg__last_status();
 }
 
+/* complex_abs, complex_angle: each output element depends on one complex
+ * number, so J t sums, over (real, imaginary), the backward of ones (the
+ * partials, 0 at z = 0 as the backward's) times the tangent. */
+static int
+jvp_polar(cg__node *n, cg_tensor *y, cg_tensor *const *t, cg_tensor **out)
+{
+    cg_tensor *ones = cg_full_dtype(y->ctx, y->dtype, y->ndim, y->shape, 1);
+    cg_tensor *d = NULL, *prod = NULL;
+    cg__node tmp;
+    int last = t[0]->ndim - 1;
+
+    borrow(&tmp, n);
+    if (ones)
+        d = apply_backward(&tmp, 0, ones);
+    if (d)
+        prod = cg_mul(d, t[0]);
+    *out = prod ? cg_sum(prod, 1, &last, 0) : NULL;
+    cg_tensor_free(prod);
+    cg_tensor_free(d);
+    cg_tensor_free(ones);
+    return *out ? CG_OK : cg__last_status();
+}
+
 static const struct {
     const char *op;
     cg__jvp_fn jvp;
@@ -742,6 +765,7 @@ static const struct {
     { "ifft_adjoint", cg__spectral_jvp },
     { "rfft_adjoint", cg__spectral_jvp },
     { "irfft_adjoint", cg__spectral_jvp },
+    { "complex_abs", jvp_polar },       { "complex_angle", jvp_polar },
 };
 
 cg__jvp_fn
