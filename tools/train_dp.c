@@ -564,4 +564,6 @@ tr_dp_report(const run *r)
            1e3 * r->dp_reduce_s / (double)r->dp_steps,
            r->dp_reduce_s > 0 ? 100 * (1 - r->dp_exposed_s / r->dp_reduce_s)
                               : 0.0);
+    printf("data parallel: buckets of up to %g MiB, the first %g MiB (%s)\n",
+           ds.bucket_mb, ds.first_bucket_mb, ds.bucket_origin);
 }
