@@ -9,7 +9,8 @@
  *       local rank modulo the device count (CLGRAD_DEVICE overrides);
  *       local:N: N replicas in this process, on devices 0..N-1 (device 0
  *       for all when there is only one).  BATCH is the global batch.
- *       Options: --hid-rank R (rank R builds a wider model), --die-at S
+ *       Options: --hid-rank R (rank R builds a wider model), --extra-rank
+ *       R (rank R's model has a layer more: two parameters), --die-at S
  *       (rank 1 kills itself with SIGKILL at step S), --fail-at S (rank
  *       1's loss fails at step S).
  *   dp_worker compare A B TOL
@@ -186,7 +187,7 @@ main(int argc, char **argv)
     cg_dp *dp = NULL;
     dpm_arg a = { 0, 0, -1 };
     int n = 1, mpi, adam, steps, batch, hid_rank = -1, die_at = -1;
-    int fail_at = -1;
+    int fail_at = -1, extra_rank = -1;
     int i, rank, status = 1, count = 0;
 
     if (argc == 5 && strcmp(argv[1], "compare") == 0)
@@ -209,6 +210,8 @@ main(int argc, char **argv)
             die_at = atoi(argv[i + 1]);
         else if (strcmp(argv[i], "--fail-at") == 0)
             fail_at = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--extra-rank") == 0)
+            extra_rank = atoi(argv[i + 1]);
         else
             return usage();
     }
@@ -232,11 +235,23 @@ main(int argc, char **argv)
         rank = r ? atoi(r) : 0;
     }
     for (i = 0; i < n; i++) {
-        int wide = (mpi ? rank : i) == hid_rank;
+        int who = mpi ? rank : i;
 
-        if (!(m[i] = dpm_mlp(ctx[i], DPM_HID + wide)) ||
-            !(opt[i] = dpm_optimizer(m[i], adam)))
+        if (!(m[i] = dpm_mlp(ctx[i], DPM_HID + (who == hid_rank))))
             goto out;
+        if (who == extra_rank) {        /* two parameters more */
+            cg_tensor *p[DPM_NPARAM + 2];
+            cg_sgd_options so = { 0 };
+
+            so.lr = 0.1;
+            if (cg_module_add(m[i], "extra", cg_linear_new(ctx[i], DPM_OUT,
+                                                           DPM_OUT, 1)) ||
+                cg_module_params(m[i], p, DPM_NPARAM + 2) != DPM_NPARAM + 2 ||
+                !(opt[i] = cg_optim_sgd_new(ctx[i], p, DPM_NPARAM + 2, &so)))
+                goto out;
+        } else if (!(opt[i] = dpm_optimizer(m[i], adam))) {
+            goto out;
+        }
     }
     dp = mpi ? cg_dp_new_mpi(m[0], opt[0], NULL) : cg_dp_new(n, m, opt, NULL);
     if (!dp)

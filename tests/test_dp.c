@@ -8,8 +8,9 @@
  * one replica trained on the whole batch; the replicas stay bit-identical
  * to each other; two runs are bit-identical; the first gradient bucket is
  * read while backward is still being queued (queue order, not time);
- * mismatched replicas, a shared context and a failing replica give clear
- * errors and change nothing.
+ * mismatched replicas (a shape, the parameter count), 16-bit parameters, a shared context and a failing
+ * replica give clear errors and change nothing; bucket sizes come from
+ * cg_dp_options, else the tuning entry "dp", else PyTorch's defaults.
  */
 #include "config.h"
 
@@ -342,6 +343,49 @@ START_TEST(bad_configurations)
         ck_assert_int_eq(cg__last_status(), CG_ESHAPE);
         ck_assert_msg(strstr(cg_last_error(), "parameter 0") != NULL, "%s",
                       TT_ERR);
+    }
+    /* A replica with a layer more: two parameters more. */
+    {
+        cg_module *big = mlp(ctx_of(1), HID);
+        cg_tensor *p[NPARAM + 2];
+        cg_sgd_options so = { 0 };
+        cg_optimizer *big_opt;
+
+        ck_assert_int_eq(cg_module_add(big, "extra",
+                                       cg_linear_new(ctx_of(1), OUT, OUT,
+                                                     1)), CG_OK);
+        ck_assert_int_eq(cg_module_params(big, p, NPARAM + 2), NPARAM + 2);
+        so.lr = 0.1;
+        big_opt = cg_optim_sgd_new(ctx_of(1), p, NPARAM + 2, &so);
+        ck_assert_msg(big_opt != NULL, "%s", TT_ERR);
+        {
+            cg_module *mm[2] = { m[0], big };
+            cg_optimizer *oo[2] = { opt[0], big_opt };
+
+            ck_assert(cg_dp_new(2, mm, oo, NULL) == NULL);
+            ck_assert_int_eq(cg__last_status(), CG_ESHAPE);
+            ck_assert_msg(strstr(cg_last_error(), "replica 1 has 6 "
+                                 "parameters, replica 0 has 4") != NULL,
+                          "%s", TT_ERR);
+        }
+        cg_optim_free(big_opt);
+        cg_module_free(big);
+    }
+    /* 16-bit parameters: refused (autocast keeps them float32).  A
+     * cast kernel: natively only. */
+    if (!tt_host_checker()) {
+        cg_module *half = mlp(ctx_of(1), HID);
+        cg_optimizer *half_opt = optimizer(half, 0);
+        cg_module *mm[2] = { m[0], half };
+        cg_optimizer *oo[2] = { opt[0], half_opt };
+
+        ck_assert_int_eq(cg_module_to_dtype(half, CG_BF16), CG_OK);
+        ck_assert(cg_dp_new(2, mm, oo, NULL) == NULL);
+        ck_assert_int_eq(cg__last_status(), CG_EDTYPE);
+        ck_assert_msg(strstr(cg_last_error(), "replica 1 is bfloat16") &&
+                      strstr(cg_last_error(), "autocast"), "%s", TT_ERR);
+        cg_optim_free(half_opt);
+        cg_module_free(half);
     }
     /* Both replicas on one context. */
     if (cg_tensor_context(cg_module_param(m[0], 0, NULL)) !=

@@ -116,7 +116,9 @@ take_replica(cg_dp *dp, int r, cg_module *m, cg_optimizer *opt)
         if (p->dtype != CG_F32)
             return cg__error(CG_EDTYPE, "cg_dp: parameter %d (%s) of "
                              "replica %d is %s; data parallelism takes "
-                             "float32 parameters", i,
+                             "float32 parameters (for 16-bit products, "
+                             "keep them float32 and run forward under "
+                             "cg_autocast_begin)", i,
                              cg__shape_str(p->ndim, p->shape, a, sizeof a),
                              r, cg__dtype_name(p->dtype));
         if (p->ctx != rep->ctx)
@@ -196,7 +198,7 @@ bucket_sizes(cg_dp *dp, const cg_dp_options *o)
     if (e && (strcmp(from[0], "tuning") == 0 ||
               strcmp(from[1], "tuning") == 0))
         snprintf(origin + strlen(origin), sizeof origin - strlen(origin),
-                 " (%s)", e->origin);
+                 " (%.200s)", e->origin);
     snprintf(dp->bucket_origin, sizeof dp->bucket_origin, "%s", origin);
     if (dp->mpi)
         status = world_ok(dp, status);
@@ -210,7 +212,7 @@ bucket_sizes(cg_dp *dp, const cg_dp_options *o)
         if (dp->rank != 0) {
             snprintf(origin, sizeof origin, "%s", dp->bucket_origin);
             snprintf(dp->bucket_origin, sizeof dp->bucket_origin,
-                     "rank 0's: %s", origin);
+                     "rank 0's: %.230s", origin);
         }
     }
     dp->bucket_mb = size[0];
