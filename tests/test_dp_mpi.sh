@@ -115,6 +115,8 @@ train=$bld/tools/clgrad-train
 mlp="--model mlp --data $top/data/digits.csv --steps 20 --batch 32 --quiet"
 lstm="--model char-lstm --data $top/data/kjv.txt --layers 2 --hidden 32
       --seq-len 16 --steps 20 --batch 32 --quiet --sample 0"
+# --devices 0,1 with small buckets (several per step; the bucket sizes
+# change no sum).
 # With --save-best (the LSTM validating at step 10 too): under mpirun rank
 # 0 evaluates, every rank takes part in the best checkpoint (the LSTM's
 # state is gathered), rank 0 writes it; it equals one device's.
@@ -126,7 +128,8 @@ for m in mlp lstm; do
     "$train" $args $best --device 0 --checkpoint "$tmp/$m-1.ck" ||
         fail "$m: one device"
     # shellcheck disable=SC2086
-    "$train" $args --devices 0,1 --checkpoint "$tmp/$m-d2.ck" ||
+    "$train" $args --devices 0,1 --bucket-mb 0.01 --first-bucket-mb 0.001 \
+        --checkpoint "$tmp/$m-d2.ck" ||
         fail "$m: --devices 0,1"
     # shellcheck disable=SC2086
     timeout 600 mpirun $mpiflags -np 2 "$train" $args $best \
@@ -219,6 +222,13 @@ out=$(timeout 600 mpirun $mpiflags -np 2 "$train" $mlp --batch 31 2>&1) &&
 case $out in
 *"does not split evenly over 2 replicas"*"does not split evenly over 2 replicas"*) ;;
 *) fail "batch 31 on 2 ranks: not every rank said why: '$out'" ;;
+esac
+# shellcheck disable=SC2086
+out=$("$train" $mlp --devices 0,1 --bucket-mb 0 2>&1) &&
+    fail "--bucket-mb 0: exit status 0"
+case $out in
+*"--bucket-mb 0: want a number above 0"*) ;;
+*) fail "--bucket-mb 0: '$out'" ;;
 esac
 # shellcheck disable=SC2086
 out=$("$train" $mlp --devices 0,9 2>&1) && fail "--devices 0,9: exit 0"
