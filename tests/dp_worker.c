@@ -19,7 +19,8 @@
  *   dp_worker ckcompare A B TOL
  *       exits 0 when every float32 tensor of checkpoint A (clgrad-train's:
  *       parameters, optimizer state) differs from B's by at most TOL
- *       relative: the norm of the difference over the norm of B's.
+ *       relative: the norm of the difference over the norm of B's
+ *       (with DP_WORKER_VERBOSE set, each tensor's figures).
  */
 #include "config.h"
 
@@ -103,17 +104,23 @@ compare(const char *a_path, const char *b_path, double tol)
     int i, bad = !a || !b;
 
     for (i = 0; !bad && i < DPM_NPARAM; i++) {
-        double scale = 0, err = 0;
+        double scale = 0, err = 0, n2 = 0, d2 = 0;
 
         if (na[i] != nb[i]) {
             bad = 1;
             break;
         }
         for (j = 0; j < na[i]; j++) {
+            double d = (double)a[at + j] - b[at + j];
+
             scale = fmax(scale, fabs(b[at + j]));
-            err = fmax(err, fabs((double)a[at + j] - b[at + j]));
+            err = fmax(err, fabs(d));
+            n2 += (double)b[at + j] * b[at + j];
+            d2 += d * d;
         }
-        printf("param %d: max |diff| %.3g of scale %.3g\n", i, err, scale);
+        printf("param %d: max |diff| %.3g of scale %.3g (%.3g); norm-"
+               "relative %.3g\n", i, err, scale, scale > 0 ? err / scale : 0,
+               n2 > 0 ? sqrt(d2 / n2) : 0);
         if (err > tol * scale)
             bad = 1;
         at += (size_t)na[i];
@@ -131,6 +138,7 @@ ck_compare(const char *a_path, const char *b_path, double tol)
     cg_checkpoint *a = cg_checkpoint_load(a_path);
     cg_checkpoint *b = cg_checkpoint_load(b_path);
     int i, bad = !a || !b, n = a && b ? cg_checkpoint_num_tensors(a) : 0;
+    int verbose = getenv("DP_WORKER_VERBOSE") != NULL;
     double worst = 0;
 
     if (!bad && n != cg_checkpoint_num_tensors(b))
@@ -140,7 +148,7 @@ ck_compare(const char *a_path, const char *b_path, double tol)
         size_t na = 0, nb = 0, j;
         cg_dtype dt;
         const float *x, *y;
-        double scale = 0, err = 0;
+        double scale = 0, err = 0, big = 0, maxd = 0;
 
         if (cg_checkpoint_tensor_info(a, name, &dt, NULL, NULL) ||
             dt != CG_F32)
@@ -158,9 +166,15 @@ ck_compare(const char *a_path, const char *b_path, double tol)
 
             scale += (double)y[j] * y[j];
             err += d * d;
+            big = fmax(big, fabs(y[j]));
+            maxd = fmax(maxd, fabs(d));
         }
         scale = sqrt(scale);
         err = sqrt(err);
+        if (verbose)
+            printf("%s: max |diff| / max |value| %.3g; norm-relative %.3g\n",
+                   name, big > 0 ? maxd / big : 0,
+                   scale > 0 ? err / scale : 0);
         if (scale > 0 && err / scale > worst)
             worst = err / scale;
         if (err > tol * scale) {
