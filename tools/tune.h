@@ -35,8 +35,8 @@ enum {
     TU_KERNELS = 64,        /* "kernels": reduction kernel files' WG */
     TU_GEMM = 128,          /* "gemm": gemm.cl's tunables per class */
     TU_CONV = 256,          /* "conv": the algorithm per class */
-    TU_DP = 512,            /* "dp": data parallelism's bucket sizes */
-    TU_ALL = 1023
+    TU_DP = 1024,           /* "dp": data parallelism's bucket sizes */
+    TU_ALL = 2047
 };
 
 /* A recurrent layer to tune for: cell mode, batch, hidden, input, steps. */
