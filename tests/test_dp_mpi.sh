@@ -14,10 +14,10 @@
 # checkpoints to 1e-6 relative, norm-wise), and each other; a data-
 # parallel run stopped and resumed equals one run; --save-best under
 # mpirun keeps the best checkpoint as one device does; bf16 and fp16
-# autocast match one device to 16-bit rounding; a rank killed mid-run
-# ends the job and leaves the last checkpoint loadable; a batch that does
-# not split (in process and on every rank), a missing device and --devices
-# under mpirun are refused.
+# autocast on --devices 0,1 match one device to 16-bit rounding; a rank
+# killed mid-run ends the job and leaves the last checkpoint loadable; a
+# batch that does not split (in process and on every rank), a missing
+# device and --devices under mpirun are refused.
 # Skipped in a build without MPI and under valgrind (Open MPI's own
 # noise); ASan runs it.
 name=test_dp_mpi
@@ -144,28 +144,23 @@ for m in mlp lstm; do
         fail "$m: --save-best on 2 ranks differs from one device's"
 done
 # Mixed precision (autocast: 16-bit products, float32 parameters, which
-# data parallelism requires): bf16 on --devices 0,1 and fp16 (dynamic
-# loss scaling, each replica's scaler deciding on the same averaged
-# gradients) on 2 ranks match one device to 16-bit rounding: 5e-2 of
-# each tensor's norm (splitting the batch changes the 16-bit roundings;
-# measured: 0.018 for bf16, 0.011 for fp16, both in Adam's moments of the
-# first layer, whose pixels' gradients are mostly near zero).
-# shellcheck disable=SC2086
-"$train" $mlp --precision bf16 --device 0 --checkpoint "$tmp/bf16-1.ck" ||
-    fail "bf16: one device"
-# shellcheck disable=SC2086
-"$train" $mlp --precision bf16 --devices 0,1 --checkpoint "$tmp/bf16-d2.ck" ||
-    fail "bf16: --devices 0,1"
-"$worker" ckcompare "$tmp/bf16-d2.ck" "$tmp/bf16-1.ck" 5e-2 ||
-    fail "bf16: --devices 0,1 differs from one device"
-# shellcheck disable=SC2086
-"$train" $mlp --precision fp16 --device 0 --checkpoint "$tmp/fp16-1.ck" ||
-    fail "fp16: one device"
-# shellcheck disable=SC2086
-timeout 600 mpirun $mpiflags -np 2 "$train" $mlp --precision fp16 \
-    --checkpoint "$tmp/fp16-m2.ck" || fail "fp16: 2 ranks"
-"$worker" ckcompare "$tmp/fp16-m2.ck" "$tmp/fp16-1.ck" 5e-2 ||
-    fail "fp16: 2 ranks differ from one device"
+# data parallelism requires; fp16 with dynamic loss scaling, each
+# replica's scaler deciding on the same averaged gradients) on --devices
+# 0,1 matches one device to 16-bit rounding: 5e-2 of each tensor's norm
+# (splitting the batch changes the 16-bit roundings; measured over 20
+# steps: 0.018 for bf16, 0.011 for fp16, both in Adam's moments of the
+# first layer, whose pixels' gradients are mostly near zero).  The
+# transport does not touch the losses: in process stands for both.
+for p in bf16 fp16; do
+    # shellcheck disable=SC2086
+    "$train" $mlp --precision $p --device 0 \
+        --checkpoint "$tmp/$p-1.ck" || fail "$p: one device"
+    # shellcheck disable=SC2086
+    "$train" $mlp --precision $p --devices 0,1 \
+        --checkpoint "$tmp/$p-d2.ck" || fail "$p: --devices 0,1"
+    "$worker" ckcompare "$tmp/$p-d2.ck" "$tmp/$p-1.ck" 5e-2 ||
+        fail "$p: --devices 0,1 differs from one device"
+done
 
 # shellcheck disable=SC2086
 "$train" $lstm --devices 0,1 --stop-at 10 --checkpoint "$tmp/half.ck" ||
