@@ -10,7 +10,8 @@
  *       local:N: N replicas in this process, on devices 0..N-1 (device 0
  *       for all when there is only one).  BATCH is the global batch.
  *       Options: --hid-rank R (rank R builds a wider model), --extra-rank
- *       R (rank R's model has a layer more: two parameters), --die-at S
+ *       R (rank R's model has a layer more: two parameters), --bucket-mb
+ *       X (buckets of X MiB, the first too), --die-at S
  *       (rank 1 kills itself with SIGKILL at step S), --fail-at S (rank
  *       1's loss fails at step S).
  *   dp_worker compare A B TOL
@@ -202,6 +203,8 @@ main(int argc, char **argv)
     dpm_arg a = { 0, 0, -1 };
     int n = 1, mpi, adam, steps, batch, hid_rank = -1, die_at = -1;
     int fail_at = -1, extra_rank = -1;
+    cg_dp_options o = { 0 };
+    cg_dp_stats st;
     int i, rank, status = 1, count = 0;
 
     if (argc == 5 && strcmp(argv[1], "compare") == 0)
@@ -226,6 +229,8 @@ main(int argc, char **argv)
             fail_at = atoi(argv[i + 1]);
         else if (strcmp(argv[i], "--extra-rank") == 0)
             extra_rank = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--bucket-mb") == 0)
+            o.bucket_mb = o.first_bucket_mb = atof(argv[i + 1]);
         else
             return usage();
     }
@@ -267,7 +272,7 @@ main(int argc, char **argv)
             goto out;
         }
     }
-    dp = mpi ? cg_dp_new_mpi(m[0], opt[0], NULL) : cg_dp_new(n, m, opt, NULL);
+    dp = mpi ? cg_dp_new_mpi(m[0], opt[0], &o) : cg_dp_new(n, m, opt, &o);
     if (!dp)
         goto out;
     if (batch % cg_dp_world_size(dp) != 0 || batch > DPM_MAX_BATCH) {
@@ -283,6 +288,13 @@ main(int argc, char **argv)
         if (cg_dp_step(dp, dpm_loss, NULL, &a, NULL) != CG_OK)
             goto out;
     }
+    /* The last step's overlap, by queue order. */
+    if (cg_dp_get_stats(dp, &st) != CG_OK)
+        goto out;
+    printf("rank %d: %d buckets; the first read after %d of backward's %d "
+           "launches\n", cg_dp_rank(dp), st.buckets, st.first_bucket_after,
+           st.backward_launches);
+    fflush(stdout);
     if (cg_dp_rank(dp) == 0 && save(argv[5], m[0]) != 0) {
         fprintf(stderr, "dp_worker: cannot write %s\n", argv[5]);
         status = 1;

@@ -4,7 +4,8 @@
 # with Open MPI's mpirun, and clgrad-train's: 20 steps of the MLP of
 # tests/dp_model.h with a global batch of 32 on 2 ranks equal one process
 # with the whole batch to 1e-6 of each parameter's scale, and the
-# in-process transport on 2 replicas (the two transports agree); 4 ranks
+# in-process transport on 2 replicas (the two transports agree), with
+# the first bucket's reduction queued while backward goes on; 4 ranks
 # (batch 32) and 3 ranks (batch 48) likewise; a rank with a wider model
 # or one with more parameters makes every rank fail with a clear error; a
 # rank killed mid-run ends the job with a non-zero status (no hang:
@@ -52,9 +53,25 @@ run() {
     timeout 600 mpirun $mpiflags -np "$np" "$worker" mpi "$@"
 }
 
+# With Adam, buckets of one parameter each: on every rank the first
+# bucket's read is queued while backward still has launches to queue (its
+# reduction overlaps backward; queue order, not time).
 for opt in sgd adam; do
     "$worker" local:1 $opt 20 32 "$tmp/one-$opt" || fail "$opt: one process"
-    run 2 $opt 20 32 "$tmp/mpi2-$opt" || fail "$opt: 2 ranks"
+    if [ $opt = adam ]; then
+        out=$(run 2 $opt 20 32 "$tmp/mpi2-$opt" --bucket-mb 1e-6) ||
+            fail "$opt: 2 ranks"
+        for r in 0 1; do
+            line=$(echo "$out" | grep "^rank $r: 4 buckets; ") ||
+                fail "adam: rank $r's buckets: '$out'"
+            # shellcheck disable=SC2086
+            set -- $line
+            [ "$9" -lt "${12}" ] ||
+                fail "adam: rank $r: no overlap by queue order: '$line'"
+        done
+    else
+        run 2 $opt 20 32 "$tmp/mpi2-$opt" || fail "$opt: 2 ranks"
+    fi
     "$worker" local:2 $opt 20 32 "$tmp/local2-$opt" ||
         fail "$opt: 2 replicas in process"
     "$worker" compare "$tmp/mpi2-$opt" "$tmp/one-$opt" 1e-6 ||
