@@ -2623,6 +2623,10 @@ int cg_text_batch(const cg_text *t, cg_context *ctx, int steps, int batch,
  *       the work-group size of a kernel file's tree reductions (a power
  *       of two), shape "any": every kernel of the file is built with it
  *       as a -D option and launched with it.
+ *   "dp"
+ *       data parallelism's gradient buckets (cg_dp_options), shape "any":
+ *       bucket_kb and first_bucket_kb, in KiB (1 to 1048576).  No kernel
+ *       file, so no source hash, as CLBlast's entries.
  * An entry for clgrad's own kernels records the hash of the kernel file it
  * was measured with (cg_kernel_source_hash); when the file has changed
  * since, the entry is stale and ignored.
