@@ -99,17 +99,20 @@ case $out in
 *) fail "mismatched model: rank 0 did not say so: '$out'" ;;
 esac
 
-# A rank whose model has more parameters: likewise.
-out=$(run 2 sgd 2 32 "$tmp/bad" --extra-rank 1 2>&1)
-[ $? -ne 0 ] || fail "model with more parameters: exit status 0"
-case $out in
-*"rank 1's model has 6 parameters, rank 0's 4"*) ;;
-*) fail "model with more parameters: '$out' lacks the counts" ;;
-esac
-case $out in
-*"another rank's model differs"*) ;;
-*) fail "model with more parameters: rank 0 did not say so: '$out'" ;;
-esac
+# A rank whose model has more parameters: likewise (natively only: the
+# same collective path as the shapes', an mpirun less under ASan).
+if [ -z "${CLGRAD_TEST_CHECKER:-}" ]; then
+    out=$(run 2 sgd 2 32 "$tmp/bad" --extra-rank 1 2>&1)
+    [ $? -ne 0 ] || fail "model with more parameters: exit status 0"
+    case $out in
+    *"rank 1's model has 6 parameters, rank 0's 4"*) ;;
+    *) fail "model with more parameters: '$out' lacks the counts" ;;
+    esac
+    case $out in
+    *"another rank's model differs"*) ;;
+    *) fail "model with more parameters: rank 0 did not say so: '$out'" ;;
+    esac
+fi
 
 # A rank whose step fails: every rank stops with the reason.
 out=$(run 2 sgd 10 32 "$tmp/failed" --fail-at 4 2>&1)
@@ -228,13 +231,16 @@ case $out in
 *"does not split evenly over 4 replicas"*) ;;
 *) fail "batch 30 on 4 replicas: '$out'" ;;
 esac
-# shellcheck disable=SC2086
-out=$(timeout 600 mpirun $mpiflags -np 2 "$train" $mlp --batch 31 2>&1) &&
-    fail "batch 31 on 2 ranks: exit status 0"
-case $out in
-*"does not split evenly over 2 replicas"*"does not split evenly over 2 replicas"*) ;;
-*) fail "batch 31 on 2 ranks: not every rank said why: '$out'" ;;
-esac
+# The same on every rank (natively only: an mpirun less under ASan).
+if [ -z "${CLGRAD_TEST_CHECKER:-}" ]; then
+    # shellcheck disable=SC2086
+    out=$(timeout 600 mpirun $mpiflags -np 2 "$train" $mlp --batch 31 2>&1) &&
+        fail "batch 31 on 2 ranks: exit status 0"
+    case $out in
+    *"not split evenly over 2 replicas"*"not split evenly over 2 replicas"*) ;;
+    *) fail "batch 31 on 2 ranks: not every rank said why: '$out'" ;;
+    esac
+fi
 # shellcheck disable=SC2086
 out=$("$train" $mlp --devices 0,1 --bucket-mb 0 2>&1) &&
     fail "--bucket-mb 0: exit status 0"
