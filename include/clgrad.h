@@ -2039,9 +2039,15 @@ int cg_clip_grad_value(cg_tensor *const *params, int n, double clip);
  * ------------------------------------------------------------------------ */
 typedef struct cg_dp cg_dp;
 
+/* Bucket sizes in MiB.  A field left 0 takes the tuning database's entry
+ * "dp" (shape "any"; parameters bucket_kb and first_bucket_kb, in KiB,
+ * which clgrad-tune's stage "dp" measures) in force on replica 0's
+ * context (across processes: rank 0's sizes hold on every rank), else
+ * PyTorch DDP's defaults, 25 and 1.  cg_dp_get_stats says which sizes a
+ * cg_dp uses and where they came from. */
 typedef struct cg_dp_options {
-    double bucket_mb;       /* a bucket's size in MiB (0: 25) */
-    double first_bucket_mb; /* the first bucket's (0: 1) */
+    double bucket_mb;       /* a bucket's size (0: tuning, else 25) */
+    double first_bucket_mb; /* the first bucket's (0: tuning, else 1) */
 } cg_dp_options;
 
 /* A data-parallel model of n in-process replicas (1 <= n <= CG_DP_MAX):
@@ -2134,6 +2140,12 @@ typedef struct cg_dp_stats {
      * was queued (less than all: it ran while backward went on). */
     int backward_launches;
     int first_bucket_after;
+    /* The bucket sizes in MiB, and where they came from: "cg_dp_options",
+     * "tuning (ORIGIN)" with the entry's file or "shipped:NAME",
+     * "default", or a mix ("cg_dp_options; first bucket default"); on a
+     * rank other than 0, "rank 0's: ..." */
+    double bucket_mb, first_bucket_mb;
+    char bucket_origin[256];
 } cg_dp_stats;
 int cg_dp_get_stats(const cg_dp *dp, cg_dp_stats *stats);
 
@@ -2621,6 +2633,10 @@ int cg_text_batch(const cg_text *t, cg_context *ctx, int steps, int batch,
  *       the work-group size of a kernel file's tree reductions (a power
  *       of two), shape "any": every kernel of the file is built with it
  *       as a -D option and launched with it.
+ *   "dp"
+ *       data parallelism's gradient buckets (cg_dp_options), shape "any":
+ *       bucket_kb and first_bucket_kb, in KiB (1 to 1048576).  No kernel
+ *       file, so no source hash, as CLBlast's entries.
  * An entry for clgrad's own kernels records the hash of the kernel file it
  * was measured with (cg_kernel_source_hash); when the file has changed
  * since, the entry is stale and ignored.

@@ -9,7 +9,9 @@
  *       local rank modulo the device count (CLGRAD_DEVICE overrides);
  *       local:N: N replicas in this process, on devices 0..N-1 (device 0
  *       for all when there is only one).  BATCH is the global batch.
- *       Options: --hid-rank R (rank R builds a wider model), --die-at S
+ *       Options: --hid-rank R (rank R builds a wider model), --extra-rank
+ *       R (rank R's model has a layer more: two parameters), --bucket-mb
+ *       X (buckets of X MiB, the first too), --die-at S
  *       (rank 1 kills itself with SIGKILL at step S), --fail-at S (rank
  *       1's loss fails at step S).
  *   dp_worker compare A B TOL
@@ -18,7 +20,8 @@
  *   dp_worker ckcompare A B TOL
  *       exits 0 when every float32 tensor of checkpoint A (clgrad-train's:
  *       parameters, optimizer state) differs from B's by at most TOL
- *       relative: the norm of the difference over the norm of B's.
+ *       relative: the norm of the difference over the norm of B's
+ *       (with DP_WORKER_VERBOSE set, each tensor's figures).
  */
 #include "config.h"
 
@@ -102,17 +105,23 @@ compare(const char *a_path, const char *b_path, double tol)
     int i, bad = !a || !b;
 
     for (i = 0; !bad && i < DPM_NPARAM; i++) {
-        double scale = 0, err = 0;
+        double scale = 0, err = 0, n2 = 0, d2 = 0;
 
         if (na[i] != nb[i]) {
             bad = 1;
             break;
         }
         for (j = 0; j < na[i]; j++) {
+            double d = (double)a[at + j] - b[at + j];
+
             scale = fmax(scale, fabs(b[at + j]));
-            err = fmax(err, fabs((double)a[at + j] - b[at + j]));
+            err = fmax(err, fabs(d));
+            n2 += (double)b[at + j] * b[at + j];
+            d2 += d * d;
         }
-        printf("param %d: max |diff| %.3g of scale %.3g\n", i, err, scale);
+        printf("param %d: max |diff| %.3g of scale %.3g (%.3g); norm-"
+               "relative %.3g\n", i, err, scale, scale > 0 ? err / scale : 0,
+               n2 > 0 ? sqrt(d2 / n2) : 0);
         if (err > tol * scale)
             bad = 1;
         at += (size_t)na[i];
@@ -130,6 +139,7 @@ ck_compare(const char *a_path, const char *b_path, double tol)
     cg_checkpoint *a = cg_checkpoint_load(a_path);
     cg_checkpoint *b = cg_checkpoint_load(b_path);
     int i, bad = !a || !b, n = a && b ? cg_checkpoint_num_tensors(a) : 0;
+    int verbose = getenv("DP_WORKER_VERBOSE") != NULL;
     double worst = 0;
 
     if (!bad && n != cg_checkpoint_num_tensors(b))
@@ -139,7 +149,7 @@ ck_compare(const char *a_path, const char *b_path, double tol)
         size_t na = 0, nb = 0, j;
         cg_dtype dt;
         const float *x, *y;
-        double scale = 0, err = 0;
+        double scale = 0, err = 0, big = 0, maxd = 0;
 
         if (cg_checkpoint_tensor_info(a, name, &dt, NULL, NULL) ||
             dt != CG_F32)
@@ -157,9 +167,15 @@ ck_compare(const char *a_path, const char *b_path, double tol)
 
             scale += (double)y[j] * y[j];
             err += d * d;
+            big = fmax(big, fabs(y[j]));
+            maxd = fmax(maxd, fabs(d));
         }
         scale = sqrt(scale);
         err = sqrt(err);
+        if (verbose)
+            printf("%s: max |diff| / max |value| %.3g; norm-relative %.3g\n",
+                   name, big > 0 ? maxd / big : 0,
+                   scale > 0 ? err / scale : 0);
         if (scale > 0 && err / scale > worst)
             worst = err / scale;
         if (err > tol * scale) {
@@ -186,7 +202,9 @@ main(int argc, char **argv)
     cg_dp *dp = NULL;
     dpm_arg a = { 0, 0, -1 };
     int n = 1, mpi, adam, steps, batch, hid_rank = -1, die_at = -1;
-    int fail_at = -1;
+    int fail_at = -1, extra_rank = -1;
+    cg_dp_options o = { 0 };
+    cg_dp_stats st;
     int i, rank, status = 1, count = 0;
 
     if (argc == 5 && strcmp(argv[1], "compare") == 0)
@@ -209,6 +227,10 @@ main(int argc, char **argv)
             die_at = atoi(argv[i + 1]);
         else if (strcmp(argv[i], "--fail-at") == 0)
             fail_at = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--extra-rank") == 0)
+            extra_rank = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--bucket-mb") == 0)
+            o.bucket_mb = o.first_bucket_mb = atof(argv[i + 1]);
         else
             return usage();
     }
@@ -232,13 +254,25 @@ main(int argc, char **argv)
         rank = r ? atoi(r) : 0;
     }
     for (i = 0; i < n; i++) {
-        int wide = (mpi ? rank : i) == hid_rank;
+        int who = mpi ? rank : i;
 
-        if (!(m[i] = dpm_mlp(ctx[i], DPM_HID + wide)) ||
-            !(opt[i] = dpm_optimizer(m[i], adam)))
+        if (!(m[i] = dpm_mlp(ctx[i], DPM_HID + (who == hid_rank))))
             goto out;
+        if (who == extra_rank) {        /* two parameters more */
+            cg_tensor *p[DPM_NPARAM + 2];
+            cg_sgd_options so = { 0 };
+
+            so.lr = 0.1;
+            if (cg_module_add(m[i], "extra", cg_linear_new(ctx[i], DPM_OUT,
+                                                           DPM_OUT, 1)) ||
+                cg_module_params(m[i], p, DPM_NPARAM + 2) != DPM_NPARAM + 2 ||
+                !(opt[i] = cg_optim_sgd_new(ctx[i], p, DPM_NPARAM + 2, &so)))
+                goto out;
+        } else if (!(opt[i] = dpm_optimizer(m[i], adam))) {
+            goto out;
+        }
     }
-    dp = mpi ? cg_dp_new_mpi(m[0], opt[0], NULL) : cg_dp_new(n, m, opt, NULL);
+    dp = mpi ? cg_dp_new_mpi(m[0], opt[0], &o) : cg_dp_new(n, m, opt, &o);
     if (!dp)
         goto out;
     if (batch % cg_dp_world_size(dp) != 0 || batch > DPM_MAX_BATCH) {
@@ -254,6 +288,13 @@ main(int argc, char **argv)
         if (cg_dp_step(dp, dpm_loss, NULL, &a, NULL) != CG_OK)
             goto out;
     }
+    /* The last step's overlap, by queue order. */
+    if (cg_dp_get_stats(dp, &st) != CG_OK)
+        goto out;
+    printf("rank %d: %d buckets; the first read after %d of backward's %d "
+           "launches\n", cg_dp_rank(dp), st.buckets, st.first_bucket_after,
+           st.backward_launches);
+    fflush(stdout);
     if (cg_dp_rank(dp) == 0 && save(argv[5], m[0]) != 0) {
         fprintf(stderr, "dp_worker: cannot write %s\n", argv[5]);
         status = 1;

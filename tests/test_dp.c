@@ -8,8 +8,9 @@
  * one replica trained on the whole batch; the replicas stay bit-identical
  * to each other; two runs are bit-identical; the first gradient bucket is
  * read while backward is still being queued (queue order, not time);
- * mismatched replicas, a shared context and a failing replica give clear
- * errors and change nothing.
+ * mismatched replicas (a shape, the parameter count), 16-bit parameters, a shared context and a failing
+ * replica give clear errors and change nothing; bucket sizes come from
+ * cg_dp_options, else the tuning entry "dp", else PyTorch's defaults.
  */
 #include "config.h"
 
@@ -21,6 +22,7 @@
 #include "core/internal.h"
 #include "dp_model.h"
 #include "testutil.h"
+#include "tune/tuner.h"
 
 #define BATCH 32
 #define STEPS DPM_MAX_STEPS
@@ -212,6 +214,107 @@ START_TEST(buckets_overlap_backward)
 }
 END_TEST
 
+/* The bucket sizes: an entry "dp" of a tuning file in the user's
+ * directory is in force where cg_dp_options leaves a size 0; a size given
+ * wins; without either, PyTorch's 25 and 1 MiB.  cg_dp_get_stats says
+ * which and from where.  No step: the sizes are fixed by cg_dp_new. */
+START_TEST(bucket_sizes_from_tuning)
+{
+    char dir[512], path[4096];
+    cg_device_info info;
+    cg_tuning_db *db;
+    cg_tuning_entry e;
+    cg_context *ctx;
+    cg_module *m;
+    cg_optimizer *opt;
+    cg_dp *dp;
+    cg_dp_stats st;
+    cg_dp_options o = { 0 };
+
+    ck_assert_int_eq(cg_context_device_info(ctx_of(0), &info), CG_OK);
+    snprintf(dir, sizeof dir, "%s/dptuning", tt_tmpdir());
+    ck_assert_int_eq(setenv("CLGRAD_TUNING_DIR", dir, 1), 0);
+    ck_assert_int_eq(cg_tuning_path(&info, path, sizeof path), CG_OK);
+    db = cg_tuning_db_new(&info);
+    ck_assert_msg(db != NULL, "%s", TT_ERR);
+    memset(&e, 0, sizeof e);
+    snprintf(e.kernel, sizeof e.kernel, "dp");
+    snprintf(e.shape, sizeof e.shape, "any");
+    e.nparams = 2;
+    snprintf(e.names[0], sizeof e.names[0], "bucket_kb");
+    e.values[0] = 3;
+    snprintf(e.names[1], sizeof e.names[1], "first_bucket_kb");
+    e.values[1] = 1;
+    e.time_us = e.default_time_us = 1;
+    ck_assert_int_eq(cg_tuning_db_put(db, &e), CG_OK);
+    ck_assert_msg(cg_tuning_db_save(db, path) == CG_OK, "%s", TT_ERR);
+    cg_tuning_db_free(db);
+    ctx = cg_context_new(NULL);
+    unsetenv("CLGRAD_TUNING_DIR");
+    ck_assert_msg(ctx != NULL, "%s", TT_ERR);
+    m = mlp(ctx, HID);
+    opt = optimizer(m, 0);
+    /* From the file: 1 KiB, then 3 KiB buckets (of 1312 bytes). */
+    dp = cg_dp_new(1, &m, &opt, NULL);
+    ck_assert_msg(dp != NULL, "%s", TT_ERR);
+    ck_assert_int_eq(cg_dp_get_stats(dp, &st), CG_OK);
+    printf("tuning file: %g MiB, first %g MiB, %d buckets (%s)\n",
+           st.bucket_mb, st.first_bucket_mb, st.buckets, st.bucket_origin);
+    ck_assert(st.bucket_mb == 3.0 / 1024 && st.first_bucket_mb == 1.0 / 1024);
+    ck_assert_msg(strncmp(st.bucket_origin, "tuning (", 8) == 0 &&
+                  strstr(st.bucket_origin, path) != NULL, "%s",
+                  st.bucket_origin);
+    ck_assert_int_gt(st.buckets, 1);
+    cg_dp_free(dp);
+    /* A size given wins; the other still comes from the file. */
+    o.bucket_mb = 2;
+    dp = cg_dp_new(1, &m, &opt, &o);
+    ck_assert_msg(dp != NULL, "%s", TT_ERR);
+    ck_assert_int_eq(cg_dp_get_stats(dp, &st), CG_OK);
+    ck_assert(st.bucket_mb == 2 && st.first_bucket_mb == 1.0 / 1024);
+    ck_assert_msg(strncmp(st.bucket_origin, "cg_dp_options; first bucket "
+                          "tuning (", 36) == 0, "%s", st.bucket_origin);
+    cg_dp_free(dp);
+    o.first_bucket_mb = 1e-3;
+    dp = cg_dp_new(1, &m, &opt, &o);
+    ck_assert_msg(dp != NULL, "%s", TT_ERR);
+    ck_assert_int_eq(cg_dp_get_stats(dp, &st), CG_OK);
+    ck_assert(st.bucket_mb == 2 && st.first_bucket_mb == 1e-3);
+    ck_assert_str_eq(st.bucket_origin, "cg_dp_options");
+    cg_dp_free(dp);
+    /* Without the entry: PyTorch's. */
+    ck_assert_int_eq(cg_context_clear_tuning(ctx), CG_OK);
+    dp = cg_dp_new(1, &m, &opt, NULL);
+    ck_assert_msg(dp != NULL, "%s", TT_ERR);
+    ck_assert_int_eq(cg_dp_get_stats(dp, &st), CG_OK);
+    ck_assert(st.bucket_mb == 25 && st.first_bucket_mb == 1);
+    ck_assert_str_eq(st.bucket_origin, "default");
+    ck_assert_int_eq(st.buckets, 1);
+    cg_dp_free(dp);
+    /* Bad sizes: an error, nothing made. */
+    o.bucket_mb = -1;
+    ck_assert(cg_dp_new(1, &m, &opt, &o) == NULL);
+    ck_assert_int_eq(cg__last_status(), CG_EINVAL);
+    ck_assert_msg(strstr(cg_last_error(), "bucket_mb") != NULL, "%s",
+                  TT_ERR);
+    /* Entries a context refuses: another shape, an unknown parameter, a
+     * size out of range. */
+    snprintf(e.shape, sizeof e.shape, "H64");
+    ck_assert_int_eq(cg_context_set_tuning(ctx, &e), CG_EINVAL);
+    snprintf(e.shape, sizeof e.shape, "any");
+    e.values[0] = 0;
+    ck_assert_int_eq(cg_context_set_tuning(ctx, &e), CG_EINVAL);
+    e.values[0] = 3;
+    snprintf(e.names[1], sizeof e.names[1], "WG");
+    ck_assert_int_eq(cg_context_set_tuning(ctx, &e), CG_EINVAL);
+    e.nparams = 1;
+    ck_assert_int_eq(cg_context_set_tuning(ctx, &e), CG_OK);
+    cg_optim_free(opt);
+    cg_module_free(m);
+    cg_context_free(ctx);
+}
+END_TEST
+
 START_TEST(bad_configurations)
 {
     cg_module *m[MAXN], *odd;
@@ -240,6 +343,49 @@ START_TEST(bad_configurations)
         ck_assert_int_eq(cg__last_status(), CG_ESHAPE);
         ck_assert_msg(strstr(cg_last_error(), "parameter 0") != NULL, "%s",
                       TT_ERR);
+    }
+    /* A replica with a layer more: two parameters more. */
+    {
+        cg_module *big = mlp(ctx_of(1), HID);
+        cg_tensor *p[NPARAM + 2];
+        cg_sgd_options so = { 0 };
+        cg_optimizer *big_opt;
+
+        ck_assert_int_eq(cg_module_add(big, "extra",
+                                       cg_linear_new(ctx_of(1), OUT, OUT,
+                                                     1)), CG_OK);
+        ck_assert_int_eq(cg_module_params(big, p, NPARAM + 2), NPARAM + 2);
+        so.lr = 0.1;
+        big_opt = cg_optim_sgd_new(ctx_of(1), p, NPARAM + 2, &so);
+        ck_assert_msg(big_opt != NULL, "%s", TT_ERR);
+        {
+            cg_module *mm[2] = { m[0], big };
+            cg_optimizer *oo[2] = { opt[0], big_opt };
+
+            ck_assert(cg_dp_new(2, mm, oo, NULL) == NULL);
+            ck_assert_int_eq(cg__last_status(), CG_ESHAPE);
+            ck_assert_msg(strstr(cg_last_error(), "replica 1 has 6 "
+                                 "parameters, replica 0 has 4") != NULL,
+                          "%s", TT_ERR);
+        }
+        cg_optim_free(big_opt);
+        cg_module_free(big);
+    }
+    /* 16-bit parameters: refused (autocast keeps them float32).  A
+     * cast kernel: natively only. */
+    if (!tt_host_checker()) {
+        cg_module *half = mlp(ctx_of(1), HID);
+        cg_optimizer *half_opt = optimizer(half, 0);
+        cg_module *mm[2] = { m[0], half };
+        cg_optimizer *oo[2] = { opt[0], half_opt };
+
+        ck_assert_int_eq(cg_module_to_dtype(half, CG_BF16), CG_OK);
+        ck_assert(cg_dp_new(2, mm, oo, NULL) == NULL);
+        ck_assert_int_eq(cg__last_status(), CG_EDTYPE);
+        ck_assert_msg(strstr(cg_last_error(), "replica 1 is bfloat16") &&
+                      strstr(cg_last_error(), "autocast"), "%s", TT_ERR);
+        cg_optim_free(half_opt);
+        cg_module_free(half);
     }
     /* Both replicas on one context. */
     if (cg_tensor_context(cg_module_param(m[0], 0, NULL)) !=
@@ -295,6 +441,7 @@ main(void)
     tcase_add_test(tc, adam_equals_one_device);
     tcase_add_test(tc, buckets_overlap_backward);
     tcase_add_test(tc, bad_configurations);
+    tcase_add_test(tc, bucket_sizes_from_tuning);
     suite_add_tcase(s, tc);
     rc = tt_run(s);
     for (i = 0; i < MAXN; i++)

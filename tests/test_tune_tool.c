@@ -5,7 +5,7 @@
  * the database file it writes loads, its entries are sane and a new context
  * puts them in force; a second run merges into the file; the stage "kernels"
  * writes an entry per reduction kernel file, the stage "conv" one per
- * convolution class; --dry-run writes nothing; an --output that is not this
+ * convolution class, the stage "dp" the bucket sizes of data parallelism; --dry-run writes nothing; an --output that is not this
  * device's database (a notes file, another device's), a directory, '' or in
  * a missing directory is refused before tuning, and left alone; a budget too
  * small for anything still gives a valid report; options and exit
@@ -414,6 +414,73 @@ START_TEST(the_conv_stage_writes_an_entry_per_class)
 }
 END_TEST
 
+/* The stage "dp", lean: the defaults and one other pair of bucket sizes
+ * timed on a data-parallel step (two replicas on this device), the faster
+ * written as the entry "dp" "any" (no source hash: no kernel file), which
+ * a new context puts in force and cg_dp_new then uses. */
+START_TEST(the_dp_stage_writes_bucket_sizes)
+{
+    char dir[512], *out;
+    const char *path;
+    json_object *root, *kernels, *k;
+    cg_tuning_db *db;
+    cg_tuning_entry e;
+    cg_context *ctx;
+    cg_module *m;
+    cg_optimizer *opt;
+    cg_tensor *p[2];
+    cg_sgd_options so = { 0 };
+    cg_dp *dp;
+    cg_dp_stats st;
+    int status;
+
+    snprintf(dir, sizeof dir, "%s/dp", tt_tmpdir());
+    out = run_tune(dir, BUDGET "--only dp --max-candidates 1 --json --quiet",
+                   &status);
+    ck_assert_int_eq(status, 0);
+    root = json_tokener_parse(out);
+    ck_assert_msg(root != NULL, "not JSON: %.200s", out);
+    ck_assert(json_object_get_boolean(get(root, "written")));
+    path = json_object_get_string(get(root, "output"));
+    kernels = get(root, "kernels");
+    ck_assert_int_eq(json_object_array_length(kernels), 1);
+    k = json_object_array_get_idx(kernels, 0);
+    ck_assert_str_eq(json_object_get_string(get(k, "kernel")), "dp");
+    ck_assert_int_eq(json_object_array_length(get(k, "candidates")), 2);
+    db = cg_tuning_db_load(path);
+    ck_assert_msg(db != NULL, "%s", TT_ERR);
+    ck_assert_int_eq(cg_tuning_db_count(db), 1);
+    find_entry(db, "dp", "any", &e);
+    ck_assert_str_eq(e.source_hash, "");
+    ck_assert(param(&e, "bucket_kb") >= 1 && param(&e, "first_bucket_kb") >= 1);
+    ck_assert(e.time_us > 0 && e.default_time_us > 0);
+    cg_tuning_db_free(db);
+    ck_assert_int_eq(setenv("CLGRAD_TUNING_DIR", dir, 1), 0);
+    ctx = cg_context_new(NULL);
+    unsetenv("CLGRAD_TUNING_DIR");
+    ck_assert_msg(ctx != NULL, "%s", TT_ERR);
+    m = cg_linear_new(ctx, 3, 2, 1);
+    ck_assert_msg(m != NULL, "%s", TT_ERR);
+    ck_assert_int_eq(cg_module_params(m, p, 2), 2);
+    so.lr = 0.1;
+    opt = cg_optim_sgd_new(ctx, p, 2, &so);
+    ck_assert_msg(opt != NULL, "%s", TT_ERR);
+    dp = cg_dp_new(1, &m, &opt, NULL);
+    ck_assert_msg(dp != NULL, "%s", TT_ERR);
+    ck_assert_int_eq(cg_dp_get_stats(dp, &st), CG_OK);
+    ck_assert(st.bucket_mb == param(&e, "bucket_kb") / 1024.0);
+    ck_assert(st.first_bucket_mb == param(&e, "first_bucket_kb") / 1024.0);
+    ck_assert_msg(strstr(st.bucket_origin, path) != NULL, "%s",
+                  st.bucket_origin);
+    cg_dp_free(dp);
+    cg_optim_free(opt);
+    cg_module_free(m);
+    cg_context_free(ctx);
+    json_object_put(root);
+    free(out);
+}
+END_TEST
+
 START_TEST(dry_run_writes_nothing)
 {
     char dir[512], file[600];
@@ -616,6 +683,7 @@ main(void)
     tcase_add_test(tc, the_kernels_stage_writes_an_entry_per_file);
     tcase_add_test(tc, the_gemm_stage_writes_class_entries);
     tcase_add_test(tc, the_conv_stage_writes_an_entry_per_class);
+    tcase_add_test(tc, the_dp_stage_writes_bucket_sizes);
     tcase_add_test(tc, dry_run_writes_nothing);
     tcase_add_test(tc, a_bad_output_is_refused_before_tuning);
     tcase_add_test(tc, a_tiny_budget_still_gives_a_valid_result);

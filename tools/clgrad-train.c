@@ -109,6 +109,9 @@ usage(FILE *f)
 "                      share of every batch each, gradients averaged; under\n"
 "                      mpirun -np N each rank trains one replica, on its\n"
 "                      local rank's device\n"
+"  --bucket-mb X       data parallelism's gradient buckets of up to X MiB\n"
+"  --first-bucket-mb X ... and the first's (default: the device's tuning\n"
+"                      entry \"dp\" from clgrad-tune, else 25 and 1)\n"
 "Evaluation, checkpoints and output:\n"
 "  --eval-every N      char-lstm: validation every N steps (default 100)\n"
 "  --checkpoint PATH   save here every --save-every steps and at the end\n"
@@ -209,7 +212,7 @@ enum {
     O_RESUME, O_SAMPLE, O_SAMPLE_EVERY, O_TEMP, O_PRIME, O_SAMPLE_ONLY, O_EVAL_ONLY,
     O_LOG, O_LOG_EVERY, O_QUIET, O_PROFILE, O_STOP_AT, O_STEP_SIZE,
     O_GAMMA, O_MIN_LR, O_EVAL_EVERY, O_SAVE_BEST, O_PLOT, O_TOP_K,
-    O_PRECISION, O_LOSS_SCALE,
+    O_PRECISION, O_LOSS_SCALE, O_BUCKET, O_FIRST_BUCKET,
     O_HELP = 'h', O_VERSION = 'V'
 };
 
@@ -238,6 +241,8 @@ static const struct option long_opts[] = {
     { "seed", required_argument, NULL, O_SEED },
     { "device", required_argument, NULL, O_DEVICE },
     { "devices", required_argument, NULL, O_DEVICES },
+    { "bucket-mb", required_argument, NULL, O_BUCKET },
+    { "first-bucket-mb", required_argument, NULL, O_FIRST_BUCKET },
     { "checkpoint", required_argument, NULL, O_CKPT },
     { "save-every", required_argument, NULL, O_SAVE_EVERY },
     { "resume", required_argument, NULL, O_RESUME },
@@ -326,6 +331,9 @@ parse_args(int argc, char **argv, tr_config *cfg)
         DBLOPT(O_GAMMA, "--gamma", gamma, 0, 1e3, 1)
         DBLOPT(O_MIN_LR, "--min-lr", min_lr, 0, 100, 0)
         DBLOPT(O_LOSS_SCALE, "--loss-scale", loss_scale, 0, 1e38, 1)
+        DBLOPT(O_BUCKET, "--bucket-mb", bucket_mb, 0, 1048576, 1)
+        DBLOPT(O_FIRST_BUCKET, "--first-bucket-mb", first_bucket_mb, 0,
+               1048576, 1)
 #undef DBLOPT
         case O_DATA: cfg->data = a; break;
         case O_PRECISION:

@@ -64,6 +64,10 @@ usage(FILE *f)
 "                        times depthwise, small, large): im2col + GEMM or\n"
 "                        the direct kernels, each checked against a\n"
 "                        double-precision convolution on the host\n"
+"  dp                    data parallelism's gradient bucket sizes (cg_dp):\n"
+"                        a few sizes timed on a data-parallel training step\n"
+"                        of an MLP on two in-process replicas, each with its\n"
+"                        own context on this device\n"
 "  rnn.path              the hidden size from which a recurrent layer uses a\n"
 "                        GEMM per step instead of the fused kernel\n"
 "  kernels               the work-group size of clgrad's reduction kernel\n"
@@ -234,6 +238,7 @@ static const struct {
     { "clblast.GemmRoutine", TU_GEMM_ROUTINE },
     { "gemm", TU_GEMM },
     { "conv", TU_CONV },
+    { "dp", TU_DP },
     { "rnn.path", TU_RNN_PATH },
     { "kernels", TU_KERNELS },
     { "clblast.copy-kernels", TU_COPY },
@@ -734,6 +739,7 @@ static const struct {
     { TU_GEMM_ROUTINE, 5, tu_stage_gemm_routine },
     { TU_GEMM, 30, tu_stage_gemm },
     { TU_CONV, 5, tu_stage_conv },
+    { TU_DP, 3, tu_stage_dp },
     { TU_RNN_PATH, 20, tu_stage_rnn_path },
     { TU_KERNELS, 5, tu_stage_kernels },
     { TU_COPY, 5, tu_stage_copy },

@@ -328,19 +328,90 @@ maybe_save(run *r, int force)
     return tr_save(r, r->cfg.checkpoint, NAN);
 }
 
+/* Under mpirun with --save-best: rank 0 alone evaluates, but a checkpoint
+ * is collective (it gathers the character LSTM's state from every rank),
+ * so every rank comes to each evaluation and rank 0 tells the others
+ * whether it gave the best loss so far, and then every rank takes its
+ * part in saving it (rank 0 writes, atomically as always). */
+static int
+best_shared(const run *r)
+{
+    return r->best_path && r->dp && tr_mpi_world() > 1;
+}
+
+/* Rank 0's verdict (1 the best so far, 0 not, -1 its evaluation failed)
+ * and loss to every rank (a collective call): returns rank 0's verdict,
+ * or -2 after a message. */
+static int
+share_verdict(run *r, int verdict, double loss, double *loss0)
+{
+    float local[2] = { (float)verdict, (float)loss }, *all;
+    int v;
+
+    if (!(all = malloc((size_t)r->world * sizeof local))) {
+        tr_fail("out of host memory");
+        return -2;
+    }
+    if (cg_dp_gather(r->dp, local, 2, all) != CG_OK) {
+        tr_fail("--save-best: sharing rank 0's evaluation: %s",
+                cg_last_error());
+        free(all);
+        return -2;
+    }
+    v = (int)all[0];
+    if (loss0)
+        *loss0 = all[1];
+    free(all);
+    return v;
+}
+
+/* Rank 0's evaluation failed (its message is out): the other ranks are
+ * told, with --save-best under mpirun.  -1. */
+static int
+eval_failed(run *r)
+{
+    if (best_shared(r))
+        share_verdict(r, -1, NAN, NULL);
+    return -1;
+}
+
+/* A rank other than 0 at one of rank 0's evaluations: with --save-best
+ * under mpirun, its part in saving the best checkpoint.  0 or -1. */
+static int
+peer_evaluated(run *r)
+{
+    double loss = NAN;
+    int v;
+
+    r->eval_step = r->step;
+    if (!best_shared(r))
+        return 0;
+    if ((v = share_verdict(r, 0, NAN, &loss)) < 0) {
+        if (v == -1)
+            tr_fail("step %lld: rank 0's evaluation failed; stopping",
+                    (long long)r->step);
+        return -1;
+    }
+    return v ? tr_save(r, r->best_path, loss) : 0;
+}
+
 /* A validation loss at this step: the best so far (with --save-best, its
  * checkpoint) and the plot.  Returns 0 or -1. */
 static int
 evaluated(run *r, double loss)
 {
+    int best = loss < r->best_loss || isnan(r->best_loss);
+
     r->val_loss = loss;
     r->eval_step = r->step;
     tr_plot_add(&r->prog, r->step, r->prog.loss, loss);
-    if (!(loss < r->best_loss) && !isnan(r->best_loss))
-        return 0;
-    r->best_loss = loss;
-    r->best_step = r->step;
-    return r->best_path ? tr_save(r, r->best_path, loss) : 0;
+    if (best) {
+        r->best_loss = loss;
+        r->best_step = r->step;
+    }
+    if (best_shared(r) && share_verdict(r, best, loss, NULL) < 0)
+        return -1;
+    return best && r->best_path ? tr_save(r, r->best_path, loss) : 0;
 }
 
 /* The end of one training step shared by both models: the update from
@@ -432,7 +503,7 @@ mlp_epoch_end(run *r)
                                  : NAN, loss, acc;
 
     if (tr_mlp_eval(r, &loss, &acc))
-        return -1;
+        return eval_failed(r);
     if (!r->cfg.quiet) {
         tr_progress_break(&r->prog);
         printf("epoch %lld: loss %.4f (the epoch's mean), held-out loss "
@@ -467,7 +538,7 @@ run_mlp(run *r, volatile sig_atomic_t *stop)
             break;
         }
         if (n == 0) {           /* end of an epoch */
-            if (r->rank == 0 && mlp_epoch_end(r))
+            if (r->rank == 0 ? mlp_epoch_end(r) : peer_evaluated(r))
                 return 1;
             r->epoch++;
             r->index = 0;
@@ -519,7 +590,7 @@ lstm_validate(run *r)
     if (!r->valid)
         return 0;
     if (tr_lstm_eval(r, &loss))
-        return -1;
+        return eval_failed(r);
     if (!r->cfg.quiet) {
         tr_progress_break(&r->prog);
         printf("step %lld: validation loss %.4f (%.3f bits per "
@@ -594,11 +665,12 @@ run_char_lstm(run *r, volatile sig_atomic_t *stop)
         if (r->dp ? finish_dp_step(r, in, tg, n, n1, "tok", 2)
                   : lstm_step(r, in, tg, n1))
             return 1;
+        if (r->step % r->cfg.eval_every == 0 && r->step < r->prog.end &&
+            (r->rank == 0 ? lstm_validate(r)
+                          : r->valid ? peer_evaluated(r) : 0))
+            return 1;
         if (r->rank != 0)       /* rank 0 evaluates and samples */
             continue;
-        if (r->step % r->cfg.eval_every == 0 && r->step < r->prog.end &&
-            lstm_validate(r))
-            return 1;
         if (r->step % r->cfg.sample_every == 0 && r->step < r->total &&
             show_sample(r))
             return 1;
@@ -899,7 +971,7 @@ mlp_final(run *r)
     double loss, acc;
 
     if (tr_mlp_eval(r, &loss, &acc))
-        return -1;
+        return eval_failed(r);
     if (!r->cfg.quiet)
         printf("final held-out loss %.4f, accuracy %.2f%%\n", loss,
                100 * acc);
@@ -928,7 +1000,8 @@ finish(run *r, volatile sig_atomic_t *stop)
     if (*stop)
         return 0;
     if (r->rank != 0)           /* rank 0 evaluates and samples */
-        return 0;
+        return r->eval_step != r->step && (!lstm || r->valid) &&
+               peer_evaluated(r) ? 1 : 0;
     if (r->eval_step != r->step &&
         (lstm ? lstm_validate(r) : mlp_final(r)))
         return 1;
@@ -1030,12 +1103,6 @@ tr_run(const tr_config *given, volatile sig_atomic_t *stop)
         r.cfg.quiet = 1;
         r.cfg.log = r.cfg.plot = NULL;
         r.cfg.profile = 0;
-    }
-    /* The best checkpoint is saved where rank 0 alone evaluates, but a
-     * checkpoint gathers the LSTM state from every rank. */
-    if (tr_mpi_world() > 1 && r.cfg.save_best) {
-        tr_fail("--save-best under mpirun is not supported yet");
-        goto out;
     }
     /* The files written at the end, checked before any work. */
     if (!r.cfg.sample_only && !r.cfg.eval_only &&

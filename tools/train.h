@@ -43,6 +43,8 @@ typedef struct tr_config {
     char optimizer[16], schedule[16];
     const char *data, *device, *checkpoint, *resume, *prime, *log, *plot;
     const char *devices;        /* --devices: data parallelism, or NULL */
+    double bucket_mb;           /* --bucket-mb (0: tuning, else 25) */
+    double first_bucket_mb;     /* --first-bucket-mb (0: tuning, else 1) */
     int sample_only, quiet, profile, save_best;
     int eval_only;              /* --eval-only */
     int prime_set;              /* --prime given (else "\n", or the

@@ -144,6 +144,7 @@ tr_dp_setup(run *r)
     char sel[TR_MAX_DEVICES][32];
     cg_module *models[TR_MAX_DEVICES];
     cg_optimizer *opts[TR_MAX_DEVICES];
+    cg_dp_options dopt;
     int i, n = 1, world = tr_mpi_world();
 
     if (!r->cfg.devices && world == 1)
@@ -197,8 +198,10 @@ tr_dp_setup(run *r)
         models[i] = p->model;
         opts[i] = p->opt;
     }
-    r->dp = world > 1 ? cg_dp_new_mpi(r->model, r->opt, NULL)
-                      : cg_dp_new(n, models, opts, NULL);
+    dopt.bucket_mb = r->cfg.bucket_mb;
+    dopt.first_bucket_mb = r->cfg.first_bucket_mb;
+    r->dp = world > 1 ? cg_dp_new_mpi(r->model, r->opt, &dopt)
+                      : cg_dp_new(n, models, opts, &dopt);
     if (!r->dp) {
         tr_fail("data parallelism: %s", cg_last_error());
         return -1;
@@ -564,4 +567,6 @@ tr_dp_report(const run *r)
            1e3 * r->dp_reduce_s / (double)r->dp_steps,
            r->dp_reduce_s > 0 ? 100 * (1 - r->dp_exposed_s / r->dp_reduce_s)
                               : 0.0);
+    printf("data parallel: buckets of up to %g MiB, the first %g MiB (%s)\n",
+           ds.bucket_mb, ds.first_bucket_mb, ds.bucket_origin);
 }

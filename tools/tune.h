@@ -4,7 +4,8 @@
  * (budget, interruption, progress, report, results) and the stages:
  * clgrad's own recurrent kernels (tune_rnn.c), the work-group sizes of its
  * reduction kernel files (tune_kernels.c), its GEMM per product class
- * (tune_gemm.c), its convolution algorithm per shape class (tune_conv.c)
+ * (tune_gemm.c), its convolution algorithm per shape class (tune_conv.c),
+ * data parallelism's bucket sizes (tune_dp.c)
  * and CLBlast's kernels
  * (tune_clblast.c, with the C++ tuner behind tools/clblast_tune.cpp).
  */
@@ -34,7 +35,8 @@ enum {
     TU_KERNELS = 64,        /* "kernels": reduction kernel files' WG */
     TU_GEMM = 128,          /* "gemm": gemm.cl's tunables per class */
     TU_CONV = 256,          /* "conv": the algorithm per class */
-    TU_ALL = 511
+    TU_DP = 1024,           /* "dp": data parallelism's bucket sizes */
+    TU_ALL = 2047
 };
 
 /* A recurrent layer to tune for: cell mode, batch, hidden, input, steps. */
@@ -199,6 +201,10 @@ int tu_stage_gemm(tu_run *r);
 /* clgrad's convolution: im2col + GEMM or the direct kernels per shape
  * class (tune_conv.c). */
 int tu_stage_conv(tu_run *r);
+
+/* Data parallelism's gradient bucket sizes, timed on a data-parallel step
+ * of two in-process replicas on the device (tune_dp.c). */
+int tu_stage_dp(tu_run *r);
 
 /* CLBlast: Xgemm, XgemmDirect, GemmRoutine, the copy kernels. */
 int tu_stage_xgemm(tu_run *r);

@@ -31,6 +31,7 @@
 #include <time.h>
 
 #include "dist/internal.h"
+#include "tune/internal.h"
 
 double
 cg__dp_now(void)
@@ -115,7 +116,9 @@ take_replica(cg_dp *dp, int r, cg_module *m, cg_optimizer *opt)
         if (p->dtype != CG_F32)
             return cg__error(CG_EDTYPE, "cg_dp: parameter %d (%s) of "
                              "replica %d is %s; data parallelism takes "
-                             "float32 parameters", i,
+                             "float32 parameters (for 16-bit products, "
+                             "keep them float32 and run forward under "
+                             "cg_autocast_begin)", i,
                              cg__shape_str(p->ndim, p->shape, a, sizeof a),
                              r, cg__dtype_name(p->dtype));
         if (p->ctx != rep->ctx)
@@ -148,16 +151,83 @@ take_replica(cg_dp *dp, int r, cg_module *m, cg_optimizer *opt)
     return CG_OK;
 }
 
-/* Buckets in reverse parameter order: the first up to first_bytes, the
- * rest up to bytes each; a parameter larger than its bucket's size gets
- * a bucket of its own. */
+/* The bucket sizes: each of options' that is not zero, else the tuning
+ * entry "dp" in force on replica 0's context (bucket_kb,
+ * first_bucket_kb), else PyTorch's defaults, 25 and 1 MiB; where they
+ * came from goes into dp->bucket_origin.  Across processes rank 0's sizes
+ * hold on every rank (their buckets must match). */
+static int world_ok(cg_dp *dp, int status);
+
 static int
-make_buckets(cg_dp *dp, const cg_dp_options *o)
+bucket_sizes(cg_dp *dp, const cg_dp_options *o)
 {
-    double mb = o && o->bucket_mb > 0 ? o->bucket_mb : 25.0;
-    double first_mb = o && o->first_bucket_mb > 0 ? o->first_bucket_mb
-                                                  : 1.0;
-    size_t limit = (size_t)(first_mb * 1048576.0);
+    const cg_tuning_entry *e = cg__tuning_find(dp->rep[0].ctx, "dp", "any");
+    double size[2] = { 25.0, 1.0 }, given[2] = { 0, 0 };
+    static const char *const names[2] = { "bucket_kb", "first_bucket_kb" };
+    const char *from[2] = { "default", "default" };
+    char origin[256];
+    int i, status;
+
+    if (o) {
+        given[0] = o->bucket_mb;
+        given[1] = o->first_bucket_mb;
+    }
+    for (i = 0, status = CG_OK; i < 2; i++) {
+        long kb;
+
+        if (!(given[i] >= 0) || given[i] > 1048576.0) {
+            status = cg__error(CG_EINVAL, "cg_dp: options.%s = %g (MiB: 0 "
+                               "for the tuning database's or the default, "
+                               "else up to 1048576)", i ? "first_bucket_mb"
+                               : "bucket_mb", given[i]);
+            break;
+        }
+        if (given[i] > 0) {
+            size[i] = given[i];
+            from[i] = "cg_dp_options";
+        } else if (e && cg__tuning_param(e, names[i], &kb)) {
+            size[i] = (double)kb / 1024.0;
+            from[i] = "tuning";
+        }
+    }
+    if (strcmp(from[0], from[1]) == 0)
+        snprintf(origin, sizeof origin, "%s", from[0]);
+    else
+        snprintf(origin, sizeof origin, "%s; first bucket %s", from[0],
+                 from[1]);
+    if (e && (strcmp(from[0], "tuning") == 0 ||
+              strcmp(from[1], "tuning") == 0))
+        snprintf(origin + strlen(origin), sizeof origin - strlen(origin),
+                 " (%.200s)", e->origin);
+    snprintf(dp->bucket_origin, sizeof dp->bucket_origin, "%s", origin);
+    if (dp->mpi)
+        status = world_ok(dp, status);
+    if (status != CG_OK)
+        return status;
+    if (dp->mpi) {
+        if ((status = cg__mpi_bcast(dp, size, sizeof size)) != CG_OK ||
+            (status = cg__mpi_bcast(dp, dp->bucket_origin,
+                                    sizeof dp->bucket_origin)) != CG_OK)
+            return status;
+        if (dp->rank != 0) {
+            snprintf(origin, sizeof origin, "%s", dp->bucket_origin);
+            snprintf(dp->bucket_origin, sizeof dp->bucket_origin,
+                     "rank 0's: %.230s", origin);
+        }
+    }
+    dp->bucket_mb = size[0];
+    dp->first_bucket_mb = size[1];
+    return CG_OK;
+}
+
+/* Buckets in reverse parameter order: the first up to first_bucket_mb,
+ * the rest up to bucket_mb each; a parameter larger than its bucket's
+ * size gets a bucket of its own. */
+static int
+make_buckets(cg_dp *dp)
+{
+    double mb = dp->bucket_mb;
+    size_t limit = (size_t)(dp->first_bucket_mb * 1048576.0);
     int n = dp->nparams, i, b = 0;
     size_t off = 0, in_bucket = 0;
 
@@ -307,7 +377,11 @@ dp_create(int n, cg_module *const *replicas, cg_optimizer *const *opts,
     if (dp->mpi && (status = world_ok(dp, status)) == CG_OK)
         status = check_world(dp);
     if (status == CG_OK)
-        status = make_buckets(dp, options);
+        status = bucket_sizes(dp, options);
+    if (dp->mpi)
+        status = world_ok(dp, status);
+    if (status == CG_OK)
+        status = make_buckets(dp);
     if (status == CG_OK)
         status = alloc_staging(dp);
     if (dp->mpi)
@@ -995,5 +1069,9 @@ cg_dp_get_stats(const cg_dp *dp, cg_dp_stats *stats)
     stats->exposed_s = dp->exposed_s;
     stats->backward_launches = dp->backward_launches;
     stats->first_bucket_after = dp->first_after;
+    stats->bucket_mb = dp->bucket_mb;
+    stats->first_bucket_mb = dp->first_bucket_mb;
+    snprintf(stats->bucket_origin, sizeof stats->bucket_origin, "%s",
+             dp->bucket_origin);
     return CG_OK;
 }

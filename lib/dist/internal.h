@@ -54,6 +54,9 @@ struct cg_dp {
     int64_t *numel;             /* per parameter */
     int nbuckets;
     cg__bucket *buckets;
+    /* The bucket sizes in MiB, and where they came from (cg_dp_stats). */
+    double bucket_mb, first_bucket_mb;
+    char bucket_origin[256];
     size_t total;               /* floats of all gradients */
     float *sum;                 /* in-process: the averaged gradients */
     /* The step's hand-over between the replica threads and the

@@ -178,6 +178,29 @@ gemm_value(const cg_tuning_entry *e, const char *name, long v)
                      e->shape, name, v, hi);
 }
 
+/* Data parallelism's bucket sizes (lib/dist/dp.c): no kernel file, so no
+ * source hash, like CLBlast's entries; shape "any", parameters bucket_kb
+ * and first_bucket_kb (KiB, 1 to 1 GiB), either or both. */
+static int
+dp_usable(const cg_tuning_entry *e)
+{
+    int i;
+
+    if (strcmp(e->shape, "any") != 0)
+        return cg__error(CG_EINVAL, "dp has shape \"%s\": bucket sizes "
+                         "hold for every model (\"any\")", e->shape);
+    for (i = 0; i < e->nparams; i++) {
+        if (strcmp(e->names[i], "bucket_kb") != 0 &&
+            strcmp(e->names[i], "first_bucket_kb") != 0)
+            return cg__error(CG_EINVAL, "dp: unknown parameter %s "
+                             "(bucket_kb, first_bucket_kb)", e->names[i]);
+        if (e->values[i] < 1 || e->values[i] > 1048576)
+            return cg__error(CG_EINVAL, "dp: %s = %ld (KiB, 1 to 1048576)",
+                             e->names[i], e->values[i]);
+    }
+    return CG_OK;
+}
+
 /* Whether entry e can be put in force on ctx's device; if not, a message
  * saying why.  With hashes, an entry for clgrad's own kernels must name
  * the current hash of its kernel file. */
@@ -197,6 +220,8 @@ entry_usable(const cg_context *ctx, const cg_tuning_entry *e,
                              e->kernel, e->shape);
         return cg__clblast_check(&ctx->info, e);
     }
+    if (strcmp(e->kernel, "dp") == 0)
+        return dp_usable(e);
     if (!own_of(e->kernel, k))
         return cg__error(CG_EINVAL, "unknown kernel \"%s\"", e->kernel);
     gemm_class = strcmp(k->file, "gemm") == 0 && !k->param &&
