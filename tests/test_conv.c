@@ -1112,6 +1112,95 @@ START_TEST(conv1d_fft_equals_direct)
 }
 END_TEST
 
+/* conv1d(x, w) for cg_jvp, with the options in user. */
+static int
+jvp_conv1d(void *user, int n_inputs, cg_tensor *const *inputs,
+           int n_outputs, cg_tensor **outputs)
+{
+    (void)n_inputs;
+    (void)n_outputs;
+    outputs[0] = cg_conv1d(inputs[0], inputs[1], NULL, user);
+    return outputs[0] ? CG_OK : cg__last_status();
+}
+
+/* The FFT algorithm's forward mode (its ops' tangents) and double
+ * backward (its ops' recorded backward) equal the direct algorithm's. */
+START_TEST(conv1d_fft_jvp_and_double_backward_equal_direct)
+{
+    static const int64_t xs[3] = { 2, 4, 19 }, ws[3] = { 6, 2, 5 };
+    cg_tensor *x = random_tensor(3, xs, 1), *w = random_tensor(3, ws, 1);
+    cg_tensor *tx = random_tensor(3, xs, 0), *tw = random_tensor(3, ws, 0);
+    cg_tensor *u = random_tensor(3, ws, 0), *g = NULL;
+    cg_tensor *in[2] = { x, w }, *tan[2] = { tx, tw };
+    float *out[2][3];
+    size_t numel[3];
+    cg_conv_options o;
+    int a, t;
+
+    memset(&o, 0, sizeof o);
+    o.padding[0] = 2;
+    o.dilation[0] = 2;
+    o.groups = 2;
+    for (a = 0; a < 2; a++) {
+        cg_tensor *y = NULL, *ty = NULL, *gr[2], *gw, *s, *h[1];
+        int64_t ys[3];
+
+        ck_assert_int_eq(setenv("CLGRAD_CONV_ALGO", a ? "fft" : "direct", 1),
+                         0);
+        ck_assert_msg(cg_jvp(tt_ctx(), jvp_conv1d, &o, 2, in, tan, 1, &y,
+                             &ty) == CG_OK, "%s", TT_ERR);
+        if (!g) {
+            ck_assert_int_eq(cg_tensor_shape(y, ys), CG_OK);
+            g = random_tensor(3, ys, 0);
+        }
+        out[a][0] = host_copy(ty);
+        numel[0] = (size_t)cg_tensor_numel(ty);
+        cg_tensor_free(y);
+        cg_tensor_free(ty);
+        /* d/dx <dL/dw, u>, L = sum(conv1d(x, w) g) */
+        y = cg_conv1d(x, w, NULL, &o);
+        ck_assert_msg(y != NULL, "%s", TT_ERR);
+        ck_assert_msg(cg_grad(y, g, 2, in, gr, CG_GRAD_CREATE_GRAPH) ==
+                      CG_OK, "%s", TT_ERR);
+        out[a][1] = host_copy(gr[1]);
+        numel[1] = (size_t)cg_tensor_numel(w);
+        gw = cg_mul(gr[1], u);
+        s = gw ? cg_sum(gw, 0, NULL, 0) : NULL;
+        ck_assert_msg(s && cg_grad(s, NULL, 1, in, h, 0) == CG_OK, "%s",
+                      TT_ERR);
+        out[a][2] = host_copy(h[0]);
+        numel[2] = (size_t)cg_tensor_numel(x);
+        cg_tensor_free(h[0]);
+        cg_tensor_free(s);
+        cg_tensor_free(gw);
+        cg_tensor_free(gr[0]);
+        cg_tensor_free(gr[1]);
+        cg_tensor_free(y);
+    }
+    use_auto();
+    for (t = 0; t < 3; t++) {
+        double big = 0, err = 0;
+        size_t j;
+
+        for (j = 0; j < numel[t]; j++) {
+            big = fmax(big, fabs(out[0][t][j]));
+            err = fmax(err, fabs((double)out[0][t][j] - out[1][t][j]));
+        }
+        ck_assert_msg(err <= 1e-5 * sqrt(6.0) * big, "%s: fft differs from "
+                      "direct by %g (largest %g)", t == 0 ? "tangent" :
+                      t == 1 ? "dw" : "double backward", err, big);
+        free(out[0][t]);
+        free(out[1][t]);
+    }
+    cg_tensor_free(x);
+    cg_tensor_free(w);
+    cg_tensor_free(tx);
+    cg_tensor_free(tw);
+    cg_tensor_free(u);
+    cg_tensor_free(g);
+}
+END_TEST
+
 static cg_tuning_entry
 fft_entry(long algo, long min_kernel)
 {
@@ -1478,6 +1567,7 @@ main(void)
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, conv1d_fft_matches_reference_and_finite_differences);
     tcase_add_test(tc, conv1d_fft_equals_direct);
+    tcase_add_test(tc, conv1d_fft_jvp_and_double_backward_equal_direct);
     tcase_add_test(tc, conv1d_fft_choice_follows_env_tuning_and_rule);
     tcase_add_test(tc, print_error_table);
     suite_add_tcase(s, tc);
