@@ -1147,8 +1147,10 @@ cg_tensor *cg_conv2d(cg_tensor *x, cg_tensor *weight, cg_tensor *bias,
  * dilated kernel length d (S - 1) + 1 reaches a crossover runs by FFT,
  * forward and backward; shorter ones choose as cg_conv2d.  The crossover:
  * a tuning entry "conv" of class "fwd1d.long" ("algo" 2 and "min_kernel"
- * the crossover; "algo" 0 or 1: never FFT), else the built-in 64 taps
- * (measured on PoCL's CPU device, depthwise, 64 channels, length 4096).
+ * the crossover; "algo" 0 or 1: never FFT), else the built-in 256 taps
+ * (measured on PoCL's CPU device, depthwise, 64 channels, length 4096,
+ * where the FFT is the faster from about 256 taps on, forward and
+ * forward + backward; clgrad-tune's stage "conv" measures it).
  * CLGRAD_CONV_ALGO=fft runs every conv1d by FFT (im2col or direct: none);
  * cg_conv2d, cg_conv_transpose2d and the modules on them take fft as
  * auto (their tuned or built-in choice), so one setting can serve a

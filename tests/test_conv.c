@@ -993,8 +993,9 @@ END_TEST
  * ------------------------------------------------------------------------ */
 
 /* Groups 1 with 3 and 1 input channels, 2 (two channels each) and
- * depthwise (with two outputs per channel); stride 2 and 3, dilation 2,
- * padding 1, 4 and "same"; a bias at an odd offset. */
+ * depthwise (one and two outputs per channel, one image and several);
+ * stride 2 and 3, dilation 2, padding 1, 2, 4 and "same"; a bias at an
+ * odd offset. */
 START_TEST(conv1d_fft_matches_reference_and_finite_differences)
 {
     static const struct { const char *x, *w, *b; cparam p; } cases[] = {
@@ -1003,6 +1004,7 @@ START_TEST(conv1d_fft_matches_reference_and_finite_differences)
         { "3,1,8", "2,1,1", "2", { 2, 0, 0, 0, 0, 0, 0, 0, 1, 1 } },
         { "1,4,11", "4,2,5", "4", { 0, 0, 0, 0, 2, 0, 2, 1, 0, 1 } },
         { "2,3,13", "6,1,6", "O6", { 3, 0, 4, 0, 0, 0, 3, 0, 1, 1 } },
+        { "1,5,17", "5,1,4", "5", { 0, 0, 2, 0, 0, 0, 5, 0, 1, 1 } },
     };
     oc_op op = { 0 };
     size_t c, n = tt_host_checker() ? 2 : sizeof cases / sizeof cases[0];

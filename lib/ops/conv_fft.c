@@ -142,6 +142,13 @@ contract(temps *tp, const cg__conv_geom *g, cg_tensor *X, cg_tensor *W)
 
     if (!wc)
         return NULL;
+    if (Cg == 1 && Kg == 1) {
+        /* [N, K, F, 2] * [K, F, 2]; for one image, shapes alike: no sum
+         * over a broadcast dimension in the backward */
+        s[0] = 1; s[1] = g->K; s[2] = F; s[3] = 2;
+        u = keep(tp, cg_reshape(wc, N == 1 ? 4 : 3, N == 1 ? s : s + 1));
+        return u ? keep(tp, cg_complex_mul(X, u)) : NULL;
+    }
     if (Cg == 1) {
         /* [N, G, 1, F, 2] * [G, Kg, F, 2] */
         s[0] = N; s[1] = G; s[2] = 1; s[3] = F; s[4] = 2;
