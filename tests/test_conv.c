@@ -20,7 +20,10 @@
  * same bits run after run, and the choice follows the variable, the
  * tuning entries of the shape classes and the built-in rule.  The case
  * "conv_transpose_algos" does the same for conv_transpose2d's two
- * algorithms and its transposed shape classes.
+ * algorithms and its transposed shape classes.  The case "fftconv" checks
+ * conv1d's FFT algorithm: the reference and finite differences, the
+ * direct algorithm's outputs and gradients (first and second order, and
+ * forward mode), and its choice.
  */
 #include <math.h>
 #include <stdio.h>
