@@ -325,6 +325,9 @@ static const layer layers[] = {
       .groups = 64 },
 };
 #define NLAYERS (int)(sizeof layers / sizeof layers[0])
+/* The long depthwise conv1d's kernels (see below) */
+static const int long_kernels[] = { 4096, 1024, 256, 64, 16 };
+#define NLONG (int)(sizeof long_kernels / sizeof long_kernels[0])
 #define NCASES (1 + 3 * NLAYERS + 2 * NLONG)
 
 static void
@@ -336,6 +339,27 @@ add_gflops(const bench *b, json_object *row, double gflop, double sec)
                      ? gflop / sec / b->fma_gflops : 0);
 }
 
+/* Whether a row of precision dt carries its name: unless fp32 is the
+ * only one. */
+static int
+named(const bench *b, cg_dtype dt)
+{
+    return b->nprecision > 1 || dt != CG_F32;
+}
+
+/* The row's precision and, after fp32's row of the same case, its speed
+ * relative to fp32 (speedup_vs_fp32: fp32 time / this time). */
+static void
+add_precision(json_object *row, cg_dtype dt, double *fp32_med, double med)
+{
+    json_object_object_add(row, "precision",
+                           json_object_new_string(pname[dt]));
+    if (dt == CG_F32)
+        *fp32_med = med;
+    else if (*fp32_med > 0)
+        bench_add_double(row, "speedup_vs_fp32", *fp32_med / med);
+}
+
 /* ------------------------------------------------------------------------
  * Long depthwise conv1d (an H3 / Hyena-style sequence mixer): N1, 64
  * channels, length 4096, padding "same", kernels of 4096 taps down to 16,
@@ -343,13 +367,33 @@ add_gflops(const bench *b, json_object *row, double gflop, double sec)
  * restored after), forward (no graph) and forward + backward to x, w, b.
  * ------------------------------------------------------------------------ */
 
-static const int long_kernels[] = { 4096, 1024, 256, 64, 16 };
-#define NLONG (int)(sizeof long_kernels / sizeof long_kernels[0])
 #define LONG_C 64
 #define LONG_L 4096
+/* --quick: length 256, kernels 256 and 16 */
+#define QUICK_L 256
+
+static int
+nlong(const bench *b)
+{
+    return b->quick ? 2 : NLONG;
+}
+
+static int
+long_len(const bench *b)
+{
+    return b->quick ? QUICK_L : LONG_L;
+}
+
+/* Case i's kernel (case i / 2, direction i % 2). */
+static int
+long_kernel(const bench *b, int i)
+{
+    return b->quick ? (i / 2 ? 16 : QUICK_L) : long_kernels[i / 2];
+}
 
 typedef struct long1d {
     int n, c, len, s, fwdbwd;
+    cg_dtype dtype;             /* of x, w, b and g */
     cg_tensor *x, *w, *b, *g;
     cg_conv_options o;
 } long1d;
@@ -373,10 +417,10 @@ long1d_build(long1d *l, cg_context *ctx)
     memset(&l->o, 0, sizeof l->o);
     l->o.groups = l->c;
     l->o.padding_same = 1;
-    l->x = random_tensor(ctx, 3, xs, 0);
-    l->w = random_tensor(ctx, 3, ws, 0);
-    l->b = random_tensor(ctx, 1, &bs, 0);
-    l->g = random_tensor(ctx, 3, xs, 0);
+    l->x = random_dt(ctx, 3, xs, l->dtype);
+    l->w = random_dt(ctx, 3, ws, l->dtype);
+    l->b = random_dt(ctx, 1, &bs, l->dtype);
+    l->g = random_dt(ctx, 3, xs, l->dtype);
     if (l->x && l->w && l->b && l->g &&
         (!l->fwdbwd || (cg_tensor_set_requires_grad(l->x, 1) == CG_OK &&
                         cg_tensor_set_requires_grad(l->w, 1) == CG_OK &&
@@ -412,11 +456,11 @@ long1d_gflop(const long1d *l)
     return 2.0 * l->n * l->c * l->len * l->s * (l->fwdbwd ? 3 : 1) * 1e-9;
 }
 
-/* Times long1d case i (kernel i / 2, direction i % 2) with `algo` forced;
- * the row, or NULL after a message. */
+/* Times long1d case i (kernel i / 2, direction i % 2) in dtype dt with
+ * `algo` forced; the row, or NULL after a message. */
 static json_object *
-long1d_row(const bench *b, cg_context *ctx, int i, const char *algo,
-           const bstat *ref)
+long1d_row(const bench *b, cg_context *ctx, int i, cg_dtype dt,
+           const char *algo, const bstat *ref, double *fp32_med)
 {
     const char *old = getenv("CLGRAD_CONV_ALGO");
     char keep[32] = "", name[160];
@@ -428,11 +472,13 @@ long1d_row(const bench *b, cg_context *ctx, int i, const char *algo,
     memset(&l, 0, sizeof l);
     l.n = 1;
     l.c = LONG_C;
-    l.len = b->quick ? 256 : LONG_L;
-    l.s = long_kernels[i / 2] < l.len ? long_kernels[i / 2] : l.len;
+    l.len = long_len(b);
+    l.s = long_kernel(b, i);
     l.fwdbwd = i % 2;
-    snprintf(name, sizeof name, "conv1d N%d C%d L%d S%d dw same %s %s",
-             l.n, l.c, l.len, l.s, l.fwdbwd ? "fwd+bwd" : "fwd", algo);
+    l.dtype = dt;
+    snprintf(name, sizeof name, "conv1d N%d C%d L%d S%d dw same %s %s%s%s",
+             l.n, l.c, l.len, l.s, l.fwdbwd ? "fwd+bwd" : "fwd", algo,
+             named(b, dt) ? " " : "", named(b, dt) ? pname[dt] : "");
     bench_progress("%s", name);
     if (old)
         snprintf(keep, sizeof keep, "%s", old);
@@ -448,30 +494,10 @@ long1d_row(const bench *b, cg_context *ctx, int i, const char *algo,
     if (status)
         return NULL;
     row = bench_row(name, &st, ref, SPEEDUP);
+    add_precision(row, dt, fp32_med, st.med);
     add_gflops(b, row, long1d_gflop(&l), st.med);
     json_object_object_add(row, "algorithm", json_object_new_string(algo));
     return row;
-}
-
-/* Whether a row of precision dt carries its name: unless fp32 is the
- * only one. */
-static int
-named(const bench *b, cg_dtype dt)
-{
-    return b->nprecision > 1 || dt != CG_F32;
-}
-
-/* The row's precision and, after fp32's row of the same case, its speed
- * relative to fp32 (speedup_vs_fp32: fp32 time / this time). */
-static void
-add_precision(json_object *row, cg_dtype dt, double *fp32_med, double med)
-{
-    json_object_object_add(row, "precision",
-                           json_object_new_string(pname[dt]));
-    if (dt == CG_F32)
-        *fp32_med = med;
-    else if (*fp32_med > 0)
-        bench_add_double(row, "speedup_vs_fp32", *fp32_med / med);
 }
 
 /* With --profile: the device time of the 8 kernels that took most, per
@@ -507,7 +533,7 @@ suite_conv(bench *b)
     cg_memory_stats ms;
     double fp32_med;
     cnn m;
-    int i, p, status;
+    int i, p, status, ncases;
 
     memset(&m, 0, sizeof m);
     m.n = b->quick ? 4 : 32;
@@ -527,17 +553,14 @@ suite_conv(bench *b)
         snprintf(specs_buf[1 + i], 96, "conv:%d:%d:%d:%d:%d:%d:%d:%d:%d",
                  l.n, l.c, l.hw, l.k, l.r, l.stride, l.pad, l.groups, i % 3);
     }
-    for (i = 0; i < 2 * NLONG; i++) {
-        int len = b->quick ? 256 : LONG_L;
-
+    for (i = 0; i < 2 * nlong(b); i++)
         snprintf(specs_buf[1 + 3 * NLAYERS + i], 96, "conv1d:1:%d:%d:%d:%d",
-                 LONG_C, len, long_kernels[i / 2] < len ? long_kernels[i / 2]
-                 : len, i % 2);
-    }
-    for (i = 0; i < NCASES; i++)
+                 LONG_C, long_len(b), long_kernel(b, i), i % 2);
+    ncases = 1 + 3 * NLAYERS + 2 * nlong(b);
+    for (i = 0; i < ncases; i++)
         specs[i] = specs_buf[i];
     bench_progress("conv: PyTorch");
-    status = bench_torch(b, NCASES, specs, ref);
+    status = bench_torch(b, ncases, specs, ref);
     if (status == 1) {
         s = json_object_new_object();
         json_object_object_add(s, "skipped",
@@ -627,12 +650,15 @@ suite_conv(bench *b)
             bench_suite_add(s, row);
         }
     }
-    for (i = 0; i < 2 * NLONG; i++) {
-        int a;
+    for (i = 0; i < 4 * nlong(b); i++) {
+        const char *algo = i % 2 ? "direct" : "fft";
 
-        for (a = 0; a < 2; a++) {
-            row = long1d_row(b, ctx, i, a ? "direct" : "fft",
-                             &ref[1 + 3 * NLAYERS + i]);
+        fp32_med = 0;
+        for (p = 0; p < b->nprecision; p++) {
+            cg_dtype dt = (cg_dtype)b->precision[p];
+
+            row = long1d_row(b, ctx, i / 2, dt, algo,
+                             &ref[1 + 3 * NLAYERS + i / 2], &fp32_med);
             if (!row)
                 goto fail;
             bench_suite_add(s, row);
