@@ -1116,7 +1116,8 @@ typedef struct cg_conv_options {
  * tuning entry "conv" of the shape class ("fwd.depthwise", "fwd.small",
  * "fwd.large", "bwd.*"; "algo" 0 im2col, 1 direct) changes the default,
  * and CLGRAD_CONV_ALGO=im2col|direct|auto in the environment, read at each
- * call, overrides both (another value fails the call with CG_EINVAL; a
+ * call, overrides both (fft: conv1d's, see there; auto here; another
+ * value fails the call with CG_EINVAL; a
  * weight of 2^31 - 1 elements or more always runs im2col).  Both are
  * deterministic: the same inputs give the same bits.
  * x, weight and bias may be float16 or bfloat16 (all three one dtype; the
@@ -1136,7 +1137,34 @@ cg_tensor *cg_conv2d(cg_tensor *x, cg_tensor *weight, cg_tensor *bias,
 
 /* 1-D cross-correlation, as torch.nn.functional.conv1d: x [N, C, L],
  * weight [K, C / groups, S], bias [K] or NULL; result [N, K, OL].  The
- * options' element [0] applies; errors as cg_conv2d's. */
+ * options' element [0] applies; errors as cg_conv2d's.
+ * Besides cg_conv2d's two algorithms, conv1d has a third, by FFT: the
+ * input (with its left padding) and the weight (dilated with zeros) are
+ * zero-padded to the least length n >= max(L + total padding, OL stride)
+ * whose prime factors are 2, 3, 5 and 7, cg_rfft'd, the input's spectrum
+ * multiplied by the conjugate of the weight's and summed over each
+ * group's input channels (a complex product for depthwise, one real
+ * matmul batched over groups and frequencies else), cg_irfft'd, cropped,
+ * subsampled by the stride, and the bias added.  It is made of those
+ * differentiable ops and recorded as them (not as a node "conv1d"), so
+ * its backward, double backward and forward mode are theirs: the
+ * backward of an FFT forward runs by FFT too.  Its error is that of the
+ * transforms, about 1e-6 sqrt(log2 n) of the largest output magnitude,
+ * not bitwise the direct result; it is deterministic.  float16 and
+ * bfloat16 run it in float32 between recorded casts (the result rounded
+ * once).  Its time grows as N (C + K) n log n plus the channel sums, not
+ * with the kernel length, so it wins for long kernels: a conv1d whose
+ * dilated kernel length d (S - 1) + 1 reaches a crossover runs by FFT,
+ * forward and backward; shorter ones choose as cg_conv2d.  The crossover:
+ * a tuning entry "conv" of class "fwd1d.long" ("algo" 2 and "min_kernel"
+ * the crossover; "algo" 0 or 1: never FFT), else the built-in 256 taps
+ * (measured on PoCL's CPU device, depthwise, 64 channels, length 4096,
+ * where the FFT is the faster from about 256 taps on, forward and
+ * forward + backward; clgrad-tune's stage "conv" measures it).
+ * CLGRAD_CONV_ALGO=fft runs every conv1d by FFT (im2col or direct: none);
+ * cg_conv2d, cg_conv_transpose2d and the modules on them take fft as
+ * auto (their tuned or built-in choice), so one setting can serve a
+ * model with both kinds of convolution. */
 cg_tensor *cg_conv1d(cg_tensor *x, cg_tensor *weight, cg_tensor *bias,
                      const cg_conv_options *opts);
 
@@ -1149,6 +1177,16 @@ cg_tensor *cg_conv1d(cg_tensor *x, cg_tensor *weight, cg_tensor *bias,
 const char *cg_conv2d_algorithm(cg_context *ctx, int backward,
                                 int64_t in_channels, int64_t out_channels,
                                 int groups);
+
+/* The algorithm cg_conv1d runs on ctx for a convolution of in_channels to
+ * out_channels in `groups` groups whose dilated kernel length is
+ * kernel_length (dilation (S - 1) + 1), forward (backward 0) or backward
+ * (1): "fft" (both directions, see cg_conv1d), else cg_conv2d_algorithm's
+ * answer; a static string.  NULL with CG_EINVAL as cg_conv2d_algorithm,
+ * or for a kernel_length below 1. */
+const char *cg_conv1d_algorithm(cg_context *ctx, int backward,
+                                int64_t in_channels, int64_t out_channels,
+                                int groups, int64_t kernel_length);
 
 /* Transposed convolution options, as the arguments of PyTorch's
  * conv_transpose2d in its order; a zeroed struct (or a NULL pointer)

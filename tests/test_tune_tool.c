@@ -348,15 +348,17 @@ START_TEST(the_gemm_stage_writes_class_entries)
 END_TEST
 
 /* The stage "conv": both algorithms timed for each of the twelve shape
- * classes (conv2d and conv_transpose2d), and the faster written as the class's entry (algo 0 or 1,
- * conv.cl's hash), which a new context puts in force. */
+ * classes (conv2d and conv_transpose2d), and the faster written as the
+ * class's entry (algo 0 or 1, conv.cl's hash); then conv1d's
+ * "fwd1d.long", FFT against the rest at two kernel lengths or more (algo
+ * 2 with min_kernel, or 0); all of which a new context puts in force. */
 START_TEST(the_conv_stage_writes_an_entry_per_class)
 {
-    static const char *const classes[12] = {
+    static const char *const classes[13] = {
         "fwd.depthwise", "fwd.small", "fwd.large",
         "bwd.depthwise", "bwd.small", "bwd.large",
         "tfwd.depthwise", "tfwd.small", "tfwd.large",
-        "tbwd.depthwise", "tbwd.small", "tbwd.large"
+        "tbwd.depthwise", "tbwd.small", "tbwd.large", "fwd1d.long"
     };
     char dir[512], hash[33], *out;
     const char *path;
@@ -374,23 +376,33 @@ START_TEST(the_conv_stage_writes_an_entry_per_class)
     ck_assert(json_object_get_boolean(get(root, "written")));
     path = json_object_get_string(get(root, "output"));
     kernels = get(root, "kernels");
-    ck_assert_int_eq(json_object_array_length(kernels), 12);
+    ck_assert_int_eq(json_object_array_length(kernels), 13);
     ck_assert_int_eq(cg_kernel_source_hash("conv", hash), CG_OK);
     db = cg_tuning_db_load(path);
     ck_assert_msg(db != NULL, "%s", TT_ERR);
-    ck_assert_int_eq(cg_tuning_db_count(db), 12);
-    for (c = 0; c < 12; c++) {
+    ck_assert_int_eq(cg_tuning_db_count(db), 13);
+    for (c = 0; c < 13; c++) {
         json_object *k = json_object_array_get_idx(kernels, (size_t)c);
 
         ck_assert_str_eq(json_object_get_string(get(k, "kernel")), "conv");
         ck_assert_str_eq(json_object_get_string(get(k, "shape")),
                          classes[c]);
-        ck_assert_int_eq(json_object_array_length(get(k, "candidates")), 2);
         ck_assert_int_eq(cg_tuning_db_entry(db, c, &e), CG_OK);
         ck_assert_str_eq(e.kernel, "conv");
         ck_assert_str_eq(e.shape, classes[c]);
         ck_assert_str_eq(e.source_hash, hash);
-        ck_assert(param(&e, "algo") == 0 || param(&e, "algo") == 1);
+        if (c < 12) {
+            ck_assert_int_eq(json_object_array_length(get(k, "candidates")),
+                             2);
+            ck_assert(param(&e, "algo") == 0 || param(&e, "algo") == 1);
+        } else {
+            /* FFT and the rest at each length tried */
+            ck_assert_int_ge(json_object_array_length(get(k, "candidates")),
+                             4);
+            ck_assert(param(&e, "algo") == 0 || (param(&e, "algo") == 2 &&
+                                                 param(&e, "min_kernel") >=
+                                                 16));
+        }
         ck_assert(e.time_us > 0 && e.default_time_us > 0);
     }
     cg_tuning_db_free(db);
@@ -406,7 +418,7 @@ START_TEST(the_conv_stage_writes_an_entry_per_class)
             found++;
         }
     }
-    ck_assert_int_eq(found, 12);
+    ck_assert_int_eq(found, 13);
     cg_context_free(ctx);
     unsetenv("CLGRAD_TUNING_DIR");
     json_object_put(root);

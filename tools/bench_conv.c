@@ -9,7 +9,10 @@
  * tools/bench_torch.py times the same on PyTorch (in float32).  With
  * --precision, a row per precision: the CNN step's forward and loss under
  * autocast (fp16 with the loss scaler), each on a context of its own for
- * its peak memory, and the layers on 16-bit tensors.
+ * its peak memory, and the layers on 16-bit tensors.  Then a long
+ * depthwise conv1d (64 channels, length 4096, padding "same", kernels of
+ * 4096 down to 16 taps), forward and forward + backward, by FFT and by
+ * the direct kernels (float32 only), against PyTorch's conv1d.
  */
 #include "config.h"
 
@@ -322,7 +325,10 @@ static const layer layers[] = {
       .groups = 64 },
 };
 #define NLAYERS (int)(sizeof layers / sizeof layers[0])
-#define NCASES (1 + 3 * NLAYERS)
+/* The long depthwise conv1d's kernels (see below) */
+static const int long_kernels[] = { 4096, 1024, 256, 64, 16 };
+#define NLONG (int)(sizeof long_kernels / sizeof long_kernels[0])
+#define NCASES (1 + 3 * NLAYERS + 2 * NLONG)
 
 static void
 add_gflops(const bench *b, json_object *row, double gflop, double sec)
@@ -352,6 +358,146 @@ add_precision(json_object *row, cg_dtype dt, double *fp32_med, double med)
         *fp32_med = med;
     else if (*fp32_med > 0)
         bench_add_double(row, "speedup_vs_fp32", *fp32_med / med);
+}
+
+/* ------------------------------------------------------------------------
+ * Long depthwise conv1d (an H3 / Hyena-style sequence mixer): N1, 64
+ * channels, length 4096, padding "same", kernels of 4096 taps down to 16,
+ * each forced to the FFT and to the direct algorithm (CLGRAD_CONV_ALGO,
+ * restored after), forward (no graph) and forward + backward to x, w, b.
+ * ------------------------------------------------------------------------ */
+
+#define LONG_C 64
+#define LONG_L 4096
+/* --quick: length 256, kernels 256 and 16 */
+#define QUICK_L 256
+
+static int
+nlong(const bench *b)
+{
+    return b->quick ? 2 : NLONG;
+}
+
+static int
+long_len(const bench *b)
+{
+    return b->quick ? QUICK_L : LONG_L;
+}
+
+/* Case i's kernel (case i / 2, direction i % 2). */
+static int
+long_kernel(const bench *b, int i)
+{
+    return b->quick ? (i / 2 ? 16 : QUICK_L) : long_kernels[i / 2];
+}
+
+typedef struct long1d {
+    int n, c, len, s, fwdbwd;
+    cg_dtype dtype;             /* of x, w, b and g */
+    cg_tensor *x, *w, *b, *g;
+    cg_conv_options o;
+} long1d;
+
+static void
+long1d_free(long1d *l)
+{
+    cg_tensor_free(l->x);
+    cg_tensor_free(l->w);
+    cg_tensor_free(l->b);
+    cg_tensor_free(l->g);
+    l->x = l->w = l->b = l->g = NULL;
+}
+
+static int
+long1d_build(long1d *l, cg_context *ctx)
+{
+    int64_t xs[3] = { l->n, l->c, l->len }, ws[3] = { l->c, 1, l->s };
+    int64_t bs = l->c;
+
+    memset(&l->o, 0, sizeof l->o);
+    l->o.groups = l->c;
+    l->o.padding_same = 1;
+    l->x = random_dt(ctx, 3, xs, l->dtype);
+    l->w = random_dt(ctx, 3, ws, l->dtype);
+    l->b = random_dt(ctx, 1, &bs, l->dtype);
+    l->g = random_dt(ctx, 3, xs, l->dtype);
+    if (l->x && l->w && l->b && l->g &&
+        (!l->fwdbwd || (cg_tensor_set_requires_grad(l->x, 1) == CG_OK &&
+                        cg_tensor_set_requires_grad(l->w, 1) == CG_OK &&
+                        cg_tensor_set_requires_grad(l->b, 1) == CG_OK)))
+        return 0;
+    bench_fail("building a conv1d: %s", cg_last_error());
+    long1d_free(l);
+    return -1;
+}
+
+static int
+long1d_step(void *arg)
+{
+    long1d *l = arg;
+    cg_tensor *y = cg_conv1d(l->x, l->w, l->b, &l->o);
+    int rc = y ? 0 : -1;
+
+    if (y && l->fwdbwd) {
+        cg_tensor_zero_grad(l->x);
+        cg_tensor_zero_grad(l->w);
+        cg_tensor_zero_grad(l->b);
+        rc = cg_backward(y, l->g, 0);
+    }
+    cg_tensor_free(y);
+    return rc;
+}
+
+/* The products of the direction (as the direct algorithm computes
+ * them): N C L S each way, times 3 with the backward. */
+static double
+long1d_gflop(const long1d *l)
+{
+    return 2.0 * l->n * l->c * l->len * l->s * (l->fwdbwd ? 3 : 1) * 1e-9;
+}
+
+/* Times long1d case i (kernel i / 2, direction i % 2) in dtype dt with
+ * `algo` forced; the row, or NULL after a message. */
+static json_object *
+long1d_row(const bench *b, cg_context *ctx, int i, cg_dtype dt,
+           const char *algo, const bstat *ref, double *fp32_med)
+{
+    const char *old = getenv("CLGRAD_CONV_ALGO");
+    char keep[32] = "", name[160];
+    long1d l;
+    bstat st;
+    json_object *row;
+    int status;
+
+    memset(&l, 0, sizeof l);
+    l.n = 1;
+    l.c = LONG_C;
+    l.len = long_len(b);
+    l.s = long_kernel(b, i);
+    l.fwdbwd = i % 2;
+    l.dtype = dt;
+    snprintf(name, sizeof name, "conv1d N%d C%d L%d S%d dw same %s %s%s%s",
+             l.n, l.c, l.len, l.s, l.fwdbwd ? "fwd+bwd" : "fwd", algo,
+             named(b, dt) ? " " : "", named(b, dt) ? pname[dt] : "");
+    bench_progress("%s", name);
+    if (old)
+        snprintf(keep, sizeof keep, "%s", old);
+    if (long1d_build(&l, ctx))
+        return NULL;
+    setenv("CLGRAD_CONV_ALGO", algo, 1);
+    status = bench_time(b, ctx, long1d_step, &l, &st);
+    if (keep[0])
+        setenv("CLGRAD_CONV_ALGO", keep, 1);
+    else
+        unsetenv("CLGRAD_CONV_ALGO");
+    long1d_free(&l);
+    if (status)
+        return NULL;
+    row = bench_row(name, &st, ref, SPEEDUP);
+    add_precision(row, dt, fp32_med, st.med);
+    add_gflops(b, row, long1d_gflop(&l), st.med);
+    json_object_object_add(row, "algorithm", json_object_new_string(algo));
+    return row;
 }
 
 /* With --profile: the device time of the 8 kernels that took most, per
@@ -387,7 +533,7 @@ suite_conv(bench *b)
     cg_memory_stats ms;
     double fp32_med;
     cnn m;
-    int i, p, status;
+    int i, p, status, ncases;
 
     memset(&m, 0, sizeof m);
     m.n = b->quick ? 4 : 32;
@@ -407,10 +553,14 @@ suite_conv(bench *b)
         snprintf(specs_buf[1 + i], 96, "conv:%d:%d:%d:%d:%d:%d:%d:%d:%d",
                  l.n, l.c, l.hw, l.k, l.r, l.stride, l.pad, l.groups, i % 3);
     }
-    for (i = 0; i < NCASES; i++)
+    for (i = 0; i < 2 * nlong(b); i++)
+        snprintf(specs_buf[1 + 3 * NLAYERS + i], 96, "conv1d:1:%d:%d:%d:%d",
+                 LONG_C, long_len(b), long_kernel(b, i), i % 2);
+    ncases = 1 + 3 * NLAYERS + 2 * nlong(b);
+    for (i = 0; i < ncases; i++)
         specs[i] = specs_buf[i];
     bench_progress("conv: PyTorch");
-    status = bench_torch(b, NCASES, specs, ref);
+    status = bench_torch(b, ncases, specs, ref);
     if (status == 1) {
         s = json_object_new_object();
         json_object_object_add(s, "skipped",
@@ -420,7 +570,8 @@ suite_conv(bench *b)
     if (status)
         return NULL;
     snprintf(name, sizeof name, "PyTorch %s CPU, %d threads: a CNN "
-             "training step (Adam) and conv2d layers, each direction",
+             "training step (Adam), conv2d layers, each direction, and "
+             "long depthwise conv1d",
              b->torch_version, b->threads);
     s = bench_suite_new(name, SPEEDUP_MEANING);
     json_object_object_add(s, "note", json_object_new_string(CONV_NOTE));
@@ -496,6 +647,20 @@ suite_conv(bench *b)
                                        json_object_new_string(
                                            algo ? algo : "unknown"));
             }
+            bench_suite_add(s, row);
+        }
+    }
+    for (i = 0; i < 4 * nlong(b); i++) {
+        const char *algo = i % 2 ? "direct" : "fft";
+
+        fp32_med = 0;
+        for (p = 0; p < b->nprecision; p++) {
+            cg_dtype dt = (cg_dtype)b->precision[p];
+
+            row = long1d_row(b, ctx, i / 2, dt, algo,
+                             &ref[1 + 3 * NLAYERS + i / 2], &fp32_med);
+            if (!row)
+                goto fail;
             bench_suite_add(s, row);
         }
     }

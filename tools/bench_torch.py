@@ -25,11 +25,16 @@ Usage: bench_torch.py --threads N --warmup W --repeat R MODEL:SPEC...
                                          backward to the input only, 2 to
                                          the weight and bias only (one
                                          forward's graph, retain_graph)
+  conv1d:N:C:L:S:DIR                     depthwise conv1d (groups C) with
+                                         bias, padding "same"; DIR 0
+                                         forward (no graph), 1 forward and
+                                         backward to x, w and b
 """
 import argparse
 import json
 import sys
 import time
+import warnings
 
 import torch
 import torch.nn.functional as F
@@ -126,9 +131,30 @@ def conv_case(n, c, hw, k, r, stride, pad, groups, direction):
     return step
 
 
+def conv1d_case(n, c, length, s, direction):
+    # padding="same" with an even kernel pads a copy, which it warns about
+    warnings.filterwarnings("ignore", message="Using padding='same'")
+    x = torch.rand(n, c, length) * 2 - 1
+    w = torch.rand(c, 1, s) * 2 - 1
+    b = torch.rand(c) * 2 - 1
+    g = torch.rand(n, c, length) * 2 - 1
+    if direction == 0:
+        def step():
+            with torch.no_grad():
+                F.conv1d(x, w, b, padding="same", groups=c)
+        return step
+    for t in (x, w, b):
+        t.requires_grad_(True)
+
+    def step():
+        x.grad = w.grad = b.grad = None
+        F.conv1d(x, w, b, padding="same", groups=c).backward(g)
+    return step
+
+
 CASES = {"mlp": (mlp_case, 5), "lstm": (lstm_case, 5),
          "charlstm": (charlstm_case, 6), "cnn": (cnn_case, 4),
-         "conv": (conv_case, 9)}
+         "conv": (conv_case, 9), "conv1d": (conv1d_case, 5)}
 
 
 def main():

@@ -201,6 +201,9 @@ int tu_stage_gemm(tu_run *r);
 /* clgrad's convolution: im2col + GEMM or the direct kernels per shape
  * class (tune_conv.c). */
 int tu_stage_conv(tu_run *r);
+/* The stage's conv1d class "fwd1d.long" (tune_conv_fft.c): the kernel
+ * length from which FFT wins; nonzero if it could not be tuned. */
+int tu_conv_fft_class(tu_run *r);
 
 /* Data parallelism's gradient bucket sizes, timed on a data-parallel step
  * of two in-process replicas on the device (tune_dp.c). */

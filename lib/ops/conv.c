@@ -52,6 +52,10 @@
 #include "ops/conv_internal.h"
 #include "tune/internal.h"
 
+const char *const cg__conv_algo_names[4] = {
+    "im2col", "direct", "auto", "fft"
+};
+
 /* 0: an eighth of the device memory. */
 static size_t col_limit_bytes;
 
@@ -88,13 +92,14 @@ int
 cg__conv_choose(cg_context *ctx, int dir, const cg__conv_geom *g,
                 cg__conv_algorithm *out)
 {
-    static const char *const names[3] = { "im2col", "direct", "auto" };
     const cg_tuning_entry *e;
     char name[32];
     long a;
     int cls, v = 2, set, status;
 
-    if ((status = cg__env_choice("CLGRAD_CONV_ALGO", names, 3, &v, &set)))
+    /* fft is conv1d's (cg__conv1d_fft_choose): the others go on as auto */
+    if ((status = cg__env_choice("CLGRAD_CONV_ALGO", cg__conv_algo_names, 4,
+                                 &v, &set)))
         return status;
     cls = cg__conv_class(dir, g->C, g->G);
     e = cg__tuning_find(ctx, "conv",
@@ -149,6 +154,34 @@ cg_conv2d_algorithm(cg_context *ctx, int backward, int64_t in_channels,
                       in_channels, out_channels, groups ? groups : 1, &a))
         return NULL;
     return a == CG__CONV_DIRECT ? "direct" : "im2col";
+}
+
+const char *
+cg_conv1d_algorithm(cg_context *ctx, int backward, int64_t in_channels,
+                    int64_t out_channels, int groups, int64_t kernel_length)
+{
+    cg__conv_geom g;
+    int fft;
+
+    cg__error_clear();
+    if (!ctx) {
+        cg__error(CG_EINVAL, "context is NULL");
+        return NULL;
+    }
+    if (kernel_length < 1) {
+        cg__error(CG_EINVAL, "conv1d: kernel length %lld < 1",
+                  (long long)kernel_length);
+        return NULL;
+    }
+    memset(&g, 0, sizeof g);
+    g.S = kernel_length;
+    g.dw = 1;
+    if (!cg_conv2d_algorithm(ctx, backward, in_channels, out_channels,
+                             groups) ||
+        cg__conv1d_fft_choose(ctx, &g, &fft))
+        return NULL;
+    return fft ? "fft" : cg_conv2d_algorithm(ctx, backward, in_channels,
+                                             out_channels, groups);
 }
 
 /* Product of the n values, or CG_ESHAPE when it overflows or reaches
@@ -794,8 +827,10 @@ cg_conv1d(cg_tensor *x, cg_tensor *weight, cg_tensor *bias,
 {
     cg_conv_options o = { { 1, 1 }, { 0, 0 }, { 1, 1 }, 1, 0 };
     cg_tensor *x4 = NULL, *w4 = NULL, *y4 = NULL, *y = NULL, *ac[3];
-    int64_t s[4];
+    cg__conv_geom g;
+    int64_t s[3];
     char s1[128], s2[128];
+    int fft = 0;
 
     CG__AUTOCAST_RETURN(CG__AC_LOW, ac, cg_conv1d(ac[0], ac[1], ac[2], opts),
                         x, weight, bias);
@@ -817,10 +852,13 @@ cg_conv1d(cg_tensor *x, cg_tensor *weight, cg_tensor *bias,
         o.groups = opts->groups;
         o.padding_same = opts->padding_same;
     }
-    s[0] = x->shape[0]; s[1] = x->shape[1]; s[2] = 1; s[3] = x->shape[2];
     x4 = cg_unsqueeze(x, 2);
     w4 = x4 ? cg_unsqueeze(weight, 2) : NULL;
-    y4 = w4 ? conv2d_op("conv1d", x4, w4, bias, &o) : NULL;
+    if (w4 && conv_check("conv1d", x4, w4, bias, &o, &g) == CG_OK &&
+        cg__conv1d_fft_choose(x->ctx, &g, &fft) == CG_OK)
+        y4 = fft ? NULL : conv_apply("conv1d", &g, x4, w4, bias);
+    if (fft)
+        y = cg__conv1d_fft(&g, x, weight, bias);
     if (y4) {
         s[0] = y4->shape[0]; s[1] = y4->shape[1]; s[2] = y4->shape[3];
         y = cg_reshape(y4, 3, s);

@@ -41,6 +41,35 @@ cg__conv_opt_or(int v, int dflt)
 int cg__conv_choose(cg_context *ctx, int dir, const cg__conv_geom *g,
                     cg__conv_algorithm *out);
 
+/* CLGRAD_CONV_ALGO's values: im2col, direct, auto, fft (conv1d only;
+ * auto for the others). */
+extern const char *const cg__conv_algo_names[4];
+
+/* conv1d by FFT (lib/ops/conv_fft.c).  The built-in crossover: a conv1d
+ * whose dilated kernel has at least this many taps runs by FFT.  Measured
+ * on PoCL's CPU device (2 cores, loaded by other jobs), depthwise, 64
+ * channels, length 4096, padding "same", best of 5: forward, FFT 16-28
+ * ms at every length against direct 6 ms at 128 taps, 16 ms at 256 and
+ * 47 ms at 512; forward and backward, FFT 44-102 ms against direct 40 ms
+ * at 128, 85 ms at 256 and 170 ms at 512. */
+#define CG__CONV_FFT_MIN_KERNEL 256
+
+/* The least dilated kernel length that runs by FFT on ctx (0: none): the
+ * entry "conv" "fwd1d.long" ("algo" 2 and "min_kernel", else not FFT), or
+ * the built-in crossover. */
+int cg__conv1d_fft_min_kernel(cg_context *ctx, int64_t *min_kernel);
+/* Whether conv1d g runs by FFT: CLGRAD_CONV_ALGO (fft: yes; im2col or
+ * direct: no), else the crossover above.  CG_EINVAL for a bad
+ * CLGRAD_CONV_ALGO. */
+int cg__conv1d_fft_choose(cg_context *ctx, const cg__conv_geom *g,
+                          int *fft);
+/* y [N, K, OL] = conv1d(x [N, C, L], w [K, Cg, S]) + b by FFT, recorded
+ * through the ops it is made of; g is the conv1d's geometry (W = L, S,
+ * sw, pw, dw, OW); x, w, b of one dtype (16 bits: the float32 algorithm
+ * between casts).  NULL on error. */
+cg_tensor *cg__conv1d_fft(const cg__conv_geom *g, cg_tensor *x, cg_tensor *w,
+                          cg_tensor *b);
+
 /* The checks: the tensors of a convolution (one context and dtype, x and
  * w 4-D); b NULL or [K]; x, y and one image's columns within the
  * kernels' ints.  op names the op in the messages. */

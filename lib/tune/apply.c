@@ -211,7 +211,7 @@ entry_usable(const cg_context *ctx, const cg_tuning_entry *e,
     own_kernel own, *k = &own;
     const char *hash = NULL;
     long v;
-    int i, status, gemm_class, conv_class;
+    int i, status, gemm_class, conv_class, conv1d_fft;
 
     if (strncmp(e->kernel, CLBLAST_PREFIX, strlen(CLBLAST_PREFIX)) == 0) {
         if (strcmp(e->shape, "any") != 0)
@@ -227,10 +227,12 @@ entry_usable(const cg_context *ctx, const cg_tuning_entry *e,
     gemm_class = strcmp(k->file, "gemm") == 0 && !k->param &&
                  cg__gemm_class_parse(e->shape) >= 0;
     conv_class = strcmp(k->kernel, "conv") == 0;
-    if (conv_class && cg__conv_class_parse(e->shape) < 0)
+    conv1d_fft = conv_class && strcmp(e->shape, "fwd1d.long") == 0;
+    if (conv_class && !conv1d_fft && cg__conv_class_parse(e->shape) < 0)
         return cg__error(CG_EINVAL, "conv: shape \"%s\" is not a "
                          "convolution class (fwd, bwd, tfwd or tbwd, then "
-                         ".depthwise, .small or .large)", e->shape);
+                         ".depthwise, .small or .large; or fwd1d.long)",
+                         e->shape);
     if (shape_h(e->shape) < 0 && !gemm_class && !conv_class)
         return cg__error(CG_EINVAL, "%s: shape \"%s\" is neither \"any\" "
                          "nor H<hidden size>%s", e->kernel, e->shape,
@@ -272,6 +274,20 @@ entry_usable(const cg_context *ctx, const cg_tuning_entry *e,
                                  "class runs as NN on a packed B^T, 0: in "
                                  "place)", e->kernel, e->shape,
                                  e->values[i]);
+            continue;
+        }
+        if (conv1d_fft && strcmp(e->names[i], "min_kernel") == 0) {
+            if (e->values[i] < 1)
+                return cg__error(CG_EINVAL, "conv fwd1d.long: min_kernel = "
+                                 "%ld (the least dilated kernel length "
+                                 "that runs by FFT, >= 1)", e->values[i]);
+            continue;
+        }
+        if (conv1d_fft && strcmp(e->names[i], "algo") == 0) {
+            if (e->values[i] < 0 || e->values[i] > 2)
+                return cg__error(CG_EINVAL, "conv fwd1d.long: algo = %ld "
+                                 "(2: FFT from min_kernel taps on; 0 or 1: "
+                                 "never)", e->values[i]);
             continue;
         }
         if (!own_param(k, e->names[i]))

@@ -16,6 +16,12 @@
  * output channels (a generator's last layer, 64 -> 3 channels, is
  * "small", as the first layer on RGB it transposes).
  *
+ * One more class is conv1d's alone: "fwd1d.long", whose entry says from
+ * which dilated kernel length on ("min_kernel") a conv1d runs by FFT
+ * ("algo" 2; 0 or 1: never), forward and backward (lib/ops/conv_fft.c);
+ * shorter kernels take the classes below.  It is not one of the
+ * CG__CONV_NCLASSES (lib/tune/apply.c checks it by name).
+ *
  * The kinds, by what the GEMM of im2col would get:
  *   depthwise  one input channel per group (groups = C > 1): products
  *              of a single row per group, far below what a GEMM tiles
