@@ -5,7 +5,7 @@
  * the database file it writes loads, its entries are sane and a new context
  * puts them in force; a second run merges into the file; the stage "kernels"
  * writes an entry per reduction kernel file, the stage "conv" one per
- * convolution class; --dry-run writes nothing; an --output that is not this
+ * convolution class, the stage "fft" a verified entry for a class; --dry-run writes nothing; an --output that is not this
  * device's database (a notes file, another device's), a directory, '' or in
  * a missing directory is refused before tuning, and left alone; a budget too
  * small for anything still gives a valid report; options and exit
@@ -414,6 +414,46 @@ START_TEST(the_conv_stage_writes_an_entry_per_class)
 }
 END_TEST
 
+/* The stage "fft", one class (--fft-classes complex.large): clFFT and
+ * Bluestein's algorithm each checked and timed, the faster written as the
+ * class's entry (path 0 or 1, fft.cl's hash). */
+START_TEST(the_fft_stage_writes_a_verified_entry)
+{
+    char dir[512], hash[33], *out;
+    json_object *root, *kernels, *k;
+    cg_tuning_db *db;
+    cg_tuning_entry e;
+    int status;
+
+    snprintf(dir, sizeof dir, "%s/fft", tt_tmpdir());
+    out = run_tune(dir, BUDGET "--only fft --fft-classes complex.large "
+                   "--json --quiet", &status);
+    ck_assert_int_eq(status, 0);
+    root = json_tokener_parse(out);
+    ck_assert_msg(root != NULL, "not JSON: %.200s", out);
+    ck_assert(json_object_get_boolean(get(root, "written")));
+    kernels = get(root, "kernels");
+    ck_assert_int_eq(json_object_array_length(kernels), 1);
+    k = json_object_array_get_idx(kernels, 0);
+    ck_assert_str_eq(json_object_get_string(get(k, "kernel")), "fft");
+    ck_assert_str_eq(json_object_get_string(get(k, "shape")),
+                     "complex.large");
+    ck_assert_int_eq(json_object_array_length(get(k, "candidates")), 2);
+    ck_assert_int_eq(cg_kernel_source_hash("fft", hash), CG_OK);
+    db = cg_tuning_db_load(json_object_get_string(get(root, "output")));
+    ck_assert_msg(db != NULL, "%s", TT_ERR);
+    ck_assert_int_eq(cg_tuning_db_count(db), 1);
+    find_entry(db, "fft", "complex.large", &e);
+    ck_assert_str_eq(e.source_hash, hash);
+    ck_assert(param(&e, "path") == 0 || param(&e, "path") == 1);
+    /* clFFT verifies on PoCL */
+    ck_assert(e.time_us > 0 && e.default_time_us > 0);
+    cg_tuning_db_free(db);
+    json_object_put(root);
+    free(out);
+}
+END_TEST
+
 START_TEST(dry_run_writes_nothing)
 {
     char dir[512], file[600];
@@ -616,6 +656,7 @@ main(void)
     tcase_add_test(tc, the_kernels_stage_writes_an_entry_per_file);
     tcase_add_test(tc, the_gemm_stage_writes_class_entries);
     tcase_add_test(tc, the_conv_stage_writes_an_entry_per_class);
+    tcase_add_test(tc, the_fft_stage_writes_a_verified_entry);
     tcase_add_test(tc, dry_run_writes_nothing);
     tcase_add_test(tc, a_bad_output_is_refused_before_tuning);
     tcase_add_test(tc, a_tiny_budget_still_gives_a_valid_result);

@@ -25,6 +25,10 @@ Usage: bench_torch.py --threads N --warmup W --repeat R MODEL:SPEC...
                                          backward to the input only, 2 to
                                          the weight and bias only (one
                                          forward's graph, retain_graph)
+  fft:KIND:ROWS:N                        KIND 0: rfft of ROWS x N reals,
+                                         1: irfft of ROWS x (N/2 + 1) bins
+                                         to N, 2: fft2 of N x N complex
+                                         (ROWS unused); no graph
 """
 import argparse
 import json
@@ -126,9 +130,20 @@ def conv_case(n, c, hw, k, r, stride, pad, groups, direction):
     return step
 
 
+def fft_case(kind, rows, n):
+    if kind == 0:
+        x = torch.rand(rows, n) * 2 - 1
+        return lambda: torch.fft.rfft(x)
+    if kind == 1:
+        x = torch.randn(rows, n // 2 + 1, dtype=torch.complex64)
+        return lambda: torch.fft.irfft(x, n)
+    x = torch.randn(n, n, dtype=torch.complex64)
+    return lambda: torch.fft.fft2(x)
+
+
 CASES = {"mlp": (mlp_case, 5), "lstm": (lstm_case, 5),
          "charlstm": (charlstm_case, 6), "cnn": (cnn_case, 4),
-         "conv": (conv_case, 9)}
+         "conv": (conv_case, 9), "fft": (fft_case, 3)}
 
 
 def main():

@@ -4,7 +4,8 @@
  * (budget, interruption, progress, report, results) and the stages:
  * clgrad's own recurrent kernels (tune_rnn.c), the work-group sizes of its
  * reduction kernel files (tune_kernels.c), its GEMM per product class
- * (tune_gemm.c), its convolution algorithm per shape class (tune_conv.c)
+ * (tune_gemm.c), its convolution algorithm per shape class (tune_conv.c),
+ * its Fourier transforms' path per class (tune_fft.c)
  * and CLBlast's kernels
  * (tune_clblast.c, with the C++ tuner behind tools/clblast_tune.cpp).
  */
@@ -34,7 +35,8 @@ enum {
     TU_KERNELS = 64,        /* "kernels": reduction kernel files' WG */
     TU_GEMM = 128,          /* "gemm": gemm.cl's tunables per class */
     TU_CONV = 256,          /* "conv": the algorithm per class */
-    TU_ALL = 511
+    TU_FFT = 512,           /* "fft": the transform path per class */
+    TU_ALL = 1023
 };
 
 /* A recurrent layer to tune for: cell mode, batch, hidden, input, steps. */
@@ -57,6 +59,7 @@ typedef struct tu_config {
     int max_candidates;         /* per kernel and shape; 0: no limit */
     int gemm_size;              /* SGEMM tuning size; 0: by budget */
     unsigned gemm_classes;      /* bit c: tune GEMM class c; 0: all */
+    unsigned fft_classes;       /* bit c: tune FFT class c; 0: all */
     const char *self;           /* this program, for the search child */
 } tu_config;
 
@@ -199,6 +202,11 @@ int tu_stage_gemm(tu_run *r);
 /* clgrad's convolution: im2col + GEMM or the direct kernels per shape
  * class (tune_conv.c). */
 int tu_stage_conv(tu_run *r);
+
+/* clgrad's Fourier transforms: clFFT, Bluestein's algorithm or the
+ * complex path per class, each checked against a double DFT
+ * (tune_fft.c). */
+int tu_stage_fft(tu_run *r);
 
 /* CLBlast: Xgemm, XgemmDirect, GemmRoutine, the copy kernels. */
 int tu_stage_xgemm(tu_run *r);

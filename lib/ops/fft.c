@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "ops/internal.h"
+#include "tune/internal.h"
 
 #include <clFFT.h>
 
@@ -376,70 +377,97 @@ launch(cg_context *ctx, cg__kid id, size_t count, const cg__arg *args,
     return status;
 }
 
-/* Bluestein's algorithm (kernels/fft.cl) for a length n clFFT cannot do,
- * through clFFT transforms of length m = cg__fft_bluestein_length(n):
- * the chirped rows and the chirp's transform multiplied, transformed back
- * and chirped again, with scale / m folded into the last step.  Rows as
- * cg__fft_rows takes and gives them, for every kind (R2C keeps the first
- * n/2 + 1 bins, C2R the real part). */
+/* The rows through complex transforms of length m: Bluestein's
+ * algorithm (kernels/fft.cl) when m > n, m at least 2n - 1 and a length
+ * clFFT does - the chirped rows and the chirp's transform multiplied,
+ * transformed back and chirped again, with scale / m folded into the last
+ * step; or when m = n (the complex path) the same kernels with a chirp of
+ * ones around one complex transform of length n, which gives a real
+ * kind's result without clFFT's real plans.  Rows as cg__fft_rows takes
+ * and gives them, for every kind (R2C keeps the first n/2 + 1 bins, C2R
+ * the real part). */
 static int
-bluestein_rows(cg_context *ctx, cg__fft_kind kind, size_t n, size_t batch,
-               float scale, cl_mem in, cl_mem out)
+complex_rows(cg_context *ctx, cg__fft_kind kind, size_t n, size_t m,
+             size_t batch, float scale, cl_mem in, cl_mem out)
 {
-    size_t m = cg__fft_bluestein_length(n);
-    size_t nout = kind == CG__FFT_R2C ? n / 2 + 1 : n;
+    size_t nout = kind == CG__FFT_R2C ? n / 2 + 1 : n, k;
+    int blue = m != n;
     double sign = kind == CG__FFT_C2C_FWD || kind == CG__FFT_R2C ? -1 : 1;
     cl_int mode_in = kind == CG__FFT_C2C_FWD || kind == CG__FFT_C2C_INV ? 0
                      : kind == CG__FFT_R2C ? 1 : 2;
     cl_int mode_out = kind == CG__FFT_C2R;
     cl_uint un = (cl_uint)n, um = (cl_uint)m, urows = (cl_uint)batch;
     cl_uint unout = (cl_uint)nout;
-    float post = (float)((double)scale / (double)m), *host;
-    cg_buffer *bw, *bb, *bf, *ba, *bA;
+    float post = blue ? (float)((double)scale / (double)m) : scale, *host;
+    cg_buffer *bw, *bb = NULL, *bf = NULL, *ba, *bA;
     cl_mem w, b, f, a, A;
     int status;
 
     if (m > UINT32_MAX / 2 || batch * m > UINT32_MAX)
         return cg__error(CG_EUNSUPPORTED, "%s: length %zu (batch %zu) is "
-                         "too long for Bluestein's algorithm here",
-                         kind_names[kind], n, batch);
+                         "too long for %s here", kind_names[kind], n, batch,
+                         blue ? "Bluestein's algorithm"
+                              : "the complex path");
     host = cg__malloc((2 * n + 2 * m) * sizeof *host);
     if (!host)
         return cg__last_status();
-    chirps(n, m, sign, host, host + 2 * n);
+    if (blue) {
+        chirps(n, m, sign, host, host + 2 * n);
+    } else {
+        for (k = 0; k < n; k++) {
+            host[2 * k] = 1.0f;
+            host[2 * k + 1] = 0.0f;
+        }
+    }
     bw = cg__buffer_new(ctx, 2 * n * sizeof(float));
-    bb = cg__buffer_new(ctx, 2 * m * sizeof(float));
-    bf = cg__buffer_new(ctx, 2 * m * sizeof(float));
+    if (blue) {
+        bb = cg__buffer_new(ctx, 2 * m * sizeof(float));
+        bf = cg__buffer_new(ctx, 2 * m * sizeof(float));
+    }
     ba = cg__buffer_new(ctx, 2 * m * batch * sizeof(float));
     bA = cg__buffer_new(ctx, 2 * m * batch * sizeof(float));
-    status = bw && bb && bf && ba && bA ? CG_OK : cg__last_status();
+    status = bw && (!blue || (bb && bf)) && ba && bA ? CG_OK
+                                                     : cg__last_status();
     if (status == CG_OK)
         status = cg_buffer_write(bw, 0, host, 2 * n * sizeof(float));
-    if (status == CG_OK)
+    if (status == CG_OK && blue)
         status = cg_buffer_write(bb, 0, host + 2 * n, 2 * m * sizeof(float));
     free(host);
     if (status)
         goto out;
-    w = cg__buffer_mem(bw), b = cg__buffer_mem(bb), f = cg__buffer_mem(bf);
-    a = cg__buffer_mem(ba), A = cg__buffer_mem(bA);
-    status = clfft_rows(ctx, CG__FFT_C2C_FWD, m, 1, 1.0f, b, f);
+    w = cg__buffer_mem(bw), a = cg__buffer_mem(ba), A = cg__buffer_mem(bA);
+    b = blue ? cg__buffer_mem(bb) : NULL;
+    f = blue ? cg__buffer_mem(bf) : NULL;
+    if (blue)
+        status = clfft_rows(ctx, CG__FFT_C2C_FWD, m, 1, 1.0f, b, f);
     if (status == CG_OK)
         status = launch(ctx, CG__K_FFT_CHIRP_PRE, m * batch,
                         (const cg__arg[]){ CG__ARG(in), CG__ARG(a),
                                            CG__ARG(w), CG__ARG(un),
                                            CG__ARG(um), CG__ARG(urows),
                                            CG__ARG(mode_in) }, 7);
-    if (status == CG_OK)
+    if (status == CG_OK && !blue) {
+        /* The complex transform of the direction, then the real part or
+         * the first bins. */
+        status = clfft_rows(ctx, sign < 0 ? CG__FFT_C2C_FWD
+                                          : CG__FFT_C2C_INV,
+                            n, batch, 1.0f, a, A);
+    } else if (status == CG_OK) {
         status = clfft_rows(ctx, CG__FFT_C2C_FWD, m, batch, 1.0f, a, A);
-    if (status == CG_OK)
-        status = launch(ctx, CG__K_FFT_CMUL, m * batch,
-                        (const cg__arg[]){ CG__ARG(A), CG__ARG(f),
-                                           CG__ARG(um), CG__ARG(urows) }, 4);
-    if (status == CG_OK)
-        status = clfft_rows(ctx, CG__FFT_C2C_INV, m, batch, 1.0f, A, a);
+        if (status == CG_OK)
+            status = launch(ctx, CG__K_FFT_CMUL, m * batch,
+                            (const cg__arg[]){ CG__ARG(A), CG__ARG(f),
+                                               CG__ARG(um), CG__ARG(urows) },
+                            4);
+        if (status == CG_OK)
+            status = clfft_rows(ctx, CG__FFT_C2C_INV, m, batch, 1.0f, A, a);
+        /* The result is in a again. */
+        if (status == CG_OK)
+            A = a;
+    }
     if (status == CG_OK)
         status = launch(ctx, CG__K_FFT_CHIRP_POST, nout * batch,
-                        (const cg__arg[]){ CG__ARG(a), CG__ARG(out),
+                        (const cg__arg[]){ CG__ARG(A), CG__ARG(out),
                                            CG__ARG(w), CG__ARG(um),
                                            CG__ARG(unout), CG__ARG(urows),
                                            CG__ARG(mode_out),
@@ -453,12 +481,86 @@ out:
     return status;
 }
 
+/* The least length clFFT does from 2n - 1 up (n >= 2). */
+static size_t
+padded_length(size_t n)
+{
+    size_t m = 2 * n - 1;
+
+    while (!cg__fft_length_ok(m))
+        m++;
+    return m;
+}
+
+static const char *const path_names[3] = { "clfft", "bluestein", "complex" };
+
+int
+cg__fft_choose(cg_context *ctx, cg__fft_kind kind, size_t n,
+               cg__fft_path *out)
+{
+    const cg_tuning_entry *e;
+    int v = 3, set, status, cls, real = kind >= CG__FFT_R2C;
+    long p;
+
+    status = cg__env_choice("CLGRAD_FFT_PATH", (const char *const[]){
+                                "clfft", "bluestein", "complex", "auto" },
+                            4, &v, &set);
+    if (status)
+        return status;
+    cls = cg__fft_class(kind, n);
+    e = cls >= 0 ? cg__tuning_find(ctx, "fft", cg__fft_class_name(cls))
+                 : NULL;
+    if (!set || v == 3)
+        v = e && cg__tuning_param(e, "path", &p) && p >= 0 && p < 3
+            ? (int)p : 0;
+    /* A length clFFT cannot do goes through Bluestein's algorithm
+     * whatever is chosen; the complex path of a complex kind is its
+     * clFFT transform; length 1 never reaches here (spectral.c). */
+    if (!cg__fft_length_ok(n))
+        v = CG__FFT_BLUESTEIN;
+    else if (v == CG__FFT_COMPLEX && !real)
+        v = CG__FFT_CLFFT;
+    else if (n < 2)
+        v = CG__FFT_CLFFT;
+    *out = (cg__fft_path)v;
+    return CG_OK;
+}
+
+const char *
+cg_fft_path(cg_context *ctx, int real, int64_t n)
+{
+    cg__fft_path p;
+
+    cg__error_clear();
+    if (!ctx) {
+        cg__error(CG_EINVAL, "context is NULL");
+        return NULL;
+    }
+    if (n < 1 || n > ((int64_t)1 << 29)) {
+        cg__error(CG_EINVAL, "fft: length %lld is not in 1 .. 2^29",
+                  (long long)n);
+        return NULL;
+    }
+    if (cg__fft_choose(ctx, real ? CG__FFT_R2C : CG__FFT_C2C_FWD,
+                       (size_t)n, &p))
+        return NULL;
+    return path_names[p];
+}
+
 int
 cg__fft_rows(cg_context *ctx, cg__fft_kind kind, size_t n, size_t batch,
              float scale, cl_mem in, cl_mem out)
 {
-    if (!cg__fft_length_ok(n))
-        return bluestein_rows(ctx, kind, n, batch, scale, in, out);
+    cg__fft_path p;
+    int status = cg__fft_choose(ctx, kind, n, &p);
+
+    if (status)
+        return status;
+    if (p == CG__FFT_BLUESTEIN)
+        return complex_rows(ctx, kind, n, padded_length(n), batch, scale, in,
+                            out);
+    if (p == CG__FFT_COMPLEX)
+        return complex_rows(ctx, kind, n, n, batch, scale, in, out);
     return clfft_rows(ctx, kind, n, batch, scale, in, out);
 }
 
