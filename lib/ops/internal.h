@@ -327,7 +327,9 @@ size_t cg__fft_bluestein_length(size_t n);
  * transform of a context takes a clFFT setup (clfftSetup once per
  * process).  The path is cg__fft_choose's: a length clFFT cannot do runs
  * Bluestein's algorithm (kernels/fft.cl) on plans of a longer length it
- * does, with temporaries from the pool.  A clFFT failure names the call and the clFFT code. */
+ * does, with temporaries from the pool; its chirps (and the complex
+ * path's) are made once per (n, m, direction) and kept with the plans,
+ * outside the pool, until cg__fft_free.  A clFFT failure names the call and the clFFT code. */
 int cg__fft_rows(cg_context *ctx, cg__fft_kind kind, size_t n, size_t batch,
                  float scale, cl_mem in, cl_mem out);
 
