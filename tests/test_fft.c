@@ -592,8 +592,10 @@ START_TEST(transforms_match_pytorch_fixture)
         fparam p;
         double e, tol;
 
+        /* Under a host checker, a third of the cases, none of the long
+         * lengths (new plans to bake). */
         if (tt_host_checker() && (i % 3 || fx_need(f, "input", i)->numel >
-                                  4096))
+                                  2000))
             continue;
         x = from_fx(fx_need(f, "input", i));
         y = from_fx(fx_need(f, "output", i));
