@@ -1455,7 +1455,7 @@ cg_tensor *cg_log_softmax(cg_tensor *x, int dim);
  * for real transforms above 2048 and 2-D widths from 1024, so the choice
  * is per device: CLGRAD_FFT_PATH=clfft|bluestein|complex|auto in the
  * environment (read at each call, for every length; anything else fails
- * the call with CG_EINVAL), else the tuning entry kernel "fft" of the
+ * the call with CG_EINVAL before anything is launched), else the tuning entry kernel "fft" of the
  * transform's class, "real.large" (rfft, irfft with n > 2048) or
  * "complex.large" (fft, ifft with n >= 1024, which the 2-D ops run
  * along each axis), "path" 0 clFFT, 1 Bluestein, 2 complex (clgrad-tune's
@@ -1466,9 +1466,9 @@ cg_tensor *cg_log_softmax(cg_tensor *x, int dim);
  *
  * NULL on error, nothing launched: CG_EDTYPE for a dtype other than
  * float32, CG_ESHAPE when a complex input's last dimension is not 2,
- * CG_EINVAL for dim out of range, n < 1 (or a default n below 1) or
- * another norm, CG_EUNSUPPORTED for n above 2^29; a clFFT failure names
- * the clFFT call and its code. */
+ * CG_EINVAL for dim out of range, n < 1 (or a default n below 1),
+ * another norm or a bad CLGRAD_FFT_PATH, CG_EUNSUPPORTED for n above
+ * 2^29; a clFFT failure names the clFFT call and its code. */
 #define CG_FFT_DEFAULT_N (-1)
 
 typedef enum cg_fft_norm {

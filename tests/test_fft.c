@@ -939,7 +939,7 @@ check_large(const char *what)
 START_TEST(fallback_paths_follow_env_and_tuning)
 {
     static const char *const paths[2] = { "bluestein", "complex" };
-    static const int64_t xs[1] = { 8 };
+    static const int64_t xs[1] = { 8 }, x2s[3] = { 5, 3, 2 };
     cg_context *ctx = tt_ctx(), *c2;
     cg_tuning_entry er = fft_entry("real.large", 2);
     cg_tuning_entry ec = fft_entry("complex.large", 1);
@@ -965,6 +965,13 @@ START_TEST(fallback_paths_follow_env_and_tuning)
     x = rand_tensor(1, xs, &host);
     EXPECT_FAIL(cg_rfft(x, CG_FFT_DEFAULT_N, -1, CG_FFT_BACKWARD),
                 "CG_EINVAL", "CLGRAD_FFT_PATH");
+    cg_tensor_free(x);
+    free(host);
+    x = rand_tensor(3, x2s, &host);
+    EXPECT_FAIL(cg_irfft(x, CG_FFT_DEFAULT_N, 0, CG_FFT_BACKWARD),
+                "CG_EINVAL", "CLGRAD_FFT_PATH");
+    EXPECT_FAIL(cg_irfft2(x, NULL, CG_FFT_ORTHO), "CG_EINVAL",
+                "CLGRAD_FFT_PATH");
     cg_tensor_free(x);
     free(host);
     ck_assert_int_eq(setenv("CLGRAD_FFT_PATH", "auto", 1), 0);
