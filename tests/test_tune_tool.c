@@ -416,11 +416,12 @@ END_TEST
 
 /* The stage "fft", one class (--fft-classes complex.large): clFFT and
  * Bluestein's algorithm each checked and timed, the faster written as the
- * class's entry (path 0 or 1, fft.cl's hash). */
+ * class's entry (path 0 or 1, fft.cl's hash); and where clFFT does not
+ * verify, the fallback. */
 START_TEST(the_fft_stage_writes_a_verified_entry)
 {
-    char dir[512], hash[33], *out;
-    json_object *root, *kernels, *k;
+    char dir[512], env[700], hash[33], *out;
+    json_object *root, *kernels, *k, *c0;
     cg_tuning_db *db;
     cg_tuning_entry e;
     int status;
@@ -448,6 +449,33 @@ START_TEST(the_fft_stage_writes_a_verified_entry)
     ck_assert(param(&e, "path") == 0 || param(&e, "path") == 1);
     /* clFFT verifies on PoCL */
     ck_assert(e.time_us > 0 && e.default_time_us > 0);
+    cg_tuning_db_free(db);
+    json_object_put(root);
+    free(out);
+
+    /* clFFT wrong (CLGRAD_TUNE_FFT_WRONG=1): Bluestein's path written,
+     * without a default time, and clFFT's candidate reported as not
+     * verifying; the plans are the first run's. */
+    snprintf(env, sizeof env, "CLGRAD_TUNE_FFT_WRONG=1 "
+             "CLGRAD_TUNING_DIR='%s'", dir);
+    out = tt_run_tool(env, "clgrad-tune", BUDGET "--only fft --fft-classes "
+                      "complex.large --json --quiet", &status);
+    ck_assert_int_eq(status, 0);
+    root = json_tokener_parse(out);
+    ck_assert_msg(root != NULL, "not JSON: %.200s", out);
+    k = json_object_array_get_idx(get(root, "kernels"), 0);
+    ck_assert_msg(strstr(json_object_get_string(get(k, "outcome")),
+                         "does not verify") != NULL, "%s",
+                  json_object_get_string(get(k, "outcome")));
+    c0 = json_object_array_get_idx(get(k, "candidates"), 0);
+    ck_assert_msg(strstr(json_object_get_string(get(c0, "skipped")),
+                         "does not verify") != NULL, "%s",
+                  json_object_get_string(c0));
+    db = cg_tuning_db_load(json_object_get_string(get(root, "output")));
+    ck_assert_msg(db != NULL, "%s", TT_ERR);
+    find_entry(db, "fft", "complex.large", &e);
+    ck_assert_int_eq(param(&e, "path"), 1);
+    ck_assert(e.time_us > 0 && e.default_time_us == 0);
     cg_tuning_db_free(db);
     json_object_put(root);
     free(out);
