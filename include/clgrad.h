@@ -1496,11 +1496,27 @@ cg_tensor *cg_log_softmax(cg_tensor *x, int dim);
  * clgrad's cache directory, CLFFT_CACHE_PATH when the user did not set
  * it), which the context keeps until it is freed.
  *
+ * Paths: clFFT's plan of the transform; Bluestein's algorithm (also for
+ * lengths clFFT does); or, for rfft and irfft, the complex transform of
+ * the same length around a conversion (the "complex" path, about twice
+ * clFFT's real plan's work).  Users report clFFT 2.12 failing on NVIDIA
+ * for real transforms above 2048 and 2-D widths from 1024, so the choice
+ * is per device: CLGRAD_FFT_PATH=clfft|bluestein|complex|auto in the
+ * environment (read at each call, for every length; anything else fails
+ * the call with CG_EINVAL before anything is launched), else the tuning entry kernel "fft" of the
+ * transform's class, "real.large" (rfft, irfft with n > 2048) or
+ * "complex.large" (fft, ifft with n >= 1024, which the 2-D ops run
+ * along each axis), "path" 0 clFFT, 1 Bluestein, 2 complex (clgrad-tune's
+ * stage "fft" writes them, choosing a path that verifies against a
+ * double-precision DFT), else clFFT.  A length clFFT cannot do is
+ * Bluestein whatever the choice, and "complex" for a complex transform
+ * is clFFT.  cg_fft_path says what is chosen.
+ *
  * NULL on error, nothing launched: CG_EDTYPE for a dtype other than
  * float32, CG_ESHAPE when a complex input's last dimension is not 2,
- * CG_EINVAL for dim out of range, n < 1 (or a default n below 1) or
- * another norm, CG_EUNSUPPORTED for n above 2^29; a clFFT failure names
- * the clFFT call and its code. */
+ * CG_EINVAL for dim out of range, n < 1 (or a default n below 1),
+ * another norm or a bad CLGRAD_FFT_PATH, CG_EUNSUPPORTED for n above
+ * 2^29; a clFFT failure names the clFFT call and its code. */
 #define CG_FFT_DEFAULT_N (-1)
 
 typedef enum cg_fft_norm {
@@ -1513,6 +1529,13 @@ cg_tensor *cg_fft(cg_tensor *x, int64_t n, int dim, cg_fft_norm norm);
 cg_tensor *cg_ifft(cg_tensor *x, int64_t n, int dim, cg_fft_norm norm);
 cg_tensor *cg_rfft(cg_tensor *x, int64_t n, int dim, cg_fft_norm norm);
 cg_tensor *cg_irfft(cg_tensor *x, int64_t n, int dim, cg_fft_norm norm);
+
+/* The path a transform of length n runs on ctx (real: rfft or irfft, else
+ * fft or ifft): "clfft", "bluestein" or "complex", by CLGRAD_FFT_PATH,
+ * the tuning entry of its class and the length, as above; a static
+ * string.  NULL with CG_EINVAL for a NULL ctx, n outside 1 .. 2^29 or a
+ * bad CLGRAD_FFT_PATH. */
+const char *cg_fft_path(cg_context *ctx, int real, int64_t n);
 
 /* The same over the last two axes (of the complex tensor's, without the
  * pair), as torch.fft.fft2, ifft2, rfft2 and irfft2 with their default

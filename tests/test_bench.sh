@@ -98,7 +98,7 @@ sys.exit(1 if bad else 0)
 EOF
 }
 
-all=gemm,bandwidth,mlp,lstm,scaling,conv
+all=gemm,bandwidth,mlp,lstm,scaling,conv,fft
 if "$py" -c 'import torch' 2>/dev/null; then
     torch=yes
 elif [ -n "${CI:-}" ]; then
@@ -123,9 +123,10 @@ fi
 
 # --- without PyTorch: skipped with a message, exit 0
 CLGRAD_BENCH_PYTHON=/nonexistent "$bench" --quick --json --suite mlp \
-    --suite lstm --suite scaling --suite conv --repeat 1 > "$tmp/nopy.json" ||
+    --suite lstm --suite scaling --suite conv --suite fft --repeat 1 \
+    > "$tmp/nopy.json" ||
     fail "no PyTorch: exit status $?"
-check_json "$tmp/nopy.json" mlp,lstm,scaling,conv no ||
+check_json "$tmp/nopy.json" mlp,lstm,scaling,conv,fft no ||
     fail "no PyTorch: bad results"
 grep -q '"skipped": *".*nonexistent' "$tmp/nopy.json" ||
     fail "no PyTorch: the message does not name the python"

@@ -5,8 +5,10 @@
  * the database file it writes loads, its entries are sane and a new context
  * puts them in force; a second run merges into the file; the stage "kernels"
  * writes an entry per reduction kernel file, the stage "conv" one per
- * convolution class, the stage "dp" the bucket sizes of data parallelism; --dry-run writes nothing; an --output that is not this
- * device's database (a notes file, another device's), a directory, '' or in
+ * convolution class, the stage "fft" a verified entry for a class, the
+ * stage "dp" the bucket sizes of data parallelism; --dry-run writes
+ * nothing; an --output that is not this device's database (a notes file,
+ * another device's), a directory, '' or in
  * a missing directory is refused before tuning, and left alone; a budget too
  * small for anything still gives a valid report; options and exit
  * statuses.  Nothing depends on time: the runs are bounded by
@@ -426,6 +428,74 @@ START_TEST(the_conv_stage_writes_an_entry_per_class)
 }
 END_TEST
 
+/* The stage "fft", one class (--fft-classes complex.large): clFFT and
+ * Bluestein's algorithm each checked and timed, the faster written as the
+ * class's entry (path 0 or 1, fft.cl's hash); and where clFFT does not
+ * verify, the fallback. */
+START_TEST(the_fft_stage_writes_a_verified_entry)
+{
+    char dir[512], env[700], hash[33], *out;
+    json_object *root, *kernels, *k, *c0;
+    cg_tuning_db *db;
+    cg_tuning_entry e;
+    int status;
+
+    snprintf(dir, sizeof dir, "%s/fft", tt_tmpdir());
+    out = run_tune(dir, BUDGET "--only fft --fft-classes complex.large "
+                   "--json --quiet", &status);
+    ck_assert_int_eq(status, 0);
+    root = json_tokener_parse(out);
+    ck_assert_msg(root != NULL, "not JSON: %.200s", out);
+    ck_assert(json_object_get_boolean(get(root, "written")));
+    kernels = get(root, "kernels");
+    ck_assert_int_eq(json_object_array_length(kernels), 1);
+    k = json_object_array_get_idx(kernels, 0);
+    ck_assert_str_eq(json_object_get_string(get(k, "kernel")), "fft");
+    ck_assert_str_eq(json_object_get_string(get(k, "shape")),
+                     "complex.large");
+    ck_assert_int_eq(json_object_array_length(get(k, "candidates")), 2);
+    ck_assert_int_eq(cg_kernel_source_hash("fft", hash), CG_OK);
+    db = cg_tuning_db_load(json_object_get_string(get(root, "output")));
+    ck_assert_msg(db != NULL, "%s", TT_ERR);
+    ck_assert_int_eq(cg_tuning_db_count(db), 1);
+    find_entry(db, "fft", "complex.large", &e);
+    ck_assert_str_eq(e.source_hash, hash);
+    ck_assert(param(&e, "path") == 0 || param(&e, "path") == 1);
+    /* clFFT verifies on PoCL */
+    ck_assert(e.time_us > 0 && e.default_time_us > 0);
+    cg_tuning_db_free(db);
+    json_object_put(root);
+    free(out);
+
+    /* clFFT wrong (CLGRAD_TUNE_FFT_WRONG=1): Bluestein's path written,
+     * without a default time, and clFFT's candidate reported as not
+     * verifying; the plans are the first run's. */
+    snprintf(env, sizeof env, "CLGRAD_TUNE_FFT_WRONG=1 "
+             "CLGRAD_TUNING_DIR='%s'", dir);
+    out = tt_run_tool(env, "clgrad-tune", BUDGET "--only fft --fft-classes "
+                      "complex.large --json --quiet", &status);
+    ck_assert_int_eq(status, 0);
+    root = json_tokener_parse(out);
+    ck_assert_msg(root != NULL, "not JSON: %.200s", out);
+    k = json_object_array_get_idx(get(root, "kernels"), 0);
+    ck_assert_msg(strstr(json_object_get_string(get(k, "outcome")),
+                         "does not verify") != NULL, "%s",
+                  json_object_get_string(get(k, "outcome")));
+    c0 = json_object_array_get_idx(get(k, "candidates"), 0);
+    ck_assert_msg(strstr(json_object_get_string(get(c0, "skipped")),
+                         "does not verify") != NULL, "%s",
+                  json_object_get_string(c0));
+    db = cg_tuning_db_load(json_object_get_string(get(root, "output")));
+    ck_assert_msg(db != NULL, "%s", TT_ERR);
+    find_entry(db, "fft", "complex.large", &e);
+    ck_assert_int_eq(param(&e, "path"), 1);
+    ck_assert(e.time_us > 0 && e.default_time_us == 0);
+    cg_tuning_db_free(db);
+    json_object_put(root);
+    free(out);
+}
+END_TEST
+
 /* The stage "dp", lean: the defaults and one other pair of bucket sizes
  * timed on a data-parallel step (two replicas on this device), the faster
  * written as the entry "dp" "any" (no source hash: no kernel file), which
@@ -695,6 +765,7 @@ main(void)
     tcase_add_test(tc, the_kernels_stage_writes_an_entry_per_file);
     tcase_add_test(tc, the_gemm_stage_writes_class_entries);
     tcase_add_test(tc, the_conv_stage_writes_an_entry_per_class);
+    tcase_add_test(tc, the_fft_stage_writes_a_verified_entry);
     tcase_add_test(tc, the_dp_stage_writes_bucket_sizes);
     tcase_add_test(tc, dry_run_writes_nothing);
     tcase_add_test(tc, a_bad_output_is_refused_before_tuning);

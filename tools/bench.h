@@ -88,6 +88,8 @@ json_object *suite_lstm(bench *b);
 json_object *suite_scaling(bench *b, cg_context *ctx);
 /* bench_conv.c: a CNN training step and conv2d layers vs PyTorch CPU. */
 json_object *suite_conv(bench *b);
+/* bench_fft.c: batched rfft, irfft and fft2 vs PyTorch CPU. */
+json_object *suite_fft(bench *b);
 
 /* The fp32 FMA peak of ctx's device, GFLOP/s. */
 int bench_fma_peak(cg_context *ctx, double *gflops);

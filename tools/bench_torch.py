@@ -29,6 +29,10 @@ Usage: bench_torch.py --threads N --warmup W --repeat R MODEL:SPEC...
                                          bias, padding "same"; DIR 0
                                          forward (no graph), 1 forward and
                                          backward to x, w and b
+  fft:KIND:ROWS:N                        KIND 0: rfft of ROWS x N reals,
+                                         1: irfft of ROWS x (N/2 + 1) bins
+                                         to N, 2: fft2 of N x N complex
+                                         (ROWS unused); no graph
 """
 import argparse
 import json
@@ -152,9 +156,21 @@ def conv1d_case(n, c, length, s, direction):
     return step
 
 
+def fft_case(kind, rows, n):
+    if kind == 0:
+        x = torch.rand(rows, n) * 2 - 1
+        return lambda: torch.fft.rfft(x)
+    if kind == 1:
+        x = torch.randn(rows, n // 2 + 1, dtype=torch.complex64)
+        return lambda: torch.fft.irfft(x, n)
+    x = torch.randn(n, n, dtype=torch.complex64)
+    return lambda: torch.fft.fft2(x)
+
+
 CASES = {"mlp": (mlp_case, 5), "lstm": (lstm_case, 5),
          "charlstm": (charlstm_case, 6), "cnn": (cnn_case, 4),
-         "conv": (conv_case, 9), "conv1d": (conv1d_case, 5)}
+         "conv": (conv_case, 9), "conv1d": (conv1d_case, 5),
+         "fft": (fft_case, 3)}
 
 
 def main():

@@ -34,9 +34,9 @@ extern char *openblas_get_config(void);
 static const char *prog = "clgrad-bench";
 
 static const char *const suite_names[] = {
-    "gemm", "bandwidth", "mlp", "lstm", "scaling", "conv"
+    "gemm", "bandwidth", "mlp", "lstm", "scaling", "conv", "fft"
 };
-#define NSUITES 6
+#define NSUITES 7
 
 static void
 usage(FILE *f)
@@ -58,6 +58,8 @@ usage(FILE *f)
 "  conv       a CNN training step (N32 3x32x32, conv 32,64,64) and conv2d\n"
 "             layers, forward and each backward direction, and a long\n"
 "             depthwise conv1d by FFT and direct, vs PyTorch CPU\n"
+"  fft        batched rfft and irfft (256 x 4096, 64 x 65536) and the\n"
+"             complex fft2 of 1024 x 1024, vs PyTorch CPU (torch.fft)\n"
 "\n"
 "  -s, --suite NAME     run only this suite (repeatable)\n"
 "  -q, --quick          tiny sizes and 2 repeats: proves it works (CI)\n"
@@ -607,6 +609,7 @@ run_suite(bench *b, int i, cg_context **ctx)
     case 2: return suite_mlp(b);
     case 3: return suite_lstm(b);
     case 5: return suite_conv(b);
+    case 6: return suite_fft(b);
     default: return suite_scaling(b, *ctx);
     }
 }
@@ -677,7 +680,7 @@ main(int argc, char **argv)
         case 's':
             if ((i = suite_index(optarg)) < 0) {
                 bench_fail("no suite '%s' (want gemm, bandwidth, mlp, "
-                           "lstm, scaling or conv)", optarg);
+                           "lstm, scaling, conv or fft)", optarg);
                 return 2;
             }
             want[i] = any = 1;

@@ -67,6 +67,11 @@ usage(FILE *f)
 "                        conv1d's fwd1d.long: the kernel length from which\n"
 "                        conv1d runs by FFT (a depthwise 64 x 4096 conv1d,\n"
 "                        FFT against direct at 16 to 2048 taps)\n"
+"  fft                   the path of clgrad's Fourier transforms per class\n"
+"                        (real.large: rfft, irfft above 2048; complex.large:\n"
+"                        fft, ifft from 1024): clFFT, Bluestein's algorithm\n"
+"                        or the complex transform, each checked against a\n"
+"                        double-precision DFT on the host\n"
 "  dp                    data parallelism's gradient bucket sizes (cg_dp):\n"
 "                        a few sizes timed on a data-parallel training step\n"
 "                        of an MLP on two in-process replicas, each with its\n"
@@ -104,6 +109,8 @@ usage(FILE *f)
 "                           smaller when the budget is under 2 minutes)\n"
 "      --gemm-classes LIST  the product classes the stage gemm tunes, such\n"
 "                           as NT.skinny,TN.longk (default: all 16)\n"
+"      --fft-classes LIST   the transform classes the stage fft tunes:\n"
+"                           real.large, complex.large (default: both)\n"
 "  -o, --output PATH        the database file (default: the device's file in\n"
 "                           the tuning directory; entries for other kernels\n"
 "                           already there are kept).  An existing file must\n"
@@ -241,6 +248,7 @@ static const struct {
     { "clblast.GemmRoutine", TU_GEMM_ROUTINE },
     { "gemm", TU_GEMM },
     { "conv", TU_CONV },
+    { "fft", TU_FFT },
     { "dp", TU_DP },
     { "rnn.path", TU_RNN_PATH },
     { "kernels", TU_KERNELS },
@@ -352,9 +360,10 @@ parse_sizes(const char *s, int *out, int max, int *n)
     return *n ? 0 : -1;
 }
 
-/* A comma-separated list of GEMM product classes into a bit set. */
+/* A comma-separated list of GEMM product classes (fft: of transform
+ * classes) into a bit set. */
 static int
-parse_classes(const char *arg, unsigned *out)
+parse_list(const char *arg, int fft, unsigned *out)
 {
     char buf[512], *tok, *save = NULL;
 
@@ -364,7 +373,7 @@ parse_classes(const char *arg, unsigned *out)
     *out = 0;
     for (tok = strtok_r(buf, ",", &save); tok;
          tok = strtok_r(NULL, ",", &save)) {
-        int c = cg__gemm_class_parse(tok);
+        int c = fft ? cg__fft_class_parse(tok) : cg__gemm_class_parse(tok);
 
         if (c < 0)
             return -1;
@@ -373,7 +382,8 @@ parse_classes(const char *arg, unsigned *out)
     return *out ? 0 : -1;
 }
 
-enum { OPT_PATH = 256, OPT_MAXCAND, OPT_GEMM, OPT_CHILD, OPT_CLASSES };
+enum { OPT_PATH = 256, OPT_MAXCAND, OPT_GEMM, OPT_CHILD, OPT_CLASSES,
+       OPT_FFT_CLASSES };
 
 /* Returns 0 to run, 1 to exit 0 (help, version), -1 for a usage error. */
 static int
@@ -389,6 +399,7 @@ parse_args(int argc, char **argv, tu_config *c)
         { "max-candidates", required_argument, NULL, OPT_MAXCAND },
         { "gemm-size", required_argument, NULL, OPT_GEMM },
         { "gemm-classes", required_argument, NULL, OPT_CLASSES },
+        { "fft-classes", required_argument, NULL, OPT_FFT_CLASSES },
         { "output", required_argument, NULL, 'o' },
         { "dry-run", no_argument, NULL, 'n' },
         { "json", no_argument, NULL, 'j' },
@@ -462,10 +473,17 @@ parse_args(int argc, char **argv, tu_config *c)
                 c->max_candidates = (int)v;
             break;
         case OPT_CLASSES:
-            if (parse_classes(optarg, &c->gemm_classes)) {
+            if (parse_list(optarg, 0, &c->gemm_classes)) {
                 fprintf(stderr, "%s: --gemm-classes: bad list '%s' (names "
                         "such as NT.skinny: NN, NT, TN or TT, then .skinny, "
                         ".small, .large or .longk)\n", prog, optarg);
+                return -1;
+            }
+            break;
+        case OPT_FFT_CLASSES:
+            if (parse_list(optarg, 1, &c->fft_classes)) {
+                fprintf(stderr, "%s: --fft-classes: bad list '%s' (names "
+                        "real.large, complex.large)\n", prog, optarg);
                 return -1;
             }
             break;
@@ -742,6 +760,7 @@ static const struct {
     { TU_GEMM_ROUTINE, 5, tu_stage_gemm_routine },
     { TU_GEMM, 30, tu_stage_gemm },
     { TU_CONV, 5, tu_stage_conv },
+    { TU_FFT, 3, tu_stage_fft },
     { TU_DP, 3, tu_stage_dp },
     { TU_RNN_PATH, 20, tu_stage_rnn_path },
     { TU_KERNELS, 5, tu_stage_kernels },

@@ -5,8 +5,8 @@
  * clgrad's own recurrent kernels (tune_rnn.c), the work-group sizes of its
  * reduction kernel files (tune_kernels.c), its GEMM per product class
  * (tune_gemm.c), its convolution algorithm per shape class (tune_conv.c),
- * data parallelism's bucket sizes (tune_dp.c)
- * and CLBlast's kernels
+ * its Fourier transforms' path per class (tune_fft.c), data parallelism's
+ * bucket sizes (tune_dp.c) and CLBlast's kernels
  * (tune_clblast.c, with the C++ tuner behind tools/clblast_tune.cpp).
  */
 #ifndef CG_TUNE_H
@@ -35,6 +35,7 @@ enum {
     TU_KERNELS = 64,        /* "kernels": reduction kernel files' WG */
     TU_GEMM = 128,          /* "gemm": gemm.cl's tunables per class */
     TU_CONV = 256,          /* "conv": the algorithm per class */
+    TU_FFT = 512,           /* "fft": the transform path per class */
     TU_DP = 1024,           /* "dp": data parallelism's bucket sizes */
     TU_ALL = 2047
 };
@@ -59,6 +60,7 @@ typedef struct tu_config {
     int max_candidates;         /* per kernel and shape; 0: no limit */
     int gemm_size;              /* SGEMM tuning size; 0: by budget */
     unsigned gemm_classes;      /* bit c: tune GEMM class c; 0: all */
+    unsigned fft_classes;       /* bit c: tune FFT class c; 0: all */
     const char *self;           /* this program, for the search child */
 } tu_config;
 
@@ -208,6 +210,11 @@ int tu_conv_fft_class(tu_run *r);
 /* Data parallelism's gradient bucket sizes, timed on a data-parallel step
  * of two in-process replicas on the device (tune_dp.c). */
 int tu_stage_dp(tu_run *r);
+
+/* clgrad's Fourier transforms: clFFT, Bluestein's algorithm or the
+ * complex path per class, each checked against a double DFT
+ * (tune_fft.c). */
+int tu_stage_fft(tu_run *r);
 
 /* CLBlast: Xgemm, XgemmDirect, GemmRoutine, the copy kernels. */
 int tu_stage_xgemm(tu_run *r);

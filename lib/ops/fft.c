@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "ops/internal.h"
+#include "tune/internal.h"
 
 #include <clFFT.h>
 
@@ -41,8 +42,19 @@ typedef struct fft_plan {
     size_t tmp_bytes;           /* clfftGetTmpBufSize after baking */
 } fft_plan;
 
+/* The chirps of one (n, m, direction) (see complex_rows): w and the
+ * transform f of the convolution's sequence (NULL on the complex path,
+ * m = n), made on first use and kept with the plans, outside the pool. */
+typedef struct fft_chirp {
+    struct fft_chirp *next;
+    size_t n, m;
+    int inverse;
+    cl_mem w, f;
+} fft_chirp;
+
 struct cg__fft {
     fft_plan *plans;
+    fft_chirp *chirps;
     double bake_seconds;        /* summed over this context's bakes */
     int nbaked;
 };
@@ -166,6 +178,15 @@ cg__fft_free(cg_context *ctx)
         next = p->next;
         clfftDestroyPlan(&p->handle);
         free(p);
+    }
+    while (ctx->fft->chirps) {
+        fft_chirp *c = ctx->fft->chirps;
+
+        ctx->fft->chirps = c->next;
+        clReleaseMemObject(c->w);
+        if (c->f)
+            clReleaseMemObject(c->f);
+        free(c);
     }
     free(ctx->fft);
     ctx->fft = NULL;
@@ -376,89 +397,243 @@ launch(cg_context *ctx, cg__kid id, size_t count, const cg__arg *args,
     return status;
 }
 
-/* Bluestein's algorithm (kernels/fft.cl) for a length n clFFT cannot do,
- * through clFFT transforms of length m = cg__fft_bluestein_length(n):
- * the chirped rows and the chirp's transform multiplied, transformed back
- * and chirped again, with scale / m folded into the last step.  Rows as
- * cg__fft_rows takes and gives them, for every kind (R2C keeps the first
- * n/2 + 1 bins, C2R the real part). */
-static int
-bluestein_rows(cg_context *ctx, cg__fft_kind kind, size_t n, size_t batch,
-               float scale, cl_mem in, cl_mem out)
+/* A buffer of `bytes` outside the pool, holding host's bytes. */
+static cl_mem
+const_buffer(cg_context *ctx, const float *host, size_t bytes)
 {
-    size_t m = cg__fft_bluestein_length(n);
+    cl_int err;
+    cl_mem m = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE |
+                              CL_MEM_COPY_HOST_PTR, bytes, (void *)host,
+                              &err);
+
+    if (err != CL_SUCCESS) {
+        cg__cl_fail(err, "clCreateBuffer");
+        return NULL;
+    }
+    return m;
+}
+
+/* ctx's chirps of (n, m, direction), made on first use: the chirp and
+ * the transform of Bluestein's sequence (kernels/fft.cl), or for m = n a
+ * chirp of ones. */
+static int
+chirp_get(cg_context *ctx, size_t n, size_t m, int inverse, fft_chirp **out)
+{
+    fft_chirp *c;
+    cl_mem b = NULL;
+    float *host;
+    size_t k;
+    int status;
+
+    if (!ctx->fft && (status = fft_attach(ctx)) != CG_OK)
+        return status;
+    for (c = ctx->fft->chirps; c; c = c->next)
+        if (c->n == n && c->m == m && c->inverse == inverse) {
+            *out = c;
+            return CG_OK;
+        }
+    c = cg__calloc(1, sizeof *c);
+    host = c ? cg__malloc((2 * n + 2 * m) * sizeof *host) : NULL;
+    if (!host) {
+        free(c);
+        return cg__last_status();
+    }
+    if (m != n) {
+        chirps(n, m, inverse ? 1 : -1, host, host + 2 * n);
+    } else {
+        for (k = 0; k < n; k++) {
+            host[2 * k] = 1.0f;
+            host[2 * k + 1] = 0.0f;
+        }
+    }
+    c->n = n, c->m = m, c->inverse = inverse;
+    c->w = const_buffer(ctx, host, 2 * n * sizeof(float));
+    status = c->w ? CG_OK : cg__last_status();
+    if (status == CG_OK && m != n) {
+        /* f = the transform of b; OpenCL keeps b until the transform that
+         * reads it is done. */
+        b = const_buffer(ctx, host + 2 * n, 2 * m * sizeof(float));
+        c->f = b ? const_buffer(ctx, host + 2 * n, 2 * m * sizeof(float))
+                 : NULL;
+        status = c->f ? CG_OK : cg__last_status();
+        if (status == CG_OK)
+            status = clfft_rows(ctx, CG__FFT_C2C_FWD, m, 1, 1.0f, b, c->f);
+        if (b)
+            clReleaseMemObject(b);
+    }
+    free(host);     /* CL_MEM_COPY_HOST_PTR copied it at creation */
+    if (status) {
+        if (c->w)
+            clReleaseMemObject(c->w);
+        if (c->f)
+            clReleaseMemObject(c->f);
+        free(c);
+        return status;
+    }
+    c->next = ctx->fft->chirps;
+    ctx->fft->chirps = c;
+    *out = c;
+    return CG_OK;
+}
+
+/* The rows through complex transforms of length m: Bluestein's
+ * algorithm (kernels/fft.cl) when m > n, m at least 2n - 1 and a length
+ * clFFT does - the chirped rows and the chirp's transform multiplied,
+ * transformed back and chirped again, with scale / m folded into the last
+ * step; or when m = n (the complex path) the same kernels with a chirp of
+ * ones around one complex transform of length n, which gives a real
+ * kind's result without clFFT's real plans.  Rows as cg__fft_rows takes
+ * and gives them, for every kind (R2C keeps the first n/2 + 1 bins, C2R
+ * the real part).  The chirps are ctx's (chirp_get), the rows'
+ * temporaries from the pool. */
+static int
+complex_rows(cg_context *ctx, cg__fft_kind kind, size_t n, size_t m,
+             size_t batch, float scale, cl_mem in, cl_mem out)
+{
     size_t nout = kind == CG__FFT_R2C ? n / 2 + 1 : n;
-    double sign = kind == CG__FFT_C2C_FWD || kind == CG__FFT_R2C ? -1 : 1;
+    int blue = m != n;
+    int inverse = !(kind == CG__FFT_C2C_FWD || kind == CG__FFT_R2C);
     cl_int mode_in = kind == CG__FFT_C2C_FWD || kind == CG__FFT_C2C_INV ? 0
                      : kind == CG__FFT_R2C ? 1 : 2;
     cl_int mode_out = kind == CG__FFT_C2R;
     cl_uint un = (cl_uint)n, um = (cl_uint)m, urows = (cl_uint)batch;
     cl_uint unout = (cl_uint)nout;
-    float post = (float)((double)scale / (double)m), *host;
-    cg_buffer *bw, *bb, *bf, *ba, *bA;
-    cl_mem w, b, f, a, A;
+    float post = blue ? (float)((double)scale / (double)m) : scale;
+    cg_buffer *ba = NULL, *bA = NULL;
+    fft_chirp *c = NULL;
+    cl_mem a, A;
     int status;
 
     if (m > UINT32_MAX / 2 || batch * m > UINT32_MAX)
         return cg__error(CG_EUNSUPPORTED, "%s: length %zu (batch %zu) is "
-                         "too long for Bluestein's algorithm here",
-                         kind_names[kind], n, batch);
-    host = cg__malloc((2 * n + 2 * m) * sizeof *host);
-    if (!host)
-        return cg__last_status();
-    chirps(n, m, sign, host, host + 2 * n);
-    bw = cg__buffer_new(ctx, 2 * n * sizeof(float));
-    bb = cg__buffer_new(ctx, 2 * m * sizeof(float));
-    bf = cg__buffer_new(ctx, 2 * m * sizeof(float));
-    ba = cg__buffer_new(ctx, 2 * m * batch * sizeof(float));
-    bA = cg__buffer_new(ctx, 2 * m * batch * sizeof(float));
-    status = bw && bb && bf && ba && bA ? CG_OK : cg__last_status();
-    if (status == CG_OK)
-        status = cg_buffer_write(bw, 0, host, 2 * n * sizeof(float));
-    if (status == CG_OK)
-        status = cg_buffer_write(bb, 0, host + 2 * n, 2 * m * sizeof(float));
-    free(host);
+                         "too long for %s here", kind_names[kind], n, batch,
+                         blue ? "Bluestein's algorithm"
+                              : "the complex path");
+    status = chirp_get(ctx, n, m, inverse, &c);
+    if (status == CG_OK) {
+        ba = cg__buffer_new(ctx, 2 * m * batch * sizeof(float));
+        bA = ba ? cg__buffer_new(ctx, 2 * m * batch * sizeof(float)) : NULL;
+        status = bA ? CG_OK : cg__last_status();
+    }
     if (status)
         goto out;
-    w = cg__buffer_mem(bw), b = cg__buffer_mem(bb), f = cg__buffer_mem(bf);
     a = cg__buffer_mem(ba), A = cg__buffer_mem(bA);
-    status = clfft_rows(ctx, CG__FFT_C2C_FWD, m, 1, 1.0f, b, f);
-    if (status == CG_OK)
-        status = launch(ctx, CG__K_FFT_CHIRP_PRE, m * batch,
-                        (const cg__arg[]){ CG__ARG(in), CG__ARG(a),
-                                           CG__ARG(w), CG__ARG(un),
-                                           CG__ARG(um), CG__ARG(urows),
-                                           CG__ARG(mode_in) }, 7);
-    if (status == CG_OK)
+    status = launch(ctx, CG__K_FFT_CHIRP_PRE, m * batch,
+                    (const cg__arg[]){ CG__ARG(in), CG__ARG(a),
+                                       CG__ARG(c->w), CG__ARG(un),
+                                       CG__ARG(um), CG__ARG(urows),
+                                       CG__ARG(mode_in) }, 7);
+    if (status == CG_OK && !blue) {
+        /* The complex transform of the direction, then the real part or
+         * the first bins. */
+        status = clfft_rows(ctx, inverse ? CG__FFT_C2C_INV : CG__FFT_C2C_FWD,
+                            n, batch, 1.0f, a, A);
+    } else if (status == CG_OK) {
         status = clfft_rows(ctx, CG__FFT_C2C_FWD, m, batch, 1.0f, a, A);
-    if (status == CG_OK)
-        status = launch(ctx, CG__K_FFT_CMUL, m * batch,
-                        (const cg__arg[]){ CG__ARG(A), CG__ARG(f),
-                                           CG__ARG(um), CG__ARG(urows) }, 4);
-    if (status == CG_OK)
-        status = clfft_rows(ctx, CG__FFT_C2C_INV, m, batch, 1.0f, A, a);
+        if (status == CG_OK)
+            status = launch(ctx, CG__K_FFT_CMUL, m * batch,
+                            (const cg__arg[]){ CG__ARG(A), CG__ARG(c->f),
+                                               CG__ARG(um), CG__ARG(urows) },
+                            4);
+        if (status == CG_OK)
+            status = clfft_rows(ctx, CG__FFT_C2C_INV, m, batch, 1.0f, A, a);
+        /* The result is in a again. */
+        if (status == CG_OK)
+            A = a;
+    }
     if (status == CG_OK)
         status = launch(ctx, CG__K_FFT_CHIRP_POST, nout * batch,
-                        (const cg__arg[]){ CG__ARG(a), CG__ARG(out),
-                                           CG__ARG(w), CG__ARG(um),
+                        (const cg__arg[]){ CG__ARG(A), CG__ARG(out),
+                                           CG__ARG(c->w), CG__ARG(um),
                                            CG__ARG(unout), CG__ARG(urows),
                                            CG__ARG(mode_out),
                                            CG__ARG(post) }, 8);
 out:
-    cg_buffer_free(bw);
-    cg_buffer_free(bb);
-    cg_buffer_free(bf);
     cg_buffer_free(ba);
     cg_buffer_free(bA);
     return status;
+}
+
+/* The least length clFFT does from 2n - 1 up (n >= 2). */
+static size_t
+padded_length(size_t n)
+{
+    size_t m = 2 * n - 1;
+
+    while (!cg__fft_length_ok(m))
+        m++;
+    return m;
+}
+
+static const char *const path_names[3] = { "clfft", "bluestein", "complex" };
+
+int
+cg__fft_choose(cg_context *ctx, cg__fft_kind kind, size_t n,
+               cg__fft_path *out)
+{
+    const cg_tuning_entry *e;
+    int v = 3, set, status, cls, real = kind >= CG__FFT_R2C;
+    long p;
+
+    status = cg__env_choice("CLGRAD_FFT_PATH", (const char *const[]){
+                                "clfft", "bluestein", "complex", "auto" },
+                            4, &v, &set);
+    if (status)
+        return status;
+    cls = cg__fft_class(kind, n);
+    e = cls >= 0 ? cg__tuning_find(ctx, "fft", cg__fft_class_name(cls))
+                 : NULL;
+    if (!set || v == 3)
+        v = e && cg__tuning_param(e, "path", &p) && p >= 0 && p < 3
+            ? (int)p : 0;
+    /* A length clFFT cannot do goes through Bluestein's algorithm
+     * whatever is chosen; the complex path of a complex kind is its
+     * clFFT transform; length 1 never reaches here (spectral.c). */
+    if (!cg__fft_length_ok(n))
+        v = CG__FFT_BLUESTEIN;
+    else if (v == CG__FFT_COMPLEX && !real)
+        v = CG__FFT_CLFFT;
+    else if (n < 2)
+        v = CG__FFT_CLFFT;
+    *out = (cg__fft_path)v;
+    return CG_OK;
+}
+
+const char *
+cg_fft_path(cg_context *ctx, int real, int64_t n)
+{
+    cg__fft_path p;
+
+    cg__error_clear();
+    if (!ctx) {
+        cg__error(CG_EINVAL, "context is NULL");
+        return NULL;
+    }
+    if (n < 1 || n > ((int64_t)1 << 29)) {
+        cg__error(CG_EINVAL, "fft: length %lld is not in 1 .. 2^29",
+                  (long long)n);
+        return NULL;
+    }
+    if (cg__fft_choose(ctx, real ? CG__FFT_R2C : CG__FFT_C2C_FWD,
+                       (size_t)n, &p))
+        return NULL;
+    return path_names[p];
 }
 
 int
 cg__fft_rows(cg_context *ctx, cg__fft_kind kind, size_t n, size_t batch,
              float scale, cl_mem in, cl_mem out)
 {
-    if (!cg__fft_length_ok(n))
-        return bluestein_rows(ctx, kind, n, batch, scale, in, out);
+    cg__fft_path p;
+    int status = cg__fft_choose(ctx, kind, n, &p);
+
+    if (status)
+        return status;
+    if (p == CG__FFT_BLUESTEIN)
+        return complex_rows(ctx, kind, n, padded_length(n), batch, scale, in,
+                            out);
+    if (p == CG__FFT_COMPLEX)
+        return complex_rows(ctx, kind, n, n, batch, scale, in, out);
     return clfft_rows(ctx, kind, n, batch, scale, in, out);
 }
 

@@ -325,11 +325,30 @@ size_t cg__fft_bluestein_length(size_t n);
  * (which must not be in).  The plan for (kind, n, batch, scale) is made
  * and baked on first use and kept in ctx until cg__fft_free; the first
  * transform of a context takes a clFFT setup (clfftSetup once per
- * process).  A length clFFT cannot do runs Bluestein's algorithm
- * (kernels/fft.cl) on plans of a longer length it does, with temporaries
- * from the pool.  A clFFT failure names the call and the clFFT code. */
+ * process).  The path is cg__fft_choose's: a length clFFT cannot do runs
+ * Bluestein's algorithm (kernels/fft.cl) on plans of a longer length it
+ * does, with temporaries from the pool; its chirps (and the complex
+ * path's) are made once per (n, m, direction) and kept with the plans,
+ * outside the pool, until cg__fft_free.  A clFFT failure names the call and the clFFT code. */
 int cg__fft_rows(cg_context *ctx, cg__fft_kind kind, size_t n, size_t batch,
                  float scale, cl_mem in, cl_mem out);
+
+/* The path of a transform: clFFT's plan of the kind, Bluestein's
+ * algorithm (complex clFFT transforms of a padded length), or for a real
+ * kind the complex clFFT transform of its length (the complex path).
+ * cg__fft_choose: CLGRAD_FFT_PATH=clfft|bluestein|complex|auto (read at
+ * each call; anything else is CG_EINVAL), else the tuning entry "fft" of
+ * the transform's class (lib/tune/internal.h), else clFFT; a length
+ * clFFT cannot do is always Bluestein, and the complex path of a
+ * complex kind is clFFT. */
+typedef enum cg__fft_path {
+    CG__FFT_CLFFT,
+    CG__FFT_BLUESTEIN,
+    CG__FFT_COMPLEX
+} cg__fft_path;
+
+int cg__fft_choose(cg_context *ctx, cg__fft_kind kind, size_t n,
+                   cg__fft_path *out);
 
 /* Releases ctx's plans and its clFFT setup (the last one tears clFFT
  * down); NULL-safe, and nothing when ctx ran no transform. */

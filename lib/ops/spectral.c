@@ -336,6 +336,7 @@ check_args(cg__fft_kind kind, cg_tensor *x, int64_t n, int dim,
 {
     const char *op = op_names[kind];
     int cin = kind != CG__FFT_R2C, nd;
+    cg__fft_path path;
     char buf[96];
 
     if (cg__check_tensor(x, "input", 0))
@@ -370,6 +371,9 @@ check_args(cg__fft_kind kind, cg_tensor *x, int64_t n, int dim,
         return cg__error(CG_EUNSUPPORTED, "%s: length n = %lld is longer "
                          "than the 2^29 points clgrad transforms", op,
                          (long long)n);
+    /* A bad CLGRAD_FFT_PATH fails here, before anything is launched. */
+    if (cg__fft_choose(x->ctx, kind, (size_t)n, &path))
+        return cg__last_status();
     *nout = n;
     return CG_OK;
 }

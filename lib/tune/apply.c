@@ -37,6 +37,7 @@ static const own_kernel own_kernels[] = {
     { "rnn.rnn", "rnn", NULL },
     { "rnn.path", "rnn", "gemm_min_h" },
     { "conv", "conv", "algo" },
+    { "fft", "fft", "path" },
 };
 #define NOWN (sizeof own_kernels / sizeof own_kernels[0])
 
@@ -211,7 +212,7 @@ entry_usable(const cg_context *ctx, const cg_tuning_entry *e,
     own_kernel own, *k = &own;
     const char *hash = NULL;
     long v;
-    int i, status, gemm_class, conv_class, conv1d_fft;
+    int i, status, gemm_class, conv_class, conv1d_fft, fft_class;
 
     if (strncmp(e->kernel, CLBLAST_PREFIX, strlen(CLBLAST_PREFIX)) == 0) {
         if (strcmp(e->shape, "any") != 0)
@@ -233,7 +234,11 @@ entry_usable(const cg_context *ctx, const cg_tuning_entry *e,
                          "convolution class (fwd, bwd, tfwd or tbwd, then "
                          ".depthwise, .small or .large; or fwd1d.long)",
                          e->shape);
-    if (shape_h(e->shape) < 0 && !gemm_class && !conv_class)
+    fft_class = strcmp(k->kernel, "fft") == 0;
+    if (fft_class && cg__fft_class_parse(e->shape) < 0)
+        return cg__error(CG_EINVAL, "fft: shape \"%s\" is not a transform "
+                         "class (real.large or complex.large)", e->shape);
+    if (shape_h(e->shape) < 0 && !gemm_class && !conv_class && !fft_class)
         return cg__error(CG_EINVAL, "%s: shape \"%s\" is neither \"any\" "
                          "nor H<hidden size>%s", e->kernel, e->shape,
                          strcmp(k->file, "gemm") == 0 ? " nor a product class "
@@ -297,6 +302,10 @@ entry_usable(const cg_context *ctx, const cg_tuning_entry *e,
             return cg__error(CG_EINVAL, "conv %s: algo = %ld (0: im2col + "
                              "GEMM, 1: the direct kernels)", e->shape,
                              e->values[i]);
+        if (fft_class && (e->values[i] < 0 || e->values[i] > 2))
+            return cg__error(CG_EINVAL, "fft %s: path = %ld (0: clFFT, 1: "
+                             "Bluestein's algorithm, 2: the complex "
+                             "transform)", e->shape, e->values[i]);
         if (strcmp(k->file, "gemm") == 0 &&
             (status = gemm_value(e, e->names[i], e->values[i])))
             return status;

@@ -76,6 +76,19 @@ const char *cg__conv_class_name(int c, char *buf, size_t size);
 /* The class a name gives, or -1. */
 int cg__conv_class_parse(const char *shape);
 
+/* The shape classes of a Fourier transform (lib/ops/fft.c), by which a
+ * tuning entry "fft" chooses its path ("path" 0 clFFT, 1 Bluestein's
+ * algorithm on a padded complex transform, 2 a real kind through the
+ * complex transform of its length): "real.large", rfft and irfft of
+ * n > 2048, and "complex.large", complex transforms of n >= 1024 (the
+ * rows of fft2 and the other 2-D ops of such a width or height).
+ * cg__fft_class gives -1 for a transform of no class (kind a
+ * cg__fft_kind); cg__fft_class_parse -1 for a shape that names none. */
+enum { CG__FFT_REAL_LARGE, CG__FFT_COMPLEX_LARGE, CG__FFT_NCLASSES };
+int cg__fft_class(int kind, size_t n);
+const char *cg__fft_class_name(int cls);
+int cg__fft_class_parse(const char *shape);
+
 /* Whether the CLBlast parameters of e ("clblast.Xgemm", ...) can run on
  * dev: every parameter of the kernel given and none other, CLBlast's
  * divisibility constraints, vector widths, the work-group and local
