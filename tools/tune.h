@@ -151,6 +151,18 @@ const char *tu_params_str(const tu_params *p, char *buf, size_t n);
 /* Median of n doubles (reorders them). */
 double tu_median(double *v, int n);
 
+/* Times run(ctx, arg), queued work that one cg_context_finish completes:
+ * when *inner <= 0 it first sets *inner so that a sample of *inner runs
+ * lasts about sample_s (1 to max_inner runs, from one timed run); then
+ * up to reps samples (at most TU_MAX_REPS), the second and later only
+ * while the run is not stopped and has time for one more; *us the median
+ * per run in microseconds.  A failure puts cg_last_error() in why; no
+ * sample at all gives "interrupted" and -1. */
+#define TU_MAX_REPS 16
+int tu_time(tu_run *r, int (*run)(cg_context *ctx, void *arg), void *arg,
+            double sample_s, int max_inner, int reps, int *inner, double *us,
+            char *why, size_t whylen);
+
 /* ---- candidates and outputs of clgrad's own kernels (tune_rnn.c) ---- */
 
 #define TU_MAX_VALUES 16

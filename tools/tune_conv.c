@@ -252,14 +252,21 @@ cwork_error(const cwork *c)
     return err;
 }
 
+/* One timed run, for tu_time. */
+static int
+timed_run(cg_context *ctx, void *c)
+{
+    (void)ctx;
+    return cwork_run(c, 0);
+}
+
 /* Puts p in force (NULL: no entry), runs once and checks (*err), then
  * times up to MAX_REPS samples of *inner runs: *us the median per run. */
 static int
 measure(tu_run *r, cwork *c, const tu_params *p, int *inner, double *us,
         double *err, char *why, size_t whylen)
 {
-    double times[MAX_REPS], t;
-    int status, i, j, done = 0;
+    int status;
 
     status = p ? cg_context_set_tuning(r->ctx, p)
                : cg_context_clear_tuning(r->ctx);
@@ -267,33 +274,12 @@ measure(tu_run *r, cwork *c, const tu_params *p, int *inner, double *us,
         status = cwork_run(c, 1);
     if (status == CG_OK)
         *err = cwork_error(c);
-    if (status == CG_OK && *inner <= 0) {
-        t = tu_now();
-        status = cwork_run(c, 0);
-        if (status == CG_OK)
-            status = cg_context_finish(r->ctx);
-        t = tu_now() - t;
-        *inner = t <= 0 ? MAX_INNER : (int)ceil(SAMPLE_S / t);
-        *inner = *inner < 1 ? 1 : *inner > MAX_INNER ? MAX_INNER : *inner;
-    }
-    for (i = 0; i < MAX_REPS && status == CG_OK; i++) {
-        if (i > 0 && (tu_stopped(r) || tu_left(r) < times[0] * *inner))
-            break;
-        t = tu_now();
-        for (j = 0; j < *inner && status == CG_OK; j++)
-            status = cwork_run(c, 0);
-        if (status == CG_OK)
-            status = cg_context_finish(r->ctx);
-        times[done++] = (tu_now() - t) / *inner;
-    }
-    if (status != CG_OK)
+    if (status != CG_OK) {
         snprintf(why, whylen, "%s", cg_last_error());
-    else if (!done) {
-        snprintf(why, whylen, "interrupted");
-        status = -1;
-    } else
-        *us = tu_median(times, done) * 1e6;
-    return status;
+        return status;
+    }
+    return tu_time(r, timed_run, c, SAMPLE_S, MAX_INNER, MAX_REPS, inner,
+                   us, why, whylen);
 }
 
 /* Tunes class (i, dir); nonzero if it could not be tuned at all. */

@@ -164,45 +164,31 @@ fwork_run(fwork *w, double *err)
     return status;
 }
 
+/* One timed run, for tu_time. */
+static int
+timed_run(cg_context *ctx, void *w)
+{
+    (void)ctx;
+    return fwork_run(w, NULL);
+}
+
 /* Puts p in force, runs once and checks (*err), then times up to
  * MAX_REPS samples of *inner runs: *us the median per run. */
 static int
 measure(tu_run *r, fwork *w, const tu_params *p, int *inner, double *us,
         double *err, char *why, size_t whylen)
 {
-    double times[MAX_REPS], t;
-    int status, i, j, done = 0;
+    int status;
 
     status = cg_context_set_tuning(r->ctx, p);
     if (status == CG_OK)
         status = fwork_run(w, err);
-    if (status == CG_OK && *inner <= 0) {
-        t = tu_now();
-        status = fwork_run(w, NULL);
-        if (status == CG_OK)
-            status = cg_context_finish(r->ctx);
-        t = tu_now() - t;
-        *inner = t <= 0 ? MAX_INNER : (int)ceil(SAMPLE_S / t);
-        *inner = *inner < 1 ? 1 : *inner > MAX_INNER ? MAX_INNER : *inner;
-    }
-    for (i = 0; i < MAX_REPS && status == CG_OK; i++) {
-        if (i > 0 && (tu_stopped(r) || tu_left(r) < times[0] * *inner))
-            break;
-        t = tu_now();
-        for (j = 0; j < *inner && status == CG_OK; j++)
-            status = fwork_run(w, NULL);
-        if (status == CG_OK)
-            status = cg_context_finish(r->ctx);
-        times[done++] = (tu_now() - t) / *inner;
-    }
-    if (status != CG_OK)
+    if (status != CG_OK) {
         snprintf(why, whylen, "%s", cg_last_error());
-    else if (!done) {
-        snprintf(why, whylen, "interrupted");
-        status = -1;
-    } else
-        *us = tu_median(times, done) * 1e6;
-    return status;
+        return status;
+    }
+    return tu_time(r, timed_run, w, SAMPLE_S, MAX_INNER, MAX_REPS, inner,
+                   us, why, whylen);
 }
 
 /* Tunes class cls; nonzero if it could not be tuned at all. */

@@ -208,6 +208,13 @@ gwork_error(const gwork *w)
     return w->scale > 0 ? err / w->scale : err;
 }
 
+/* One timed run, for tu_time. */
+static int
+timed_run(cg_context *ctx, void *w)
+{
+    return gwork_run(ctx, w);
+}
+
 /* Puts p in force (NULL: no entry for the class), runs the product once
  * (building kernels) and checks it against the reference (*err), then
  * times up to MAX_REPS samples of *inner runs (*inner 0: chosen from one
@@ -216,9 +223,8 @@ static int
 measure(tu_run *r, const gwork *w, const tu_params *p, int *inner,
         double *us, double *err, char *why, size_t whylen)
 {
-    double times[MAX_REPS], t;
     size_t bytes = (size_t)w->m * (size_t)w->n * sizeof(float);
-    int status, i, j, done = 0;
+    int status;
 
     status = p ? cg_context_set_tuning(r->ctx, p)
                : cg_context_clear_tuning(r->ctx);
@@ -228,33 +234,12 @@ measure(tu_run *r, const gwork *w, const tu_params *p, int *inner,
         status = cg_buffer_read(w->c, 0, w->out, bytes);
     if (status == CG_OK)
         *err = gwork_error(w);
-    if (status == CG_OK && *inner <= 0) {
-        t = tu_now();
-        status = gwork_run(r->ctx, w);
-        if (status == CG_OK)
-            status = cg_context_finish(r->ctx);
-        t = tu_now() - t;
-        *inner = t <= 0 ? MAX_INNER : (int)ceil(SAMPLE_S / t);
-        *inner = *inner < 1 ? 1 : *inner > MAX_INNER ? MAX_INNER : *inner;
-    }
-    for (i = 0; i < MAX_REPS && status == CG_OK; i++) {
-        if (i > 0 && (tu_stopped(r) || tu_left(r) < times[0] * *inner))
-            break;
-        t = tu_now();
-        for (j = 0; j < *inner && status == CG_OK; j++)
-            status = gwork_run(r->ctx, w);
-        if (status == CG_OK)
-            status = cg_context_finish(r->ctx);
-        times[done++] = (tu_now() - t) / *inner;
-    }
-    if (status != CG_OK)
+    if (status != CG_OK) {
         snprintf(why, whylen, "%s", cg_last_error());
-    else if (!done) {
-        snprintf(why, whylen, "interrupted");
-        status = -1;
-    } else
-        *us = tu_median(times, done) * 1e6;
-    return status;
+        return status;
+    }
+    return tu_time(r, timed_run, (void *)w, SAMPLE_S, MAX_INNER, MAX_REPS,
+                   inner, us, why, whylen);
 }
 
 /* The device's native float vector width, at least 1. */

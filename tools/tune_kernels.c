@@ -204,6 +204,13 @@ work_run(cg_context *ctx, kwork *w, tu_out *out)
     return status;
 }
 
+/* One timed run, for tu_time. */
+static int
+timed_run(cg_context *ctx, void *w)
+{
+    return work_run(ctx, w, NULL);
+}
+
 /* Puts p in force (NULL: the defaults), makes the inputs, runs the
  * operation once (compiling; its outputs into *out), then times up to
  * MAX_REPS samples of *inner runs each (*inner 0: chosen here from one
@@ -214,8 +221,7 @@ measure(tu_run *r, int which, const ksize *sz, const tu_params *p,
         int *inner, double *us, tu_out *out, char *why, size_t whylen)
 {
     kwork w;
-    double times[MAX_REPS], t;
-    int status, i, j, done = 0;
+    int status;
 
     memset(&w, 0, sizeof w);
     status = p ? cg_context_set_tuning(r->ctx, p)
@@ -226,32 +232,11 @@ measure(tu_run *r, int which, const ksize *sz, const tu_params *p,
         status = work_run(r->ctx, &w, out);
     if (status == CG_OK)
         status = cg_context_finish(r->ctx);
-    if (status == CG_OK && *inner <= 0) {
-        t = tu_now();
-        status = work_run(r->ctx, &w, NULL);
-        if (status == CG_OK)
-            status = cg_context_finish(r->ctx);
-        t = tu_now() - t;
-        *inner = t <= 0 ? MAX_INNER : (int)ceil(SAMPLE_S / t);
-        *inner = *inner < 1 ? 1 : *inner > MAX_INNER ? MAX_INNER : *inner;
-    }
-    for (i = 0; i < MAX_REPS && status == CG_OK; i++) {
-        if (i > 0 && (tu_stopped(r) || tu_left(r) < times[0] * *inner))
-            break;
-        t = tu_now();
-        for (j = 0; j < *inner && status == CG_OK; j++)
-            status = work_run(r->ctx, &w, NULL);
-        if (status == CG_OK)
-            status = cg_context_finish(r->ctx);
-        times[done++] = (tu_now() - t) / *inner;
-    }
-    if (status != CG_OK)
+    if (status == CG_OK)
+        status = tu_time(r, timed_run, &w, SAMPLE_S, MAX_INNER, MAX_REPS,
+                         inner, us, why, whylen);
+    else
         snprintf(why, whylen, "%s", cg_last_error());
-    else if (!done) {
-        snprintf(why, whylen, "interrupted");
-        status = -1;
-    } else
-        *us = tu_median(times, done) * 1e6;
     work_free(&w);
     return status;
 }

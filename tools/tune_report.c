@@ -76,6 +76,45 @@ tu_median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+int
+tu_time(tu_run *r, int (*run)(cg_context *ctx, void *arg), void *arg,
+        double sample_s, int max_inner, int reps, int *inner, double *us,
+        char *why, size_t whylen)
+{
+    double times[TU_MAX_REPS], t;
+    int status = CG_OK, i, j, done = 0;
+
+    if (reps > TU_MAX_REPS)
+        reps = TU_MAX_REPS;
+    if (*inner <= 0) {
+        t = tu_now();
+        status = run(r->ctx, arg);
+        if (status == CG_OK)
+            status = cg_context_finish(r->ctx);
+        t = tu_now() - t;
+        *inner = t <= 0 ? max_inner : (int)ceil(sample_s / t);
+        *inner = *inner < 1 ? 1 : *inner > max_inner ? max_inner : *inner;
+    }
+    for (i = 0; i < reps && status == CG_OK; i++) {
+        if (i > 0 && (tu_stopped(r) || tu_left(r) < times[0] * *inner))
+            break;
+        t = tu_now();
+        for (j = 0; j < *inner && status == CG_OK; j++)
+            status = run(r->ctx, arg);
+        if (status == CG_OK)
+            status = cg_context_finish(r->ctx);
+        times[done++] = (tu_now() - t) / *inner;
+    }
+    if (status != CG_OK)
+        snprintf(why, whylen, "%s", cg_last_error());
+    else if (!done) {
+        snprintf(why, whylen, "interrupted");
+        status = -1;
+    } else
+        *us = tu_median(times, done) * 1e6;
+    return status;
+}
+
 json_object *
 tu_params_json(const tu_params *p)
 {
