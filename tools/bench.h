@@ -62,6 +62,8 @@ json_object *bench_row(const char *name, const bstat *clg, const bstat *ref,
                        const char *ratio_key);
 /* A suite's object: its reference, what its ratio means, no rows yet. */
 json_object *bench_suite_new(const char *reference, const char *meaning);
+/* A suite's object when it cannot run: why, as "skipped". */
+json_object *bench_suite_skipped(const char *why);
 /* Appends a row (taken) to the suite's rows. */
 void bench_suite_add(json_object *s, json_object *row);
 void bench_add_double(json_object *o, const char *key, double v);

@@ -561,12 +561,8 @@ suite_conv(bench *b)
         specs[i] = specs_buf[i];
     bench_progress("conv: PyTorch");
     status = bench_torch(b, ncases, specs, ref);
-    if (status == 1) {
-        s = json_object_new_object();
-        json_object_object_add(s, "skipped",
-                               json_object_new_string(b->torch_missing));
-        return s;
-    }
+    if (status == 1)
+        return bench_suite_skipped(b->torch_missing);
     if (status)
         return NULL;
     snprintf(name, sizeof name, "PyTorch %s CPU, %d threads: a CNN "

@@ -409,13 +409,10 @@ fail:
 json_object *
 suite_gemm(bench *b)
 {
-    json_object *s = json_object_new_object();
-
     (void)b;
-    json_object_object_add(s, "skipped", json_object_new_string(
+    return bench_suite_skipped(
         "clgrad-bench was built without OpenBLAS, the reference of this "
-        "suite (apt-get install libopenblas-dev, then configure and make)"));
-    return s;
+        "suite (apt-get install libopenblas-dev, then configure and make)");
 }
 #endif
 

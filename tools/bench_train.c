@@ -439,12 +439,8 @@ train_suite(bench *b, const char *what, int nspecs, char **specs,
     char ref_name[160];
 
     *status = bench_torch(b, nspecs, specs, ref);
-    if (*status == 1) {
-        s = json_object_new_object();
-        json_object_object_add(s, "skipped",
-                               json_object_new_string(b->torch_missing));
-        return s;
-    }
+    if (*status == 1)
+        return bench_suite_skipped(b->torch_missing);
     if (*status)
         return NULL;
     snprintf(ref_name, sizeof ref_name, "PyTorch %s CPU, %d threads: %s",

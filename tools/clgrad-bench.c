@@ -231,6 +231,15 @@ bench_suite_new(const char *reference, const char *meaning)
     return o;
 }
 
+json_object *
+bench_suite_skipped(const char *why)
+{
+    json_object *o = json_object_new_object();
+
+    json_object_object_add(o, "skipped", json_object_new_string(why));
+    return o;
+}
+
 void
 bench_suite_add(json_object *s, json_object *row)
 {
