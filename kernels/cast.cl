@@ -59,16 +59,16 @@ cg_ld_f16(uint i, __global const half *x)
 #define CG_CV_bf16_f32(x, j, y, i) ((y)[i] = (uint)(x)[j] << 16)
 
 #define CAST(SRC, DST, ST, DT)                                               \
-CG_WHEN(CG_WANT(cast_##SRC##_##DST))(                                        \
-__kernel void cast_##SRC##_##DST(__global const ST *x, int xo, int8 shape,  \
-                                 int8 sx, int nd, __global DT *y, uint n)   \
+CG_KERNEL_IF(CG_WANT(cast_##SRC##_##DST))                                    \
+void cast_##SRC##_##DST(__global const ST *x, int xo, int8 shape,           \
+                        int8 sx, int nd, __global DT *y, uint n)            \
 {                                                                            \
     uint i = get_global_id(0);                                               \
                                                                              \
     if (i >= n)                                                              \
         return;                                                              \
     CG_CV_##SRC##_##DST(x, (uint)(xo + cg_off(i, shape, sx, nd)), y, i);     \
-})
+}
 
 CAST(f32, f16, float, half)
 CAST(f16, f32, half, float)
@@ -113,9 +113,9 @@ cg_cv8_bf16_f32(ushort8 h)
 }
 
 #define CASTV(SRC, DST, ST, DT, ST8)                                         \
-CG_WHEN(CG_WANT(cast_##SRC##_##DST##v))(                                     \
-__kernel void cast_##SRC##_##DST##v(__global const ST *x, int xo,          \
-                                    __global DT *y, uint n)                  \
+CG_KERNEL_IF(CG_WANT(cast_##SRC##_##DST##v))                                 \
+void cast_##SRC##_##DST##v(__global const ST *x, int xo,                   \
+                           __global DT *y, uint n)                           \
 {                                                                            \
     uint i = get_global_id(0), j;                                            \
     __global const ST *xs = x + xo;                                          \
@@ -129,7 +129,7 @@ __kernel void cast_##SRC##_##DST##v(__global const ST *x, int xo,          \
                                                                              \
         y[j] = cg_cv8_##SRC##_##DST(v).s0;                                   \
     }                                                                        \
-})
+}
 
 CASTV(f32, f16, uint, ushort, uint8)
 CASTV(f16, f32, ushort, uint, ushort8)

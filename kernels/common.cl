@@ -21,28 +21,27 @@
  * first launch, so a program of 80 kernels cost a first user 40 s for
  * one op).  The host passes -DCG_ONE -DCG_K_<name>=1 for kernel <name>;
  * the file guards each kernel with #if CG_WANT(name) ... #endif (or, in a
- * macro, CG_WHEN(CG_WANT(name))(kernel text)).  Without CG_ONE, every
- * kernel is built: a whole file still compiles as one program.
+ * macro, qualifies it with CG_KERNEL_IF(CG_WANT(name)) instead of
+ * __kernel).  Without CG_ONE, every kernel is built: a whole file still
+ * compiles as one program.
  */
 
 #ifdef CG_ONE
-/* 1 if CG_K_##name is defined as 1, else 0 (the Linux kernel's IS_ENABLED
- * idiom: an undefined name stays a token, which the placeholder does not
- * turn into "0,"). */
-#define CG_PH_1 0,
-#define CG_2ND_(a, b, ...) b
-#define CG_ISSET__(x) CG_2ND_(x 1, 0)
-#define CG_ISSET_(v) CG_ISSET__(CG_PH_##v)
-#define CG_ISSET(v) CG_ISSET_(v)
-#define CG_WANT(name) CG_ISSET(CG_K_##name)
+/* The loader defines CG_K_<name> for every kernel of a split file: 1 for
+ * the one it builds, 0 for the others (lib/cl/program.c).  No variadic
+ * macros here or anywhere in the kernels: OpenCL C 1.2 has none, and
+ * NVIDIA's compiler rejects them. */
+#define CG_WANT(name) CG_K_##name
 #else
 #define CG_WANT(name) 1
 #endif
-/* The text of the arguments if c is 1, nothing if it is 0. */
-#define CG_WHEN_1(...) __VA_ARGS__
-#define CG_WHEN_0(...)
-#define CG_WHEN_(c) CG_WHEN_##c
-#define CG_WHEN(c) CG_WHEN_(c)
+/* The qualifier of a kernel that a macro defines, c its CG_WANT:
+ * __kernel, or inline when the program does not build it (an inline
+ * function that nothing calls is never compiled to code). */
+#define CG_KERNEL_IF(c) CG_KERNEL_IF_(c)
+#define CG_KERNEL_IF_(c) CG_KERNEL_IF_##c
+#define CG_KERNEL_IF_1 __kernel
+#define CG_KERNEL_IF_0 inline
 
 /* Storage variants: the host builds a file once per storage dtype of its
  * tensor operands, with -DCG_T=0 (or nothing) for float32, 1 for float16,

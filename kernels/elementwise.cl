@@ -73,10 +73,10 @@ cg_vld(__global const cg_t *p, int s)
 }
 
 #define CG_UNARY(ID, NAME, FWD, BWD)                                         \
-CG_WHEN(CG_WANT(NAME##_f))(                                                  \
-__kernel void NAME##_f(__global const cg_t *x, int xo, int8 shape,           \
-                       int8 sx, int nd, __global cg_t *yv, uint n,           \
-                       float p0, float p1)                                  \
+CG_KERNEL_IF(CG_WANT(NAME##_f))                                              \
+void NAME##_f(__global const cg_t *x, int xo, int8 shape,                    \
+              int8 sx, int nd, __global cg_t *yv, uint n,                    \
+              float p0, float p1)                                           \
 {                                                                            \
     uint i = get_global_id(0);                                               \
     float x_;                                                                \
@@ -85,12 +85,12 @@ __kernel void NAME##_f(__global const cg_t *x, int xo, int8 shape,           \
         return;                                                              \
     x_ = CG_LD(x, xo + cg_off(i, shape, sx, nd));                            \
     CG_ST(yv, i, (FWD));                                                     \
-})                                                                           \
-CG_WHEN(CG_WANT(NAME##_b))(                                                  \
-__kernel void NAME##_b(__global const cg_t *x, int xo, int8 shape,           \
-                       int8 sx, int nd, __global const cg_t *yv,             \
-                       __global const cg_t *g, __global cg_t *gx, uint n,    \
-                       float p0, float p1)                                  \
+}                                                                            \
+CG_KERNEL_IF(CG_WANT(NAME##_b))                                              \
+void NAME##_b(__global const cg_t *x, int xo, int8 shape,                    \
+              int8 sx, int nd, __global const cg_t *yv,                      \
+              __global const cg_t *g, __global cg_t *gx, uint n,             \
+              float p0, float p1)                                           \
 {                                                                            \
     uint i = get_global_id(0);                                               \
     float x_, y_, g_;                                                        \
@@ -101,11 +101,11 @@ __kernel void NAME##_b(__global const cg_t *x, int xo, int8 shape,           \
     y_ = CG_LD(yv, i);                                                       \
     g_ = CG_LD(g, i);                                                        \
     CG_ST(gx, i, (BWD));                                                     \
-})                                                                           \
-CG_WHEN(CG_WANT(NAME##_fv))(                                                 \
-__kernel void NAME##_fv(__global const cg_t *x, int xo, int8 shape,          \
-                        int8 sx, int nd, int ix, __global cg_t *yv,          \
-                        uint len, uint ch, float p0_, float p1_)            \
+}                                                                            \
+CG_KERNEL_IF(CG_WANT(NAME##_fv))                                             \
+void NAME##_fv(__global const cg_t *x, int xo, int8 shape,                   \
+               int8 sx, int nd, int ix, __global cg_t *yv,                   \
+               uint len, uint ch, float p0_, float p1_)                     \
 {                                                                            \
     uint c = get_global_id(0) * ch, r = get_global_id(1), e, k;             \
     __global const cg_t *px;                                                 \
@@ -126,12 +126,12 @@ __kernel void NAME##_fv(__global const cg_t *x, int xo, int8 shape,          \
                                                                              \
         CG_ST(py, k, (FWD));                                                 \
     }                                                                        \
-})                                                                           \
-CG_WHEN(CG_WANT(NAME##_bv))(                                                 \
-__kernel void NAME##_bv(__global const cg_t *x, int xo, int8 shape,          \
-                        int8 sx, int nd, int ix, __global const cg_t *yv,    \
-                        __global const cg_t *g, __global cg_t *gx,           \
-                        uint len, uint ch, float p0_, float p1_)            \
+}                                                                            \
+CG_KERNEL_IF(CG_WANT(NAME##_bv))                                             \
+void NAME##_bv(__global const cg_t *x, int xo, int8 shape,                   \
+               int8 sx, int nd, int ix, __global const cg_t *yv,             \
+               __global const cg_t *g, __global cg_t *gx,                    \
+               uint len, uint ch, float p0_, float p1_)                     \
 {                                                                            \
     uint c = get_global_id(0) * ch, r = get_global_id(1), e, k;             \
     size_t o = (size_t)r * len + c;                                          \
@@ -153,12 +153,12 @@ __kernel void NAME##_bv(__global const cg_t *x, int xo, int8 shape,          \
                                                                              \
         CG_ST(gx, o + k, (BWD));                                             \
     }                                                                        \
-})                                                                           \
-CG_WHEN(CG_WANT(NAME##_j))(                                                  \
-__kernel void NAME##_j(__global const cg_t *x, int xo,                       \
-                       __global const cg_t *tx, int txo, int8 shape,         \
-                       int8 sx, int nd, __global cg_t *yv,                   \
-                       __global cg_t *ty, uint n, float p0, float p1)       \
+}                                                                            \
+CG_KERNEL_IF(CG_WANT(NAME##_j))                                              \
+void NAME##_j(__global const cg_t *x, int xo,                                \
+              __global const cg_t *tx, int txo, int8 shape,                  \
+              int8 sx, int nd, __global cg_t *yv,                            \
+              __global cg_t *ty, uint n, float p0, float p1)                \
 {                                                                            \
     uint i = get_global_id(0);                                               \
     int o;                                                                   \
@@ -172,13 +172,13 @@ __kernel void NAME##_j(__global const cg_t *x, int xo,                       \
     y_ = (FWD);                                                              \
     CG_ST(yv, i, y_);                                                        \
     CG_ST(ty, i, (BWD));                                                     \
-})                                                                           \
-CG_WHEN(CG_WANT(NAME##_jv))(                                                 \
-__kernel void NAME##_jv(__global const cg_t *x, int xo,                      \
-                        __global const cg_t *tx, int txo, int8 shape,        \
-                        int8 sx, int nd, int ix, __global cg_t *yv,          \
-                        __global cg_t *ty, uint len, uint ch, float p0_,     \
-                        float p1_)                                          \
+}                                                                            \
+CG_KERNEL_IF(CG_WANT(NAME##_jv))                                             \
+void NAME##_jv(__global const cg_t *x, int xo,                               \
+               __global const cg_t *tx, int txo, int8 shape,                 \
+               int8 sx, int nd, int ix, __global cg_t *yv,                   \
+               __global cg_t *ty, uint len, uint ch, float p0_,              \
+               float p1_)                                                   \
 {                                                                            \
     uint c = get_global_id(0) * ch, r = get_global_id(1), e, k;             \
     size_t o = (size_t)r * len + c;                                          \
@@ -205,16 +205,16 @@ __kernel void NAME##_jv(__global const cg_t *x, int xo,                      \
         CG_ST(yv, o + k, y_);                                                \
         CG_ST(ty, o + k, (BWD));                                             \
     }                                                                        \
-})
+}
 
 #define CG_1_SQRT2PI 0.39894228040143268f  /* 1 / sqrt(2 pi) */
 
 #define CG_BINARY(ID, NAME, FWD, GA, GB)                                     \
-CG_WHEN(CG_WANT(NAME##_f))(                                                  \
-__kernel void NAME##_f(__global const cg_t *a, int ao,                       \
-                       __global const cg_t *b, int bo, int8 shape,           \
-                       int8 sa, int8 sb, int nd, __global cg_t *yv,          \
-                       uint n)                                               \
+CG_KERNEL_IF(CG_WANT(NAME##_f))                                              \
+void NAME##_f(__global const cg_t *a, int ao,                                \
+              __global const cg_t *b, int bo, int8 shape,                    \
+              int8 sa, int8 sb, int nd, __global cg_t *yv,                   \
+              uint n)                                                        \
 {                                                                            \
     uint i = get_global_id(0);                                               \
     int2 o;                                                                  \
@@ -226,13 +226,13 @@ __kernel void NAME##_f(__global const cg_t *a, int ao,                       \
     a_ = CG_LD(a, ao + o.x);                                                 \
     b_ = CG_LD(b, bo + o.y);                                                 \
     CG_ST(yv, i, (FWD));                                                     \
-})                                                                           \
-CG_WHEN(CG_WANT(NAME##_b))(                                                  \
-__kernel void NAME##_b(__global const cg_t *a, int ao,                       \
-                       __global const cg_t *b, int bo, int8 shape,           \
-                       int8 sa, int8 sb, int nd, __global const cg_t *yv,    \
-                       __global const cg_t *g, __global cg_t *ga,            \
-                       __global cg_t *gb, uint n, int want)                  \
+}                                                                            \
+CG_KERNEL_IF(CG_WANT(NAME##_b))                                              \
+void NAME##_b(__global const cg_t *a, int ao,                                \
+              __global const cg_t *b, int bo, int8 shape,                    \
+              int8 sa, int8 sb, int nd, __global const cg_t *yv,             \
+              __global const cg_t *g, __global cg_t *ga,                     \
+              __global cg_t *gb, uint n, int want)                           \
 {                                                                            \
     uint i = get_global_id(0);                                               \
     int2 o;                                                                  \
@@ -249,12 +249,12 @@ __kernel void NAME##_b(__global const cg_t *a, int ao,                       \
         CG_ST(ga, i, (GA));                                                  \
     if (want & 2)                                                            \
         CG_ST(gb, i, (GB));                                                  \
-})                                                                           \
-CG_WHEN(CG_WANT(NAME##_fv))(                                                 \
-__kernel void NAME##_fv(__global const cg_t *a, int ao,                      \
-                        __global const cg_t *b, int bo, int8 shape,          \
-                        int8 sa, int8 sb, int nd, int ia, int ib,           \
-                        __global cg_t *yv, uint len, uint ch)                \
+}                                                                            \
+CG_KERNEL_IF(CG_WANT(NAME##_fv))                                             \
+void NAME##_fv(__global const cg_t *a, int ao,                               \
+               __global const cg_t *b, int bo, int8 shape,                   \
+               int8 sa, int8 sb, int nd, int ia, int ib,                    \
+               __global cg_t *yv, uint len, uint ch)                         \
 {                                                                            \
     uint c = get_global_id(0) * ch, r = get_global_id(1), e, k;             \
     __global const cg_t *pa, *pb;                                            \
@@ -279,14 +279,14 @@ __kernel void NAME##_fv(__global const cg_t *a, int ao,                      \
                                                                              \
         CG_ST(py, k, (FWD));                                                 \
     }                                                                        \
-})                                                                           \
-CG_WHEN(CG_WANT(NAME##_bv))(                                                 \
-__kernel void NAME##_bv(__global const cg_t *a, int ao,                      \
-                        __global const cg_t *b, int bo, int8 shape,          \
-                        int8 sa, int8 sb, int nd, int ia, int ib,           \
-                        __global const cg_t *yv, __global const cg_t *g,     \
-                        __global cg_t *ga, __global cg_t *gb, uint len,      \
-                        uint ch, int want)                                  \
+}                                                                            \
+CG_KERNEL_IF(CG_WANT(NAME##_bv))                                             \
+void NAME##_bv(__global const cg_t *a, int ao,                               \
+               __global const cg_t *b, int bo, int8 shape,                   \
+               int8 sa, int8 sb, int nd, int ia, int ib,                    \
+               __global const cg_t *yv, __global const cg_t *g,              \
+               __global cg_t *ga, __global cg_t *gb, uint len,               \
+               uint ch, int want)                                           \
 {                                                                            \
     uint c = get_global_id(0) * ch, r = get_global_id(1), e, k;             \
     size_t q = (size_t)r * len + c;                                          \
@@ -318,14 +318,14 @@ __kernel void NAME##_bv(__global const cg_t *a, int ao,                      \
         if (want & 2)                                                        \
             CG_ST(gb, q + k, (GB));                                          \
     }                                                                        \
-})                                                                           \
-CG_WHEN(CG_WANT(NAME##_j))(                                                  \
-__kernel void NAME##_j(__global const cg_t *a, int ao,                       \
-                       __global const cg_t *b, int bo,                       \
-                       __global const cg_t *ta, int tao,                     \
-                       __global const cg_t *tb, int tbo, int8 shape,         \
-                       int8 sa, int8 sb, int nd, __global cg_t *yv,          \
-                       __global cg_t *ty, uint n, int want)                  \
+}                                                                            \
+CG_KERNEL_IF(CG_WANT(NAME##_j))                                              \
+void NAME##_j(__global const cg_t *a, int ao,                                \
+              __global const cg_t *b, int bo,                                \
+              __global const cg_t *ta, int tao,                              \
+              __global const cg_t *tb, int tbo, int8 shape,                  \
+              int8 sa, int8 sb, int nd, __global cg_t *yv,                   \
+              __global cg_t *ty, uint n, int want)                           \
 {                                                                            \
     uint i = get_global_id(0);                                               \
     int2 o;                                                                  \
@@ -349,15 +349,15 @@ __kernel void NAME##_j(__global const cg_t *a, int ao,                       \
         t_ = (want & 1) ? t_ + (GB) : (GB);                                  \
     }                                                                        \
     CG_ST(ty, i, t_);                                                        \
-})                                                                           \
-CG_WHEN(CG_WANT(NAME##_jv))(                                                 \
-__kernel void NAME##_jv(__global const cg_t *a, int ao,                      \
-                        __global const cg_t *b, int bo,                      \
-                        __global const cg_t *ta, int tao,                    \
-                        __global const cg_t *tb, int tbo, int8 shape,        \
-                        int8 sa, int8 sb, int nd, int ia, int ib,           \
-                        __global cg_t *yv, __global cg_t *ty, uint len,      \
-                        uint ch, int want)                                  \
+}                                                                            \
+CG_KERNEL_IF(CG_WANT(NAME##_jv))                                             \
+void NAME##_jv(__global const cg_t *a, int ao,                               \
+               __global const cg_t *b, int bo,                               \
+               __global const cg_t *ta, int tao,                             \
+               __global const cg_t *tb, int tbo, int8 shape,                 \
+               int8 sa, int8 sb, int nd, int ia, int ib,                    \
+               __global cg_t *yv, __global cg_t *ty, uint len,               \
+               uint ch, int want)                                           \
 {                                                                            \
     uint c = get_global_id(0) * ch, r = get_global_id(1), e, k;             \
     size_t q = (size_t)r * len + c;                                          \
@@ -409,7 +409,7 @@ __kernel void NAME##_jv(__global const cg_t *a, int ao,                      \
         }                                                                    \
         CG_ST(ty, q + k, t_);                                                \
     }                                                                        \
-})
+}
 
 /* The ops themselves (each macro above pastes NAME itself: passed on to
  * another macro, a name such as exp would be expanded first). */
@@ -417,12 +417,12 @@ __kernel void NAME##_jv(__global const cg_t *a, int ao,                      \
 
 /* where: y = cond ? a : b, for a float32 (_f) or int32 (_i) condition. */
 #define WHERE(SUFFIX, CTYPE)                                                 \
-CG_WHEN(CG_WANT(where##SUFFIX))(                                             \
-__kernel void where##SUFFIX(__global const CTYPE *c, int co,                \
-                            __global const cg_t *a, int ao,                  \
-                            __global const cg_t *b, int bo, int8 shape,      \
-                            int8 sc, int8 sa, int8 sb, int nd,              \
-                            __global cg_t *yv, uint n)                       \
+CG_KERNEL_IF(CG_WANT(where##SUFFIX))                                         \
+void where##SUFFIX(__global const CTYPE *c, int co,                         \
+                   __global const cg_t *a, int ao,                           \
+                   __global const cg_t *b, int bo, int8 shape,               \
+                   int8 sc, int8 sa, int8 sb, int nd,                       \
+                   __global cg_t *yv, uint n)                                \
 {                                                                            \
     uint i = get_global_id(0);                                               \
     int3 o;                                                                  \
@@ -432,13 +432,13 @@ __kernel void where##SUFFIX(__global const CTYPE *c, int co,                \
     o = cg_off3(i, shape, sc, sa, sb, nd);                                   \
     CG_ST(yv, i, c[co + o.x] != 0 ? CG_LD(a, ao + o.y)                       \
                                   : CG_LD(b, bo + o.z));                     \
-})                                                                           \
-CG_WHEN(CG_WANT(where##SUFFIX##_b))(                                         \
-__kernel void where##SUFFIX##_b(__global const CTYPE *c, int co,            \
-                                int8 shape, int8 sc, int nd,                \
-                                __global const cg_t *g,                      \
-                                __global cg_t *ga, __global cg_t *gb,        \
-                                uint n, int want)                           \
+}                                                                            \
+CG_KERNEL_IF(CG_WANT(where##SUFFIX##_b))                                     \
+void where##SUFFIX##_b(__global const CTYPE *c, int co,                     \
+                       int8 shape, int8 sc, int nd,                         \
+                       __global const cg_t *g,                               \
+                       __global cg_t *ga, __global cg_t *gb,                 \
+                       uint n, int want)                                    \
 {                                                                            \
     uint i = get_global_id(0);                                               \
     int t;                                                                   \
@@ -450,7 +450,7 @@ __kernel void where##SUFFIX##_b(__global const CTYPE *c, int co,            \
         CG_ST(ga, i, t ? CG_LD(g, i) : 0.0f);                                \
     if (want & 2)                                                            \
         CG_ST(gb, i, t ? 0.0f : CG_LD(g, i));                                \
-})
+}
 
 WHERE(_f, float)
 WHERE(_i, int)
@@ -463,10 +463,10 @@ WHERE(_i, int)
  * work-item (c, r) copies elements c * ch .. c * ch + ch - 1 of row r (len
  * elements), VW at a time, the row starts found once. */
 #define COPY(BITS, T)                                                        \
-CG_WHEN(CG_WANT(copy##BITS))(                                                \
-__kernel void copy##BITS(__global const T *src, int so, __global T *dst,    \
-                         int dso, int8 shape, int8 ss, int8 sd, int nd,     \
-                         uint n)                                            \
+CG_KERNEL_IF(CG_WANT(copy##BITS))                                            \
+void copy##BITS(__global const T *src, int so, __global T *dst,             \
+                int dso, int8 shape, int8 ss, int8 sd, int nd,              \
+                uint n)                                                     \
 {                                                                            \
     uint i = get_global_id(0);                                               \
     int2 o;                                                                  \
@@ -475,11 +475,11 @@ __kernel void copy##BITS(__global const T *src, int so, __global T *dst,    \
         return;                                                              \
     o = cg_off2(i, shape, ss, sd, nd);                                       \
     dst[dso + o.y] = src[so + o.x];                                          \
-})                                                                           \
-CG_WHEN(CG_WANT(copy##BITS##v))(                                             \
-__kernel void copy##BITS##v(__global const T *src, int so, __global T *dst, \
-                            int dso, int8 shape, int8 ss, int8 sd, int nd,  \
-                            uint len, uint ch)                              \
+}                                                                            \
+CG_KERNEL_IF(CG_WANT(copy##BITS##v))                                         \
+void copy##BITS##v(__global const T *src, int so, __global T *dst,          \
+                   int dso, int8 shape, int8 ss, int8 sd, int nd,           \
+                   uint len, uint ch)                                       \
 {                                                                            \
     uint c = get_global_id(0) * ch, r = get_global_id(1), e, k;             \
     int2 o;                                                                  \
@@ -496,7 +496,7 @@ __kernel void copy##BITS##v(__global const T *src, int so, __global T *dst, \
         vstore8(vload8(0, ps + k), 0, pd + k);                               \
     for (; k < e; k++)                                                       \
         pd[k] = ps[k];                                                       \
-})
+}
 
 COPY(32, uint)
 COPY(16, ushort)

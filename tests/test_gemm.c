@@ -432,10 +432,47 @@ START_TEST(gemm_packed_is_right_at_the_layers_shapes)
 }
 END_TEST
 
-/* With the automatic choice, the small products of a first training run
+/* A context that ran CLBlast is released by cg_context_free: CLBlast's
+ * program cache, whose programs hold their context, is cleared when the
+ * last live context that used it goes (on NVIDIA's OpenCL, contexts kept
+ * alive that way made clCreateContext fail in a program that made a few
+ * hundred).  Run first, before the shared context uses CLBlast; if it
+ * already has, only the count is checked. */
+START_TEST(gemm_clblast_context_is_released)
+{
+    int64_t s[2] = { 33, 17 };
+    int n0 = cg__gemm_clblast_users();
+    cg_context *ctx = cg_context_new(NULL);
+    cg_tensor *a, *c;
+    cl_context cl;
+    cl_uint refs = 0;
+
+    ck_assert_msg(ctx != NULL, "%s", TT_ERR);
+    cg__gemm_force(ctx, CG__GEMM_CLBLAST);
+    a = cg_ones(ctx, 2, s);
+    c = cg_matmul_t(a, a, 0, 1);
+    ck_assert_msg(a && c, "%s", TT_ERR);
+    ck_assert_int_eq(cg_context_finish(ctx), CG_OK);
+    ck_assert_int_eq(cg__gemm_clblast_users(), n0 + 1);
+    cg_tensor_free(a);
+    cg_tensor_free(c);
+    cl = ctx->context;
+    ck_assert_int_eq(clRetainContext(cl), CL_SUCCESS);
+    cg_context_free(ctx);
+    ck_assert_int_eq(cg__gemm_clblast_users(), n0);
+    ck_assert_int_eq(clGetContextInfo(cl, CL_CONTEXT_REFERENCE_COUNT,
+                                      sizeof refs, &refs, NULL), CL_SUCCESS);
+    if (n0 == 0)
+        ck_assert_uint_eq(refs, 1);     /* ours alone */
+    clReleaseContext(cl);
+}
+END_TEST
+
+/* With the built-in choice, the small products of a first training run
  * (the char-LSTM's projections and gradients, here at a quarter of their
  * rows) run clgrad's kernels, so that such a run never builds CLBlast's
- * programs: a profiling context names every launch. */
+ * programs: a profiling context names every launch.  (A device's tuning
+ * database may choose CLBlast for them: on an NVIDIA H200 it does.) */
 START_TEST(gemm_auto_runs_clgrad_on_small_products)
 {
     static const int shapes[][5] = {
@@ -443,7 +480,7 @@ START_TEST(gemm_auto_runs_clgrad_on_small_products)
         { 400, 128, 62, 0, 0 }, { 62, 128, 400, 1, 0 },
         { 3, 5, 7, 1, 1 },
     };
-    cg_context_options o = { NULL, 1, 0 };
+    cg_context_options o = { NULL, 1, 1 };
     cg_context *ctx;
     cg_profile_entry e[16];
     size_t s;
@@ -822,6 +859,7 @@ main(void)
     tt_require_device();
     unsetenv("CLGRAD_GEMM");
     tcase_set_timeout(tc, 1800);
+    tcase_add_test(tc, gemm_clblast_context_is_released);
     tcase_add_loop_test(tc, gemm_matches_reference_at_odd_sizes,
                         CG__GEMM_CLBLAST, CG__GEMM_PACKED + 1);
     tcase_add_loop_test(tc, gemm_alpha_beta_offsets_and_batches,

@@ -445,9 +445,11 @@ START_TEST(the_conv_stage_writes_an_entry_per_class)
                              2);
             ck_assert(param(&e, "algo") == 0 || param(&e, "algo") == 1);
         } else {
-            /* FFT and the rest at each length tried */
-            ck_assert_int_ge(json_object_array_length(get(k, "candidates")),
-                             4);
+            /* FFT and the rest at each length tried: one length when
+             * FFT wins clearly at the first (on a GPU, 16 taps) */
+            n = (int)json_object_array_length(get(k, "candidates"));
+            ck_assert_int_ge(n, 2);
+            ck_assert_int_eq(n % 2, 0);
             ck_assert(param(&e, "algo") == 0 || (param(&e, "algo") == 2 &&
                                                  param(&e, "min_kernel") >=
                                                  16));

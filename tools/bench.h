@@ -17,6 +17,8 @@ typedef struct bench {
     /* options */
     const char *device;
     int quick, json, profile, repeat, warmup, threads;
+    /* --torch-device: where the PyTorch reference runs (NULL: the CPU) */
+    const char *torch_device;
     /* --precision: the training suites' precisions (CG_F32, CG_BF16,
      * CG_F16: autocast, fp16 with a loss scaler), in order */
     int precision[3], nprecision;
@@ -88,6 +90,9 @@ json_object *suite_bandwidth(bench *b, cg_context *ctx);
 json_object *suite_mlp(bench *b);
 json_object *suite_lstm(bench *b);
 json_object *suite_scaling(bench *b, cg_context *ctx);
+/* "CPU", or the --torch-device the PyTorch reference runs on. */
+const char *bench_torch_where(const bench *b);
+
 /* bench_conv.c: a CNN training step and conv2d layers vs PyTorch CPU. */
 json_object *suite_conv(bench *b);
 /* bench_fft.c: batched rfft, irfft and fft2 vs PyTorch CPU. */

@@ -565,10 +565,10 @@ suite_conv(bench *b)
         return bench_suite_skipped(b->torch_missing);
     if (status)
         return NULL;
-    snprintf(name, sizeof name, "PyTorch %s CPU, %d threads: a CNN "
+    snprintf(name, sizeof name, "PyTorch %s %s, %d threads: a CNN "
              "training step (Adam), conv2d layers, each direction, and "
              "long depthwise conv1d",
-             b->torch_version, b->threads);
+             b->torch_version, bench_torch_where(b), b->threads);
     s = bench_suite_new(name, SPEEDUP_MEANING);
     json_object_object_add(s, "note", json_object_new_string(CONV_NOTE));
     if (!(ctx = bench_context(b, 0)))

@@ -118,8 +118,8 @@ suite_fft(bench *b)
         return bench_suite_skipped(b->torch_missing);
     if (status)
         return NULL;
-    snprintf(name, sizeof name, "PyTorch %s CPU (torch.fft), %d threads",
-             b->torch_version, b->threads);
+    snprintf(name, sizeof name, "PyTorch %s %s (torch.fft), %d threads",
+             b->torch_version, bench_torch_where(b), b->threads);
     s = bench_suite_new(name, SPEEDUP_MEANING);
     json_object_object_add(s, "note", json_object_new_string(FFT_NOTE));
     if (!(ctx = bench_context(b, 0)))

@@ -252,12 +252,12 @@ gemm_clgrad_step(void *arg)
     return g->tc ? 0 : -1;
 }
 
-/* Times clgrad on ctx for case gc (ref: OpenBLAS's result and time);
- * adds a row. */
+/* Times clgrad on ctx for case gc (ref: OpenBLAS's result and time;
+ * torch_st: torch.mm's time on --torch-device, or NULL); adds a row. */
 static int
 gemm_row(bench *b, cg_context *ctx, const gemm_case *gc, const float *ha,
          const float *hb, const float *ref, const bstat *ref_st,
-         const char *variant, json_object *s)
+         const bstat *torch_st, const char *variant, json_object *s)
 {
     int64_t sa[2] = { gc->ta ? gc->k : gc->m, gc->ta ? gc->m : gc->k };
     int64_t sb[2] = { gc->tb ? gc->n : gc->k, gc->tb ? gc->k : gc->n };
@@ -290,6 +290,10 @@ gemm_row(bench *b, cg_context *ctx, const gemm_case *gc, const float *ha,
     bench_add_double(row, "peak_fraction", b->fma_gflops > 0
                      ? flop / st.med * 1e-9 / b->fma_gflops : 0);
     bench_add_double(row, "max_rel_err", scale > 0 ? err / scale : err);
+    if (torch_st) {
+        bench_add_double(row, "torch_gflops", flop / torch_st->med * 1e-9);
+        bench_add_double(row, "torch_speedup", torch_st->med / st.med);
+    }
     bench_suite_add(s, row);
     rc = 0;
 done:
@@ -334,7 +338,9 @@ suite_gemm(bench *b)
     int ncases = b->quick ? 3 : (int)(sizeof full / sizeof full[0]), i, v;
     float *a[GEMM_MAX_CASES] = { 0 }, *bm[GEMM_MAX_CASES] = { 0 };
     float *ref[GEMM_MAX_CASES] = { 0 };
-    bstat ref_st[GEMM_MAX_CASES];
+    bstat ref_st[GEMM_MAX_CASES], torch_st[GEMM_MAX_CASES];
+    char spec[GEMM_MAX_CASES][64], *specs[GEMM_MAX_CASES];
+    int have_torch = 0;
     const char *saved = getenv("CLGRAD_GEMM");
     char *keep = saved ? strdup(saved) : NULL;
     json_object *s;
@@ -347,7 +353,9 @@ suite_gemm(bench *b)
         "auto: the library's choice of backend (tuned context); clgrad, "
         "packed, clblast: that backend forced (CLGRAD_GEMM); peak_fraction: "
         "clgrad_gflops / the measured fp32 FMA peak; max_rel_err: max "
-        "|clgrad - OpenBLAS| / max |OpenBLAS|"));
+        "|clgrad - OpenBLAS| / max |OpenBLAS|; with --torch-device, "
+        "torch_gflops and torch_speedup: torch.mm there, its time / "
+        "clgrad's"));
     for (i = 0; i < ncases; i++) {
         gemm_run g;
 
@@ -366,6 +374,24 @@ suite_gemm(bench *b)
         if (bench_time(b, NULL, gemm_blas_step, &g, &ref_st[i]))
             goto fail;
     }
+    /* On --torch-device, torch.mm there too (cuBLAS on cuda). */
+    if (b->torch_device) {
+        int rc;
+
+        for (i = 0; i < ncases; i++) {
+            snprintf(spec[i], sizeof spec[i], "gemm:%d:%d:%d:%d:%d",
+                     cases[i].m, cases[i].n, cases[i].k, cases[i].ta,
+                     cases[i].tb);
+            specs[i] = spec[i];
+        }
+        bench_progress("gemm torch.mm on %s", b->torch_device);
+        if ((rc = bench_torch(b, ncases, specs, torch_st)) < 0)
+            goto fail;
+        have_torch = rc == 0;
+        if (!have_torch)
+            json_object_object_add(s, "torch_skipped",
+                                   json_object_new_string(b->torch_missing));
+    }
     /* OpenBLAS's idle threads spin for a while before they sleep: let
      * them settle before the OpenCL runtime's threads are timed. */
     usleep(300000);
@@ -383,7 +409,9 @@ suite_gemm(bench *b)
                 setenv("CLGRAD_GEMM", variant[v], 1);
             ctx = bench_context(b, 0);
             rc = !ctx || gemm_row(b, ctx, &cases[i], a[i], bm[i], ref[i],
-                                  &ref_st[i], variant[v], s);
+                                  &ref_st[i],
+                                  have_torch ? &torch_st[i] : NULL,
+                                  variant[v], s);
             cg_context_free(ctx);
             if (rc)
                 goto fail;

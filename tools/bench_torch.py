@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: MIT
-"""tools/bench_torch.py - the PyTorch CPU side of clgrad-bench.
+"""tools/bench_torch.py - the PyTorch side of clgrad-bench.
 
 clgrad-bench runs this with /usr/bin/python3 (Debian's python3-torch) and
 OMP_NUM_THREADS=N OMP_WAIT_POLICY=passive in the environment, so that
@@ -12,7 +12,15 @@ and prints one JSON object on stdout:
   {"torch_version": "1.13.1", "threads": 2,
    "results": [{"name": "...", "times_s": [...]}, ...]}
 
-Usage: bench_torch.py --threads N --warmup W --repeat R MODEL:SPEC...
+With --device DEV (clgrad-bench --torch-device) the cases run on that
+PyTorch device instead of the CPU, e.g. cuda: each timed step then ends
+with torch.cuda.synchronize(), and TF32 is off for matrix products and
+cuDNN, so that both sides compute in float32.
+
+Usage: bench_torch.py --threads N --warmup W --repeat R [--device DEV]
+                      MODEL:SPEC...
+  gemm:M:N:K:TA:TB                       C = op(A) op(B), op(A) M x K, A
+                                         stored transposed when TA is 1
   mlp:B:IN:H1:H2:OUT                     linear/relu MLP, cross-entropy
   lstm:T:B:IN:H:LAYERS                   LSTM, MSE against a fixed target
   charlstm:T:B:VOCAB:EMBED:H:LAYERS      embedding, LSTM, linear head,
@@ -156,6 +164,12 @@ def conv1d_case(n, c, length, s, direction):
     return step
 
 
+def gemm_case(m, n, k, ta, tb):
+    a = torch.rand(k, m).t() if ta else torch.rand(m, k)
+    b = torch.rand(n, k).t() if tb else torch.rand(k, n)
+    return lambda: torch.mm(a, b)
+
+
 def fft_case(kind, rows, n):
     if kind == 0:
         x = torch.rand(rows, n) * 2 - 1
@@ -170,7 +184,7 @@ def fft_case(kind, rows, n):
 CASES = {"mlp": (mlp_case, 5), "lstm": (lstm_case, 5),
          "charlstm": (charlstm_case, 6), "cnn": (cnn_case, 4),
          "conv": (conv_case, 9), "conv1d": (conv1d_case, 5),
-         "fft": (fft_case, 3)}
+         "fft": (fft_case, 3), "gemm": (gemm_case, 5)}
 
 
 def main():
@@ -178,9 +192,17 @@ def main():
     ap.add_argument("--threads", type=int, required=True)
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--device", default="cpu")
     ap.add_argument("specs", nargs="+")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    sync = lambda: None
+    if args.device != "cpu":
+        torch.set_default_device(args.device)
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        if args.device.startswith("cuda"):
+            sync = torch.cuda.synchronize
     torch.manual_seed(1)
     results = []
     for spec in args.specs:
@@ -190,13 +212,15 @@ def main():
         step = CASES[kind][0](*map(int, dims))
         for _ in range(args.warmup):
             step()
+        sync()
         times = []
         for _ in range(args.repeat):
             t0 = time.perf_counter()
             step()
+            sync()
             times.append(time.perf_counter() - t0)
         results.append({"name": spec, "times_s": times})
-    json.dump({"torch_version": torch.__version__,
+    json.dump({"torch_version": torch.__version__, "device": args.device,
                "threads": torch.get_num_threads(), "results": results},
               sys.stdout)
     print()

@@ -443,8 +443,8 @@ train_suite(bench *b, const char *what, int nspecs, char **specs,
         return bench_suite_skipped(b->torch_missing);
     if (*status)
         return NULL;
-    snprintf(ref_name, sizeof ref_name, "PyTorch %s CPU, %d threads: %s",
-             b->torch_version, b->threads, what);
+    snprintf(ref_name, sizeof ref_name, "PyTorch %s %s, %d threads: %s",
+             b->torch_version, bench_torch_where(b), b->threads, what);
     s = bench_suite_new(ref_name, SPEEDUP_MEANING);
     if (b->profile)
         json_object_object_add(s, "note",

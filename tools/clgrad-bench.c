@@ -83,6 +83,10 @@ usage(FILE *f)
 "                       most device time per step (OpenCL events;\n"
 "                       profiling adds host time to every launch, so\n"
 "                       compare timings without it)\n"
+"  -T, --torch-device DEV  run the PyTorch reference on PyTorch's device\n"
+"                       DEV (e.g. cuda: cuBLAS and cuDNN, TF32 off, each\n"
+"                       step synchronised) instead of the CPU; the gemm\n"
+"                       suite then also compares with torch.mm there\n"
 "  -h, --help           show this help and exit\n"
 "  -V, --version        show the version and exit\n"
 "\n"
@@ -306,6 +310,12 @@ find_torch(bench *b)
     }
 }
 
+const char *
+bench_torch_where(const bench *b)
+{
+    return b->torch_device ? b->torch_device : "CPU";
+}
+
 /* Reads all of f into a new string. */
 static char *
 slurp(FILE *f)
@@ -346,6 +356,9 @@ bench_torch(bench *b, int n, char *const *specs, bstat *st)
                            "OMP_WAIT_POLICY=passive '%s' '%s' --threads %d "
                            "--warmup %d --repeat %d", b->threads, b->python,
                            b->script, b->threads, b->warmup, b->repeat);
+    if (b->torch_device)
+        len += (size_t)snprintf(cmd + len, sizeof cmd - len, " --device %s",
+                                b->torch_device);
     for (i = 0; i < n && len < sizeof cmd; i++)
         len += (size_t)snprintf(cmd + len, sizeof cmd - len, " %s",
                                 specs[i]);
@@ -672,6 +685,7 @@ main(int argc, char **argv)
         { "csv", required_argument, NULL, 'c' },
         { "profile", no_argument, NULL, 'p' },
         { "precision", required_argument, NULL, 'P' },
+        { "torch-device", required_argument, NULL, 'T' },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, 'V' },
         { NULL, 0, NULL, 0 }
@@ -683,7 +697,7 @@ main(int argc, char **argv)
 
     memset(&b, 0, sizeof b);
     b.warmup = 1;
-    while ((c = getopt_long(argc, argv, "s:qr:t:d:jc:pP:hV", longopts,
+    while ((c = getopt_long(argc, argv, "s:qr:t:d:jc:pP:T:hV", longopts,
                             NULL)) != -1) {
         switch (c) {
         case 's':
@@ -711,6 +725,16 @@ main(int argc, char **argv)
         case 'P':
             if (parse_precisions(optarg, &b))
                 return 2;
+            break;
+        case 'T':
+            /* it goes into a shell command: a name like cuda or cuda:1 */
+            if (!*optarg || strspn(optarg, "abcdefghijklmnopqrstuvwxyz"
+                                   "0123456789:") != strlen(optarg)) {
+                bench_fail("--torch-device '%s': want a PyTorch device "
+                           "name such as cpu, cuda or cuda:1", optarg);
+                return 2;
+            }
+            b.torch_device = optarg;
             break;
         case 'h': usage(stdout); return 0;
         case 'V': printf("%s (clgrad) %s\n", prog, cg_version()); return 0;
@@ -784,10 +808,13 @@ main(int argc, char **argv)
         json_object_object_add(t, "version",
                                json_object_new_string(b.torch_version));
         bench_add_int(t, "threads", b.threads);
+        json_object_object_add(t, "device", json_object_new_string(
+            b.torch_device ? b.torch_device : "cpu"));
         json_object_object_add(root, "torch", t);
         if (!b.json)
-            printf("\nPyTorch %s (%s), %d threads, OMP_WAIT_POLICY=passive\n",
-                   b.torch_version, b.python, b.threads);
+            printf("\nPyTorch %s (%s) on %s, %d threads, "
+                   "OMP_WAIT_POLICY=passive\n", b.torch_version, b.python,
+                   bench_torch_where(&b), b.threads);
     }
     if (b.json)
         puts(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY |

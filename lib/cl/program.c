@@ -124,10 +124,42 @@ kernel_file(const char *name, char **out)
     return *out ? CG_OK : CG_EHOSTMEM;
 }
 
+/* For a file built one kernel per program (@split): CG_K_<kernel> 0 for
+ * each of its kernels that the build options do not set (to 1), so that
+ * common.cl's CG_WANT is 0 or 1 without the variadic-macro idiom OpenCL
+ * C 1.2 lacks; "" for other files.  NULL when out of memory. */
+static char *
+split_defaults(const char *name)
+{
+    static const char fmt[] = "#ifndef CG_K_%s\n#define CG_K_%s 0\n#endif\n";
+    size_t n = 1, len = 0;
+    int f, k;
+    char *s;
+
+    for (f = 0; f < CG__KF_COUNT; f++)
+        if (strcmp(cg__kfile_names[f], name) == 0)
+            break;
+    if (f == CG__KF_COUNT || !cg__kfile_split[f])
+        return cg__strdup("");
+    for (k = 0; k < CG__K_COUNT; k++)
+        if ((int)cg__kernel_table[k].file == f)
+            n += sizeof fmt + 2 * strlen(cg__kernel_table[k].name);
+    s = cg__malloc(n);
+    if (!s)
+        return NULL;
+    s[0] = '\0';
+    for (k = 0; k < CG__K_COUNT; k++)
+        if ((int)cg__kernel_table[k].file == f)
+            len += (size_t)snprintf(s + len, n - len, fmt,
+                                    cg__kernel_table[k].name,
+                                    cg__kernel_table[k].name);
+    return s;
+}
+
 int
 cg__kernel_source(const char *name, char **out)
 {
-    char *common = NULL, *body = NULL;
+    char *common = NULL, *body = NULL, *defaults;
     size_t n;
     int status;
 
@@ -147,10 +179,14 @@ cg__kernel_source(const char *name, char **out)
         *out = body;
         return CG_OK;
     }
-    n = strlen(common) + strlen(body) + strlen(name) + 32;
-    *out = cg__malloc(n);
+    defaults = split_defaults(name);
+    n = strlen(common) + strlen(body) + strlen(name) + 32 +
+        (defaults ? strlen(defaults) : 0);
+    *out = defaults ? cg__malloc(n) : NULL;
     if (*out)
-        snprintf(*out, n, "%s\n#line 1 \"%s.cl\"\n%s", common, name, body);
+        snprintf(*out, n, "%s\n%s#line 1 \"%s.cl\"\n%s", common, defaults,
+                 name, body);
+    free(defaults);
     free(common);
     free(body);
     return *out ? CG_OK : CG_EHOSTMEM;

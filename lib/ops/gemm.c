@@ -35,6 +35,7 @@
 
 #include <clblast_c.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,7 +127,31 @@ struct cg__gemm_classes {
     int widen;              /* 16-bit operands: -1 widen_rule, 0 never
                              * widened, 1 always (cg__gemm_widen_force) */
     gemm_cfg c[CG__GEMM_NCLASSES];
+    int clblast_user;       /* has run CLBlast: counted in clblast_users */
 };
+
+/* CLBlast keeps the programs it builds in a process-wide cache, and each
+ * program holds its OpenCL context, so a context that ran CLBlast would
+ * outlive cg_context_free.  On NVIDIA's OpenCL every context holds device
+ * and host memory: a test program that made a few hundred contexts then
+ * failed clCreateContext with CL_OUT_OF_HOST_MEMORY.  CLBlast's C API
+ * clears its cache only as a whole (CLBlastClearCache), so that is done
+ * when the last live context that has run CLBlast is freed: contexts made
+ * and freed one after another release everything, and live ones never
+ * lose their programs. */
+static pthread_mutex_t clblast_lock = PTHREAD_MUTEX_INITIALIZER;
+static int clblast_users;
+
+int
+cg__gemm_clblast_users(void)
+{
+    int n;
+
+    pthread_mutex_lock(&clblast_lock);
+    n = clblast_users;
+    pthread_mutex_unlock(&clblast_lock);
+    return n;
+}
 
 static void
 classes_release(struct cg__gemm_classes *g)
@@ -147,6 +172,12 @@ cg__gemm_classes_free(cg_context *ctx)
 {
     if (!ctx || !ctx->gemm_classes)
         return;
+    if (ctx->gemm_classes->clblast_user) {
+        pthread_mutex_lock(&clblast_lock);
+        if (--clblast_users == 0)
+            CLBlastClearCache();
+        pthread_mutex_unlock(&clblast_lock);
+    }
     classes_release(ctx->gemm_classes);
     free(ctx->gemm_classes);
     ctx->gemm_classes = NULL;
@@ -418,6 +449,12 @@ clblast_run(cg_context *ctx, int ta, int tb, size_t m, size_t n, size_t k,
         return clblast_fail(CLBlastOpenCLOutOfResources,
                             batch == 1 ? "CLBlastSgemm"
                             : "CLBlastSgemmStridedBatched");
+    if (!ctx->gemm_classes->clblast_user) {
+        pthread_mutex_lock(&clblast_lock);
+        clblast_users++;
+        pthread_mutex_unlock(&clblast_lock);
+        ctx->gemm_classes->clblast_user = 1;
+    }
     if (batch == 1)
         rc = CLBlastSgemm(CLBlastLayoutColMajor, opb, opa, n, m, k, alpha,
                           b.mem, b.off, b.ld, a.mem, a.off, a.ld, beta,

@@ -239,6 +239,9 @@ typedef enum cg__gemm_backend {
 } cg__gemm_backend;
 
 void cg__gemm_force(cg_context *ctx, cg__gemm_backend b);
+/* Live contexts that have run CLBlast (lib/ops/gemm.c clears CLBlast's
+ * program cache when the last of them is freed). */
+int cg__gemm_clblast_users(void);
 /* Releases the per-class configurations and kernels of the GEMM entry
  * (lib/context.c, before the context goes). */
 void cg__gemm_classes_free(cg_context *ctx);
