@@ -248,10 +248,14 @@ const char *cg_device_type_name(cg_device_type type);
 /* ------------------------------------------------------------------------
  * Contexts
  *
- * A context owns one device, one OpenCL context, one in-order command queue,
- * the programs compiled for that device and a pool of device memory.  Work
- * is enqueued without waiting; only reads to the host and cg_context_finish
- * synchronise.
+ * A context owns one device, one in-order command queue, the programs
+ * compiled for that device and a pool of device memory.  The contexts of a
+ * process on the same device share one OpenCL context (each holds a
+ * reference), so that CLBlast, which keeps the programs it builds per
+ * OpenCL context for the life of the process, builds them once for all of
+ * them; CLBlast's cache is emptied when the last context that used it is
+ * freed.  Work is enqueued without waiting; only reads to the host and
+ * cg_context_finish synchronise.
  * ------------------------------------------------------------------------ */
 typedef struct cg_context cg_context;
 

@@ -432,38 +432,71 @@ START_TEST(gemm_packed_is_right_at_the_layers_shapes)
 }
 END_TEST
 
-/* A context that ran CLBlast is released by cg_context_free: CLBlast's
- * program cache, whose programs hold their context, is cleared when the
- * last live context that used it goes (on NVIDIA's OpenCL, contexts kept
- * alive that way made clCreateContext fail in a program that made a few
- * hundred).  Run first, before the shared context uses CLBlast; if it
- * already has, only the count is checked. */
-START_TEST(gemm_clblast_context_is_released)
+/* A clgrad context that ran CLBlast is released by cg_context_free:
+ * contexts on one device share one OpenCL context, so CLBlast's program
+ * cache (whose programs hold their OpenCL context) builds once for all of
+ * them, and making and freeing contexts while another lives adds nothing
+ * to it; the cache is cleared when the last context that used CLBlast
+ * goes.  (On NVIDIA's OpenCL, contexts kept alive by that cache made
+ * clCreateContext fail in a test that made a few hundred.) */
+static cg_context *
+clblast_product(cg_context *ctx)
 {
     int64_t s[2] = { 33, 17 };
-    int n0 = cg__gemm_clblast_users();
-    cg_context *ctx = cg_context_new(NULL);
     cg_tensor *a, *c;
-    cl_context cl;
-    cl_uint refs = 0;
 
+    if (!ctx)
+        ctx = cg_context_new(NULL);
     ck_assert_msg(ctx != NULL, "%s", TT_ERR);
     cg__gemm_force(ctx, CG__GEMM_CLBLAST);
     a = cg_ones(ctx, 2, s);
     c = cg_matmul_t(a, a, 0, 1);
     ck_assert_msg(a && c, "%s", TT_ERR);
     ck_assert_int_eq(cg_context_finish(ctx), CG_OK);
-    ck_assert_int_eq(cg__gemm_clblast_users(), n0 + 1);
     cg_tensor_free(a);
     cg_tensor_free(c);
-    cl = ctx->context;
-    ck_assert_int_eq(clRetainContext(cl), CL_SUCCESS);
-    cg_context_free(ctx);
-    ck_assert_int_eq(cg__gemm_clblast_users(), n0);
+    return ctx;
+}
+
+static cl_uint
+refs_of(cl_context cl)
+{
+    cl_uint refs = 0;
+
     ck_assert_int_eq(clGetContextInfo(cl, CL_CONTEXT_REFERENCE_COUNT,
                                       sizeof refs, &refs, NULL), CL_SUCCESS);
+    return refs;
+}
+
+START_TEST(gemm_clblast_context_is_released)
+{
+    int n0 = cg__gemm_clblast_users(), round;
+    cg_context *keep = cg_context_new(NULL), *t;
+    cl_context cl;
+    cl_uint r1 = 0;
+
+    ck_assert_msg(keep != NULL, "%s", TT_ERR);
+    cl = keep->context;
+    ck_assert_int_eq(clRetainContext(cl), CL_SUCCESS);
+    clblast_product(keep);
+    ck_assert_int_eq(cg__gemm_clblast_users(), n0 + 1);
+    for (round = 0; round < 3; round++) {
+        t = clblast_product(NULL);
+        ck_assert_ptr_eq(t->context, cl);
+        ck_assert_int_eq(cg__gemm_clblast_users(), n0 + 2);
+        cg_context_free(t);
+        ck_assert_int_eq(cg__gemm_clblast_users(), n0 + 1);
+        if (round == 0)
+            r1 = refs_of(cl);
+        ck_assert_uint_eq(refs_of(cl), r1);
+    }
+    cg_context_free(keep);
+    ck_assert_int_eq(cg__gemm_clblast_users(), n0);
+    /* Run first, before the program's shared context exists: then no
+     * other context holds cl, and with CLBlast's cache cleared only our
+     * reference is left. */
     if (n0 == 0)
-        ck_assert_uint_eq(refs, 1);     /* ours alone */
+        ck_assert_uint_eq(refs_of(cl), 1);
     clReleaseContext(cl);
 }
 END_TEST

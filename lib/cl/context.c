@@ -3,9 +3,20 @@
  * lib/cl/context.c - a context's device layer: one device, one in-order
  * queue, its programs and its memory pool.  The public constructor
  * (lib/context.c) builds this, then puts tuning in force.
+ *
+ * The clgrad contexts of a process that use the same device share one
+ * OpenCL context, each with its own queue, programs and pool.  CLBlast
+ * caches the programs it builds per OpenCL context for the life of the
+ * process, and each program keeps its context alive: with an OpenCL
+ * context per clgrad context, every context that had run CLBlast stayed
+ * alive after cg_context_free while another was alive, and on NVIDIA's
+ * OpenCL, where each holds device memory, a test that made a few hundred
+ * failed clCreateContext with CL_OUT_OF_HOST_MEMORY.  Shared, they stay
+ * one per device, and CLBlast builds its programs once for all of them.
  */
 #include "config.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -19,6 +30,64 @@ cg__now(void)
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The OpenCL context of each device in use: its clgrad contexts, each
+ * of which holds a reference to it. */
+#define MAX_SHARED 64
+static struct shared_ctx {
+    cl_device_id device;
+    cl_context context;
+    int users;
+} shared[MAX_SHARED];
+static pthread_mutex_t shared_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* A reference to device's shared OpenCL context, made if there is none
+ * (or when the table is full, one of its own). */
+static cl_context
+context_get(cl_device_id device, cl_int *rc)
+{
+    cl_context c = NULL;
+    int i, free_slot = -1;
+
+    pthread_mutex_lock(&shared_lock);
+    for (i = 0; i < MAX_SHARED; i++) {
+        if (shared[i].users > 0 && shared[i].device == device) {
+            *rc = clRetainContext(shared[i].context);
+            if (*rc == CL_SUCCESS) {
+                shared[i].users++;
+                c = shared[i].context;
+            }
+            pthread_mutex_unlock(&shared_lock);
+            return c;
+        }
+        if (shared[i].users == 0 && free_slot < 0)
+            free_slot = i;
+    }
+    c = clCreateContext(NULL, 1, &device, NULL, NULL, rc);
+    if (c && free_slot >= 0) {
+        shared[free_slot].device = device;
+        shared[free_slot].context = c;
+        shared[free_slot].users = 1;
+    }
+    pthread_mutex_unlock(&shared_lock);
+    return c;
+}
+
+/* Gives back a reference that context_get gave. */
+static void
+context_put(cl_context c)
+{
+    int i;
+
+    pthread_mutex_lock(&shared_lock);
+    for (i = 0; i < MAX_SHARED; i++)
+        if (shared[i].users > 0 && shared[i].context == c) {
+            shared[i].users--;
+            break;
+        }
+    pthread_mutex_unlock(&shared_lock);
+    clReleaseContext(c);
 }
 
 cg_context *
@@ -43,7 +112,7 @@ cg__context_create(const cg_context_options *opts)
     status = cg__device_lookup(index, &ctx->platform, &ctx->device);
     if (status)
         goto fail;
-    ctx->context = clCreateContext(NULL, 1, &ctx->device, NULL, NULL, &rc);
+    ctx->context = context_get(ctx->device, &rc);
     CG__CHECK_CL(rc, "clCreateContext");
     ctx->profiling = opts && opts->profiling;
     ctx->exact_blocks = exact;
@@ -56,7 +125,7 @@ cg__context_create(const cg_context_options *opts)
 fail:
     (void)status;
     if (ctx->context)
-        clReleaseContext(ctx->context);
+        context_put(ctx->context);
     free(ctx);
     return NULL;
 }
@@ -69,7 +138,7 @@ cg__context_destroy(cg_context *ctx)
     cg__pool_destroy(ctx);
     cg__programs_free(ctx);
     clReleaseCommandQueue(ctx->queue);
-    clReleaseContext(ctx->context);
+    context_put(ctx->context);
     free(ctx);
 }
 

@@ -131,14 +131,12 @@ struct cg__gemm_classes {
 };
 
 /* CLBlast keeps the programs it builds in a process-wide cache, and each
- * program holds its OpenCL context, so a context that ran CLBlast would
- * outlive cg_context_free.  On NVIDIA's OpenCL every context holds device
- * and host memory: a test program that made a few hundred contexts then
- * failed clCreateContext with CL_OUT_OF_HOST_MEMORY.  CLBlast's C API
- * clears its cache only as a whole (CLBlastClearCache), so that is done
- * when the last live context that has run CLBlast is freed: contexts made
- * and freed one after another release everything, and live ones never
- * lose their programs. */
+ * program holds its OpenCL context, which would so outlive the last
+ * clgrad context using it (lib/cl/context.c shares one per device).  On
+ * NVIDIA's OpenCL every context holds device and host memory.  CLBlast's
+ * C API clears its cache only as a whole (CLBlastClearCache), so that is
+ * done when the last live context that has run CLBlast is freed: live
+ * contexts never lose their programs. */
 static pthread_mutex_t clblast_lock = PTHREAD_MUTEX_INITIALIZER;
 static int clblast_users;
 
