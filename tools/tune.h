@@ -151,6 +151,13 @@ const char *tu_params_str(const tu_params *p, char *buf, size_t n);
 /* Median of n doubles (reorders them). */
 double tu_median(double *v, int n);
 
+/* The end of a timing loop that took n samples (seconds) in times: when
+ * status is not CG_OK, cg_last_error() into why and status back; when
+ * n is 0, "interrupted" and -1; else *us = the median times scale, and
+ * CG_OK. */
+int tu_timed(int status, double *times, int n, double scale, double *us,
+             char *why, size_t whylen);
+
 /* Times run(ctx, arg), queued work that one cg_context_finish completes:
  * when *inner <= 0 it first sets *inner so that a sample of *inner runs
  * lasts about sample_s (1 to max_inner runs, from one timed run); then

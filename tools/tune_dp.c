@@ -187,17 +187,9 @@ measure(tu_run *r, dwork *w, int c, double *us, char *why, size_t whylen)
         if (i > 0)
             times[done++] = tu_now() - t;
     }
-    if (status != CG_OK)
-        snprintf(why, whylen, "%s", cg_last_error());
+    status = tu_timed(status, times, done, 1e6, us, why, whylen);
     cg_dp_free(dp);
-    if (status != CG_OK)
-        return -1;
-    if (!done) {
-        snprintf(why, whylen, "interrupted");
-        return -1;
-    }
-    *us = tu_median(times, done) * 1e6;
-    return CG_OK;
+    return status == CG_OK ? CG_OK : -1;
 }
 
 int

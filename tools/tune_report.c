@@ -77,6 +77,22 @@ tu_median(double *v, int n)
 }
 
 int
+tu_timed(int status, double *times, int n, double scale, double *us,
+         char *why, size_t whylen)
+{
+    if (status != CG_OK) {
+        snprintf(why, whylen, "%s", cg_last_error());
+        return status;
+    }
+    if (n == 0) {
+        snprintf(why, whylen, "interrupted");
+        return -1;
+    }
+    *us = tu_median(times, n) * scale;
+    return CG_OK;
+}
+
+int
 tu_time(tu_run *r, int (*run)(cg_context *ctx, void *arg), void *arg,
         double sample_s, int max_inner, int reps, int *inner, double *us,
         char *why, size_t whylen)
@@ -105,14 +121,7 @@ tu_time(tu_run *r, int (*run)(cg_context *ctx, void *arg), void *arg,
             status = cg_context_finish(r->ctx);
         times[done++] = (tu_now() - t) / *inner;
     }
-    if (status != CG_OK)
-        snprintf(why, whylen, "%s", cg_last_error());
-    else if (!done) {
-        snprintf(why, whylen, "interrupted");
-        status = -1;
-    } else
-        *us = tu_median(times, done) * 1e6;
-    return status;
+    return tu_timed(status, times, done, 1e6, us, why, whylen);
 }
 
 json_object *

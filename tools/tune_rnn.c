@@ -207,13 +207,7 @@ measure(tu_run *r, const tu_shape *s, const tu_params *p, int path,
         status = pass(r->ctx, m, x, dy, &y);
         times[done++] = tu_now() - t;
     }
-    if (status != CG_OK)
-        snprintf(why, whylen, "%s", cg_last_error());
-    else if (!done) {
-        snprintf(why, whylen, "interrupted");
-        status = -1;
-    } else
-        *us = tu_median(times, done) / s->T * 1e6;
+    status = tu_timed(status, times, done, 1e6 / s->T, us, why, whylen);
     cg_tensor_free(y);
     cg_tensor_free(dy);
     cg_tensor_free(x);
