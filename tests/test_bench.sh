@@ -71,6 +71,10 @@ for name in suites:
         for r in rows:
             c, _, v = r.get("case", "").rpartition(" ")
             cases.setdefault(c, set()).add(v)
+            pps = r.get("products_per_sample")
+            if not (isinstance(pps, int) and 1 <= pps <= 256):
+                bad.append("gemm/%s: products_per_sample %r" %
+                           (r.get("case"), pps))
             if not r.get("max_rel_err", 1) < 1e-4:
                 bad.append("gemm/%s: max_rel_err %r" % (r.get("case"),
                                                         r.get("max_rel_err")))

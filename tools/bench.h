@@ -53,6 +53,10 @@ double bench_now(void);
  * Returns 0, or -1 after a message. */
 int bench_time(const bench *b, cg_context *ctx, bench_fn fn, void *arg,
                bstat *st);
+/* The same with `inner` calls of fn per timed repeat and one wait after
+ * them, as a training step issues its work: *st per call. */
+int bench_time_n(const bench *b, cg_context *ctx, bench_fn fn, void *arg,
+                 int inner, bstat *st);
 void bench_stat(const double *times, int n, bstat *st);
 
 /* {"median": ms, "min": ms, "max": ms} from seconds. */

@@ -264,9 +264,10 @@ gemm_clgrad_step(void *arg)
 /* Times clgrad on ctx for case gc (ref: OpenBLAS's result and time;
  * torch_st: torch.mm's time on --torch-device, or NULL); adds a row. */
 static int
-gemm_row(bench *b, cg_context *ctx, const gemm_case *gc, const float *ha,
-         const float *hb, const float *ref, const bstat *ref_st,
-         const bstat *torch_st, const char *variant, json_object *s)
+gemm_row(bench *b, cg_context *ctx, const gemm_case *gc, int inner,
+         const float *ha, const float *hb, const float *ref,
+         const bstat *ref_st, const bstat *torch_st, const char *variant,
+         json_object *s)
 {
     int64_t sa[2] = { gc->ta ? gc->k : gc->m, gc->ta ? gc->m : gc->k };
     int64_t sb[2] = { gc->tb ? gc->n : gc->k, gc->tb ? gc->k : gc->n };
@@ -285,7 +286,7 @@ gemm_row(bench *b, cg_context *ctx, const gemm_case *gc, const float *ha,
     g.ta = cg_tensor_from_host(ctx, CG_F32, 2, sa, ha);
     g.tb = cg_tensor_from_host(ctx, CG_F32, 2, sb, hb);
     if (!c || !g.ta || !g.tb ||
-        bench_time(b, ctx, gemm_clgrad_step, &g, &st) ||
+        bench_time_n(b, ctx, gemm_clgrad_step, &g, inner, &st) ||
         cg_tensor_to_host(g.tc, c, n * sizeof *c))
         goto done;
     for (i = 0; i < n; i++) {
@@ -299,6 +300,7 @@ gemm_row(bench *b, cg_context *ctx, const gemm_case *gc, const float *ha,
     bench_add_double(row, "peak_fraction", b->fma_gflops > 0
                      ? flop / st.med * 1e-9 / b->fma_gflops : 0);
     bench_add_double(row, "max_rel_err", scale > 0 ? err / scale : err);
+    bench_add_int(row, "products_per_sample", inner);
     if (torch_st) {
         bench_add_double(row, "torch_gflops", flop / torch_st->med * 1e-9);
         bench_add_double(row, "torch_speedup", torch_st->med / st.med);
@@ -316,6 +318,24 @@ done:
 }
 
 #define GEMM_MAX_CASES 12
+#define GEMM_SAMPLE_S 0.02      /* a timed sample runs this long or more */
+#define GEMM_MAX_INNER 256
+
+/* How many back-to-back products make a sample of GEMM_SAMPLE_S, from
+ * OpenBLAS's time for one (after one untimed): 1 to GEMM_MAX_INNER. */
+static int
+gemm_inner(gemm_run *g)
+{
+    double t;
+    int n;
+
+    gemm_blas_step(g);
+    t = bench_now();
+    gemm_blas_step(g);
+    t = bench_now() - t;
+    n = t > 0 ? (int)ceil(GEMM_SAMPLE_S / t) : GEMM_MAX_INNER;
+    return n < 1 ? 1 : n > GEMM_MAX_INNER ? GEMM_MAX_INNER : n;
+}
 
 json_object *
 suite_gemm(bench *b)
@@ -348,6 +368,7 @@ suite_gemm(bench *b)
     float *a[GEMM_MAX_CASES] = { 0 }, *bm[GEMM_MAX_CASES] = { 0 };
     float *ref[GEMM_MAX_CASES] = { 0 };
     bstat ref_st[GEMM_MAX_CASES], torch_st[GEMM_MAX_CASES];
+    int inner[GEMM_MAX_CASES];
     char spec[GEMM_MAX_CASES][64], *specs[GEMM_MAX_CASES];
     int have_torch = 0;
     const char *saved = getenv("CLGRAD_GEMM");
@@ -359,6 +380,9 @@ suite_gemm(bench *b)
              openblas_get_corename(), openblas_get_num_threads());
     s = bench_suite_new(what, SPEEDUP_MEANING);
     json_object_object_add(s, "note", json_object_new_string(
+        "per product, from samples of products_per_sample back-to-back "
+        "products and one wait, as a training step issues them (at least "
+        "20 ms of OpenBLAS's time; the same count on each side); "
         "auto: the library's choice of backend (tuned context); clgrad, "
         "packed, clblast: that backend forced (CLGRAD_GEMM); peak_fraction: "
         "clgrad_gflops / the measured fp32 FMA peak; max_rel_err: max "
@@ -380,7 +404,8 @@ suite_gemm(bench *b)
         g.b = bm[i];
         g.c = ref[i];
         bench_progress("gemm %s OpenBLAS", cases[i].label);
-        if (bench_time(b, NULL, gemm_blas_step, &g, &ref_st[i]))
+        inner[i] = gemm_inner(&g);
+        if (bench_time_n(b, NULL, gemm_blas_step, &g, inner[i], &ref_st[i]))
             goto fail;
     }
     /* On --torch-device, torch.mm there too (cuBLAS on cuda). */
@@ -388,15 +413,20 @@ suite_gemm(bench *b)
         int rc;
 
         for (i = 0; i < ncases; i++) {
-            snprintf(spec[i], sizeof spec[i], "gemm:%d:%d:%d:%d:%d",
+            snprintf(spec[i], sizeof spec[i], "gemm:%d:%d:%d:%d:%d:%d",
                      cases[i].m, cases[i].n, cases[i].k, cases[i].ta,
-                     cases[i].tb);
+                     cases[i].tb, inner[i]);
             specs[i] = spec[i];
         }
         bench_progress("gemm torch.mm on %s", b->torch_device);
         if ((rc = bench_torch(b, ncases, specs, torch_st)) < 0)
             goto fail;
         have_torch = rc == 0;
+        for (i = 0; have_torch && i < ncases; i++) {
+            torch_st[i].med /= inner[i];
+            torch_st[i].min /= inner[i];
+            torch_st[i].max /= inner[i];
+        }
         if (!have_torch)
             json_object_object_add(s, "torch_skipped",
                                    json_object_new_string(b->torch_missing));
@@ -417,8 +447,8 @@ suite_gemm(bench *b)
             else
                 setenv("CLGRAD_GEMM", variant[v], 1);
             ctx = bench_context(b, 0);
-            rc = !ctx || gemm_row(b, ctx, &cases[i], a[i], bm[i], ref[i],
-                                  &ref_st[i],
+            rc = !ctx || gemm_row(b, ctx, &cases[i], inner[i], a[i], bm[i],
+                                  ref[i], &ref_st[i],
                                   have_torch ? &torch_st[i] : NULL,
                                   variant[v], s);
             cg_context_free(ctx);

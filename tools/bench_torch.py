@@ -19,7 +19,8 @@ cuDNN, so that both sides compute in float32.
 
 Usage: bench_torch.py --threads N --warmup W --repeat R [--device DEV]
                       MODEL:SPEC...
-  gemm:M:N:K:TA:TB                       C = op(A) op(B), op(A) M x K, A
+  gemm:M:N:K:TA:TB:INNER                 INNER products C = op(A) op(B)
+                                         back to back, op(A) M x K, A
                                          stored transposed when TA is 1
   mlp:B:IN:H1:H2:OUT                     linear/relu MLP, cross-entropy
   lstm:T:B:IN:H:LAYERS                   LSTM, MSE against a fixed target
@@ -164,10 +165,14 @@ def conv1d_case(n, c, length, s, direction):
     return step
 
 
-def gemm_case(m, n, k, ta, tb):
+def gemm_case(m, n, k, ta, tb, inner):
     a = torch.rand(k, m).t() if ta else torch.rand(m, k)
     b = torch.rand(n, k).t() if tb else torch.rand(k, n)
-    return lambda: torch.mm(a, b)
+
+    def step():
+        for _ in range(inner):
+            torch.mm(a, b)
+    return step
 
 
 def fft_case(kind, rows, n):
@@ -184,7 +189,7 @@ def fft_case(kind, rows, n):
 CASES = {"mlp": (mlp_case, 5), "lstm": (lstm_case, 5),
          "charlstm": (charlstm_case, 6), "cnn": (cnn_case, 4),
          "conv": (conv_case, 9), "conv1d": (conv1d_case, 5),
-         "fft": (fft_case, 3), "gemm": (gemm_case, 5)}
+         "fft": (fft_case, 3), "gemm": (gemm_case, 6)}
 
 
 def main():
