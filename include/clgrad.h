@@ -1498,7 +1498,8 @@ cg_tensor *cg_log_softmax(cg_tensor *x, int dim);
  * new (kind, n, batch, norm) bakes a clFFT plan on first use (seconds on
  * PoCL with a cold cache; clFFT's compiled kernels are kept under
  * clgrad's cache directory, CLFFT_CACHE_PATH when the user did not set
- * it), which the context keeps until it is freed.
+ * it), which the context keeps until it is freed (its 256 most recently
+ * used plans; an older one is baked again when next needed).
  *
  * Paths: clFFT's plan of the transform; Bluestein's algorithm (also for
  * lengths clFFT does); or, for rfft and irfft, the complex transform of

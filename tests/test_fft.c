@@ -544,6 +544,47 @@ START_TEST(plans_are_baked_once)
 }
 END_TEST
 
+/* A context keeps at most its limit of plans and drops the least
+ * recently used one first: with room for two, batches 1, 2, 1, 3 leave
+ * batch 3's and batch 1's plans (so batch 1 bakes nothing more), and
+ * batch 2 is baked again; every result stays right. */
+static void
+fft_rows_at(int64_t batch, double *bake_seconds)
+{
+    fparam p = { FFT, CG_FFT_DEFAULT_N, -1, CG_FFT_BACKWARD, NULL };
+    int64_t xs[3] = { batch, 8, 2 };
+    int nplans;
+
+    ck_assert(forward_error(&p, 3, xs) < 1e-5);
+    ck_assert_int_eq(cg__fft_plan_stats(tt_ctx(), &nplans, bake_seconds),
+                     CG_OK);
+    ck_assert_int_le(nplans, 2);
+}
+
+START_TEST(plans_beyond_the_limit_go_least_recent_first)
+{
+    double t0, t1;
+    int nplans;
+
+    /* clFFT's own plans: one a transform, whatever the tuning says */
+    setenv("CLGRAD_FFT_PATH", "clfft", 1);
+    ck_assert_int_eq(cg__fft_set_plan_limit(tt_ctx(), -1), CG_EINVAL);
+    ck_assert_int_eq(cg__fft_set_plan_limit(tt_ctx(), 2), CG_OK);
+    ck_assert_int_eq(cg__fft_plan_stats(tt_ctx(), &nplans, &t0), CG_OK);
+    ck_assert_int_le(nplans, 2);
+    fft_rows_at(1, &t0);
+    fft_rows_at(2, &t0);
+    fft_rows_at(1, &t0);
+    fft_rows_at(3, &t0);
+    fft_rows_at(1, &t1);
+    ck_assert(t1 == t0);
+    fft_rows_at(2, &t1);
+    ck_assert(t1 > t0);
+    ck_assert_int_eq(cg__fft_set_plan_limit(tt_ctx(), 0), CG_OK);
+    unsetenv("CLGRAD_FFT_PATH");
+}
+END_TEST
+
 static const fx_tensor *
 fx_need(const fx_file *f, const char *what, int i)
 {
@@ -1048,6 +1089,7 @@ main(void)
     tcase_add_test(tc, irfft_leaves_its_input_alone);
     tcase_add_test(tc, transforms_match_pytorch_fixture);
     tcase_add_test(tc, plans_are_baked_once);
+    tcase_add_test(tc, plans_beyond_the_limit_go_least_recent_first);
     tcase_add_test(tc, bad_input_fails_and_launches_nothing);
     tcase_add_test(tc, double_backward_and_forward_mode_apply_the_transform);
     tcase_add_test(tc, complex_helpers_match_reference);

@@ -52,11 +52,18 @@ typedef struct fft_chirp {
     cl_mem w, f;
 } fft_chirp;
 
+/* At most this many plans a context (cg__fft_set_plan_limit changes it):
+ * the batch is part of a plan's key, so a run whose batches vary (a last,
+ * shorter batch; inference at any batch) would otherwise bake and keep
+ * plans without end.  Each holds clFFT's compiled kernels. */
+#define FFT_MAX_PLANS 256
+
 struct cg__fft {
-    fft_plan *plans;
+    fft_plan *plans;            /* most recently used first */
     fft_chirp *chirps;
     double bake_seconds;        /* summed over this context's bakes */
     int nbaked;
+    int nplans, max_plans;
 };
 
 static pthread_mutex_t setup_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -162,6 +169,7 @@ fft_attach(cg_context *ctx)
         free(f);
         return clfft_fail(st, "clfftSetup", "the first transform");
     }
+    f->max_plans = FFT_MAX_PLANS;
     ctx->fft = f;
     return CG_OK;
 }
@@ -265,21 +273,46 @@ fail:
 
 static const char *const kind_names[] = { "fft", "ifft", "rfft", "irfft" };
 
+/* Destroys the least recently used plans beyond f->max_plans.  A plan is
+ * only used within the call that got it (clfft_rows), and OpenCL keeps
+ * what a destroyed plan's queued transforms use until they finish. */
+static void
+plans_trim(struct cg__fft *f)
+{
+    fft_plan **link, *p;
+    int i = 0;
+
+    if (f->nplans <= f->max_plans)
+        return;
+    for (link = &f->plans; *link && i < f->max_plans; i++)
+        link = &(*link)->next;
+    while ((p = *link) != NULL) {
+        *link = p->next;
+        clfftDestroyPlan(&p->handle);
+        free(p);
+        f->nplans--;
+    }
+}
+
 /* ctx's plan for the key, made and baked if it has none. */
 static int
 plan_get(cg_context *ctx, cg__fft_kind kind, size_t n, size_t batch,
          float scale, fft_plan **out)
 {
-    fft_plan *p;
+    fft_plan *p, **link;
     char what[96];
     int status;
 
     if (!ctx->fft && (status = fft_attach(ctx)) != CG_OK)
         return status;
-    for (p = ctx->fft->plans; p; p = p->next)
+    for (link = &ctx->fft->plans; (p = *link) != NULL; link = &p->next)
         if (p->kind == kind && p->n == n && p->batch == batch &&
             p->scale == scale && p->precision == CLFFT_SINGLE &&
             p->placeness == CLFFT_OUTOFPLACE) {
+            /* to the front: the list runs from most to least recent */
+            *link = p->next;
+            p->next = ctx->fft->plans;
+            ctx->fft->plans = p;
             *out = p;
             return CG_OK;
         }
@@ -301,6 +334,8 @@ plan_get(cg_context *ctx, cg__fft_kind kind, size_t n, size_t batch,
     }
     p->next = ctx->fft->plans;
     ctx->fft->plans = p;
+    ctx->fft->nplans++;
+    plans_trim(ctx->fft);
     *out = p;
     return CG_OK;
 }
@@ -635,6 +670,21 @@ cg__fft_rows(cg_context *ctx, cg__fft_kind kind, size_t n, size_t batch,
     if (p == CG__FFT_COMPLEX)
         return complex_rows(ctx, kind, n, n, batch, scale, in, out);
     return clfft_rows(ctx, kind, n, batch, scale, in, out);
+}
+
+int
+cg__fft_set_plan_limit(cg_context *ctx, int max_plans)
+{
+    int status;
+
+    if (max_plans < 0)
+        return cg__error(CG_EINVAL, "cg__fft_set_plan_limit: max_plans %d "
+                         "is negative", max_plans);
+    if (!ctx->fft && (status = fft_attach(ctx)) != CG_OK)
+        return status;
+    ctx->fft->max_plans = max_plans ? max_plans : FFT_MAX_PLANS;
+    plans_trim(ctx->fft);
+    return CG_OK;
 }
 
 int

@@ -326,7 +326,8 @@ size_t cg__fft_bluestein_length(size_t n);
  * scale, from the contiguous rows of buffer in (from its start: n complex
  * pairs a row, n reals for R2C, n/2+1 pairs for C2R) into the rows of out
  * (which must not be in).  The plan for (kind, n, batch, scale) is made
- * and baked on first use and kept in ctx until cg__fft_free; the first
+ * and baked on first use and kept in ctx (the 256 most recently used;
+ * cg__fft_set_plan_limit) until cg__fft_free; the first
  * transform of a context takes a clFFT setup (clfftSetup once per
  * process).  The path is cg__fft_choose's: a length clFFT cannot do runs
  * Bluestein's algorithm (kernels/fft.cl) on plans of a longer length it
@@ -371,5 +372,10 @@ int cg__spectral_jvp(cg__node *n, cg_tensor *y, cg_tensor *const *t,
  * tests and benchmarks. */
 int cg__fft_plan_stats(const cg_context *ctx, int *nplans,
                        double *bake_seconds);
+
+/* Keeps at most max_plans plans in ctx (0: the default, 256), destroying
+ * the least recently used beyond it, now and as new plans are baked; a
+ * destroyed plan is baked again when next needed.  For the tests. */
+int cg__fft_set_plan_limit(cg_context *ctx, int max_plans);
 
 #endif
