@@ -63,7 +63,7 @@ struct cg__fft {
     fft_chirp *chirps;
     double bake_seconds;        /* summed over this context's bakes */
     int nbaked;
-    int nplans, max_plans;
+    int max_plans;
 };
 
 static pthread_mutex_t setup_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -280,17 +280,14 @@ static void
 plans_trim(struct cg__fft *f)
 {
     fft_plan **link, *p;
-    int i = 0;
+    int i;
 
-    if (f->nplans <= f->max_plans)
-        return;
-    for (link = &f->plans; *link && i < f->max_plans; i++)
+    for (link = &f->plans, i = 0; *link && i < f->max_plans; i++)
         link = &(*link)->next;
     while ((p = *link) != NULL) {
         *link = p->next;
         clfftDestroyPlan(&p->handle);
         free(p);
-        f->nplans--;
     }
 }
 
@@ -334,7 +331,6 @@ plan_get(cg_context *ctx, cg__fft_kind kind, size_t n, size_t batch,
     }
     p->next = ctx->fft->plans;
     ctx->fft->plans = p;
-    ctx->fft->nplans++;
     plans_trim(ctx->fft);
     *out = p;
     return CG_OK;
