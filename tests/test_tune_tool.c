@@ -302,16 +302,18 @@ START_TEST(the_kernels_stage_writes_an_entry_per_file)
 END_TEST
 
 /* The stage "gemm", for the classes --gemm-classes names: each class's
- * result in the report, an entry for a class whose best beat the
- * defaults (gemm.cl's values and the backend, with the file's hash, and
- * for an NT class of clgrad's kernels whether it runs packed) and
- * none otherwise, and the entries in force in a new context. */
+ * result in the report, CLBlast and the packed backend tried before
+ * clgrad's tiles (so that a class short of time has tried them), an
+ * entry for a class whose best beat the defaults (gemm.cl's values and
+ * the backend, with the file's hash, and for an NT class of gemm.cl's
+ * kernels whether it runs on a packed B^T) and none otherwise, and the
+ * entries in force in a new context. */
 START_TEST(the_gemm_stage_writes_class_entries)
 {
     static const char *const classes[2] = { "NT.skinny", "NN.small" };
     char dir[512], hash[33], *out;
     const char *path;
-    json_object *root, *kernels;
+    json_object *root, *kernels, *cands;
     cg_tuning_db *db;
     cg_tuning_entry e, in_force;
     cg_context *ctx;
@@ -319,7 +321,7 @@ START_TEST(the_gemm_stage_writes_class_entries)
 
     snprintf(dir, sizeof dir, "%s/gemm", tt_tmpdir());
     out = run_tune(dir, BUDGET "--only gemm --gemm-classes "
-                   "NT.skinny,NN.small --max-candidates 2 --json --quiet",
+                   "NT.skinny,NN.small --max-candidates 3 --json --quiet",
                    &status);
     ck_assert_int_eq(status, 0);
     root = json_tokener_parse(out);
@@ -338,7 +340,20 @@ START_TEST(the_gemm_stage_writes_class_entries)
         ck_assert_str_eq(json_object_get_string(get(k, "kernel")), "gemm");
         ck_assert_str_eq(json_object_get_string(get(k, "shape")),
                          classes[c]);
-        ck_assert_int_eq(json_object_array_length(get(k, "candidates")), 2);
+        cands = get(k, "candidates");
+        ck_assert_int_eq(json_object_array_length(cands), 3);
+        /* CLBlast, the packed backend, then the first tile */
+        for (i = 0; i < 3; i++) {
+            json_object *p = get(json_object_array_get_idx(cands,
+                                                           (size_t)i),
+                                 "parameters");
+
+            ck_assert_int_eq(json_object_get_int(get(p, "clblast")),
+                             i == 0);
+            if (i > 0)
+                ck_assert_int_eq(json_object_get_int(get(p, "packed")),
+                                 i == 1);
+        }
         for (i = 0; db && i < cg_tuning_db_count(db); i++) {
             ck_assert_int_eq(cg_tuning_db_entry(db, i, &e), CG_OK);
             if (strcmp(e.shape, classes[c]) == 0) {
@@ -357,8 +372,9 @@ START_TEST(the_gemm_stage_writes_class_entries)
         ck_assert_str_eq(e.kernel, "gemm");
         ck_assert_str_eq(e.source_hash, hash);
         ck_assert(param(&e, "clblast") == 0 || param(&e, "clblast") == 1);
-        /* an NT class of clgrad's kernels: which path, measured */
-        if (strncmp(classes[c], "NT.", 3) == 0 && param(&e, "clblast") == 0)
+        /* an NT class of gemm.cl's kernels: which path, measured */
+        if (param(&e, "clblast") == 0 && param(&e, "packed") == 0 &&
+            strncmp(classes[c], "NT.", 3) == 0)
             ck_assert(param(&e, "pack") == 0 || param(&e, "pack") == 1);
         ck_assert(e.time_us > 0 && e.time_us < e.default_time_us);
         ck_assert_msg(strstr(e.note, "SGEMM") != NULL, "note: %s", e.note);
@@ -411,7 +427,7 @@ START_TEST(the_conv_stage_writes_an_entry_per_class)
     };
     char dir[512], hash[33], *out;
     const char *path;
-    json_object *root, *kernels;
+    json_object *root, *kernels, *cands;
     cg_tuning_db *db;
     cg_tuning_entry e, in_force;
     cg_context *ctx;

@@ -11,13 +11,16 @@
  * A class's product is timed through that entry (lib/ops/gemm.c,
  * cg__sgemm) as the layers call it: first without an entry (the context's
  * parameters and the built-in choice of backend: the baseline), then
- * with candidates.  The tiles come first at the default work-group size
- * (gemm's TM x TN with VW for NN, TN and TT; for NT both ways, each with
- * the tunables its path reads: "pack" 0, in place, with gemm_nt's DTM x
- * DTN and DVW, and "pack" 1, gemm on a packed B^T, with gemm's), then
- * the work-group sizes with the best tile (each with "packed" 0: gemm.cl's
- * kernels), then CLBlast, then the packed backend ("packed" 1:
- * kernels/gemm_pack.cl over packed operands).  Every
+ * with candidates.  CLBlast and the packed backend ("packed" 1:
+ * kernels/gemm_pack.cl over packed operands), one candidate each, come
+ * first, so that a class whose share of the time runs out during the
+ * tile sweep has still tried them (on an H200, every NT class ran out
+ * of time among its 32 tiles before CLBlast, which was 2-15 times faster
+ * there).  Then the tiles at the default work-group size (gemm's TM x TN
+ * with VW for NN, TN and TT; for NT both ways, each with the tunables its
+ * path reads: "pack" 0, in place, with gemm_nt's DTM x DTN and DVW, and
+ * "pack" 1, gemm on a packed B^T, with gemm's), then the work-group sizes
+ * with the best tile (each with "packed" 0: gemm.cl's kernels).  Every
  * candidate's C is compared with a double-precision product computed on
  * the host before its time counts; one that differs by more than the
  * rounding of K float multiply-adds allows is reported and dropped.
@@ -270,9 +273,9 @@ add_tile(tu_params *c, const char *cls, const char *hash, int pack, int vw,
 }
 
 /* The candidates of round `round` (0: tiles, 1: work-group sizes around
- * best, 2: CLBlast, 3: the packed backend, kernels/gemm_pack.cl with the
- * context's values of its tunables) for class i into c; returns how
- * many. */
+ * best, the best tile, 2: CLBlast, 3: the packed backend,
+ * kernels/gemm_pack.cl with the context's values of its tunables) for
+ * class i into c; returns how many. */
 static int
 candidates(const tu_run *r, int i, int round, const tu_params *best,
            const char *hash, tu_params *c)
@@ -323,12 +326,15 @@ tune_class(tu_run *r, int i)
 {
     const char *cls = reps[i].cls;
     char hash[33], note[160], why[512], buf[256];
-    tu_params best, cand[MAX_CANDS];
+    /* the rounds in the order they run (candidates' numbers) */
+    static const int order[4] = { 2, 3, 0, 1 };
+    tu_params best, tile, cand[MAX_CANDS];
     gwork w;
     json_object *k;
     double def_us = 0, best_us, err = 0, est, t0;
     double tol = 2e-6 * sqrt((double)reps[i].k);
-    int round, n, c, tried = 0, inner = 0, limit;
+    double tile_us = INFINITY;
+    int o, round, n, c, tried = 0, inner = 0, limit;
 
     snprintf(note, sizeof note, "SGEMM %dx%dx%d %.2s (%s): per product, "
              "median of up to %d", reps[i].m, reps[i].n, reps[i].k, cls,
@@ -367,14 +373,14 @@ tune_class(tu_run *r, int i)
     best_us = def_us;
     tu_params_init(&best, "gemm", cls);
     snprintf(best.source_hash, sizeof best.source_hash, "%s", hash);
+    tile = best;
     limit = r->cfg->max_candidates ? r->cfg->max_candidates : MAX_CANDS * 3;
-    for (round = 0; round < 4; round++) {
-        tu_params base = best;
-
-        /* WG around the best tile only when a tile is in it */
-        if (round == 1 && best.nparams == 0)
+    for (o = 0; o < 4; o++) {
+        round = order[o];
+        /* WG around the best tile, when one verified */
+        if (round == 1 && tile_us == INFINITY)
             continue;
-        n = candidates(r, i, round, &base, hash, cand);
+        n = candidates(r, i, round, &tile, hash, cand);
         for (c = 0; c < n; c++) {
             double us = 0;
             int st;
@@ -409,6 +415,10 @@ tune_class(tu_run *r, int i)
             }
             tu_report_candidate(k, &cand[c], us, NULL, NULL);
             tried++;
+            if (round == 0 && us < tile_us) {
+                tile = cand[c];
+                tile_us = us;
+            }
             if (us < best_us) {
                 best = cand[c];
                 best_us = us;
