@@ -621,8 +621,11 @@ cg_dtype cg_autocast_dtype(const cg_context *ctx);
  * Define-by-run: an op on tensors of which one requires grad records a
  * node; cg_backward walks the nodes in reverse topological order and adds
  * gradients into the leaves' grad tensors (accumulating across calls until
- * cg_tensor_zero_grad).  After backward the graph's saved tensors are
- * released unless retain_graph is set.
+ * cg_tensor_zero_grad).  Unless retain_graph is set, the saved tensors of
+ * each node are released as soon as the backward has run that node (as
+ * PyTorch frees them), so a deep graph's activations go as the walk passes
+ * them; a backward that fails part-way has then released the nodes it ran,
+ * and a second backward through them says so (CG_ESTATE).
  * ------------------------------------------------------------------------ */
 /* Marks a leaf float32, float16 or bfloat16 tensor as requiring grad (or
  * not); another dtype gives CG_EDTYPE.  A 16-bit leaf's gradient is 16-bit

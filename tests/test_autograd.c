@@ -2,7 +2,8 @@
 /*
  * tests/test_autograd.c - the define-by-run graph: the PyTorch tutorial
  * example, gradient accumulation (matrix products adding into an existing
- * gradient with the GEMM), retain_graph, host allocation failure
+ * gradient with the GEMM), retain_graph, saved tensors freed as the
+ * backward passes their nodes, host allocation failure
  * in backward, no-grad mode, detach, the DOT export, bad input, memory
  * that does not grow over iterations, and tensor creation and random
  * numbers.
@@ -118,6 +119,58 @@ START_TEST(retain_graph_allows_a_second_backward)
     ck_assert_float_eq_tol(g[1], 16.0f / 3, 1e-5f);
     cg_tensor_free(y);
     cg_tensor_free(x);
+}
+END_TEST
+
+/* When the leaf's gradient is complete (the hook data parallelism uses),
+ * the bytes the pool has handed out. */
+static void
+note_in_use(void *user, cg_tensor *leaf)
+{
+    cg_memory_stats st;
+
+    (void)leaf;
+    if (cg_context_stats(tt_ctx(), &st) == CG_OK)
+        *(uint64_t *)user = st.bytes_in_use;
+}
+
+/* In w -> v = exp(w) -> t = exp(v) -> sum, backward runs sum, then t's
+ * node, then v's; by the time w's gradient is complete, t's node has
+ * freed what it saved (t, 4 MB) unless the graph is retained. */
+static uint64_t
+in_use_when_w_is_done(int retain)
+{
+    enum { N = 1 << 20 };
+    int64_t n = N;
+    cg_tensor *w = cg_full(tt_ctx(), 1, &n, 0.5f), *v, *t, *l;
+    uint64_t at = 0;
+
+    ck_assert_ptr_nonnull(w);
+    cg_tensor_set_requires_grad(w, 1);
+    v = cg_exp(w);
+    t = v ? cg_exp(v) : NULL;
+    l = t ? cg_sum(t, 0, NULL, 0) : NULL;
+    ck_assert_msg(l != NULL, "%s", cg_last_error());
+    cg_tensor_free(v);
+    cg_tensor_free(t);
+    cg__set_grad_ready(tt_ctx(), note_in_use, &at);
+    ck_assert_int_eq(cg_backward(l, NULL, retain), CG_OK);
+    cg__set_grad_ready(tt_ctx(), NULL, NULL);
+    ck_assert(at > 0);
+    cg_tensor_free(l);
+    cg_tensor_free(w);
+    return at;
+}
+
+START_TEST(backward_frees_what_a_node_saved_once_it_has_run)
+{
+    uint64_t kept = in_use_when_w_is_done(1);
+    uint64_t freed = in_use_when_w_is_done(0);
+
+    ck_assert_msg(kept >= freed + ((uint64_t)4 << 20), "bytes in use "
+                  "when w's gradient was complete: %llu with the graph "
+                  "retained, %llu without", (unsigned long long)kept,
+                  (unsigned long long)freed);
 }
 END_TEST
 
@@ -832,6 +885,7 @@ main(void)
     tcase_add_test(tc, pytorch_tutorial_example);
     tcase_add_test(tc, gradients_accumulate_until_zeroed);
     tcase_add_test(tc, retain_graph_allows_a_second_backward);
+    tcase_add_test(tc, backward_frees_what_a_node_saved_once_it_has_run);
     tcase_add_test(tc, shared_subexpressions_sum_their_gradients);
     tcase_add_test(tc, matmul_gradients_accumulate_over_backwards);
     tcase_add_test(tc, matmul_gradient_adds_into_existing_grad);

@@ -684,6 +684,11 @@ run_backward(cg_tensor *root, cg_tensor *grad_output, int retain_graph,
         drop_acc(n);
         if (hook && status == CG_OK)
             leaves_done(n, hook, root->ctx->grad_ready_user);
+        /* Its saved tensors are needed no more: free them now, as
+         * PyTorch does, so that a deep graph's activations go as the
+         * walk passes them rather than all at its end. */
+        if (!retain_graph && !w->create_graph && status == CG_OK)
+            release_saved(n);
     }
     if (hook && status != CG_OK)
         count_pending(&order, 0);
