@@ -3,7 +3,8 @@
  * tests/test_autograd.c - the define-by-run graph: the PyTorch tutorial
  * example, gradient accumulation (matrix products adding into an existing
  * gradient with the GEMM), retain_graph, saved tensors freed as the
- * backward passes their nodes, host allocation failure
+ * backward passes their nodes, views passing gradients on without a
+ * copy, host allocation failure
  * in backward, no-grad mode, detach, the DOT export, bad input, memory
  * that does not grow over iterations, and tensor creation and random
  * numbers.
@@ -171,6 +172,53 @@ START_TEST(backward_frees_what_a_node_saved_once_it_has_run)
                   "when w's gradient was complete: %llu with the graph "
                   "retained, %llu without", (unsigned long long)kept,
                   (unsigned long long)freed);
+}
+END_TEST
+
+/* Kernel launches of the backward of sum(op(exp(x)) * c), op a reshape
+ * to [6, 4] or nothing. */
+static uint64_t
+backward_launches(int reshape)
+{
+    static const int64_t s24 = 24, s64[2] = { 6, 4 };
+    float v[24];
+    cg_tensor *x, *e, *r, *c, *p, *l;
+    cg_memory_stats a, b;
+    int i;
+
+    for (i = 0; i < 24; i++)
+        v[i] = 0.05f * (float)i;
+    x = vec(v, 24);
+    cg_tensor_set_requires_grad(x, 1);
+    e = cg_exp(x);
+    r = e && reshape ? cg_reshape(e, 2, s64) : cg_tensor_ref(e);
+    c = reshape ? cg_tensor_from_host(tt_ctx(), CG_F32, 2, s64, v)
+                : cg_tensor_from_host(tt_ctx(), CG_F32, 1, &s24, v);
+    p = r && c ? cg_mul(r, c) : NULL;
+    l = p ? cg_sum(p, 0, NULL, 0) : NULL;
+    ck_assert_msg(l != NULL, "%s", cg_last_error());
+    ck_assert_int_eq(cg_context_stats(tt_ctx(), &a), CG_OK);
+    ck_assert_int_eq(cg_backward(l, NULL, 0), CG_OK);
+    ck_assert_int_eq(cg_context_stats(tt_ctx(), &b), CG_OK);
+    cg_tensor_free(l);
+    cg_tensor_free(p);
+    cg_tensor_free(c);
+    cg_tensor_free(r);
+    cg_tensor_free(e);
+    cg_tensor_free(x);
+    return b.kernels_enqueued - a.kernels_enqueued;
+}
+
+/* A reshape's gradient is a view of the gradient that reached it; once
+ * that is used up the view owns its memory alone and is passed on as it
+ * is: the reshape adds no launch to the backward. */
+START_TEST(a_view_passes_its_gradient_on_without_a_copy)
+{
+    uint64_t plain = backward_launches(0), viewed = backward_launches(1);
+
+    ck_assert_msg(viewed == plain, "backward launches: %llu with a "
+                  "reshape, %llu without", (unsigned long long)viewed,
+                  (unsigned long long)plain);
 }
 END_TEST
 
@@ -886,6 +934,7 @@ main(void)
     tcase_add_test(tc, gradients_accumulate_until_zeroed);
     tcase_add_test(tc, retain_graph_allows_a_second_backward);
     tcase_add_test(tc, backward_frees_what_a_node_saved_once_it_has_run);
+    tcase_add_test(tc, a_view_passes_its_gradient_on_without_a_copy);
     tcase_add_test(tc, shared_subexpressions_sum_their_gradients);
     tcase_add_test(tc, matmul_gradients_accumulate_over_backwards);
     tcase_add_test(tc, matmul_gradient_adds_into_existing_grad);

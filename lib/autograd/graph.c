@@ -286,8 +286,11 @@ topo_sort(cg__node *root, node_list *order)
 
 /* acc += g, or when acc is empty acc = g itself if nothing else can see
  * it (the caller's reference is the only one to g and to its storage, and
- * it is contiguous: later accumulation writes into it in place), else a
- * contiguous copy of g.  Taking it saves a copy launch per node and leaf
+ * it is contiguous from the storage's start: later accumulation writes
+ * into it in place), else a contiguous copy of g.  An accumulator at an
+ * offset into its storage (a slice of concat's gradient, its other
+ * slices freed) gave wrong gradients of split views and of the LSTM's
+ * Hessian-vector products: taken only at offset 0.  Taking it saves a copy launch per node and leaf
  * on the common path, where every node passes back fresh gradients. */
 static int
 accumulate(cg_tensor **acc, cg_tensor *g)
@@ -306,7 +309,7 @@ accumulate(cg_tensor **acc, cg_tensor *g)
         return CG_OK;
     }
     if (!*acc && g->refs == 1 && g->storage->refs == 1 && !g->grad_fn &&
-        cg_tensor_is_contiguous(g)) {
+        g->offset == 0 && cg_tensor_is_contiguous(g)) {
         *acc = cg_tensor_ref(g);
         return CG_OK;
     }
@@ -674,6 +677,11 @@ run_backward(cg_tensor *root, cg_tensor *grad_output, int retain_graph,
         status = w->create_graph
                  ? cg__backward_graph_of(n)(n, n->grad_acc, gin)
                  : n->backward(n, n->grad_acc, gin);
+        /* n's gradient is used up: dropped first, a gradient passed on
+         * as a view of it (a reshape's, a transpose's) or as itself then
+         * owns its memory alone, and accumulate takes it without a
+         * copy. */
+        drop_acc(n);
         for (k = 0; k < n->ninputs; k++) {
             cg_tensor *in = n->inputs[k];
 
@@ -681,7 +689,6 @@ run_backward(cg_tensor *root, cg_tensor *grad_output, int retain_graph,
                 status = walk_accumulate(w, in, gin[k]);
             cg_tensor_free(gin[k]);
         }
-        drop_acc(n);
         if (hook && status == CG_OK)
             leaves_done(n, hook, root->ctx->grad_ready_user);
         /* Its saved tensors are needed no more: free them now, as
