@@ -270,6 +270,66 @@ START_TEST(float32_output)
 }
 END_TEST
 
+/* Operands widened to float32 copies for a float32 C run on the float32
+ * backend chosen for the product, each right: with each forced in turn,
+ * the launches of cg_matmul_out are the two widening copies and the
+ * backend's: one for CLBlast's call or clgrad's gemm, and more for the
+ * packed backend (its packing, then gemm_packed), which such products
+ * never ran on before.  Then a batch. */
+static uint64_t
+widened_launches(cg_dtype dt, cg__gemm_backend be)
+{
+    static const int64_t sa[2] = { 65, 31 }, sb[2] = { 31, 129 };
+    cg_tensor *a = rand16(dt, 2, sa), *b = rand16(dt, 2, sb), *c;
+    float *ha = host(a), *hb = host(b), *hc;
+    double *ref = malloc(65 * 129 * sizeof *ref);
+    double *sum = malloc(65 * 129 * sizeof *sum);
+    cg_memory_stats s0, s1;
+
+    ck_assert_ptr_nonnull(ref);
+    ck_assert_ptr_nonnull(sum);
+    cg__gemm_force(tt_ctx(), be);
+    ck_assert_int_eq(cg_context_stats(tt_ctx(), &s0), CG_OK);
+    c = cg_matmul_out(a, b, CG_F32);
+    ck_assert_msg(c != NULL, "%s", TT_ERR);
+    ck_assert_int_eq(cg_context_stats(tt_ctx(), &s1), CG_OK);
+    cg__gemm_force(tt_ctx(), CG__GEMM_AUTO);
+    hc = host(c);
+    ref_gemm(1, 65, 129, 31, ha, 0, 0, hb, 0, 0, NULL, ref, sum);
+    expect_close("widened 65x129x31 -> float32", CG_F32, hc, ref, sum,
+                 65 * 129, 31, 1.0);
+    free(ha);
+    free(hb);
+    free(hc);
+    free(ref);
+    free(sum);
+    cg_tensor_free(a);
+    cg_tensor_free(b);
+    cg_tensor_free(c);
+    return s1.kernels_enqueued - s0.kernels_enqueued;
+}
+
+START_TEST(widened_products_run_on_each_float32_backend)
+{
+    cg_dtype dt = dts[_i];
+    static const int64_t a3[3] = { 3, 7, 33 }, b3[3] = { 3, 33, 13 };
+    uint64_t blas, own, packed;
+
+    ck_assert_int_eq(cg__gemm_widen_force(tt_ctx(), 1), CG_OK);
+    blas = widened_launches(dt, CG__GEMM_CLBLAST);
+    own = widened_launches(dt, CG__GEMM_CLGRAD);
+    packed = widened_launches(dt, CG__GEMM_PACKED);
+    ck_assert_msg(blas == own && own < packed, "launches of a widened "
+                  "product: %llu with CLBlast, %llu with clgrad's kernels, "
+                  "%llu packed", (unsigned long long)blas,
+                  (unsigned long long)own, (unsigned long long)packed);
+    cg__gemm_force(tt_ctx(), CG__GEMM_PACKED);
+    check_product(dt, CG_F32, 3, a3, 3, b3, 0, 0);
+    cg__gemm_force(tt_ctx(), CG__GEMM_AUTO);
+    ck_assert_int_eq(cg__gemm_widen_force(tt_ctx(), -1), CG_OK);
+}
+END_TEST
+
 START_TEST(transposed_views_are_read_in_place)
 {
     cg_dtype dt = rule_mode(_i);
@@ -648,6 +708,8 @@ suite(void)
     tcase_add_loop_test(tc, products_long_k_and_tuned_class, 0, 2 * TT_NDTYPES);
     tcase_add_loop_test(tc, batched_products, 0, 2 * TT_NDTYPES);
     tcase_add_loop_test(tc, float32_output, 0, 2 * TT_NDTYPES);
+    tcase_add_loop_test(tc, widened_products_run_on_each_float32_backend, 0,
+                        TT_NDTYPES);
     tcase_add_loop_test(tc, transposed_views_are_read_in_place, 0, TT_NDTYPES);
     tcase_add_loop_test(tc, linear_adds_its_bias_in_the_epilogue, 0, 2 * TT_NDTYPES);
     tcase_add_loop_test(tc, gradients_match_float32, 0, TT_NDTYPES);

@@ -793,10 +793,11 @@ widen(cg_context *ctx, gemm_cfg *cfg, int v, cg__mat x, size_t s,
 /* The product of 16-bit operands (variant v) through float32 copies of
  * them: the float32 kernels, C (and the bias) in v's output storage. */
 static int
-clgrad_run_widened(cg_context *ctx, gemm_cfg *cfg, int v, int ta, int tb,
-                   size_t m, size_t n, size_t k, float alpha, cg__mat a,
-                   size_t sa, cg__mat b, size_t sb, float beta, cg__mat c,
-                   size_t sc, size_t batch, const cg__mat *bias, int act)
+clgrad_run_widened(cg_context *ctx, gemm_cfg *cfg, cg__gemm_backend use,
+                   int v, int ta, int tb, size_t m, size_t n, size_t k,
+                   float alpha, cg__mat a, size_t sa, cg__mat b, size_t sb,
+                   float beta, cg__mat c, size_t sc, size_t batch,
+                   const cg__mat *bias, int act, int *added)
 {
     static const int f32_to[3] = { V_F32, V_F32_F16, V_F32_BF16 };
     size_t ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k;
@@ -811,10 +812,21 @@ clgrad_run_widened(cg_context *ctx, gemm_cfg *cfg, int v, int ta, int tb,
         cg__mat am = { cg__buffer_mem(wa), 0, ac };
         cg__mat bm = { cg__buffer_mem(wb), 0, bc };
 
-        status = clgrad_run(ctx, cfg, f32_to[v_to[v]], ta, tb, m, n, k,
-                            alpha, am, sa ? ar * ac : 0, bm,
-                            sb ? br * bc : 0, beta, c, sc, batch, bias,
-                            act);
+        size_t wsa = sa ? ar * ac : 0, wsb = sb ? br * bc : 0;
+
+        /* float32 copies into a float32 C run as float32 operands do */
+        if (use == CG__GEMM_PACKED)
+            status = packed_run(ctx, ta, tb, m, n, k, alpha, am, wsa, bm,
+                                wsb, beta, c, sc, batch, bias, act);
+        else if (use == CG__GEMM_CLBLAST) {
+            if (bias || act)    /* CLBlast has no epilogue: the caller's */
+                *added = 0;
+            status = clblast_run(ctx, ta, tb, m, n, k, alpha, am, wsa, bm,
+                                 wsb, beta, c, sc, batch);
+        } else
+            status = clgrad_run(ctx, cfg, f32_to[v_to[v]], ta, tb, m, n, k,
+                                alpha, am, wsa, bm, wsb, beta, c, sc, batch,
+                                bias, act);
     }
     cg_buffer_free(wa);
     cg_buffer_free(wb);
@@ -842,7 +854,7 @@ cg__gemm_act(cg_context *ctx, cg_dtype ab, cg_dtype cd, int ta, int tb,
 {
     cg__gemm_backend use;
     gemm_cfg *cfg;
-    int status, fits;
+    int status, fits, wide;
 
     if (added)
         *added = 1;
@@ -857,12 +869,18 @@ cg__gemm_act(cg_context *ctx, cg_dtype ab, cg_dtype cd, int ta, int tb,
         : cfg->backend >= 0 ? (cg__gemm_backend)cfg->backend
         : backend_for(ta, tb, m, n, k, sa, batch);
     if (ctx->gemm_backend == CG__GEMM_AUTO && use == CG__GEMM_CLGRAD &&
-        ab == CG_F32 &&
         (cfg->packed >= 0 ? cfg->packed : packed_rule(ta, tb, m, n, k)))
         use = CG__GEMM_PACKED;
-    if (k == 0 || ab != CG_F32)  /* C = beta C, which CLBlast refuses;
-                                  * 16-bit operands, which it sums in half
-                                  * (and the packed kernels are float32) */
+    wide = ab != CG_F32 && k > 0 &&
+           (ctx->gemm_classes->widen >= 0
+            ? ctx->gemm_classes->widen
+            : widen_rule(cfg, ab, ta != 0, tb != 0, m, n, k, sa, sb, batch));
+    /* C = beta C, which CLBlast refuses; 16-bit operands, which it sums
+     * in half (and the packed kernels are float32), unless they are
+     * widened to float32 copies for a float32 C: those take the float32
+     * choice (on an H100 CLBlast was 2-15 times faster than clgrad's
+     * kernels, which widened products had always run on). */
+    if (k == 0 || (ab != CG_F32 && !(wide && cd == CG_F32)))
         use = CG__GEMM_CLGRAD;
     if (use == CG__GEMM_PACKED && ((ta && tb) ||
                                    !packed_fits(ctx, m, n, k, sa, sb, batch)))
@@ -878,14 +896,10 @@ cg__gemm_act(cg_context *ctx, cg_dtype ab, cg_dtype cd, int ta, int tb,
                          cg__dtype_name(ab), m, n, k, batch);
     if (use != CG__GEMM_CLBLAST && !fits)
         use = CG__GEMM_CLBLAST;
-    if (ab != CG_F32 && k > 0 &&
-        (ctx->gemm_classes->widen >= 0
-         ? ctx->gemm_classes->widen
-         : widen_rule(cfg, ab, ta != 0, tb != 0, m, n, k, sa, sb,
-                      batch)))
-        return clgrad_run_widened(ctx, cfg, variant(ab, cd), ta != 0,
+    if (wide)
+        return clgrad_run_widened(ctx, cfg, use, variant(ab, cd), ta != 0,
                                   tb != 0, m, n, k, alpha, a, sa, b, sb,
-                                  beta, c, sc, batch, bias, act);
+                                  beta, c, sc, batch, bias, act, added);
     if (use == CG__GEMM_PACKED)
         return packed_run(ctx, ta != 0, tb != 0, m, n, k, alpha, a, sa, b,
                           sb, beta, c, sc, batch, bias, act);
