@@ -427,7 +427,7 @@ START_TEST(the_conv_stage_writes_an_entry_per_class)
     };
     char dir[512], hash[33], *out;
     const char *path;
-    json_object *root, *kernels, *cands;
+    json_object *root, *kernels;
     cg_tuning_db *db;
     cg_tuning_entry e, in_force;
     cg_context *ctx;

@@ -15,7 +15,7 @@
  * kernels/gemm_pack.cl over packed operands), one candidate each, come
  * first, so that a class whose share of the time runs out during the
  * tile sweep has still tried them (on an H200, every NT class ran out
- * of time among its 32 tiles before CLBlast, which was 2-15 times faster
+ * of time among its 32 tiles before CLBlast, which was 2-6 times faster
  * there).  Then the tiles at the default work-group size (gemm's TM x TN
  * with VW for NN, TN and TT; for NT both ways, each with the tunables its
  * path reads: "pack" 0, in place, with gemm_nt's DTM x DTN and DVW, and
@@ -272,36 +272,39 @@ add_tile(tu_params *c, const char *cls, const char *hash, int pack, int vw,
         tu_params_add(c, "pack", pack);
 }
 
-/* The candidates of round `round` (0: tiles, 1: work-group sizes around
- * best, the best tile, 2: CLBlast, 3: the packed backend,
- * kernels/gemm_pack.cl with the context's values of its tunables) for
- * class i into c; returns how many. */
+/* The rounds, in the order they run: CLBlast, the packed backend
+ * (kernels/gemm_pack.cl with the context's values of its tunables), the
+ * tiles, then the work-group sizes around the best tile. */
+enum { R_CLBLAST, R_PACKED, R_TILES, R_WG, NROUNDS };
+
+/* The candidates of round `round` for class i into c (tile: the best
+ * tile, for R_WG); returns how many. */
 static int
-candidates(const tu_run *r, int i, int round, const tu_params *best,
+candidates(const tu_run *r, int i, int round, const tu_params *tile,
            const char *hash, tu_params *c)
 {
     const char *cls = reps[i].cls;
     int nt = cls[0] == 'N' && cls[1] == 'T', n = 0, t, v, vw = native_vw(r);
     int vws[2] = { vw, vw > 4 ? 4 : 0 };
 
-    if (round == 3) {
+    if (round == R_PACKED) {
         tu_params_init(&c[0], "gemm", cls);
         tu_params_add(&c[0], "clblast", 0);
         tu_params_add(&c[0], "packed", 1);
         snprintf(c[0].source_hash, sizeof c[0].source_hash, "%s", hash);
         return 1;
     }
-    if (round == 2) {
+    if (round == R_CLBLAST) {
         tu_params_init(&c[0], "gemm", cls);
         tu_params_add(&c[0], "clblast", 1);
         snprintf(c[0].source_hash, sizeof c[0].source_hash, "%s", hash);
         return 1;
     }
-    if (round == 1) {
+    if (round == R_WG) {
         for (t = 0; t < (int)(sizeof wgs / sizeof wgs[0]); t++) {
             if ((size_t)wgs[t] > r->dev.max_work_group_size)
                 continue;
-            c[n] = *best;
+            c[n] = *tile;
             tu_params_add(&c[n++], "WG", wgs[t]);
         }
         return n;
@@ -326,15 +329,13 @@ tune_class(tu_run *r, int i)
 {
     const char *cls = reps[i].cls;
     char hash[33], note[160], why[512], buf[256];
-    /* the rounds in the order they run (candidates' numbers) */
-    static const int order[4] = { 2, 3, 0, 1 };
     tu_params best, tile, cand[MAX_CANDS];
     gwork w;
     json_object *k;
     double def_us = 0, best_us, err = 0, est, t0;
     double tol = 2e-6 * sqrt((double)reps[i].k);
     double tile_us = INFINITY;
-    int o, round, n, c, tried = 0, inner = 0, limit;
+    int round, n, c, tried = 0, inner = 0, limit;
 
     snprintf(note, sizeof note, "SGEMM %dx%dx%d %.2s (%s): per product, "
              "median of up to %d", reps[i].m, reps[i].n, reps[i].k, cls,
@@ -375,10 +376,9 @@ tune_class(tu_run *r, int i)
     snprintf(best.source_hash, sizeof best.source_hash, "%s", hash);
     tile = best;
     limit = r->cfg->max_candidates ? r->cfg->max_candidates : MAX_CANDS * 3;
-    for (o = 0; o < 4; o++) {
-        round = order[o];
+    for (round = 0; round < NROUNDS; round++) {
         /* WG around the best tile, when one verified */
-        if (round == 1 && tile_us == INFINITY)
+        if (round == R_WG && tile_us == INFINITY)
             continue;
         n = candidates(r, i, round, &tile, hash, cand);
         for (c = 0; c < n; c++) {
@@ -415,7 +415,7 @@ tune_class(tu_run *r, int i)
             }
             tu_report_candidate(k, &cand[c], us, NULL, NULL);
             tried++;
-            if (round == 0 && us < tile_us) {
+            if (round == R_TILES && us < tile_us) {
                 tile = cand[c];
                 tile_us = us;
             }

@@ -287,11 +287,12 @@ topo_sort(cg__node *root, node_list *order)
 /* acc += g, or when acc is empty acc = g itself if nothing else can see
  * it (the caller's reference is the only one to g and to its storage, and
  * it is contiguous from the storage's start: later accumulation writes
- * into it in place), else a contiguous copy of g.  An accumulator at an
- * offset into its storage (a slice of concat's gradient, its other
- * slices freed) gave wrong gradients of split views and of the LSTM's
- * Hessian-vector products: taken only at offset 0.  Taking it saves a copy launch per node and leaf
- * on the common path, where every node passes back fresh gradients. */
+ * into it in place), else a contiguous copy of g.  Taking it saves a copy
+ * launch per node and leaf on the common path, where every node passes
+ * back fresh gradients.  An accumulator at an offset into its storage (a
+ * slice of concat's gradient, its other slices freed) gave wrong
+ * gradients of split views and of the LSTM's Hessian-vector products:
+ * taken only at offset 0. */
 static int
 accumulate(cg_tensor **acc, cg_tensor *g)
 {

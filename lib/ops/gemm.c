@@ -791,13 +791,15 @@ widen(cg_context *ctx, gemm_cfg *cfg, int v, cg__mat x, size_t s,
 }
 
 /* The product of 16-bit operands (variant v) through float32 copies of
- * them: the float32 kernels, C (and the bias) in v's output storage. */
+ * them, C (and the bias) in v's output storage: on backend `use` (the
+ * packed kernels or CLBlast only for a float32 C), else gemm.cl's float32
+ * kernels. */
 static int
-clgrad_run_widened(cg_context *ctx, gemm_cfg *cfg, cg__gemm_backend use,
-                   int v, int ta, int tb, size_t m, size_t n, size_t k,
-                   float alpha, cg__mat a, size_t sa, cg__mat b, size_t sb,
-                   float beta, cg__mat c, size_t sc, size_t batch,
-                   const cg__mat *bias, int act, int *added)
+widened_run(cg_context *ctx, gemm_cfg *cfg, cg__gemm_backend use, int v,
+            int ta, int tb, size_t m, size_t n, size_t k, float alpha,
+            cg__mat a, size_t sa, cg__mat b, size_t sb, float beta,
+            cg__mat c, size_t sc, size_t batch, const cg__mat *bias,
+            int act, int *added)
 {
     static const int f32_to[3] = { V_F32, V_F32_F16, V_F32_BF16 };
     size_t ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k;
@@ -897,9 +899,9 @@ cg__gemm_act(cg_context *ctx, cg_dtype ab, cg_dtype cd, int ta, int tb,
     if (use != CG__GEMM_CLBLAST && !fits)
         use = CG__GEMM_CLBLAST;
     if (wide)
-        return clgrad_run_widened(ctx, cfg, use, variant(ab, cd), ta != 0,
-                                  tb != 0, m, n, k, alpha, a, sa, b, sb,
-                                  beta, c, sc, batch, bias, act, added);
+        return widened_run(ctx, cfg, use, variant(ab, cd), ta != 0,
+                           tb != 0, m, n, k, alpha, a, sa, b, sb, beta, c,
+                           sc, batch, bias, act, added);
     if (use == CG__GEMM_PACKED)
         return packed_run(ctx, ta != 0, tb != 0, m, n, k, alpha, a, sa, b,
                           sb, beta, c, sc, batch, bias, act);
