@@ -311,6 +311,31 @@ START_TEST(widened_products_run_on_each_float32_backend)
 }
 END_TEST
 
+/* 16-bit operands into a float32 C on the packed backend are packed from
+ * their own storage (gemm_pack_a / _b convert as they copy): two launches
+ * fewer than through float32 copies (the gemm_widen of each operand), and
+ * right (widened_launches' product; a batch, and B shared by a batch). */
+START_TEST(packed_products_pack_sixteen_bit_operands_themselves)
+{
+    cg_dtype dt = dts[_i];
+    static const int64_t a3[3] = { 3, 7, 33 }, b3[3] = { 3, 33, 13 };
+    static const int64_t b1[2] = { 33, 13 };
+    uint64_t widened, own;
+
+    ck_assert_int_eq(cg__gemm_widen_force(tt_ctx(), 1), CG_OK);
+    widened = widened_launches(dt, CG__GEMM_PACKED);
+    ck_assert_int_eq(cg__gemm_widen_force(tt_ctx(), -1), CG_OK);
+    own = widened_launches(dt, CG__GEMM_PACKED);
+    ck_assert_msg(own + 2 == widened, "launches of a packed product: %llu "
+                  "from 16-bit operands, %llu through float32 copies",
+                  (unsigned long long)own, (unsigned long long)widened);
+    cg__gemm_force(tt_ctx(), CG__GEMM_PACKED);
+    check_product(dt, CG_F32, 3, a3, 3, b3, 0, 0);
+    check_product(dt, CG_F32, 3, a3, 2, b1, 0, 0);  /* b for the batch */
+    cg__gemm_force(tt_ctx(), CG__GEMM_AUTO);
+}
+END_TEST
+
 START_TEST(transposed_views_are_read_in_place)
 {
     cg_dtype dt = rule_mode(_i);
@@ -691,6 +716,8 @@ suite(void)
     tcase_add_loop_test(tc, float32_output, 0, 2 * TT_NDTYPES);
     tcase_add_loop_test(tc, widened_products_run_on_each_float32_backend, 0,
                         TT_NDTYPES);
+    tcase_add_loop_test(tc, packed_products_pack_sixteen_bit_operands_themselves,
+                        0, TT_NDTYPES);
     tcase_add_loop_test(tc, transposed_views_are_read_in_place, 0, TT_NDTYPES);
     tcase_add_loop_test(tc, linear_adds_its_bias_in_the_epilogue, 0, 2 * TT_NDTYPES);
     tcase_add_loop_test(tc, gradients_match_float32, 0, TT_NDTYPES);

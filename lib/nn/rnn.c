@@ -264,13 +264,25 @@ rnn_gemm(cg_context *ctx, cg_dtype ab, cg_dtype cd, int ta, int tb,
 
 /* Elements of the operand with T*B rows that one 16-bit product over
  * those rows reads at most: cg__gemm_dt may read 16-bit operands through
- * float32 copies (gemm.c's widen rule), and a copy of a whole [T*B, G*H]
- * gate-gradient array is twice the array (the char-LSTM's, 2x512 B32
- * T100: 26 MB a layer, which raised the step's peak memory by 50 MB).
- * Parts of 2^20 elements keep the copies at 4 MB; each part is still a
- * product of at least 2^20 * H multiply-adds.  $CLGRAD_RNN_PART16 sets
+ * float32 copies (gemm.c's widen rule) or packed float32 panels, and a
+ * copy of a whole [T*B, G*H] gate-gradient array is twice the array (the
+ * char-LSTM's, 2x512 B32 T100: 26 MB a layer, which raised the step's
+ * peak memory by 50 MB).  Parts of 2^19 elements keep those at 2 MB (the
+ * bfloat16 char-LSTM step's peak: 137.9 MB with parts of 2^20, 134.8 with
+ * 2^19, against float32's 225.8); each part is still a product of at
+ * least 2^19 * H multiply-adds.  The float32 input projection of 16-bit
+ * layers is made in parts of this size too.  $CLGRAD_RNN_PART16 sets
  * another size (tests). */
-#define PART16 (1L << 20)
+#define PART16 (1L << 19)
+
+static int
+part16(long *part)
+{
+    int set;
+
+    *part = PART16;
+    return cg__env_long("CLGRAD_RNN_PART16", 1, 1L << 30, part, &set);
+}
 
 /* rnn_gemm for 16-bit operands in parts of the T*B dimension: m (the rows
  * of a and c; ta 0) or, for ta 1, k (the rows of a and b, summed: later
@@ -282,12 +294,10 @@ rnn_gemm_parts(cg_context *ctx, cg_dtype ab, cg_dtype cd, int ta, int tb,
                cg__mat b, float beta, cg__mat c)
 {
     size_t rows = ta ? k : m, width = ta ? m : k, step, r;
-    long part = PART16;
-    int set, status = CG_OK;
+    long part;
+    int status = CG_OK;
 
-    if (ab != CG_F32 &&
-        (status = cg__env_long("CLGRAD_RNN_PART16", 1, 1L << 30, &part,
-                               &set)))
+    if (ab != CG_F32 && (status = part16(&part)))
         return status;
     step = width < (size_t)part ? (size_t)part / width : 1;
     if (ab == CG_F32 || step >= rows)
@@ -412,6 +422,38 @@ mat(const cg_tensor *t, int64_t off, int64_t ld)
     return a;
 }
 
+/* The GEMM path's step product c = a w + beta c: a the [rows, cols]
+ * matrix at element off of t's storage (h_{t-1}, or a step's gate
+ * gradients), w [cols, n] contiguous, c [rows, n] float32.  A 16-bit a
+ * with a float32 w (the recurrent weights converted once per pass, not in
+ * every step's product) is converted first: both conversions are exact,
+ * so the sums are those of the 16-bit product.  On the 2-core PoCL
+ * machine, GFLOP/s of the char-LSTM's step products in place / float32:
+ * 32x2048x512 NN bfloat16 44/80, float16 25/80; 32x512x2048 NN bfloat16
+ * 39/87, float16 38/87 (tests/bench_gemm16). */
+static int
+step_product(cg_context *ctx, const cg_tensor *t, int64_t off, int64_t rows,
+             int64_t cols, const cg_tensor *w, int64_t n, float beta,
+             cg_tensor *c)
+{
+    cg_tensor *v, *a;
+    int status;
+
+    if (t->dtype == w->dtype)
+        return rnn_gemm(ctx, t->dtype, CG_F32, 0, 0, (size_t)rows,
+                        (size_t)n, (size_t)cols, 1.0f, mat(t, off, cols),
+                        mat(w, 0, n), beta, mat(c, 0, n));
+    v = view2(t, t->offset + off, rows, cols);
+    a = v ? cg__cast(v, CG_F32) : NULL;
+    status = a ? cg__sgemm(ctx, 0, 0, (size_t)rows, (size_t)n, (size_t)cols,
+                           1.0f, mat(a, 0, cols), mat(w, 0, n), beta,
+                           mat(c, 0, n))
+               : cg__last_status();
+    cg_tensor_free(a);
+    cg_tensor_free(v);
+    return status;
+}
+
 /* ------------------------------------------------------------------------
  * One layer, both directions
  * ------------------------------------------------------------------------ */
@@ -426,33 +468,44 @@ static int
 layer_backward_graph(cg__node *n, cg_tensor *gy, cg_tensor **gin);
 
 /* Runs direction d's steps with step's kernels.  xproj [T*B, D*G*H]
- * (float32); hs, cs: T + 1 state slots; sv: T slots of 4H per row; y [T,
- * B, D*H].  With hproj ([B, G*H], float32) each step is a GEMM into hproj
- * and the GEMM-path cell kernel, else one fused launch reading the packed
- * wt. */
+ * (float32), or NULL: the projection is made here, tc steps at a time
+ * (in processing order) into a float32 [tc*B, G*H] buffer, from xd [T*B,
+ * I] and w_ih, direction d's.  hs, cs: T + 1 state slots; sv: T slots of
+ * 4H per row; y [T, B, D*H].  With hproj ([B, G*H], float32) each step is
+ * a GEMM into hproj and the GEMM-path cell kernel, else one fused launch
+ * reading the packed wt. */
 static int
 run_forward(cg_module *m, const cg__rnn_step *step, const layer_dims *k,
             int d, cl_mem lengths, const cg_tensor *wt,
-            const cg_tensor *xproj, cg_tensor *w_hh, cg_tensor *b_ih,
-            cg_tensor *b_hh, cg_tensor *hs, cg_tensor *cs, cg_tensor *sv,
-            cg_tensor *y, cg_tensor *hproj)
+            const cg_tensor *xproj, const cg_tensor *xd,
+            const cg_tensor *w_ih, int tc, cg_tensor *w_hh,
+            cg_tensor *b_ih, cg_tensor *b_hh, cg_tensor *hs, cg_tensor *cs,
+            cg_tensor *sv, cg_tensor *y, cg_tensor *hproj)
 {
     int64_t bh = (int64_t)k->B * k->H, DGH = (int64_t)k->D * k->G * k->H;
     int64_t DH = (int64_t)k->D * k->H, GH = (int64_t)k->G * k->H;
-    cg_tensor *whh_t = NULL;
+    int64_t lo = 0;
+    cg_tensor *whh_t = NULL, *xc = NULL;
     int s, status = CG_OK;
 
+    if (!xproj && !(xc = empty1(m->ctx, (int64_t)tc * k->B * GH)))
+        return cg__last_status();
+
     /* The GEMM path: W_hh^T [H, G*H] once, so that each step is an NN
-     * product (an NT one might pack B^T again at every step). */
+     * product (an NT one might pack B^T again at every step), in float32
+     * (step_product). */
     if (hproj) {
         int64_t shape[2] = { k->H, GH }, strides[2] = { 1, k->H };
         cg_tensor *v = cg__tensor_view(w_hh, 2, shape, strides,
                                        w_hh->offset);
 
-        whh_t = v ? cg__copy_contiguous(v) : NULL;
+        whh_t = !v ? NULL : w_hh->dtype == CG_F32 ? cg__copy_contiguous(v)
+                                                 : cg__cast(v, CG_F32);
         cg_tensor_free(v);
-        if (!whh_t)
+        if (!whh_t) {
+            cg_tensor_free(xc);
             return cg__last_status();
+        }
     }
 
     for (s = 0; s < k->T && status == CG_OK; s++) {
@@ -465,19 +518,34 @@ run_forward(cg_module *m, const cg__rnn_step *step, const layer_dims *k,
         f.H = k->H;
         f.t = t;
         f.lengths = lengths;
+        if (xc && s % tc == 0) {
+            int n = k->T - s < tc ? k->T - s : tc;
+
+            lo = d ? k->T - s - n : s;
+            status = rnn_gemm(m->ctx, xd->dtype, CG_F32, 0, 1,
+                              (size_t)n * k->B, (size_t)GH, (size_t)k->I,
+                              1.0f, mat(xd, lo * k->B * k->I, k->I),
+                              mat(w_ih, 0, k->I), 0.0f, mat(xc, 0, GH));
+            if (status)
+                break;
+        }
         if (hproj) {
-            status = rnn_gemm(m->ctx, hs->dtype, CG_F32, 0, 0,
-                              (size_t)k->B, (size_t)GH, (size_t)k->H, 1.0f,
-                              mat(hs, prev * bh, k->H), mat(whh_t, 0, GH),
-                              0.0f, mat(hproj, 0, GH));
+            status = step_product(m->ctx, hs, prev * bh, k->B, k->H,
+                                  whh_t, GH, 0.0f, hproj);
             if (status)
                 break;
         }
         f.whh_t = cg__tensor_mem(hproj ? hproj : wt);
-        f.xproj.mem = cg__tensor_mem(xproj);
-        f.xproj.off = (cl_int)(xproj->offset + t * k->B * DGH +
-                               (int64_t)d * k->G * k->H);
-        f.xproj.ld = (cl_int)DGH;
+        if (xc) {
+            f.xproj.mem = cg__tensor_mem(xc);
+            f.xproj.off = (cl_int)((t - lo) * k->B * GH);
+            f.xproj.ld = (cl_int)GH;
+        } else {
+            f.xproj.mem = cg__tensor_mem(xproj);
+            f.xproj.off = (cl_int)(xproj->offset + t * k->B * DGH +
+                                   (int64_t)d * k->G * k->H);
+            f.xproj.ld = (cl_int)DGH;
+        }
         f.b_ih = at(b_ih, 0);
         f.b_hh = at(b_hh, 0);
         f.h_prev = at(hs, prev * bh);
@@ -494,6 +562,7 @@ run_forward(cg_module *m, const cg__rnn_step *step, const layer_dims *k,
         status = cg__rnn_forward_step(step, &f);
     }
     cg_tensor_free(whh_t);
+    cg_tensor_free(xc);
     return status;
 }
 
@@ -731,7 +800,8 @@ layer_forward(cg_module *m, cg_tensor *const *P, int l, cg_tensor *x,
     cg_tensor *inputs[3 + 8] = { NULL }, *tin[3 + 8] = { NULL };
     cg_tensor *ty = NULL, *thn = NULL, *tcn = NULL;
     cg__node *node = NULL;
-    int gemm, done = 0, fw;
+    int gemm, done = 0, fw, tc = 0;
+    long part;
 
     k.T = (int)x->shape[0];
     k.B = (int)x->shape[1];
@@ -761,10 +831,19 @@ layer_forward(cg_module *m, cg_tensor *const *P, int l, cg_tensor *x,
             status)
             return status;
     /* 1. The input projection: one GEMM (the step kernels add the
-     * biases). */
+     * biases).  16-bit storage (no tangents wanted): made by run_forward a
+     * part of PART16 elements (tc steps) at a time, so that its float32
+     * sums (the char-LSTM's: 26 MB a layer, at the bfloat16 step's peak)
+     * do not outweigh the 16-bit states. */
     xd = cg__dense(x);
-    xproj = empty1(ctx, TB * k.D * GH);
-    if (!xd || !xproj)
+    if (!xd || (status = part16(&part)))
+        goto fail;
+    if (dt != CG_F32 && !fw && TB * GH > part)
+        tc = part / ((int64_t)k.B * GH) > 1 ? (int)(part / ((int64_t)k.B *
+                                                          GH)) : 1;
+    if (tc)
+        goto steps;
+    if (!(xproj = empty1(ctx, TB * k.D * GH)))
         goto fail;
     if (k.D == 1) {
         wcat = cg_tensor_ref(param(P, m, l, 0, 0));
@@ -788,6 +867,7 @@ layer_forward(cg_module *m, cg_tensor *const *P, int l, cg_tensor *x,
         goto fail;
 
     /* 2. The steps. */
+steps:
     shape[0] = k.T;
     shape[1] = k.B;
     shape[2] = (int64_t)k.D * k.H;
@@ -824,7 +904,8 @@ layer_forward(cg_module *m, cg_tensor *const *P, int l, cg_tensor *x,
         if (status == CG_OK)
             status = run_forward(m, step, &k, d,
                                  len ? cg__tensor_mem(len) : NULL, wt[d],
-                                 xproj, param(P, m, l, d, 1),
+                                 xproj, xd, param(P, m, l, d, 0), tc,
+                                 param(P, m, l, d, 1),
                                  param(P, m, l, d, 2), param(P, m, l, d, 3),
                                  hs[d], cs[d], sv[d], y, hproj);
         /* The final states: each row stopped changing at its own last
@@ -977,7 +1058,7 @@ direction_backward(cg__node *n, const layer_dims *k, int d, cg_tensor *gy,
     cg_tensor *len = n->saved[SV_LEN];
     cg_tensor *wih = n->inputs[IN_P(d, 0)], *whh = n->inputs[IN_P(d, 1)];
     cg_tensor *wp = NULL, *dh, *dc = NULL, *dg, *dgi = NULL;
-    cg_tensor *dgw;
+    cg_tensor *dgw, *w32 = NULL;    /* the GEMM path's float32 W_hh */
     cg_dtype dt = xd->dtype;
     const cg__rnn_step *step;
     int gemm = (int)n->i[4];
@@ -1000,6 +1081,8 @@ direction_backward(cg__node *n, const layer_dims *k, int d, cg_tensor *gy,
     if (!gemm)
         status = cg__rnn_pack_whh(step, at(whh, 0), k->H, NULL,
                                   cg__tensor_mem(wp));
+    else if (dt != CG_F32 && !(w32 = cg__cast(whh, CG_F32)))
+        status = cg__last_status();
     if (status == CG_OK)
         status = set_state_dir(dh, 0, k->B, k->H, ghn, d);
     if (status == CG_OK && lstm)
@@ -1021,11 +1104,8 @@ direction_backward(cg__node *n, const layer_dims *k, int d, cg_tensor *gy,
             b.dg_next = at(dg, tn * k->B * GH);
             if (gemm) {
                 /* dh += dgates_{s+1} W_hh, and the kernel adds nothing. */
-                status = rnn_gemm(ctx, dt, CG_F32, 0, 0, (size_t)k->B,
-                                  (size_t)k->H, (size_t)GH, 1.0f,
-                                  mat(dg, tn * k->B * GH, GH),
-                                  mat(whh, 0, k->H), 1.0f,
-                                  mat(dh, 0, k->H));
+                status = step_product(ctx, dg, tn * k->B * GH, k->B, GH,
+                                      w32 ? w32 : whh, k->H, 1.0f, dh);
                 b.dg_next.mem = NULL;
                 if (status || s < 0)
                     break;
@@ -1056,6 +1136,9 @@ direction_backward(cg__node *n, const layer_dims *k, int d, cg_tensor *gy,
         }
         status = cg__rnn_backward_step(step, &b);
     }
+    /* the float32 W_hh of the steps' products is no longer needed */
+    cg_tensor_free(w32);
+    w32 = NULL;
     if (status)
         goto out;
     if (gh0)
@@ -1089,6 +1172,7 @@ direction_backward(cg__node *n, const layer_dims *k, int d, cg_tensor *gy,
                                 d ? 1.0f : 0.0f, mat(dx, 0, k->I));
 out:
     cg_tensor_free(wp);
+    cg_tensor_free(w32);
     cg_tensor_free(dh);
     cg_tensor_free(dc);
     cg_tensor_free(dg);

@@ -653,7 +653,8 @@ packed_rule(int ta, int tb, size_t m, size_t n, size_t k)
  * `floats` floats, which the caller frees once the product that reads it
  * is enqueued (the queue is in order). */
 static int
-pack_operand(cg_context *ctx, cg__kid kid, cg__mat x, size_t rows,
+pack_operand(cg_context *ctx, cg__kid kid, cg_dtype dt, cg__mat x,
+             size_t rows,
              size_t panel, size_t k, size_t sr, size_t sk, size_t sx,
              size_t copies, double floats, cg_buffer **t)
 {
@@ -667,7 +668,7 @@ pack_operand(cg_context *ctx, cg__kid kid, cg__mat x, size_t rows,
     if (!(*t = cg__buffer_new(ctx, (size_t)floats * sizeof(float))))
         return cg__last_status();
     tm = cg__buffer_mem(*t);
-    if ((status = cg__kernel(ctx, kid, &kn)) ||
+    if ((status = cg__kernel_dt(ctx, kid, dt, &kn)) ||
         (status = cg__args(kn, CG__ARG(R), CG__ARG(K), CG__ARG(x.mem),
                            CG__ARG(xo), CG__ARG(SR), CG__ARG(SK),
                            CG__ARG(SX), CG__ARG(tm))))
@@ -680,8 +681,8 @@ pack_operand(cg_context *ctx, cg__kid kid, cg__mat x, size_t rows,
 }
 
 static int
-packed_run(cg_context *ctx, int ta, int tb, size_t m, size_t n, size_t k,
-           float alpha, cg__mat a, size_t sa, cg__mat b, size_t sb,
+packed_run(cg_context *ctx, cg_dtype ab, cg_dtype cd, int ta, int tb,
+           size_t m, size_t n, size_t k, float alpha, cg__mat a, size_t sa, cg__mat b, size_t sb,
            float beta, cg__mat c, size_t sc, size_t batch,
            const cg__mat *bias, int act)
 {
@@ -701,17 +702,17 @@ packed_run(cg_context *ctx, int ta, int tb, size_t m, size_t n, size_t k,
     packed_sizes(ctx, m, n, k, sa, sb, batch, &na, &nb);
     spa = sa ? (cl_int)((m + mr - 1) / mr * mr * k) : 0;
     spb = sb ? (cl_int)((n + nr - 1) / nr * nr * k) : 0;
-    status = pack_operand(ctx, CG__K_GEMM_PACK_A, a, m, mr, k,
+    status = pack_operand(ctx, CG__K_GEMM_PACK_A, ab, a, m, mr, k,
                           ta ? 1 : lda, ta ? lda : 1, sa, sa ? batch : 1,
                           na, &pa);
     if (status == CG_OK)
-        status = pack_operand(ctx, CG__K_GEMM_PACK_B, b, n, nr, k,
+        status = pack_operand(ctx, CG__K_GEMM_PACK_B, ab, b, n, nr, k,
                               tb ? ldb : 1, tb ? 1 : ldb, sb,
                               sb ? batch : 1, nb, &pb);
     if (status == CG_OK) {
         pam = cg__buffer_mem(pa);
         pbm = cg__buffer_mem(pb);
-        status = cg__kernel(ctx, CG__K_GEMM_PACKED, &kn);
+        status = cg__kernel_dt(ctx, CG__K_GEMM_PACKED, cd, &kn);
     }
     if (status == CG_OK)
         status = cg__args(kn, CG__ARG(M), CG__ARG(N), CG__ARG(K),
@@ -747,10 +748,17 @@ packed_run(cg_context *ctx, int ta, int tb, size_t m, size_t n, size_t k,
  * bfloat16 49/44, and small products, 64^3 NN float16 8.9/5.4 (15),
  * bfloat16 13/4.9, where the copies' launches weigh. */
 static int
-widen_rule(const gemm_cfg *cfg, cg_dtype ab, int ta, int tb, size_t m,
-           size_t n, size_t k, size_t sa, size_t sb, size_t batch)
+widen_rule(const gemm_cfg *cfg, cg_dtype ab, cg_dtype cd, int ta, int tb,
+           size_t m, size_t n, size_t k, size_t sa, size_t sb, size_t batch)
 {
     if ((double)m * (double)n * (double)k <= 262144.0)
+        return 0;
+    /* bfloat16 into a bfloat16 C over a long K (the recurrent layers'
+     * dx, in parts of T*B rows): in place is as fast and makes no copies
+     * (8 MB at the bfloat16 char-LSTM step's peak); 2-core AVX2 PoCL,
+     * in place / widened: 512x512x2048 NN 60/57, 512x64x2048 NN 52/56;
+     * with a shorter K the copies pay (128x784x512 NN 45/80). */
+    if (ab == CG_BF16 && cd == ab && k >= 2048)
         return 0;
     /* bfloat16 with few rows (the recurrent step's h W_hh^T, B rows):
      * the copy of B costs as much as the product; float32 C, quiet
@@ -818,8 +826,9 @@ widened_run(cg_context *ctx, gemm_cfg *cfg, cg__gemm_backend use, int v,
 
         /* float32 copies into a float32 C run as float32 operands do */
         if (use == CG__GEMM_PACKED)
-            status = packed_run(ctx, ta, tb, m, n, k, alpha, am, wsa, bm,
-                                wsb, beta, c, sc, batch, bias, act);
+            status = packed_run(ctx, CG_F32, CG_F32, ta, tb, m, n, k, alpha,
+                                am, wsa, bm, wsb, beta, c, sc, batch, bias,
+                                act);
         else if (use == CG__GEMM_CLBLAST) {
             if (bias || act)    /* CLBlast has no epilogue: the caller's */
                 *added = 0;
@@ -876,13 +885,23 @@ cg__gemm_act(cg_context *ctx, cg_dtype ab, cg_dtype cd, int ta, int tb,
     wide = ab != CG_F32 && k > 0 &&
            (ctx->gemm_classes->widen >= 0
             ? ctx->gemm_classes->widen
-            : widen_rule(cfg, ab, ta != 0, tb != 0, m, n, k, sa, sb, batch));
-    /* C = beta C, which CLBlast refuses; 16-bit operands, which it sums
-     * in half (and the packed kernels are float32), unless they are
-     * widened to float32 copies for a float32 C: those take the float32
-     * choice (on an H100 CLBlast was 2-15 times faster than clgrad's
-     * kernels, which widened products had always run on). */
-    if (k == 0 || (ab != CG_F32 && !(wide && cd == CG_F32)))
+            : widen_rule(cfg, ab, cd, ta != 0, tb != 0, m, n, k, sa, sb, batch));
+    /* C = beta C, which CLBlast refuses.  16-bit operands into a float32
+     * C where the float32 choice is the packed backend: its pack kernels
+     * convert them as they copy them, so no float32 copies are made (the
+     * char-LSTM's bfloat16 step had 5 MB of them at its peak); not into a
+     * 16-bit C, which gemm_packed would round after each PKC steps of K.
+     * Other 16-bit operands, which CLBlast sums in half, take the float32
+     * choice only when widened to float32 copies for a float32 C (on an
+     * H100 CLBlast was 2-15 times faster than clgrad's kernels, which
+     * widened products had always run on), else gemm.cl's kernels. */
+    if (k == 0)
+        use = CG__GEMM_CLGRAD;
+    else if (ab != CG_F32 && cd == CG_F32 && use == CG__GEMM_PACKED &&
+             ctx->gemm_classes->widen != 1 && !(ta && tb) &&
+             packed_fits(ctx, m, n, k, sa, sb, batch))
+        wide = 0;
+    else if (ab != CG_F32 && !(wide && cd == CG_F32))
         use = CG__GEMM_CLGRAD;
     if (use == CG__GEMM_PACKED && ((ta && tb) ||
                                    !packed_fits(ctx, m, n, k, sa, sb, batch)))
@@ -903,8 +922,8 @@ cg__gemm_act(cg_context *ctx, cg_dtype ab, cg_dtype cd, int ta, int tb,
                            tb != 0, m, n, k, alpha, a, sa, b, sb, beta, c,
                            sc, batch, bias, act, added);
     if (use == CG__GEMM_PACKED)
-        return packed_run(ctx, ta != 0, tb != 0, m, n, k, alpha, a, sa, b,
-                          sb, beta, c, sc, batch, bias, act);
+        return packed_run(ctx, ab, cd, ta != 0, tb != 0, m, n, k, alpha, a,
+                          sa, b, sb, beta, c, sc, batch, bias, act);
     if (use == CG__GEMM_CLGRAD)
         return clgrad_run(ctx, cfg, variant(ab, cd), ta != 0, tb != 0, m, n,
                           k, alpha, a, sa, b, sb, beta, c, sc, batch, bias,
