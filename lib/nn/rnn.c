@@ -424,10 +424,10 @@ mat(const cg_tensor *t, int64_t off, int64_t ld)
 
 /* The GEMM path's step product c = a w + beta c: a the [rows, cols]
  * matrix at element off of t's storage (h_{t-1}, or a step's gate
- * gradients), w [cols, n] contiguous, c [rows, n] float32.  A 16-bit a
- * with a float32 w (the recurrent weights converted once per pass, not in
- * every step's product) is converted first: both conversions are exact,
- * so the sums are those of the 16-bit product.  On the 2-core PoCL
+ * gradients), w [cols, n] contiguous and float32 (16-bit layers: the
+ * recurrent weights converted once per pass, not in every step's
+ * product), c [rows, n] float32.  A 16-bit a is converted first: both
+ * conversions are exact, so the sums are those of the 16-bit product.  On the 2-core PoCL
  * machine, GFLOP/s of the char-LSTM's step products in place / float32:
  * 32x2048x512 NN bfloat16 44/80, float16 25/80; 32x512x2048 NN bfloat16
  * 39/87, float16 38/87 (tests/bench_gemm16). */
@@ -439,10 +439,10 @@ step_product(cg_context *ctx, const cg_tensor *t, int64_t off, int64_t rows,
     cg_tensor *v, *a;
     int status;
 
-    if (t->dtype == w->dtype)
-        return rnn_gemm(ctx, t->dtype, CG_F32, 0, 0, (size_t)rows,
-                        (size_t)n, (size_t)cols, 1.0f, mat(t, off, cols),
-                        mat(w, 0, n), beta, mat(c, 0, n));
+    if (t->dtype == CG_F32)
+        return cg__sgemm(ctx, 0, 0, (size_t)rows, (size_t)n, (size_t)cols,
+                         1.0f, mat(t, off, cols), mat(w, 0, n), beta,
+                         mat(c, 0, n));
     v = view2(t, t->offset + off, rows, cols);
     a = v ? cg__cast(v, CG_F32) : NULL;
     status = a ? cg__sgemm(ctx, 0, 0, (size_t)rows, (size_t)n, (size_t)cols,
@@ -564,6 +564,41 @@ run_forward(cg_module *m, const cg__rnn_step *step, const layer_dims *k,
     cg_tensor_free(whh_t);
     cg_tensor_free(xc);
     return status;
+}
+
+/* The input projection of every step of layer l, both directions, in one
+ * GEMM: *xproj [T*B, D*G*H] (float32) = xd W_ih^T, the directions' W_ih
+ * stacked in *wcat (the step kernels add the biases).  The caller frees
+ * both, also on failure. */
+static int
+project_inputs(cg_module *m, cg_tensor *const *P, int l, const layer_dims *k,
+               const cg_tensor *xd, cg_tensor **xproj, cg_tensor **wcat)
+{
+    cg_context *ctx = m->ctx;
+    cg_dtype dt = xd->dtype;
+    int64_t TB = (int64_t)k->T * k->B, GH = (int64_t)k->G * k->H;
+    int d, status = CG_OK;
+
+    if (!(*xproj = empty1(ctx, TB * k->D * GH)))
+        return cg__last_status();
+    if (k->D == 1) {
+        *wcat = cg_tensor_ref(param(P, m, l, 0, 0));
+    } else {
+        if (!(*wcat = empty_dt(ctx, dt, k->D * GH * k->I)))
+            return cg__last_status();
+        for (d = 0; d < k->D && status == CG_OK; d++) {
+            cg_tensor *v = view2(*wcat, d * GH * k->I, GH, k->I);
+
+            status = v ? cg__copy_into(v, param(P, m, l, d, 0))
+                       : cg__last_status();
+            cg_tensor_free(v);
+        }
+        if (status)
+            return status;
+    }
+    return rnn_gemm(ctx, dt, CG_F32, 0, 1, (size_t)TB, (size_t)(k->D * GH),
+                    (size_t)k->I, 1.0f, mat(xd, 0, k->I),
+                    mat(*wcat, 0, k->I), 0.0f, mat(*xproj, 0, k->D * GH));
 }
 
 /* ------------------------------------------------------------------------
@@ -838,36 +873,15 @@ layer_forward(cg_module *m, cg_tensor *const *P, int l, cg_tensor *x,
     xd = cg__dense(x);
     if (!xd || (status = part16(&part)))
         goto fail;
-    if (dt != CG_F32 && !fw && TB * GH > part)
-        tc = part / ((int64_t)k.B * GH) > 1 ? (int)(part / ((int64_t)k.B *
-                                                          GH)) : 1;
-    if (tc)
-        goto steps;
-    if (!(xproj = empty1(ctx, TB * k.D * GH)))
-        goto fail;
-    if (k.D == 1) {
-        wcat = cg_tensor_ref(param(P, m, l, 0, 0));
-    } else {
-        wcat = empty_dt(ctx, dt, k.D * GH * k.I);
-        for (d = 0; wcat && d < k.D && status == CG_OK; d++) {
-            cg_tensor *v = view2(wcat, d * GH * k.I, GH, k.I);
+    if (dt != CG_F32 && !fw && TB * GH > part) {
+        int64_t steps = part / ((int64_t)k.B * GH);
 
-            status = v ? cg__copy_into(v, param(P, m, l, d, 0))
-                       : cg__last_status();
-            cg_tensor_free(v);
-        }
-        if (!wcat || status)
-            goto fail;
-    }
-    status = rnn_gemm(ctx, dt, CG_F32, 0, 1, (size_t)TB,
-                      (size_t)(k.D * GH), (size_t)k.I, 1.0f,
-                      mat(xd, 0, k.I), mat(wcat, 0, k.I), 0.0f,
-                      mat(xproj, 0, k.D * GH));
-    if (status)
+        tc = steps > 1 ? (int)steps : 1;
+    } else if ((status = project_inputs(m, P, l, &k, xd, &xproj, &wcat))) {
         goto fail;
+    }
 
     /* 2. The steps. */
-steps:
     shape[0] = k.T;
     shape[1] = k.B;
     shape[2] = (int64_t)k.D * k.H;

@@ -654,9 +654,8 @@ packed_rule(int ta, int tb, size_t m, size_t n, size_t k)
  * is enqueued (the queue is in order). */
 static int
 pack_operand(cg_context *ctx, cg__kid kid, cg_dtype dt, cg__mat x,
-             size_t rows,
-             size_t panel, size_t k, size_t sr, size_t sk, size_t sx,
-             size_t copies, double floats, cg_buffer **t)
+             size_t rows, size_t panel, size_t k, size_t sr, size_t sk,
+             size_t sx, size_t copies, double floats, cg_buffer **t)
 {
     cl_int R = (cl_int)rows, K = (cl_int)k, xo = (cl_int)x.off;
     cl_int SR = (cl_int)sr, SK = (cl_int)sk, SX = (cl_int)sx;
@@ -682,9 +681,9 @@ pack_operand(cg_context *ctx, cg__kid kid, cg_dtype dt, cg__mat x,
 
 static int
 packed_run(cg_context *ctx, cg_dtype ab, cg_dtype cd, int ta, int tb,
-           size_t m, size_t n, size_t k, float alpha, cg__mat a, size_t sa, cg__mat b, size_t sb,
-           float beta, cg__mat c, size_t sc, size_t batch,
-           const cg__mat *bias, int act)
+           size_t m, size_t n, size_t k, float alpha, cg__mat a, size_t sa,
+           cg__mat b, size_t sb, float beta, cg__mat c, size_t sc,
+           size_t batch, const cg__mat *bias, int act)
 {
     size_t mr = PACK_PARAM(ctx, PMR), mb = PACK_PARAM(ctx, PMB);
     size_t nr = PACK_PARAM(ctx, PTN) * PACK_PARAM(ctx, PVW);
@@ -885,7 +884,11 @@ cg__gemm_act(cg_context *ctx, cg_dtype ab, cg_dtype cd, int ta, int tb,
     wide = ab != CG_F32 && k > 0 &&
            (ctx->gemm_classes->widen >= 0
             ? ctx->gemm_classes->widen
-            : widen_rule(cfg, ab, cd, ta != 0, tb != 0, m, n, k, sa, sb, batch));
+            : widen_rule(cfg, ab, cd, ta != 0, tb != 0, m, n, k, sa, sb,
+                         batch));
+    if (use == CG__GEMM_PACKED && ((ta && tb) ||
+                                   !packed_fits(ctx, m, n, k, sa, sb, batch)))
+        use = CG__GEMM_CLGRAD;
     /* C = beta C, which CLBlast refuses.  16-bit operands into a float32
      * C where the float32 choice is the packed backend: its pack kernels
      * convert them as they copy them, so no float32 copies are made (the
@@ -898,13 +901,9 @@ cg__gemm_act(cg_context *ctx, cg_dtype ab, cg_dtype cd, int ta, int tb,
     if (k == 0)
         use = CG__GEMM_CLGRAD;
     else if (ab != CG_F32 && cd == CG_F32 && use == CG__GEMM_PACKED &&
-             ctx->gemm_classes->widen != 1 && !(ta && tb) &&
-             packed_fits(ctx, m, n, k, sa, sb, batch))
+             ctx->gemm_classes->widen != 1)
         wide = 0;
     else if (ab != CG_F32 && !(wide && cd == CG_F32))
-        use = CG__GEMM_CLGRAD;
-    if (use == CG__GEMM_PACKED && ((ta && tb) ||
-                                   !packed_fits(ctx, m, n, k, sa, sb, batch)))
         use = CG__GEMM_CLGRAD;
     fits = k < (size_t)INT_MAX &&
            fits_int(a, sa, batch, ta ? k : m, ta ? m : k) &&
