@@ -336,6 +336,83 @@ START_TEST(packed_products_pack_sixteen_bit_operands_themselves)
 }
 END_TEST
 
+/* A 16-bit C from CLBlast or the packed kernels, which write only a
+ * float32 C: the product goes to a float32 scratch C and gemm_narrow
+ * rounds act(P + beta C + bias) once into C, as gemm.cl's epilogue does.
+ * A batch of two with B shared, alpha, beta, a bias and ReLU, against the
+ * double-precision product: launches are the backend's, more than
+ * gemm.cl's one (CLBlast: the two float32 copies, its call, the narrow). */
+START_TEST(sixteen_bit_c_from_clblast_and_packed)
+{
+    static const cg__gemm_backend be[2] = { CG__GEMM_CLBLAST,
+                                            CG__GEMM_PACKED };
+    cg_dtype dt = dts[_i];
+    const size_t m = 67, n = 131, k = 35, batch = 2;
+    const float alpha = 0.75f, beta = -0.5f;
+    int64_t sa[3] = { 2, 67, 35 }, sb[2] = { 35, 131 };
+    int64_t sc[3] = { 2, 67, 131 }, sd[1] = { 131 };
+    cg_tensor *a = rand16(dt, 3, sa), *b = rand16(dt, 2, sb);
+    cg_tensor *d = rand16(dt, 1, sd), *c;
+    float *ha = host(a), *hb = host(b), *hd = host(d), *c0, *hc;
+    double *ref = malloc(batch * m * n * sizeof *ref);
+    double *s = malloc(batch * m * n * sizeof *s);
+    cg_memory_stats s0, s1;
+    size_t i, j, z;
+    int e, added;
+
+    for (e = 0; e < 2; e++) {
+        cg__mat am = { cg__tensor_mem(a), 0, k }, bm = { cg__tensor_mem(b),
+                                                         0, n };
+        cg__mat cm, dm = { cg__tensor_mem(d), 0, 0 };
+
+        c = rand16(dt, 3, sc);
+        c0 = host(c);
+        cm.mem = cg__tensor_mem(c);
+        cm.off = 0;
+        cm.ld = n;
+        ref_gemm(batch, m, n, k, ha, 0, m * k, hb, 0, 0, NULL, ref, s);
+        for (z = 0; z < batch; z++)
+            for (i = 0; i < m; i++)
+                for (j = 0; j < n; j++) {
+                    size_t q = (z * m + i) * n + j;
+                    double v = alpha * ref[q] + beta * (double)c0[q] + hd[j];
+
+                    ref[q] = v > 0.0 ? v : 0.0;
+                    s[q] = fabs(alpha) * s[q] + fabs(beta * c0[q]) +
+                           fabs(hd[j]);
+                }
+        cg__gemm_force(tt_ctx(), be[e]);
+        ck_assert_int_eq(cg_context_stats(tt_ctx(), &s0), CG_OK);
+        ck_assert_msg(cg__gemm_act(tt_ctx(), dt, dt, 0, 0, m, n, k, alpha,
+                                   am, m * k, bm, 0, beta, cm, m * n, batch,
+                                   &dm, CG__ACT_RELU, &added) == CG_OK,
+                      "%s", TT_ERR);
+        ck_assert_int_eq(cg_context_stats(tt_ctx(), &s1), CG_OK);
+        cg__gemm_force(tt_ctx(), CG__GEMM_AUTO);
+        ck_assert_int_eq(added, 1);
+        if (be[e] == CG__GEMM_CLBLAST)
+            ck_assert_uint_eq(s1.kernels_enqueued - s0.kernels_enqueued, 4);
+        else
+            ck_assert_uint_gt(s1.kernels_enqueued - s0.kernels_enqueued, 1);
+        hc = host(c);
+        expect_close(be[e] == CG__GEMM_CLBLAST ? "CLBlast, narrowed"
+                     : "packed, narrowed", dt, hc, ref, s, batch * m * n,
+                     k + 2, 1.0);
+        free(hc);
+        free(c0);
+        cg_tensor_free(c);
+    }
+    free(ha);
+    free(hb);
+    free(hd);
+    free(ref);
+    free(s);
+    cg_tensor_free(a);
+    cg_tensor_free(b);
+    cg_tensor_free(d);
+}
+END_TEST
+
 START_TEST(transposed_views_are_read_in_place)
 {
     cg_dtype dt = rule_mode(_i);
@@ -718,6 +795,8 @@ suite(void)
                         TT_NDTYPES);
     tcase_add_loop_test(tc, packed_products_pack_sixteen_bit_operands_themselves,
                         0, TT_NDTYPES);
+    tcase_add_loop_test(tc, sixteen_bit_c_from_clblast_and_packed, 0,
+                        TT_NDTYPES);
     tcase_add_loop_test(tc, transposed_views_are_read_in_place, 0, TT_NDTYPES);
     tcase_add_loop_test(tc, linear_adds_its_bias_in_the_epilogue, 0, 2 * TT_NDTYPES);
     tcase_add_loop_test(tc, gradients_match_float32, 0, TT_NDTYPES);

@@ -371,7 +371,10 @@ START_TEST(vendor_entries_are_narrowed_to_the_device)
 END_TEST
 
 /* A user file beats a shipped one at the same level: the shipped entries
- * for this device are overridden by a user file for the same device. */
+ * for this device are overridden by a user file for the same device.
+ * Several shipped files may match (an H100 exactly, the H200's file by
+ * vendor): the user file copies the device block of the best match, or a
+ * closer shipped file would rightly win. */
 START_TEST(user_file_beats_shipped)
 {
     const char *dir = fresh_dir("user");
@@ -381,35 +384,33 @@ START_TEST(user_file_beats_shipped)
     cg_context *ctx;
     cg_tuning_db *db;
     char path[700];
-    int i, n, found = 0;
+    int i, n, m, best = CG_TUNING_NONE;
 
     cg_context_device_info(tt_ctx(), &info);
     for (i = 0; cg__tuning_embedded[i].name; i++) {
         db = cg__tuning_db_parse(cg__tuning_embedded[i].text, "shipped");
         ck_assert_msg(db != NULL, "%s", TT_ERR);
-        if (cg__tuning_match(&db->device, &info) == CG_TUNING_NONE ||
-            db->count == 0) {
+        m = cg__tuning_match(&db->device, &info);
+        if (m <= best) {
             cg_tuning_db_free(db);
             continue;
         }
-        /* The same device block, every entry changed. */
-        dev = db->device;
+        /* The same device block, one rnn.lstm entry changed. */
         for (n = 0; n < db->count; n++) {
-            e = db->entries[n];
-            if (strncmp(e.kernel, "rnn.lstm", 8) == 0) {
-                e = rnn_entry(e.kernel, e.shape, 1, 1, 1);
-                snprintf(path, sizeof path, "%s/mine.json", dir);
-                write_db(path, &dev, &e, 1);
-                found = 1;
+            if (strncmp(db->entries[n].kernel, "rnn.lstm", 8) == 0) {
+                dev = db->device;
+                e = rnn_entry(db->entries[n].kernel, db->entries[n].shape,
+                              1, 1, 1);
+                best = m;
                 break;
             }
         }
         cg_tuning_db_free(db);
-        if (found)
-            break;
     }
-    if (!found)
+    if (best == CG_TUNING_NONE)
         return;     /* no shipped entry for this device */
+    snprintf(path, sizeof path, "%s/mine.json", dir);
+    write_db(path, &dev, &e, 1);
     ctx = new_ctx();
     ck_assert(in_force(ctx, "rnn.lstm", e.shape, &got));
     ck_assert_int_eq(got.values[0], 1);

@@ -9,11 +9,15 @@
  * cache-sized micro-panels (the packed backend, chosen by packed_rule).
  *
  * Operands of 16-bit storage (cg__gemm_dt: A and B float16 or bfloat16,
- * C and the bias theirs or float32) run clgrad's kernels only, in the
- * storage variant for the pair (gemm.cl's CG_T and CG_TO), summing in
- * float32: CLBlast's HGEMM sums in half (and PoCL and NVIDIA refuse it).
- * They are read in place, or converted once into float32 copies for the
- * float32 kernels where widen_rule says that is faster.
+ * C and the bias theirs or float32) are always summed in float32, never
+ * by CLBlast's HGEMM, which sums in half (and PoCL and NVIDIA refuse it).
+ * Where the float32 product would run on CLBlast, they run on its SGEMM
+ * through float32 copies (gemm_widen); on the packed backend, packed from
+ * their own storage; else on gemm.cl's kernels in the storage variant for
+ * the pair (gemm.cl's CG_T and CG_TO), read in place or through float32
+ * copies where widen_rule says that is faster.  CLBlast and the packed
+ * kernels write a 16-bit C through a float32 scratch C and
+ * kernels/gemm_narrow.cl, which adds the epilogue and rounds once.
  *
  * Both take row-major operands in place: an offset, a leading dimension
  * and a transpose flag per matrix, a stride between the matrices of a
@@ -843,6 +847,64 @@ widened_run(cg_context *ctx, gemm_cfg *cfg, cg__gemm_backend use, int v,
     return status;
 }
 
+/* The product of 16-bit operands (variant v) into a 16-bit C on backend
+ * `use`, CLBlast or the packed kernels, which write only a float32 C (the
+ * packed kernels would round a 16-bit C after every PKC steps of K): a
+ * float32 product into a scratch C, then gemm_narrow's epilogue, C =
+ * act(P + beta C + bias) rounded once, as gemm.cl's kernels do it
+ * (kernels/gemm_narrow.cl, built for C's dtype).  The
+ * operands go through float32 copies for CLBlast (wide), which sums
+ * 16-bit operands in half, and as they are to the packed kernels, whose
+ * pack kernels convert them. */
+static int
+narrowed_run(cg_context *ctx, gemm_cfg *cfg, cg__gemm_backend use, int v,
+             int wide, int ta, int tb, size_t m, size_t n, size_t k,
+             float alpha, cg__mat a, size_t sa, cg__mat b, size_t sb,
+             float beta, cg__mat c, size_t sc, size_t batch,
+             const cg__mat *bias, int act)
+{
+    static const cg_dtype vdt[3] = { CG_F32, CG_F16, CG_BF16 };
+    cl_int r = (cl_int)m, cols = (cl_int)n, co = (cl_int)c.off;
+    cl_int ldc = (cl_int)c.ld, scb = (cl_int)sc;
+    cl_int dof = bias ? (cl_int)bias->off : 0;
+    cl_mem dm = bias ? bias->mem : NULL, tm;
+    size_t items = m * ((n + 7) / 8);
+    size_t global[2], local[2] = { CG__WG, 1 };
+    float zero = 0.0f;
+    cg_buffer *t;
+    cl_kernel kn;
+    int status, added = 1;
+
+    if (!(t = cg_buffer_new(ctx, batch * m * n * sizeof(float))))
+        return cg__last_status();
+    tm = cg__buffer_mem(t);
+    {
+        cg__mat p = { tm, 0, n };
+        size_t sp = batch > 1 ? m * n : 0;
+
+        status = wide
+            ? widened_run(ctx, cfg, use, variant(vdt[v_t[v]], CG_F32), ta,
+                          tb, m, n, k, alpha, a, sa, b, sb, zero, p, sp,
+                          batch, NULL, 0, &added)
+            : packed_run(ctx, vdt[v_t[v]], CG_F32, ta, tb, m, n, k, alpha,
+                         a, sa, b, sb, zero, p, sp, batch, NULL, 0);
+    }
+    if (status == CG_OK)
+        status = cg__kernel_dt(ctx, CG__K_GEMM_NARROW, vdt[v_to[v]], &kn);
+    if (status == CG_OK)
+        status = cg__args(kn, CG__ARG(tm), CG__ARG(r), CG__ARG(cols),
+                          CG__ARG(beta), CG__ARG(c.mem), CG__ARG(co),
+                          CG__ARG(ldc), CG__ARG(scb), CG__ARG(dm),
+                          CG__ARG(dof), CG__ARG(act));
+    if (status == CG_OK) {
+        global[0] = (items + CG__WG - 1) / CG__WG * CG__WG;
+        global[1] = batch;
+        status = cg__launch(ctx, kn, 2, global, local, NULL);
+    }
+    cg_buffer_free(t);
+    return status;
+}
+
 int
 cg__gemm_widen_force(cg_context *ctx, int mode)
 {
@@ -864,7 +926,7 @@ cg__gemm_act(cg_context *ctx, cg_dtype ab, cg_dtype cd, int ta, int tb,
 {
     cg__gemm_backend use;
     gemm_cfg *cfg;
-    int status, fits, wide;
+    int status, fits, wide, narrow = 0, force;
 
     if (added)
         *added = 1;
@@ -881,29 +943,40 @@ cg__gemm_act(cg_context *ctx, cg_dtype ab, cg_dtype cd, int ta, int tb,
     if (ctx->gemm_backend == CG__GEMM_AUTO && use == CG__GEMM_CLGRAD &&
         (cfg->packed >= 0 ? cfg->packed : packed_rule(ta, tb, m, n, k)))
         use = CG__GEMM_PACKED;
+    force = ctx->gemm_classes->widen;
     wide = ab != CG_F32 && k > 0 &&
-           (ctx->gemm_classes->widen >= 0
-            ? ctx->gemm_classes->widen
+           (force >= 0 ? force
             : widen_rule(cfg, ab, cd, ta != 0, tb != 0, m, n, k, sa, sb,
                          batch));
     if (use == CG__GEMM_PACKED && ((ta && tb) ||
                                    !packed_fits(ctx, m, n, k, sa, sb, batch)))
         use = CG__GEMM_CLGRAD;
-    /* C = beta C, which CLBlast refuses.  16-bit operands into a float32
-     * C where the float32 choice is the packed backend: its pack kernels
-     * convert them as they copy them, so no float32 copies are made (the
-     * char-LSTM's bfloat16 step had 5 MB of them at its peak); not into a
-     * 16-bit C, which gemm_packed would round after each PKC steps of K.
-     * Other 16-bit operands, which CLBlast sums in half, take the float32
-     * choice only when widened to float32 copies for a float32 C (on an
-     * H100 CLBlast was 2-15 times faster than clgrad's kernels, which
-     * widened products had always run on), else gemm.cl's kernels. */
+    /* C = beta C, which CLBlast refuses.  16-bit operands whose float32
+     * choice is CLBlast run on it through float32 copies (CLBlast sums
+     * 16-bit operands in half), unless they are few enough for gemm.cl in
+     * place: on an H100 CLBlast was 5-18 times faster than gemm.cl's
+     * kernels at the recurrent and MLP shapes, and the bfloat16
+     * char-LSTM step spent 18.5 of its 43 ms in gemm.cl.  Those whose
+     * float32 choice is the packed backend are packed from their own
+     * storage (its pack kernels convert them as they copy them, so no
+     * float32 copies: the char-LSTM's bfloat16 step had 5 MB of them at
+     * its peak) into a float32 C, and into a 16-bit C where widen_rule
+     * says copies pay.  CLBlast and the packed kernels write a 16-bit C
+     * through a float32 scratch C (narrowed_run).  Other 16-bit products
+     * run on gemm.cl's kernels, widened for a float32 C's float32
+     * choice, or to gemm.cl's float32 kernels. */
     if (k == 0)
         use = CG__GEMM_CLGRAD;
-    else if (ab != CG_F32 && cd == CG_F32 && use == CG__GEMM_PACKED &&
-             ctx->gemm_classes->widen != 1)
+    else if (ab != CG_F32 && use == CG__GEMM_CLBLAST && force != 0 &&
+             (cd == CG_F32 || cd == ab) &&
+             (double)m * (double)n * (double)k > 262144.0) {
+        wide = 1;
+        narrow = cd != CG_F32;
+    } else if (ab != CG_F32 && use == CG__GEMM_PACKED && force != 1 &&
+               (cd == CG_F32 || (cd == ab && wide))) {
         wide = 0;
-    else if (ab != CG_F32 && !(wide && cd == CG_F32))
+        narrow = cd != CG_F32;
+    } else if (ab != CG_F32 && !(wide && cd == CG_F32))
         use = CG__GEMM_CLGRAD;
     fits = k < (size_t)INT_MAX &&
            fits_int(a, sa, batch, ta ? k : m, ta ? m : k) &&
@@ -916,6 +989,10 @@ cg__gemm_act(cg_context *ctx, cg_dtype ab, cg_dtype cd, int ta, int tb,
                          cg__dtype_name(ab), m, n, k, batch);
     if (use != CG__GEMM_CLBLAST && !fits)
         use = CG__GEMM_CLBLAST;
+    if (narrow)
+        return narrowed_run(ctx, cfg, use, variant(ab, cd), wide, ta != 0,
+                            tb != 0, m, n, k, alpha, a, sa, b, sb, beta, c,
+                            sc, batch, bias, act);
     if (wide)
         return widened_run(ctx, cfg, use, variant(ab, cd), ta != 0,
                            tb != 0, m, n, k, alpha, a, sa, b, sb, beta, c,

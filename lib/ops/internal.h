@@ -166,9 +166,11 @@ int cg__sgemm_bias(cg_context *ctx, int ta, int tb, size_t m, size_t n,
 /* The same for operands a and b of storage dtype ab (CG_F32, CG_F16 or
  * CG_BF16) and c and the bias of dtype cd (ab's own, or CG_F32 for 16-bit
  * operands): products summed in float32, c rounded once to cd.  16-bit
- * operands always run clgrad's kernels (CLBlast's HGEMM sums in half),
- * so the bias is always added; CG_EUNSUPPORTED where an int cannot index
- * their elements. */
+ * operands never run CLBlast's HGEMM (it sums in half): where CLBlast is
+ * the float32 choice they run on its SGEMM through float32 copies, and
+ * then the bias is the caller's (*added 0) only for a float32 c; a
+ * 16-bit c gets it from gemm_narrow.  CG_EUNSUPPORTED where an int cannot
+ * index their elements. */
 int cg__gemm_dt(cg_context *ctx, cg_dtype ab, cg_dtype cd, int ta, int tb,
                 size_t m, size_t n, size_t k, float alpha, cg__mat a,
                 size_t sa, cg__mat b, size_t sb, float beta, cg__mat c,
