@@ -287,20 +287,25 @@ part16(long *part)
 /* rnn_gemm for 16-bit operands in parts of the T*B dimension: m (the rows
  * of a and c; ta 0) or, for ta 1, k (the rows of a and b, summed: later
  * parts add with beta 1, so c should then be float32).  width: the
- * elements of a row of a. */
+ * elements of a row of a.  With ta 0, b (the weights, k x n) is taken n
+ * columns at a time so that it too is at most PART16 elements: the packed
+ * kernels copy it whole into float32 panels for every product (W_ih of a
+ * 512-unit LSTM: 4 MB, which the bfloat16 char-LSTM step's input
+ * gradient parts would add at its peak). */
 static int
 rnn_gemm_parts(cg_context *ctx, cg_dtype ab, cg_dtype cd, int ta, int tb,
                size_t m, size_t n, size_t k, float alpha, cg__mat a,
                cg__mat b, float beta, cg__mat c)
 {
-    size_t rows = ta ? k : m, width = ta ? m : k, step, r;
+    size_t rows = ta ? k : m, width = ta ? m : k, step, cols, r, j;
     long part;
     int status = CG_OK;
 
     if (ab != CG_F32 && (status = part16(&part)))
         return status;
     step = width < (size_t)part ? (size_t)part / width : 1;
-    if (ab == CG_F32 || step >= rows)
+    cols = ta ? n : k < (size_t)part ? (size_t)part / k : 1;
+    if (ab == CG_F32 || (step >= rows && cols >= n))
         return rnn_gemm(ctx, ab, cd, ta, tb, m, n, k, alpha, a, b, beta, c);
     for (r = 0; r < rows && status == CG_OK; r += step) {
         size_t len = rows - r < step ? rows - r : step;
@@ -311,9 +316,14 @@ rnn_gemm_parts(cg_context *ctx, cg_dtype ab, cg_dtype cd, int ta, int tb,
             bp.off += r * b.ld;
             status = rnn_gemm(ctx, ab, cd, ta, tb, m, n, len, alpha, ap, bp,
                               r ? 1.0f : beta, c);
-        } else {        /* m: c's rows */
-            cp.off += r * c.ld;
-            status = rnn_gemm(ctx, ab, cd, ta, tb, len, n, k, alpha, ap, b,
+            continue;
+        }
+        for (j = 0; j < n && status == CG_OK; j += cols) {  /* m: c's rows */
+            size_t w = n - j < cols ? n - j : cols;
+
+            bp.off = b.off + (tb ? j * b.ld : j);
+            cp.off = c.off + r * c.ld + j;
+            status = rnn_gemm(ctx, ab, cd, ta, tb, len, w, k, alpha, ap, bp,
                               beta, cp);
         }
     }

@@ -756,13 +756,6 @@ widen_rule(const gemm_cfg *cfg, cg_dtype ab, cg_dtype cd, int ta, int tb,
 {
     if ((double)m * (double)n * (double)k <= 262144.0)
         return 0;
-    /* bfloat16 into a bfloat16 C over a long K (the recurrent layers'
-     * dx, in parts of T*B rows): in place is as fast and makes no copies
-     * (8 MB at the bfloat16 char-LSTM step's peak); 2-core AVX2 PoCL,
-     * in place / widened: 512x512x2048 NN 60/57, 512x64x2048 NN 52/56;
-     * with a shorter K the copies pay (128x784x512 NN 45/80). */
-    if (ab == CG_BF16 && cd == ab && k >= 2048)
-        return 0;
     /* bfloat16 with few rows (the recurrent step's h W_hh^T, B rows):
      * the copy of B costs as much as the product; float32 C, quiet
      * machine, in place / widened: 32x2048x512 NN 169/117, 64x2048x512
