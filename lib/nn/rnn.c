@@ -301,11 +301,13 @@ rnn_gemm_parts(cg_context *ctx, cg_dtype ab, cg_dtype cd, int ta, int tb,
     long part;
     int status = CG_OK;
 
-    if (ab != CG_F32 && (status = part16(&part)))
+    if (ab == CG_F32)
+        return rnn_gemm(ctx, ab, cd, ta, tb, m, n, k, alpha, a, b, beta, c);
+    if ((status = part16(&part)))
         return status;
     step = width < (size_t)part ? (size_t)part / width : 1;
     cols = ta ? n : k < (size_t)part ? (size_t)part / k : 1;
-    if (ab == CG_F32 || (step >= rows && cols >= n))
+    if (step >= rows && cols >= n)
         return rnn_gemm(ctx, ab, cd, ta, tb, m, n, k, alpha, a, b, beta, c);
     for (r = 0; r < rows && status == CG_OK; r += step) {
         size_t len = rows - r < step ? rows - r : step;

@@ -845,10 +845,11 @@ widened_run(cg_context *ctx, gemm_cfg *cfg, cg__gemm_backend use, int v,
  * packed kernels would round a 16-bit C after every PKC steps of K): a
  * float32 product into a scratch C, then gemm_narrow's epilogue, C =
  * act(P + beta C + bias) rounded once, as gemm.cl's kernels do it
- * (kernels/gemm_narrow.cl, built for C's dtype).  The
- * operands go through float32 copies for CLBlast (wide), which sums
- * 16-bit operands in half, and as they are to the packed kernels, whose
- * pack kernels convert them. */
+ * (kernels/gemm_narrow.cl, built for C's dtype).  The operands go through
+ * float32 copies for CLBlast (wide), which sums 16-bit operands in half,
+ * and as they are to the packed kernels, whose pack kernels convert
+ * them.  The scratch C is batch x m x n floats, freed once the narrowing
+ * is enqueued. */
 static int
 narrowed_run(cg_context *ctx, gemm_cfg *cfg, cg__gemm_backend use, int v,
              int wide, int ta, int tb, size_t m, size_t n, size_t k,
@@ -956,8 +957,8 @@ cg__gemm_act(cg_context *ctx, cg_dtype ab, cg_dtype cd, int ta, int tb,
      * its peak) into a float32 C, and into a 16-bit C where widen_rule
      * says copies pay.  CLBlast and the packed kernels write a 16-bit C
      * through a float32 scratch C (narrowed_run).  Other 16-bit products
-     * run on gemm.cl's kernels, widened for a float32 C's float32
-     * choice, or to gemm.cl's float32 kernels. */
+     * widened for a float32 C run on the float32 choice; the rest on
+     * gemm.cl's kernels, in place or widened. */
     if (k == 0)
         use = CG__GEMM_CLGRAD;
     else if (ab != CG_F32 && use == CG__GEMM_CLBLAST && force != 0 &&
