@@ -750,11 +750,20 @@ packed_run(cg_context *ctx, cg_dtype ab, cg_dtype cd, int ta, int tb,
  * recurrent step's NT in gemm_nt, 32x2048x512 float16 55/39 (45),
  * bfloat16 49/44, and small products, 64^3 NN float16 8.9/5.4 (15),
  * bfloat16 13/4.9, where the copies' launches weigh. */
+/* Whether a product is small enough (2^18 multiply-adds or fewer) that
+ * float32 copies of its 16-bit operands cost more in launches than they
+ * save. */
+static int
+few_mads(size_t m, size_t n, size_t k)
+{
+    return (double)m * (double)n * (double)k <= 262144.0;
+}
+
 static int
 widen_rule(const gemm_cfg *cfg, cg_dtype ab, cg_dtype cd, int ta, int tb,
            size_t m, size_t n, size_t k, size_t sa, size_t sb, size_t batch)
 {
-    if ((double)m * (double)n * (double)k <= 262144.0)
+    if (few_mads(m, n, k))
         return 0;
     /* bfloat16 with few rows (the recurrent step's h W_hh^T, B rows):
      * the copy of B costs as much as the product; float32 C, quiet
@@ -840,7 +849,7 @@ widened_run(cg_context *ctx, gemm_cfg *cfg, cg__gemm_backend use, int v,
     return status;
 }
 
-/* The product of 16-bit operands (variant v) into a 16-bit C on backend
+/* The product of 16-bit operands (dtype ab) into a C of dtype cd on backend
  * `use`, CLBlast or the packed kernels, which write only a float32 C (the
  * packed kernels would round a 16-bit C after every PKC steps of K): a
  * float32 product into a scratch C, then gemm_narrow's epilogue, C =
@@ -851,20 +860,18 @@ widened_run(cg_context *ctx, gemm_cfg *cfg, cg__gemm_backend use, int v,
  * them.  The scratch C is batch x m x n floats, freed once the narrowing
  * is enqueued. */
 static int
-narrowed_run(cg_context *ctx, gemm_cfg *cfg, cg__gemm_backend use, int v,
-             int wide, int ta, int tb, size_t m, size_t n, size_t k,
-             float alpha, cg__mat a, size_t sa, cg__mat b, size_t sb,
-             float beta, cg__mat c, size_t sc, size_t batch,
-             const cg__mat *bias, int act)
+narrowed_run(cg_context *ctx, gemm_cfg *cfg, cg__gemm_backend use,
+             cg_dtype ab, cg_dtype cd, int wide, int ta, int tb, size_t m,
+             size_t n, size_t k, float alpha, cg__mat a, size_t sa,
+             cg__mat b, size_t sb, float beta, cg__mat c, size_t sc,
+             size_t batch, const cg__mat *bias, int act)
 {
-    static const cg_dtype vdt[3] = { CG_F32, CG_F16, CG_BF16 };
     cl_int r = (cl_int)m, cols = (cl_int)n, co = (cl_int)c.off;
     cl_int ldc = (cl_int)c.ld, scb = (cl_int)sc;
     cl_int dof = bias ? (cl_int)bias->off : 0;
     cl_mem dm = bias ? bias->mem : NULL, tm;
     size_t items = m * ((n + 7) / 8);
     size_t global[2], local[2] = { CG__WG, 1 };
-    float zero = 0.0f;
     cg_buffer *t;
     cl_kernel kn;
     int status, added = 1;
@@ -877,14 +884,14 @@ narrowed_run(cg_context *ctx, gemm_cfg *cfg, cg__gemm_backend use, int v,
         size_t sp = batch > 1 ? m * n : 0;
 
         status = wide
-            ? widened_run(ctx, cfg, use, variant(vdt[v_t[v]], CG_F32), ta,
-                          tb, m, n, k, alpha, a, sa, b, sb, zero, p, sp,
-                          batch, NULL, 0, &added)
-            : packed_run(ctx, vdt[v_t[v]], CG_F32, ta, tb, m, n, k, alpha,
-                         a, sa, b, sb, zero, p, sp, batch, NULL, 0);
+            ? widened_run(ctx, cfg, use, variant(ab, CG_F32), ta, tb, m, n,
+                          k, alpha, a, sa, b, sb, 0.0f, p, sp, batch, NULL,
+                          0, &added)
+            : packed_run(ctx, ab, CG_F32, ta, tb, m, n, k, alpha, a, sa, b,
+                         sb, 0.0f, p, sp, batch, NULL, 0);
     }
     if (status == CG_OK)
-        status = cg__kernel_dt(ctx, CG__K_GEMM_NARROW, vdt[v_to[v]], &kn);
+        status = cg__kernel_dt(ctx, CG__K_GEMM_NARROW, cd, &kn);
     if (status == CG_OK)
         status = cg__args(kn, CG__ARG(tm), CG__ARG(r), CG__ARG(cols),
                           CG__ARG(beta), CG__ARG(c.mem), CG__ARG(co),
@@ -962,8 +969,7 @@ cg__gemm_act(cg_context *ctx, cg_dtype ab, cg_dtype cd, int ta, int tb,
     if (k == 0)
         use = CG__GEMM_CLGRAD;
     else if (ab != CG_F32 && use == CG__GEMM_CLBLAST && force != 0 &&
-             (cd == CG_F32 || cd == ab) &&
-             (double)m * (double)n * (double)k > 262144.0) {
+             (cd == CG_F32 || cd == ab) && !few_mads(m, n, k)) {
         wide = 1;
         narrow = cd != CG_F32;
     } else if (ab != CG_F32 && use == CG__GEMM_PACKED && force != 1 &&
@@ -984,9 +990,9 @@ cg__gemm_act(cg_context *ctx, cg_dtype ab, cg_dtype cd, int ta, int tb,
     if (use != CG__GEMM_CLBLAST && !fits)
         use = CG__GEMM_CLBLAST;
     if (narrow)
-        return narrowed_run(ctx, cfg, use, variant(ab, cd), wide, ta != 0,
-                            tb != 0, m, n, k, alpha, a, sa, b, sb, beta, c,
-                            sc, batch, bias, act);
+        return narrowed_run(ctx, cfg, use, ab, cd, wide, ta != 0, tb != 0,
+                            m, n, k, alpha, a, sa, b, sb, beta, c, sc, batch,
+                            bias, act);
     if (wide)
         return widened_run(ctx, cfg, use, variant(ab, cd), ta != 0,
                            tb != 0, m, n, k, alpha, a, sa, b, sb, beta, c,
