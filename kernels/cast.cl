@@ -3,17 +3,17 @@
  * kernels/cast.cl - conversions between float32 and the 16-bit storage
  * dtypes, float16 (IEEE binary16) and bfloat16, bit for bit as PyTorch's
  * c10::Half and c10::BFloat16 convert:
- *     float32 -> float16:  round to nearest even (vstore_half_rte), every
- *                          NaN the quiet NaN 0x7E00 with its sign
- *     float16 -> float32:  exact (vload_half); a NaN keeps its sign and
- *                          payload and is made quiet
+ *     float32 -> float16:  round to nearest even, every NaN the quiet
+ *                          NaN 0x7E00 with its sign (common.cl's
+ *                          cg_f16_bits, which the kernels' float16 stores
+ *                          use too)
+ *     float16 -> float32:  exact; a NaN keeps its sign and payload and is
+ *                          made quiet (common.cl's cg_f16_float)
  *     float32 -> bfloat16: the top 16 bits rounded to nearest even, every
  *                          NaN 0x7FC0 (no sign): common.cl's CG_BF16_BITS,
  *                          which the kernels' bfloat16 stores use too
  *     bfloat16 -> float32: the 16 bits shifted up (integers only: no
  *                          flushing of subnormals)
- * The NaN cases are spelt out rather than left to vstore_half and
- * vload_half, whose NaN payloads OpenCL leaves to the implementation.
  * Only storage is 16-bit: no cl_khr_fp16 arithmetic is used.
  *
  * Index space: one work-item per element of the contiguous output, n of
@@ -30,31 +30,27 @@
  * @split
  */
 
-inline void
-cg_st_f16(float v, uint i, __global half *y)
-{
-    uint b = as_uint(v);
-
-    if (isnan(v))
-        ((__global ushort *)y)[i] = (ushort)(((b >> 16) & 0x8000u) | 0x7E00u);
-    else
-        vstore_half_rte(v, i, y);
-}
+/* common.cl's integer conversions, made here unless a float16 variant of
+ * the file made them already.  cg_f16_bits already gives every NaN as
+ * 0x7E00 with its sign; a NaN loaded is made quiet here. */
+#ifndef CG_F16_FNS
+CG_F16_FNS_()
+CG_F16_FNS_(8)
+#endif
 
 inline float
-cg_ld_f16(uint i, __global const half *x)
+cg_ld_f16(uint h)
 {
-    uint h = ((__global const ushort *)x)[i];
+    uint f = as_uint(cg_f16_float(h));
 
-    if ((h & 0x7C00u) == 0x7C00u && (h & 0x03FFu))
-        return as_float(((h & 0x8000u) << 16) | 0x7FC00000u |
-                        ((h & 0x03FFu) << 13));
-    return vload_half(i, x);
+    return as_float((h & 0x7C00u) == 0x7C00u && (h & 0x03FFu)
+                    ? f | 0x00400000u : f);
 }
 
 /* Element i of the output from element j of the input. */
-#define CG_CV_f32_f16(x, j, y, i) cg_st_f16((x)[j], i, y)
-#define CG_CV_f16_f32(x, j, y, i) ((y)[i] = cg_ld_f16(j, x))
+#define CG_CV_f32_f16(x, j, y, i) CG_F16_ST(y, i, (x)[j])
+#define CG_CV_f16_f32(x, j, y, i)                                            \
+    ((y)[i] = cg_ld_f16(((__global const ushort *)(x))[j]))
 #define CG_CV_f32_bf16(x, j, y, i) ((y)[i] = CG_BF16_BITS(, as_float((x)[j])))
 #define CG_CV_bf16_f32(x, j, y, i) ((y)[i] = (uint)(x)[j] << 16)
 
@@ -75,29 +71,21 @@ CAST(f16, f32, half, float)
 CAST(f32, bf16, uint, ushort)
 CAST(bf16, f32, ushort, uint)
 
-/* The 8-lane forms: element bits in, element bits out.  vload_half8 and
- * vstore_half8_rte act on aligned private copies (PoCL's assume the
- * vector's alignment); NaNs are then spelt out as above. */
+/* The 8-lane forms: element bits in, element bits out. */
 inline ushort8
 cg_cv8_f32_f16(uint8 b)
 {
-    ushort8 h;
-    int8 nan = (b & 0x7FFFFFFFu) > 0x7F800000u;
-
-    vstore_half8_rte(as_float8(b), 0, (__private half *)&h);
-    return select(h, convert_ushort8(((b >> 16) & 0x8000u) | 0x7E00u),
-                  convert_short8(nan));
+    return convert_ushort8(cg_f16_bits8(as_float8(b)));
 }
 
 inline uint8
 cg_cv8_f16_f32(ushort8 h)
 {
     uint8 u = convert_uint8(h);
-    int8 nan = (u & 0x7C00u) == 0x7C00u && (u & 0x03FFu) != 0u;
-    uint8 f = as_uint8(vload_half8(0, (__private const half *)&h));
+    uint8 f = as_uint8(cg_f16_float8(u));
 
-    return select(f, ((u & 0x8000u) << 16) | 0x7FC00000u |
-                     ((u & 0x03FFu) << 13), nan);
+    return select(f, f | 0x00400000u,
+                  (u & 0x7C00u) == 0x7C00u && (u & 0x03FFu) != 0u);
 }
 
 inline ushort8

@@ -94,10 +94,10 @@ typedef float cg_to;
 #define CG_VSTOREO(N, v, i, p) vstore##N(v, i, p)
 #elif CG_TO == 1
 typedef half cg_to;
-#define CG_LDO(p, i) vload_half(i, p)
-#define CG_STO(p, i, v) vstore_half_rte(v, i, p)
-#define CG_VLOADO(N, i, p) vload_half##N(i, p)
-#define CG_VSTOREO(N, v, i, p) vstore_half##N##_rte(v, i, p)
+#define CG_LDO(p, i) CG_F16_LD(p, i)
+#define CG_STO(p, i, v) CG_F16_ST(p, i, v)
+#define CG_VLOADO(N, i, p) CG_F16_VLOAD(N, i, p)
+#define CG_VSTOREO(N, v, i, p) CG_F16_VSTORE(N, v, i, p)
 #elif CG_TO == 2
 typedef ushort cg_to;
 #define CG_LDO(p, i) as_float((uint)(p)[i] << 16)

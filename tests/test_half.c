@@ -180,6 +180,66 @@ START_TEST(every_bfloat16_pattern_converts_as_pytorch)
 }
 END_TEST
 
+/* The element kernels' own float16 loads and stores (common.cl's CG_LD
+ * and CG_ST, integer conversions rather than vload_half and
+ * vstore_half_rte): every pattern, read through a transposed view so that
+ * the strided element kernel runs, times multipliers whose products need
+ * rounding to nearest even (ties among the subnormals at 0.5 and 0.25),
+ * flush to zero (2^-10), overflow (3) or nothing (1, -1).  Each product of
+ * two float16 values is exact in float32, so the host's rounding of it
+ * (cg_tensor_from_host_f32, as cast_f32_f16) is the answer bit for bit;
+ * any NaN may stand for a NaN. */
+START_TEST(every_float16_pattern_through_the_element_kernels)
+{
+    static const float mult[] = { 1.0f, -1.0f, 0.5f, 0.25f, 0.75f,
+                                  1.5f, 3.0f, 0x1p-10f };
+    static uint16_t pat[NPAT], got[NPAT], want[NPAT];
+    static float m[NPAT], prod[NPAT];
+    int64_t s[2] = { 256, 256 };
+    cg_tensor *h, *t, *b, *y, *r;
+    size_t k;
+    int i, j;
+
+    for (i = 0; i < NPAT; i++)
+        pat[i] = (uint16_t)i;
+    h = from_bits(CG_F16, 2, s, pat);
+    t = cg_transpose(h, 0, 1);      /* t[i][j] = pattern j * 256 + i */
+    ck_assert_ptr_nonnull(t);
+    for (k = 0; k < sizeof mult / sizeof mult[0]; k++) {
+        for (i = 0; i < NPAT; i++)
+            m[i] = mult[k];
+        b = cg_tensor_from_host_f32(tt_ctx(), CG_F16, 2, s, m);
+        ck_assert_msg(b != NULL, "%s", TT_ERR);
+        y = cg_mul(t, b);
+        ck_assert_msg(y != NULL, "%s", TT_ERR);
+        read_bits(y, got, sizeof got);
+        for (i = 0; i < 256; i++)
+            for (j = 0; j < 256; j++) {
+                uint32_t f = ref_f16_to_f32((uint16_t)(j * 256 + i));
+                float v;
+
+                memcpy(&v, &f, 4);
+                prod[i * 256 + j] = v * mult[k];
+            }
+        r = cg_tensor_from_host_f32(tt_ctx(), CG_F16, 2, s, prod);
+        ck_assert_msg(r != NULL, "%s", TT_ERR);
+        read_bits(r, want, sizeof want);
+        for (i = 0; i < NPAT; i++) {
+            int gnan = (got[i] & 0x7C00u) == 0x7C00u && (got[i] & 0x3FFu);
+            int wnan = (want[i] & 0x7C00u) == 0x7C00u && (want[i] & 0x3FFu);
+
+            ck_assert_msg(got[i] == want[i] || (gnan && wnan),
+                          "0x%04x x %g -> 0x%04x, want 0x%04x",
+                          (i % 256) * 256 + i / 256, (double)mult[k],
+                          got[i], want[i]);
+        }
+        cg_tensor_free(b); cg_tensor_free(y); cg_tensor_free(r);
+    }
+    cg_tensor_free(t);
+    cg_tensor_free(h);
+}
+END_TEST
+
 /* tests/fixtures/half.txt: float32 bits, torch's float16 and bfloat16. */
 static int
 load_fixture(uint32_t **x, uint16_t **h, uint16_t **b)
@@ -856,6 +916,7 @@ suite(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, every_float16_pattern_converts_as_pytorch);
     tcase_add_test(tc, every_bfloat16_pattern_converts_as_pytorch);
+    tcase_add_test(tc, every_float16_pattern_through_the_element_kernels);
     tcase_add_test(tc, float32_values_round_as_pytorch_fixture);
     tcase_add_test(tc, fills_round_as_pytorch_fixture);
     tcase_add_loop_test(tc, views_of_16_bit_tensors_read_the_right_elements,
