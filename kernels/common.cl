@@ -132,16 +132,59 @@ cg_f16_bits##N(float##N v)                                                   \
 #define CG_F16_LD(p, i) cg_f16_float(((__global const ushort *)(p))[i])
 #define CG_F16_ST(p, i, v)                                                   \
     (((__global ushort *)(p))[i] = (ushort)cg_f16_bits((float)(v)))
-#define CG_F16_VLOAD(N, i, p)                                                \
+/* Vectors: the integer form (CG_F16_VLOAD0), or, in a file that defines
+ * CG_F16_HWV 1 after this one, vload_halfN / vstore_halfN_rte
+ * (CG_F16_VLOAD1).  The integer form vectorises across work-items;
+ * kernels that already work on explicit vectors in register tiles
+ * (rnn.cl's recurrent weights, gemm.cl's tiles) ran slower with it on
+ * PoCL (the fused LSTM kernels, untuned, 1.3-1.7x) than with the
+ * conversion instructions, so those files choose the builtins.  PoCL's
+ * builtins access global memory as one N-vector aligned to its size (a
+ * vmovdqa that faults on the odd element offsets a narrowed row starts
+ * at), where OpenCL asks only element alignment: the words move with the
+ * ushortN vloadN / vstoreN and the conversion runs on a private copy. */
+#define CG_F16_VLOAD0(N, i, p)                                               \
     cg_f16_float##N(convert_uint##N(vload##N(i, (__global const ushort *)(p))))
-#define CG_F16_VSTORE(N, v, i, p)                                            \
+#define CG_F16_VSTORE0(N, v, i, p)                                           \
     vstore##N(convert_ushort##N(cg_f16_bits##N(v)), i, (__global ushort *)(p))
+#define CG_F16_VLOAD1(N, i, p) cg_vload_half##N(i, p)
+#define CG_F16_VSTORE1(N, v, i, p) cg_vstore_half##N(v, i, p)
+#define CG_F16_HWV 0
+#define CG_F16_VLOAD(N, i, p) CG_F16_PICK_(CG_F16_VLOAD, CG_F16_HWV)(N, i, p)
+#define CG_F16_VSTORE(N, v, i, p)                                            \
+    CG_F16_PICK_(CG_F16_VSTORE, CG_F16_HWV)(N, v, i, p)
+#define CG_F16_PICK_(f, h) CG_F16_PICK__(f, h)
+#define CG_F16_PICK__(f, h) f##h
+#define CG_VHALF_(N)                                                         \
+inline float##N                                                              \
+cg_vload_half##N(size_t i, __global const half *p)                           \
+{                                                                            \
+    ushort##N u = vload##N(i, (__global const ushort *)p);                   \
+                                                                             \
+    return vload_half##N(0, (const half *)&u);                               \
+}                                                                            \
+inline void                                                                  \
+cg_vstore_half##N(float##N v, size_t i, __global half *p)                    \
+{                                                                            \
+    ushort##N u;                                                             \
+                                                                             \
+    vstore_half##N##_rte(v, 0, (half *)&u);                                  \
+    vstore##N(u, i, (__global ushort *)p);                                   \
+}
+#define cg_vload_half16(i, p)                                                \
+    ((float16)(cg_vload_half8(2 * (i), p), cg_vload_half8(2 * (i) + 1, p)))
+#define cg_vstore_half16(v, i, p)                                            \
+    (cg_vstore_half8((v).lo, 2 * (i), p),                                    \
+     cg_vstore_half8((v).hi, 2 * (i) + 1, p))
 #if CG_T == 1 || CG_TO == 1
 #define CG_F16_FNS 1
 CG_F16_FNS_()
 CG_F16_FNS_(2)
 CG_F16_FNS_(4)
 CG_F16_FNS_(8)
+CG_VHALF_(2)
+CG_VHALF_(4)
+CG_VHALF_(8)
 #endif
 
 #if CG_T == 0

@@ -78,6 +78,11 @@
  * @split
  */
 
+/* float16 vectors through vload_halfN / vstore_halfN_rte: this file's
+ * register tiles ran faster so on PoCL (common.cl's CG_F16_HWV). */
+#undef CG_F16_HWV
+#define CG_F16_HWV 1
+
 #define CG_CAT_(a, b) a##b
 #define CG_CAT(a, b) CG_CAT_(a, b)
 

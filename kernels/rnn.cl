@@ -71,6 +71,12 @@
  * Each kernel is a program of its own (common.cl's CG_WANT):
  * @split
  */
+
+/* float16 vectors through vload_halfN / vstore_halfN_rte: this file's
+ * register tiles ran faster so on PoCL (common.cl's CG_F16_HWV). */
+#undef CG_F16_HWV
+#define CG_F16_HWV 1
+
 #ifndef HPROJ
 #define HPROJ 0
 #endif
