@@ -2696,7 +2696,10 @@ int cg_text_batch(const cg_text *t, cg_context *ctx, int steps, int batch,
  *       options, so they are part of the program-cache key.
  *   "rnn.path"
  *       gemm_min_h: the hidden size from which an RNN layer forms the
- *       recurrent product with a CLBlast GEMM per step (0: never).
+ *       recurrent product with a GEMM per step (0: never); packed (0 or
+ *       1): whether those GEMMs run on W_hh packed once per pass
+ *       (kernels/gemm_pack.cl's panels, 3 launches a step instead of 2)
+ *       rather than through the GEMM entry's choice per product.
  *   "reduce" (RWG), "softmax" (SWG), "layer_norm" (LWG), "loss" (LWG),
  *   "optim" (RWG)
  *       the work-group size of a kernel file's tree reductions (a power

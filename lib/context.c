@@ -36,7 +36,8 @@ cg_context_new_with(const cg_context_options *opts)
      * directories are checked where they are used, naming the variable). */
     if (cg__env_flag("CLGRAD_TUNING", &tuning, &tset) ||
         cg__env_flag("CLGRAD_CACHE", &flag, &set) ||
-        cg__env_long("CLGRAD_RNN_GEMM_MIN_H", 0, 1L << 30, &min_h, &set))
+        cg__env_long("CLGRAD_RNN_GEMM_MIN_H", 0, 1L << 30, &min_h, &set) ||
+        cg__env_long("CLGRAD_RNN_PACKED_WHH", 0, 1, &min_h, &set))
         return NULL;
     if (!tset)
         tuning = 1;

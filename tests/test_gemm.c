@@ -397,6 +397,163 @@ START_TEST(gemm_packed_is_right_with_other_tunables)
 }
 END_TEST
 
+/* A B packed once (cg__gemm_pack_b) and used by several products
+ * (cg__gemm_packed_b): C = alpha op(A) B + beta C against the double
+ * reference, for B stored K x N and N x K, op(A) in place or transposed,
+ * offsets and padded leading dimensions, under two sets of the packed
+ * kernels' tunables; C's padding keeps its value.  Then what is refused
+ * and changes nothing: a B packed under another panel width, and a C
+ * whose dtype is neither the operands' nor float32. */
+START_TEST(gemm_packed_b_serves_many_products)
+{
+    static const struct { int m, n, k, ta, tb, off, pad; float alpha, beta; }
+    cases[] = {
+        { 1, 1, 1, 0, 0, 0, 0, 1.0f, 0.0f },
+        { 7, 19, 13, 0, 1, 3, 2, 1.0f, 1.0f },
+        { 33, 70, 129, 1, 0, 1, 5, -0.5f, 0.0f },
+        { 32, 100, 300, 0, 1, 0, 1, 1.0f, 1.0f },
+        { 13, 37, 257, 1, 1, 2, 0, 2.0f, 0.25f },
+    };
+    static const long sets[2][6] = {
+        /* PVW PMR PTN PMB  PKC PWG */
+        { 16, 6, 1, 8, 256, 8 },
+        { 4, 2, 3, 1, 128, 4 },
+    };
+    static const cg__pid pid[6] = {
+        CG__P_GEMM_PACK_PVW, CG__P_GEMM_PACK_PMR, CG__P_GEMM_PACK_PTN,
+        CG__P_GEMM_PACK_PMB, CG__P_GEMM_PACK_PKC, CG__P_GEMM_PACK_PWG,
+    };
+    cg_context *ctx = tt_ctx();
+    size_t c, z;
+    int p;
+
+    srand(11);
+    for (z = 0; z < 2; z++) {
+        for (p = 0; p < 6; p++)
+            cg__param_set(ctx, pid[p], sets[z][p]);
+        for (c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            int m = cases[c].m, n = cases[c].n, k = cases[c].k;
+            int ta = cases[c].ta, tb = cases[c].tb, off = cases[c].off;
+            size_t lda = (size_t)(ta ? m : k) + (size_t)cases[c].pad;
+            size_t ldb = (size_t)(tb ? k : n) + (size_t)cases[c].pad;
+            size_t ldc = (size_t)n + (size_t)cases[c].pad;
+            size_t na = (size_t)off + lda * (size_t)(ta ? k : m);
+            size_t nb = (size_t)off + ldb * (size_t)(tb ? n : k);
+            size_t nc = (size_t)off + ldc * (size_t)m, i;
+            float *ha = malloc(na * 4), *hb = malloc(nb * 4);
+            float *hc = malloc(nc * 4), *out = malloc(nc * 4);
+            cg_buffer *ba = cg_buffer_new(ctx, na * 4);
+            cg_buffer *bb = cg_buffer_new(ctx, nb * 4);
+            cg_buffer *bc = cg_buffer_new(ctx, nc * 4);
+            cg__packed_b pb;
+            int rep, r, col, l;
+
+            ck_assert(ha && hb && hc && out && ba && bb && bc);
+            for (i = 0; i < na; i++)
+                ha[i] = frand();
+            for (i = 0; i < nb; i++)
+                hb[i] = frand();
+            ck_assert_int_eq(cg_buffer_write(ba, 0, ha, na * 4), CG_OK);
+            ck_assert_int_eq(cg_buffer_write(bb, 0, hb, nb * 4), CG_OK);
+            {
+                cg__mat bm = { cg__buffer_mem(bb), (size_t)off, ldb };
+
+                ck_assert_msg(cg__gemm_pack_b(ctx, CG_F32, tb, (size_t)n,
+                                              (size_t)k, bm, &pb) == CG_OK,
+                              "%s", TT_ERR);
+            }
+            /* Two products on the one packed B, the second into the
+             * first's result (beta), as a recurrence uses it. */
+            for (rep = 0; rep < 2; rep++) {
+                cg__mat am = { cg__buffer_mem(ba), (size_t)off, lda };
+                cg__mat cm = { cg__buffer_mem(bc), (size_t)off, ldc };
+                float beta = rep ? cases[c].beta : 0.0f;
+
+                if (rep == 0)
+                    for (i = 0; i < nc; i++)
+                        hc[i] = frand();
+                ck_assert_int_eq(cg_buffer_write(bc, 0, hc, nc * 4), CG_OK);
+                ck_assert_msg(cg__gemm_packed_b(ctx, CG_F32, CG_F32, ta,
+                                                (size_t)m, cases[c].alpha,
+                                                am, &pb, beta, cm) == CG_OK,
+                              "%s", TT_ERR);
+                ck_assert_int_eq(cg_buffer_read(bc, 0, out, nc * 4), CG_OK);
+                for (i = 0; i < nc; i++)
+                    if (i < (size_t)off || (i - (size_t)off) % ldc >=
+                                           (size_t)n)
+                        ck_assert_msg(memcmp(&out[i], &hc[i], 4) == 0,
+                                      "packed_b: C[%zu] outside the product "
+                                      "changed", i);
+                for (r = 0; r < m; r++)
+                    for (col = 0; col < n; col++) {
+                        size_t ci = (size_t)off + (size_t)r * ldc +
+                                    (size_t)col;
+                        double sum = 0, mag = 0, want;
+
+                        for (l = 0; l < k; l++) {
+                            double x = ha[off + (ta ? (size_t)l * lda + r
+                                                    : (size_t)r * lda + l)];
+                            double y = hb[off + (tb ? (size_t)col * ldb + l
+                                                    : (size_t)l * ldb + col)];
+
+                            sum += x * y;
+                            mag += fabs(x * y);
+                        }
+                        want = cases[c].alpha * sum + (double)beta * hc[ci];
+                        mag = fabs(cases[c].alpha) * mag +
+                              fabs((double)beta * hc[ci]);
+                        ck_assert_msg(fabs(out[ci] - want) <=
+                                      1e-5 * mag + 1e-6,
+                                      "packed_b set %zu %dx%dx%d %c%c rep %d: "
+                                      "C[%d, %d] = %.9g, want %.9g", z, m, n,
+                                      k, ta ? 'T' : 'N', tb ? 'T' : 'N', rep,
+                                      r, col, (double)out[ci], want);
+                    }
+                memcpy(hc, out, nc * 4);
+            }
+            /* Refused, C unchanged: another panel width, a float16 C of
+             * bfloat16 operands. */
+            cg__param_set(ctx, CG__P_GEMM_PACK_PTN, sets[z][2] == 1 ? 2 : 1);
+            {
+                cg__mat am = { cg__buffer_mem(ba), (size_t)off, lda };
+                cg__mat cm = { cg__buffer_mem(bc), (size_t)off, ldc };
+
+                ck_assert_int_eq(cg__gemm_packed_b(ctx, CG_F32, CG_F32, ta,
+                                                   (size_t)m, 1.0f, am, &pb,
+                                                   0.0f, cm), CG_EINVAL);
+                ck_assert_ptr_nonnull(strstr(cg_last_error(), "packed"));
+                cg__param_set(ctx, CG__P_GEMM_PACK_PTN, sets[z][2]);
+                ck_assert_int_eq(cg__gemm_packed_b(ctx, CG_BF16, CG_F16, ta,
+                                                   (size_t)m, 1.0f, am, &pb,
+                                                   0.0f, cm), CG_EDTYPE);
+            }
+            ck_assert_int_eq(cg_buffer_read(bc, 0, out, nc * 4), CG_OK);
+            ck_assert(memcmp(out, hc, nc * 4) == 0);
+            cg__packed_b_free(&pb);
+            ck_assert_ptr_null(pb.buf);
+            {
+                cg__mat am = { cg__buffer_mem(ba), (size_t)off, lda };
+                cg__mat cm = { cg__buffer_mem(bc), (size_t)off, ldc };
+
+                ck_assert_int_eq(cg__gemm_packed_b(ctx, CG_F32, CG_F32, ta,
+                                                   (size_t)m, 1.0f, am, &pb,
+                                                   0.0f, cm), CG_EINVAL);
+            }
+            cg_buffer_free(ba);
+            cg_buffer_free(bb);
+            cg_buffer_free(bc);
+            free(ha);
+            free(hb);
+            free(hc);
+            free(out);
+        }
+        if (tt_checker())
+            break;
+    }
+    cg__params_reset(ctx);
+}
+END_TEST
+
 /* The packed backend at the products it is for: the char-LSTM 2x512's
  * weight gradient dG^T x (2048x512x3200 TN, beta 1 accumulating into
  * the gradient), the same shape NN and NT, its projection x W^T
@@ -925,6 +1082,7 @@ main(void)
     tcase_add_test(tc, gemm_kernels_are_right_with_other_tunables);
     tcase_add_test(tc, gemm_packed_is_right_with_other_tunables);
     tcase_add_test(tc, gemm_packed_is_right_at_the_layers_shapes);
+    tcase_add_test(tc, gemm_packed_b_serves_many_products);
     tcase_add_test(tc, gemm_auto_runs_clgrad_on_small_products);
     tcase_add_test(tc, gemm_backend_variable_is_validated);
     tcase_add_test(tc, gemm_classes_are_named_and_found);

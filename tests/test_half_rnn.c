@@ -71,6 +71,7 @@ typedef struct cfg {
                              * products over T*B rows in parts of this many
                              * elements of the gate gradients (0: the
                              * default, one part at these sizes) */
+    int packed;             /* the GEMM path on a packed W_hh */
 } cfg;
 
 static const char *const mode_name[] = { "RNN_TANH", "RNN_RELU", "LSTM",
@@ -200,7 +201,8 @@ run_case(const cfg *c, cg_dtype dt)
 
     snprintf(what, sizeof what, "%s I%d H%d T%d B%d L%d D%d %s%s%s",
              mode_name[c->mode], c->I, c->H, c->T, c->B, c->L, D,
-             c->path == CG__RNN_PATH_GEMM ? "gemm" : "fused/auto",
+             c->path != CG__RNN_PATH_GEMM ? "fused/auto"
+             : c->packed ? "gemm-packed" : "gemm",
              c->batch_first ? " batch_first" : "",
              c->varlen ? " lengths" : "");
     if (c->batch_first) {
@@ -225,6 +227,10 @@ run_case(const cfg *c, cg_dtype dt)
     if (c->path != CG__RNN_PATH_AUTO) {
         ck_assert_int_eq(cg__rnn_set_path(m, c->path), CG_OK);
         ck_assert_int_eq(cg__rnn_set_path(mr, c->path), CG_OK);
+        /* the float32 reference on cg__sgemm's products, so that it
+         * checks the packed W_hh's */
+        ck_assert_int_eq(cg__rnn_set_packed(m, c->packed), CG_OK);
+        ck_assert_int_eq(cg__rnn_set_packed(mr, 0), CG_OK);
     }
     /* The reference layer gets m's parameters rounded to dt, as
      * cg_module_to_dtype rounds them. */
@@ -326,24 +332,26 @@ run_case(const cfg *c, cg_dtype dt)
 }
 
 static const cfg odd_cases[] = {
-    { CG_LSTM, 7, 13, 5, 3, 1, 0, CG__RNN_PATH_FUSED, 0, 0, 0 },
-    { CG_LSTM, 7, 13, 5, 3, 2, 1, CG__RNN_PATH_FUSED, 0, 0, 0 },
-    { CG_LSTM, 7, 13, 5, 3, 2, 1, CG__RNN_PATH_FUSED, 1, 1, 250 },
-    { CG_GRU, 7, 13, 5, 3, 2, 0, CG__RNN_PATH_FUSED, 0, 0, 0 },
-    { CG_GRU, 7, 13, 5, 3, 1, 1, CG__RNN_PATH_FUSED, 0, 1, 0 },
-    { CG_RNN_TANH, 7, 13, 5, 3, 2, 1, CG__RNN_PATH_FUSED, 0, 0, 0 },
-    { CG_RNN_TANH, 7, 13, 5, 3, 1, 0, CG__RNN_PATH_FUSED, 1, 1, 0 },
+    { CG_LSTM, 7, 13, 5, 3, 1, 0, CG__RNN_PATH_FUSED, 0, 0, 0, 0 },
+    { CG_LSTM, 7, 13, 5, 3, 2, 1, CG__RNN_PATH_FUSED, 0, 0, 0, 0 },
+    { CG_LSTM, 7, 13, 5, 3, 2, 1, CG__RNN_PATH_FUSED, 1, 1, 250, 0 },
+    { CG_GRU, 7, 13, 5, 3, 2, 0, CG__RNN_PATH_FUSED, 0, 0, 0, 0 },
+    { CG_GRU, 7, 13, 5, 3, 1, 1, CG__RNN_PATH_FUSED, 0, 1, 0, 0 },
+    { CG_RNN_TANH, 7, 13, 5, 3, 2, 1, CG__RNN_PATH_FUSED, 0, 0, 0, 0 },
+    { CG_RNN_TANH, 7, 13, 5, 3, 1, 0, CG__RNN_PATH_FUSED, 1, 1, 0, 0 },
 };
 
 static const cfg gemm_cases[] = {
-    { CG_LSTM, 7, 13, 5, 3, 1, 1, CG__RNN_PATH_GEMM, 0, 0, 0 },
-    { CG_GRU, 7, 13, 5, 3, 2, 0, CG__RNN_PATH_GEMM, 0, 0, 100 },
-    { CG_RNN_TANH, 7, 13, 5, 3, 1, 0, CG__RNN_PATH_GEMM, 0, 1, 0 },
+    { CG_LSTM, 7, 13, 5, 3, 1, 1, CG__RNN_PATH_GEMM, 0, 0, 0, 0 },
+    { CG_GRU, 7, 13, 5, 3, 2, 0, CG__RNN_PATH_GEMM, 0, 0, 100, 0 },
+    { CG_RNN_TANH, 7, 13, 5, 3, 1, 0, CG__RNN_PATH_GEMM, 0, 1, 0, 0 },
+    { CG_LSTM, 7, 13, 5, 3, 2, 1, CG__RNN_PATH_GEMM, 0, 1, 0, 1 },
+    { CG_GRU, 7, 13, 5, 3, 1, 0, CG__RNN_PATH_GEMM, 1, 0, 100, 1 },
 };
 
 static const cfg vec_cases[] = {
-    { CG_LSTM, 7, 128, 5, 3, 1, 0, CG__RNN_PATH_AUTO, 0, 0, 0 },
-    { CG_GRU, 16, 64, 5, 4, 1, 1, CG__RNN_PATH_AUTO, 0, 1, 0 },
+    { CG_LSTM, 7, 128, 5, 3, 1, 0, CG__RNN_PATH_AUTO, 0, 0, 0, 0 },
+    { CG_GRU, 16, 64, 5, 4, 1, 1, CG__RNN_PATH_AUTO, 0, 1, 0, 0 },
 };
 
 /* _i: case i / n in dtype dts[i % n], n = TT_NDTYPES (float16 only under

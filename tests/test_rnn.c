@@ -25,6 +25,7 @@
 #include "nn/internal.h"
 #include "rnn_ref.h"
 #include "testutil.h"
+#include "tune/tuner.h"
 
 /* Parity with PyTorch: |clgrad - torch| <= FX_TOL * max(1, |torch|).  Both
  * compute in float32 but sum in different orders (torch: MKL/OpenBLAS GEMM
@@ -45,7 +46,14 @@
 
 /* The step path the layers under test use (CG__RNN_PATH_*). */
 static int g_path = CG__RNN_PATH_FUSED;
-static const char *const path_name[] = { "auto", "fused", "gemm" };
+/* On the GEMM path, whether W_hh is packed once per pass (the tests that
+ * loop over the cells pack it for every other one, a cell packed in one
+ * test unpacked in the next). */
+static int g_packed;
+static const char *const path_name[] = { "auto", "fused", "gemm",
+                                         "gemm-packed" };
+#define PATH_NAME (path_name[g_path + (g_path == CG__RNN_PATH_GEMM && \
+                                       g_packed)])
 
 static const char *const mode_name[] = { "RNN_TANH", "RNN_RELU", "LSTM",
                                          "GRU" };
@@ -405,6 +413,7 @@ make_module(const rcase *c, float dropout)
     m = cg_rnn_new(tt_ctx(), &o);
     ck_assert_msg(m != NULL, "%s", TT_ERR);
     ck_assert_int_eq(cg__rnn_set_path(m, g_path), CG_OK);
+    ck_assert_int_eq(cg__rnn_set_packed(m, g_packed), CG_OK);
     ck_assert_int_eq(cg_module_num_params(m), c->np);
     for (i = 0; i < c->np; i++) {
         cg_tensor *p = cg_module_param(m, i, NULL);
@@ -538,6 +547,7 @@ START_TEST(matches_pytorch_fixtures)
 
     ck_assert_msg(f != NULL, "%s", err);
     g_path = _i < NFIXTURES ? CG__RNN_PATH_FUSED : CG__RNN_PATH_GEMM;
+    g_packed = _i % 2;
     memset(&c, 0, sizeof c);
     memset(&r, 0, sizeof r);
     mode = fx_config_str(f, "mode");
@@ -591,7 +601,7 @@ START_TEST(matches_pytorch_fixtures)
     }
 #undef CMP
     printf("pytorch parity %-5s %-28s max rel error %.2e\n",
-           path_name[g_path], file, worst);
+           PATH_NAME, file, worst);
     res_free(&r);
     case_free(&c);
     fx_free(f);
@@ -641,7 +651,7 @@ gradcheck(cg_rnn_mode mode, int I, int H, int L, int D, int bf, int T, int B,
     case_random(&c, mode, I, H, L, D, bf, T, B, len);
     memset(&r, 0, sizeof r);
     snprintf(ctx, sizeof ctx, "%s %s I%d H%d L%d D%d bf%d T%d B%d%s",
-             path_name[g_path], mode_name[mode], I, H, L, D, bf, T, B,
+             PATH_NAME, mode_name[mode], I, H, L, D, bf, T, B,
              len ? " varlen" : "");
     dev_run(&c, &r);
     y = malloc(ysize(&c) * sizeof *y);
@@ -674,6 +684,7 @@ START_TEST(gradcheck_small_every_cell)
     int h, t;
 
     g_path = _i < 4 ? CG__RNN_PATH_FUSED : CG__RNN_PATH_GEMM;
+    g_packed = _i % 2;
 
     for (h = 0; h < 2; h++)
         for (t = 0; t < 2; t++)
@@ -687,6 +698,7 @@ START_TEST(gradcheck_two_layers_bidirectional_varlen)
     cg_rnn_mode mode = (cg_rnn_mode)(_i % 4);
 
     g_path = _i < 4 ? CG__RNN_PATH_FUSED : CG__RNN_PATH_GEMM;
+    g_packed = (_i + 1) % 2;
 
     gradcheck(mode, 3, 5, 2, 2, 0, 4, 3, len, 1);
     gradcheck(mode, 3, 3, 2, 2, 1, 4, 3, NULL, 1);
@@ -699,19 +711,21 @@ START_TEST(gradcheck_odd_sizes_h33_b7)
     cg_rnn_mode mode = (cg_rnn_mode)(_i % 4);
 
     g_path = _i < 4 ? CG__RNN_PATH_FUSED : CG__RNN_PATH_GEMM;
+    g_packed = _i % 2;
 
     /* Every 7th element: sizes are in the thousands. */
     gradcheck(mode, 6, 33, 1, 2, 0, 3, 7, len, 7);
 }
 END_TEST
 
-/* The fused kernel against the CLBlast GEMM path at a size where the
- * register tiles are full (H = 128 is a multiple of every VW) and the
- * batch (13) is not a multiple of the rows per work-item. */
+/* The fused kernel against the GEMM path (_i / 2: W_hh packed or not) at
+ * a size where the register tiles are full (H = 128 is a multiple of
+ * every VW) and the batch (13) is not a multiple of the rows per
+ * work-item. */
 START_TEST(fused_path_matches_gemm_path)
 {
     static const int len[13] = { 3, 1, 2, 3, 3, 2, 1, 3, 3, 2, 2, 1, 3 };
-    cg_rnn_mode mode = _i ? CG_GRU : CG_LSTM;
+    cg_rnn_mode mode = _i % 2 ? CG_GRU : CG_LSTM;
     rcase c;
     rres f, g;
     char name[80];
@@ -728,6 +742,7 @@ START_TEST(fused_path_matches_gemm_path)
     g_path = CG__RNN_PATH_FUSED;
     dev_run(&c, &f);
     g_path = CG__RNN_PATH_GEMM;
+    g_packed = _i / 2;
     dev_run(&c, &g);
     w = fmax(w, expect_close("output", "fused vs gemm", f.y, g.y, ysize(&c),
                              TOL));
@@ -741,7 +756,7 @@ START_TEST(fused_path_matches_gemm_path)
         w = fmax(w, expect_close(pname(&c, i, name, sizeof name),
                                  "fused vs gemm", f.gp[i], g.gp[i],
                                  psize(&c, i), TOL));
-    printf("fused vs gemm %s H%d B%d: max rel difference %.2e\n",
+    printf("fused vs %s %s H%d B%d: max rel difference %.2e\n", PATH_NAME,
            mode_name[mode], c.H, c.B, w);
     res_free(&f);
     res_free(&g);
@@ -763,7 +778,7 @@ launches(void)
 }
 
 static void
-count_launches(int D, int path, uint64_t *fwd, uint64_t *bwd)
+count_launches(int D, int path, int packed, uint64_t *fwd, uint64_t *bwd)
 {
     enum { T = 64, B = 4, I = 8, H = 16 };
     cg_rnn_options o = { CG_LSTM, I, H, 1, 0, 0, 0.0f };
@@ -776,6 +791,7 @@ count_launches(int D, int path, uint64_t *fwd, uint64_t *bwd)
     m = cg_rnn_new(tt_ctx(), &o);
     ck_assert_msg(m != NULL, "%s", TT_ERR);
     ck_assert_int_eq(cg__rnn_set_path(m, path), CG_OK);
+    ck_assert_int_eq(cg__rnn_set_packed(m, packed), CG_OK);
     x = cg_rand_uniform(tt_ctx(), 3, xs, -1, 1);
     ck_assert_ptr_nonnull(x);
     k0 = launches();
@@ -796,9 +812,10 @@ count_launches(int D, int path, uint64_t *fwd, uint64_t *bwd)
 START_TEST(launches_per_step_t64)
 {
     uint64_t f1, b1, f2, b2;
+    int packed;
 
-    count_launches(1, CG__RNN_PATH_FUSED, &f1, &b1);
-    count_launches(2, CG__RNN_PATH_FUSED, &f2, &b2);
+    count_launches(1, CG__RNN_PATH_FUSED, 0, &f1, &b1);
+    count_launches(2, CG__RNN_PATH_FUSED, 0, &f2, &b2);
     printf("LSTM T=64 launches, fused: forward %llu, backward %llu (one "
            "direction); %llu, %llu (two)\n", (unsigned long long)f1,
            (unsigned long long)b1, (unsigned long long)f2,
@@ -812,17 +829,63 @@ START_TEST(launches_per_step_t64)
     ck_assert_uint_le(b2, 2 * 65 + 28);
     ck_assert_uint_ge(f1, 64);
     ck_assert_uint_ge(b1, 65);
-    /* The GEMM path: two per step (GEMM + cell), within the bound of 3. */
-    count_launches(1, CG__RNN_PATH_GEMM, &f1, &b1);
-    count_launches(2, CG__RNN_PATH_GEMM, &f2, &b2);
-    printf("LSTM T=64 launches, gemm: forward %llu, backward %llu (one "
-           "direction); %llu, %llu (two)\n", (unsigned long long)f1,
-           (unsigned long long)b1, (unsigned long long)f2,
-           (unsigned long long)b2);
-    ck_assert_uint_le(f1, 2 * 64 + 8);
-    ck_assert_uint_le(b1, 2 * 64 + 16);
-    ck_assert_uint_le(f2, 4 * 64 + 12);
-    ck_assert_uint_le(b2, 4 * 64 + 28);
+    /* The GEMM path: two per step (GEMM + cell); three on a packed W_hh
+     * (gemm_pack_a, gemm_packed, cell), packed once per pass. */
+    for (packed = 0; packed < 2; packed++) {
+        count_launches(1, CG__RNN_PATH_GEMM, packed, &f1, &b1);
+        count_launches(2, CG__RNN_PATH_GEMM, packed, &f2, &b2);
+        printf("LSTM T=64 launches, gemm%s: forward %llu, backward %llu "
+               "(one direction); %llu, %llu (two)\n",
+               packed ? "-packed" : "", (unsigned long long)f1,
+               (unsigned long long)b1, (unsigned long long)f2,
+               (unsigned long long)b2);
+        ck_assert_uint_le(f1, (2 + packed) * 64 + 8);
+        ck_assert_uint_le(b1, (2 + packed) * 64 + 16);
+        ck_assert_uint_le(f2, 2 * (2 + packed) * 64 + 12);
+        ck_assert_uint_le(b2, 2 * (2 + packed) * 64 + 28);
+        ck_assert_uint_ge(f1, (2 + packed) * 64);
+    }
+}
+END_TEST
+
+/* An "rnn.path" entry's "packed" reaches the layers made after it (in a
+ * context of their own, the shared one's entries untouched); a value
+ * other than 0 or 1 is refused and leaves the entry in force as it was. */
+START_TEST(path_entry_sets_packing)
+{
+    cg_context *ctx = cg_context_new(NULL);
+    cg_rnn_options o = { CG_LSTM, 8, 16, 1, 0, 0, 0.0f };
+    cg_tuning_entry e;
+    cg_module *m;
+    int v;
+
+    ck_assert_msg(ctx != NULL, "%s", TT_ERR);
+    memset(&e, 0, sizeof e);
+    strcpy(e.kernel, "rnn.path");
+    strcpy(e.shape, "any");
+    e.nparams = 2;
+    strcpy(e.names[0], "gemm_min_h");
+    strcpy(e.names[1], "packed");
+    e.values[0] = 1;
+    ck_assert_int_eq(cg_kernel_source_hash("rnn", e.source_hash), CG_OK);
+    for (v = 1; v >= 0; v--) {
+        e.values[1] = v;
+        ck_assert_msg(cg_context_set_tuning(ctx, &e) == CG_OK, "%s", TT_ERR);
+        m = cg_rnn_new(ctx, &o);
+        ck_assert_msg(m != NULL, "%s", TT_ERR);
+        ck_assert_int_eq(m->gemm_min_h, 1);
+        ck_assert_int_eq(m->packed_whh, v);
+        cg_module_free(m);
+    }
+    e.values[1] = 2;
+    ck_assert_int_eq(cg_context_set_tuning(ctx, &e), CG_EINVAL);
+    ck_assert_msg(strstr(cg_last_error(), "packed = 2") != NULL, "%s",
+                  TT_ERR);
+    m = cg_rnn_new(ctx, &o);
+    ck_assert_msg(m != NULL, "%s", TT_ERR);
+    ck_assert_int_eq(m->packed_whh, 0);
+    cg_module_free(m);
+    cg_context_free(ctx);
 }
 END_TEST
 
@@ -1182,7 +1245,8 @@ main(void)
     tcase_add_loop_test(tc, gradcheck_two_layers_bidirectional_varlen, 0,
                         paths);
     tcase_add_loop_test(tc, gradcheck_odd_sizes_h33_b7, 0, paths);
-    tcase_add_loop_test(tc, fused_path_matches_gemm_path, 0, 2);
+    tcase_add_loop_test(tc, fused_path_matches_gemm_path, 0, 4);
+    tcase_add_test(tc, path_entry_sets_packing);
     /* Counting, not memory safety: its code paths are the gradchecks'. */
     if (!tt_checker())
         tcase_add_test(tc, launches_per_step_t64);

@@ -141,6 +141,7 @@ esac
 # --- environment variables (VAR=VALUE, then what the message says)
 for e in "CLGRAD_RNN_GEMM_MIN_H=garbage:want an integer from 0" \
          "CLGRAD_RNN_GEMM_MIN_H=-1:want an integer from 0" \
+         "CLGRAD_RNN_PACKED_WHH=2:want an integer from 0 to 1" \
          "CLGRAD_TUNING=yes:want 0 or 1" "CLGRAD_POOL_EXACT=2:want 0 or 1" \
          "CLGRAD_CACHE=off:want 0 or 1"; do
     var=${e%%:*}

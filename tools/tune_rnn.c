@@ -24,6 +24,9 @@
 #define MAX_TUNABLES 4
 #define MAX_GRID 1024
 #define MAX_REPS 5
+/* measure()'s path for the GEMM path on a packed W_hh (beside
+ * CG__RNN_PATH_*) */
+#define PATH_GEMM_PACKED 100
 
 typedef tu_tunable tunable;
 typedef tu_out rnn_out;
@@ -172,7 +175,12 @@ measure(tu_run *r, const tu_shape *s, const tu_params *p, int path,
     if (status == CG_OK && !(m = cg_rnn_new(r->ctx, &o)))
         status = -1;
     if (status == CG_OK && path != CG__RNN_PATH_AUTO)
-        status = cg__rnn_set_path(m, path);
+        status = cg__rnn_set_path(m, path == PATH_GEMM_PACKED
+                                         ? CG__RNN_PATH_GEMM : path);
+    if (status == CG_OK && path == CG__RNN_PATH_GEMM)
+        status = cg__rnn_set_packed(m, 0);
+    if (status == CG_OK && path == PATH_GEMM_PACKED)
+        status = cg__rnn_set_packed(m, 1);
     if (status == CG_OK &&
         (!(x = cg_rand_uniform(r->ctx, 3, xs, -1, 1)) ||
          !(dy = cg_rand_uniform(r->ctx, 3, ys, -1, 1))))
@@ -486,7 +494,9 @@ tu_stage_rnn_path(tu_run *r)
 {
     const tu_shape *first = &r->cfg->shapes[0];
     int hs[TU_MAX_PATH], nh = r->cfg->npath, i, p, min_h = 0, def_h;
-    double us[TU_MAX_PATH][2], sum = 0, def_sum = 0, last = 0, t0;
+    int packed;
+    double us[TU_MAX_PATH][3], sum = 0, def_sum = 0, last = 0, t0;
+    double gsum[2] = { 0, 0 };
     char note[128], why[512] = "", buf[64], hash[33];
     const char *env = getenv("CLGRAD_RNN_GEMM_MIN_H");
     tu_params e;
@@ -511,30 +521,42 @@ tu_stage_rnn_path(tu_run *r)
         rnn_out ref = { 0 }, o = { 0 };
         double err;
 
-        for (p = 0; p < 2; p++) {
+        /* p 0 the fused kernels, 1 the GEMM path through cg__sgemm, 2
+         * the GEMM path on a packed W_hh; each GEMM path checked against
+         * the fused one. */
+        for (p = 0, err = 0; p < 3; p++) {
+            static const int paths[3] = { CG__RNN_PATH_FUSED,
+                                          CG__RNN_PATH_GEMM,
+                                          PATH_GEMM_PACKED };
             tu_params c;
 
             tu_params_init(&c, "rnn.path", "any");
             tu_params_add(&c, "H", hs[i]);
-            tu_params_add(&c, "gemm", p);
+            tu_params_add(&c, "gemm", p > 0);
+            if (p)
+                tu_params_add(&c, "packed", p == 2);
             /* The next size costs about 4 times the last (H^2). */
             if (!tu_fits(r, last * (p ? 1.5 : 4)))
                 break;
-            tu_progress(r, "rnn.path", "any", 2 * i + p + 1, 2 * nh, 0, 0);
+            tu_progress(r, "rnn.path", "any", 3 * i + p + 1, 3 * nh, 0, 0);
             t0 = tu_now();
-            if (measure(r, &s, NULL, p ? CG__RNN_PATH_GEMM
-                                       : CG__RNN_PATH_FUSED, 0, 3, &us[i][p],
+            if (measure(r, &s, NULL, paths[p], 0, 3, &us[i][p],
                         p ? &o : &ref, why, sizeof why) != CG_OK) {
                 tu_report_candidate(k, &c, 0, why, NULL);
                 break;
             }
             tu_report_candidate(k, &c, us[i][p], NULL, NULL);
             last = tu_now() - t0;
+            if (p) {
+                double oe = tu_out_error(&o, &ref);
+
+                err = oe > err ? oe : err;
+                tu_out_free(&o);
+            }
         }
-        err = p == 2 ? tu_out_error(&o, &ref) : 0;
         tu_out_free(&o);
         tu_out_free(&ref);
-        if (p < 2) {
+        if (p < 3) {
             int late = tu_stopped(r) || tu_left(r) < last * 4;
 
             tu_report_result(k, 0, NULL, 0, late ? "incomplete: out of time"
@@ -554,17 +576,25 @@ tu_stage_rnn_path(tu_run *r)
         }
     }
     cg_context_clear_tuning(r->ctx);
-    /* The smallest H from which the GEMM path wins at every larger size
-     * measured. */
-    for (i = nh - 1; i >= 0 && us[i][1] < us[i][0]; i--)
+    /* Packed or not: the GEMM path's faster over every size measured;
+     * then the smallest H from which that GEMM path wins at every larger
+     * size measured. */
+    for (i = 0; i < nh; i++) {
+        gsum[0] += us[i][1];
+        gsum[1] += us[i][2];
+    }
+    packed = gsum[1] < gsum[0];
+    for (i = nh - 1; i >= 0 && us[i][1 + packed] < us[i][0]; i--)
         min_h = hs[i];
     def_h = env && *env ? atoi(env) : CG__RNN_GEMM_MIN_H;
     for (i = 0; i < nh; i++) {
-        sum += us[i][min_h > 0 && hs[i] >= min_h];
-        def_sum += us[i][def_h > 0 && hs[i] >= def_h];
+        sum += us[i][min_h > 0 && hs[i] >= min_h ? 1 + packed : 0];
+        def_sum += us[i][def_h > 0 && hs[i] >= def_h ? 1 + CG__RNN_PACKED_WHH
+                                                     : 0];
     }
     tu_params_init(&e, "rnn.path", "any");
     tu_params_add(&e, "gemm_min_h", min_h);
+    tu_params_add(&e, "packed", packed);
     e.time_us = sum / nh;
     e.default_time_us = def_sum / nh;
     if (cg_kernel_source_hash("rnn", hash) == CG_OK)

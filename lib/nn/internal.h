@@ -209,24 +209,40 @@ struct cg_module {
     int path;                   /* rnn: CG__RNN_PATH_* */
     long gemm_min_h;            /* rnn: the AUTO threshold in force when
                                  * the layer was made (tuning "rnn.path") */
+    long packed_whh;            /* rnn: the GEMM path's step products on
+                                 * W_hh packed once per pass (1) or on
+                                 * gemm's choice (0): tuning "rnn.path"
+                                 * "packed", else CG__RNN_PACKED_WHH */
     cg__module_list *list;      /* containers ("sequential"), else NULL */
     cg_tensor *(*act)(cg_tensor *);     /* activations: the op */
     cg_module *parent;          /* the container holding this one */
 };
 
 /* How a recurrent layer forms h W_hh^T per step: in the fused kernel, or
- * by a CLBlast GEMM followed by the cell kernel (2 launches per step).
- * AUTO takes the GEMM path for hidden_size >= gemm_min_h of the tuning
- * entry "rnn.path" in force when the layer was made (else
- * CG__RNN_GEMM_MIN_H), or $CLGRAD_RNN_GEMM_MIN_H when set; 0 means never. */
+ * by a GEMM followed by the cell kernel (2 launches per step; 3 where the
+ * GEMM runs on packed operands).  AUTO takes the GEMM path for
+ * hidden_size >= gemm_min_h of the tuning entry "rnn.path" in force when
+ * the layer was made (else CG__RNN_GEMM_MIN_H), or $CLGRAD_RNN_GEMM_MIN_H
+ * when set; 0 means never.  On the GEMM path, the step products (forward
+ * h W_hh^T, backward dg W_hh) run on W_hh packed once per pass
+ * (cg__gemm_pack_b: gemm_pack_a and gemm_packed per step) where the
+ * entry's "packed" is 1 (else CG__RNN_PACKED_WHH), or
+ * $CLGRAD_RNN_PACKED_WHH when set, else through cg__sgemm's choice. */
 enum { CG__RNN_PATH_AUTO, CG__RNN_PATH_FUSED, CG__RNN_PATH_GEMM };
 
 /* The GEMM path's default threshold on hidden_size (clgrad-tune compares
  * an rnn.path entry with it). */
 #define CG__RNN_GEMM_MIN_H 1024
+/* The GEMM path's default for packing W_hh (0: today's cg__sgemm; the
+ * tuning entries of the devices where packing was measured faster say
+ * 1). */
+#define CG__RNN_PACKED_WHH 0
 
 /* Forces a recurrent layer's path (tests and benchmarks). */
 int cg__rnn_set_path(cg_module *m, int path);
+/* Sets whether its GEMM path packs W_hh (as the tuning entry's "packed";
+ * $CLGRAD_RNN_PACKED_WHH still wins). */
+int cg__rnn_set_packed(cg_module *m, int packed);
 
 /* A module of `kind` with no parameters; NULL on host memory failure. */
 cg_module *cg__module_new(cg_context *ctx, const char *kind);

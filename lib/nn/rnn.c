@@ -89,7 +89,18 @@ cg__rnn_set_path(cg_module *m, int path)
     return status;
 }
 
-/* Whether layer m forms h W_hh^T with a GEMM. */
+int
+cg__rnn_set_packed(cg_module *m, int packed)
+{
+    int status = cg__module_check(m, "rnn");
+
+    if (status == CG_OK)
+        m->packed_whh = packed != 0;
+    return status;
+}
+
+/* Whether layer m forms h W_hh^T with a GEMM: *gemm 0 no, 1 through
+ * cg__sgemm, 2 on W_hh packed once per pass. */
 static int
 use_gemm(cg_module *m, int *gemm)
 {
@@ -103,6 +114,15 @@ use_gemm(cg_module *m, int *gemm)
         if (status)
             return status;
         *gemm = min_h > 0 && m->rnn.hidden_size >= min_h;
+    }
+    if (*gemm) {    /* 2: the step products on a packed W_hh */
+        long packed = m->packed_whh;
+        int set, status = cg__env_long("CLGRAD_RNN_PACKED_WHH", 0, 1,
+                                       &packed, &set);
+
+        if (status)
+            return status;
+        *gemm = packed ? 2 : 1;
     }
     return CG_OK;
 }
@@ -150,9 +170,12 @@ rnn_tuning(cg_module *m, cg_context *ctx, cg__rnn_cell cell)
             tune.wg = (int)v;
     }
     m->gemm_min_h = CG__RNN_GEMM_MIN_H;
+    m->packed_whh = CG__RNN_PACKED_WHH;
     e = cg__tuning_find_h(ctx, "rnn.path", m->rnn.hidden_size);
     if (e && cg__tuning_param(e, "gemm_min_h", &v))
         m->gemm_min_h = v;
+    if (e && cg__tuning_param(e, "packed", &v))
+        m->packed_whh = v != 0;
     return cg__rnn_step_init(&m->step, ctx, cell, &tune);
 }
 
@@ -492,21 +515,30 @@ run_forward(cg_module *m, const cg__rnn_step *step, const layer_dims *k,
             const cg_tensor *xproj, const cg_tensor *xd,
             const cg_tensor *w_ih, int tc, cg_tensor *w_hh,
             cg_tensor *b_ih, cg_tensor *b_hh, cg_tensor *hs, cg_tensor *cs,
-            cg_tensor *sv, cg_tensor *y, cg_tensor *hproj)
+            cg_tensor *sv, cg_tensor *y, cg_tensor *hproj, int packed)
 {
     int64_t bh = (int64_t)k->B * k->H, DGH = (int64_t)k->D * k->G * k->H;
     int64_t DH = (int64_t)k->D * k->H, GH = (int64_t)k->G * k->H;
     int64_t lo = 0;
     cg_tensor *whh_t = NULL, *xc = NULL;
+    cg__packed_b pw = { NULL, 0, 0, 0 };
     int s, status = CG_OK;
 
     if (!xproj && !(xc = empty1(m->ctx, (int64_t)tc * k->B * GH)))
         return cg__last_status();
 
-    /* The GEMM path: W_hh^T [H, G*H] once, so that each step is an NN
-     * product (an NT one might pack B^T again at every step), in float32
+    /* The GEMM path: W_hh^T [H, G*H] once, packed (its panels converted
+     * to float32), or else contiguous, so that each step is an NN product
+     * (an NT one might pack B^T again at every step), in float32
      * (step_product). */
-    if (hproj) {
+    if (hproj && packed) {
+        status = cg__gemm_pack_b(m->ctx, w_hh->dtype, 1, (size_t)GH,
+                                 (size_t)k->H, mat(w_hh, 0, k->H), &pw);
+        if (status) {
+            cg_tensor_free(xc);
+            return status;
+        }
+    } else if (hproj) {
         int64_t shape[2] = { k->H, GH }, strides[2] = { 1, k->H };
         cg_tensor *v = cg__tensor_view(w_hh, 2, shape, strides,
                                        w_hh->offset);
@@ -541,7 +573,14 @@ run_forward(cg_module *m, const cg__rnn_step *step, const layer_dims *k,
             if (status)
                 break;
         }
-        if (hproj) {
+        if (hproj && packed) {
+            status = cg__gemm_packed_b(m->ctx, hs->dtype, CG_F32, 0,
+                                       (size_t)k->B, 1.0f,
+                                       mat(hs, prev * bh, k->H), &pw, 0.0f,
+                                       mat(hproj, 0, GH));
+            if (status)
+                break;
+        } else if (hproj) {
             status = step_product(m->ctx, hs, prev * bh, k->B, k->H,
                                   whh_t, GH, 0.0f, hproj);
             if (status)
@@ -573,6 +612,7 @@ run_forward(cg_module *m, const cg__rnn_step *step, const layer_dims *k,
             f.saved = at(sv, t * bh * 4);
         status = cg__rnn_forward_step(step, &f);
     }
+    cg__packed_b_free(&pw);
     cg_tensor_free(whh_t);
     cg_tensor_free(xc);
     return status;
@@ -933,7 +973,8 @@ layer_forward(cg_module *m, cg_tensor *const *P, int l, cg_tensor *x,
                                  xproj, xd, param(P, m, l, d, 0), tc,
                                  param(P, m, l, d, 1),
                                  param(P, m, l, d, 2), param(P, m, l, d, 3),
-                                 hs[d], cs[d], sv[d], y, hproj);
+                                 hs[d], cs[d], sv[d], y, hproj,
+                                 gemm == 2);
         /* The final states: each row stopped changing at its own last
          * step, so the last slot written holds it. */
         if (status == CG_OK)
@@ -1085,6 +1126,7 @@ direction_backward(cg__node *n, const layer_dims *k, int d, cg_tensor *gy,
     cg_tensor *wih = n->inputs[IN_P(d, 0)], *whh = n->inputs[IN_P(d, 1)];
     cg_tensor *wp = NULL, *dh, *dc = NULL, *dg, *dgi = NULL;
     cg_tensor *dgw, *w32 = NULL;    /* the GEMM path's float32 W_hh */
+    cg__packed_b pw = { NULL, 0, 0, 0 };    /* or packed (gemm 2) */
     cg_dtype dt = xd->dtype;
     const cg__rnn_step *step;
     int gemm = (int)n->i[4];
@@ -1107,6 +1149,9 @@ direction_backward(cg__node *n, const layer_dims *k, int d, cg_tensor *gy,
     if (!gemm)
         status = cg__rnn_pack_whh(step, at(whh, 0), k->H, NULL,
                                   cg__tensor_mem(wp));
+    else if (gemm == 2)
+        status = cg__gemm_pack_b(ctx, whh->dtype, 0, (size_t)k->H,
+                                 (size_t)GH, mat(whh, 0, k->H), &pw);
     else if (dt != CG_F32 && !(w32 = cg__cast(whh, CG_F32)))
         status = cg__last_status();
     if (status == CG_OK)
@@ -1130,8 +1175,13 @@ direction_backward(cg__node *n, const layer_dims *k, int d, cg_tensor *gy,
             b.dg_next = at(dg, tn * k->B * GH);
             if (gemm) {
                 /* dh += dgates_{s+1} W_hh, and the kernel adds nothing. */
-                status = step_product(ctx, dg, tn * k->B * GH, k->B, GH,
-                                      w32 ? w32 : whh, k->H, 1.0f, dh);
+                status = gemm == 2
+                    ? cg__gemm_packed_b(ctx, dg->dtype, CG_F32, 0,
+                                        (size_t)k->B, 1.0f,
+                                        mat(dg, tn * k->B * GH, GH), &pw,
+                                        1.0f, mat(dh, 0, k->H))
+                    : step_product(ctx, dg, tn * k->B * GH, k->B, GH,
+                                   w32 ? w32 : whh, k->H, 1.0f, dh);
                 b.dg_next.mem = NULL;
                 if (status || s < 0)
                     break;
@@ -1165,6 +1215,7 @@ direction_backward(cg__node *n, const layer_dims *k, int d, cg_tensor *gy,
     /* the float32 W_hh of the steps' products is no longer needed */
     cg_tensor_free(w32);
     w32 = NULL;
+    cg__packed_b_free(&pw);
     if (status)
         goto out;
     if (gh0)
@@ -1197,6 +1248,7 @@ direction_backward(cg__node *n, const layer_dims *k, int d, cg_tensor *gy,
                                 mat(dgw, 0, GH), mat(wih, 0, k->I),
                                 d ? 1.0f : 0.0f, mat(dx, 0, k->I));
 out:
+    cg__packed_b_free(&pw);
     cg_tensor_free(wp);
     cg_tensor_free(w32);
     cg_tensor_free(dh);

@@ -683,28 +683,57 @@ pack_operand(cg_context *ctx, cg__kid kid, cg_dtype dt, cg__mat x,
     return cg__launch(ctx, kn, 2, global, local, NULL);
 }
 
+/* gemm_packed over packed panels pam (A, spa floats apart per batch
+ * entry, 0: one for all) and pbm (B, likewise spb) into C of dtype cd. */
+static int
+packed_launch(cg_context *ctx, cg_dtype cd, size_t m, size_t n, size_t k,
+              float alpha, cl_mem pam, size_t spa, cl_mem pbm, size_t spb,
+              float beta, cg__mat c, size_t sc, size_t batch,
+              const cg__mat *bias, int act)
+{
+    size_t mr = PACK_PARAM(ctx, PMR), mb = PACK_PARAM(ctx, PMB);
+    size_t nr = PACK_PARAM(ctx, PTN) * PACK_PARAM(ctx, PVW);
+    size_t wg = PACK_PARAM(ctx, PWG), items;
+    size_t global[2], local[2] = { wg, 1 };
+    cl_int M = (cl_int)m, N = (cl_int)n, K = (cl_int)k;
+    cl_int co = (cl_int)c.off, ldc = (cl_int)c.ld, scb = (cl_int)sc;
+    cl_int SPA = (cl_int)spa, SPB = (cl_int)spb, ACT = act;
+    cl_int dof = bias ? (cl_int)bias->off : 0;
+    cl_mem dm = bias ? bias->mem : NULL;
+    cl_kernel kn;
+    int status;
+
+    if ((status = cg__kernel_dt(ctx, CG__K_GEMM_PACKED, cd, &kn)) ||
+        (status = cg__args(kn, CG__ARG(M), CG__ARG(N), CG__ARG(K),
+                           CG__ARG(alpha), CG__ARG(pam), CG__ARG(SPA),
+                           CG__ARG(pbm), CG__ARG(SPB), CG__ARG(beta),
+                           CG__ARG(c.mem), CG__ARG(co), CG__ARG(ldc),
+                           CG__ARG(scb), CG__ARG(dm), CG__ARG(dof),
+                           CG__ARG(ACT))))
+        return status;
+    /* an item per column of micro-tiles and PMB micro-panels of A */
+    items = (n + nr - 1) / nr * (((m + mr - 1) / mr + mb - 1) / mb);
+    global[0] = (items + wg - 1) / wg * wg;
+    global[1] = batch;
+    return cg__launch(ctx, kn, 2, global, local, NULL);
+}
+
 static int
 packed_run(cg_context *ctx, cg_dtype ab, cg_dtype cd, int ta, int tb,
            size_t m, size_t n, size_t k, float alpha, cg__mat a, size_t sa,
            cg__mat b, size_t sb, float beta, cg__mat c, size_t sc,
            size_t batch, const cg__mat *bias, int act)
 {
-    size_t mr = PACK_PARAM(ctx, PMR), mb = PACK_PARAM(ctx, PMB);
+    size_t mr = PACK_PARAM(ctx, PMR);
     size_t nr = PACK_PARAM(ctx, PTN) * PACK_PARAM(ctx, PVW);
-    size_t wg = PACK_PARAM(ctx, PWG), lda = a.ld, ldb = b.ld;
-    size_t global[2], local[2] = { wg, 1 }, items;
-    cl_int M = (cl_int)m, N = (cl_int)n, K = (cl_int)k;
-    cl_int co = (cl_int)c.off, ldc = (cl_int)c.ld, scb = (cl_int)sc;
-    cl_int spa, spb, dof = bias ? (cl_int)bias->off : 0;
-    cl_mem dm = bias ? bias->mem : NULL, pam, pbm;
+    size_t lda = a.ld, ldb = b.ld;
+    size_t spa = sa ? (m + mr - 1) / mr * mr * k : 0;
+    size_t spb = sb ? (n + nr - 1) / nr * nr * k : 0;
     cg_buffer *pa = NULL, *pb = NULL;
     double na, nb;
-    cl_kernel kn;
     int status;
 
     packed_sizes(ctx, m, n, k, sa, sb, batch, &na, &nb);
-    spa = sa ? (cl_int)((m + mr - 1) / mr * mr * k) : 0;
-    spb = sb ? (cl_int)((n + nr - 1) / nr * nr * k) : 0;
     status = pack_operand(ctx, CG__K_GEMM_PACK_A, ab, a, m, mr, k,
                           ta ? 1 : lda, ta ? lda : 1, sa, sa ? batch : 1,
                           na, &pa);
@@ -712,27 +741,88 @@ packed_run(cg_context *ctx, cg_dtype ab, cg_dtype cd, int ta, int tb,
         status = pack_operand(ctx, CG__K_GEMM_PACK_B, ab, b, n, nr, k,
                               tb ? ldb : 1, tb ? 1 : ldb, sb,
                               sb ? batch : 1, nb, &pb);
-    if (status == CG_OK) {
-        pam = cg__buffer_mem(pa);
-        pbm = cg__buffer_mem(pb);
-        status = cg__kernel_dt(ctx, CG__K_GEMM_PACKED, cd, &kn);
-    }
     if (status == CG_OK)
-        status = cg__args(kn, CG__ARG(M), CG__ARG(N), CG__ARG(K),
-                          CG__ARG(alpha), CG__ARG(pam), CG__ARG(spa),
-                          CG__ARG(pbm), CG__ARG(spb), CG__ARG(beta),
-                          CG__ARG(c.mem), CG__ARG(co), CG__ARG(ldc),
-                          CG__ARG(scb), CG__ARG(dm), CG__ARG(dof),
-                          CG__ARG(act));
-    if (status == CG_OK) {
-        /* an item per column of micro-tiles and PMB micro-panels of A */
-        items = (n + nr - 1) / nr * (((m + mr - 1) / mr + mb - 1) / mb);
-        global[0] = (items + wg - 1) / wg * wg;
-        global[1] = batch;
-        status = cg__launch(ctx, kn, 2, global, local, NULL);
-    }
+        status = packed_launch(ctx, cd, m, n, k, alpha, cg__buffer_mem(pa),
+                               spa, cg__buffer_mem(pb), spb, beta, c, sc,
+                               batch, bias, act);
     cg_buffer_free(pa);
     cg_buffer_free(pb);
+    return status;
+}
+
+/* B packed once for many products (cg__gemm_pack_b): the panels in the
+ * layout of the NR the context had then. */
+int
+cg__gemm_pack_b(cg_context *ctx, cg_dtype dt, int tb, size_t n, size_t k,
+                cg__mat b, cg__packed_b *out)
+{
+    size_t nr = PACK_PARAM(ctx, PTN) * PACK_PARAM(ctx, PVW);
+    double na, nb;
+    int status;
+
+    memset(out, 0, sizeof *out);
+    packed_sizes(ctx, 1, n, k, 0, 0, 1, &na, &nb);
+    if (n == 0 || k == 0 || k >= (size_t)INT_MAX || nb >= (double)INT_MAX ||
+        !fits_int(b, 0, 1, tb ? n : k, tb ? k : n))
+        return cg__error(CG_EUNSUPPORTED, "gemm pack_b: a %zux%zu %s "
+                         "operand (K x N) that the packed kernels do not "
+                         "index with an int", k, n, cg__dtype_name(dt));
+    status = pack_operand(ctx, CG__K_GEMM_PACK_B, dt, b, n, nr, k,
+                          tb ? b.ld : 1, tb ? 1 : b.ld, 0, 1, nb, &out->buf);
+    if (status) {
+        cg_buffer_free(out->buf);
+        out->buf = NULL;
+        return status;
+    }
+    out->n = n;
+    out->k = k;
+    out->nr = nr;
+    return CG_OK;
+}
+
+void
+cg__packed_b_free(cg__packed_b *pb)
+{
+    cg_buffer_free(pb->buf);
+    memset(pb, 0, sizeof *pb);
+}
+
+int
+cg__gemm_packed_b(cg_context *ctx, cg_dtype ab, cg_dtype cd, int ta,
+                  size_t m, float alpha, cg__mat a, const cg__packed_b *pb,
+                  float beta, cg__mat c)
+{
+    size_t mr = PACK_PARAM(ctx, PMR);
+    size_t nr = PACK_PARAM(ctx, PTN) * PACK_PARAM(ctx, PVW);
+    size_t n = pb->n, k = pb->k;
+    cg_buffer *pa = NULL;
+    double na, nb;
+    int status;
+
+    if (!pb->buf)
+        return cg__error(CG_EINVAL, "gemm packed_b: B is not packed");
+    if (pb->nr != nr)
+        return cg__error(CG_EINVAL, "gemm packed_b: B was packed %zu "
+                         "columns to a panel, the context's kernels now "
+                         "take %zu", pb->nr, nr);
+    if (cd != ab && cd != CG_F32)
+        return cg__error(CG_EDTYPE, "gemm packed_b: %s operands into a %s "
+                         "C", cg__dtype_name(ab), cg__dtype_name(cd));
+    if (m == 0)
+        return CG_OK;
+    packed_sizes(ctx, m, n, k, 0, 0, 1, &na, &nb);
+    if (na >= (double)INT_MAX || !fits_int(a, 0, 1, ta ? k : m, ta ? m : k) ||
+        !fits_int(c, 0, 1, m, n))
+        return cg__error(CG_EUNSUPPORTED, "gemm packed_b: a %zux%zux%zu "
+                         "product whose elements an int does not index", m,
+                         n, k);
+    status = pack_operand(ctx, CG__K_GEMM_PACK_A, ab, a, m, mr, k,
+                          ta ? 1 : a.ld, ta ? a.ld : 1, 0, 1, na, &pa);
+    if (status == CG_OK)
+        status = packed_launch(ctx, cd, m, n, k, alpha, cg__buffer_mem(pa),
+                               0, cg__buffer_mem(pb->buf), 0, beta, c, 0, 1,
+                               NULL, 0);
+    cg_buffer_free(pa);
     return status;
 }
 

@@ -145,6 +145,32 @@ typedef struct cg__mat {
 int cg__sgemm(cg_context *ctx, int ta, int tb, size_t m, size_t n, size_t k,
               float alpha, cg__mat a, cg__mat b, float beta, cg__mat c);
 
+/* op(B) (K x N, tb: b stored N x K) packed once for many products
+ * (kernels/gemm_pack.cl's micro-panels, float32 whatever dt, in the panel
+ * width the context's tunables give now): the recurrent layers' W_hh,
+ * used by every time step's product.  buf is owned by the struct: free it
+ * with cg__packed_b_free once the products that read it are enqueued. */
+typedef struct cg__packed_b {
+    cg_buffer *buf;
+    size_t n, k, nr;
+} cg__packed_b;
+
+int cg__gemm_pack_b(cg_context *ctx, cg_dtype dt, int tb, size_t n, size_t k,
+                    cg__mat b, cg__packed_b *out);
+void cg__packed_b_free(cg__packed_b *pb);
+
+/* c = alpha op(a) B + beta c for B packed by cg__gemm_pack_b (pb->k,
+ * pb->n): op(a) M x K of dtype ab packed (and converted) by gemm_pack_a,
+ * then gemm_packed into c of dtype cd (ab's, or CG_F32): two launches.
+ * CG_EINVAL if the context's panel width changed since pb was made.
+ * (A kernel reading op(a) in place instead, scalar or float4 loads, was
+ * slower in every run on the 2-core AVX2 PoCL machine: 786-1274 us a
+ * product at 32x2048x512 and 32x512x2048, against 529-748 us for
+ * gemm_packed in the same runs.) */
+int cg__gemm_packed_b(cg_context *ctx, cg_dtype ab, cg_dtype cd, int ta,
+                      size_t m, float alpha, cg__mat a,
+                      const cg__packed_b *pb, float beta, cg__mat c);
+
 /* The same for `batch` products, matrix i of each operand at its offset
  * plus i times its stride (sa, sb, sc; 0 repeats one matrix). */
 int cg__sgemm_batched(cg_context *ctx, int ta, int tb, size_t m, size_t n,

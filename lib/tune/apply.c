@@ -212,7 +212,7 @@ entry_usable(const cg_context *ctx, const cg_tuning_entry *e,
     own_kernel own, *k = &own;
     const char *hash = NULL;
     long v;
-    int i, status, gemm_class, conv_class, conv1d_fft, fft_class;
+    int i, status, gemm_class, conv_class, conv1d_fft, fft_class, rnn_path;
 
     if (strncmp(e->kernel, CLBLAST_PREFIX, strlen(CLBLAST_PREFIX)) == 0) {
         if (strcmp(e->shape, "any") != 0)
@@ -234,6 +234,7 @@ entry_usable(const cg_context *ctx, const cg_tuning_entry *e,
                          "convolution class (fwd, bwd, tfwd or tbwd, then "
                          ".depthwise, .small or .large; or fwd1d.long)",
                          e->shape);
+    rnn_path = strcmp(k->kernel, "rnn.path") == 0;
     fft_class = strcmp(k->kernel, "fft") == 0;
     if (fft_class && cg__fft_class_parse(e->shape) < 0)
         return cg__error(CG_EINVAL, "fft: shape \"%s\" is not a transform "
@@ -252,6 +253,14 @@ entry_usable(const cg_context *ctx, const cg_tuning_entry *e,
                          e->shape, k->file, e->source_hash[0]
                          ? e->source_hash : "(none)", hash);
     for (i = 0; i < e->nparams; i++) {
+        if (rnn_path && strcmp(e->names[i], "packed") == 0) {
+            if (e->values[i] != 0 && e->values[i] != 1)
+                return cg__error(CG_EINVAL, "rnn.path %s: packed = %ld (1: "
+                                 "the GEMM path's step products on W_hh "
+                                 "packed once per pass, 0: through the "
+                                 "GEMM entry)", e->shape, e->values[i]);
+            continue;
+        }
         if (gemm_class && strcmp(e->names[i], "clblast") == 0) {
             if (e->values[i] != 0 && e->values[i] != 1)
                 return cg__error(CG_EINVAL, "%s %s: clblast = %ld (1: "
