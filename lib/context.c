@@ -28,7 +28,7 @@ cg_context_new_with(const cg_context_options *opts)
 {
     cg_context *ctx;
     int tuning, tset, set, flag;
-    long min_h;
+    long v;                 /* checked, then read where used */
 
     cg__error_clear();
     /* Every variable the library reads, checked once here so that a typo
@@ -36,8 +36,8 @@ cg_context_new_with(const cg_context_options *opts)
      * directories are checked where they are used, naming the variable). */
     if (cg__env_flag("CLGRAD_TUNING", &tuning, &tset) ||
         cg__env_flag("CLGRAD_CACHE", &flag, &set) ||
-        cg__env_long("CLGRAD_RNN_GEMM_MIN_H", 0, 1L << 30, &min_h, &set) ||
-        cg__env_long("CLGRAD_RNN_PACKED_WHH", 0, 1, &min_h, &set))
+        cg__env_long("CLGRAD_RNN_GEMM_MIN_H", 0, 1L << 30, &v, &set) ||
+        cg__env_long("CLGRAD_RNN_PACKED_WHH", 0, 1, &v, &set))
         return NULL;
     if (!tset)
         tuning = 1;

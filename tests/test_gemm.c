@@ -43,6 +43,29 @@ frand(void)
     return (float)rand() / (float)RAND_MAX * 2.0f - 1.0f;
 }
 
+/* Element (r, c) of op(A) op(B) in double, for A and B at pa and pb
+ * (leading dimensions lda, ldb; ta, tb: stored transposed) over K terms,
+ * and in *mag the sum of the terms' magnitudes (the rounding scale). */
+static double
+ref_dot(const float *pa, size_t lda, int ta, const float *pb, size_t ldb,
+        int tb, int r, int c, int k, double *mag)
+{
+    double s = 0;
+    int l;
+
+    *mag = 0;
+    for (l = 0; l < k; l++) {
+        double x = ta ? pa[(size_t)l * lda + (size_t)r]
+                      : pa[(size_t)r * lda + (size_t)l];
+        double y = tb ? pb[(size_t)c * ldb + (size_t)l]
+                      : pb[(size_t)l * ldb + (size_t)c];
+
+        s += x * y;
+        *mag += fabs(x * y);
+    }
+    return s;
+}
+
 /* Runs case g on ctx and checks every element of C, padding included
  * (which must keep its value), against the reference.  Returns whether
  * the GEMM added the bias (cg__sgemm_bias's *added; 1 without one): the
@@ -67,7 +90,7 @@ check_case(cg_context *ctx, const gcase *g, const char *label)
     float *hd = malloc(nd * 4);
     cg_buffer *ba = cg_buffer_new(ctx, na * 4), *bb = cg_buffer_new(ctx, nb * 4);
     cg_buffer *bc = cg_buffer_new(ctx, nc * 4), *bd = cg_buffer_new(ctx, nd * 4);
-    int z, r, c, l, added = 1;
+    int z, r, c, added = 1;
 
     ck_assert(ha && hb && hc && out && hd && ba && bb && bc && bd);
     for (i = 0; i < nd; i++)
@@ -113,17 +136,10 @@ check_case(cg_context *ctx, const gcase *g, const char *label)
                 const float *pb = hb + g->off + sb * (size_t)z;
                 size_t ci = (size_t)g->off + sc * (size_t)z +
                             (size_t)r * ldc + (size_t)c;
-                double s = 0, mag = 0, want, tol;
+                double mag, want, tol;
+                double s = ref_dot(pa, lda, g->ta, pb, ldb, g->tb, r, c,
+                                   g->k, &mag);
 
-                for (l = 0; l < g->k; l++) {
-                    double x = g->ta ? pa[(size_t)l * lda + (size_t)r]
-                                     : pa[(size_t)r * lda + (size_t)l];
-                    double y = g->tb ? pb[(size_t)c * ldb + (size_t)l]
-                                     : pb[(size_t)l * ldb + (size_t)c];
-
-                    s += x * y;
-                    mag += fabs(x * y);
-                }
                 want = g->alpha * s;
                 mag *= fabs(g->alpha);
                 if (g->beta != 0.0f) {
@@ -446,7 +462,7 @@ START_TEST(gemm_packed_b_serves_many_products)
             cg_buffer *bb = cg_buffer_new(ctx, nb * 4);
             cg_buffer *bc = cg_buffer_new(ctx, nc * 4);
             cg__packed_b pb;
-            int rep, r, col, l;
+            int rep, r, col;
 
             ck_assert(ha && hb && hc && out && ba && bb && bc);
             for (i = 0; i < na; i++)
@@ -488,17 +504,10 @@ START_TEST(gemm_packed_b_serves_many_products)
                     for (col = 0; col < n; col++) {
                         size_t ci = (size_t)off + (size_t)r * ldc +
                                     (size_t)col;
-                        double sum = 0, mag = 0, want;
+                        double mag, want;
+                        double sum = ref_dot(ha + off, lda, ta, hb + off,
+                                             ldb, tb, r, col, k, &mag);
 
-                        for (l = 0; l < k; l++) {
-                            double x = ha[off + (ta ? (size_t)l * lda + r
-                                                    : (size_t)r * lda + l)];
-                            double y = hb[off + (tb ? (size_t)col * ldb + l
-                                                    : (size_t)l * ldb + col)];
-
-                            sum += x * y;
-                            mag += fabs(x * y);
-                        }
                         want = cases[c].alpha * sum + (double)beta * hc[ci];
                         mag = fabs(cases[c].alpha) * mag +
                               fabs((double)beta * hc[ci]);
