@@ -10,9 +10,9 @@
  *                (0 outside the input: the padding)
  *   conv_col2im: dx[n0 + n, c, h, w] = sum over (r, s, oh, ow) with
  *                  oh * sh - ph + r * dh = h and ow * sw - pw + s * dw = w
- *                of col[...] as above - a gather: each work-item owns one
- *                element of dx and adds its contributions in increasing
- *                (r, s), so the result is deterministic and needs no atomics
+ *                of col[...] as above: each work-item owns rows of dx and
+ *                adds each element's terms in increasing (r, s), so the
+ *                result is deterministic and needs no atomics
  *   conv_bias:   y[n, k, p] += b[k] over a contiguous [N, K, P] y
  *
  * cn (the stride between images) and ld (between rows of one image's
@@ -20,11 +20,12 @@
  * [C R S][n][P] (cn = P, ld = nimg P) layouts.  x and dx are contiguous
  * [N, C, H, W]; the host checks that every index fits an int.
  *
- * Index space: one work-item per output row of the columns for im2col
- * (nimg C R S OH of them, each writing OW elements), one per row of dx
- * for col2im (nimg C H, each writing W elements), padded to the host's
- * work-group size; for the bias, (chunk of ch elements of a plane, row
- * n K + k), the chunks padded to the work-group size.  No tunable parameters.
+ * Index space: one work-item per IM2COL_ROWS output rows of the columns
+ * for im2col (nimg C R S ceil(OH / IM2COL_ROWS) of them, each row OW
+ * elements), one per COL2IM_ROWS rows of dx for col2im (nimg C ceil(H /
+ * COL2IM_ROWS), each row W elements), padded to the host's work-group
+ * size; for the bias, (chunk of ch elements of a plane, row n K + k),
+ * the chunks padded to the work-group size.  No tunable parameters.
  *
  * The direct algorithm (lib/ops/conv.c runs it by default for depthwise
  * convolutions, where the columns cost more than the products they feed,
@@ -79,94 +80,6 @@
                   int sh, int sw, int ph, int pw, int dh, int dw, int cn,    \
                   int ld, int n0, int nimg
 
-/* One work-item per (image, row, oh): it fills the row's OW columns
- * (contiguous), so the index arithmetic is paid once per output row. */
-__kernel void
-conv_im2col(__global const float *x, __global float *col, CONV_ARGS)
-{
-    int i = (int)get_global_id(0), RS = R * S;
-    int oh, row, n, c, r, s, h, w, ow;
-    __global float *dst;
-    __global const float *src;
-
-    if (i >= nimg * C * RS * OH)
-        return;
-    oh = i % OH;
-    row = (i / OH) % (C * RS);
-    n = i / OH / (C * RS);
-    c = row / RS;
-    r = (row % RS) / S;
-    s = row % S;
-    h = oh * sh - ph + r * dh;
-    dst = col + n * cn + row * ld + oh * OW;
-    if (h < 0 || h >= H) {
-        for (ow = 0; ow < OW; ow++)
-            dst[ow] = 0.0f;
-        return;
-    }
-    src = x + (((n0 + n) * C + c) * H + h) * W;
-    for (ow = 0, w = s * dw - pw; ow < OW; ow++, w += sw)
-        dst[ow] = w >= 0 && w < W ? src[w] : 0.0f;
-}
-
-/* One work-item per (image, channel, h) row of dx.  The kernel rows r
- * that reach h are found once each, and for each kernel column s the
- * outputs ow whose tap lands in the row; their terms go to dx[.., w] in
- * increasing (r, s), the order in which a per-element gather would add
- * them, without a division per element. */
-__kernel void
-conv_col2im(__global const float *col, __global float *dx, CONV_ARGS)
-{
-    int i = (int)get_global_id(0), RS = R * S;
-    int h, c, n, r, s, th, oh, ow, ow0, ow1, w, a;
-    __global const float *src;
-    __global float *dst;
-
-    if (i >= nimg * C * H)
-        return;
-    h = i % H;
-    c = (i / H) % C;
-    n = i / (H * C);
-    src = col + n * cn + c * RS * ld;
-    dst = dx + (((n0 + n) * C + c) * H + h) * W;
-    for (w = 0; w < W; w++)
-        dst[w] = 0.0f;
-    for (r = 0; r < R; r++) {
-        th = h + ph - r * dh;
-        if (th < 0 || th % sh)
-            continue;
-        oh = th / sh;
-        if (oh >= OH)
-            continue;
-        for (s = 0; s < S; s++) {
-            __global const float *p = src + (r * S + s) * ld + oh * OW;
-
-            /* w = ow sw + a inside [0, W) */
-            a = s * dw - pw;
-            ow0 = a < 0 ? (-a + sw - 1) / sw : 0;
-            ow1 = min(OW, a < W ? (W - 1 - a) / sw + 1 : 0);
-            for (ow = ow0, w = ow0 * sw + a; ow < ow1; ow++, w += sw)
-                dst[w] += p[ow];
-        }
-    }
-}
-
-__kernel void
-conv_bias(__global cg_t *y, __global const cg_t *b, int K, int P, int ch)
-{
-    int c = (int)get_global_id(0) * ch, r = (int)get_global_id(1), e, i;
-    __global cg_t *py;
-    float v;
-
-    if (c >= P)
-        return;
-    v = CG_LD(b, r % K);
-    py = y + (size_t)r * P + c;
-    e = min(ch, P - c);
-    for (i = 0; i < e; i++)
-        CG_ST(py, i, CG_LD(py, i) + v);
-}
-
 /* Outputs per work-item of conv_direct_fwd: CONV_VW consecutive outputs
  * of a row (a float8) for each of CONV_KT output channels of a group when
  * the groups have that many, else for one. */
@@ -203,6 +116,148 @@ row8(__global const cg_t *v, int p0, int st, int n)
         e[l] = p >= 0 && p < n ? CG_LD(v, p) : 0.0f;
     }
     return vload8(0, e);
+}
+
+/* Output rows of the columns per work-item of conv_im2col. */
+#define IM2COL_ROWS 8
+
+/* One work-item per (image, row, block of IM2COL_ROWS oh): it fills
+ * those output rows of OW columns each (contiguous), so the index
+ * arithmetic is paid once per block, and CONV_VW columns at a time by
+ * row8 (one vector load and store where the taps lie inside the input
+ * row at stride 1 or 2).  One item per row, element by element, wrote
+ * the columns at a fifth of the copy bandwidth: the divisions of the
+ * index and PoCL's unvectorised loop.  x is of the storage type (the
+ * host runs the float32 variant). */
+__kernel void
+conv_im2col(__global const cg_t *x, __global float *col, CONV_ARGS)
+{
+    int i = (int)get_global_id(0), RS = R * S;
+    int nb = (OH + IM2COL_ROWS - 1) / IM2COL_ROWS;
+    int oh, oh1, row, n, c, r, s, h, w, ow, a;
+    __global float *dst;
+    __global const cg_t *src;
+
+    if (i >= nimg * C * RS * nb)
+        return;
+    oh = i % nb * IM2COL_ROWS;
+    oh1 = min(oh + IM2COL_ROWS, OH);
+    row = (i / nb) % (C * RS);
+    n = i / nb / (C * RS);
+    c = row / RS;
+    r = (row % RS) / S;
+    s = row % S;
+    a = s * dw - pw;
+    src = x + ((n0 + n) * C + c) * H * W;
+    for (; oh < oh1; oh++) {
+        h = oh * sh - ph + r * dh;
+        dst = col + n * cn + row * ld + oh * OW;
+        if (h < 0 || h >= H) {
+            for (ow = 0; ow + CONV_VW <= OW; ow += CONV_VW)
+                vstore8((float8)0.0f, 0, dst + ow);
+            for (; ow < OW; ow++)
+                dst[ow] = 0.0f;
+            continue;
+        }
+        for (ow = 0, w = a; ow + CONV_VW <= OW;
+             ow += CONV_VW, w += CONV_VW * sw)
+            vstore8(row8(src + h * W, w, sw, W), 0, dst + ow);
+        for (; ow < OW; ow++, w += sw)
+            dst[ow] = w >= 0 && w < W ? CG_LD(src, h * W + w) : 0.0f;
+    }
+}
+
+/* x / st for x >= 0 and st >= 1, with no division at the strides that
+ * networks use: the quotient is found per (row, r, s) in col2im. */
+static inline int
+div_st(int x, int st)
+{
+    return st == 1 ? x : st == 2 ? x >> 1 : x / st;
+}
+
+/* Rows of dx per work-item of conv_col2im. */
+#define COL2IM_ROWS 8
+
+/* One work-item per (image, channel, block of COL2IM_ROWS rows h) of dx.
+ * For each (r, s) in increasing order - the order in which a
+ * per-element gather would add the terms - it walks the output rows oh
+ * whose taps land in the block, and adds each row's terms to dx[.., h,
+ * w] along the row: a stretch of the columns' row (r, s) read in order.
+ * One item per row of dx, which read R S short stretches of rows far
+ * apart, ran at a fifth of the bandwidth.  At stride 1 or 2, CONV_VW
+ * elements of dx at a time (at 2, the even lanes take the terms, the odd
+ * ones are written back unchanged).  No division per element. */
+__kernel void
+conv_col2im(__global const float *col, __global float *dx, CONV_ARGS)
+{
+    int i = (int)get_global_id(0), RS = R * S;
+    int nb = (H + COL2IM_ROWS - 1) / COL2IM_ROWS;
+    int h0, h1, c, n, r, s, t, oh, oh0, oh1, ow, ow0, ow1, w, a;
+    __global const float *src;
+    __global float *plane, *dst;
+
+    if (i >= nimg * C * nb)
+        return;
+    h0 = i % nb * COL2IM_ROWS;
+    h1 = min(h0 + COL2IM_ROWS, H);
+    c = (i / nb) % C;
+    n = i / nb / C;
+    src = col + n * cn + c * RS * ld;
+    plane = dx + ((n0 + n) * C + c) * H * W;
+    for (w = h0 * W; w + CONV_VW <= h1 * W; w += CONV_VW)
+        vstore8((float8)0.0f, 0, plane + w);
+    for (; w < h1 * W; w++)
+        plane[w] = 0.0f;
+    for (r = 0; r < R; r++) {
+        /* oh sh - ph + r dh in [h0, h1) */
+        t = h0 + ph - r * dh;
+        oh0 = t <= 0 ? 0 : div_st(t + sh - 1, sh);
+        t = h1 + ph - r * dh;
+        oh1 = t <= 0 ? 0 : min(OH, div_st(t + sh - 1, sh));
+        for (s = 0; s < S; s++) {
+            /* w = ow sw + a inside [0, W) */
+            a = s * dw - pw;
+            ow0 = a < 0 ? div_st(-a + sw - 1, sw) : 0;
+            ow1 = min(OW, a < W ? div_st(W - 1 - a, sw) + 1 : 0);
+            for (oh = oh0; oh < oh1; oh++) {
+                __global const float *p = src + (r * S + s) * ld + oh * OW;
+
+                dst = plane + (oh * sh - ph + r * dh) * W;
+                ow = ow0;
+                w = ow0 * sw + a;
+                if (sw == 1)
+                    for (; ow + CONV_VW <= ow1; ow += CONV_VW, w += CONV_VW)
+                        vstore8(vload8(0, dst + w) + vload8(0, p + ow), 0,
+                                dst + w);
+                else if (sw == 2)
+                    for (; ow + CONV_VW / 2 <= ow1 && w + CONV_VW <= W;
+                         ow += CONV_VW / 2, w += CONV_VW) {
+                        float8 d = vload8(0, dst + w);
+
+                        d.even += vload4(0, p + ow);
+                        vstore8(d, 0, dst + w);
+                    }
+                for (; ow < ow1; ow++, w += sw)
+                    dst[w] += p[ow];
+            }
+        }
+    }
+}
+
+__kernel void
+conv_bias(__global cg_t *y, __global const cg_t *b, int K, int P, int ch)
+{
+    int c = (int)get_global_id(0) * ch, r = (int)get_global_id(1), e, i;
+    __global cg_t *py;
+    float v;
+
+    if (c >= P)
+        return;
+    v = CG_LD(b, r % K);
+    py = y + (size_t)r * P + c;
+    e = min(ch, P - c);
+    for (i = 0; i < e; i++)
+        CG_ST(py, i, CG_LD(py, i) + v);
 }
 
 /* Stores the first n (up to 8) lanes of a at v. */

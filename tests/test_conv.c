@@ -164,6 +164,11 @@ START_TEST(conv2d_matches_reference_and_finite_differences)
         { "1,3,9,8", "3,1,3,3", "3", { 1, 1, 0, 0, 2, 2, 3, 1, 0, 0 } },
         { "2,7,9,8", "7,1,3,3", "7", { 2, 2, 1, 2, 2, 2, 7, 0, 1, 0 } },
         { "1,7,6,7", "7,1,3,3", "7", { 1, 1, 0, 0, 1, 1, 7, 1, 1, 0 } },
+        /* rows long enough for the kernels' 8-wide steps at stride 1 and
+         * 2, and more rows than one work-item of im2col and col2im
+         * takes (8) */
+        { "1,2,10,19", "3,2,3,3", "3", { 1, 1, 1, 1, 0, 0, 0, 0, 1, 0 } },
+        { "1,2,9,21", "2,2,3,3", "2", { 2, 2, 0, 0, 0, 0, 0, 0, 0, 0 } },
     };
     static const char *const names[2][2] = {
         { "conv2d/im2col", "conv2d(b)/im2col" },

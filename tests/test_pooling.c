@@ -149,6 +149,10 @@ START_TEST(max_pool2d_matches_reference)
         { "T1,3,9,7", MP(2,2, 0,0, 1,1, 1,1, 0) },
         { "O2,1,6,5", MP(1,1, 2,2, 0,0, 1,1, 0) },
         { "1,3,5,5", MP(2,2, 2,2, 1,1, 1,1, 1) },   /* ceil drops one */
+        /* rows of 18 outputs: the kernel's 8-lane loads at stride 1
+         * and 2, and a partial last block */
+        { "2,2,4,19", MP(2,2, 1,1, 0,0, 1,1, 0) },
+        { "1,2,5,37", MP(3,3, 2,2, 0,0, 1,1, 0) },
     };
     oc_op op = { 0 };
     size_t c;

@@ -319,8 +319,12 @@ pool_launch(const pool_geom *geo, cg_tensor *d, cg_tensor *y, cg_tensor *idx)
         break;
     }
     if (status == CG_OK && cg_tensor_numel(y) > 0)
-        status = cg__launch_chunks(d->ctx, k, (size_t)(geo->OH * geo->OW),
-                                   (size_t)geo->planes, 1, CG__WG);
+        status = geo->kind == POOL_MAX
+                 ? cg__launch1d(d->ctx, k,
+                                (size_t)geo->planes * (size_t)geo->OH,
+                                CG__WG)
+                 : cg__launch_chunks(d->ctx, k, (size_t)(geo->OH * geo->OW),
+                                     (size_t)geo->planes, 1, CG__WG);
     return status;
 }
 
