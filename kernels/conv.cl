@@ -118,6 +118,18 @@ row8(__global const cg_t *v, int p0, int st, int n)
     return vload8(0, e);
 }
 
+/* Zeros the n floats at p, CONV_VW at a time. */
+static inline void
+zero_f32(__global float *p, int n)
+{
+    int i;
+
+    for (i = 0; i + CONV_VW <= n; i += CONV_VW)
+        vstore8((float8)0.0f, 0, p + i);
+    for (; i < n; i++)
+        p[i] = 0.0f;
+}
+
 /* Output rows of the columns per work-item of conv_im2col. */
 #define IM2COL_ROWS 8
 
@@ -153,10 +165,7 @@ conv_im2col(__global const cg_t *x, __global float *col, CONV_ARGS)
         h = oh * sh - ph + r * dh;
         dst = col + n * cn + row * ld + oh * OW;
         if (h < 0 || h >= H) {
-            for (ow = 0; ow + CONV_VW <= OW; ow += CONV_VW)
-                vstore8((float8)0.0f, 0, dst + ow);
-            for (; ow < OW; ow++)
-                dst[ow] = 0.0f;
+            zero_f32(dst, OW);
             continue;
         }
         for (ow = 0, w = a; ow + CONV_VW <= OW;
@@ -204,10 +213,7 @@ conv_col2im(__global const float *col, __global float *dx, CONV_ARGS)
     n = i / nb / C;
     src = col + n * cn + c * RS * ld;
     plane = dx + ((n0 + n) * C + c) * H * W;
-    for (w = h0 * W; w + CONV_VW <= h1 * W; w += CONV_VW)
-        vstore8((float8)0.0f, 0, plane + w);
-    for (; w < h1 * W; w++)
-        plane[w] = 0.0f;
+    zero_f32(plane + h0 * W, (h1 - h0) * W);
     for (r = 0; r < R; r++) {
         /* oh sh - ph + r dh in [h0, h1) */
         t = h0 + ph - r * dh;

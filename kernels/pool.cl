@@ -70,29 +70,27 @@ taps(int a, int k, int d, int n, int *lo, int *hi)
     *hi = a + (k - 1) * d < n ? k : (n - 1 - a) / d + 1;
 }
 
-/* The elements w.s0 .. w.s7 of row v (W long), 0 at those outside [0,
- * W); where all lanes are outputs (ok) and w is inside the row at stride
- * 1 or 2, one or two vector loads. */
+/* Elements p0, p0 + st, ... p0 + 7 st of row v (n long), 0 outside it;
+ * inside the row at stride 1 or 2, one or two vector loads (as
+ * kernels/conv.cl's row8). */
 static inline float8
-pool_row8(__global const cg_t *v, int8 w, int8 ok, int W)
+pool_row8(__global const cg_t *v, int p0, int st, int n)
 {
     float e[8];
-    int q[8], l;
+    int l, p;
 
-    /* inside the row at stride 1 or 2: one or two vector loads */
-    if (all(ok) && w.s0 >= 0 && w.s7 < W) {
-        if (w.s7 - w.s0 == 7)
-            return CG_VLOAD(8, 0, v + w.s0);
-        if (w.s7 - w.s0 == 14 && w.s0 + 16 <= W) {
-            float8 a = CG_VLOAD(8, 0, v + w.s0);
-            float8 b = CG_VLOAD(8, 0, v + w.s0 + 8);
+    if (st == 1 && p0 >= 0 && p0 + 8 <= n)
+        return CG_VLOAD(8, 0, v + p0);
+    if (st == 2 && p0 >= 0 && p0 + 16 <= n) {
+        float8 a = CG_VLOAD(8, 0, v + p0);
+        float8 b = CG_VLOAD(8, 0, v + p0 + 8);
 
-            return (float8)(a.even, b.even);
-        }
+        return (float8)(a.even, b.even);
     }
-    vstore8(w, 0, q);
-    for (l = 0; l < 8; l++)
-        e[l] = q[l] >= 0 && q[l] < W ? CG_LD(v, q[l]) : 0.0f;
+    for (l = 0; l < 8; l++) {
+        p = p0 + l * st;
+        e[l] = p >= 0 && p < n ? CG_LD(v, p) : 0.0f;
+    }
     return vload8(0, e);
 }
 
@@ -139,7 +137,7 @@ max_pool2d_f(__global const cg_t *x, uint planes, int H, int W, int OH,
             for (j = 0; j < k.y; j++) {
                 int8 w = w0 + j * dl.y;
                 int8 ok = out & (w >= 0) & (w < W);
-                float8 v = pool_row8(xp + h * W, w, ok, W);
+                float8 v = pool_row8(xp + h * W, w.s0, s.y, W);
                 /* v != v is isnan(v) */
                 int8 c = ok & ((v > m) | (v != v));
 

@@ -486,6 +486,15 @@ col_ld(size_t rows, size_t q)
     return (double)rows * (double)l < (double)INT_MAX ? l : q;
 }
 
+/* Floats in a column buffer of n images of g. */
+static int64_t
+col_numel(const cg__conv_geom *g, int64_t n)
+{
+    size_t crs = (size_t)(g->C * g->R * g->S);
+
+    return (int64_t)(crs * col_ld(crs, (size_t)(n * g->OH * g->OW)));
+}
+
 /* y = conv(x, w) by im2col + GEMM, chunk by chunk; x and w dense. */
 /* The column buffer of a forward pass over the whole batch is kept for
  * the weight gradient (saving backward's im2col) when it is at most this
@@ -500,7 +509,7 @@ cg__conv_forward_im2col(const cg__conv_geom *g, cg_tensor *x, cg_tensor *w,
     int64_t nc = chunk_images(ctx, g), n0, n, i;
     size_t P = (size_t)(g->OH * g->OW), Kg = (size_t)(g->K / g->G);
     size_t CgRS = (size_t)(g->C / g->G * g->R * g->S), CRS = CgRS * g->G;
-    int64_t csize = (int64_t)(CRS * col_ld(CRS, (size_t)nc * P));
+    int64_t csize = col_numel(g, nc);
     cg_tensor *col = cg__tensor_empty(ctx, CG_F32, 1, &csize);
     cl_mem mc, mx = cg__tensor_mem(x), mw = cg__tensor_mem(w);
     cl_mem my = cg__tensor_mem(y);
@@ -635,9 +644,7 @@ cg__conv_backward_im2col(const cg__conv_geom *g, cg_tensor *x, cg_tensor *w,
                          cg_tensor *cols)
 {
     int64_t nc = cols ? g->N : chunk_images(w->ctx, g), n0;
-    size_t crs = (size_t)(g->C * g->R * g->S);
-    int64_t csize = (int64_t)(crs * col_ld(crs, (size_t)(nc * g->OH *
-                                                         g->OW)));
+    int64_t csize = col_numel(g, nc);
     cg_tensor *col = NULL;
     int status = CG_OK;
 
