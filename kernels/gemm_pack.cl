@@ -9,7 +9,8 @@
  *            TN read in place) into ceil(M / PMR) micro-panels of PMR
  *            rows, each K x PMR floats with row r of step k at k * PMR +
  *            r; rows past M are zeros.  A work-item moves 16 steps of K
- *            of one micro-panel.
+ *            of one micro-panel (pack_panel: float4 copies or 4 x 4
+ *            transposes where the operand is contiguous along one side).
  *   gemm_pack_b  op(B) (K x N, b[k * sbk + n * sbn]: NN and NT) into
  *            ceil(N / NR) micro-panels of NR = PTN * PVW columns, each K x
  *            NR floats; columns past N are zeros.  Likewise 16 steps of K
@@ -83,6 +84,68 @@
 
 /* ------------------------------------------------------------- packing */
 
+/* Four rows of an operand at x, sr apart, 4 contiguous steps of K each,
+ * into a panel transposed: step u's four values at q + u * ld. */
+INLINE void
+pack_t4(const __global cg_t *x, int sr, __global float *q, int ld)
+{
+    float4 r0 = CG_VLOAD(4, 0, x), r1 = CG_VLOAD(4, 0, x + sr);
+    float4 r2 = CG_VLOAD(4, 0, x + 2 * sr), r3 = CG_VLOAD(4, 0, x + 3 * sr);
+
+    vstore4((float4)(r0.s0, r1.s0, r2.s0, r3.s0), 0, q);
+    vstore4((float4)(r0.s1, r1.s1, r2.s1, r3.s1), 0, q + ld);
+    vstore4((float4)(r0.s2, r1.s2, r2.s2, r3.s2), 0, q + 2 * ld);
+    vstore4((float4)(r0.s3, r1.s3, r2.s3, r3.s3), 0, q + 3 * ld);
+}
+
+/* One item's part of a panel w floats wide: PK steps of K from k0 of the
+ * operand's rows x0 .. x0 + w - 1 (x[row * sr + k * sk]) into q[k * w +
+ * row], rows past `rows` zeros.  A whole block (all w rows, PK steps) of
+ * an operand contiguous along the rows (sr 1) moves a step at a time as
+ * float4s, one contiguous along K (sk 1) as 4 x 4 transposes; the edges
+ * element by element.  Element by element throughout, the items' loads
+ * and stores were scalar and the packs took a third of the MLP's 128-row
+ * products (tests/bench_gemm on the 2-core AVX2 PoCL 3.1 machine,
+ * profiled, 128x784x512 NN: gemm_pack_b 0.36-0.41 ms -> 0.10-0.22,
+ * gemm_pack_a 0.09-0.10 -> 0.03-0.06, beside gemm_packed's 0.9-1.3). */
+INLINE void
+pack_panel(const __global cg_t *x, int x0, int rows, int k0, int K, int sr,
+           int sk, __global float *q, int w)
+{
+    int k, j;
+
+    if (x0 + w <= rows && k0 + PK <= K && (sr == 1 || sk == 1)) {
+        x += x0 * sr + k0 * sk;
+        q += k0 * w;
+        if (sr == 1) {
+            for (k = 0; k < PK; k++) {
+                for (j = 0; j + 4 <= w; j += 4)
+                    vstore4(CG_VLOAD(4, 0, x + k * sk + j), 0, q + k * w + j);
+                for (; j < w; j++)
+                    q[k * w + j] = CG_LD(x, k * sk + j);
+            }
+            return;
+        }
+        for (j = 0; j + 4 <= w; j += 4)
+            for (k = 0; k < PK; k += 4)
+                pack_t4(x + j * sr + k, sr, q + k * w + j, w);
+        for (; j < w; j++)
+            for (k = 0; k < PK; k += 4) {
+                float4 v = CG_VLOAD(4, 0, x + j * sr + k);
+
+                q[k * w + j] = v.s0;
+                q[(k + 1) * w + j] = v.s1;
+                q[(k + 2) * w + j] = v.s2;
+                q[(k + 3) * w + j] = v.s3;
+            }
+        return;
+    }
+    for (k = k0; k < min(k0 + PK, K); k++)
+        for (j = 0; j < w; j++)
+            q[k * w + j] = x0 + j < rows ? CG_LD(x, (x0 + j) * sr + k * sk)
+                                         : 0.0f;
+}
+
 #if CG_WANT(gemm_pack_a)
 KERNEL
 gemm_pack_a(int M, int K, const __global cg_t *a, int ao, int sam, int sak,
@@ -91,18 +154,12 @@ gemm_pack_a(int M, int K, const __global cg_t *a, int ao, int sam, int sak,
     int nkb = (K + PK - 1) / PK, np = (M + PMR - 1) / PMR;
     int i = get_global_id(0), z = get_global_id(1);
     int p = sam == 1 ? i % np : i / nkb;
-    int k0 = (sam == 1 ? i / np : i % nkb) * PK, k, r;
+    int k0 = (sam == 1 ? i / np : i % nkb) * PK;
 
     if (p >= np || k0 >= K)
         return;
-    a += ao + z * sab;
-    pa += ((size_t)z * np + p) * K * PMR;
-    for (k = k0; k < min(k0 + PK, K); k++)
-        for (r = 0; r < PMR; r++) {
-            int m = p * PMR + r;
-
-            pa[k * PMR + r] = m < M ? CG_LD(a, m * sam + k * sak) : 0.0f;
-        }
+    pack_panel(a + ao + z * sab, p * PMR, M, k0, K, sam, sak,
+               pa + ((size_t)z * np + p) * K * PMR, PMR);
 }
 #endif
 
@@ -114,18 +171,12 @@ gemm_pack_b(int N, int K, const __global cg_t *b, int bo, int sbn, int sbk,
     int nkb = (K + PK - 1) / PK, np = (N + NR - 1) / NR;
     int i = get_global_id(0), z = get_global_id(1);
     int q = sbn == 1 ? i % np : i / nkb;
-    int k0 = (sbn == 1 ? i / np : i % nkb) * PK, k, j;
+    int k0 = (sbn == 1 ? i / np : i % nkb) * PK;
 
     if (q >= np || k0 >= K)
         return;
-    b += bo + z * sbb;
-    pb += ((size_t)z * np + q) * K * NR;
-    for (k = k0; k < min(k0 + PK, K); k++)
-        for (j = 0; j < NR; j++) {
-            int n = q * NR + j;
-
-            pb[k * NR + j] = n < N ? CG_LD(b, k * sbk + n * sbn) : 0.0f;
-        }
+    pack_panel(b + bo + z * sbb, q * NR, N, k0, K, sbn, sbk,
+               pb + ((size_t)z * np + q) * K * NR, NR);
 }
 #endif
 

@@ -644,7 +644,10 @@ packed_fits(const cg_context *ctx, size_t m, size_t n, size_t k, size_t sa,
  * 79, 256x256x3200 TN 51 / 73, 512x784x128 TN 80 / 100.  With 128 rows
  * (the MLP's) neither wins (128x512x784 NT 71 / 72, 128x784x512 NN
  * 84 / 56): gemm.cl's kernels keep those, and the skinny and small
- * products, where the copies weigh. */
+ * products, where the copies weigh.  (Those times are from before the
+ * pack kernels moved whole blocks as vectors, which made them 2-4 times
+ * faster on the AVX2 machine; there the 128-row products then ran faster
+ * packed, and its tuning database says so per class.) */
 static int
 packed_rule(int ta, int tb, size_t m, size_t n, size_t k)
 {
