@@ -51,7 +51,10 @@
  *                    one rounding to 16 bits).  One work-item per
  *                    (n, oh) and CONV_KT output channels of a group (1
  *                    where groups have fewer, as depthwise ones): each
- *                    input tap loaded once for all of them.
+ *                    input tap loaded once for all of them.  Where
+ *                    those blocks are of 1 and the kernel is 3 x 3 at
+ *                    stride and dilation 1 (DW3), an item takes
+ *                    DW3_ROWS rows, each input row loaded once for them.
  *   conv_direct_dx:  dx[n, c, h, w] = sum over (k of c's group, r, s), in
  *                    that order, of w[k, c - g Cg, r, s] dy[n, k, oh, ow]
  *                    where oh sh - ph + r dh = h, ow sw - pw + s dw = w,
@@ -60,7 +63,8 @@
  *                    conv_direct_fwd adds its bias).  Any H and W, not
  *                    only those OH and OW come from (conv_transpose2d's
  *                    output_padding): the taps outside dy add nothing.
- *                    One work-item per (n, c, h).
+ *                    One work-item per (n, c, h); for 3 x 3 kernels at
+ *                    stride and dilation 1, per DW3_ROWS rows of h.
  *   conv_direct_dw:  dw[k, c, r, s] = sum over (n, oh, ow) of dy[n, k,
  *                    oh, ow] x[n, g Cg + c, ...] as above, in CONV_VW
  *                    lanes: the ow of each (n, oh) row whose input lies
@@ -116,6 +120,28 @@ row8(__global const cg_t *v, int p0, int st, int n)
         e[l] = p >= 0 && p < n ? CG_LD(v, p) : 0.0f;
     }
     return vload8(0, e);
+}
+
+/* The three stride-1 windows of a 3-tap row at p0 (row v, n long, 0
+ * outside it): *x0 = elements p0 .. p0 + 7, *x1 from p0 + 1, *x2 from
+ * p0 + 2, from one row8 and the two elements after it: a tap at a time,
+ * each window cost a row8 of its own, a gather of 8 where it crossed the
+ * row's border (every row of N8 C64 28x28, 3x3 depthwise, crosses it
+ * in two of its four blocks). */
+static inline void
+win3(__global const cg_t *v, int p0, int n, float8 *x0, float8 *x1,
+     float8 *x2)
+{
+    float8 a = row8(v, p0, 1, n);
+    int q = p0 + CONV_VW;
+    float2 c = q >= 0 && q + 2 <= n
+             ? CG_VLOAD(2, 0, v + q)
+             : (float2)(q >= 0 && q < n ? CG_LD(v, q) : 0.0f,
+                        q + 1 >= 0 && q + 1 < n ? CG_LD(v, q + 1) : 0.0f);
+
+    *x0 = a;
+    *x1 = (float8)(a.s123, a.s4567, c.s0);
+    *x2 = (float8)(a.s23, a.s4567, c);
 }
 
 /* Zeros the n floats at p, CONV_VW at a time. */
@@ -318,6 +344,91 @@ direct_fwd_tile(__global const cg_t *x, __global const cg_t *wt,
                has_bias ? acc[j] + CG_LD(bias, k0 + j) : acc[j], OW - ow0);
 }
 
+/* Output rows per work-item of the direct kernels' 3 x 3 path at stride
+ * and dilation 1 (rows3x3): conv_direct_fwd's where the groups have
+ * fewer than CONV_KT output channels (DW3), conv_direct_dx's at any
+ * groups.  Each input row is loaded once (win3) for the up to three
+ * output rows it feeds, not once per output row: per block of 8 outputs,
+ * 6 row windows for 4 rows instead of 12 (and 36 row8 calls). */
+#define DW3_ROWS 4
+
+/* Whether conv_direct_fwd takes that path (lib/ops/conv.c mirrors it). */
+#define DW3(Kg, R, S, sh, sw, dh, dw)                                     \
+    ((Kg) < CONV_KT && (R) == 3 && (S) == 3 && (sh) == 1 && (sw) == 1 &&  \
+     (dh) == 1 && (dw) == 1)
+
+/* Rows o0 .. o0 + DW3_ROWS - 1 (those below rows) of an output plane
+ * `out` (rows x n) from `it` pairs of a source plane (src + i ss, sr x
+ * sn) and a 3 x 3 kernel (wt + i ws), the sums over i, then (r, s), in
+ * that order, plus b when has_bias:
+ *   flip 0 (conv_direct_fwd): out[o][q] takes w[r][s] src[o + dr + r]
+ *          [q + ds + s];
+ *   flip 1 (conv_direct_dx): out[o][q] takes w[r][s] src[o + dr + 2 - r]
+ *          [q + ds + 2 - s].
+ * Source row o0 + dr + t (t 0 .. 5) feeds output rows j = t - r (flip 0)
+ * or t - 2 + r (flip 1) through the kernel's row r: it is loaded once
+ * (win3) for them, and the rows run in increasing t (flip 0) or
+ * decreasing t (flip 1), so that each output's terms add in increasing
+ * (r, s) as in the kernels' general paths (the same bits). */
+#define R3_TAP(j, r, a, b, c)                                             \
+    acc##j += w##r##0 * a;                                                \
+    acc##j += w##r##1 * b;                                                \
+    acc##j += w##r##2 * c;
+#define F_TAP(j, r) R3_TAP(j, r, x0, x1, x2)
+#define B_TAP(j, r) R3_TAP(j, r, x2, x1, x0)
+#define R3_ROW(t, TAPS)                                                   \
+    h = o0 + dr + (t);                                                    \
+    if (h >= 0 && h < sr) {                                               \
+        win3(si + h * sn, q0 + ds, sn, &x0, &x1, &x2);                    \
+        TAPS                                                              \
+    }
+#define R3_ST(j)                                                          \
+    if (o0 + (j) < rows)                                                  \
+        store8(out + (o0 + (j)) * n + q0, has_bias ? acc##j + b : acc##j, \
+               n - q0);
+
+static inline void
+rows3x3(__global const cg_t *src, int ss, int sr, int sn,
+        __global const cg_t *wt, int ws, int it, __global cg_t *out,
+        int rows, int n, int o0, int dr, int ds, int flip, float b,
+        int has_bias)
+{
+    __global const cg_t *si, *wk;
+    float8 acc0, acc1, acc2, acc3, x0, x1, x2;
+    float w00, w01, w02, w10, w11, w12, w20, w21, w22;
+    int q0, i, h;
+
+    for (q0 = 0; q0 < n; q0 += CONV_VW) {
+        acc0 = acc1 = acc2 = acc3 = (float8)(0.0f);
+        for (i = 0; i < it; i++) {
+            si = src + i * ss;
+            wk = wt + i * ws;
+            w00 = CG_LD(wk, 0), w01 = CG_LD(wk, 1), w02 = CG_LD(wk, 2);
+            w10 = CG_LD(wk, 3), w11 = CG_LD(wk, 4), w12 = CG_LD(wk, 5);
+            w20 = CG_LD(wk, 6), w21 = CG_LD(wk, 7), w22 = CG_LD(wk, 8);
+            if (!flip) {
+                R3_ROW(0, F_TAP(0, 0))
+                R3_ROW(1, F_TAP(1, 0) F_TAP(0, 1))
+                R3_ROW(2, F_TAP(2, 0) F_TAP(1, 1) F_TAP(0, 2))
+                R3_ROW(3, F_TAP(3, 0) F_TAP(2, 1) F_TAP(1, 2))
+                R3_ROW(4, F_TAP(3, 1) F_TAP(2, 2))
+                R3_ROW(5, F_TAP(3, 2))
+            } else {
+                R3_ROW(5, B_TAP(3, 0))
+                R3_ROW(4, B_TAP(2, 0) B_TAP(3, 1))
+                R3_ROW(3, B_TAP(1, 0) B_TAP(2, 1) B_TAP(3, 2))
+                R3_ROW(2, B_TAP(0, 0) B_TAP(1, 1) B_TAP(2, 2))
+                R3_ROW(1, B_TAP(0, 1) B_TAP(1, 2))
+                R3_ROW(0, B_TAP(0, 2))
+            }
+        }
+        R3_ST(0)
+        R3_ST(1)
+        R3_ST(2)
+        R3_ST(3)
+    }
+}
+
 __kernel void
 conv_direct_fwd(__global const cg_t *x, __global const cg_t *wt,
                 __global cg_t *y, DIRECT_ARGS, __global const cg_t *bias,
@@ -326,14 +437,24 @@ conv_direct_fwd(__global const cg_t *x, __global const cg_t *wt,
     int i = (int)get_global_id(0);
     int Cg = C / G, Kg = K / G, kt = Kg >= CONV_KT ? CONV_KT : 1;
     int nb = (Kg + kt - 1) / kt, ow0, oh, b, g, n, k, c, r, s, h;
+    int dw3 = DW3(Kg, R, S, sh, sw, dh, dw);
+    int rows = dw3 ? DW3_ROWS : 1, nr = (OH + rows - 1) / rows;
     __global const cg_t *xc, *wk;
 
-    if (i >= N * G * nb * OH)
+    if (i >= N * G * nb * nr)
         return;
-    oh = i % OH;
-    b = i / OH % nb;
-    g = i / OH / nb % G;
-    n = i / OH / nb / G;
+    oh = i % nr * rows;
+    b = i / nr % nb;
+    g = i / nr / nb % G;
+    n = i / nr / nb / G;
+    if (dw3) {
+        k = g * Kg + b;
+        rows3x3(x + (n * C + g * Cg) * H * W, H * W, H, W,
+                wt + k * Cg * 9, 9, Cg, y + (n * K + k) * OH * OW, OH, OW,
+                oh, -ph, -pw, 0, has_bias ? CG_LD(bias, k) : 0.0f,
+                has_bias);
+        return;
+    }
     if (kt == CONV_KT) {
         for (ow0 = 0; ow0 < OW; ow0 += CONV_VW)
             direct_fwd_tile(x, wt, y, bias, has_bias, C, H, W, K, R, S, OH,
@@ -401,13 +522,23 @@ conv_direct_dx(__global const cg_t *dy, __global const cg_t *wt,
 {
     int i = (int)get_global_id(0);
     int Cg = C / G, Kg = K / G, w0, h, c, n, j, k, r, s, th;
+    int dw3 = R == 3 && S == 3 && sh == 1 && sw == 1 && dh == 1 && dw == 1;
+    int rows = dw3 ? DW3_ROWS : 1, nr = (H + rows - 1) / rows;
     __global const cg_t *dyr, *wk;
 
-    if (i >= N * C * H)
+    if (i >= N * C * nr)
         return;
-    h = i % H;
-    c = i / H % C;
-    n = i / H / C;
+    h = i % nr * rows;
+    c = i / nr % C;
+    n = i / nr / C;
+    if (dw3) {
+        k = c / Cg * Kg;
+        rows3x3(dy + (n * K + k) * OH * OW, OH * OW, OH, OW,
+                wt + (k * Cg + c % Cg) * 9, Cg * 9, Kg,
+                dx + (n * C + c) * H * W, H, W, h, ph - 2, pw - 2, 1,
+                has_bias ? CG_LD(bias, c) : 0.0f, has_bias);
+        return;
+    }
     for (w0 = 0; w0 < W; w0 += CONV_VW) {
         float8 acc = (float8)(0.0f);
 

@@ -169,6 +169,10 @@ START_TEST(conv2d_matches_reference_and_finite_differences)
          * takes (8) */
         { "1,2,10,19", "3,2,3,3", "3", { 1, 1, 1, 1, 0, 0, 0, 0, 1, 0 } },
         { "1,2,9,21", "2,2,3,3", "2", { 2, 2, 0, 0, 0, 0, 0, 0, 0, 0 } },
+        /* the direct kernels' 3 x 3 stride-1 path (4 output rows per
+         * work-item, here 4, 4 and 3): two output channels per input
+         * channel, rows past the padding, a row of 19 */
+        { "2,3,11,19", "6,1,3,3", "6", { 1, 1, 2, 0, 1, 1, 3, 0, 1, 0 } },
     };
     static const char *const names[2][2] = {
         { "conv2d/im2col", "conv2d(b)/im2col" },
@@ -300,6 +304,8 @@ START_TEST(conv_transpose2d_matches_reference_and_finite_differences)
         { "2,3,4,4", "3,1,3,3", "3", { 2, 2, 0, 0, 1, 1, 0, 0, 3, 1 } },
         { "3,1,1,2", "1,3,2,3", "3", { 0, 0, 0, 0, 0, 0, 0, 0, 0, 1 } },
         { "1,2,5,5", "2,2,3,3", "2", { 2, 2, 3, 3, 0, 0, 0, 0, 0, 1 } },
+        /* conv_direct_dx's 3 x 3 stride-1 path: rows of 11, 7 rows */
+        { "2,4,5,11", "4,2,3,3", "4", { 1, 1, 0, 1, 0, 0, 1, 1, 2, 1 } },
     };
     oc_op op = { 0 };
     size_t c;

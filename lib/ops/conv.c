@@ -462,13 +462,31 @@ cg__conv_direct(cg_context *ctx, cg__kid kid, cg_dtype dt,
 }
 
 /* conv_direct_fwd's blocks of output channels per group are of CONV_KT
- * (4) channels when a group has that many, else of 1. */
+ * (4) channels when a group has that many, else of 1; its items take an
+ * output row each, or DW3_ROWS (4) rows on its 3 x 3 path (kernels/
+ * conv.cl's DW3: groups of fewer than 4 output channels, stride and
+ * dilation 1). */
 size_t
 cg__conv_direct_fwd_items(const cg__conv_geom *g)
 {
     int64_t Kg = g->K / g->G, blocks = Kg >= 4 ? (Kg + 3) / 4 : Kg;
+    int dw3 = Kg < 4 && g->R == 3 && g->S == 3 && g->sh == 1 &&
+              g->sw == 1 && g->dh == 1 && g->dw == 1;
 
-    return (size_t)(g->N * g->G * blocks * g->OH);
+    return (size_t)(g->N * g->G * blocks *
+                    (dw3 ? (g->OH + 3) / 4 : g->OH));
+}
+
+/* conv_direct_dx's items: a row of dx each (N C H of them), or 4 rows
+ * on its 3 x 3 path (kernels/conv.cl's direct_dx_dw3: stride and
+ * dilation 1, any groups). */
+size_t
+cg__conv_direct_dx_items(const cg__conv_geom *g)
+{
+    int dw3 = g->R == 3 && g->S == 3 && g->sh == 1 && g->sw == 1 &&
+              g->dh == 1 && g->dw == 1;
+
+    return (size_t)(g->N * g->C * (dw3 ? (g->H + 3) / 4 : g->H));
 }
 
 /* The row length of the column buffers (forward and backward) of `rows`
@@ -626,7 +644,7 @@ backward_direct(const cg__conv_geom *g, cg_tensor *x, cg_tensor *w,
     if (dx)
         status = cg__conv_direct(ctx, CG__K_CONV_DIRECT_DX, dy->dtype, g,
                                  mdy, cg__tensor_mem(w), cg__tensor_mem(dx),
-                                 NULL, (size_t)(g->N * g->C * g->H));
+                                 NULL, cg__conv_direct_dx_items(g));
     if (status == CG_OK && dw)
         status = cg__conv_direct(ctx, CG__K_CONV_DIRECT_DW, dy->dtype, g,
                                  mdy, cg__tensor_mem(x), cg__tensor_mem(dw),

@@ -99,8 +99,10 @@ int cg__conv_add_bias(cg_tensor *y, cg_tensor *b);
 int cg__conv_direct(cg_context *ctx, cg__kid kid, cg_dtype dt,
                     const cg__conv_geom *g, cl_mem a, cl_mem b, cl_mem out,
                     const cg_tensor *bias, size_t n);
-/* conv_direct_fwd's work-items: N G blocks-of-output-channels OH. */
+/* conv_direct_fwd's work-items: N G blocks-of-output-channels OH (OH / 4
+ * rounded up on its 3 x 3 path); conv_direct_dx's: N C H (likewise). */
 size_t cg__conv_direct_fwd_items(const cg__conv_geom *g);
+size_t cg__conv_direct_dx_items(const cg__conv_geom *g);
 
 /* The backward's start: the node's geometry into g, the dense dy into
  * *gd, and the gradient buffers of saved[0] and saved[1] where needed.

@@ -130,7 +130,7 @@ convt_run(cg__conv_algorithm algo, const cg__conv_geom *g, cg_tensor *x,
     status = cg__conv_direct(x->ctx, CG__K_CONV_DIRECT_DX, x->dtype, g,
                              cg__tensor_mem(x), cg__tensor_mem(w),
                              cg__tensor_mem(y), db,
-                             (size_t)(g->N * g->C * g->H));
+                             cg__conv_direct_dx_items(g));
     cg_tensor_free(db);
     return status;
 }
