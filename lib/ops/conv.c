@@ -478,7 +478,7 @@ cg__conv_direct_fwd_items(const cg__conv_geom *g)
 }
 
 /* conv_direct_dx's items: a row of dx each (N C H of them), or 4 rows
- * on its 3 x 3 path (kernels/conv.cl's direct_dx_dw3: stride and
+ * on its 3 x 3 path (kernels/conv.cl's rows3x3: stride and
  * dilation 1, any groups). */
 size_t
 cg__conv_direct_dx_items(const cg__conv_geom *g)
