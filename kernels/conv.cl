@@ -53,7 +53,7 @@
  *                    where groups have fewer, as depthwise ones): each
  *                    input tap loaded once for all of them.  Where
  *                    those blocks are of 1 and the kernel is 3 x 3 at
- *                    stride and dilation 1 (DW3), an item takes
+ *                    stride and dilation 1 (S1_3X3), an item takes
  *                    DW3_ROWS rows, each input row loaded once for them.
  *   conv_direct_dx:  dx[n, c, h, w] = sum over (k of c's group, r, s), in
  *                    that order, of w[k, c - g Cg, r, s] dy[n, k, oh, ow]
@@ -346,16 +346,17 @@ direct_fwd_tile(__global const cg_t *x, __global const cg_t *wt,
 
 /* Output rows per work-item of the direct kernels' 3 x 3 path at stride
  * and dilation 1 (rows3x3): conv_direct_fwd's where the groups have
- * fewer than CONV_KT output channels (DW3), conv_direct_dx's at any
- * groups.  Each input row is loaded once (win3) for the up to three
+ * fewer than CONV_KT output channels, conv_direct_dx's at any groups.  Each input row is loaded once (win3) for the up to three
  * output rows it feeds, not once per output row: per block of 8 outputs,
  * 6 row windows for 4 rows instead of 12 (and 36 row8 calls). */
 #define DW3_ROWS 4
 
-/* Whether conv_direct_fwd takes that path (lib/ops/conv.c mirrors it). */
-#define DW3(Kg, R, S, sh, sw, dh, dw)                                     \
-    ((Kg) < CONV_KT && (R) == 3 && (S) == 3 && (sh) == 1 && (sw) == 1 &&  \
-     (dh) == 1 && (dw) == 1)
+/* Whether the kernel is 3 x 3 at stride and dilation 1: conv_direct_dx
+ * then takes that path, conv_direct_fwd where its blocks of output
+ * channels are of 1 (lib/ops/conv.c's rows3_path mirrors both). */
+#define S1_3X3(R, S, sh, sw, dh, dw)                                      \
+    ((R) == 3 && (S) == 3 && (sh) == 1 && (sw) == 1 && (dh) == 1 &&       \
+     (dw) == 1)
 
 /* Rows o0 .. o0 + DW3_ROWS - 1 (those below rows) of an output plane
  * `out` (rows x n) from `it` pairs of a source plane (src + i ss, sr x
@@ -437,7 +438,7 @@ conv_direct_fwd(__global const cg_t *x, __global const cg_t *wt,
     int i = (int)get_global_id(0);
     int Cg = C / G, Kg = K / G, kt = Kg >= CONV_KT ? CONV_KT : 1;
     int nb = (Kg + kt - 1) / kt, ow0, oh, b, g, n, k, c, r, s, h;
-    int dw3 = DW3(Kg, R, S, sh, sw, dh, dw);
+    int dw3 = kt == 1 && S1_3X3(R, S, sh, sw, dh, dw);
     int rows = dw3 ? DW3_ROWS : 1, nr = (OH + rows - 1) / rows;
     __global const cg_t *xc, *wk;
 
@@ -522,7 +523,7 @@ conv_direct_dx(__global const cg_t *dy, __global const cg_t *wt,
 {
     int i = (int)get_global_id(0);
     int Cg = C / G, Kg = K / G, w0, h, c, n, j, k, r, s, th;
-    int dw3 = R == 3 && S == 3 && sh == 1 && sw == 1 && dh == 1 && dw == 1;
+    int dw3 = S1_3X3(R, S, sh, sw, dh, dw);
     int rows = dw3 ? DW3_ROWS : 1, nr = (H + rows - 1) / rows;
     __global const cg_t *dyr, *wk;
 

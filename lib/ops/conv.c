@@ -461,32 +461,35 @@ cg__conv_direct(cg_context *ctx, cg__kid kid, cg_dtype dt,
     return status;
 }
 
+/* Whether the direct kernels' 3 x 3 path applies (kernels/conv.cl's
+ * S1_3X3: a 3 x 3 kernel at stride and dilation 1), where a work-item
+ * takes DW3_ROWS (4) output rows: conv_direct_dx's always then,
+ * conv_direct_fwd's where its blocks of output channels are of 1. */
+static int
+rows3_path(const cg__conv_geom *g)
+{
+    return g->R == 3 && g->S == 3 && g->sh == 1 && g->sw == 1 &&
+           g->dh == 1 && g->dw == 1;
+}
+
 /* conv_direct_fwd's blocks of output channels per group are of CONV_KT
  * (4) channels when a group has that many, else of 1; its items take an
- * output row each, or DW3_ROWS (4) rows on its 3 x 3 path (kernels/
- * conv.cl's DW3: groups of fewer than 4 output channels, stride and
- * dilation 1). */
+ * output row each, or 4 rows on the 3 x 3 path (blocks of 1 only). */
 size_t
 cg__conv_direct_fwd_items(const cg__conv_geom *g)
 {
     int64_t Kg = g->K / g->G, blocks = Kg >= 4 ? (Kg + 3) / 4 : Kg;
-    int dw3 = Kg < 4 && g->R == 3 && g->S == 3 && g->sh == 1 &&
-              g->sw == 1 && g->dh == 1 && g->dw == 1;
 
     return (size_t)(g->N * g->G * blocks *
-                    (dw3 ? (g->OH + 3) / 4 : g->OH));
+                    (Kg < 4 && rows3_path(g) ? (g->OH + 3) / 4 : g->OH));
 }
 
 /* conv_direct_dx's items: a row of dx each (N C H of them), or 4 rows
- * on its 3 x 3 path (kernels/conv.cl's rows3x3: stride and
- * dilation 1, any groups). */
+ * on the 3 x 3 path (any groups). */
 size_t
 cg__conv_direct_dx_items(const cg__conv_geom *g)
 {
-    int dw3 = g->R == 3 && g->S == 3 && g->sh == 1 && g->sw == 1 &&
-              g->dh == 1 && g->dw == 1;
-
-    return (size_t)(g->N * g->C * (dw3 ? (g->H + 3) / 4 : g->H));
+    return (size_t)(g->N * g->C * (rows3_path(g) ? (g->H + 3) / 4 : g->H));
 }
 
 /* The row length of the column buffers (forward and backward) of `rows`
