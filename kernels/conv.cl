@@ -13,19 +13,25 @@
  *                of col[...] as above: each work-item owns rows of dx and
  *                adds each element's terms in increasing (r, s), so the
  *                result is deterministic and needs no atomics
+ *   conv_im2col_packed: the same columns, each image's as
+ *                gemm_packed's packed operand B (below)
  *   conv_bias:   y[n, k, p] += b[k] over a contiguous [N, K, P] y
  *
  * cn (the stride between images) and ld (between rows of one image's
  * matrix) let the host choose [n][C R S][P] (cn = C R S P, ld = P) or
- * [C R S][n][P] (cn = P, ld = nimg P) layouts.  x and dx are contiguous
- * [N, C, H, W]; the host checks that every index fits an int.
+ * [C R S][n][P] (cn = P, ld = nimg P) layouts (conv_im2col_packed: cn
+ * between images' packed operands, ld the panel width).  x and dx are
+ * contiguous [N, C, H, W]; the host checks that every index fits an int.
  *
  * Index space: one work-item per IM2COL_ROWS output rows of the columns
  * for im2col (nimg C R S ceil(OH / IM2COL_ROWS) of them, each row OW
- * elements), one per COL2IM_ROWS rows of dx for col2im (nimg C ceil(H /
- * COL2IM_ROWS), each row W elements), padded to the host's work-group
- * size; for the bias, (chunk of ch elements of a plane, row n K + k),
- * the chunks padded to the work-group size.  No tunable parameters.
+ * elements), per (image, channel, r, IM2COL_GROUPS groups of 8 columns)
+ * for conv_im2col_packed (nimg C R ceil(ceil(OH OW / ld) ld / 8 /
+ * IM2COL_GROUPS)), one per COL2IM_ROWS rows of dx for col2im (nimg C
+ * ceil(H / COL2IM_ROWS), each row W elements), padded to the host's
+ * work-group size; for the bias, (chunk of ch elements of a plane, row
+ * n K + k), the chunks padded to the work-group size.  No tunable
+ * parameters.
  *
  * The direct algorithm (lib/ops/conv.c runs it by default for depthwise
  * convolutions, where the columns cost more than the products they feed,
@@ -199,6 +205,113 @@ conv_im2col(__global const cg_t *x, __global float *col, CONV_ARGS)
             vstore8(row8(src + h * W, w, sw, W), 0, dst + ow);
         for (; ow < OW; ow++, w += sw)
             dst[ow] = w >= 0 && w < W ? CG_LD(src, h * W + w) : 0.0f;
+    }
+}
+
+/* conv_im2col's columns straight into the packed operand B of
+ * kernels/gemm_pack.cl's gemm_packed (the layout its gemm_pack_b makes of
+ * a K x N operand, here K = C R S rows and N = OH OW columns per image):
+ * micro-panels of ld (its NR, a multiple of CONV_VW) columns, each C R S
+ * x ld floats, element (row, q) of image n at pb[n cn + (q / ld) ld C R S
+ * + row ld + q % ld], columns past OH OW zeros.  The forward's product
+ * then reads the image's columns without the column buffer and the pack
+ * of it (one write and two reads of the columns fewer).
+ *
+ * One work-item per (image, channel, kernel row r, IM2COL_GROUPS groups
+ * of CONV_VW consecutive columns, the last micro-panel's included), the
+ * channel and r fastest, so that the items of a work-group write the
+ * consecutive rows of the same panels (items walking a row's panels, ld
+ * C R S floats apart, wrote at half the speed).  A group is a float8
+ * store per tap s of the row: one row8 of the input row where the group
+ * lies in one output row (one win3 for the three taps of a 3-wide kernel
+ * at stride and dilation 1), else the lanes of each output row it spans
+ * (im2col_group); 0 in the padding and past OH OW.  cn: floats between
+ * images' packed operands; ld: the micro-panel width. */
+/* Groups of CONV_VW columns per work-item of conv_im2col_packed: 8 took
+ * a fifth longer than 16 (N8 C64 28x28 3x3). */
+#define IM2COL_GROUPS 16
+
+/* The group of CONV_VW columns from output (oh, ow) of the columns' row
+ * of tap (r, s) of channel plane src: lane l0 + j of the span in output
+ * row oh that starts at lane l0 and column ow reads w = (ow + j) sw - pw
+ * + s dw of input row h = oh sh - ph + r dh. */
+static inline float8
+im2col_group(__global const cg_t *src, int oh, int ow, int r, int s,
+             CONV_ARGS)
+{
+    int8 lane = (int8)(0, 1, 2, 3, 4, 5, 6, 7);
+    float8 v = (float8)0.0f;
+    int l0, len, h;
+
+    for (l0 = 0; l0 < CONV_VW && oh < OH; l0 += len, oh++, ow = 0) {
+        len = min(CONV_VW - l0, OW - ow);
+        h = oh * sh - ph + r * dh;
+        if (h >= 0 && h < H)
+            v = select(v, row8(src + h * W, (ow - l0) * sw + s * dw - pw, sw,
+                               W),
+                       lane >= l0 && lane < l0 + len);
+    }
+    return v;
+}
+
+__kernel void
+conv_im2col_packed(__global const cg_t *x, __global float *pb, CONV_ARGS)
+{
+    int i = (int)get_global_id(0), RS = R * S, P = OH * OW, CR = C * R;
+    int ng = (P + ld - 1) / ld * ld / CONV_VW, CRS = C * RS;
+    int nb = (ng + IM2COL_GROUPS - 1) / IM2COL_GROUPS;
+    int gi, g1, cr, n, c, r, s, oh, ow, o, h;
+    __global const cg_t *src;
+    __global float *dst;
+
+    if (i >= nimg * CR * nb)
+        return;
+    cr = i % CR;
+    gi = (i / CR) % nb * IM2COL_GROUPS;
+    g1 = min(gi + IM2COL_GROUPS, ng);
+    n = i / CR / nb;
+    c = cr / R;
+    r = cr % R;
+    src = x + ((n0 + n) * C + c) * H * W;
+    /* column q = gi CONV_VW at (oh, ow), in its panel at offset o; dst at
+     * the panel's row of tap (r, 0) */
+    oh = gi * CONV_VW / OW;
+    ow = gi * CONV_VW - oh * OW;
+    o = gi * CONV_VW % ld;
+    dst = pb + n * cn + gi * CONV_VW / ld * ld * CRS +
+          (c * RS + r * S) * ld + o;
+    for (; gi < g1; gi++) {
+        h = oh * sh - ph + r * dh;
+        if (ow + CONV_VW <= OW && oh < OH) {    /* one output row */
+            if (h < 0 || h >= H)
+                for (s = 0; s < S; s++)
+                    vstore8((float8)0.0f, 0, dst + s * ld);
+            else if (S == 3 && sw == 1 && dw == 1) {
+                float8 x0, x1, x2;
+
+                win3(src + h * W, ow - pw, W, &x0, &x1, &x2);
+                vstore8(x0, 0, dst);
+                vstore8(x1, 0, dst + ld);
+                vstore8(x2, 0, dst + 2 * ld);
+            } else
+                for (s = 0; s < S; s++)
+                    vstore8(row8(src + h * W, ow * sw + s * dw - pw, sw, W),
+                            0, dst + s * ld);
+        } else
+            for (s = 0; s < S; s++)
+                vstore8(im2col_group(src, oh, ow, r, s, C, H, W, R, S, OH,
+                                     OW, sh, sw, ph, pw, dh, dw, cn, ld, n0,
+                                     nimg),
+                        0, dst + s * ld);
+        /* the next CONV_VW columns */
+        for (ow += CONV_VW; ow >= OW; ow -= OW)
+            oh++;
+        o += CONV_VW;
+        dst += CONV_VW;
+        if (o == ld) {
+            o = 0;
+            dst += ld * (CRS - 1);
+        }
     }
 }
 

@@ -174,14 +174,18 @@ START_TEST(conv2d_matches_reference_and_finite_differences)
          * channel, rows past the padding, a row of 19 */
         { "2,3,11,19", "6,1,3,3", "6", { 1, 1, 2, 0, 1, 1, 3, 0, 1, 0 } },
     };
-    static const char *const names[2][2] = {
+    static const char *const names[3][2] = {
         { "conv2d/im2col", "conv2d(b)/im2col" },
-        { "conv2d/direct", "conv2d(b)/direct" }
+        { "conv2d/direct", "conv2d(b)/direct" },
+        { "conv2d/im2col-packed", "conv2d(b)/im2col-packed" }
     };
     oc_op op = { 0 };
     size_t c;
 
-    use_algo(_i);
+    /* 2: im2col with no gradient for w, so no columns kept for it: the
+     * forward's columns go straight into the packed product (groups 1) */
+    use_algo(_i % 2);
+    op.no_grad[1] = _i == 2;
     op.run = run_conv;
     op.ref = ref_conv;
     for (c = 0; c < sizeof cases / sizeof cases[0]; c++) {
@@ -201,14 +205,16 @@ START_TEST(conv1d_matches_reference_and_finite_differences)
         { "1,4,11", "4,2,5", "4", { 0, 0, 0, 0, 2, 0, 2, 1, 0, 1 } },
         { "2,7,7", "7,1,3", "7", { 2, 0, 1, 0, 2, 0, 7, 0, 1, 1 } },
     };
-    static const char *const names[2][2] = {
+    static const char *const names[3][2] = {
         { "conv1d/im2col", "conv1d(b)/im2col" },
-        { "conv1d/direct", "conv1d(b)/direct" }
+        { "conv1d/direct", "conv1d(b)/direct" },
+        { "conv1d/im2col-packed", "conv1d(b)/im2col-packed" }
     };
     oc_op op = { 0 };
     size_t c;
 
-    use_algo(_i);
+    use_algo(_i % 2);
+    op.no_grad[1] = _i == 2;
     op.run = run_conv;
     op.ref = ref_conv;
     for (c = 0; c < sizeof cases / sizeof cases[0]; c++) {
@@ -290,7 +296,8 @@ ref_convt(const oc_tensor *in, oc_tensor *out, const void *param)
 
 /* 1 and 3 channels; 3x3, 2x3 and 1-pixel inputs; stride 1, 2 and (2, 1);
  * padding 0, 1 and more than the kernel reaches; output_padding 1 with
- * stride 2 and with dilation 2 at stride 1; groups 1, 2 and C; a
+ * stride 2 and with dilation 2 at stride 1 (groups 1 and 2); groups 1, 2
+ * and C; a
  * transposed view as input and a bias at an offset. */
 START_TEST(conv_transpose2d_matches_reference_and_finite_differences)
 {
@@ -306,6 +313,10 @@ START_TEST(conv_transpose2d_matches_reference_and_finite_differences)
         { "1,2,5,5", "2,2,3,3", "2", { 2, 2, 3, 3, 0, 0, 0, 0, 0, 1 } },
         /* conv_direct_dx's 3 x 3 stride-1 path: rows of 11, 7 rows */
         { "2,4,5,11", "4,2,3,3", "4", { 1, 1, 0, 1, 0, 0, 1, 1, 2, 1 } },
+        /* groups 1 at stride 1 with output_padding (dilation 2), of
+         * rows, then of columns */
+        { "1,2,4,5", "2,3,3,3", "3", { 1, 1, 1, 0, 1, 0, 2, 2, 0, 1 } },
+        { "1,2,5,4", "2,1,3,2", "1", { 1, 1, 0, 1, 0, 1, 2, 2, 0, 0 } },
     };
     oc_op op = { 0 };
     size_t c;
@@ -456,6 +467,64 @@ START_TEST(chunked_batch_equals_one_chunk)
     use_algo(_i);
     check_chunking(0);
     use_auto();
+}
+END_TEST
+
+/* The forward of w with no gradient (im2col's columns straight into the
+ * packed product): chunks of one and two images give the same bits as
+ * one chunk, and all agree with the forward that keeps the columns for
+ * w's gradient to float32 rounding.  Rows of 6 (groups of 8 columns span
+ * two output rows), 42 columns an image (the last panel partly past
+ * them). */
+START_TEST(packed_forward_chunked_equals_one_chunk)
+{
+    static const int64_t xs[4] = { 5, 4, 7, 6 }, ws[4] = { 6, 4, 3, 3 };
+    size_t per = (size_t)4 * 9 * 42 * 4, limits[3] = { 0, per, 2 * per };
+    size_t n = 5 * 6 * 42, j;
+    cg_tensor *x = random_tensor(4, xs, 0), *w = random_tensor(4, ws, 0);
+    float *wv = host_copy(w), *one = NULL, *many, *kept;
+    cg_tensor *wg = cg_tensor_from_host(tt_ctx(), CG_F32, 4, ws, wv), *y;
+    cg_conv_options o;
+    int li;
+
+    /* wg: w's values, with a gradient */
+    ck_assert_msg(wg != NULL, "%s", TT_ERR);
+    ck_assert_int_eq(cg_tensor_set_requires_grad(wg, 1), CG_OK);
+    free(wv);
+    memset(&o, 0, sizeof o);
+    o.padding[0] = o.padding[1] = 1;
+    use_algo(0);
+    for (li = 0; li < 3; li++) {
+        cg__conv_set_col_limit(limits[li]);
+        y = cg_conv2d(x, w, NULL, &o);
+        ck_assert_msg(y != NULL, "%s", TT_ERR);
+        many = host_copy(y);
+        cg_tensor_free(y);
+        if (!one) {
+            one = many;
+            continue;
+        }
+        for (j = 0; j < n; j++)
+            ck_assert_msg(memcmp(&one[j], &many[j], sizeof(float)) == 0,
+                          "element %zu: %g vs %g (limit %zu)", j, one[j],
+                          many[j], limits[li]);
+        free(many);
+    }
+    cg__conv_set_col_limit(0);
+    y = cg_conv2d(x, wg, NULL, &o);
+    ck_assert_msg(y != NULL, "%s", TT_ERR);
+    kept = host_copy(y);
+    for (j = 0; j < n; j++)
+        ck_assert_msg(fabsf(one[j] - kept[j]) <= 1e-5f * (1.0f +
+                                                          fabsf(kept[j])),
+                      "element %zu: %g vs %g", j, one[j], kept[j]);
+    use_auto();
+    free(one);
+    free(kept);
+    cg_tensor_free(y);
+    cg_tensor_free(x);
+    cg_tensor_free(w);
+    cg_tensor_free(wg);
 }
 END_TEST
 
@@ -1548,9 +1617,10 @@ main(void)
     tt_require_device();
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, conv2d_matches_reference_and_finite_differences,
-                        0, 2);
+                        0, 3);
     tcase_add_loop_test(tc, conv1d_matches_reference_and_finite_differences,
-                        0, 2);
+                        0, 3);
+    tcase_add_test(tc, packed_forward_chunked_equals_one_chunk);
     tcase_add_loop_test(tc, chunked_batch_equals_one_chunk, 0, 2);
     tcase_add_loop_test(tc, conv_matches_pytorch, 0, 2);
     tcase_add_test(tc, algorithms_agree_and_direct_is_deterministic);

@@ -364,9 +364,12 @@ conv_check(const char *op, cg_tensor *x, cg_tensor *w, cg_tensor *b,
  * COL2IM_ROWS). */
 #define IM2COL_ROWS 8
 #define COL2IM_ROWS 8
+/* Groups of 8 columns per work-item of conv_im2col_packed (its
+ * IM2COL_GROUPS). */
+#define IM2COL_GROUPS 16
 
-/* Enqueues im2col (kid CG__K_CONV_IM2COL) or col2im of images n0 ..
- * n0 + nimg - 1 with layout (cn, ld). */
+/* Enqueues im2col (kid CG__K_CONV_IM2COL), conv_im2col_packed or col2im
+ * of images n0 .. n0 + nimg - 1 with layout (cn, ld). */
 static int
 columns(cg_context *ctx, cg__kid kid, const cg__conv_geom *g, cl_mem img,
         cl_mem col, int64_t n0, int64_t nimg, int64_t cn, int64_t ld)
@@ -387,6 +390,15 @@ columns(cg_context *ctx, cg__kid kid, const cg__conv_geom *g, cl_mem img,
         CG__PUSH(&l, col);
         n = (size_t)(nimg * g->C * g->R * g->S *
                      ((g->OH + IM2COL_ROWS - 1) / IM2COL_ROWS));
+    } else if (kid == CG__K_CONV_IM2COL_PACKED) {
+        /* ld: the panel width; an item per IM2COL_GROUPS groups of 8
+         * columns of whole panels */
+        size_t ng = (size_t)((g->OH * g->OW + ld - 1) / ld * ld / 8);
+
+        CG__PUSH(&l, img);
+        CG__PUSH(&l, col);
+        n = (size_t)(nimg * g->C * g->R) *
+            ((ng + IM2COL_GROUPS - 1) / IM2COL_GROUPS);
     } else {
         CG__PUSH(&l, col);
         CG__PUSH(&l, img);
@@ -516,11 +528,60 @@ col_numel(const cg__conv_geom *g, int64_t n)
     return (int64_t)(crs * col_ld(crs, (size_t)(n * g->OH * g->OW)));
 }
 
-/* y = conv(x, w) by im2col + GEMM, chunk by chunk; x and w dense. */
 /* The column buffer of a forward pass over the whole batch is kept for
  * the weight gradient (saving backward's im2col) when it is at most this
  * fraction of the device memory. */
 #define KEEP_COLS_FRACTION 32
+
+/* y = conv(x, w) for groups 1 by conv_im2col_packed and gemm_packed, chunk
+ * by chunk: each image's columns written as the product's packed operand
+ * B, no column buffer and no pack of it.  On the 2-core AVX2 PoCL 3.1
+ * machine, device ms of a forward, three runs each, im2col + gemm.cl's
+ * product (the GEMM class's choice there) / this: N8 C64 28x28 K64 3x3
+ * 6.9-7.4 / 4.9-5.9 (conv_im2col 1.6-1.7 ms, conv_im2col_packed 1.5-2.2,
+ * the product 5.2-5.5 in gemm.cl, 3.3-3.7 packed; gemm_pack_b of the
+ * column buffer took 1.6-2.2 more), the CNN's N32 3x32x32 K32 1.0-1.5 /
+ * 0.8-0.9, 32x16x16 K64 4.2-5.5 / 2.6-3.5, 64x8x8 K64 2.7-3.2 / 1.6-2.0,
+ * N16 C3 64x64 K32 7x7 stride 2 2.4-3.6 / 2.3-2.9.  Where the weight
+ * gradient needs the columns, the backward's im2col (without them) cost
+ * about what the forward gained, in all of those layers but the 16 x 16
+ * one: there the columns are made and kept, and multiplied in place. */
+static int
+forward_packed(const cg__conv_geom *g, cg_tensor *x, cg_tensor *w,
+               cg_tensor *y)
+{
+    cg_context *ctx = x->ctx;
+    size_t P = (size_t)(g->OH * g->OW), K = (size_t)g->K;
+    size_t CRS = (size_t)(g->C * g->R * g->S), nr = cg__gemm_packed_nr(ctx);
+    size_t spb = (P + nr - 1) / nr * nr * CRS;
+    int64_t nc = chunk_images(ctx, g), n0, n;
+    cg_buffer *pb;
+    cl_mem mx = cg__tensor_mem(x), mw = cg__tensor_mem(w);
+    cl_mem my = cg__tensor_mem(y);
+    int status = CG_OK;
+
+    if (nc > 1 && (double)spb * (double)nc >= (double)INT_MAX)
+        nc = (int64_t)(((size_t)INT_MAX - 1) / spb);
+    if (nc < 1 || (double)spb >= (double)INT_MAX)
+        return cg__error(CG_EUNSUPPORTED, "conv: an image's packed columns "
+                         "(%zu floats) that an int does not index", spb);
+    if (!(pb = cg__buffer_new(ctx, (size_t)nc * spb * sizeof(float))))
+        return cg__last_status();
+    for (n0 = 0; status == CG_OK && n0 < g->N; n0 += nc) {
+        cg__mat a = { mw, 0, CRS }, c = { my, (size_t)n0 * K * P, P };
+
+        n = g->N - n0 < nc ? g->N - n0 : nc;
+        status = columns(ctx, CG__K_CONV_IM2COL_PACKED, g, mx,
+                         cg__buffer_mem(pb), n0, n, (int64_t)spb,
+                         (int64_t)nr);
+        if (status == CG_OK)
+            status = cg__gemm_packed_bs(ctx, K, P, CRS, a,
+                                        cg__buffer_mem(pb), spb, c, K * P,
+                                        (size_t)n);
+    }
+    cg_buffer_free(pb);
+    return status;
+}
 
 int
 cg__conv_forward_im2col(const cg__conv_geom *g, cg_tensor *x, cg_tensor *w,
@@ -531,10 +592,19 @@ cg__conv_forward_im2col(const cg__conv_geom *g, cg_tensor *x, cg_tensor *w,
     size_t P = (size_t)(g->OH * g->OW), Kg = (size_t)(g->K / g->G);
     size_t CgRS = (size_t)(g->C / g->G * g->R * g->S), CRS = CgRS * g->G;
     int64_t csize = col_numel(g, nc);
-    cg_tensor *col = cg__tensor_empty(ctx, CG_F32, 1, &csize);
+    int keeps = keep && nc >= g->N &&
+                (uint64_t)csize * 4 <= ctx->info.global_mem_size /
+                                       KEEP_COLS_FRACTION;
+    cg_tensor *col;
     cl_mem mc, mx = cg__tensor_mem(x), mw = cg__tensor_mem(w);
     cl_mem my = cg__tensor_mem(y);
-    int status = col ? CG_OK : cg__last_status();
+    int status;
+
+    /* conv_im2col_packed's groups of 8 columns fill whole panels */
+    if (g->G == 1 && !keeps && cg__gemm_packed_nr(ctx) % 8 == 0)
+        return forward_packed(g, x, w, y);
+    col = cg__tensor_empty(ctx, CG_F32, 1, &csize);
+    status = col ? CG_OK : cg__last_status();
 
     /* Columns laid out [C R S][n][P], as the backward's: image i's matrix
      * is the column block i P.. of rows L = col_ld(n P) long. */
@@ -563,9 +633,7 @@ cg__conv_forward_im2col(const cg__conv_geom *g, cg_tensor *x, cg_tensor *w,
                                        Kg * P, (size_t)g->G);
         }
     }
-    if (status == CG_OK && keep && nc >= g->N &&
-        (uint64_t)csize * 4 <= ctx->info.global_mem_size /
-                               KEEP_COLS_FRACTION) {
+    if (status == CG_OK && keeps) {
         *keep = col;
         return CG_OK;
     }

@@ -82,9 +82,10 @@ int cg__conv_geom_fits(const char *op, const cg__conv_geom *g);
 
 /* im2col + GEMM.  forward: y = conv(x, w), chunk by chunk (x, w dense;
  * *keep, when keep is not NULL, may receive the columns of the whole
- * batch, owned by the caller).  backward: dx and dw (either NULL) of y =
- * conv(x, w) from dense dy (x may be NULL without dw; cols the forward's
- * kept columns or NULL). */
+ * batch, owned by the caller; with groups 1, columns not kept go straight
+ * into the packed GEMM's operand instead of a column buffer).  backward:
+ * dx and dw (either NULL) of y = conv(x, w) from dense dy (x may be NULL
+ * without dw; cols the forward's kept columns or NULL). */
 int cg__conv_forward_im2col(const cg__conv_geom *g, cg_tensor *x,
                             cg_tensor *w, cg_tensor *y, cg_tensor **keep);
 int cg__conv_backward_im2col(const cg__conv_geom *g, cg_tensor *x,

@@ -790,43 +790,71 @@ cg__packed_b_free(cg__packed_b *pb)
     memset(pb, 0, sizeof *pb);
 }
 
+size_t
+cg__gemm_packed_nr(cg_context *ctx)
+{
+    return PACK_PARAM(ctx, PTN) * PACK_PARAM(ctx, PVW);
+}
+
+/* C_z = alpha op(a) B_z + beta C_z, z < batch, B_z packed at pb + z spb
+ * floats (n x k, panel width nr): op(a) packed once by gemm_pack_a, then
+ * gemm_packed.  "what" names the caller in errors. */
+static int
+packed_with_b(cg_context *ctx, const char *what, cg_dtype ab, cg_dtype cd,
+              int ta, size_t m, size_t n, size_t k, float alpha, cg__mat a,
+              cl_mem pb, size_t spb, size_t nr, float beta, cg__mat c,
+              size_t sc, size_t batch)
+{
+    size_t mr = PACK_PARAM(ctx, PMR);
+    cg_buffer *pa = NULL;
+    double na, nb;
+    int status;
+
+    if (nr != cg__gemm_packed_nr(ctx))
+        return cg__error(CG_EINVAL, "%s: B was packed %zu columns to a "
+                         "panel, the context's kernels now take %zu", what,
+                         nr, cg__gemm_packed_nr(ctx));
+    if (cd != ab && cd != CG_F32)
+        return cg__error(CG_EDTYPE, "%s: %s operands into a %s C", what,
+                         cg__dtype_name(ab), cg__dtype_name(cd));
+    if (m == 0 || batch == 0)
+        return CG_OK;
+    packed_sizes(ctx, m, n, k, 0, spb, batch, &na, &nb);
+    if (na >= (double)INT_MAX || nb >= (double)INT_MAX ||
+        !fits_int(a, 0, 1, ta ? k : m, ta ? m : k) ||
+        !fits_int(c, sc, batch, m, n))
+        return cg__error(CG_EUNSUPPORTED, "%s: a %zux%zux%zu product "
+                         "(batch %zu) whose elements an int does not index",
+                         what, m, n, k, batch);
+    status = pack_operand(ctx, CG__K_GEMM_PACK_A, ab, a, m, mr, k,
+                          ta ? 1 : a.ld, ta ? a.ld : 1, 0, 1, na, &pa);
+    if (status == CG_OK)
+        status = packed_launch(ctx, cd, m, n, k, alpha, cg__buffer_mem(pa),
+                               0, pb, spb, beta, c, sc, batch, NULL, 0);
+    cg_buffer_free(pa);
+    return status;
+}
+
 int
 cg__gemm_packed_b(cg_context *ctx, cg_dtype ab, cg_dtype cd, int ta,
                   size_t m, float alpha, cg__mat a, const cg__packed_b *pb,
                   float beta, cg__mat c)
 {
-    size_t mr = PACK_PARAM(ctx, PMR);
-    size_t nr = PACK_PARAM(ctx, PTN) * PACK_PARAM(ctx, PVW);
-    size_t n = pb->n, k = pb->k;
-    cg_buffer *pa = NULL;
-    double na, nb;
-    int status;
-
     if (!pb->buf)
         return cg__error(CG_EINVAL, "gemm packed_b: B is not packed");
-    if (pb->nr != nr)
-        return cg__error(CG_EINVAL, "gemm packed_b: B was packed %zu "
-                         "columns to a panel, the context's kernels now "
-                         "take %zu", pb->nr, nr);
-    if (cd != ab && cd != CG_F32)
-        return cg__error(CG_EDTYPE, "gemm packed_b: %s operands into a %s "
-                         "C", cg__dtype_name(ab), cg__dtype_name(cd));
-    if (m == 0)
-        return CG_OK;
-    packed_sizes(ctx, m, n, k, 0, 0, 1, &na, &nb);
-    if (na >= (double)INT_MAX || !fits_int(a, 0, 1, ta ? k : m, ta ? m : k) ||
-        !fits_int(c, 0, 1, m, n))
-        return cg__error(CG_EUNSUPPORTED, "gemm packed_b: a %zux%zux%zu "
-                         "product whose elements an int does not index", m,
-                         n, k);
-    status = pack_operand(ctx, CG__K_GEMM_PACK_A, ab, a, m, mr, k,
-                          ta ? 1 : a.ld, ta ? a.ld : 1, 0, 1, na, &pa);
-    if (status == CG_OK)
-        status = packed_launch(ctx, cd, m, n, k, alpha, cg__buffer_mem(pa),
-                               0, cg__buffer_mem(pb->buf), 0, beta, c, 0, 1,
-                               NULL, 0);
-    cg_buffer_free(pa);
-    return status;
+    return packed_with_b(ctx, "gemm packed_b", ab, cd, ta, m, pb->n, pb->k,
+                         alpha, a, cg__buffer_mem(pb->buf), 0, pb->nr, beta,
+                         c, 0, 1);
+}
+
+int
+cg__gemm_packed_bs(cg_context *ctx, size_t m, size_t n, size_t k,
+                   cg__mat a, cl_mem pb, size_t spb, cg__mat c, size_t sc,
+                   size_t batch)
+{
+    return packed_with_b(ctx, "gemm packed_bs", CG_F32, CG_F32, 0, m, n, k,
+                         1.0f, a, pb, spb, cg__gemm_packed_nr(ctx), 0.0f, c,
+                         sc, batch);
 }
 
 /* Whether a product of 16-bit operands runs on float32 copies of them

@@ -171,6 +171,19 @@ int cg__gemm_packed_b(cg_context *ctx, cg_dtype ab, cg_dtype cd, int ta,
                       size_t m, float alpha, cg__mat a,
                       const cg__packed_b *pb, float beta, cg__mat c);
 
+/* The packed kernels' panel width NR on ctx now (gemm_pack.cl's PTN *
+ * PVW). */
+size_t cg__gemm_packed_nr(cg_context *ctx);
+
+/* c_z = a b_z (float32, NN), z < batch: a (m x k, a.ld) packed once by
+ * gemm_pack_a; b_z (k x n) packed by the caller into pb + z spb floats in
+ * gemm_pack_b's layout, panels of cg__gemm_packed_nr columns (pb owned by
+ * the caller, read by the enqueued product); c_z at c.off + z sc.
+ * kernels/conv.cl's conv_im2col_packed writes such operands. */
+int cg__gemm_packed_bs(cg_context *ctx, size_t m, size_t n, size_t k,
+                       cg__mat a, cl_mem pb, size_t spb, cg__mat c,
+                       size_t sc, size_t batch);
+
 /* The same for `batch` products, matrix i of each operand at its offset
  * plus i times its stride (sa, sb, sc; 0 repeats one matrix). */
 int cg__sgemm_batched(cg_context *ctx, int ta, int tb, size_t m, size_t n,
