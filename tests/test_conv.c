@@ -16,7 +16,10 @@
  *
  * The reference, finite-difference, chunking and PyTorch checks of conv2d
  * and conv1d run once per algorithm (im2col + GEMM, direct), forced with
- * CLGRAD_CONV_ALGO; the two agree on larger shapes, the direct one is the
+ * CLGRAD_CONV_ALGO, and the reference and finite-difference checks once
+ * more by im2col with no gradient for the weight (whose forward, with
+ * groups 1, writes the columns straight into the packed GEMM's operand;
+ * its chunking too); the two algorithms agree on larger shapes, the direct one is the
  * same bits run after run, and the choice follows the variable, the
  * tuning entries of the shape classes and the built-in rule.  The case
  * "conv_transpose_algos" does the same for conv_transpose2d's two
@@ -297,8 +300,7 @@ ref_convt(const oc_tensor *in, oc_tensor *out, const void *param)
 /* 1 and 3 channels; 3x3, 2x3 and 1-pixel inputs; stride 1, 2 and (2, 1);
  * padding 0, 1 and more than the kernel reaches; output_padding 1 with
  * stride 2 and with dilation 2 at stride 1 (groups 1 and 2); groups 1, 2
- * and C; a
- * transposed view as input and a bias at an offset. */
+ * and C; a transposed view as input and a bias at an offset. */
 START_TEST(conv_transpose2d_matches_reference_and_finite_differences)
 {
     static const struct { const char *x, *w, *b; tparam p; } cases[] = {

@@ -536,16 +536,19 @@ col_numel(const cg__conv_geom *g, int64_t n)
 /* y = conv(x, w) for groups 1 by conv_im2col_packed and gemm_packed, chunk
  * by chunk: each image's columns written as the product's packed operand
  * B, no column buffer and no pack of it.  On the 2-core AVX2 PoCL 3.1
- * machine, device ms of a forward, three runs each, im2col + gemm.cl's
- * product (the GEMM class's choice there) / this: N8 C64 28x28 K64 3x3
- * 6.9-7.4 / 4.9-5.9 (conv_im2col 1.6-1.7 ms, conv_im2col_packed 1.5-2.2,
- * the product 5.2-5.5 in gemm.cl, 3.3-3.7 packed; gemm_pack_b of the
- * column buffer took 1.6-2.2 more), the CNN's N32 3x32x32 K32 1.0-1.5 /
- * 0.8-0.9, 32x16x16 K64 4.2-5.5 / 2.6-3.5, 64x8x8 K64 2.7-3.2 / 1.6-2.0,
- * N16 C3 64x64 K32 7x7 stride 2 2.4-3.6 / 2.3-2.9.  Where the weight
- * gradient needs the columns, the backward's im2col (without them) cost
- * about what the forward gained, in all of those layers but the 16 x 16
- * one: there the columns are made and kept, and multiplied in place. */
+ * machine, ms per forward (20 in a row, wall clock), three runs each,
+ * im2col + gemm.cl's product (the GEMM class's choice there) / this: N8
+ * C64 28x28 K64 3x3 6.9-7.4 / 4.9-5.9 (device ms: conv_im2col 1.6-1.7,
+ * conv_im2col_packed 1.5-2.2, the product 5.2-5.5 in gemm.cl, 3.3-3.7
+ * packed; packing the column buffer instead, gemm_pack_b took 1.6-2.2),
+ * the CNN's N32 3x32x32 K32 1.0-1.5 / 0.8-0.9, 32x16x16 K64 4.2-5.5 /
+ * 2.6-3.5, 64x8x8 K64 2.7-3.2 / 1.6-2.0, N16 C3 64x64 K32 7x7 stride 2
+ * 2.4-3.6 / 2.3-2.9.  Where the weight gradient needs the columns, they
+ * are made, kept and multiplied in place as before: without them the
+ * backward's own im2col cost about what this forward gains (ms per
+ * weight gradient without / with them, the least of three runs, in the
+ * four 3 x 3 layers above: 6.3 / 4.6, 2.1 / 1.8, 4.5 / 3.3, 3.3 / 1.6; a
+ * net gain only in the 16 x 16 one). */
 static int
 forward_packed(const cg__conv_geom *g, cg_tensor *x, cg_tensor *w,
                cg_tensor *y)
