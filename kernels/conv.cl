@@ -459,9 +459,10 @@ direct_fwd_tile(__global const cg_t *x, __global const cg_t *wt,
 
 /* Output rows per work-item of the direct kernels' 3 x 3 path at stride
  * and dilation 1 (rows3x3): conv_direct_fwd's where the groups have
- * fewer than CONV_KT output channels, conv_direct_dx's at any groups.  Each input row is loaded once (win3) for the up to three
- * output rows it feeds, not once per output row: per block of 8 outputs,
- * 6 row windows for 4 rows instead of 12 (and 36 row8 calls). */
+ * fewer than CONV_KT output channels, conv_direct_dx's at any groups.
+ * Each input row is loaded once (win3) for the up to three output rows
+ * it feeds, not once per output row: per block of 8 outputs, 6 row
+ * windows for 4 rows instead of 12 (and 36 row8 calls). */
 #define DW3_ROWS 4
 
 /* Whether the kernel is 3 x 3 at stride and dilation 1: conv_direct_dx

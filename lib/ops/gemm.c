@@ -608,13 +608,19 @@ clgrad_run(cg_context *ctx, gemm_cfg *cfg, int v, int ta, int tb, size_t m,
  * K panels leave the cache (see packed_rule). */
 #define PACK_PARAM(ctx, name) ((size_t)cg__param(ctx, CG__P_GEMM_PACK_##name))
 
+size_t
+cg__gemm_packed_nr(const cg_context *ctx)
+{
+    return PACK_PARAM(ctx, PTN) * PACK_PARAM(ctx, PVW);
+}
+
 /* Floats in the packed op(A) and op(B) (*na, *nb) of a product. */
 static void
 packed_sizes(const cg_context *ctx, size_t m, size_t n, size_t k, size_t sa,
              size_t sb, size_t batch, double *na, double *nb)
 {
     size_t mr = PACK_PARAM(ctx, PMR);
-    size_t nr = PACK_PARAM(ctx, PTN) * PACK_PARAM(ctx, PVW);
+    size_t nr = cg__gemm_packed_nr(ctx);
 
     *na = (double)((m + mr - 1) / mr * mr) * (double)k *
           (double)(sa ? batch : 1);
@@ -695,7 +701,7 @@ packed_launch(cg_context *ctx, cg_dtype cd, size_t m, size_t n, size_t k,
               const cg__mat *bias, int act)
 {
     size_t mr = PACK_PARAM(ctx, PMR), mb = PACK_PARAM(ctx, PMB);
-    size_t nr = PACK_PARAM(ctx, PTN) * PACK_PARAM(ctx, PVW);
+    size_t nr = cg__gemm_packed_nr(ctx);
     size_t wg = PACK_PARAM(ctx, PWG), items;
     size_t global[2], local[2] = { wg, 1 };
     cl_int M = (cl_int)m, N = (cl_int)n, K = (cl_int)k;
@@ -728,7 +734,7 @@ packed_run(cg_context *ctx, cg_dtype ab, cg_dtype cd, int ta, int tb,
            size_t batch, const cg__mat *bias, int act)
 {
     size_t mr = PACK_PARAM(ctx, PMR);
-    size_t nr = PACK_PARAM(ctx, PTN) * PACK_PARAM(ctx, PVW);
+    size_t nr = cg__gemm_packed_nr(ctx);
     size_t lda = a.ld, ldb = b.ld;
     size_t spa = sa ? (m + mr - 1) / mr * mr * k : 0;
     size_t spb = sb ? (n + nr - 1) / nr * nr * k : 0;
@@ -759,7 +765,7 @@ int
 cg__gemm_pack_b(cg_context *ctx, cg_dtype dt, int tb, size_t n, size_t k,
                 cg__mat b, cg__packed_b *out)
 {
-    size_t nr = PACK_PARAM(ctx, PTN) * PACK_PARAM(ctx, PVW);
+    size_t nr = cg__gemm_packed_nr(ctx);
     double na, nb;
     int status;
 
@@ -788,12 +794,6 @@ cg__packed_b_free(cg__packed_b *pb)
 {
     cg_buffer_free(pb->buf);
     memset(pb, 0, sizeof *pb);
-}
-
-size_t
-cg__gemm_packed_nr(cg_context *ctx)
-{
-    return PACK_PARAM(ctx, PTN) * PACK_PARAM(ctx, PVW);
 }
 
 /* C_z = alpha op(a) B_z + beta C_z, z < batch, B_z packed at pb + z spb

@@ -173,7 +173,7 @@ int cg__gemm_packed_b(cg_context *ctx, cg_dtype ab, cg_dtype cd, int ta,
 
 /* The packed kernels' panel width NR on ctx now (gemm_pack.cl's PTN *
  * PVW). */
-size_t cg__gemm_packed_nr(cg_context *ctx);
+size_t cg__gemm_packed_nr(const cg_context *ctx);
 
 /* c_z = a b_z (float32, NN), z < batch: a (m x k, a.ld) packed once by
  * gemm_pack_a; b_z (k x n) packed by the caller into pb + z spb floats in
