@@ -1463,9 +1463,10 @@ cg_tensor *cg_log_softmax(cg_tensor *x, int dim);
 
 /* ------------------------------------------------------------------------
  * Fourier transforms along one axis, as torch.fft.fft, ifft, rfft and
- * irfft, computed by clFFT in float32.  A complex tensor is a float32
- * tensor whose last dimension is 2 (real, imaginary): the layout of
- * torch.view_as_real, so a complex [B, N] is a float32 [B, N, 2].
+ * irfft, computed in float32 by clFFT or by clgrad's own kernels.  A
+ * complex tensor is a float32 tensor whose last dimension is 2 (real,
+ * imaginary): the layout of torch.view_as_real, so a complex [B, N] is a
+ * float32 [B, N, 2].
  *
  * dim counts the complex tensor's dimensions without that pair (negative
  * from the end: -1 is the last axis before the pair); the transform runs
@@ -1505,20 +1506,27 @@ cg_tensor *cg_log_softmax(cg_tensor *x, int dim);
  * used plans; an older one is baked again when next needed).
  *
  * Paths: clFFT's plan of the transform; Bluestein's algorithm (also for
- * lengths clFFT does); or, for rfft and irfft, the complex transform of
+ * lengths clFFT does); for rfft and irfft, the complex transform of
  * the same length around a conversion (the "complex" path, about twice
- * clFFT's real plan's work).  Users report clFFT 2.12 failing on NVIDIA
- * for real transforms above 2048 and 2-D widths from 1024, so the choice
- * is per device: CLGRAD_FFT_PATH=clfft|bluestein|complex|auto in the
+ * clFFT's real plan's work); or "radix", clgrad's own kernels
+ * (kernels/fft.cl, no clFFT plan): Stockham passes of radix 8, 4, 2, 3,
+ * 5 and 7 for a length with no prime factor above 7 (rfft and irfft of
+ * even n as the complex transform of n/2 and one pass more, a complex
+ * transform along a middle axis in place of the axis moves), the
+ * complex path for odd n, and Bluestein's algorithm on the passes for
+ * the other lengths.  Users report clFFT 2.12 failing on NVIDIA for real
+ * transforms above 2048 and 2-D widths from 1024, so the choice is per
+ * device: CLGRAD_FFT_PATH=clfft|bluestein|complex|radix|auto in the
  * environment (read at each call, for every length; anything else fails
- * the call with CG_EINVAL before anything is launched), else the tuning entry kernel "fft" of the
- * transform's class, "real.large" (rfft, irfft with n > 2048) or
- * "complex.large" (fft, ifft with n >= 1024, which the 2-D ops run
- * along each axis), "path" 0 clFFT, 1 Bluestein, 2 complex (clgrad-tune's
- * stage "fft" writes them, choosing a path that verifies against a
- * double-precision DFT), else clFFT.  A length clFFT cannot do is
- * Bluestein whatever the choice, and "complex" for a complex transform
- * is clFFT.  cg_fft_path says what is chosen.
+ * the call with CG_EINVAL before anything is launched), else the tuning
+ * entry kernel "fft" of the transform's class, "real.large" (rfft, irfft
+ * with n > 2048) or "complex.large" (fft, ifft with n >= 1024, which the
+ * 2-D ops run along each axis), "path" 0 clFFT, 1 Bluestein, 2 complex,
+ * 3 radix (clgrad-tune's stage "fft" writes them, choosing a path that
+ * verifies against a double-precision DFT; the shipped PoCL entries are
+ * radix), else clFFT.  On a path other than radix a length clFFT cannot
+ * do is Bluestein whatever the choice, and "complex" for a complex
+ * transform is clFFT.  cg_fft_path says what is chosen.
  *
  * NULL on error, nothing launched: CG_EDTYPE for a dtype other than
  * float32, CG_ESHAPE when a complex input's last dimension is not 2,
@@ -1539,10 +1547,10 @@ cg_tensor *cg_rfft(cg_tensor *x, int64_t n, int dim, cg_fft_norm norm);
 cg_tensor *cg_irfft(cg_tensor *x, int64_t n, int dim, cg_fft_norm norm);
 
 /* The path a transform of length n runs on ctx (real: rfft or irfft, else
- * fft or ifft): "clfft", "bluestein" or "complex", by CLGRAD_FFT_PATH,
- * the tuning entry of its class and the length, as above; a static
- * string.  NULL with CG_EINVAL for a NULL ctx, n outside 1 .. 2^29 or a
- * bad CLGRAD_FFT_PATH. */
+ * fft or ifft): "clfft", "bluestein", "complex" or "radix", by
+ * CLGRAD_FFT_PATH, the tuning entry of its class and the length, as
+ * above; a static string.  NULL with CG_EINVAL for a NULL ctx, n
+ * outside 1 .. 2^29 or a bad CLGRAD_FFT_PATH. */
 const char *cg_fft_path(cg_context *ctx, int real, int64_t n);
 
 /* The same over the last two axes (of the complex tensor's, without the

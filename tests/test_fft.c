@@ -6,7 +6,9 @@
  * Bluestein's algorithm), batches 1 and 33 (1 above 2048), along the last
  * and a middle axis, for each norm, within 1e-5 * sqrt(log2 n) of the
  * largest output magnitude; the fallback paths (CLGRAD_FFT_PATH, a tuning
- * file) for real transforms above 2048 and 2-D widths from 1024;
+ * file) for real transforms above 2048 and 2-D widths from 1024; the
+ * path radix (clgrad's own kernels) at every radix and through
+ * Bluestein's algorithm;
  * n cropping and zero-padding; round trips and Parseval's identity;
  * gradcheck of every op (tests/opcheck.h) at small odd and even lengths;
  * PyTorch 1.13's results and gradients (tests/fixtures/fft.txt); plans
@@ -988,7 +990,7 @@ check_large(const char *what)
  * failing the call, and bad entries refused. */
 START_TEST(fallback_paths_follow_env_and_tuning)
 {
-    static const char *const paths[2] = { "bluestein", "complex" };
+    static const char *const paths[3] = { "bluestein", "complex", "radix" };
     static const int64_t xs[1] = { 8 }, x2s[3] = { 5, 3, 2 };
     cg_context *ctx = tt_ctx(), *c2;
     cg_tuning_entry er = fft_entry("real.large", 2);
@@ -1000,14 +1002,19 @@ START_TEST(fallback_paths_follow_env_and_tuning)
     cg_tensor *x;
     int i;
 
+    /* From the built-in defaults: a shipped tuning file may choose. */
+    ck_assert_int_eq(cg_context_clear_tuning(ctx), CG_OK);
     ck_assert_int_eq(unsetenv("CLGRAD_FFT_PATH"), 0);
     ck_assert_str_eq(cg_fft_path(ctx, 1, 4096), "clfft");
     ck_assert_str_eq(cg_fft_path(ctx, 1, 17), "bluestein");
-    for (i = 0; i < 2; i++) {
+    for (i = 0; i < 3; i++) {
         ck_assert_int_eq(setenv("CLGRAD_FFT_PATH", paths[i], 1), 0);
         ck_assert_str_eq(cg_fft_path(ctx, 1, 4096), paths[i]);
         ck_assert_str_eq(cg_fft_path(ctx, 0, 1024),
-                         i ? "clfft" : "bluestein");
+                         i == 1 ? "clfft" : paths[i]);
+        /* radix does every length; the others leave 17 to Bluestein */
+        ck_assert_str_eq(cg_fft_path(ctx, 0, 17),
+                         i == 2 ? "radix" : "bluestein");
         check_large(paths[i]);
     }
     ck_assert_int_eq(setenv("CLGRAD_FFT_PATH", "fast", 1), 0);
@@ -1062,10 +1069,67 @@ START_TEST(fallback_paths_follow_env_and_tuning)
     ck_assert_int_eq(cg_context_set_tuning(ctx, &er), CG_EINVAL);
     ck_assert_msg(strstr(cg_last_error(), "real.huge"), "%s", TT_ERR);
     er = fft_entry("real.large", 3);
+    ck_assert_msg(cg_context_set_tuning(ctx, &er) == CG_OK, "%s", TT_ERR);
+    ck_assert_str_eq(cg_fft_path(ctx, 1, 4096), "radix");
+    ck_assert_str_eq(cg_fft_path(ctx, 1, 17), "bluestein");
+    ck_assert_int_eq(cg_context_clear_tuning(ctx), CG_OK);
+    er = fft_entry("real.large", 4);
     ck_assert_int_eq(cg_context_set_tuning(ctx, &er), CG_EINVAL);
     ck_assert_msg(strstr(cg_last_error(), "path"), "%s", TT_ERR);
     ck_assert_ptr_null(cg_fft_path(ctx, 1, 0));
     ck_assert_ptr_null(cg_fft_path(NULL, 1, 8));
+}
+END_TEST
+
+/* The path radix (clgrad's own Stockham passes, kernels/fft.cl) against
+ * the DFT: each radix (2, 3, 4, 5, 7, 8) and mixes of them, the real
+ * kinds' half-length passes (even n) and the complex path (odd n), and
+ * Bluestein's algorithm on the passes (17, 1009: a prime factor above 7;
+ * 2310 = 2 3 5 7 11), at batches 1 and 33 along the last and a middle
+ * axis (above 2048: 1 and 3, last axis), each norm on some; the middle
+ * axis of a complex kind at batch 33 runs down the columns (inner 11).
+ * Under a checker, four lengths that still run every kernel. */
+START_TEST(radix_path_matches_dft)
+{
+    static const int64_t all[] = { 2, 3, 5, 7, 8, 12, 14, 17, 30, 64, 100,
+                                   343, 1000, 1009, 2048, 2310, 4096 };
+    /* under a checker: radix 7; 4 3 (real: 2 3); Bluestein on 35 = 5 7;
+     * 8 5 (real: 4 5) */
+    static const int64_t few[] = { 7, 12, 17, 40 };
+    const int64_t *lens = tt_checker() ? few : all;
+    int nlens = tt_checker() ? 4 : 17, li, kind, mid, b;
+    int64_t xs[CG_MAX_DIMS];
+    double worst = 0;
+
+    ck_assert_int_eq(setenv("CLGRAD_FFT_PATH", "radix", 1), 0);
+    for (li = 0; li < nlens; li++)
+        for (kind = FFT; kind <= IRFFT; kind++)
+            for (mid = 0; mid < 2; mid++)
+                for (b = 0; b < 2; b++) {
+                    int64_t n = lens[li];
+                    int norm = (int)((li + kind + mid + b) % 3), nd;
+                    fparam p = { kind, n, mid ? 1 : -1, norm, NULL };
+                    double e, tol = 1e-5 * sqrt(n > 2 ? log2((double)n)
+                                                      : 1);
+
+                    /* above 2048 (the reference costs n^2 a row) a
+                     * batch of 3 along the last axis only */
+                    if ((tt_host_checker() && !b) || (n > 2048 && b && mid))
+                        continue;
+                    nd = shape_for(kind, n, mid, b ? (n > 2048 ? 3 : 33)
+                                                   : 1, xs);
+                    ck_assert_str_eq(cg_fft_path(tt_ctx(), kind >= RFFT,
+                                                 n), "radix");
+                    e = forward_error(&p, nd, xs);
+                    worst = fmax(worst, e);
+                    ck_assert_msg(e <= tol, "radix: %s n=%lld %s axis "
+                                  "batch %s norm %s: error %g > %g",
+                                  kind_name[kind], (long long)n,
+                                  mid ? "middle" : "last", b ? "> 1" : "1",
+                                  norm_name[norm], e, tol);
+                }
+    ck_assert_int_eq(unsetenv("CLGRAD_FFT_PATH"), 0);
+    printf("radix_path_matches_dft: worst relative error %.3g\n", worst);
 }
 END_TEST
 
@@ -1096,6 +1160,12 @@ main(void)
     tcase_add_test(tc, complex_abs_and_angle_gradients_at_zero);
     tcase_add_test(tc, fallback_paths_follow_env_and_tuning);
     tcase_add_test(tc, print_error_table);
+    suite_add_tcase(s, tc);
+    /* A case of its own, which make check-oclgrind runs (clFFT's
+     * generated kernels are too slow to simulate). */
+    tc = tcase_create("radix");
+    tcase_set_timeout(tc, 1200);
+    tcase_add_test(tc, radix_path_matches_dft);
     suite_add_tcase(s, tc);
     return tt_run(s);
 }

@@ -4,8 +4,9 @@
  * Fourier transform (lib/tune/fft_class.c: "real.large", rfft and irfft
  * above 2048; "complex.large", fft and ifft from 1024, which the 2-D ops
  * of such a width run), which path - clFFT's plan (path 0), Bluestein's
- * algorithm on a padded complex transform (1) or, for the real class, the
- * complex transform of the same length (2) - gives the right result
+ * algorithm on a padded complex transform (1), for the real class the
+ * complex transform of the same length (2), or clgrad's own radix passes
+ * (3, kernels/fft.cl) - gives the right result
  * fastest, written as the entry kernel "fft", shape the class, which
  * lib/ops/fft.c looks up per transform.
  *
@@ -38,7 +39,8 @@
 #define ROWS 8
 #define PI 3.14159265358979323846
 
-static const char *const path_names[3] = { "clfft", "bluestein", "complex" };
+static const char *const path_names[4] = { "clfft", "bluestein", "complex",
+                                           "radix" };
 
 /* One class's transforms: x (real rows of n, or complex rows), X its
  * spectrum in float (the reference's), and the references. */
@@ -220,12 +222,14 @@ tune_class(tu_run *r, int cls)
         return -1;
     }
     tol = 1e-5 * sqrt(log2((double)w.n));
-    np = w.real ? 3 : 2;
+    np = 4;
     tu_progress(r, "fft", name, 0, np, 0, 0);
     for (p = 0; p < np; p++) {
         double us = 0;
         int st;
 
+        if (p == 2 && !w.real)
+            continue;       /* the complex path of a complex kind is clFFT */
         tu_params_init(&cand, "fft", name);
         snprintf(cand.source_hash, sizeof cand.source_hash, "%s", hash);
         tu_params_add(&cand, "path", p);

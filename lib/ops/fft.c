@@ -58,9 +58,27 @@ typedef struct fft_chirp {
  * plans without end.  Each holds clFFT's compiled kernels. */
 #define FFT_MAX_PLANS 256
 
+/* The plan of clgrad's own transform (path "radix", kernels/fft.cl) of
+ * complex length n: its passes' radices (8 first, then 4, 2, 3, 5, 7)
+ * and the twiddles of every pass, tw (NULL for n = 1); for a real
+ * transform of length 2n, rw[k] = e^(-2 pi i k / 2n), k <= n.  Made on
+ * first use and kept with the plans, outside the pool. */
+#define FFT_MAX_PASSES 32
+#define FFT_CH 16               /* kernels/fft.cl's butterflies an item */
+
+typedef struct fft_radix {
+    struct fft_radix *next;
+    size_t n;
+    int real;
+    int npass;
+    int radix[FFT_MAX_PASSES];
+    cl_mem tw, rw;
+} fft_radix;
+
 struct cg__fft {
     fft_plan *plans;            /* most recently used first */
     fft_chirp *chirps;
+    fft_radix *radix;
     double bake_seconds;        /* summed over this context's bakes */
     int nbaked;
     int max_plans;
@@ -196,6 +214,16 @@ cg__fft_free(cg_context *ctx)
             clReleaseMemObject(c->f);
         free(c);
     }
+    while (ctx->fft->radix) {
+        fft_radix *r = ctx->fft->radix;
+
+        ctx->fft->radix = r->next;
+        if (r->tw)
+            clReleaseMemObject(r->tw);
+        if (r->rw)
+            clReleaseMemObject(r->rw);
+        free(r);
+    }
     free(ctx->fft);
     ctx->fft = NULL;
     pthread_mutex_lock(&setup_lock);
@@ -204,18 +232,25 @@ cg__fft_free(cg_context *ctx)
     pthread_mutex_unlock(&setup_lock);
 }
 
-int
-cg__fft_length_ok(size_t n)
+/* Whether n >= 1 has no prime factor above p (p one of these primes). */
+static int
+smooth(size_t n, size_t p)
 {
     static const size_t primes[] = { 2, 3, 5, 7, 11, 13 };
     size_t i;
 
     if (n == 0)
         return 0;
-    for (i = 0; i < sizeof primes / sizeof primes[0]; i++)
+    for (i = 0; i < sizeof primes / sizeof primes[0] && primes[i] <= p; i++)
         while (n % primes[i] == 0)
             n /= primes[i];
     return n == 1;
+}
+
+int
+cg__fft_length_ok(size_t n)
+{
+    return smooth(n, 13);
 }
 
 /* Sets up a new plan for p's key: the layouts, strides and distances of
@@ -374,6 +409,228 @@ clfft_rows(cg_context *ctx, cg__fft_kind kind, size_t n, size_t batch,
     return CG_OK;
 }
 
+/* A buffer of `bytes` outside the pool, holding host's bytes. */
+static cl_mem
+const_buffer(cg_context *ctx, const float *host, size_t bytes)
+{
+    cl_int err;
+    cl_mem m = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE |
+                              CL_MEM_COPY_HOST_PTR, bytes, (void *)host,
+                              &err);
+
+    if (err != CL_SUCCESS) {
+        cg__cl_fail(err, "clCreateBuffer");
+        return NULL;
+    }
+    return m;
+}
+
+/* Whether clgrad's own passes do complex length n (n >= 1 with no prime
+ * factor above 7). */
+static int
+radix_length_ok(size_t n)
+{
+    return smooth(n, 7);
+}
+
+/* ctx's own plan of complex length n (radix_length_ok), with the real
+ * twiddles of length 2n when real; made on first use: the radices, and
+ * each pass's twiddles computed in double (the angle's numerator reduced
+ * modulo its denominator, so that they are exact for any length). */
+static int
+radix_get(cg_context *ctx, size_t n, int real, fft_radix **out)
+{
+    static const int order[] = { 8, 4, 2, 3, 5, 7 };
+    const double pi = 3.14159265358979323846;
+    fft_radix *r;
+    float *host = NULL;
+    size_t left = n, ns = 1, k, q, at = 0;
+    int i, status = CG_OK;
+
+    if (!ctx->fft && (status = fft_attach(ctx)) != CG_OK)
+        return status;
+    for (r = ctx->fft->radix; r; r = r->next)
+        if (r->n == n && r->real == real) {
+            *out = r;
+            return CG_OK;
+        }
+    r = cg__calloc(1, sizeof *r);
+    if (!r)
+        return cg__last_status();
+    r->n = n, r->real = real;
+    for (i = 0; i < 6 && left > 1;)
+        if (left % (size_t)order[i] == 0 && r->npass < FFT_MAX_PASSES) {
+            r->radix[r->npass++] = order[i];
+            left /= (size_t)order[i];
+        } else {
+            i++;
+        }
+    /* The twiddles of all passes: sum (R - 1) ns = n - 1 pairs. */
+    host = n > 1 || real ? cg__malloc(2 * (n + 1) * sizeof *host) : NULL;
+    if ((n > 1 || real) && !host) {
+        free(r);
+        return cg__last_status();
+    }
+    for (i = 0; i < r->npass; i++) {
+        size_t R = (size_t)r->radix[i];
+
+        for (q = 1; q < R; q++)
+            for (k = 0; k < ns; k++, at++) {
+                double a = -2 * pi * (double)(k * q % (ns * R)) /
+                           (double)(ns * R);
+
+                host[2 * at] = (float)cos(a);
+                host[2 * at + 1] = (float)sin(a);
+            }
+        ns *= R;
+    }
+    if (n > 1) {
+        r->tw = const_buffer(ctx, host, 2 * (n - 1) * sizeof *host);
+        status = r->tw ? CG_OK : cg__last_status();
+    }
+    if (status == CG_OK && real) {
+        for (k = 0; k <= n; k++) {
+            double a = -pi * (double)k / (double)n;
+
+            host[2 * k] = (float)cos(a);
+            host[2 * k + 1] = (float)sin(a);
+        }
+        r->rw = const_buffer(ctx, host, 2 * (n + 1) * sizeof *host);
+        status = r->rw ? CG_OK : cg__last_status();
+    }
+    free(host);
+    if (status) {
+        if (r->tw)
+            clReleaseMemObject(r->tw);
+        free(r);
+        return status;
+    }
+    r->next = ctx->fft->radix;
+    ctx->fft->radix = r;
+    *out = r;
+    return CG_OK;
+}
+
+/* A work-group size for kernel k over global: in each dimension in turn
+ * the largest divisor of its size that keeps the group within FFT_WG
+ * items and what the device allows k (the kernels need no padding, and
+ * PoCL runs a group as one task: 256 items of 16 butterflies measured
+ * faster here than 64 or the implementation's choice). */
+#define FFT_WG 256
+
+static void
+fit_local(const cg_context *ctx, cl_kernel k, const size_t *global, int dims,
+          size_t *local)
+{
+    size_t used = 1, d, cap = FFT_WG, kmax = 0;
+    int i;
+
+    if (clGetKernelWorkGroupInfo(k, ctx->device, CL_KERNEL_WORK_GROUP_SIZE,
+                                 sizeof kmax, &kmax, NULL) == CL_SUCCESS &&
+        kmax > 0 && kmax < cap)
+        cap = kmax;
+    for (i = 0; i < dims; i++) {
+        for (d = cap / used; d > 1 && global[i] % d; d--)
+            ;
+        local[i] = d ? d : 1;
+        used *= local[i];
+    }
+}
+
+/* The passes of plan r over `batch` contiguous [r->n][inner] complex
+ * matrices (inner = 1: rows), transforming their columns, from src into
+ * dst (which must not be src), through scratch (of their size, neither
+ * src nor dst; unused with one pass), each column multiplied by scale;
+ * inverse conjugates around them. */
+static int
+radix_passes(cg_context *ctx, const fft_radix *r, int inverse, size_t batch,
+             size_t inner, float scale, cl_mem src, cl_mem dst,
+             cl_mem scratch)
+{
+    static const cg__kid kids[9] = {
+        [2] = CG__K_FFT_RADIX2, [3] = CG__K_FFT_RADIX3,
+        [4] = CG__K_FFT_RADIX4, [5] = CG__K_FFT_RADIX5,
+        [7] = CG__K_FFT_RADIX7, [8] = CG__K_FFT_RADIX8
+    };
+    cl_uint un = (cl_uint)r->n, ns = 1, uinner = (cl_uint)inner;
+    size_t off = 0;
+    cl_mem from = src;
+    int i, status = CG_OK;
+
+    for (i = 0; i < r->npass && status == CG_OK; i++) {
+        int R = r->radix[i], last = i == r->npass - 1;
+        cl_mem to = (r->npass - 1 - i) % 2 ? scratch : dst;
+        cl_int flags = inverse ? (i == 0) | 2 * last : 0;
+        float s = last ? scale : 1.0f;
+        size_t t = r->n / (size_t)R, global[3], local[3];
+        cl_uint uoff = (cl_uint)off;
+        cl_kernel k;
+
+        if (inner > 1) {
+            global[0] = (inner + FFT_CH - 1) / FFT_CH;
+            global[1] = t;
+        } else {
+            global[0] = ((ns == 1 ? t : ns) + FFT_CH - 1) / FFT_CH;
+            global[1] = ns == 1 ? 1 : t / ns;
+        }
+        global[2] = batch;
+        status = cg__kernel(ctx, kids[R], &k);
+        if (status == CG_OK)
+            status = cg__set_args(k, (const cg__arg[]){
+                                      CG__ARG(from), CG__ARG(to),
+                                      CG__ARG(r->tw), CG__ARG(uoff),
+                                      CG__ARG(un), CG__ARG(ns),
+                                      CG__ARG(uinner), CG__ARG(flags),
+                                      CG__ARG(s) }, 9);
+        if (status == CG_OK) {
+            fit_local(ctx, k, global, 3, local);
+            status = cg__launch(ctx, k, 3, global, local, NULL);
+        }
+        off += (size_t)(R - 1) * ns;
+        ns *= (cl_uint)R;
+        from = to;
+    }
+    return status;
+}
+
+/* Complex transforms of length n by clgrad's passes (radix_length_ok(n),
+ * n >= 2) along the columns of `batch` [n][inner] matrices (inner = 1:
+ * rows), each multiplied by scale, with a scratch from the pool. */
+static int
+radix_c2c(cg_context *ctx, int inverse, size_t n, size_t batch, size_t inner,
+          float scale, cl_mem in, cl_mem out)
+{
+    cg_buffer *s = NULL;
+    fft_radix *r;
+    int status;
+
+    if (n > UINT32_MAX || inner > UINT32_MAX)
+        return cg__error(CG_EUNSUPPORTED, "fft: length %zu (columns %zu) "
+                         "is too long for the path radix here", n, inner);
+    status = radix_get(ctx, n, 0, &r);
+    if (status == CG_OK && r->npass > 1) {
+        s = cg__buffer_new(ctx, 2 * n * batch * inner * sizeof(float));
+        status = s ? CG_OK : cg__last_status();
+    }
+    if (status == CG_OK)
+        status = radix_passes(ctx, r, inverse, batch, inner, scale, in, out,
+                              s ? cg__buffer_mem(s) : NULL);
+    cg_buffer_free(s);
+    return status;
+}
+
+/* One complex transform of length n (no scale) by clFFT, or with own by
+ * clgrad's passes. */
+static int
+c2c_rows(cg_context *ctx, int own, int inverse, size_t n, size_t batch,
+         cl_mem in, cl_mem out)
+{
+    if (own)
+        return radix_c2c(ctx, inverse, n, batch, 1, 1.0f, in, out);
+    return clfft_rows(ctx, inverse ? CG__FFT_C2C_INV : CG__FFT_C2C_FWD, n,
+                      batch, 1.0f, in, out);
+}
+
 size_t
 cg__fft_bluestein_length(size_t n)
 {
@@ -428,27 +685,12 @@ launch(cg_context *ctx, cg__kid id, size_t count, const cg__arg *args,
     return status;
 }
 
-/* A buffer of `bytes` outside the pool, holding host's bytes. */
-static cl_mem
-const_buffer(cg_context *ctx, const float *host, size_t bytes)
-{
-    cl_int err;
-    cl_mem m = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE |
-                              CL_MEM_COPY_HOST_PTR, bytes, (void *)host,
-                              &err);
-
-    if (err != CL_SUCCESS) {
-        cg__cl_fail(err, "clCreateBuffer");
-        return NULL;
-    }
-    return m;
-}
-
 /* ctx's chirps of (n, m, direction), made on first use: the chirp and
  * the transform of Bluestein's sequence (kernels/fft.cl), or for m = n a
  * chirp of ones. */
 static int
-chirp_get(cg_context *ctx, size_t n, size_t m, int inverse, fft_chirp **out)
+chirp_get(cg_context *ctx, size_t n, size_t m, int inverse, int own,
+          fft_chirp **out)
 {
     fft_chirp *c;
     cl_mem b = NULL;
@@ -488,7 +730,7 @@ chirp_get(cg_context *ctx, size_t n, size_t m, int inverse, fft_chirp **out)
                  : NULL;
         status = c->f ? CG_OK : cg__last_status();
         if (status == CG_OK)
-            status = clfft_rows(ctx, CG__FFT_C2C_FWD, m, 1, 1.0f, b, c->f);
+            status = c2c_rows(ctx, own, 0, m, 1, b, c->f);
         if (b)
             clReleaseMemObject(b);
     }
@@ -518,8 +760,8 @@ chirp_get(cg_context *ctx, size_t n, size_t m, int inverse, fft_chirp **out)
  * the real part).  The chirps are ctx's (chirp_get), the rows'
  * temporaries from the pool. */
 static int
-complex_rows(cg_context *ctx, cg__fft_kind kind, size_t n, size_t m,
-             size_t batch, float scale, cl_mem in, cl_mem out)
+complex_rows(cg_context *ctx, int own, cg__fft_kind kind, size_t n,
+             size_t m, size_t batch, float scale, cl_mem in, cl_mem out)
 {
     size_t nout = kind == CG__FFT_R2C ? n / 2 + 1 : n;
     int blue = m != n;
@@ -540,7 +782,7 @@ complex_rows(cg_context *ctx, cg__fft_kind kind, size_t n, size_t m,
                          "too long for %s here", kind_names[kind], n, batch,
                          blue ? "Bluestein's algorithm"
                               : "the complex path");
-    status = chirp_get(ctx, n, m, inverse, &c);
+    status = chirp_get(ctx, n, m, inverse, own, &c);
     if (status == CG_OK) {
         ba = cg__buffer_new(ctx, 2 * m * batch * sizeof(float));
         bA = ba ? cg__buffer_new(ctx, 2 * m * batch * sizeof(float)) : NULL;
@@ -557,17 +799,16 @@ complex_rows(cg_context *ctx, cg__fft_kind kind, size_t n, size_t m,
     if (status == CG_OK && !blue) {
         /* The complex transform of the direction, then the real part or
          * the first bins. */
-        status = clfft_rows(ctx, inverse ? CG__FFT_C2C_INV : CG__FFT_C2C_FWD,
-                            n, batch, 1.0f, a, A);
+        status = c2c_rows(ctx, own, inverse, n, batch, a, A);
     } else if (status == CG_OK) {
-        status = clfft_rows(ctx, CG__FFT_C2C_FWD, m, batch, 1.0f, a, A);
+        status = c2c_rows(ctx, own, 0, m, batch, a, A);
         if (status == CG_OK)
             status = launch(ctx, CG__K_FFT_CMUL, m * batch,
                             (const cg__arg[]){ CG__ARG(A), CG__ARG(c->f),
                                                CG__ARG(um), CG__ARG(urows) },
                             4);
         if (status == CG_OK)
-            status = clfft_rows(ctx, CG__FFT_C2C_INV, m, batch, 1.0f, A, a);
+            status = c2c_rows(ctx, own, 1, m, batch, A, a);
         /* The result is in a again. */
         if (status == CG_OK)
             A = a;
@@ -585,42 +826,120 @@ out:
     return status;
 }
 
-/* The least length clFFT does from 2n - 1 up (n >= 2). */
+/* The least length clFFT does (with own, clgrad's passes) from 2n - 1 up
+ * (n >= 2). */
 static size_t
-padded_length(size_t n)
+padded_length(size_t n, int own)
 {
     size_t m = 2 * n - 1;
 
-    while (!cg__fft_length_ok(m))
+    while (own ? !radix_length_ok(m) : !cg__fft_length_ok(m))
         m++;
     return m;
 }
 
-static const char *const path_names[3] = { "clfft", "bluestein", "complex" };
+/* The path "radix": clgrad's own passes.  A complex length they do runs
+ * them; a real kind of even length n = 2h whose h they do runs them on
+ * the rows read as h complex values, with a pass of fft_r2c_post after
+ * them or fft_c2r_pre before (kernels/fft.cl); any other length goes
+ * through complex_rows on them (Bluestein's algorithm when they do not do
+ * n either). */
+static int
+radix_rows(cg_context *ctx, cg__fft_kind kind, size_t n, size_t batch,
+           float scale, cl_mem in, cl_mem out)
+{
+    int real = kind == CG__FFT_R2C || kind == CG__FFT_C2R;
+    size_t h = n / 2;
+    cg_buffer *bz = NULL, *bs = NULL;
+    cl_mem z, s, pin, pout;
+    fft_radix *r;
+    cl_uint uh = (cl_uint)h;
+    size_t global[2], local[2];
+    cl_kernel k;
+    int status;
+
+    if (!real && radix_length_ok(n))
+        return radix_c2c(ctx, kind == CG__FFT_C2C_INV, n, batch, 1, scale, in,
+                         out);
+    if (!real || n % 2 || !radix_length_ok(h))
+        return complex_rows(ctx, 1, kind, n, radix_length_ok(n) ? n
+                            : padded_length(n, 1), batch, scale, in, out);
+    if (h > UINT32_MAX / 2)
+        return cg__error(CG_EUNSUPPORTED, "%s: length %zu is too long for "
+                         "the path radix here", kind_names[kind], n);
+    status = radix_get(ctx, h, 1, &r);
+    if (status)
+        return status;
+    /* R2C: in -> z through out; z -> out.  C2R: in -> z (or out when
+     * there are no passes); z -> out through s. */
+    if (r->npass > 0) {
+        bz = cg__buffer_new(ctx, 2 * h * batch * sizeof(float));
+        status = bz ? CG_OK : cg__last_status();
+    }
+    if (status == CG_OK && kind == CG__FFT_C2R && r->npass > 1) {
+        bs = cg__buffer_new(ctx, 2 * h * batch * sizeof(float));
+        status = bs ? CG_OK : cg__last_status();
+    }
+    if (status)
+        goto out;
+    z = bz ? cg__buffer_mem(bz) : kind == CG__FFT_C2R ? out : in;
+    s = bs ? cg__buffer_mem(bs) : NULL;
+    if (kind == CG__FFT_R2C && r->npass > 0)
+        status = radix_passes(ctx, r, 0, batch, 1, 1.0f, in, z, out);
+    pin = kind == CG__FFT_R2C ? z : in;
+    pout = kind == CG__FFT_R2C ? out : z;
+    if (status == CG_OK) {
+        global[0] = (h + FFT_CH - 1) / FFT_CH;
+        global[1] = batch;
+        status = cg__kernel(ctx, kind == CG__FFT_R2C ? CG__K_FFT_R2C_POST
+                                                     : CG__K_FFT_C2R_PRE, &k);
+    }
+    if (status == CG_OK)
+        status = cg__set_args(k, (const cg__arg[]){
+                                  CG__ARG(pin), CG__ARG(pout),
+                                  CG__ARG(r->rw), CG__ARG(uh),
+                                  CG__ARG(scale) }, 5);
+    if (status == CG_OK) {
+        fit_local(ctx, k, global, 2, local);
+        status = cg__launch(ctx, k, 2, global, local, NULL);
+    }
+    if (status == CG_OK && kind == CG__FFT_C2R && r->npass > 0)
+        status = radix_passes(ctx, r, 1, batch, 1, 1.0f, z, out, s);
+out:
+    cg_buffer_free(bz);
+    cg_buffer_free(bs);
+    return status;
+}
+
+static const char *const path_names[4] = { "clfft", "bluestein", "complex",
+                                           "radix" };
 
 int
 cg__fft_choose(cg_context *ctx, cg__fft_kind kind, size_t n,
                cg__fft_path *out)
 {
     const cg_tuning_entry *e;
-    int v = 3, set, status, cls, real = kind >= CG__FFT_R2C;
+    int v = 4, set, status, cls, real = kind >= CG__FFT_R2C;
     long p;
 
     status = cg__env_choice("CLGRAD_FFT_PATH", (const char *const[]){
-                                "clfft", "bluestein", "complex", "auto" },
-                            4, &v, &set);
+                                "clfft", "bluestein", "complex", "radix",
+                                "auto" }, 5, &v, &set);
     if (status)
         return status;
     cls = cg__fft_class(kind, n);
     e = cls >= 0 ? cg__tuning_find(ctx, "fft", cg__fft_class_name(cls))
                  : NULL;
-    if (!set || v == 3)
-        v = e && cg__tuning_param(e, "path", &p) && p >= 0 && p < 3
+    if (!set || v == 4)
+        v = e && cg__tuning_param(e, "path", &p) && p >= 0 && p < 4
             ? (int)p : 0;
-    /* A length clFFT cannot do goes through Bluestein's algorithm
-     * whatever is chosen; the complex path of a complex kind is its
-     * clFFT transform; length 1 never reaches here (spectral.c). */
-    if (!cg__fft_length_ok(n))
+    /* The path radix does every length; on the others, a length clFFT
+     * cannot do goes through Bluestein's algorithm whatever is chosen,
+     * and the complex path of a complex kind is its clFFT transform;
+     * length 1 never reaches here (spectral.c). */
+    if (v == CG__FFT_RADIX && n >= 2)
+        ;
+    else if (!cg__fft_length_ok(n))
         v = CG__FFT_BLUESTEIN;
     else if (v == CG__FFT_COMPLEX && !real)
         v = CG__FFT_CLFFT;
@@ -660,12 +979,35 @@ cg__fft_rows(cg_context *ctx, cg__fft_kind kind, size_t n, size_t batch,
 
     if (status)
         return status;
+    if (p == CG__FFT_RADIX)
+        return radix_rows(ctx, kind, n, batch, scale, in, out);
     if (p == CG__FFT_BLUESTEIN)
-        return complex_rows(ctx, kind, n, padded_length(n), batch, scale, in,
-                            out);
+        return complex_rows(ctx, 0, kind, n, padded_length(n, 0), batch,
+                            scale, in, out);
     if (p == CG__FFT_COMPLEX)
-        return complex_rows(ctx, kind, n, n, batch, scale, in, out);
+        return complex_rows(ctx, 0, kind, n, n, batch, scale, in, out);
     return clfft_rows(ctx, kind, n, batch, scale, in, out);
+}
+
+int
+cg__fft_columns_ok(cg_context *ctx, cg__fft_kind kind, size_t n)
+{
+    cg__fft_path p;
+
+    return (kind == CG__FFT_C2C_FWD || kind == CG__FFT_C2C_INV) && n >= 2 &&
+           radix_length_ok(n) && cg__fft_choose(ctx, kind, n, &p) == CG_OK &&
+           p == CG__FFT_RADIX;
+}
+
+int
+cg__fft_columns(cg_context *ctx, cg__fft_kind kind, size_t n, size_t outer,
+                size_t inner, float scale, cl_mem in, cl_mem out)
+{
+    if (!cg__fft_columns_ok(ctx, kind, n))
+        return cg__error(CG_EINVAL, "%s: no column transform of length %zu "
+                         "on this path", kind_names[kind], n);
+    return radix_c2c(ctx, kind == CG__FFT_C2C_INV, n, outer, inner, scale,
+                     in, out);
 }
 
 int

@@ -374,26 +374,42 @@ size_t cg__fft_bluestein_length(size_t n);
  * Bluestein's algorithm (kernels/fft.cl) on plans of a longer length it
  * does, with temporaries from the pool; its chirps (and the complex
  * path's) are made once per (n, m, direction) and kept with the plans,
- * outside the pool, until cg__fft_free.  A clFFT failure names the call and the clFFT code. */
+ * outside the pool, until cg__fft_free, as are the path radix's plans
+ * (the passes' radices and twiddles, per length).  A clFFT failure names
+ * the call and the clFFT code. */
 int cg__fft_rows(cg_context *ctx, cg__fft_kind kind, size_t n, size_t batch,
                  float scale, cl_mem in, cl_mem out);
 
 /* The path of a transform: clFFT's plan of the kind, Bluestein's
- * algorithm (complex clFFT transforms of a padded length), or for a real
- * kind the complex clFFT transform of its length (the complex path).
- * cg__fft_choose: CLGRAD_FFT_PATH=clfft|bluestein|complex|auto (read at
- * each call; anything else is CG_EINVAL), else the tuning entry "fft" of
- * the transform's class (lib/tune/internal.h), else clFFT; a length
- * clFFT cannot do is always Bluestein, and the complex path of a
- * complex kind is clFFT. */
+ * algorithm (complex clFFT transforms of a padded length), for a real
+ * kind the complex clFFT transform of its length (the complex path), or
+ * clgrad's own radix passes (kernels/fft.cl), which do every kind and
+ * length.  cg__fft_choose: CLGRAD_FFT_PATH=clfft|bluestein|complex|radix|
+ * auto (read at each call; anything else is CG_EINVAL), else the tuning
+ * entry "fft" of the transform's class (lib/tune/internal.h), else
+ * clFFT; off the path radix, a length clFFT cannot do is always
+ * Bluestein, and the complex path of a complex kind is clFFT. */
 typedef enum cg__fft_path {
     CG__FFT_CLFFT,
     CG__FFT_BLUESTEIN,
-    CG__FFT_COMPLEX
+    CG__FFT_COMPLEX,
+    CG__FFT_RADIX
 } cg__fft_path;
 
 int cg__fft_choose(cg_context *ctx, cg__fft_kind kind, size_t n,
                    cg__fft_path *out);
+
+/* Complex transforms along the middle axis of `outer` contiguous
+ * [n][inner] complex matrices (each column), from in into out (not in)
+ * of the same layout, each multiplied by scale: what the path radix does
+ * without moving the axis.  cg__fft_columns_ok: whether kind (complex
+ * only) of length n runs so (the path is radix, a CLGRAD_FFT_PATH error
+ * counts as no, and n >= 2 has no prime factor above 7);
+ * cg__fft_columns fails with CG_EINVAL where it does not. */
+int cg__fft_columns_ok(cg_context *ctx, cg__fft_kind kind, size_t n);
+int cg__fft_columns(cg_context *ctx, cg__fft_kind kind, size_t n,
+                    size_t outer, size_t inner, float scale, cl_mem in,
+                    cl_mem out);
 
 /* Releases ctx's plans and its clFFT setup (the last one tears clFFT
  * down); NULL-safe, and nothing when ctx ran no transform. */

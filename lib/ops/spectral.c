@@ -9,7 +9,9 @@
  * a contiguous copy when it is not there already (clFFT's batched 1-D
  * plans take one distance between rows, so other axes would need one
  * launch per outer index), runs lib/ops/fft.c's batched plan on the rows,
- * and moves the axis back.  No kernels of their own: copies and fills.
+ * and moves the axis back; except that a complex transform on the path
+ * radix runs along the axis where it is (cg__fft_columns).  No kernels of
+ * their own: copies and fills.
  */
 #include "config.h"
 
@@ -99,6 +101,33 @@ zero_edge_imag(cg_tensor *rows, int64_t n)
  * transform's input length there first.  A new contiguous tensor: x's
  * shape with the output length along ax, and the pair dropped (C2R) or
  * added (R2C).  No recording. */
+/* A complex transform along axis ax (not the last) of r (contiguous,
+ * from offset 0) as the columns of [outer][n][inner] matrices, into a
+ * new tensor of r's shape; takes r. */
+static cg_tensor *
+columns(cg_tensor *r, cg__fft_kind kind, int ax, int64_t n, float scale)
+{
+    size_t outer = 1, inner = 1;
+    cg_tensor *y;
+    int i, status;
+
+    for (i = 0; i < ax; i++)
+        outer *= (size_t)r->shape[i];
+    for (i = ax + 1; i < r->ndim - 1; i++)
+        inner *= (size_t)r->shape[i];
+    y = cg__tensor_empty(r->ctx, CG_F32, r->ndim, r->shape);
+    status = y ? CG_OK : cg__last_status();
+    if (status == CG_OK && outer * inner > 0)
+        status = cg__fft_columns(r->ctx, kind, (size_t)n, outer, inner,
+                                 scale, cg__tensor_mem(r), cg__tensor_mem(y));
+    cg_tensor_free(r);
+    if (status) {
+        cg_tensor_free(y);
+        return NULL;
+    }
+    return y;
+}
+
 static cg_tensor *
 transform(cg_tensor *x, cg__fft_kind kind, int ax, int64_t n, float scale)
 {
@@ -107,16 +136,26 @@ transform(cg_tensor *x, cg__fft_kind kind, int ax, int64_t n, float scale)
     int64_t half = n / 2 + 1, inlen = kind == CG__FFT_C2R ? half : n;
     int64_t shape[CG_MAX_DIMS];
     cg_tensor *r, *s, *rows, *y, *out = NULL;
+    cg__fft_path path = CG__FFT_CLFFT;
     size_t batch;
+    /* clFFT's C2R wants the imaginary parts of bins 0 and n/2 zero; the
+     * other paths ignore them. */
+    int zero_edges;
 
+    if (kind == CG__FFT_C2R && n > 1 &&
+        cg__fft_choose(x->ctx, kind, (size_t)n, &path) != CG_OK)
+        return NULL;
+    zero_edges = kind == CG__FFT_C2R && path == CG__FFT_CLFFT;
     r = resize_axis(x, ax, inlen);
     if (!r)
         return NULL;
+    if (ax != lax && cg__fft_columns_ok(x->ctx, kind, (size_t)n))
+        return columns(r, kind, ax, n, scale);
     if (ax != lax) {
         s = swap_view(r, ax, lax);
         rows = s ? cg__copy_contiguous(s) : NULL;
         cg_tensor_free(s);
-    } else if (kind == CG__FFT_C2R && r->storage == x->storage) {
+    } else if (zero_edges && r->storage == x->storage) {
         /* zero_edge_imag writes its input. */
         rows = cg__copy_contiguous(r);
     } else {
@@ -133,7 +172,7 @@ transform(cg_tensor *x, cg__fft_kind kind, int ax, int64_t n, float scale)
     y = cg__tensor_empty(x->ctx, CG_F32, ndo, shape);
     batch = (size_t)(cg_tensor_numel(rows) / (inlen * (cin ? 2 : 1)));
     status = y ? CG_OK : cg__last_status();
-    if (status == CG_OK && batch > 0 && kind == CG__FFT_C2R)
+    if (status == CG_OK && batch > 0 && zero_edges)
         status = zero_edge_imag(rows, n);
     if (status == CG_OK && batch > 0)
         status = cg__fft_rows(x->ctx, kind, (size_t)n, batch, scale,

@@ -311,10 +311,11 @@ entry_usable(const cg_context *ctx, const cg_tuning_entry *e,
             return cg__error(CG_EINVAL, "conv %s: algo = %ld (0: im2col + "
                              "GEMM, 1: the direct kernels)", e->shape,
                              e->values[i]);
-        if (fft_class && (e->values[i] < 0 || e->values[i] > 2))
+        if (fft_class && (e->values[i] < 0 || e->values[i] > 3))
             return cg__error(CG_EINVAL, "fft %s: path = %ld (0: clFFT, 1: "
                              "Bluestein's algorithm, 2: the complex "
-                             "transform)", e->shape, e->values[i]);
+                             "transform, 3: clgrad's radix passes)",
+                             e->shape, e->values[i]);
         if (strcmp(k->file, "gemm") == 0 &&
             (status = gemm_value(e, e->names[i], e->values[i])))
             return status;
