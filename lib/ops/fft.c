@@ -435,8 +435,7 @@ radix_length_ok(size_t n)
 
 /* ctx's own plan of complex length n (radix_length_ok), with the real
  * twiddles of length 2n when real; made on first use: the radices, and
- * each pass's twiddles computed in double (the angle's numerator reduced
- * modulo its denominator, so that they are exact for any length). */
+ * each pass's twiddles computed in double and rounded once to float. */
 static int
 radix_get(cg_context *ctx, size_t n, int real, fft_radix **out)
 {

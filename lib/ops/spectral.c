@@ -96,11 +96,6 @@ zero_edge_imag(cg_tensor *rows, int64_t n)
     return status;
 }
 
-/* Runs transform kind of length n, times scale, along axis ax of x (of
- * x's dims; x complex but for R2C), x cropped or zero-padded to the
- * transform's input length there first.  A new contiguous tensor: x's
- * shape with the output length along ax, and the pair dropped (C2R) or
- * added (R2C).  No recording. */
 /* A complex transform along axis ax (not the last) of r (contiguous,
  * from offset 0) as the columns of [outer][n][inner] matrices, into a
  * new tensor of r's shape; takes r. */
@@ -128,6 +123,11 @@ columns(cg_tensor *r, cg__fft_kind kind, int ax, int64_t n, float scale)
     return y;
 }
 
+/* Runs transform kind of length n, times scale, along axis ax of x (of
+ * x's dims; x complex but for R2C), x cropped or zero-padded to the
+ * transform's input length there first.  A new contiguous tensor: x's
+ * shape with the output length along ax, and the pair dropped (C2R) or
+ * added (R2C).  No recording. */
 static cg_tensor *
 transform(cg_tensor *x, cg__fft_kind kind, int ax, int64_t n, float scale)
 {

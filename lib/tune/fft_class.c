@@ -5,11 +5,11 @@
  * with shape "real.large" (rfft and irfft longer than 2048) or
  * "complex.large" (complex transforms of 1024 or more: a 2-D transform
  * of that width or height runs them), and "path" 0 (clFFT's plan), 1
- * (Bluestein's algorithm on a padded complex transform), 2 (a real
- * kind through the complex transform of its length) or 3 (clgrad's own
- * radix passes, kernels/fft.cl).  The limits are
- * where users reported clFFT 2.12 failing on NVIDIA: real transforms
- * above 2048 and 2-D widths from 1024.
+ * (Bluestein's algorithm on a padded complex transform), 2 (a real kind
+ * through the complex transform of its length) or 3 (clgrad's own radix
+ * passes, kernels/fft.cl).  The limits are where users reported clFFT
+ * 2.12 failing on NVIDIA: real transforms above 2048 and 2-D widths from
+ * 1024.
  */
 #include "config.h"
 
