@@ -139,13 +139,6 @@ fft_chirp_post(__global const float2 *c, __global float *y,
  * the host's.
  */
 
-/* -i a */
-float2
-mul_mi(float2 a)
-{
-    return (float2)(a.y, -a.x);
-}
-
 /* The radix kernels work on scalars (ar, ai: the real and imaginary parts
  * of the R points) so that the compiler can vectorise the loop over a
  * work-item's butterflies; every array index is a constant once the
