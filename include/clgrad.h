@@ -2695,8 +2695,10 @@ int cg_text_batch(const cg_text *t, cg_context *ctx, int steps, int batch,
  *       longk): kernels/gemm.cl's tile values, "clblast" 1 or 0 (whether
  *       CLBlast runs the class), "pack" 1 or 0 (NT: on a packed copy of
  *       B^T), "packed" 1 or 0 (whether clgrad's kernels run the class on
- *       packed, cache-blocked operands, kernels/gemm_pack.cl; without it,
- *       a built-in rule by size).
+ *       packed, cache-blocked operands, kernels/gemm_pack.cl).  Without
+ *       one of these three keys, a built-in rule by each product's sizes
+ *       decides; clgrad-tune writes them only where its measurement
+ *       contradicts that rule for the class's representative product.
  *   "rnn.lstm", "rnn.gru", "rnn.rnn"
  *       the fused recurrent step kernels' VW, RB and WG (kernels/rnn.cl),
  *       shape "H<hidden size>"; a layer takes the entry whose hidden size

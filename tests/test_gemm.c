@@ -997,6 +997,115 @@ START_TEST(gemm_packed_entries_and_rule_choose_the_kernels)
 }
 END_TEST
 
+/* An entry built from names and values (n of them). */
+static void
+entry(cg_tuning_entry *e, const char *shape, int n, const char *const *names,
+      const long *values)
+{
+    int i;
+
+    memset(e, 0, sizeof *e);
+    strcpy(e->kernel, "gemm");
+    strcpy(e->shape, shape);
+    ck_assert_int_eq(cg_kernel_source_hash("gemm", e->source_hash), CG_OK);
+    for (i = 0; i < n; i++) {
+        strcpy(e->names[i], names[i]);
+        e->values[i] = values[i];
+    }
+    e->nparams = n;
+}
+
+/* cg__gemm_entry_trim, what clgrad-tune's gemm stage does to a class's
+ * best before it records it, drops each backend key ("clblast", "packed",
+ * "pack") whose value is the built-in rule's at the measured product and
+ * keeps the rest in order; trimmed, an NT.large entry measured in place
+ * on a 128-row product leaves a larger product of its class to the
+ * packed backend, which the untrimmed one keeps off it. */
+START_TEST(gemm_entry_trim_leaves_other_sizes_to_the_rules)
+{
+    static const char *const tile[6] = { "DVW", "DTM", "DTN", "clblast",
+                                         "packed", "pack" };
+    static const long in_place[6] = { 8, 4, 3, 0, 0, 0 };
+    static const char *const blast[2] = { "clblast", "packed" };
+    static const long on_packed[2] = { 0, 1 }, on_clblast[1] = { 1 };
+    static const gcase big = { 300, 280, 220, 0, 1, 1.0f, 0.0f, 1, 0, 0,
+                               0, 0 };          /* NT.large, rule: packed */
+    static const gcase rows = { 100, 300, 600, 0, 1, 1.0f, 0.0f, 1, 0, 0,
+                                0, 0 };         /* NT.large, gemm.cl */
+    cg_context_options o = { NULL, 1, 1 };
+    cg_context *ctx;
+    cg_tuning_entry e, kept;
+    int trim;
+
+    /* the MLP's 128x512x784: in place and not packed agree with the
+     * rules there, "pack" 0 does not (pack_nt: 8 M >= K) */
+    entry(&e, "NT.large", 6, tile, in_place);
+    cg__gemm_entry_trim(&e, 0, 1, 128, 512, 784);
+    ck_assert_int_eq(e.nparams, 4);
+    ck_assert_str_eq(e.names[0], "DVW");
+    ck_assert_int_eq(e.values[0], 8);
+    ck_assert_str_eq(e.names[2], "DTN");
+    ck_assert_int_eq(e.values[2], 3);
+    ck_assert_str_eq(e.names[3], "pack");
+    ck_assert_int_eq(e.values[3], 0);
+    kept = e;
+    /* measured on the 3200-row projection, "packed" 0 contradicts */
+    entry(&e, "NT.large", 6, tile, in_place);
+    cg__gemm_entry_trim(&e, 0, 1, 3200, 2048, 512);
+    ck_assert_int_eq(e.nparams, 5);
+    ck_assert_str_eq(e.names[3], "packed");
+    ck_assert_str_eq(e.names[4], "pack");
+    /* the packed backend where packed_rule picks it: nothing left */
+    entry(&e, "NN.longk", 2, blast, on_packed);
+    cg__gemm_entry_trim(&e, 0, 0, 1024, 512, 2048);
+    ck_assert_int_eq(e.nparams, 0);
+    /* gemm.cl's where backend_for picks CLBlast (NN, N 2048): kept */
+    entry(&e, "NN.longk", 2, blast, on_packed);
+    cg__gemm_entry_trim(&e, 0, 0, 2048, 2048, 2048);
+    ck_assert_int_eq(e.nparams, 1);
+    ck_assert_str_eq(e.names[0], "clblast");
+    ck_assert_int_eq(e.values[0], 0);
+    /* CLBlast: dropped where the rule picks it, kept where not */
+    entry(&e, "TT.large", 1, blast, on_clblast);
+    cg__gemm_entry_trim(&e, 1, 1, 256, 256, 512);
+    ck_assert_int_eq(e.nparams, 0);
+    entry(&e, "NT.skinny", 1, blast, on_clblast);
+    cg__gemm_entry_trim(&e, 0, 1, 32, 2048, 512);
+    ck_assert_int_eq(e.nparams, 1);
+    /* "pack" outside NT is not a rule's: left alone */
+    entry(&e, "NN.large", 1, tile + 5, in_place + 5);
+    cg__gemm_entry_trim(&e, 0, 0, 128, 784, 512);
+    ck_assert_int_eq(e.nparams, 1);
+
+    /* In force: the trimmed entry runs the larger product packed and the
+     * 100-row one in place, the untrimmed one both in place. */
+    unsetenv("CLGRAD_GEMM");
+    ctx = cg_context_new_with(&o);
+    ck_assert_msg(ctx != NULL, "%s", TT_ERR);
+    if (tt_checker())       /* the host references, under Oclgrind */
+        rstep = 7;
+    srand(13);
+    for (trim = 1; trim >= 0; trim--) {
+        if (trim)
+            e = kept;
+        else
+            entry(&e, "NT.large", 6, tile, in_place);
+        ck_assert_int_eq(cg_context_clear_tuning(ctx), CG_OK);
+        ck_assert_msg(cg_context_set_tuning(ctx, &e) == CG_OK, "%s",
+                      TT_ERR);
+        ck_assert_int_eq(cg_context_profile_reset(ctx), CG_OK);
+        check_case(ctx, &big, trim ? "trimmed: 300x280x220 NT"
+                                   : "untrimmed: 300x280x220 NT");
+        check_case(ctx, &rows, trim ? "trimmed: 100x300x600 NT"
+                                    : "untrimmed: 100x300x600 NT");
+        ck_assert_int_eq(launches(ctx, "gemm_packed"), trim);
+        ck_assert_int_eq(launches(ctx, "gemm_nt"), 2 - trim);
+    }
+    rstep = 1;
+    cg_context_free(ctx);
+}
+END_TEST
+
 START_TEST(gemm_bad_class_entries_are_refused)
 {
     static const struct {
@@ -1099,6 +1208,7 @@ main(void)
     tcase_add_test(tc, gemm_nt_pack_entries_are_right_both_ways);
     tcase_add_test(tc, gemm_bad_class_entries_are_refused);
     tcase_add_test(tc, gemm_packed_entries_and_rule_choose_the_kernels);
+    tcase_add_test(tc, gemm_entry_trim_leaves_other_sizes_to_the_rules);
     suite_add_tcase(s, tc);
     return tt_run(s);
 }

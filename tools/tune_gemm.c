@@ -24,6 +24,10 @@
  * candidate's C is compared with a double-precision product computed on
  * the host before its time counts; one that differs by more than the
  * rounding of K float multiply-adds allows is reported and dropped.
+ * The best candidate's backend keys ("clblast", "packed", "pack") are
+ * written only where they contradict the library's built-in rules at the
+ * class's product (cg__gemm_entry_trim): elsewhere the rules, which look
+ * at each product's sizes, choose for the class's other products.
  */
 #include "config.h"
 
@@ -425,13 +429,23 @@ tune_class(tu_run *r, int i)
             }
         }
     }
+    /* The backend keys that agree with the built-in rules at this
+     * product are left to those rules, which then go on choosing for the
+     * class's other sizes (a 128-row MLP product measured in place must
+     * not keep the 3200-row projections of its class off the packed
+     * backend). */
+    cg__gemm_entry_trim(&best, w.ta, w.tb, (size_t)w.m, (size_t)w.n,
+                        (size_t)w.k);
     gwork_free(&w);
     cg_context_clear_tuning(r->ctx);
     if (tried && best.nparams == 0) {
-        /* Nothing beat the built-in parameters and choice: no entry, so
-         * that the class keeps them. */
-        tu_report_result(k, def_us, NULL, 0, "the defaults are the "
-                         "fastest (no entry)");
+        /* Nothing beat the built-in parameters and choice, or what did
+         * is what they choose here: no entry, so that the class keeps
+         * them. */
+        tu_report_result(k, def_us, NULL, 0, best_us < def_us
+                         ? "the best is what the built-in rules choose "
+                           "(no entry)"
+                         : "the defaults are the fastest (no entry)");
         tu_say(r, "gemm %s: the defaults, %.1f GFLOP/s", cls,
                2.0 * reps[i].m * reps[i].n * reps[i].k / def_us * 1e-3);
         return 0;

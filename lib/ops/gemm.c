@@ -661,6 +661,41 @@ packed_rule(int ta, int tb, size_t m, size_t n, size_t k)
            (double)m * (double)n * (double)k >= 16777216.0;
 }
 
+/* Drops from e, a "gemm" class entry measured on the product ta tb m x n
+ * x k (batch 1), each backend key whose value is what the built-in rule
+ * gives for that product: "clblast" (backend_for), "packed" (packed_rule)
+ * and "pack" (pack_nt, NT only).  Those rules look at the sizes, which
+ * vary within a class (NT.large holds the MLP's 128x512x784 and the
+ * char-LSTM's 3200x2048x512 projection), so a key written where the
+ * measurement agrees with the rule would fix the class's other sizes to
+ * the representative's choice; left out, the rule keeps choosing for
+ * them.  A key that contradicts the rule was measured to, and stays. */
+void
+cg__gemm_entry_trim(cg_tuning_entry *e, int ta, int tb, size_t m, size_t n,
+                    size_t k)
+{
+    int i, j, rule;
+
+    for (i = j = 0; i < e->nparams; i++) {
+        if (strcmp(e->names[i], "clblast") == 0)
+            rule = backend_for(ta, tb, m, n, k, 0, 1) == CG__GEMM_CLBLAST;
+        else if (strcmp(e->names[i], "packed") == 0)
+            rule = packed_rule(ta, tb, m, n, k);
+        else if (strcmp(e->names[i], "pack") == 0 && !ta && tb)
+            rule = pack_nt(m, k);
+        else
+            rule = -1;
+        if (rule >= 0 && (e->values[i] != 0) == rule)
+            continue;
+        if (j != i) {
+            memcpy(e->names[j], e->names[i], sizeof e->names[j]);
+            e->values[j] = e->values[i];
+        }
+        j++;
+    }
+    e->nparams = j;
+}
+
 /* Packs one operand: kernel kid over x (rows x K stored with strides
  * sr, sk, batch stride sx, `copies` matrices) into a new pool buffer *t of
  * `floats` floats, which the caller frees once the product that reads it

@@ -291,6 +291,14 @@ void cg__gemm_classes_free(cg_context *ctx);
  * the backend its entry fixes (-1: the built-in rule); for the tests. */
 int cg__gemm_class_params(cg_context *ctx, int cls, long p[7], int *backend);
 
+/* Leaves out of e, a "gemm" class entry measured on the product ta tb
+ * m x n x k, its keys "clblast", "packed" and "pack" where they say what
+ * the built-in rules say for that product, so that the rules go on
+ * choosing for the class's other sizes (clgrad-tune's gemm stage, before
+ * it records a class). */
+void cg__gemm_entry_trim(cg_tuning_entry *e, int ta, int tb, size_t m,
+                         size_t n, size_t k);
+
 /* The largest column buffer (bytes) a convolution allocates before it
  * splits the batch into chunks (lib/ops/conv.c); 0 restores the default,
  * an eighth of the device's global memory.  For tests that force
