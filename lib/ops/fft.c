@@ -630,18 +630,6 @@ c2c_rows(cg_context *ctx, int own, int inverse, size_t n, size_t batch,
                       batch, 1.0f, in, out);
 }
 
-size_t
-cg__fft_bluestein_length(size_t n)
-{
-    size_t m = 2 * n - 1;
-
-    if (n <= 1 || cg__fft_length_ok(n))
-        return 0;
-    while (!cg__fft_length_ok(m))
-        m++;
-    return m;
-}
-
 /* The chirp w[k] = e^(sign i pi k^2 / n), k < n, computed in double with
  * k^2 taken modulo 2n (exact for any n below 2^31), as float pairs; and
  * for the convolution the sequence b of length m: conj(w[k]) at k and at
@@ -936,14 +924,14 @@ cg__fft_choose(cg_context *ctx, cg__fft_kind kind, size_t n,
      * cannot do goes through Bluestein's algorithm whatever is chosen,
      * and the complex path of a complex kind is its clFFT transform;
      * length 1 never reaches here (spectral.c). */
-    if (v == CG__FFT_RADIX && n >= 2)
-        ;
-    else if (!cg__fft_length_ok(n))
-        v = CG__FFT_BLUESTEIN;
-    else if (v == CG__FFT_COMPLEX && !real)
-        v = CG__FFT_CLFFT;
-    else if (n < 2)
-        v = CG__FFT_CLFFT;
+    if (v != CG__FFT_RADIX || n < 2) {
+        if (!cg__fft_length_ok(n))
+            v = CG__FFT_BLUESTEIN;
+        else if (v == CG__FFT_COMPLEX && !real)
+            v = CG__FFT_CLFFT;
+        else if (n < 2)
+            v = CG__FFT_CLFFT;
+    }
     *out = (cg__fft_path)v;
     return CG_OK;
 }

@@ -366,11 +366,6 @@ typedef enum cg__fft_kind {
  * 13). */
 int cg__fft_length_ok(size_t n);
 
-/* The length of the clFFT transforms through which Bluestein's algorithm
- * does length n: the least length clFFT does from 2n - 1 up; 0 where
- * clFFT does n itself. */
-size_t cg__fft_bluestein_length(size_t n);
-
 /* Enqueues `batch` transforms of kind and length n, each multiplied by
  * scale, from the contiguous rows of buffer in (from its start: n complex
  * pairs a row, n reals for R2C, n/2+1 pairs for C2R) into the rows of out
