@@ -1059,7 +1059,8 @@ START_TEST(gemm_entry_trim_leaves_other_sizes_to_the_rules)
     entry(&e, "NN.longk", 2, blast, on_packed);
     cg__gemm_entry_trim(&e, 0, 0, 1024, 512, 2048);
     ck_assert_int_eq(e.nparams, 0);
-    /* gemm.cl's where backend_for picks CLBlast (NN, N 2048): kept */
+    /* clgrad's kernels where backend_for picks CLBlast (NN, N 2048):
+     * "clblast" 0 stays, "packed" 1 is packed_rule's */
     entry(&e, "NN.longk", 2, blast, on_packed);
     cg__gemm_entry_trim(&e, 0, 0, 2048, 2048, 2048);
     ck_assert_int_eq(e.nparams, 1);
