@@ -1023,11 +1023,45 @@ entry(cg_tuning_entry *e, const char *shape, int n, const char *const *names,
  * packed backend, which the untrimmed one keeps off it. */
 START_TEST(gemm_entry_trim_leaves_other_sizes_to_the_rules)
 {
-    static const char *const tile[6] = { "DVW", "DTM", "DTN", "clblast",
-                                         "packed", "pack" };
-    static const long in_place[6] = { 8, 4, 3, 0, 0, 0 };
-    static const char *const blast[2] = { "clblast", "packed" };
-    static const long on_packed[2] = { 0, 1 }, on_clblast[1] = { 1 };
+    /* The entries' keys and values: 0 a tile of gemm_nt with every
+     * backend key, 1 the packed backend, 2 CLBlast, 3 "pack" alone (1,
+     * what pack_nt would say for case 7's product). */
+    static const struct {
+        int n;
+        const char *names[6];
+        long values[6];
+    } sets[4] = {
+        { 6, { "DVW", "DTM", "DTN", "clblast", "packed", "pack" },
+          { 8, 4, 3, 0, 0, 0 } },
+        { 2, { "clblast", "packed" }, { 0, 1 } },
+        { 1, { "clblast" }, { 1 } },
+        { 1, { "pack" }, { 1 } },
+    };
+    /* An entry of set `set` measured on ta tb m x n x k, and the keys
+     * trimming keeps, in order (their values unchanged). */
+    static const struct {
+        const char *shape;
+        int set, ta, tb, m, n, k;
+        const char *kept[6];
+    } cases[] = {
+        /* the MLP's 128x512x784: in place and not packed agree with the
+         * rules there, "pack" 0 does not (pack_nt: 8 M >= K) */
+        { "NT.large", 0, 0, 1, 128, 512, 784,
+          { "DVW", "DTM", "DTN", "pack" } },
+        /* measured on the 3200-row projection, "packed" 0 contradicts */
+        { "NT.large", 0, 0, 1, 3200, 2048, 512,
+          { "DVW", "DTM", "DTN", "packed", "pack" } },
+        /* the packed backend where packed_rule picks it: nothing left */
+        { "NN.longk", 1, 0, 0, 1024, 512, 2048, { NULL } },
+        /* clgrad's kernels where backend_for picks CLBlast (NN, N
+         * 2048): "clblast" 0 stays, "packed" 1 is packed_rule's */
+        { "NN.longk", 1, 0, 0, 2048, 2048, 2048, { "clblast" } },
+        /* CLBlast: dropped where the rule picks it, kept where not */
+        { "TT.large", 2, 1, 1, 256, 256, 512, { NULL } },
+        { "NT.skinny", 2, 0, 1, 32, 2048, 512, { "clblast" } },
+        /* "pack" outside NT is not a rule's: left alone */
+        { "NN.large", 3, 0, 0, 128, 784, 512, { "pack" } },
+    };
     static const gcase big = { 300, 280, 220, 0, 1, 1.0f, 0.0f, 1, 0, 0,
                                0, 0 };          /* NT.large, rule: packed */
     static const gcase rows = { 100, 300, 600, 0, 1, 1.0f, 0.0f, 1, 0, 0,
@@ -1035,48 +1069,29 @@ START_TEST(gemm_entry_trim_leaves_other_sizes_to_the_rules)
     cg_context_options o = { NULL, 1, 1 };
     cg_context *ctx;
     cg_tuning_entry e, kept;
-    int trim;
+    int trim, c, i, j;
 
-    /* the MLP's 128x512x784: in place and not packed agree with the
-     * rules there, "pack" 0 does not (pack_nt: 8 M >= K) */
-    entry(&e, "NT.large", 6, tile, in_place);
-    cg__gemm_entry_trim(&e, 0, 1, 128, 512, 784);
-    ck_assert_int_eq(e.nparams, 4);
-    ck_assert_str_eq(e.names[0], "DVW");
-    ck_assert_int_eq(e.values[0], 8);
-    ck_assert_str_eq(e.names[2], "DTN");
-    ck_assert_int_eq(e.values[2], 3);
-    ck_assert_str_eq(e.names[3], "pack");
-    ck_assert_int_eq(e.values[3], 0);
-    kept = e;
-    /* measured on the 3200-row projection, "packed" 0 contradicts */
-    entry(&e, "NT.large", 6, tile, in_place);
-    cg__gemm_entry_trim(&e, 0, 1, 3200, 2048, 512);
-    ck_assert_int_eq(e.nparams, 5);
-    ck_assert_str_eq(e.names[3], "packed");
-    ck_assert_str_eq(e.names[4], "pack");
-    /* the packed backend where packed_rule picks it: nothing left */
-    entry(&e, "NN.longk", 2, blast, on_packed);
-    cg__gemm_entry_trim(&e, 0, 0, 1024, 512, 2048);
-    ck_assert_int_eq(e.nparams, 0);
-    /* clgrad's kernels where backend_for picks CLBlast (NN, N 2048):
-     * "clblast" 0 stays, "packed" 1 is packed_rule's */
-    entry(&e, "NN.longk", 2, blast, on_packed);
-    cg__gemm_entry_trim(&e, 0, 0, 2048, 2048, 2048);
-    ck_assert_int_eq(e.nparams, 1);
-    ck_assert_str_eq(e.names[0], "clblast");
-    ck_assert_int_eq(e.values[0], 0);
-    /* CLBlast: dropped where the rule picks it, kept where not */
-    entry(&e, "TT.large", 1, blast, on_clblast);
-    cg__gemm_entry_trim(&e, 1, 1, 256, 256, 512);
-    ck_assert_int_eq(e.nparams, 0);
-    entry(&e, "NT.skinny", 1, blast, on_clblast);
-    cg__gemm_entry_trim(&e, 0, 1, 32, 2048, 512);
-    ck_assert_int_eq(e.nparams, 1);
-    /* "pack" outside NT is not a rule's: left alone */
-    entry(&e, "NN.large", 1, tile + 5, in_place + 5);
-    cg__gemm_entry_trim(&e, 0, 0, 128, 784, 512);
-    ck_assert_int_eq(e.nparams, 1);
+    for (c = 0; c < (int)(sizeof cases / sizeof cases[0]); c++) {
+        int set = cases[c].set;
+
+        entry(&e, cases[c].shape, sets[set].n, sets[set].names,
+              sets[set].values);
+        cg__gemm_entry_trim(&e, cases[c].ta, cases[c].tb,
+                            (size_t)cases[c].m, (size_t)cases[c].n,
+                            (size_t)cases[c].k);
+        for (i = 0; i < 6 && cases[c].kept[i]; i++) {
+            ck_assert_msg(i < e.nparams, "case %d: %s dropped", c,
+                          cases[c].kept[i]);
+            ck_assert_str_eq(e.names[i], cases[c].kept[i]);
+            for (j = 0; strcmp(sets[set].names[j], e.names[i]) != 0; j++)
+                continue;
+            ck_assert_int_eq(e.values[i], sets[set].values[j]);
+        }
+        ck_assert_msg(e.nparams == i, "case %d: %d keys kept, want %d", c,
+                      e.nparams, i);
+        if (c == 0)
+            kept = e;
+    }
 
     /* In force: the trimmed entry runs the larger product packed and the
      * 100-row one in place, the untrimmed one both in place. */
@@ -1090,7 +1105,8 @@ START_TEST(gemm_entry_trim_leaves_other_sizes_to_the_rules)
         if (trim)
             e = kept;
         else
-            entry(&e, "NT.large", 6, tile, in_place);
+            entry(&e, "NT.large", sets[0].n, sets[0].names,
+                  sets[0].values);
         ck_assert_int_eq(cg_context_clear_tuning(ctx), CG_OK);
         ck_assert_msg(cg_context_set_tuning(ctx, &e) == CG_OK, "%s",
                       TT_ERR);
