@@ -48,7 +48,11 @@
  * inside the row at stride 1 or 2 is one vector load; one at the border
  * or at another stride gathers its lanes (0 in the padding, so a padded
  * tap adds w * 0, as im2col's zeros do).  Index space: as described per
- * kernel, padded to the host's work-group size.
+ * kernel, padded to the host's work-group size; conv_direct_fwd's and
+ * conv_direct_dx's rows are cut into pieces of pl outputs (the last
+ * shorter; pl a multiple of CONV_VW, the host's choice), a work-item per
+ * piece: the whole row where rows alone give the device enough items (a
+ * CPU), less where they do not (N1 C64 conv1d: 64 rows).
  *
  *   conv_direct_fwd: y[n, k, oh, ow] = sum over (c, r, s), in that order,
  *                    of w[k, c, r, s] x[n, g Cg + c, oh sh - ph + r dh,
@@ -472,8 +476,9 @@ direct_fwd_tile(__global const cg_t *x, __global const cg_t *wt,
     ((R) == 3 && (S) == 3 && (sh) == 1 && (sw) == 1 && (dh) == 1 &&       \
      (dw) == 1)
 
-/* Rows o0 .. o0 + DW3_ROWS - 1 (those below rows) of an output plane
- * `out` (rows x n) from `it` pairs of a source plane (src + i ss, sr x
+/* Rows o0 .. o0 + DW3_ROWS - 1 (those below rows), columns qb .. qe - 1
+ * (qb a multiple of CONV_VW, qe <= n), of an output plane `out` (rows x
+ * n) from `it` pairs of a source plane (src + i ss, sr x
  * sn) and a 3 x 3 kernel (wt + i ws), the sums over i, then (r, s), in
  * that order, plus b when has_bias:
  *   flip 0 (conv_direct_fwd): out[o][q] takes w[r][s] src[o + dr + r]
@@ -505,15 +510,15 @@ direct_fwd_tile(__global const cg_t *x, __global const cg_t *wt,
 static inline void
 rows3x3(__global const cg_t *src, int ss, int sr, int sn,
         __global const cg_t *wt, int ws, int it, __global cg_t *out,
-        int rows, int n, int o0, int dr, int ds, int flip, float b,
-        int has_bias)
+        int rows, int n, int o0, int qb, int qe, int dr, int ds, int flip,
+        float b, int has_bias)
 {
     __global const cg_t *si, *wk;
     float8 acc0, acc1, acc2, acc3, x0, x1, x2;
     float w00, w01, w02, w10, w11, w12, w20, w21, w22;
     int q0, i, h;
 
-    for (q0 = 0; q0 < n; q0 += CONV_VW) {
+    for (q0 = qb; q0 < qe; q0 += CONV_VW) {
         acc0 = acc1 = acc2 = acc3 = (float8)(0.0f);
         for (i = 0; i < it; i++) {
             si = src + i * ss;
@@ -547,17 +552,19 @@ rows3x3(__global const cg_t *src, int ss, int sr, int sn,
 __kernel void
 conv_direct_fwd(__global const cg_t *x, __global const cg_t *wt,
                 __global cg_t *y, DIRECT_ARGS, __global const cg_t *bias,
-                int has_bias)
+                int has_bias, int pl)
 {
-    int i = (int)get_global_id(0);
+    int i = (int)get_global_id(0), np = (OW + pl - 1) / pl;
     int Cg = C / G, Kg = K / G, kt = Kg >= CONV_KT ? CONV_KT : 1;
     int nb = (Kg + kt - 1) / kt, ow0, oh, b, g, n, k, c, r, s, h;
     int dw3 = kt == 1 && S1_3X3(R, S, sh, sw, dh, dw);
     int rows = dw3 ? DW3_ROWS : 1, nr = (OH + rows - 1) / rows;
+    int qb = i % np * pl, qe = min(OW, qb + pl);
     __global const cg_t *xc, *wk;
 
-    if (i >= N * G * nb * nr)
+    if (i >= N * G * nb * nr * np)
         return;
+    i /= np;
     oh = i % nr * rows;
     b = i / nr % nb;
     g = i / nr / nb % G;
@@ -566,12 +573,12 @@ conv_direct_fwd(__global const cg_t *x, __global const cg_t *wt,
         k = g * Kg + b;
         rows3x3(x + (n * C + g * Cg) * H * W, H * W, H, W,
                 wt + k * Cg * 9, 9, Cg, y + (n * K + k) * OH * OW, OH, OW,
-                oh, -ph, -pw, 0, has_bias ? CG_LD(bias, k) : 0.0f,
+                oh, qb, qe, -ph, -pw, 0, has_bias ? CG_LD(bias, k) : 0.0f,
                 has_bias);
         return;
     }
     if (kt == CONV_KT) {
-        for (ow0 = 0; ow0 < OW; ow0 += CONV_VW)
+        for (ow0 = qb; ow0 < qe; ow0 += CONV_VW)
             direct_fwd_tile(x, wt, y, bias, has_bias, C, H, W, K, R, S, OH,
                             OW, sh, sw, ph, pw, dh, dw, Cg, n, g * Cg,
                             g * Kg + b * kt,
@@ -579,7 +586,7 @@ conv_direct_fwd(__global const cg_t *x, __global const cg_t *wt,
         return;
     }
     k = g * Kg + b;
-    for (ow0 = 0; ow0 < OW; ow0 += CONV_VW) {
+    for (ow0 = qb; ow0 < qe; ow0 += CONV_VW) {
         float8 acc = (float8)(0.0f);
 
         for (c = 0; c < Cg; c++) {
@@ -633,16 +640,18 @@ taps8(__global const cg_t *v, int w0, int d, int st, int n)
 __kernel void
 conv_direct_dx(__global const cg_t *dy, __global const cg_t *wt,
                __global cg_t *dx, DIRECT_ARGS, __global const cg_t *bias,
-               int has_bias)
+               int has_bias, int pl)
 {
-    int i = (int)get_global_id(0);
+    int i = (int)get_global_id(0), np = (W + pl - 1) / pl;
     int Cg = C / G, Kg = K / G, w0, h, c, n, j, k, r, s, th;
     int dw3 = S1_3X3(R, S, sh, sw, dh, dw);
     int rows = dw3 ? DW3_ROWS : 1, nr = (H + rows - 1) / rows;
+    int qb = i % np * pl, qe = min(W, qb + pl);
     __global const cg_t *dyr, *wk;
 
-    if (i >= N * C * nr)
+    if (i >= N * C * nr * np)
         return;
+    i /= np;
     h = i % nr * rows;
     c = i / nr % C;
     n = i / nr / C;
@@ -650,11 +659,11 @@ conv_direct_dx(__global const cg_t *dy, __global const cg_t *wt,
         k = c / Cg * Kg;
         rows3x3(dy + (n * K + k) * OH * OW, OH * OW, OH, OW,
                 wt + (k * Cg + c % Cg) * 9, Cg * 9, Kg,
-                dx + (n * C + c) * H * W, H, W, h, ph - 2, pw - 2, 1,
-                has_bias ? CG_LD(bias, c) : 0.0f, has_bias);
+                dx + (n * C + c) * H * W, H, W, h, qb, qe, ph - 2, pw - 2,
+                1, has_bias ? CG_LD(bias, c) : 0.0f, has_bias);
         return;
     }
-    for (w0 = 0; w0 < W; w0 += CONV_VW) {
+    for (w0 = qb; w0 < qe; w0 += CONV_VW) {
         float8 acc = (float8)(0.0f);
 
         for (j = 0; j < Kg; j++) {

@@ -12,7 +12,8 @@
 #     suite skipped with a message that says why;
 #   - without PyTorch (CLGRAD_BENCH_PYTHON=/nonexistent) the PyTorch
 #     suites are skipped with a message and the run still succeeds;
-#   - the human table, --suite, --csv (the scaling CSV), bad arguments.
+#   - the human table, --suite, --csv (the scaling CSV), bad arguments;
+#   - a warning of the library (a corrupt tuning file) shown once.
 set -u
 name=test_bench
 . "${TEST_SRCDIR:-.}/tests/shell_common.sh"
@@ -182,6 +183,20 @@ fi
 grep -q "^bandwidth" "$tmp/table.txt" || fail "table: no bandwidth suite"
 grep -q "copy bandwidth" "$tmp/table.txt" || fail "table: no copy bandwidth"
 grep -q "^gemm" "$tmp/table.txt" && fail "--suite bandwidth ran gemm"
+
+# --- what the library logs is shown once, though every case's context
+# reads the tuning files again (the gemm suite makes a context per row)
+if [ "${CLGRAD_TEST_OPENBLAS:-yes}" != no ]; then
+    mkdir "$tmp/tuning" && printf '{"format": "clgrad-tuning", "ver' \
+        > "$tmp/tuning/corrupt.json"
+    CLGRAD_TUNING_DIR="$tmp/tuning" "$bench" --quick --suite gemm \
+        --repeat 1 > /dev/null 2> "$tmp/log.err" ||
+        fail "corrupt tuning file: exit status $?"
+    n=$(grep -c "^clgrad-bench: warning: tuning: .*corrupt.json ignored" \
+        "$tmp/log.err")
+    [ "$n" -eq 1 ] ||
+        fail "corrupt tuning file: $n warnings, not 1 ($(cat "$tmp/log.err"))"
+fi
 
 # --- bad arguments: exit status 2 and a message
 for args in "--suite nope" "--repeat 0" "--threads x" "extra"; do

@@ -35,6 +35,7 @@
 
 #include "core/internal.h"    /* cg__last_status */
 #include "ops/internal.h"     /* cg__conv_set_col_limit, cg__conv_algo */
+#include "tune/internal.h"    /* cg__gemm_class, cg__gemm_class_name */
 #include "tune/tuner.h"       /* cg_context_set_tuning */
 #include "fixture.h"
 #include "opcheck.h"
@@ -530,6 +531,95 @@ START_TEST(packed_forward_chunked_equals_one_chunk)
 }
 END_TEST
 
+/* Launches of kernel `name` in ctx's profile. */
+static int
+launches(cg_context *ctx, const char *name)
+{
+    cg_profile_entry pe[32];
+    int i, n = 0, count = 0;
+
+    ck_assert_int_eq(cg_context_profile(ctx, pe, 32, &n), CG_OK);
+    for (i = 0; i < n && i < 32; i++)
+        if (strcmp(pe[i].name, name) == 0)
+            count += (int)pe[i].launches;
+    return count;
+}
+
+/* The forward of groups 1 without kept columns writes packed columns for
+ * clgrad's kernels where the GEMM's choice for its product (K x P x C R
+ * S NN over the images, one W) is clgrad's (PoCL's rule at this size),
+ * and columns for CLBlast where a tuning entry of the product's class, or
+ * CLGRAD_GEMM, says CLBlast; the outputs agree (1e-5), and a kept-columns
+ * forward (w with a gradient) never packs them. */
+START_TEST(forward_columns_follow_the_gemm_choice)
+{
+    static const int64_t xs[4] = { 3, 4, 7, 6 }, ws[4] = { 6, 4, 3, 3 };
+    cg_context_options co = { NULL, 1, 1 };
+    cg_context *ctx = cg_context_new_with(&co);
+    cg_tensor *x, *w, *y;
+    cg__gemm_backend use;
+    cg_tuning_entry e;
+    cg_conv_options o;
+    float *ref = NULL, *got;
+    size_t n = 3 * 6 * 42, j;
+    int way;
+
+    ck_assert_msg(ctx != NULL, "%s", TT_ERR);
+    memset(&o, 0, sizeof o);
+    o.padding[0] = o.padding[1] = 1;
+    x = cg_rand_normal(ctx, 4, xs, 0.0f, 1.0f);
+    w = cg_rand_normal(ctx, 4, ws, 0.0f, 1.0f);
+    ck_assert_msg(x && w, "%s", TT_ERR);
+    use_algo(0);
+    for (way = 0; way < 4; way++) {
+        if (way == 1) {         /* the class's entry: CLBlast */
+            memset(&e, 0, sizeof e);
+            strcpy(e.kernel, "gemm");
+            cg__gemm_class_name(cg__gemm_class(0, 0, 6, 42, 36), e.shape,
+                                sizeof e.shape);
+            ck_assert_int_eq(cg_kernel_source_hash("gemm", e.source_hash),
+                             CG_OK);
+            strcpy(e.names[0], "clblast");
+            e.values[0] = 1;
+            e.nparams = 1;
+            ck_assert_msg(cg_context_set_tuning(ctx, &e) == CG_OK, "%s",
+                          TT_ERR);
+        } else if (way == 2) {  /* CLGRAD_GEMM=clblast */
+            ck_assert_int_eq(cg_context_clear_tuning(ctx), CG_OK);
+            cg__gemm_force(ctx, CG__GEMM_CLBLAST);
+        } else if (way == 3) {  /* the columns kept for dW */
+            cg__gemm_force(ctx, CG__GEMM_AUTO);
+            ck_assert_int_eq(cg_tensor_set_requires_grad(w, 1), CG_OK);
+        }
+        ck_assert_int_eq(cg__gemm_backend_of(ctx, 0, 0, 6, 42, 36, 0, 3,
+                                             &use), CG_OK);
+        ck_assert_int_eq(use == CG__GEMM_CLBLAST, way == 1 || way == 2);
+        ck_assert_int_eq(cg_context_profile_reset(ctx), CG_OK);
+        y = cg_conv2d(x, w, NULL, &o);
+        ck_assert_msg(y != NULL, "%s", TT_ERR);
+        got = host_copy(y);
+        ck_assert_int_eq(launches(ctx, "conv_im2col_packed"), way == 0);
+        ck_assert_int_eq(launches(ctx, "conv_im2col"), way != 0);
+        cg_tensor_free(y);
+        if (!ref) {
+            ref = got;
+            continue;
+        }
+        for (j = 0; j < n; j++)
+            ck_assert_msg(fabsf(ref[j] - got[j]) <= 1e-5f * (1.0f +
+                                                             fabsf(ref[j])),
+                          "way %d, element %zu: %g vs %g", way, j, ref[j],
+                          got[j]);
+        free(got);
+    }
+    use_auto();
+    free(ref);
+    cg_tensor_free(x);
+    cg_tensor_free(w);
+    cg_context_free(ctx);
+}
+END_TEST
+
 START_TEST(conv_transpose2d_chunked_batch_equals_one_chunk)
 {
     check_chunking(1);
@@ -910,8 +1000,11 @@ END_TEST
  * against im2col + GEMM (y, dx, dw, db within 1e-5 of each tensor's
  * largest value: float32 sums of up to 2 * 23 * 21 = 966 products (dw of
  * the 5x5 case), in different orders, round to about sqrt(966) * 6e-8 =
- * 2e-6 of that), and the direct ones run twice give the same bits (fixed
- * summation order, no atomics). */
+ * 2e-6 of that), and the direct ones run twice, a work-item per whole
+ * row and per piece of 8 outputs (cg__conv_set_direct_items), give the
+ * same bits (fixed summation order, no atomics, whatever the pieces).
+ * The last two cases: the 3 x 3 stride-1 path (4 rows an item) on rows
+ * of 37, and a depthwise conv1d's rows of 300 (268 outputs). */
 START_TEST(algorithms_agree_and_direct_is_deterministic)
 {
     static const struct {
@@ -923,6 +1016,8 @@ START_TEST(algorithms_agree_and_direct_is_deterministic)
         { { 2, 3, 23, 21 }, { 10, 3, 5, 5 }, 1, 2, 1, 1 },
         { { 2, 14, 11, 13 }, { 6, 7, 3, 3 }, 1, 1, 1, 2 },
         { { 2, 8, 13, 12 }, { 12, 4, 3, 3 }, 2, 1, 2, 2 },
+        { { 2, 6, 9, 37 }, { 6, 1, 3, 3 }, 1, 1, 1, 6 },
+        { { 1, 4, 1, 300 }, { 4, 1, 1, 33 }, 1, 0, 1, 4 },
     };
     size_t c;
     int t;
@@ -944,8 +1039,10 @@ START_TEST(algorithms_agree_and_direct_is_deterministic)
         o.groups = cases[c].groups;
         for (a = 0; a < 3; a++) {
             use_algo(a ? 1 : 0);
+            cg__conv_set_direct_items(a == 1 ? 1 : SIZE_MAX);
             grads_of(cg_conv2d(x, w, b, &o), x, w, b, out[a]);
         }
+        cg__conv_set_direct_items(0);
         use_auto();
         {
             cg_tensor *y = cg_conv2d(x, w, b, &o);
@@ -963,7 +1060,8 @@ START_TEST(algorithms_agree_and_direct_is_deterministic)
 
             ck_assert_msg(memcmp(out[1][t], out[2][t],
                                  numel[t] * sizeof(float)) == 0,
-                          "case %zu tensor %d: two direct runs differ", c, t);
+                          "case %zu tensor %d: direct by whole rows and by "
+                          "pieces of 8 differ", c, t);
             for (j = 0; j < numel[t]; j++) {
                 double d = fabs((double)out[0][t][j] - out[1][t][j]);
 
@@ -1460,7 +1558,7 @@ END_TEST
 
 /* As algorithms_agree_and_direct_is_deterministic, for conv_transpose2d:
  * the direct algorithm against im2col + GEMM, and the direct one run
- * twice gives the same bits.  A DCGAN generator's 4x4 stride-2
+ * by whole rows and by pieces of 8 gives the same bits.  A DCGAN generator's 4x4 stride-2
  * upsampling, depthwise, grouped with dilation, a 5x2 kernel at stride
  * (2, 1); rows of several 8-wide tiles and partial ones.  The same
  * bound, 1e-5 of each tensor's largest value: the longest sums are dW's,
@@ -1500,11 +1598,13 @@ START_TEST(conv_transpose2d_algorithms_agree_direct_repeats)
             cg_tensor *y;
 
             use_algo(a ? 1 : 0);
+            cg__conv_set_direct_items(a == 1 ? 1 : SIZE_MAX);
             y = cg_conv_transpose2d(x, w, b, &o);
             ck_assert_msg(y != NULL, "%s", TT_ERR);
             numel[0] = (size_t)cg_tensor_numel(y);
             grads_of(y, x, w, b, out[a]);
         }
+        cg__conv_set_direct_items(0);
         use_auto();
         numel[1] = (size_t)cg_tensor_numel(x);
         numel[2] = (size_t)cg_tensor_numel(w);
@@ -1515,7 +1615,8 @@ START_TEST(conv_transpose2d_algorithms_agree_direct_repeats)
 
             ck_assert_msg(memcmp(out[1][t], out[2][t],
                                  numel[t] * sizeof(float)) == 0,
-                          "case %zu tensor %d: two direct runs differ", c, t);
+                          "case %zu tensor %d: direct by whole rows and by "
+                          "pieces of 8 differ", c, t);
             for (j = 0; j < numel[t]; j++) {
                 double d = fabs((double)out[0][t][j] - out[1][t][j]);
 
@@ -1623,6 +1724,7 @@ main(void)
     tcase_add_loop_test(tc, conv1d_matches_reference_and_finite_differences,
                         0, 3);
     tcase_add_test(tc, packed_forward_chunked_equals_one_chunk);
+    tcase_add_test(tc, forward_columns_follow_the_gemm_choice);
     tcase_add_loop_test(tc, chunked_batch_equals_one_chunk, 0, 2);
     tcase_add_loop_test(tc, conv_matches_pytorch, 0, 2);
     tcase_add_test(tc, algorithms_agree_and_direct_is_deterministic);

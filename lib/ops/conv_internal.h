@@ -95,8 +95,10 @@ int cg__conv_backward_im2col(const cg__conv_geom *g, cg_tensor *x,
 int cg__conv_add_bias(cg_tensor *y, cg_tensor *b);
 
 /* Enqueues direct kernel kid (CG__K_CONV_DIRECT_FWD, _DX or _DW) over n
- * work-items: out from a and b, all three of dtype dt; the forward and
- * dx kernels add bias (dense, or NULL) before their one rounding. */
+ * work-items (the forward's and dx's times the pieces of their rows that
+ * it cuts for a device with few rows per compute unit): out from a and
+ * b, all three of dtype dt; the forward and dx kernels add bias (dense,
+ * or NULL) before their one rounding. */
 int cg__conv_direct(cg_context *ctx, cg__kid kid, cg_dtype dt,
                     const cg__conv_geom *g, cl_mem a, cl_mem b, cl_mem out,
                     const cg_tensor *bias, size_t n);

@@ -1074,6 +1074,40 @@ cg__gemm_widen_force(cg_context *ctx, int mode)
     return CG_OK;
 }
 
+/* The backend of a float32 product before the checks of its operands:
+ * the one CLGRAD_GEMM forces, else the class entry's "clblast" or
+ * backend_for, clgrad's kernels moved to the packed ones by the entry's
+ * "packed" or packed_rule. */
+static cg__gemm_backend
+choose(const cg_context *ctx, const gemm_cfg *cfg, int ta, int tb, size_t m,
+       size_t n, size_t k, size_t sa, size_t batch)
+{
+    cg__gemm_backend use;
+
+    if (ctx->gemm_backend != CG__GEMM_AUTO)
+        return (cg__gemm_backend)ctx->gemm_backend;
+    use = cfg->backend >= 0 ? (cg__gemm_backend)cfg->backend
+                            : backend_for(ta, tb, m, n, k, sa, batch);
+    if (use == CG__GEMM_CLGRAD &&
+        (cfg->packed >= 0 ? cfg->packed : packed_rule(ta, tb, m, n, k)))
+        use = CG__GEMM_PACKED;
+    return use;
+}
+
+int
+cg__gemm_backend_of(cg_context *ctx, int ta, int tb, size_t m, size_t n,
+                    size_t k, size_t sa, size_t batch, cg__gemm_backend *out)
+{
+    gemm_cfg *cfg;
+    int status;
+
+    if ((status = backend_mode(ctx)) ||
+        (status = class_cfg(ctx, cg__gemm_class(ta, tb, m, n, k), &cfg)))
+        return status;
+    *out = choose(ctx, cfg, ta != 0, tb != 0, m, n, k, sa, batch);
+    return CG_OK;
+}
+
 int
 cg__gemm_act(cg_context *ctx, cg_dtype ab, cg_dtype cd, int ta, int tb,
              size_t m, size_t n, size_t k, float alpha, cg__mat a,
@@ -1093,13 +1127,7 @@ cg__gemm_act(cg_context *ctx, cg_dtype ab, cg_dtype cd, int ta, int tb,
         return CG_OK;
     if ((status = class_cfg(ctx, cg__gemm_class(ta, tb, m, n, k), &cfg)))
         return status;
-    use = ctx->gemm_backend != CG__GEMM_AUTO
-        ? (cg__gemm_backend)ctx->gemm_backend
-        : cfg->backend >= 0 ? (cg__gemm_backend)cfg->backend
-        : backend_for(ta, tb, m, n, k, sa, batch);
-    if (ctx->gemm_backend == CG__GEMM_AUTO && use == CG__GEMM_CLGRAD &&
-        (cfg->packed >= 0 ? cfg->packed : packed_rule(ta, tb, m, n, k)))
-        use = CG__GEMM_PACKED;
+    use = choose(ctx, cfg, ta, tb, m, n, k, sa, batch);
     force = ctx->gemm_classes->widen;
     wide = ab != CG_F32 && k > 0 &&
            (force >= 0 ? force

@@ -280,6 +280,13 @@ typedef enum cg__gemm_backend {
 } cg__gemm_backend;
 
 void cg__gemm_force(cg_context *ctx, cg__gemm_backend b);
+/* The backend that cg__sgemm_batched would choose for a float32 product
+ * ta tb m x n x k over a batch (sa 0: one A for all) on ctx now, before
+ * it checks the operands' sizes: CLGRAD_GEMM's, else the tuning entry's
+ * or the built-in rules' (lib/ops/conv.c picks its forward by it). */
+int cg__gemm_backend_of(cg_context *ctx, int ta, int tb, size_t m, size_t n,
+                        size_t k, size_t sa, size_t batch,
+                        cg__gemm_backend *out);
 /* Live contexts that have run CLBlast (lib/ops/gemm.c clears CLBlast's
  * program cache when the last of them is freed). */
 int cg__gemm_clblast_users(void);
@@ -304,6 +311,11 @@ void cg__gemm_entry_trim(cg_tuning_entry *e, int ta, int tb, size_t m,
  * an eighth of the device's global memory.  For tests that force
  * chunking; not thread-safe against running convolutions. */
 void cg__conv_set_col_limit(size_t bytes);
+/* Work-items per compute unit that the direct kernels cut rows into
+ * pieces for (0: the built-in 1024; tests: 1 keeps whole rows where there
+ * are as many as compute units, SIZE_MAX cuts them into pieces of 8
+ * outputs); not thread-safe against running convolutions. */
+void cg__conv_set_direct_items(size_t per_cu);
 
 /* The algorithm a convolution with C input channels, K output channels
  * and G groups runs in direction dir (0: y, 1: dx and dW; 2 and 3 the
