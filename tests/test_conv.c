@@ -531,20 +531,6 @@ START_TEST(packed_forward_chunked_equals_one_chunk)
 }
 END_TEST
 
-/* Launches of kernel `name` in ctx's profile. */
-static int
-launches(cg_context *ctx, const char *name)
-{
-    cg_profile_entry pe[32];
-    int i, n = 0, count = 0;
-
-    ck_assert_int_eq(cg_context_profile(ctx, pe, 32, &n), CG_OK);
-    for (i = 0; i < n && i < 32; i++)
-        if (strcmp(pe[i].name, name) == 0)
-            count += (int)pe[i].launches;
-    return count;
-}
-
 /* The forward of groups 1 without kept columns writes packed columns for
  * clgrad's kernels where the GEMM's choice for its product (K x P x C R
  * S NN over the images, one W) is clgrad's (PoCL's rule at this size),
@@ -598,8 +584,8 @@ START_TEST(forward_columns_follow_the_gemm_choice)
         y = cg_conv2d(x, w, NULL, &o);
         ck_assert_msg(y != NULL, "%s", TT_ERR);
         got = host_copy(y);
-        ck_assert_int_eq(launches(ctx, "conv_im2col_packed"), way == 0);
-        ck_assert_int_eq(launches(ctx, "conv_im2col"), way != 0);
+        ck_assert_int_eq(tt_launches(ctx, "conv_im2col_packed"), way == 0);
+        ck_assert_int_eq(tt_launches(ctx, "conv_im2col"), way != 0);
         cg_tensor_free(y);
         if (!ref) {
             ref = got;

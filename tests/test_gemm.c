@@ -859,20 +859,6 @@ START_TEST(gemm_class_entries_are_applied)
 }
 END_TEST
 
-/* Launches of kernel `name` in ctx's profile. */
-static int
-launches(cg_context *ctx, const char *name)
-{
-    cg_profile_entry pe[32];
-    int i, n = 0, count = 0;
-
-    ck_assert_int_eq(cg_context_profile(ctx, pe, 32, &n), CG_OK);
-    for (i = 0; i < n && i < 32; i++)
-        if (strcmp(pe[i].name, name) == 0)
-            count += (int)pe[i].launches;
-    return count;
-}
-
 /* An NT class entry's "pack": 1 runs the class's products as NN on a
  * packed B^T (gemm_tpose, then gemm) when one B serves the batch and
  * gemm's 16-column tiles fit C (64 columns or more, at most an eighth to
@@ -938,9 +924,9 @@ START_TEST(gemm_nt_pack_entries_are_right_both_ways)
         snprintf(label, sizeof label, "pack %d: a batch of distinct B's",
                  pack);
         check_case(ctx, &apart, label);
-        ck_assert_int_eq(launches(ctx, "gemm_tpose"), packs);
-        ck_assert_int_eq(launches(ctx, "gemm"), packs);
-        ck_assert_int_eq(launches(ctx, "gemm_nt"), n + 1 - packs);
+        ck_assert_int_eq(tt_launches(ctx, "gemm_tpose"), packs);
+        ck_assert_int_eq(tt_launches(ctx, "gemm"), packs);
+        ck_assert_int_eq(tt_launches(ctx, "gemm_nt"), n + 1 - packs);
     }
     cg_context_free(ctx);
 }
@@ -988,10 +974,10 @@ START_TEST(gemm_packed_entries_and_rule_choose_the_kernels)
         ck_assert_int_eq(cg_context_profile_reset(ctx), CG_OK);
         check_case(ctx, &large, "packed rule: large");
         check_case(ctx, &small, "packed rule: small");
-        ck_assert_int_eq(launches(ctx, "gemm_packed"), 1);
-        ck_assert_int_eq(launches(ctx, "gemm_pack_a"), 1);
-        ck_assert_int_eq(launches(ctx, "gemm_pack_b"), 1);
-        ck_assert_int_eq(launches(ctx, "gemm"), 1);
+        ck_assert_int_eq(tt_launches(ctx, "gemm_packed"), 1);
+        ck_assert_int_eq(tt_launches(ctx, "gemm_pack_a"), 1);
+        ck_assert_int_eq(tt_launches(ctx, "gemm_pack_b"), 1);
+        ck_assert_int_eq(tt_launches(ctx, "gemm"), 1);
     }
     cg_context_free(ctx);
 }
@@ -1115,8 +1101,8 @@ START_TEST(gemm_entry_trim_leaves_other_sizes_to_the_rules)
                                    : "untrimmed: 300x280x220 NT");
         check_case(ctx, &rows, trim ? "trimmed: 100x300x600 NT"
                                     : "untrimmed: 100x300x600 NT");
-        ck_assert_int_eq(launches(ctx, "gemm_packed"), trim);
-        ck_assert_int_eq(launches(ctx, "gemm_nt"), 2 - trim);
+        ck_assert_int_eq(tt_launches(ctx, "gemm_packed"), trim);
+        ck_assert_int_eq(tt_launches(ctx, "gemm_nt"), 2 - trim);
     }
     rstep = 1;
     cg_context_free(ctx);

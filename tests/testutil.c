@@ -150,3 +150,16 @@ tt_run_tool(const char *env, const char *tool, const char *args, int *status)
     remove(errf);
     return out;
 }
+
+int
+tt_launches(cg_context *ctx, const char *name)
+{
+    cg_profile_entry pe[64];
+    int i, n = 0, count = 0;
+
+    ck_assert_int_eq(cg_context_profile(ctx, pe, 64, &n), CG_OK);
+    for (i = 0; i < n && i < 64; i++)
+        if (strcmp(pe[i].name, name) == 0)
+            count += (int)pe[i].launches;
+    return count;
+}

@@ -52,6 +52,10 @@ int tt_host_checker(void);
 char *tt_run_tool(const char *env, const char *tool, const char *args,
                   int *status);
 
+/* Launches of kernel `name` in ctx's profile (a profiling context; the
+ * profile's first 64 kernels). */
+int tt_launches(cg_context *ctx, const char *name);
+
 /* The last error, for ck_assert messages. */
 #define TT_ERR cg_last_error()
 
