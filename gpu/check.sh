@@ -5,8 +5,9 @@
 # make check, clgrad-bench against PyTorch on CUDA and clgrad-tune, each
 # under a time limit.  Results go to $OUT (default gpu-out/): log.txt (all
 # of it), check.txt, failed.txt (the failed tests' logs), bench.txt,
-# tune-fft.json and tune.json (clgrad-tune's reports), tuning/ (the database it wrote) and
-# profile.txt (the LSTM suite's per-kernel profile on that database).
+# tune-fft.json, tune.json and tune-conv.json (clgrad-tune's reports),
+# tuning/ (the database it wrote) and profile.txt (the LSTM suite's
+# per-kernel profile on that database).
 # CG_GPU_STEPS picks steps (default "info check bench tune profile");
 # CG_GPU_CHECK_S, CG_GPU_BENCH_S, CG_GPU_TUNE_S and CG_GPU_PROFILE_S are
 # their time limits, CG_GPU_TUNE_ARGS replaces clgrad-tune's arguments.
@@ -91,6 +92,11 @@ case " $steps " in *" tune "*)
             tools/clgrad-tune -b "${CG_GPU_TUNE_BUDGET:-75}" \
             -k rnn,gemm,rnn.path,kernels -j > "$out/tune.json"
         echo "clgrad-tune: exit $?"
+        # the convolution algorithm per class (and conv1d's FFT
+        # threshold), on its own budget: no NVIDIA file has them yet
+        CLGRAD_TUNING_DIR=$out/tuning timeout 60 tools/clgrad-tune -b 40 \
+            -k conv -j > "$out/tune-conv.json"
+        echo "clgrad-tune -k conv: exit $?"
     fi;;
 esac
 case " $steps " in *" profile "*)
