@@ -1543,10 +1543,11 @@ START_TEST(conv_transpose2d_each_algorithm_matches_pytorch)
 END_TEST
 
 /* As algorithms_agree_and_direct_is_deterministic, for conv_transpose2d:
- * the direct algorithm against im2col + GEMM, and the direct one run
- * by whole rows and by pieces of 8 gives the same bits.  A DCGAN generator's 4x4 stride-2
- * upsampling, depthwise, grouped with dilation, a 5x2 kernel at stride
- * (2, 1); rows of several 8-wide tiles and partial ones.  The same
+ * the direct algorithm against im2col + GEMM, and the direct one run by
+ * whole rows and by pieces of 8 gives the same bits.  A DCGAN
+ * generator's 4x4 stride-2 upsampling, depthwise, grouped with dilation,
+ * a 5x2 kernel at stride (2, 1); rows of several 8-wide tiles and
+ * partial ones.  The same
  * bound, 1e-5 of each tensor's largest value: the longest sums are dW's,
  * 2 * 10 * 17 = 340 products (the 5x2 case's x) in different orders. */
 START_TEST(conv_transpose2d_algorithms_agree_direct_repeats)

@@ -645,19 +645,20 @@ cg__conv_forward_im2col(const cg__conv_geom *g, cg_tensor *x, cg_tensor *w,
     cg_tensor *col;
     cl_mem mc, mx = cg__tensor_mem(x), mw = cg__tensor_mem(w);
     cl_mem my = cg__tensor_mem(y);
-    cg__gemm_backend use = CG__GEMM_CLBLAST;
+    cg__gemm_backend use;
     int status;
 
     /* Packed columns where clgrad's kernels would run the product; where
      * CLBlast would, it multiplies the columns (on an NVIDIA H200, N8 C64
      * 28x28 K64 3x3: 0.83 ms forward packed, 0.13 on CLBlast).
      * conv_im2col_packed's groups of 8 columns fill whole panels. */
-    if (g->G == 1 && !keeps && cg__gemm_packed_nr(ctx) % 8 == 0 &&
-        (status = cg__gemm_backend_of(ctx, 0, 0, (size_t)g->K, P, CRS, 0,
-                                      (size_t)nc, &use)))
-        return status;
-    if (use != CG__GEMM_CLBLAST)
-        return forward_packed(g, x, w, y);
+    if (g->G == 1 && !keeps && cg__gemm_packed_nr(ctx) % 8 == 0) {
+        if ((status = cg__gemm_backend_of(ctx, 0, 0, (size_t)g->K, P, CRS,
+                                          0, (size_t)nc, &use)))
+            return status;
+        if (use != CG__GEMM_CLBLAST)
+            return forward_packed(g, x, w, y);
+    }
     col = cg__tensor_empty(ctx, CG_F32, 1, &csize);
     status = col ? CG_OK : cg__last_status();
 
