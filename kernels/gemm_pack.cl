@@ -30,6 +30,13 @@
  *            (each a page apart at N 1024 and up, which is where the
  *            in-place kernels of gemm.cl fell behind), no edges inside
  *            the loop.
+ *   gemm_packed_ra  the same product with op(A) read in place (element
+ *            (m, k) at a[m * sam + k * sak], any strides) over a packed
+ *            B, for the products on a B packed once (a recurrent step's
+ *            h W_hh^T): a micro-tile's PMR rows are PMR strided streams
+ *            (the padding rows past M read row M - 1, never stored), no
+ *            pack launch, pass or buffer for A.  One body, packed_body,
+ *            makes both kernels.
  *
  * The first block of K stores alpha acc + beta C (C not read when beta is
  * 0) + bias; later blocks add alpha acc to C; the last applies the
@@ -182,7 +189,7 @@ gemm_pack_b(int N, int K, const __global cg_t *b, int bo, int sbn, int sbk,
 
 /* -------------------------------------------------------- gemm_packed */
 
-#if CG_WANT(gemm_packed)
+#if CG_WANT(gemm_packed) || CG_WANT(gemm_packed_ra)
 #define R0(F, x) F(0, x)
 #define R1(F, x) R0(F, x) F(1, x)
 #define R2(F, x) R1(F, x) F(2, x)
@@ -293,9 +300,14 @@ store_c(const floatv *acc, __global cg_t *p, int n, float alpha, float beta,
 #define P_FMA1(r, j) acc##r##_##j += av * bv##j;
 #define P_FMA(r, _)                                                       \
     {                                                                     \
-        floatv av = (floatv)(ak[r]);                                      \
+        floatv av = (floatv)(raw ? CG_LD(ar##r, 0) : ak[r]);              \
         COLS(P_FMA1, r)                                                   \
     }
+/* Row r of a micro-tile of op(A) read in place: its step pc, the last row
+ * standing in for the padding rows past M (read, never stored). */
+#define P_AROW(r, _)                                                      \
+    const __global cg_t *ar##r = a + min(m0 + r, M - 1) * sam + pc * sak;
+#define P_ASTEP(r, _) ar##r += sak;
 #define P_ST(r, j)                                                        \
     if (m0 + r < M && n0 + j * PVW < N)                                   \
         store_c(&acc##r##_##j, c + (m0 + r) * ldc + n0 + j * PVW,          \
@@ -303,12 +315,17 @@ store_c(const floatv *acc, __global cg_t *p, int n, float alpha, float beta,
                 bias ? bias + n0 + j * PVW : 0, actk);
 #define P_STROW(r, _) COLS(P_ST, r)
 
-KERNEL
-gemm_packed(int M, int N, int K, float alpha,
-            const __global float *pa, int spa,
-            const __global float *pb, int spb,
-            float beta, __global cg_t *c, int co, int ldc, int scb,
-            const __global cg_t *bias, int biaso, int act)
+/* The body of gemm_packed (raw 0: op(A) packed at pa, spa floats per batch
+ * entry) and of gemm_packed_ra (raw 1: op(A) read in place, element (m,
+ * k) of batch entry z at a[m * sam + k * sak + z * sa]).  raw is a
+ * constant where each kernel inlines this, so that each compiles only its
+ * own loads. */
+INLINE void
+packed_body(int M, int N, int K, float alpha, const __global float *pa,
+            int spa, const __global cg_t *a, int sam, int sak, int sa,
+            const __global float *pb, int spb, float beta,
+            __global cg_t *c, int co, int ldc, int scb,
+            const __global cg_t *bias, int biaso, int act, const int raw)
 {
     int njr = (N + NR - 1) / NR, npa = (M + PMR - 1) / PMR;
     int i = get_global_id(0), z = get_global_id(1);
@@ -317,7 +334,10 @@ gemm_packed(int M, int N, int K, float alpha,
 
     if (p0 >= npa)
         return;
-    pa += (size_t)z * spa + (size_t)p0 * K * PMR;
+    if (raw)
+        a += z * sa;
+    else
+        pa += (size_t)z * spa + (size_t)p0 * K * PMR;
     pb += (size_t)z * spb + (size_t)jr * K * NR;
     c += co + z * scb;
     if (bias)
@@ -332,16 +352,49 @@ gemm_packed(int M, int N, int K, float alpha,
             const __global float *bk = pb + (size_t)pc * NR;
             int m0 = (p0 + t) * PMR;
 
+            ROWS(P_AROW, _)
             ROWS(P_ROW, _)
             for (k = 0; k < kc; k++) {
                 COLS(P_LD, _)
                 ROWS(P_FMA, _)
-                ak += PMR;
+                if (raw) {
+                    ROWS(P_ASTEP, _)
+                } else {
+                    ak += PMR;
+                }
                 bk += NR;
             }
             ROWS(P_STROW, _)
         }
         bias = 0;
     }
+}
+
+#endif
+
+#if CG_WANT(gemm_packed)
+KERNEL
+gemm_packed(int M, int N, int K, float alpha,
+            const __global float *pa, int spa,
+            const __global float *pb, int spb,
+            float beta, __global cg_t *c, int co, int ldc, int scb,
+            const __global cg_t *bias, int biaso, int act)
+{
+    packed_body(M, N, K, alpha, pa, spa, (const __global cg_t *)pa, 0, 0,
+                0, pb, spb, beta, c, co, ldc, scb, bias, biaso, act, 0);
+}
+#endif
+
+#if CG_WANT(gemm_packed_ra)
+KERNEL
+gemm_packed_ra(int M, int N, int K, float alpha,
+               const __global cg_t *a, int ao, int sam, int sak, int sa,
+               const __global float *pb, int spb,
+               float beta, __global cg_t *c, int co, int ldc, int scb,
+               const __global cg_t *bias, int biaso, int act)
+{
+    packed_body(M, N, K, alpha, (const __global float *)pb, 0, a + ao, sam,
+                sak, sa, pb, spb, beta, c, co, ldc, scb, bias, biaso, act,
+                1);
 }
 #endif

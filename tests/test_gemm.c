@@ -417,7 +417,8 @@ END_TEST
  * (cg__gemm_packed_b): C = alpha op(A) B + beta C against the double
  * reference, for B stored K x N and N x K, op(A) in place or transposed,
  * offsets and padded leading dimensions, under two sets of the packed
- * kernels' tunables; C's padding keeps its value.  Then what is refused
+ * kernels' tunables, A read in place (one launch, gemm_packed_ra) and A
+ * packed first (two); C's padding keeps its value.  Then what is refused
  * and changes nothing: a B packed under another panel width, and a C
  * whose dtype is neither the operands' nor float32. */
 START_TEST(gemm_packed_b_serves_many_products)
@@ -440,14 +441,18 @@ START_TEST(gemm_packed_b_serves_many_products)
         CG__P_GEMM_PACK_PMB, CG__P_GEMM_PACK_PKC, CG__P_GEMM_PACK_PWG,
     };
     cg_context *ctx = tt_ctx();
-    size_t c, z;
-    int p;
+    size_t c, q, z;
+    int p, mode;
 
     srand(11);
     for (z = 0; z < 2; z++) {
         for (p = 0; p < 6; p++)
             cg__param_set(ctx, pid[p], sets[z][p]);
-        for (c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        for (q = 0; q < 2 * sizeof cases / sizeof cases[0]; q++) {
+            c = q / 2;
+            mode = (int)(q % 2);
+            cg__gemm_set_packed_a(mode ? CG__PACKED_A_PACK
+                                       : CG__PACKED_A_AUTO);
             int m = cases[c].m, n = cases[c].n, k = cases[c].k;
             int ta = cases[c].ta, tb = cases[c].tb, off = cases[c].off;
             size_t lda = (size_t)(ta ? m : k) + (size_t)cases[c].pad;
@@ -462,6 +467,7 @@ START_TEST(gemm_packed_b_serves_many_products)
             cg_buffer *bb = cg_buffer_new(ctx, nb * 4);
             cg_buffer *bc = cg_buffer_new(ctx, nc * 4);
             cg__packed_b pb;
+            cg_memory_stats st0, st1;
             int rep, r, col;
 
             ck_assert(ha && hb && hc && out && ba && bb && bc);
@@ -489,10 +495,14 @@ START_TEST(gemm_packed_b_serves_many_products)
                     for (i = 0; i < nc; i++)
                         hc[i] = frand();
                 ck_assert_int_eq(cg_buffer_write(bc, 0, hc, nc * 4), CG_OK);
+                ck_assert_int_eq(cg_context_stats(ctx, &st0), CG_OK);
                 ck_assert_msg(cg__gemm_packed_b(ctx, CG_F32, CG_F32, ta,
                                                 (size_t)m, cases[c].alpha,
                                                 am, &pb, beta, cm) == CG_OK,
                               "%s", TT_ERR);
+                ck_assert_int_eq(cg_context_stats(ctx, &st1), CG_OK);
+                ck_assert_uint_eq(st1.kernels_enqueued - st0.kernels_enqueued,
+                                  mode ? 2 : 1);
                 ck_assert_int_eq(cg_buffer_read(bc, 0, out, nc * 4), CG_OK);
                 for (i = 0; i < nc; i++)
                     if (i < (size_t)off || (i - (size_t)off) % ldc >=
@@ -513,10 +523,12 @@ START_TEST(gemm_packed_b_serves_many_products)
                               fabs((double)beta * hc[ci]);
                         ck_assert_msg(fabs(out[ci] - want) <=
                                       1e-5 * mag + 1e-6,
-                                      "packed_b set %zu %dx%dx%d %c%c rep %d: "
-                                      "C[%d, %d] = %.9g, want %.9g", z, m, n,
-                                      k, ta ? 'T' : 'N', tb ? 'T' : 'N', rep,
-                                      r, col, (double)out[ci], want);
+                                      "packed_b set %zu %dx%dx%d %c%c A %s "
+                                      "rep %d: C[%d, %d] = %.9g, want %.9g",
+                                      z, m, n, k, ta ? 'T' : 'N',
+                                      tb ? 'T' : 'N',
+                                      mode ? "packed" : "in place", rep, r,
+                                      col, (double)out[ci], want);
                     }
                 memcpy(hc, out, nc * 4);
             }
@@ -559,6 +571,7 @@ START_TEST(gemm_packed_b_serves_many_products)
         if (tt_checker())
             break;
     }
+    cg__gemm_set_packed_a(CG__PACKED_A_AUTO);
     cg__params_reset(ctx);
 }
 END_TEST

@@ -23,6 +23,7 @@
 
 #include "fixture.h"
 #include "nn/internal.h"
+#include "ops/internal.h"
 #include "rnn_ref.h"
 #include "testutil.h"
 #include "tune/tuner.h"
@@ -829,22 +830,29 @@ START_TEST(launches_per_step_t64)
     ck_assert_uint_le(b2, 2 * 65 + 28);
     ck_assert_uint_ge(f1, 64);
     ck_assert_uint_ge(b1, 65);
-    /* The GEMM path: two per step (GEMM + cell); three on a packed W_hh
-     * (gemm_pack_a, gemm_packed, cell), packed once per pass. */
-    for (packed = 0; packed < 2; packed++) {
-        count_launches(1, CG__RNN_PATH_GEMM, packed, &f1, &b1);
-        count_launches(2, CG__RNN_PATH_GEMM, packed, &f2, &b2);
+    /* The GEMM path: two per step (GEMM + cell), on a W_hh packed once
+     * per pass too (gemm_packed_ra reads h in place, float32 into the
+     * float32 projection); three where h is packed first (gemm_pack_a,
+     * gemm_packed, cell). */
+    for (packed = 0; packed < 3; packed++) {
+        cg__gemm_set_packed_a(packed == 2 ? CG__PACKED_A_PACK
+                                          : CG__PACKED_A_AUTO);
+        int per = packed == 2 ? 3 : 2;
+
+        count_launches(1, CG__RNN_PATH_GEMM, packed > 0, &f1, &b1);
+        count_launches(2, CG__RNN_PATH_GEMM, packed > 0, &f2, &b2);
         printf("LSTM T=64 launches, gemm%s: forward %llu, backward %llu "
                "(one direction); %llu, %llu (two)\n",
-               packed ? "-packed" : "", (unsigned long long)f1,
-               (unsigned long long)b1, (unsigned long long)f2,
-               (unsigned long long)b2);
-        ck_assert_uint_le(f1, (2 + packed) * 64 + 8);
-        ck_assert_uint_le(b1, (2 + packed) * 64 + 16);
-        ck_assert_uint_le(f2, 2 * (2 + packed) * 64 + 12);
-        ck_assert_uint_le(b2, 2 * (2 + packed) * 64 + 28);
-        ck_assert_uint_ge(f1, (2 + packed) * 64);
+               packed == 2 ? "-packed, h packed" : packed ? "-packed" : "",
+               (unsigned long long)f1, (unsigned long long)b1,
+               (unsigned long long)f2, (unsigned long long)b2);
+        ck_assert_uint_le(f1, per * 64 + 8);
+        ck_assert_uint_le(b1, per * 64 + 16);
+        ck_assert_uint_le(f2, 2 * per * 64 + 12);
+        ck_assert_uint_le(b2, 2 * per * 64 + 28);
+        ck_assert_uint_ge(f1, per * 64);
     }
+    cg__gemm_set_packed_a(CG__PACKED_A_AUTO);
 }
 END_TEST
 

@@ -280,6 +280,17 @@ typedef enum cg__gemm_backend {
 } cg__gemm_backend;
 
 void cg__gemm_force(cg_context *ctx, cg__gemm_backend b);
+
+/* How the products on a B packed once (cg__gemm_packed_b, _bs) take
+ * op(A): AUTO in place where A is stored as C is, else packed first
+ * (gemm_pack_a); PACK always packed first.  A test hook for the whole
+ * process. */
+typedef enum cg__packed_a {
+    CG__PACKED_A_AUTO = 0,
+    CG__PACKED_A_PACK
+} cg__packed_a;
+void cg__gemm_set_packed_a(cg__packed_a mode);
+
 /* The backend that cg__sgemm_batched would choose for a float32 product
  * ta tb m x n x k over a batch (sa 0: one A for all) on ctx now, before
  * it checks the operands' sizes: CLGRAD_GEMM's, else the tuning entry's
