@@ -41,7 +41,11 @@
  * The first block of K stores alpha acc + beta C (C not read when beta is
  * 0) + bias; later blocks add alpha acc to C; the last applies the
  * activation act (as gemm.cl's) to the finished sums.  Only C's elements
- * in range are stored, its right edge lane by lane.
+ * in range are stored, its right edge lane by lane.  A 16-bit C (the
+ * float16 and bfloat16 variants, CG_T 1 and 2) is rounded once: those
+ * variants walk all of K as one block (KB), the B micro-panel's K x NR
+ * floats read from L2 rather than L1 (lib/ops/gemm.c gives them products
+ * of K up to 4 PKC, and the rest a float32 C it narrows after).
  *
  * Packed panels are float32 whatever the storage type cg_t of A, B, C and
  * the bias (kernels/common.cl): the pack kernels convert once.
@@ -315,6 +319,13 @@ store_c(const floatv *acc, __global cg_t *p, int n, float alpha, float beta,
                 bias ? bias + n0 + j * PVW : 0, actk);
 #define P_STROW(r, _) COLS(P_ST, r)
 
+/* The steps of K per block: all of them for a 16-bit C, rounded once. */
+#if CG_T == 0
+#define KB PKC
+#else
+#define KB K
+#endif
+
 /* The body of gemm_packed (raw 0: op(A) packed at pa, spa floats per batch
  * entry) and of gemm_packed_ra (raw 1: op(A) read in place, element (m,
  * k) of batch entry z at a[m * sam + k * sak + z * sa]).  raw is a
@@ -342,8 +353,8 @@ packed_body(int M, int N, int K, float alpha, const __global float *pa,
     c += co + z * scb;
     if (bias)
         bias += biaso;
-    for (pc = 0; pc < K; pc += PKC) {
-        int kc = min(PKC, K - pc);
+    for (pc = 0; pc < K; pc += KB) {
+        int kc = min(KB, K - pc);
         float bk0 = pc ? 1.0f : beta;
         int actk = pc + kc < K ? 0 : act;   /* on the finished sums */
 

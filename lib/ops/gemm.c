@@ -1111,6 +1111,19 @@ narrowed_run(cg_context *ctx, gemm_cfg *cfg, cg__gemm_backend use,
     return status;
 }
 
+/* Whether the packed kernels write a 16-bit C of a product over k steps
+ * themselves, rounded once (gemm_pack.cl's 16-bit variants walk all of K
+ * as one block), rather than a float32 scratch C that gemm_narrow rounds:
+ * up to 4 PKC steps, where the B micro-panel's K x NR floats (256 KiB at
+ * 1024 x 16) still sit in L2.  No scratch C, no pass over it: on the
+ * 2-core AVX2 PoCL 3.1 machine the float16 MLP step's gemm_narrow took
+ * 0.69 ms of its 7.4 ms of device time. */
+static int
+packed_rounds_once(const cg_context *ctx, size_t k)
+{
+    return k <= 4 * PACK_PARAM(ctx, PKC);
+}
+
 int
 cg__gemm_widen_force(cg_context *ctx, int mode)
 {
@@ -1195,8 +1208,9 @@ cg__gemm_act(cg_context *ctx, cg_dtype ab, cg_dtype cd, int ta, int tb,
      * storage (its pack kernels convert them as they copy them, so no
      * float32 copies: the char-LSTM's bfloat16 step had 5 MB of them at
      * its peak) into a float32 C, and into a 16-bit C where widen_rule
-     * says copies pay.  CLBlast and the packed kernels write a 16-bit C
-     * through a float32 scratch C (narrowed_run).  Other 16-bit products
+     * says copies pay.  CLBlast writes a 16-bit C through a float32
+     * scratch C (narrowed_run), the packed kernels too past
+     * packed_rounds_once's K.  Other 16-bit products
      * widened for a float32 C run on the float32 choice; the rest on
      * gemm.cl's kernels, in place or widened. */
     if (k == 0)
@@ -1208,7 +1222,7 @@ cg__gemm_act(cg_context *ctx, cg_dtype ab, cg_dtype cd, int ta, int tb,
     } else if (ab != CG_F32 && use == CG__GEMM_PACKED && force != 1 &&
                (cd == CG_F32 || (cd == ab && wide))) {
         wide = 0;
-        narrow = cd != CG_F32;
+        narrow = cd != CG_F32 && !packed_rounds_once(ctx, k);
     } else if (ab != CG_F32 && !(wide && cd == CG_F32))
         use = CG__GEMM_CLGRAD;
     fits = k < (size_t)INT_MAX &&
