@@ -787,6 +787,24 @@ packed_launch(cg_context *ctx, cg_dtype cd, size_t m, size_t n, size_t k,
     return cg__launch(ctx, kn, 2, global, local, NULL);
 }
 
+/* How packed_run and packed_with_b take op(A): cg__gemm_set_packed_a. */
+static cg__packed_a packed_a_mode;
+
+void
+cg__gemm_set_packed_a(cg__packed_a mode)
+{
+    packed_a_mode = mode;
+}
+
+/* op(A) op(B) on the packed kernels: B packed, and A too where it is
+ * transposed (TN: a micro-tile's rows are then one step of K apart in
+ * memory) or stored otherwise than C (gemm_pack_a converts it); A stored
+ * as C is and along K (NN, NT) is read in place by gemm_packed_ra, no
+ * pack launch, pass or buffer.  tests/bench_gemm (BENCH_ONLY=4) on the
+ * 2-core AVX2 PoCL 3.1 machine, GFLOP/s per CPU second, mean of 4
+ * alternating rounds, A packed / in place: 1024^3 NN 54 / 60,
+ * 3200x2048x512 NT 65 / 69, 3200x512x2048 NN 66 / 66, 3200x2048x64 NT
+ * 51 / 59, 128x512x784 NT 36 / 44, 128x784x512 NN 43 / 42. */
 static int
 packed_run(cg_context *ctx, cg_dtype ab, cg_dtype cd, int ta, int tb,
            size_t m, size_t n, size_t k, float alpha, cg__mat a, size_t sa,
@@ -800,17 +818,23 @@ packed_run(cg_context *ctx, cg_dtype ab, cg_dtype cd, int ta, int tb,
     size_t spb = sb ? (n + nr - 1) / nr * nr * k : 0;
     cg_buffer *pa = NULL, *pb = NULL;
     double na, nb;
-    int status;
+    int status = CG_OK;
+    int ra = ab == cd && !ta && packed_a_mode == CG__PACKED_A_AUTO;
 
     packed_sizes(ctx, m, n, k, sa, sb, batch, &na, &nb);
-    status = pack_operand(ctx, CG__K_GEMM_PACK_A, ab, a, m, mr, k,
-                          ta ? 1 : lda, ta ? lda : 1, sa, sa ? batch : 1,
-                          na, &pa);
+    if (!ra)
+        status = pack_operand(ctx, CG__K_GEMM_PACK_A, ab, a, m, mr, k,
+                              ta ? 1 : lda, ta ? lda : 1, sa,
+                              sa ? batch : 1, na, &pa);
     if (status == CG_OK)
         status = pack_operand(ctx, CG__K_GEMM_PACK_B, ab, b, n, nr, k,
                               tb ? ldb : 1, tb ? 1 : ldb, sb,
                               sb ? batch : 1, nb, &pb);
-    if (status == CG_OK)
+    if (status == CG_OK && ra)
+        status = packed_launch(ctx, cd, m, n, k, alpha, NULL, sa, &a, ab,
+                               lda, 1, cg__buffer_mem(pb), spb,
+                               beta, c, sc, batch, bias, act);
+    else if (status == CG_OK)
         status = packed_launch(ctx, cd, m, n, k, alpha, cg__buffer_mem(pa),
                                spa, NULL, ab, 0, 0, cg__buffer_mem(pb), spb,
                                beta, c, sc, batch, bias, act);
@@ -854,15 +878,6 @@ cg__packed_b_free(cg__packed_b *pb)
 {
     cg_buffer_free(pb->buf);
     memset(pb, 0, sizeof *pb);
-}
-
-/* How packed_with_b takes op(A): cg__gemm_set_packed_a. */
-static cg__packed_a packed_a_mode;
-
-void
-cg__gemm_set_packed_a(cg__packed_a mode)
-{
-    packed_a_mode = mode;
 }
 
 /* C_z = alpha op(a) B_z + beta C_z, z < batch, B_z packed at pb + z spb
