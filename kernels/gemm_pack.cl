@@ -31,12 +31,13 @@
  *            in-place kernels of gemm.cl fell behind), no edges inside
  *            the loop.
  *   gemm_packed_ra  the same product with op(A) read in place (element
- *            (m, k) at a[m * sam + k * sak], any strides) over a packed
- *            B, for the products on a B packed once (a recurrent step's
- *            h W_hh^T): a micro-tile's PMR rows are PMR strided streams
- *            (the padding rows past M read row M - 1, never stored), no
- *            pack launch, pass or buffer for A.  One body, packed_body,
- *            makes both kernels.
+ *            (m, k) at a[m * sam + k * sak], any strides; A and C of one
+ *            storage type) over a packed B, for NN and NT products and
+ *            those on a B packed once (a recurrent step's h W_hh^T): a
+ *            micro-tile's PMR rows are PMR streams along K (the padding
+ *            rows past M read row M - 1, never stored), no pack launch,
+ *            pass or buffer for A.  One body, packed_body, makes both
+ *            kernels.
  *
  * The first block of K stores alpha acc + beta C (C not read when beta is
  * 0) + bias; later blocks add alpha acc to C; the last applies the
