@@ -799,12 +799,17 @@ cg__gemm_set_packed_a(cg__packed_a mode)
 /* op(A) op(B) on the packed kernels: B packed, and A too where it is
  * transposed (TN: a micro-tile's rows are then one step of K apart in
  * memory) or stored otherwise than C (gemm_pack_a converts it); A stored
- * as C is and along K (NN, NT) is read in place by gemm_packed_ra, no
- * pack launch, pass or buffer.  tests/bench_gemm (BENCH_ONLY=4) on the
- * 2-core AVX2 PoCL 3.1 machine, GFLOP/s per CPU second, mean of 4
- * alternating rounds, A packed / in place: 1024^3 NN 54 / 60,
- * 3200x2048x512 NT 65 / 69, 3200x512x2048 NN 66 / 66, 3200x2048x64 NT
- * 51 / 59, 128x512x784 NT 36 / 44, 128x784x512 NN 43 / 42. */
+ * as C is and along K (NN, NT) is read in place by gemm_packed_ra: no
+ * pack launch, no pass over A, no buffer for it, at the same speed
+ * within the noise.  On the 2-core AVX2 PoCL 3.1 machine, GFLOP/s,
+ * A packed / in place: tests/bench_gemm (BENCH_ONLY=4), per CPU second,
+ * mean of 4 alternating rounds: 1024^3 NN 54 / 60, 3200x2048x512 NT 65
+ * / 69, 3200x512x2048 NN 66 / 66, 3200x2048x64 NT 51 / 59, 128x512x784
+ * NT 36 / 44, 128x784x512 NN 43 / 42; wall time, mean of 10 alternating
+ * rounds (/tmp/sk/ra3.c, not committed), two runs: 1024^3 NN 115 / 116,
+ * 126 / 118; 3200x2048x512 NT 130 / 122, 106 / 106; 3200x512x2048 NN
+ * 129 / 134, 131 / 131; 128x512x784 NT 70 / 78, 78 / 80; 128x784x512
+ * NN 83 / 81, 78 / 77. */
 static int
 packed_run(cg_context *ctx, cg_dtype ab, cg_dtype cd, int ta, int tb,
            size_t m, size_t n, size_t k, float alpha, cg__mat a, size_t sa,
