@@ -452,11 +452,9 @@ START_TEST(gemm_packed_b_serves_many_products)
     for (z = 0; z < 2; z++) {
         for (p = 0; p < 6; p++)
             cg__param_set(ctx, pid[p], sets[z][p]);
-        for (q = 0; q < 2 * sizeof cases / sizeof cases[0]; q++) {
-            c = q / 2;
-            mode = (int)(q % 2);
-            cg__gemm_set_packed_a(mode ? CG__PACKED_A_PACK
-                                       : CG__PACKED_A_AUTO);
+        /* each case with A read in place (mode 0), then packed */
+        for (q = 0, c = 0; q < 2 * sizeof cases / sizeof cases[0];
+             q++, c = q / 2) {
             int m = cases[c].m, n = cases[c].n, k = cases[c].k;
             int ta = cases[c].ta, tb = cases[c].tb, off = cases[c].off;
             size_t lda = (size_t)(ta ? m : k) + (size_t)cases[c].pad;
@@ -474,6 +472,9 @@ START_TEST(gemm_packed_b_serves_many_products)
             cg_memory_stats st0, st1;
             int rep, r, col;
 
+            mode = (int)(q % 2);
+            cg__gemm_set_packed_a(mode ? CG__PACKED_A_PACK
+                                       : CG__PACKED_A_AUTO);
             ck_assert(ha && hb && hc && out && ba && bb && bc);
             for (i = 0; i < na; i++)
                 ha[i] = frand();

@@ -835,10 +835,10 @@ START_TEST(launches_per_step_t64)
      * float32 projection); three where h is packed first (gemm_pack_a,
      * gemm_packed, cell). */
     for (packed = 0; packed < 3; packed++) {
-        cg__gemm_set_packed_a(packed == 2 ? CG__PACKED_A_PACK
-                                          : CG__PACKED_A_AUTO);
         int per = packed == 2 ? 3 : 2;
 
+        cg__gemm_set_packed_a(packed == 2 ? CG__PACKED_A_PACK
+                                          : CG__PACKED_A_AUTO);
         count_launches(1, CG__RNN_PATH_GEMM, packed > 0, &f1, &b1);
         count_launches(2, CG__RNN_PATH_GEMM, packed > 0, &f2, &b2);
         printf("LSTM T=64 launches, gemm%s: forward %llu, backward %llu "
