@@ -32,12 +32,12 @@
  *            the loop.
  *   gemm_packed_ra  the same product with op(A) read in place (element
  *            (m, k) at a[m * sam + k * sak], any strides; A and C of one
- *            storage type) over a packed B, for NN and NT products and
- *            those on a B packed once (a recurrent step's h W_hh^T): a
- *            micro-tile's PMR rows are PMR streams along K (the padding
- *            rows past M read row M - 1, never stored), no pack launch,
- *            pass or buffer for A.  One body, packed_body, makes both
- *            kernels.
+ *            storage type) over a packed B, for the products on a B
+ *            packed once (a recurrent step's h W_hh^T, the convolution's
+ *            weights): a micro-tile's PMR rows are PMR strided streams
+ *            (the padding rows past M read row M - 1, never stored), no
+ *            pack launch, pass or buffer for A.  One body, packed_body,
+ *            makes both kernels.
  *
  * The first block of K stores alpha acc + beta C (C not read when beta is
  * 0) + bias; later blocks add alpha acc to C; the last applies the
@@ -45,8 +45,9 @@
  * in range are stored, its right edge lane by lane.  A 16-bit C (the
  * float16 and bfloat16 variants, CG_T 1 and 2) is rounded once: those
  * variants walk all of K as one block (KB), the B micro-panel's K x NR
- * floats read from L2 rather than L1 (lib/ops/gemm.c gives them products
- * of K up to 4 PKC, and the rest a float32 C it narrows after).
+ * floats read from L2 rather than L1 past PKC (lib/ops/gemm.c gives
+ * them 16-bit operands of K up to PKC, and longer ones a float32 C it
+ * narrows after).
  *
  * Packed panels are float32 whatever the storage type cg_t of A, B, C and
  * the bias (kernels/common.cl): the pack kernels convert once.

@@ -362,7 +362,7 @@ END_TEST
  * the defaults: micro-tiles of other shapes, K blocks that end inside K
  * (several blocks, so that the later ones add into C: with beta 0 over
  * NaN, beta 1 and a bias added once), one micro-tile or many per item,
- * batches of distinct and of broadcast operands; A in place and packed. */
+ * batches of distinct and of broadcast operands. */
 START_TEST(gemm_packed_is_right_with_other_tunables)
 {
     static const struct { const char *name; long v[6]; } sets[] = {
@@ -395,9 +395,6 @@ START_TEST(gemm_packed_is_right_with_other_tunables)
     for (z = 0; z < sizeof sets / sizeof sets[0]; z++) {
         for (p = 0; p < 6; p++)
             cg__param_set(ctx, pid[p], sets[z].v[p]);
-        /* NN and NT read A in place (gemm_packed_ra), TN packs it; in
-         * the second and fourth sets every A is packed (gemm_packed) */
-        cg__gemm_set_packed_a(z % 2 ? CG__PACKED_A_PACK : CG__PACKED_A_AUTO);
         for (c = 0; c < sizeof cases / sizeof cases[0]; c++) {
             const gcase *g = &cases[c];
 
@@ -411,7 +408,6 @@ START_TEST(gemm_packed_is_right_with_other_tunables)
         if (tt_checker())
             break;
     }
-    cg__gemm_set_packed_a(CG__PACKED_A_AUTO);
     cg__params_reset(ctx);
     cg__gemm_force(ctx, CG__GEMM_AUTO);
 }
@@ -952,8 +948,7 @@ END_TEST
 
 /* Bad class entries are refused with a message, and nothing changes. */
 /* With the automatic choice, packed_rule runs a large product on packed
- * operands (gemm_pack.cl: gemm_pack_b and gemm_packed_ra, A read in
- * place; gemm_pack_a and gemm_packed for a TN one) and a small one in
+ * operands (gemm_pack.cl: two packs and gemm_packed) and a small one in
  * place; a class entry's "packed" 0 or 1 overrides the rule for its
  * class, and clears with the entries. */
 START_TEST(gemm_packed_entries_and_rule_choose_the_kernels)
@@ -993,10 +988,8 @@ START_TEST(gemm_packed_entries_and_rule_choose_the_kernels)
         ck_assert_int_eq(cg_context_profile_reset(ctx), CG_OK);
         check_case(ctx, &large, "packed rule: large");
         check_case(ctx, &small, "packed rule: small");
-        /* packed, the TN product packs A, the NN one reads it in place */
-        ck_assert_int_eq(tt_launches(ctx, "gemm_packed"), i == 1);
-        ck_assert_int_eq(tt_launches(ctx, "gemm_packed_ra"), i != 1);
-        ck_assert_int_eq(tt_launches(ctx, "gemm_pack_a"), i == 1);
+        ck_assert_int_eq(tt_launches(ctx, "gemm_packed"), 1);
+        ck_assert_int_eq(tt_launches(ctx, "gemm_pack_a"), 1);
         ck_assert_int_eq(tt_launches(ctx, "gemm_pack_b"), 1);
         ck_assert_int_eq(tt_launches(ctx, "gemm"), 1);
     }
@@ -1122,7 +1115,7 @@ START_TEST(gemm_entry_trim_leaves_other_sizes_to_the_rules)
                                    : "untrimmed: 300x280x220 NT");
         check_case(ctx, &rows, trim ? "trimmed: 100x300x600 NT"
                                     : "untrimmed: 100x300x600 NT");
-        ck_assert_int_eq(tt_launches(ctx, "gemm_packed_ra"), trim);
+        ck_assert_int_eq(tt_launches(ctx, "gemm_packed"), trim);
         ck_assert_int_eq(tt_launches(ctx, "gemm_nt"), 2 - trim);
     }
     rstep = 1;

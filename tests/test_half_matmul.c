@@ -312,10 +312,9 @@ START_TEST(widened_products_run_on_each_float32_backend)
 END_TEST
 
 /* 16-bit operands into a float32 C on the packed backend are packed from
- * their own storage (gemm_pack_a / _b convert as they copy): one launch
- * fewer than through float32 copies (the gemm_widen of each operand, but
- * a float32 A is read in place, no gemm_pack_a), and right
- * (widened_launches' product; a batch, and B shared by a batch). */
+ * their own storage (gemm_pack_a / _b convert as they copy): two launches
+ * fewer than through float32 copies (the gemm_widen of each operand), and
+ * right (widened_launches' product; a batch, and B shared by a batch). */
 START_TEST(packed_products_pack_sixteen_bit_operands_themselves)
 {
     cg_dtype dt = dts[_i];
@@ -327,7 +326,7 @@ START_TEST(packed_products_pack_sixteen_bit_operands_themselves)
     widened = widened_launches(dt, CG__GEMM_PACKED);
     ck_assert_int_eq(cg__gemm_widen_force(tt_ctx(), -1), CG_OK);
     own = widened_launches(dt, CG__GEMM_PACKED);
-    ck_assert_msg(own + 1 == widened, "launches of a packed product: %llu "
+    ck_assert_msg(own + 2 == widened, "launches of a packed product: %llu "
                   "from 16-bit operands, %llu through float32 copies",
                   (unsigned long long)own, (unsigned long long)widened);
     cg__gemm_force(tt_ctx(), CG__GEMM_PACKED);
@@ -340,21 +339,21 @@ END_TEST
 /* A 16-bit C from CLBlast, which writes only a float32 C: the product
  * goes to a float32 scratch C and gemm_narrow rounds act(P + beta C +
  * bias) once into C, as gemm.cl's epilogue does.  The packed kernels
- * write it themselves, all of K as one block so that C is rounded once,
- * up to K 4 PKC (PKC 128 here: K 300 would be three blocks), and past it
- * through the scratch C too.  A batch of two with B shared, alpha, beta,
- * a bias and ReLU, against the double-precision product; the launches
- * are the backend's (CLBlast: the two float32 copies, its call, the
- * narrow; packed: B's pack and the product, which reads A in place, A
- * stored as C is; narrowed, into a float32 C, A's pack too, and the
- * narrow). */
+ * write it themselves where K fits one block (PKC 128 here: K 100), and
+ * past it through the scratch C too (K 300); float32 operands into a
+ * 16-bit C past one block are still rounded once (the 16-bit variants
+ * walk all of K as one block).  A batch of two with B shared, alpha,
+ * beta, a bias and ReLU, against the double-precision product; the
+ * launches are the backend's (CLBlast: the two float32 copies, its call,
+ * the narrow; packed: the two packs and the product, and the narrow). */
 START_TEST(sixteen_bit_c_from_clblast_and_packed)
 {
     static const struct { cg__gemm_backend be; size_t k, launches;
-                          const char *what; } runs[3] = {
-        { CG__GEMM_CLBLAST, 35, 4, "CLBlast, narrowed" },
-        { CG__GEMM_PACKED, 300, 2, "packed, one block" },
-        { CG__GEMM_PACKED, 515, 4, "packed, narrowed" },
+                          int f32; const char *what; } runs[4] = {
+        { CG__GEMM_CLBLAST, 35, 4, 0, "CLBlast, narrowed" },
+        { CG__GEMM_PACKED, 100, 3, 0, "packed, one block" },
+        { CG__GEMM_PACKED, 300, 4, 0, "packed, narrowed" },
+        { CG__GEMM_PACKED, 300, 3, 1, "packed, float32 operands" },
     };
     cg_dtype dt = dts[_i];
     const size_t m = 67, n = 131, batch = 2;
@@ -369,14 +368,14 @@ START_TEST(sixteen_bit_c_from_clblast_and_packed)
     int e, added;
 
     cg__param_set(tt_ctx(), CG__P_GEMM_PACK_PKC, 128);
-    for (e = 0; e < 3; e++) {
+    for (e = 0; e < 4; e++) {
         int64_t sa[3] = { 2, 67, 0 }, sb[2] = { 0, 131 };
         cg__mat am, bm, cm, dm = { cg__tensor_mem(d), 0, 0 };
 
         k = runs[e].k;
         sa[2] = sb[0] = (int64_t)k;
-        a = rand16(dt, 3, sa);
-        b = rand16(dt, 2, sb);
+        a = runs[e].f32 ? rand32(3, sa) : rand16(dt, 3, sa);
+        b = runs[e].f32 ? rand32(2, sb) : rand16(dt, 2, sb);
         ha = host(a);
         hb = host(b);
         c = rand16(dt, 3, sc);
@@ -403,7 +402,8 @@ START_TEST(sixteen_bit_c_from_clblast_and_packed)
                 }
         cg__gemm_force(tt_ctx(), runs[e].be);
         ck_assert_int_eq(cg_context_stats(tt_ctx(), &s0), CG_OK);
-        ck_assert_msg(cg__gemm_act(tt_ctx(), dt, dt, 0, 0, m, n, k, alpha,
+        ck_assert_msg(cg__gemm_act(tt_ctx(), runs[e].f32 ? CG_F32 : dt, dt,
+                                   0, 0, m, n, k, alpha,
                                    am, m * k, bm, 0, beta, cm, m * n, batch,
                                    &dm, CG__ACT_RELU, &added) == CG_OK,
                       "%s", TT_ERR);

@@ -787,7 +787,7 @@ packed_launch(cg_context *ctx, cg_dtype cd, size_t m, size_t n, size_t k,
     return cg__launch(ctx, kn, 2, global, local, NULL);
 }
 
-/* How packed_run and packed_with_b take op(A): cg__gemm_set_packed_a. */
+/* How packed_with_b takes op(A): cg__gemm_set_packed_a. */
 static cg__packed_a packed_a_mode;
 
 void
@@ -796,20 +796,6 @@ cg__gemm_set_packed_a(cg__packed_a mode)
     packed_a_mode = mode;
 }
 
-/* op(A) op(B) on the packed kernels: B packed, and A too where it is
- * transposed (TN: a micro-tile's rows are then one step of K apart in
- * memory) or stored otherwise than C (gemm_pack_a converts it); A stored
- * as C is and along K (NN, NT) is read in place by gemm_packed_ra: no
- * pack launch, no pass over A, no buffer for it, at the same speed
- * within the noise.  On the 2-core AVX2 PoCL 3.1 machine, GFLOP/s,
- * A packed / in place: tests/bench_gemm (BENCH_ONLY=4), per CPU second,
- * mean of 4 alternating rounds: 1024^3 NN 54 / 60, 3200x2048x512 NT 65
- * / 69, 3200x512x2048 NN 66 / 66, 3200x2048x64 NT 51 / 59, 128x512x784
- * NT 36 / 44, 128x784x512 NN 43 / 42; wall time, mean of 10 alternating
- * rounds (/tmp/sk/ra3.c, not committed), two runs: 1024^3 NN 115 / 116,
- * 126 / 118; 3200x2048x512 NT 130 / 122, 106 / 106; 3200x512x2048 NN
- * 129 / 134, 131 / 131; 128x512x784 NT 70 / 78, 78 / 80; 128x784x512
- * NN 83 / 81, 78 / 77. */
 static int
 packed_run(cg_context *ctx, cg_dtype ab, cg_dtype cd, int ta, int tb,
            size_t m, size_t n, size_t k, float alpha, cg__mat a, size_t sa,
@@ -823,23 +809,17 @@ packed_run(cg_context *ctx, cg_dtype ab, cg_dtype cd, int ta, int tb,
     size_t spb = sb ? (n + nr - 1) / nr * nr * k : 0;
     cg_buffer *pa = NULL, *pb = NULL;
     double na, nb;
-    int status = CG_OK;
-    int ra = ab == cd && !ta && packed_a_mode == CG__PACKED_A_AUTO;
+    int status;
 
     packed_sizes(ctx, m, n, k, sa, sb, batch, &na, &nb);
-    if (!ra)
-        status = pack_operand(ctx, CG__K_GEMM_PACK_A, ab, a, m, mr, k,
-                              ta ? 1 : lda, ta ? lda : 1, sa,
-                              sa ? batch : 1, na, &pa);
+    status = pack_operand(ctx, CG__K_GEMM_PACK_A, ab, a, m, mr, k,
+                          ta ? 1 : lda, ta ? lda : 1, sa, sa ? batch : 1,
+                          na, &pa);
     if (status == CG_OK)
         status = pack_operand(ctx, CG__K_GEMM_PACK_B, ab, b, n, nr, k,
                               tb ? ldb : 1, tb ? 1 : ldb, sb,
                               sb ? batch : 1, nb, &pb);
-    if (status == CG_OK && ra)
-        status = packed_launch(ctx, cd, m, n, k, alpha, NULL, sa, &a, ab,
-                               lda, 1, cg__buffer_mem(pb), spb,
-                               beta, c, sc, batch, bias, act);
-    else if (status == CG_OK)
+    if (status == CG_OK)
         status = packed_launch(ctx, cd, m, n, k, alpha, cg__buffer_mem(pa),
                                spa, NULL, ab, 0, 0, cg__buffer_mem(pb), spb,
                                beta, c, sc, batch, bias, act);
@@ -887,10 +867,11 @@ cg__packed_b_free(cg__packed_b *pb)
 
 /* C_z = alpha op(a) B_z + beta C_z, z < batch, B_z packed at pb + z spb
  * floats (n x k, panel width nr).  op(a) is read in place by
- * gemm_packed_ra where it is stored as C is (float32 into float32: the
- * recurrent step's h W_hh^T and dG W_hh, the convolution's weights),
- * else packed once by gemm_pack_a (converting 16-bit storage) for
- * gemm_packed.  In place, the product loads each of a micro-tile's rows
+ * gemm_packed_ra where it is float32 into a float32 C (the recurrent
+ * step's h W_hh^T and dG W_hh, the convolution's weights), else packed
+ * once by gemm_pack_a for gemm_packed: it converts 16-bit storage once,
+ * where in place each of the N / NR work-items of a row of micro-tiles
+ * would convert each value it reads again.  In place, the product loads each of a micro-tile's rows
  * of A with a stride, where packed it reads one stream; it saves the
  * pack's launch, pass and buffer.  /tmp/sk/ra.c (not committed) on the
  * 2-core AVX2 PoCL 3.1 machine, 100 products queued back to back on one
@@ -925,7 +906,8 @@ packed_with_b(cg_context *ctx, const char *what, cg_dtype ab, cg_dtype cd,
         return cg__error(CG_EUNSUPPORTED, "%s: a %zux%zux%zu product "
                          "(batch %zu) whose elements an int does not index",
                          what, m, n, k, batch);
-    if (ab == cd && packed_a_mode == CG__PACKED_A_AUTO)
+    if (ab == CG_F32 && cd == CG_F32 &&
+        packed_a_mode == CG__PACKED_A_AUTO)
         return packed_launch(ctx, cd, m, n, k, alpha, NULL, 0, &a, ab,
                              ta ? 1 : a.ld, ta ? a.ld : 1, pb, spb, beta, c,
                              sc, batch, NULL, 0);
@@ -1131,17 +1113,19 @@ narrowed_run(cg_context *ctx, gemm_cfg *cfg, cg__gemm_backend use,
     return status;
 }
 
-/* Whether the packed kernels write a 16-bit C of a product over k steps
- * themselves, rounded once (gemm_pack.cl's 16-bit variants walk all of K
- * as one block), rather than a float32 scratch C that gemm_narrow rounds:
- * up to 4 PKC steps, where the B micro-panel's K x NR floats (256 KiB at
- * 1024 x 16) still sit in L2.  No scratch C, no pass over it: on the
- * 2-core AVX2 PoCL 3.1 machine the float16 MLP step's gemm_narrow took
- * 0.69 ms of its 7.4 ms of device time. */
+/* Whether the packed kernels write a 16-bit C of 16-bit operands over k
+ * steps themselves, rounded once, rather than a float32 scratch C that
+ * gemm_narrow rounds: where K fits one block of PKC steps (the MLP's
+ * weight gradients over a batch of 128), so that they run as blocked as
+ * into a float32 C.  Longer products keep the scratch C: the 16-bit
+ * variants walk all of K as one block, each micro-tile's B panel from L2
+ * rather than L1, and on the 2-core AVX2 PoCL 3.1 machine the float16
+ * MLP step's gemm_packed took 3.3-3.7 ms so for K up to 4 PKC, against
+ * 2.5 ms plus gemm_narrow's 0.7 through the scratch C. */
 static int
 packed_rounds_once(const cg_context *ctx, size_t k)
 {
-    return k <= 4 * PACK_PARAM(ctx, PKC);
+    return k <= PACK_PARAM(ctx, PKC);
 }
 
 int

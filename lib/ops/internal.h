@@ -281,10 +281,10 @@ typedef enum cg__gemm_backend {
 
 void cg__gemm_force(cg_context *ctx, cg__gemm_backend b);
 
-/* How the packed kernels' products take op(A): AUTO in place where A is
- * stored as C is (and, but on a B packed once by cg__gemm_pack_b, not
- * transposed), else packed first (gemm_pack_a); PACK always packed
- * first.  A test hook for the whole process. */
+/* How the products on a B packed once (cg__gemm_packed_b, _bs) take
+ * op(A): AUTO in place where A and C are float32, else packed first
+ * (gemm_pack_a); PACK always packed first.  A test hook for the whole
+ * process. */
 typedef enum cg__packed_a {
     CG__PACKED_A_AUTO = 0,
     CG__PACKED_A_PACK
