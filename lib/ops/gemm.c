@@ -731,11 +731,11 @@ pack_operand(cg_context *ctx, cg__kid kid, cg_dtype dt, cg__mat x,
  * entry, 0: one for all) and pbm (B, likewise spb) into C of dtype cd;
  * or, where ra is not NULL, gemm_packed_ra reading op(A) in place:
  * element (m, k) of batch entry z at ra's m * sam + k * sak + z * spa,
- * in ra's storage ab (pam and ab unused otherwise). */
+ * stored as C is (one storage type per kernel variant; pam unused). */
 static int
 packed_launch(cg_context *ctx, cg_dtype cd, size_t m, size_t n, size_t k,
               float alpha, cl_mem pam, size_t spa, const cg__mat *ra,
-              cg_dtype ab, size_t sam, size_t sak, cl_mem pbm, size_t spb,
+              size_t sam, size_t sak, cl_mem pbm, size_t spb,
               float beta, cg__mat c, size_t sc, size_t batch,
               const cg__mat *bias, int act)
 {
@@ -754,11 +754,6 @@ packed_launch(cg_context *ctx, cg_dtype cd, size_t m, size_t n, size_t k,
     if (ra) {
         cl_int ao = (cl_int)ra->off, SAM = (cl_int)sam, SAK = (cl_int)sak;
 
-        /* the kernels of one storage type take one type for A and C */
-        if (ab != cd)
-            return cg__error(CG_EDTYPE, "gemm packed: %s A read in place "
-                             "into a %s C", cg__dtype_name(ab),
-                             cg__dtype_name(cd));
         status = cg__kernel_dt(ctx, CG__K_GEMM_PACKED_RA, cd, &kn);
         if (status == CG_OK)
             status = cg__args(kn, CG__ARG(M), CG__ARG(N), CG__ARG(K),
@@ -821,7 +816,7 @@ packed_run(cg_context *ctx, cg_dtype ab, cg_dtype cd, int ta, int tb,
                               sb ? batch : 1, nb, &pb);
     if (status == CG_OK)
         status = packed_launch(ctx, cd, m, n, k, alpha, cg__buffer_mem(pa),
-                               spa, NULL, ab, 0, 0, cg__buffer_mem(pb), spb,
+                               spa, NULL, 0, 0, cg__buffer_mem(pb), spb,
                                beta, c, sc, batch, bias, act);
     cg_buffer_free(pa);
     cg_buffer_free(pb);
@@ -871,14 +866,15 @@ cg__packed_b_free(cg__packed_b *pb)
  * step's h W_hh^T and dG W_hh, the convolution's weights), else packed
  * once by gemm_pack_a for gemm_packed: it converts 16-bit storage once,
  * where in place each of the N / NR work-items of a row of micro-tiles
- * would convert each value it reads again.  In place, the product loads each of a micro-tile's rows
- * of A with a stride, where packed it reads one stream; it saves the
- * pack's launch, pass and buffer.  /tmp/sk/ra.c (not committed) on the
- * 2-core AVX2 PoCL 3.1 machine, 100 products queued back to back on one
- * packed B, best / mean us per product of 30 alternating rounds, packed
- * / in place: 32x2048x512 NT 452 / 457, 563 / 561; 32x512x2048 NN 500 /
- * 482, 668 / 637; 64x2048x512 NT 1141 / 1099, 1322 / 1294; 256x1024x256
- * NT 1035 / 1052, 1186 / 1147.  "what" names the caller in errors. */
+ * would convert each value it reads again.  In place, the product loads
+ * each of a micro-tile's rows of A with a stride, where packed it reads
+ * one stream; it saves the pack's launch, pass and buffer.  /tmp/sk/ra.c
+ * (not committed) on the 2-core AVX2 PoCL 3.1 machine, 100 products
+ * queued back to back on one packed B, best / mean us per product of 30
+ * alternating rounds, packed / in place: 32x2048x512 NT 452 / 457, 563
+ * / 561; 32x512x2048 NN 500 / 482, 668 / 637; 64x2048x512 NT 1141 /
+ * 1099, 1322 / 1294; 256x1024x256 NT 1035 / 1052, 1186 / 1147.  "what"
+ * names the caller in errors. */
 static int
 packed_with_b(cg_context *ctx, const char *what, cg_dtype ab, cg_dtype cd,
               int ta, size_t m, size_t n, size_t k, float alpha, cg__mat a,
@@ -886,6 +882,7 @@ packed_with_b(cg_context *ctx, const char *what, cg_dtype ab, cg_dtype cd,
               size_t sc, size_t batch)
 {
     size_t mr = PACK_PARAM(ctx, PMR);
+    size_t sam = ta ? 1 : a.ld, sak = ta ? a.ld : 1;
     cg_buffer *pa = NULL;
     double na, nb;
     int status;
@@ -908,15 +905,14 @@ packed_with_b(cg_context *ctx, const char *what, cg_dtype ab, cg_dtype cd,
                          what, m, n, k, batch);
     if (ab == CG_F32 && cd == CG_F32 &&
         packed_a_mode == CG__PACKED_A_AUTO)
-        return packed_launch(ctx, cd, m, n, k, alpha, NULL, 0, &a, ab,
-                             ta ? 1 : a.ld, ta ? a.ld : 1, pb, spb, beta, c,
-                             sc, batch, NULL, 0);
-    status = pack_operand(ctx, CG__K_GEMM_PACK_A, ab, a, m, mr, k,
-                          ta ? 1 : a.ld, ta ? a.ld : 1, 0, 1, na, &pa);
+        return packed_launch(ctx, cd, m, n, k, alpha, NULL, 0, &a, sam, sak,
+                             pb, spb, beta, c, sc, batch, NULL, 0);
+    status = pack_operand(ctx, CG__K_GEMM_PACK_A, ab, a, m, mr, k, sam, sak,
+                          0, 1, na, &pa);
     if (status == CG_OK)
         status = packed_launch(ctx, cd, m, n, k, alpha, cg__buffer_mem(pa),
-                               0, NULL, ab, 0, 0, pb, spb, beta, c, sc,
-                               batch, NULL, 0);
+                               0, NULL, 0, 0, pb, spb, beta, c, sc, batch,
+                               NULL, 0);
     cg_buffer_free(pa);
     return status;
 }
@@ -1119,9 +1115,9 @@ narrowed_run(cg_context *ctx, gemm_cfg *cfg, cg__gemm_backend use,
  * weight gradients over a batch of 128), so that they run as blocked as
  * into a float32 C.  Longer products keep the scratch C: the 16-bit
  * variants walk all of K as one block, each micro-tile's B panel from L2
- * rather than L1, and on the 2-core AVX2 PoCL 3.1 machine the float16
- * MLP step's gemm_packed took 3.3-3.7 ms so for K up to 4 PKC, against
- * 2.5 ms plus gemm_narrow's 0.7 through the scratch C. */
+ * rather than L1: on the 2-core AVX2 PoCL 3.1 machine, given K up to 4
+ * PKC that way, the float16 MLP step's gemm_packed took 3.3-3.7 ms,
+ * against 2.5 ms plus gemm_narrow's 0.7 through the scratch C. */
 static int
 packed_rounds_once(const cg_context *ctx, size_t k)
 {
