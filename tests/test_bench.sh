@@ -39,9 +39,17 @@ openblas = sys.argv[4] != "no"
 doc = json.load(open(path))
 bad = []
 dev = doc.get("device", {})
-for k in ("fp32_fma_peak_gflops", "copy_gbps"):
+for k in ("fp32_fma_peak_gflops", "copy_gbps", "fp32_fma_peak_end_gflops"):
     if not dev.get(k, 0) > 0:
         bad.append("device.%s missing or not positive" % k)
+# measured at the start, before every suite after the first, and at the end
+if dev.get("fp32_fma_peak_measurements") != len(suites) + 1:
+    bad.append("fp32_fma_peak_measurements %r for %d suites" %
+               (dev.get("fp32_fma_peak_measurements"), len(suites)))
+if not dev.get("fp32_fma_peak_max_gflops", 0) >= max(
+        dev.get("fp32_fma_peak_gflops", 0),
+        dev.get("fp32_fma_peak_end_gflops", 0)):
+    bad.append("fp32_fma_peak_max_gflops below a measurement: %r" % dev)
 ob = doc.get("openblas", {})
 if openblas and (not ob.get("core") or not ob.get("threads", 0) >= 1):
     bad.append("openblas core/threads missing: %r" % ob)
@@ -64,6 +72,12 @@ for name in suites:
         continue
     if torch == "no" and name not in ("gemm", "bandwidth"):
         bad.append("%s: ran without PyTorch" % name)
+    # the highest FMA peak measured before the suite
+    peak = s.get("fp32_fma_peak_gflops", 0)
+    if not dev.get("fp32_fma_peak_gflops", 0) <= peak <= \
+            dev.get("fp32_fma_peak_max_gflops", 0):
+        bad.append("%s: fp32_fma_peak_gflops %r outside the device's %r" %
+                   (name, peak, dev))
     rows = s.get("rows") or []
     if not rows:
         bad.append("%s: no rows (%r)" % (name, s))
@@ -90,6 +104,13 @@ for name in suites:
                 if not (isinstance(r.get(k), (int, float)) and r[k] > 0):
                     bad.append("%s/%s: %s = %r" % (name, r.get("case"), k,
                                                    r.get(k)))
+            if peak > 0 and r.get("peak_fraction", 0) > 0 and \
+                    abs(r["peak_fraction"] * peak / r["clgrad_gflops"] -
+                        1) > 1e-6:
+                bad.append("%s/%s: peak_fraction %r not clgrad_gflops "
+                           "%r over the suite's peak %r" %
+                           (name, r.get("case"), r["peak_fraction"],
+                            r["clgrad_gflops"], peak))
         keys = [k for k in r if "ratio" in k]
         if not keys:
             bad.append("%s/%s: no ratio field" % (name, r.get("case")))

@@ -503,6 +503,68 @@ START_TEST(linear_adds_its_bias_in_the_epilogue)
 }
 END_TEST
 
+/* Launches of a backward through cg__linear(x, w, b) of dtype dt with
+ * only b requiring grad (rows x out output, gradient g of ones); *db
+ * gets b's gradient as float32 values (the caller frees). */
+static uint64_t
+bias_grad_launches(cg_dtype dt, int64_t rows, int64_t out, float **db)
+{
+    int64_t sx[2] = { rows, 5 }, sw[2] = { out, 5 }, sb[1] = { out };
+    int64_t sy[2] = { rows, out };
+    cg_tensor *x = rand16(dt, 2, sx), *w = rand16(dt, 2, sw);
+    cg_tensor *b = rand16(dt, 1, sb), *g1 = cg_full(tt_ctx(), 2, sy, 1.0f);
+    cg_tensor *g = dt == CG_F32 ? cg_tensor_ref(g1) : cg_to_dtype(g1, dt);
+    cg_tensor *y;
+    cg_memory_stats s0, s1;
+
+    ck_assert_msg(g != NULL, "%s", TT_ERR);
+    ck_assert_int_eq(cg_tensor_set_requires_grad(b, 1), CG_OK);
+    y = cg__linear(x, w, b);
+    ck_assert_msg(y != NULL, "%s", TT_ERR);
+    ck_assert_int_eq(cg_context_stats(tt_ctx(), &s0), CG_OK);
+    ck_assert_msg(cg_backward(y, g, 0) == CG_OK, "%s", TT_ERR);
+    ck_assert_int_eq(cg_context_stats(tt_ctx(), &s1), CG_OK);
+    ck_assert_int_eq(cg_tensor_dtype(cg_tensor_grad(b)), dt);
+    *db = host(cg_tensor_grad(b));
+    cg_tensor_free(x);
+    cg_tensor_free(w);
+    cg_tensor_free(b);
+    cg_tensor_free(g1);
+    cg_tensor_free(g);
+    cg_tensor_free(y);
+    return s1.kernels_enqueued - s0.kernels_enqueued;
+}
+
+/* A 16-bit linear layer's bias gradient, the column sums of the 16-bit
+ * output gradient, is summed by the reduction's 16-bit variant in float32
+ * and rounded once: one launch more than float32's (the rounding of the
+ * sums), not a float32 copy of the gradient first.  rows = 300 sums in
+ * two passes (chunks of rows, then the chunks), 7 in one; every sum is
+ * rows, exact in both dtypes. */
+START_TEST(linear_bias_gradient_sums_sixteen_bit_storage)
+{
+    static const int64_t rows[2] = { 7, 300 };
+    cg_dtype dt = rule_mode(_i / 2);
+    int64_t r = rows[_i % 2], out = 37, j;
+    float *d16, *d32;
+    uint64_t n16 = bias_grad_launches(dt, r, out, &d16);
+    uint64_t n32 = bias_grad_launches(CG_F32, r, out, &d32);
+
+    ck_assert_msg(n16 == n32 + 1, "%s bias gradient over %lld rows: %llu "
+                  "launches, float32's %llu", cg__dtype_name(dt),
+                  (long long)r, (unsigned long long)n16,
+                  (unsigned long long)n32);
+    for (j = 0; j < out; j++) {
+        ck_assert_msg(d16[j] == (float)r && d32[j] == (float)r,
+                      "db[%lld] = %g (%s), %g (float32), not %lld",
+                      (long long)j, d16[j], cg__dtype_name(dt), d32[j],
+                      (long long)r);
+    }
+    free(d16);
+    free(d32);
+}
+END_TEST
+
 /* The float32 gradients of leaves a32, b32 (and c32) after a backward
  * through the op of 16-bit casts of them, against the float32 op on the
  * rounded values with the output gradient rounded as the casts do. */
@@ -817,6 +879,8 @@ suite(void)
                         TT_NDTYPES);
     tcase_add_loop_test(tc, transposed_views_are_read_in_place, 0, TT_NDTYPES);
     tcase_add_loop_test(tc, linear_adds_its_bias_in_the_epilogue, 0, 2 * TT_NDTYPES);
+    tcase_add_loop_test(tc, linear_bias_gradient_sums_sixteen_bit_storage,
+                        0, 2 * TT_NDTYPES);
     tcase_add_loop_test(tc, gradients_match_float32, 0, TT_NDTYPES);
     tcase_add_loop_test(tc, gradients_added_into_a_16_bit_one, 0, TT_NDTYPES);
     tcase_add_test(tc, wrong_dtypes_are_refused);

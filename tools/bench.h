@@ -23,9 +23,12 @@ typedef struct bench {
      * CG_F16: autocast, fp16 with a loss scaler), in order */
     int precision[3], nprecision;
     const char *csv_dir;
-    /* the device and its limits, measured at start */
+    /* the device and its limits, measured at start; the FMA peak again
+     * before each suite and at the end: fma_gflops is the highest so far
+     * (what peak_fraction divides by), fma_runs how many */
     cg_device_info info;
     double copy_gbps, fma_gflops;
+    int fma_runs;
     /* the PyTorch reference: python, script, and why it cannot run ("" if
      * it can) */
     char python[1024], script[1024], torch_missing[2048];
