@@ -667,17 +667,6 @@ run_suite(bench *b, int i, cg_context **ctx)
     }
 }
 
-/* The FMA peak measured at the start (the header's). */
-static double
-first_peak(json_object *root)
-{
-    json_object *d, *v;
-
-    return json_object_object_get_ex(root, "device", &d) &&
-           json_object_object_get_ex(d, "fp32_fma_peak_gflops", &v)
-           ? json_object_get_double(v) : 0;
-}
-
 /* The FMA peak once more after the suites: recorded, and where it is
  * above the peak a suite divided by (a slow spell during the measurements
  * before it) by more than 5 %, said, since that suite's peak_fraction is
@@ -766,6 +755,7 @@ main(int argc, char **argv)
     int want[NSUITES] = { 0 }, any = 0, c, i, idx, failed = 0, nrun;
     json_object *root, *suites;
     cg_context *ctx = NULL, *untuned;
+    double first_peak;      /* the header's FMA peak */
 
     memset(&b, 0, sizeof b);
     b.warmup = 1;
@@ -849,6 +839,7 @@ main(int argc, char **argv)
         json_object_put(root);
         return 1;
     }
+    first_peak = b.fma_gflops;
     if (!b.json)
         print_header(&b, root);
     suites = json_object_new_object();
@@ -874,7 +865,7 @@ main(int argc, char **argv)
         json_object_object_add(suites, suite_names[i], s);
         if (!b.json) {
             print_suite(suite_names[i], s);
-            if (used != first_peak(root))
+            if (used != first_peak)
                 printf("  peak_fraction over %.1f GFLOP/s, the highest "
                        "of %d FMA peak measurements so far\n", used,
                        b.fma_runs);
