@@ -38,6 +38,10 @@
  *            (the padding rows past M read row M - 1, never stored), no
  *            pack launch, pass or buffer for A.  One body, packed_body,
  *            makes both kernels.
+ *   gemm_shift  a convolution at stride 1 as such a product whose op(A)
+ *            rows are output pixels read from zero-padded images, the
+ *            taps' columns at shifts of one another (lib/ops/conv.c's
+ *            forward_shift; described at the kernel).
  *
  * The first block of K stores alpha acc + beta C (C not read when beta is
  * 0) + bias; later blocks add alpha acc to C; the last applies the
@@ -195,7 +199,7 @@ gemm_pack_b(int N, int K, const __global cg_t *b, int bo, int sbn, int sbk,
 
 /* -------------------------------------------------------- gemm_packed */
 
-#if CG_WANT(gemm_packed) || CG_WANT(gemm_packed_ra)
+#if CG_WANT(gemm_packed) || CG_WANT(gemm_packed_ra) || CG_WANT(gemm_shift)
 #define R0(F, x) F(0, x)
 #define R1(F, x) R0(F, x) F(1, x)
 #define R2(F, x) R1(F, x) F(2, x)
@@ -409,5 +413,87 @@ gemm_packed_ra(int M, int N, int K, float alpha,
     packed_body(M, N, K, alpha, (const __global float *)pb, 0, a + ao, sam,
                 sak, sa, pb, spb, beta, c, co, ldc, scb, bias, biaso, act,
                 1);
+}
+#endif
+
+/* ---------------------------------------------------------- gemm_shift */
+
+#if CG_WANT(gemm_shift)
+/* A tap's step: pixel m0 + r's value (at xs + r) times the B row. */
+#define S_FMA(r, _)                                                       \
+    {                                                                     \
+        floatv av = (floatv)(CG_LD(xs, r));                               \
+        COLS(P_FMA1, r)                                                   \
+    }
+/* Row r of a micro-tile, pixel q = m0 + r of the product (output rows rw
+ * apart): stored where its column ow < the output width owid, channel
+ * n0 + j PVW + l (< N) at y + channel sy + oh owid + ow. */
+#define S_ST1(r, j)                                                       \
+    {                                                                     \
+        float t[PVW];                                                     \
+        int l, ch = n0 + j * PVW;                                         \
+                                                                          \
+        STV(acc##r##_##j, t);                                             \
+        for (l = 0; l < PVW && ch + l < N; l++) {                         \
+            float v = t[l] + (bias ? CG_LD(bias, ch + l) : 0.0f);         \
+                                                                          \
+            CG_ACT(v, act);                                               \
+            CG_ST(yq, (ch + l) * sy, v);                                  \
+        }                                                                 \
+    }
+#define S_ST(r, _)                                                        \
+    {                                                                     \
+        int q = m0 + r, oh = q / rw, ow = q - oh * rw;                    \
+        __global cg_t *yq = y + oh * owid + ow;                           \
+                                                                          \
+        if (q < M && ow < owid)                                           \
+            COLS(S_ST1, r)                                                \
+    }
+
+/* A convolution at stride 1 as a product whose op(A) is read in place
+ * from padded images: y's channel n of pixel q = sum over taps (c, r, s)
+ * of x[c cs + r rs + s ss + q] times B's (c, r, s, n), B the weights (N
+ * channels x C R S) packed by gemm_pack_b as op(B) = w^T (NR channels a
+ * micro-panel), plus bias[n] (NULL: none) and the activation act.  Pixel
+ * q = oh rw + ow of the product is output (oh, ow), stored (channel n at
+ * y + n sy + oh owid + ow) where ow < owid: the columns between output
+ * rows are computed and dropped.  Batch entry z: x + z sx, y + yo + z
+ * sc.  No column buffer: each micro-tile's PMR rows are PMR consecutive
+ * pixels, read where the image lies (in cache: a padded image of 64
+ * planes of 30 x 30 is 230 KiB).  The host leaves PMR floats of slack
+ * after the last image (the rows past M, read and not stored).  Index
+ * space as gemm_packed's over an M x N product. */
+KERNEL
+gemm_shift(int M, int N, int C, int R, int S, const __global float *pb,
+           const __global cg_t *x, int sx, int cs, int rs, int ss,
+           __global cg_t *y, int yo, int sy, int sc, int rw, int owid,
+           const __global cg_t *bias, int act)
+{
+    int njr = (N + NR - 1) / NR, npa = (M + PMR - 1) / PMR;
+    int i = get_global_id(0), z = get_global_id(1);
+    int jr = i % njr, p0 = (i / njr) * PMB, n0 = jr * NR;
+    int t, c, r, s;
+
+    if (p0 >= npa)
+        return;
+    x += z * sx;
+    y += yo + z * sc;
+    pb += (size_t)jr * C * R * S * NR;
+    for (t = 0; t < PMB && p0 + t < npa; t++) {
+        int m0 = (p0 + t) * PMR;
+        const __global float *bk = pb;
+
+        ROWS(P_ROW, _)
+        for (c = 0; c < C; c++)
+            for (r = 0; r < R; r++) {
+                const __global cg_t *xs = x + c * cs + r * rs + m0;
+
+                for (s = 0; s < S; s++, xs += ss, bk += NR) {
+                    COLS(P_LD, _)
+                    ROWS(S_FMA, _)
+                }
+            }
+        ROWS(S_ST, _)
+    }
 }
 #endif

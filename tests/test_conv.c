@@ -177,19 +177,27 @@ START_TEST(conv2d_matches_reference_and_finite_differences)
          * work-item, here 4, 4 and 3): two output channels per input
          * channel, rows past the padding, a row of 19 */
         { "2,3,11,19", "6,1,3,3", "6", { 1, 1, 2, 0, 1, 1, 3, 0, 1, 0 } },
+        /* stride 1, "same" padding uneven along W (0 before, 1 after),
+         * and dilation 2 with padding 2 */
+        { "2,3,6,7", "4,3,5,2", "4", { 1, 1, 0, 0, 1, 1, 0, 1, 1, 0 } },
+        { "1,2,7,9", "3,2,3,3", "3", { 1, 1, 2, 1, 2, 2, 0, 0, 1, 0 } },
     };
-    static const char *const names[3][2] = {
+    static const char *const names[4][2] = {
         { "conv2d/im2col", "conv2d(b)/im2col" },
         { "conv2d/direct", "conv2d(b)/direct" },
-        { "conv2d/im2col-packed", "conv2d(b)/im2col-packed" }
+        { "conv2d/im2col-packed", "conv2d(b)/im2col-packed" },
+        { "conv2d/im2col-shift", "conv2d(b)/im2col-shift" }
     };
     oc_op op = { 0 };
     size_t c;
 
     /* 2: im2col with no gradient for w, so no columns kept for it: the
-     * forward's columns go straight into the packed product (groups 1) */
-    use_algo(_i % 2);
+     * forward's columns go straight into the packed product (groups 1,
+     * and at stride 1 below the shift rule's taps); 3: the forward reads
+     * the padded images in place wherever it can (groups 1, stride 1) */
+    use_algo(_i == 1);
     op.no_grad[1] = _i == 2;
+    cg__conv_set_shift(_i == 3 ? 1 : _i == 2 ? -1 : 0);
     op.run = run_conv;
     op.ref = ref_conv;
     for (c = 0; c < sizeof cases / sizeof cases[0]; c++) {
@@ -197,6 +205,7 @@ START_TEST(conv2d_matches_reference_and_finite_differences)
         op.ninputs = cases[c].p.bias ? 3 : 2;
         oc_check(&op, &cases[c].p, cases[c].x, cases[c].w, cases[c].b);
     }
+    cg__conv_set_shift(-1);
     use_auto();
 }
 END_TEST
@@ -600,6 +609,86 @@ START_TEST(forward_columns_follow_the_gemm_choice)
     }
     use_auto();
     free(ref);
+    cg_tensor_free(x);
+    cg_tensor_free(w);
+    cg_context_free(ctx);
+}
+END_TEST
+
+/* The forward at stride 1 by gemm_shift where the rule says (16 input
+ * channels of 3 x 3 taps, 144 of them), with or without a gradient for w
+ * (no columns kept: the backward makes its own); columns where CLBlast
+ * would run the product, where the stride is 2, and where
+ * cg__conv_set_shift says never.  Every way gives the same y and
+ * gradients. */
+START_TEST(stride_one_forward_follows_the_rule)
+{
+    static const int64_t xs[4] = { 2, 16, 7, 9 }, ws[4] = { 5, 16, 3, 3 };
+    cg_context_options co = { NULL, 1, 1 };
+    cg_context *ctx = cg_context_new_with(&co);
+    cg_tensor *x, *w, *y, *s;
+    cg_conv_options o;
+    float *ref[3] = { NULL, NULL, NULL }, *got[3];
+    size_t n[3] = { 2 * 5 * 63, 2 * 16 * 63, 5 * 16 * 9 }, j;
+    int way, t;
+
+    ck_assert_msg(ctx != NULL, "%s", TT_ERR);
+    memset(&o, 0, sizeof o);
+    o.padding[0] = o.padding[1] = 1;
+    x = cg_rand_normal(ctx, 4, xs, 0.0f, 1.0f);
+    w = cg_rand_normal(ctx, 4, ws, 0.0f, 1.0f);
+    ck_assert_msg(x && w, "%s", TT_ERR);
+    ck_assert_int_eq(cg_tensor_set_requires_grad(x, 1), CG_OK);
+    use_algo(0);
+    for (way = 0; way < 5; way++) {
+        int shift = way < 2;
+
+        cg__conv_set_shift(way == 4 ? 0 : -1);
+        cg__gemm_force(ctx, way == 2 ? CG__GEMM_CLBLAST : CG__GEMM_AUTO);
+        o.stride[0] = way == 3 ? 2 : 1;
+        ck_assert_int_eq(cg_tensor_set_requires_grad(w, way != 1), CG_OK);
+        ck_assert_int_eq(cg_context_profile_reset(ctx), CG_OK);
+        y = cg_conv2d(x, w, NULL, &o);
+        ck_assert_msg(y != NULL, "%s", TT_ERR);
+        ck_assert_int_eq(tt_launches(ctx, "gemm_shift"), shift);
+        ck_assert_int_eq(tt_launches(ctx, "conv_im2col_packed") +
+                         tt_launches(ctx, "conv_im2col"), !shift);
+        s = cg_sum(y, 0, NULL, 0);
+        ck_assert_msg(s && cg_backward(s, NULL, 0) == CG_OK, "%s", TT_ERR);
+        if (way == 3) {         /* another shape: stride 2 */
+            cg_tensor_free(s);
+            cg_tensor_free(y);
+            ck_assert_int_eq(cg_tensor_zero_grad(x), CG_OK);
+            ck_assert_int_eq(cg_tensor_zero_grad(w), CG_OK);
+            continue;
+        }
+        got[0] = host_copy(y);
+        got[1] = host_copy(cg_tensor_grad(x));
+        got[2] = way != 1 ? host_copy(cg_tensor_grad(w)) : NULL;
+        cg_tensor_free(s);
+        cg_tensor_free(y);
+        ck_assert_int_eq(cg_tensor_zero_grad(x), CG_OK);
+        ck_assert_int_eq(cg_tensor_zero_grad(w), CG_OK);
+        for (t = 0; t < 3; t++) {
+            if (!got[t])
+                continue;
+            if (!ref[t]) {
+                ref[t] = got[t];
+                continue;
+            }
+            for (j = 0; j < n[t]; j++)
+                ck_assert_msg(fabsf(ref[t][j] - got[t][j]) <=
+                              1e-4f * (1.0f + fabsf(ref[t][j])),
+                              "way %d, tensor %d, element %zu: %g vs %g",
+                              way, t, j, ref[t][j], got[t][j]);
+            free(got[t]);
+        }
+    }
+    cg__conv_set_shift(-1);
+    cg__gemm_force(ctx, CG__GEMM_AUTO);
+    use_auto();
+    for (t = 0; t < 3; t++)
+        free(ref[t]);
     cg_tensor_free(x);
     cg_tensor_free(w);
     cg_context_free(ctx);
@@ -1707,11 +1796,12 @@ main(void)
     tt_require_device();
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, conv2d_matches_reference_and_finite_differences,
-                        0, 3);
+                        0, 4);
     tcase_add_loop_test(tc, conv1d_matches_reference_and_finite_differences,
                         0, 3);
     tcase_add_test(tc, packed_forward_chunked_equals_one_chunk);
     tcase_add_test(tc, forward_columns_follow_the_gemm_choice);
+    tcase_add_test(tc, stride_one_forward_follows_the_rule);
     tcase_add_loop_test(tc, chunked_batch_equals_one_chunk, 0, 2);
     tcase_add_loop_test(tc, conv_matches_pytorch, 0, 2);
     tcase_add_test(tc, algorithms_agree_and_direct_is_deterministic);

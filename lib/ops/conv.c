@@ -630,6 +630,104 @@ forward_packed(const cg__conv_geom *g, cg_tensor *x, cg_tensor *w,
     return status;
 }
 
+/* cg__conv_set_shift's mode: -1 the rule, 0 never, 1 wherever it can. */
+static int shift_mode = -1;
+
+void
+cg__conv_set_shift(int mode)
+{
+    shift_mode = mode < 0 ? -1 : mode != 0;
+}
+
+/* The rule's least taps per output (C R S) for forward_shift, and no
+ * 1 x 1 kernels.  On the 2-core AVX2 PoCL 3.1 machine, ms per forward
+ * (device time, 20 in a row, two or three runs), the packed columns /
+ * this: N8 C64 28x28 K64 3x3 6.3-9.5 / 4.8-5.8, N32 32x16x16 K64
+ * 4.2-5.0 / 4.1-4.9, N32 64x8x8 K64 2.5-3.1 / 2.3-3.0, N32 16x16x16 K16
+ * 1.1-1.4 / 1.1-1.3, N8 32x28x28 K32 5x5 7.0-7.5 / 3.3-3.8; slower at
+ * N32 8x32x32 K16 (72 taps) 1.3-3.4 / 1.8-2.1, N32 3x32x32 K32 (27)
+ * 1.6-2.2 / 2.7-3.7 and N8 C64 28x28 1 x 1 1.3-1.7 / 1.7-2.1. */
+#define SHIFT_MIN_TAPS 128
+
+/* Whether y = conv(x, w) of g goes by forward_shift (*yes): groups 1,
+ * stride 1, the padded images and y indexed by ints, the product on
+ * clgrad's kernels (the packed backend's, as forward_packed's), and the
+ * rule or cg__conv_set_shift. */
+static int
+shifts(cg_context *ctx, const cg__conv_geom *g, int *yes)
+{
+    double hp = (double)(g->OH + g->dh * (g->R - 1));
+    double wp = (double)(g->OW + g->dw * (g->S - 1));
+    int64_t taps = g->C * g->R * g->S;
+    cg__gemm_backend use;
+    int status;
+
+    *yes = 0;
+    if (shift_mode == 0 || g->G != 1 || g->sh != 1 || g->sw != 1 ||
+        (shift_mode < 0 && (taps < SHIFT_MIN_TAPS || g->R * g->S == 1)) ||
+        (double)(g->H + g->ph) > hp || (double)(g->W + g->pw) > wp ||
+        (double)g->N * (double)g->C * hp * wp + 4096.0 >= (double)INT_MAX ||
+        (double)g->N * (double)g->K * (double)(g->OH * g->OW) >=
+        (double)INT_MAX)
+        return CG_OK;
+    status = cg__gemm_backend_of(ctx, 0, 0, (size_t)g->K,
+                                 (size_t)(g->OH * g->OW), (size_t)taps, 0,
+                                 (size_t)g->N, &use);
+    *yes = status == CG_OK && use != CG__GEMM_CLBLAST;
+    return status;
+}
+
+/* y = conv(x, w) at stride 1 (shifts) by gemm_shift: x copied once into
+ * zero-padded images of Hp = OH + dh (R - 1) rows of Wp = OW + dw (S -
+ * 1) (its own padding at the top and left, the rest at the bottom and
+ * right: "same" padding may be uneven), whose windows the product reads
+ * in place: tap (c, r, s)'s column q is the padded images' element c Hp
+ * Wp + r dh Wp + s dw + q, output (oh, ow) at q = oh Wp + ow (the columns
+ * between output rows computed and not stored).  No column buffer, so
+ * none kept for the weight gradient: the backward makes its own. */
+static int
+forward_shift(const cg__conv_geom *g, cg_tensor *x, cg_tensor *w,
+              cg_tensor *y)
+{
+    cg_context *ctx = x->ctx;
+    int64_t hp = g->OH + g->dh * (g->R - 1), wp = g->OW + g->dw * (g->S - 1);
+    int64_t plane = hp * wp, len = g->N * g->C * plane +
+                                   (int64_t)cg__gemm_packed_nr(ctx);
+    int64_t shape[4] = { g->N, g->C, g->H, g->W };
+    int64_t strides[4] = { g->C * plane, plane, wp, 1 };
+    size_t P = (size_t)(g->OH * g->OW);
+    cg_tensor *xp = cg__tensor_empty(ctx, CG_F32, 1, &len), *in = NULL;
+    cg__packed_b pb = { NULL, 0, 0, 0 };
+    int status = xp ? cg__fill(xp, 0.0f) : cg__last_status();
+
+    if (status == CG_OK &&
+        !(in = cg__tensor_view(xp, 4, shape, strides,
+                               g->ph * wp + g->pw)))
+        status = cg__last_status();
+    if (status == CG_OK)
+        status = cg__copy_into(in, x);
+    if (status == CG_OK) {
+        size_t CRS = (size_t)(g->C * g->R * g->S);
+        cg__mat b = { cg__tensor_mem(w), (size_t)w->offset, CRS };
+        cg__mat c = { cg__tensor_mem(y), (size_t)y->offset, P };
+
+        status = cg__gemm_pack_b(ctx, CG_F32, 1, (size_t)g->K, CRS, b,
+                                 &pb);
+        if (status == CG_OK)
+            status = cg__gemm_shift(ctx, (size_t)((g->OH - 1) * wp + g->OW),
+                                    (size_t)g->C, (size_t)g->R,
+                                    (size_t)g->S, &pb, cg__tensor_mem(xp),
+                                    (size_t)(g->C * plane), (size_t)plane,
+                                    (size_t)(g->dh * wp), (size_t)g->dw, c,
+                                    (size_t)g->K * P, (size_t)wp,
+                                    (size_t)g->OW, (size_t)g->N);
+        cg__packed_b_free(&pb);
+    }
+    cg_tensor_free(in);
+    cg_tensor_free(xp);
+    return status;
+}
+
 int
 cg__conv_forward_im2col(const cg__conv_geom *g, cg_tensor *x, cg_tensor *w,
                         cg_tensor *y, cg_tensor **keep)
@@ -646,12 +744,18 @@ cg__conv_forward_im2col(const cg__conv_geom *g, cg_tensor *x, cg_tensor *w,
     cl_mem mc, mx = cg__tensor_mem(x), mw = cg__tensor_mem(w);
     cl_mem my = cg__tensor_mem(y);
     cg__gemm_backend use;
-    int status;
+    int status, yes;
 
-    /* Packed columns where clgrad's kernels would run the product; where
-     * CLBlast would, it multiplies the columns (on an NVIDIA H200, N8 C64
-     * 28x28 K64 3x3: 0.83 ms forward packed, 0.13 on CLBlast).
-     * conv_im2col_packed's groups of 8 columns fill whole panels. */
+    /* At stride 1 the product reads the padded images in place where
+     * shifts says so.  Else packed columns where clgrad's kernels would
+     * run the product; where CLBlast would, it multiplies the columns (on
+     * an NVIDIA H200, N8 C64 28x28 K64 3x3: 0.83 ms forward packed, 0.13
+     * on CLBlast).  conv_im2col_packed's groups of 8 columns fill whole
+     * panels. */
+    if ((status = shifts(ctx, g, &yes)))
+        return status;
+    if (yes)
+        return forward_shift(g, x, w, y);
     if (g->G == 1 && !keeps && cg__gemm_packed_nr(ctx) % 8 == 0) {
         if ((status = cg__gemm_backend_of(ctx, 0, 0, (size_t)g->K, P, CRS,
                                           0, (size_t)nc, &use)))

@@ -782,6 +782,45 @@ packed_launch(cg_context *ctx, cg_dtype cd, size_t m, size_t n, size_t k,
     return cg__launch(ctx, kn, 2, global, local, NULL);
 }
 
+int
+cg__gemm_shift(cg_context *ctx, size_t m, size_t c, size_t r, size_t s,
+               const cg__packed_b *pb, cl_mem x, size_t sx, size_t cs,
+               size_t rs, size_t ss, cg__mat y, size_t sc, size_t rw,
+               size_t ow, size_t batch)
+{
+    size_t mr = PACK_PARAM(ctx, PMR), mb = PACK_PARAM(ctx, PMB);
+    size_t nr = cg__gemm_packed_nr(ctx), wg = PACK_PARAM(ctx, PWG), items;
+    size_t global[2], local[2] = { wg, 1 };
+    cl_int v[15] = {
+        (cl_int)m, (cl_int)pb->n, (cl_int)c, (cl_int)r, (cl_int)s,
+        (cl_int)sx, (cl_int)cs, (cl_int)rs, (cl_int)ss, (cl_int)y.off,
+        (cl_int)y.ld, (cl_int)sc, (cl_int)rw, (cl_int)ow, 0
+    };
+    cl_mem mp = cg__buffer_mem(pb->buf), none = NULL;
+    cl_kernel kn;
+    int status;
+
+    if (pb->nr != nr || pb->k != c * r * s)
+        return cg__error(CG_EINVAL, "gemm_shift: B packed %zu wide and "
+                         "%zu long, the product needs %zu and %zu", pb->nr,
+                         pb->k, nr, c * r * s);
+    status = cg__kernel_dt(ctx, CG__K_GEMM_SHIFT, CG_F32, &kn);
+    if (status == CG_OK)
+        status = cg__args(kn, CG__ARG(v[0]), CG__ARG(v[1]), CG__ARG(v[2]),
+                          CG__ARG(v[3]), CG__ARG(v[4]), CG__ARG(mp),
+                          CG__ARG(x), CG__ARG(v[5]), CG__ARG(v[6]),
+                          CG__ARG(v[7]), CG__ARG(v[8]), CG__ARG(y.mem),
+                          CG__ARG(v[9]), CG__ARG(v[10]), CG__ARG(v[11]),
+                          CG__ARG(v[12]), CG__ARG(v[13]), CG__ARG(none),
+                          CG__ARG(v[14]));
+    if (status)
+        return status;
+    items = (pb->n + nr - 1) / nr * (((m + mr - 1) / mr + mb - 1) / mb);
+    global[0] = (items + wg - 1) / wg * wg;
+    global[1] = batch;
+    return cg__launch(ctx, kn, 2, global, local, NULL);
+}
+
 /* How packed_with_b takes op(A): cg__gemm_set_packed_a. */
 static cg__packed_a packed_a_mode;
 

@@ -184,6 +184,18 @@ int cg__gemm_packed_bs(cg_context *ctx, size_t m, size_t n, size_t k,
                        cg__mat a, cl_mem pb, size_t spb, cg__mat c,
                        size_t sc, size_t batch);
 
+/* A convolution at stride 1 as a product (kernels/gemm_pack.cl's
+ * gemm_shift), float32: for z < batch, pixel q < m of the padded image at
+ * x + z sx (tap (c, r, s) at c cs + r rs + s ss + q; q = oh rw + ow, ow <
+ * the output width ow stored) times w^T packed by cg__gemm_pack_b (pb,
+ * pb->n output channels) into y (channel n of output (oh, ow) at y.off +
+ * z sc + n y.ld + oh ow + ow).  x holds cg__gemm_packed_nr floats of
+ * slack past its last window. */
+int cg__gemm_shift(cg_context *ctx, size_t m, size_t c, size_t r, size_t s,
+                   const cg__packed_b *pb, cl_mem x, size_t sx, size_t cs,
+                   size_t rs, size_t ss, cg__mat y, size_t sc, size_t rw,
+                   size_t ow, size_t batch);
+
 /* The same for `batch` products, matrix i of each operand at its offset
  * plus i times its stride (sa, sb, sc; 0 repeats one matrix). */
 int cg__sgemm_batched(cg_context *ctx, int ta, int tb, size_t m, size_t n,
@@ -327,6 +339,12 @@ void cg__conv_set_col_limit(size_t bytes);
  * are as many as compute units, SIZE_MAX cuts them into pieces of 8
  * outputs); not thread-safe against running convolutions. */
 void cg__conv_set_direct_items(size_t per_cu);
+/* Whether the im2col algorithm's forward at stride 1 reads the padded
+ * images in place (kernels/gemm_pack.cl's gemm_shift) rather than
+ * making columns: -1 by the built-in rule (lib/ops/conv.c's shifts), 0
+ * never, 1 wherever it can (groups 1, stride 1, clgrad's product); for
+ * tests, not thread-safe against running convolutions. */
+void cg__conv_set_shift(int mode);
 
 /* The algorithm a convolution with C input channels, K output channels
  * and G groups runs in direction dir (0: y, 1: dx and dW; 2 and 3 the
