@@ -42,6 +42,8 @@
  *            rows are output pixels read from zero-padded images, the
  *            taps' columns at shifts of one another (lib/ops/conv.c's
  *            forward_shift; described at the kernel).
+ *   gemm_shift_dw  its weight gradient: gemm_packed_ra whose op(A) rows
+ *            are the taps' rows of the padded images (row_at).
  *
  * The first block of K stores alpha acc + beta C (C not read when beta is
  * 0) + bias; later blocks add alpha acc to C; the last applies the
@@ -199,7 +201,8 @@ gemm_pack_b(int N, int K, const __global cg_t *b, int bo, int sbn, int sbk,
 
 /* -------------------------------------------------------- gemm_packed */
 
-#if CG_WANT(gemm_packed) || CG_WANT(gemm_packed_ra) || CG_WANT(gemm_shift)
+#if CG_WANT(gemm_packed) || CG_WANT(gemm_packed_ra) || \
+    CG_WANT(gemm_shift) || CG_WANT(gemm_shift_dw)
 #define R0(F, x) F(0, x)
 #define R1(F, x) R0(F, x) F(1, x)
 #define R2(F, x) R1(F, x) F(2, x)
@@ -316,7 +319,8 @@ store_c(const floatv *acc, __global cg_t *p, int n, float alpha, float beta,
 /* Row r of a micro-tile of op(A) read in place: its step pc, the last row
  * standing in for the padding rows past M (read, never stored). */
 #define P_AROW(r, _)                                                      \
-    const __global cg_t *ar##r = a + min(m0 + r, M - 1) * sam + pc * sak;
+    const __global cg_t *ar##r =                                          \
+        a + row_at(min(m0 + r, M - 1), sam, taps, ts, trs, tss) + pc * sak;
 #define P_ASTEP(r, _) ar##r += sak;
 #define P_ST(r, j)                                                        \
     if (m0 + r < M && n0 + j * PVW < N)                                   \
@@ -332,14 +336,31 @@ store_c(const floatv *acc, __global cg_t *p, int n, float alpha, float beta,
 #define KB K
 #endif
 
+/* Where row m of an op(A) read in place starts: m sam, or where taps is
+ * not 0, tap m of a convolution's taps of ts columns (gemm_shift_dw):
+ * channel m / taps at sam, its row and column of taps at trs and tss. */
+INLINE int
+row_at(int m, int sam, int taps, int ts, int trs, int tss)
+{
+    int c, t;
+
+    if (!taps)
+        return m * sam;
+    c = m / taps;
+    t = m - c * taps;
+    return c * sam + t / ts * trs + t % ts * tss;
+}
+
 /* The body of gemm_packed (raw 0: op(A) packed at pa, spa floats per batch
- * entry) and of gemm_packed_ra (raw 1: op(A) read in place, element (m,
- * k) of batch entry z at a[m * sam + k * sak + z * sa]).  raw is a
+ * entry), of gemm_packed_ra (raw 1: op(A) read in place, element (m, k)
+ * of batch entry z at a[m * sam + k * sak + z * sa]) and of
+ * gemm_shift_dw (raw 1 and taps not 0: row m at row_at's).  raw is a
  * constant where each kernel inlines this, so that each compiles only its
  * own loads. */
 INLINE void
 packed_body(int M, int N, int K, float alpha, const __global float *pa,
             int spa, const __global cg_t *a, int sam, int sak, int sa,
+            int taps, int ts, int trs, int tss,
             const __global float *pb, int spb, float beta,
             __global cg_t *c, int co, int ldc, int scb,
             const __global cg_t *bias, int biaso, int act, const int raw)
@@ -398,7 +419,8 @@ gemm_packed(int M, int N, int K, float alpha,
             const __global cg_t *bias, int biaso, int act)
 {
     packed_body(M, N, K, alpha, pa, spa, (const __global cg_t *)pa, 0, 0,
-                0, pb, spb, beta, c, co, ldc, scb, bias, biaso, act, 0);
+                0, 0, 0, 0, 0, pb, spb, beta, c, co, ldc, scb, bias, biaso,
+                act, 0);
 }
 #endif
 
@@ -411,8 +433,26 @@ gemm_packed_ra(int M, int N, int K, float alpha,
                const __global cg_t *bias, int biaso, int act)
 {
     packed_body(M, N, K, alpha, (const __global float *)pb, 0, a + ao, sam,
-                sak, sa, pb, spb, beta, c, co, ldc, scb, bias, biaso, act,
-                1);
+                sak, sa, 0, 0, 0, 0, pb, spb, beta, c, co, ldc, scb, bias,
+                biaso, act, 1);
+}
+#endif
+
+#if CG_WANT(gemm_shift_dw)
+/* A convolution's weight gradient at stride 1, transposed: C (taps x N,
+ * row-major, ldc) = the taps' rows of zero-padded images (tap m = (c, r,
+ * s) of R x ts taps per channel: row at x + c cs + r rs + s ss, K
+ * contiguous floats) times B (K x N, the output gradient laid out as the
+ * taps' columns, packed by gemm_pack_b).  The images' planes of all the
+ * batch follow one another per channel, so that one column index walks
+ * the batch (lib/ops/conv.c's dw_shift): no column buffer. */
+KERNEL
+gemm_shift_dw(int M, int N, int K, const __global cg_t *x, int cs,
+              int taps, int ts, int rs, int ss, const __global float *pb,
+              __global cg_t *c, int ldc)
+{
+    packed_body(M, N, K, 1.0f, (const __global float *)pb, 0, x, cs, 1, 0,
+                taps, ts, rs, ss, pb, 0, 0.0f, c, 0, ldc, 0, 0, 0, 0, 1);
 }
 #endif
 

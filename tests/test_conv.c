@@ -617,7 +617,7 @@ END_TEST
 
 /* The forward at stride 1 by gemm_shift where the rule says (16 input
  * channels of 3 x 3 taps, 144 of them), with or without a gradient for w
- * (no columns kept: the backward makes its own); columns where CLBlast
+ * (no columns kept), and dW by gemm_shift_dw; columns where CLBlast
  * would run the product, where the stride is 2, and where
  * cg__conv_set_shift says never.  Every way gives the same y and
  * gradients. */
@@ -655,6 +655,7 @@ START_TEST(stride_one_forward_follows_the_rule)
                          tt_launches(ctx, "conv_im2col"), !shift);
         s = cg_sum(y, 0, NULL, 0);
         ck_assert_msg(s && cg_backward(s, NULL, 0) == CG_OK, "%s", TT_ERR);
+        ck_assert_int_eq(tt_launches(ctx, "gemm_shift_dw"), way == 0);
         if (way == 3) {         /* another shape: stride 2 */
             cg_tensor_free(s);
             cg_tensor_free(y);

@@ -24,12 +24,19 @@
  *             graph node.  Otherwise, with groups 1, where the GEMM's
  *             choice for the product is not CLBlast, the columns are
  *             written as the packed kernels' operand B and multiplied
- *             there (forward_packed).
+ *             there (forward_packed).  Before all that, at stride 1 with
+ *             groups 1, where shifts says so (the packed kernels' product,
+ *             128 taps or more), no columns at all: the product reads
+ *             them in place from a zero-padded copy of x (forward_shift,
+ *             gemm_shift).
  *   backward: the chunk's dY is laid out [K][n P] (one copy), its columns
  *             [C R S][n P] (the forward's, when kept); then dcol_g = W_g^T
  *             dY_g (col2im adds it up into dx) and dW_g += dY_g col_g^T -
  *             one GEMM per chunk over all its images, batched over the
- *             groups.  db sums dY over OH, OW, then over N.
+ *             groups.  Where shifts says so, dW^T instead = the taps'
+ *             rows of x's padded planes times dY's, read in place, one
+ *             product over the batch (dw_shift, gemm_shift_dw).  db sums
+ *             dY over OH, OW, then over N.
  *
  * direct (kernels/conv.cl's conv_direct_*): one kernel each for y, dx and
  * dW, no column buffer, each sum in a fixed order.  It wins where the
@@ -728,6 +735,82 @@ forward_shift(const cg__conv_geom *g, cg_tensor *x, cg_tensor *w,
     return status;
 }
 
+/* A tensor of len floats, zeros, and t's values (a view [N, C', H', W'])
+ * laid out in it as [C'][N][hp][wp] from (top, left): the channel's
+ * planes of all the batch together. */
+static cg_tensor *
+planes_of(const cg_tensor *t, int64_t hp, int64_t wp, int64_t top,
+          int64_t left, int64_t len)
+{
+    int64_t plane = hp * wp;
+    int64_t strides[4] = { plane, t->shape[0] * plane, wp, 1 };
+    cg_tensor *p = cg__tensor_empty(t->ctx, CG_F32, 1, &len), *v = NULL;
+    int status = p ? cg__fill(p, 0.0f) : cg__last_status();
+
+    if (status == CG_OK &&
+        !(v = cg__tensor_view(p, 4, t->shape, strides, top * wp + left)))
+        status = cg__last_status();
+    if (status == CG_OK)
+        status = cg__copy_into(v, t);
+    cg_tensor_free(v);
+    if (status != CG_OK) {
+        cg_tensor_free(p);
+        return NULL;
+    }
+    return p;
+}
+
+/* dW of g at stride 1 (shifts) by gemm_shift_dw: x and dy laid out by
+ * planes_of on forward_shift's grid of Hp x Wp per image (dy's values at
+ * (oh, ow), zeros elsewhere), so that column q = n Hp Wp + oh Wp + ow of
+ * tap (c, r, s) is x's element c N Hp Wp + r dh Wp + s dw + q, and dW^T
+ * (taps x K) = those rows times dy's, one product over the whole batch;
+ * then dW from dW^T.  No column buffer. */
+static int
+dw_shift(const cg__conv_geom *g, cg_tensor *x, cg_tensor *dy, cg_tensor *dw)
+{
+    cg_context *ctx = dy->ctx;
+    int64_t hp = g->OH + g->dh * (g->R - 1), wp = g->OW + g->dw * (g->S - 1);
+    int64_t Q = g->N * hp * wp, CRS = g->C * g->R * g->S;
+    int64_t tshape[2] = { g->K, CRS }, tst[2] = { 1, g->K };
+    int64_t dst[2] = { CRS, 1 }, tlen = g->K * CRS;
+    cg_tensor *xp = planes_of(x, hp, wp, g->ph, g->pw, g->C * Q + hp * wp +
+                              (int64_t)cg__gemm_packed_nr(ctx));
+    cg_tensor *dp = xp ? planes_of(dy, hp, wp, 0, 0, g->K * Q) : NULL;
+    cg_tensor *wt = dp ? cg__tensor_empty(ctx, CG_F32, 1, &tlen) : NULL;
+    cg_tensor *tv = NULL, *dv = NULL;
+    cg__packed_b pb = { NULL, 0, 0, 0 };
+    int status = wt ? CG_OK : cg__last_status();
+
+    if (status == CG_OK) {
+        cg__mat b = { cg__tensor_mem(dp), 0, (size_t)Q };
+
+        status = cg__gemm_pack_b(ctx, CG_F32, 1, (size_t)g->K, (size_t)Q, b,
+                                 &pb);
+    }
+    if (status == CG_OK) {
+        cg__mat c = { cg__tensor_mem(wt), 0, (size_t)g->K };
+
+        status = cg__gemm_shift_dw(ctx, (size_t)CRS, &pb,
+                                   cg__tensor_mem(xp), (size_t)Q,
+                                   (size_t)(g->R * g->S), (size_t)g->S,
+                                   (size_t)(g->dh * wp), (size_t)g->dw, c);
+    }
+    cg__packed_b_free(&pb);
+    if (status == CG_OK &&
+        (!(tv = cg__tensor_view(wt, 2, tshape, tst, 0)) ||
+         !(dv = cg__tensor_view(dw, 2, tshape, dst, dw->offset))))
+        status = cg__last_status();
+    if (status == CG_OK)
+        status = cg__copy_into(dv, tv);
+    cg_tensor_free(tv);
+    cg_tensor_free(dv);
+    cg_tensor_free(wt);
+    cg_tensor_free(dp);
+    cg_tensor_free(xp);
+    return status;
+}
+
 int
 cg__conv_forward_im2col(const cg__conv_geom *g, cg_tensor *x, cg_tensor *w,
                         cg_tensor *y, cg_tensor **keep)
@@ -895,8 +978,21 @@ cg__conv_backward_im2col(const cg__conv_geom *g, cg_tensor *x, cg_tensor *w,
     int64_t nc = cols ? g->N : chunk_images(w->ctx, g), n0;
     int64_t csize = col_numel(g, nc);
     cg_tensor *col = NULL;
-    int status = CG_OK;
+    int status = CG_OK, yes = 0;
 
+    /* dW at stride 1 without columns where the forward went so (shifts),
+     * its grids indexed by ints */
+    if (dw && (status = shifts(w->ctx, g, &yes)) != CG_OK)
+        return status;
+    if (yes && (double)(g->C > g->K ? g->C : g->K) * (double)g->N *
+               (double)(g->OH + g->dh * (g->R - 1)) *
+               (double)(g->OW + g->dw * (g->S - 1)) * 1.01 + 65536.0 <
+               (double)INT_MAX) {
+        status = dw_shift(g, x, dy, dw);
+        if (status != CG_OK || !dx)
+            return status;
+        dw = NULL;
+    }
     if ((dx || !cols) &&
         !(col = cg__tensor_empty(w->ctx, CG_F32, 1, &csize)))
         status = cg__last_status();

@@ -821,6 +821,40 @@ cg__gemm_shift(cg_context *ctx, size_t m, size_t c, size_t r, size_t s,
     return cg__launch(ctx, kn, 2, global, local, NULL);
 }
 
+int
+cg__gemm_shift_dw(cg_context *ctx, size_t m, const cg__packed_b *pb,
+                  cl_mem x, size_t cs, size_t taps, size_t ts, size_t rs,
+                  size_t ss, cg__mat c)
+{
+    size_t mr = PACK_PARAM(ctx, PMR), mb = PACK_PARAM(ctx, PMB);
+    size_t nr = cg__gemm_packed_nr(ctx), wg = PACK_PARAM(ctx, PWG), items;
+    size_t global[2], local[2] = { wg, 1 };
+    cl_int v[9] = {
+        (cl_int)m, (cl_int)pb->n, (cl_int)pb->k, (cl_int)cs, (cl_int)taps,
+        (cl_int)ts, (cl_int)rs, (cl_int)ss, (cl_int)c.ld
+    };
+    cl_mem mp = cg__buffer_mem(pb->buf);
+    cl_kernel kn;
+    int status;
+
+    if (pb->nr != nr || c.off != 0)
+        return cg__error(CG_EINVAL, "gemm_shift_dw: B packed %zu wide "
+                         "(the product's panels are %zu), C at offset %zu",
+                         pb->nr, nr, c.off);
+    status = cg__kernel_dt(ctx, CG__K_GEMM_SHIFT_DW, CG_F32, &kn);
+    if (status == CG_OK)
+        status = cg__args(kn, CG__ARG(v[0]), CG__ARG(v[1]), CG__ARG(v[2]),
+                          CG__ARG(x), CG__ARG(v[3]), CG__ARG(v[4]),
+                          CG__ARG(v[5]), CG__ARG(v[6]), CG__ARG(v[7]),
+                          CG__ARG(mp), CG__ARG(c.mem), CG__ARG(v[8]));
+    if (status)
+        return status;
+    items = (pb->n + nr - 1) / nr * (((m + mr - 1) / mr + mb - 1) / mb);
+    global[0] = (items + wg - 1) / wg * wg;
+    global[1] = 1;
+    return cg__launch(ctx, kn, 2, global, local, NULL);
+}
+
 /* How packed_with_b takes op(A): cg__gemm_set_packed_a. */
 static cg__packed_a packed_a_mode;
 

@@ -196,6 +196,17 @@ int cg__gemm_shift(cg_context *ctx, size_t m, size_t c, size_t r, size_t s,
                    size_t rs, size_t ss, cg__mat y, size_t sc, size_t rw,
                    size_t ow, size_t batch);
 
+/* A convolution's weight gradient at stride 1, transposed (kernels/
+ * gemm_pack.cl's gemm_shift_dw), float32: c (m taps x pb->n channels,
+ * row-major, c.ld) = tap rows of the padded images at x (tap t = (ch,
+ * r, s) of taps = R S per channel and ts = S per row of them: pb->k
+ * floats from ch cs + r rs + s ss) times the output gradient packed by
+ * cg__gemm_pack_b (pb, in the taps' column order).  x holds the floats
+ * its last tap's row reads. */
+int cg__gemm_shift_dw(cg_context *ctx, size_t m, const cg__packed_b *pb,
+                      cl_mem x, size_t cs, size_t taps, size_t ts,
+                      size_t rs, size_t ss, cg__mat c);
+
 /* The same for `batch` products, matrix i of each operand at its offset
  * plus i times its stride (sa, sb, sc; 0 repeats one matrix). */
 int cg__sgemm_batched(cg_context *ctx, int ta, int tb, size_t m, size_t n,
