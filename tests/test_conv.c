@@ -1604,15 +1604,24 @@ START_TEST(conv_transpose2d_each_algorithm_matches_reference)
         { "T2,3,5,4", "3,2,3,3", "O2", { 2, 2, 1, 1, 1, 1, 0, 0, 0, 1 } },
         { "1,2,3,11", "2,3,4,4", "3", { 2, 2, 1, 1, 1, 1, 0, 0, 0, 1 } },
         { "1,3,2,9", "3,1,3,3", "1", { 1, 1, 0, 0, 0, 0, 1, 1, 0, 0 } },
+        /* stride 1, dilation 2, output_padding 1 within the padding (the
+         * convolution's forward and dW at stride 1 read in place, when
+         * forced) and beyond it (they cannot) */
+        { "2,3,4,5", "3,2,3,3", "2", { 1, 1, 1, 1, 1, 1, 2, 2, 0, 1 } },
+        { "1,2,3,4", "2,3,3,2", "3", { 1, 1, 0, 0, 1, 1, 2, 2, 0, 1 } },
     };
-    static const char *const names[2][2] = {
+    static const char *const names[3][2] = {
         { "conv_transpose2d/im2col", "conv_transpose2d(b)/im2col" },
-        { "conv_transpose2d/direct", "conv_transpose2d(b)/direct" }
+        { "conv_transpose2d/direct", "conv_transpose2d(b)/direct" },
+        { "conv_transpose2d/im2col-shift",
+          "conv_transpose2d(b)/im2col-shift" }
     };
     oc_op op = { 0 };
     size_t c;
 
-    use_algo(_i);
+    /* 2: im2col with the in-place reads forced wherever they can go */
+    use_algo(_i == 1);
+    cg__conv_set_shift(_i == 2 ? 1 : -1);
     op.run = run_convt;
     op.ref = ref_convt;
     for (c = 0; c < sizeof cases / sizeof cases[0]; c++) {
@@ -1620,6 +1629,7 @@ START_TEST(conv_transpose2d_each_algorithm_matches_reference)
         op.ninputs = cases[c].p.bias ? 3 : 2;
         oc_check(&op, &cases[c].p, cases[c].x, cases[c].w, cases[c].b);
     }
+    cg__conv_set_shift(-1);
     use_auto();
 }
 END_TEST
@@ -1822,7 +1832,7 @@ main(void)
     tc = tcase_create("conv_transpose_algos");
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, conv_transpose2d_each_algorithm_matches_reference,
-                        0, 2);
+                        0, 3);
     tcase_add_loop_test(tc, conv_transpose2d_each_algorithm_matches_pytorch,
                         0, 2);
     tcase_add_test(tc,
