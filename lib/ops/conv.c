@@ -646,8 +646,12 @@ cg__conv_set_shift(int mode)
     shift_mode = mode < 0 ? -1 : mode != 0;
 }
 
-/* The rule's least taps per output (C R S) for forward_shift, and no
- * 1 x 1 kernels.  On the 2-core AVX2 PoCL 3.1 machine, ms per forward
+/* The rule's least taps per output (C R S) for forward_shift, no 1 x 1
+ * kernels, and at most SHIFT_MAX_GRID padded pixels per output pixel
+ * (the products compute them all: 2.25 for 4 x 4 outputs padded by 1,
+ * where clgrad-train's CNN on data/digits.csv took 6% longer a run; 1.56
+ * for 8 x 8, level below).  On the 2-core AVX2 PoCL 3.1 machine, ms per
+ * forward
  * (device time, 20 in a row, two or three runs), the packed columns /
  * this: N8 C64 28x28 K64 3x3 6.3-9.5 / 4.8-5.8, N32 32x16x16 K64
  * 4.2-5.0 / 4.1-4.9, N32 64x8x8 K64 2.5-3.1 / 2.3-3.0, N32 16x16x16 K16
@@ -655,6 +659,7 @@ cg__conv_set_shift(int mode)
  * N32 8x32x32 K16 (72 taps) 1.3-3.4 / 1.8-2.1, N32 3x32x32 K32 (27)
  * 1.6-2.2 / 2.7-3.7 and N8 C64 28x28 1 x 1 1.3-1.7 / 1.7-2.1. */
 #define SHIFT_MIN_TAPS 128
+#define SHIFT_MAX_GRID 1.6
 
 /* Whether y = conv(x, w) of g goes by forward_shift (*yes): groups 1,
  * stride 1, the padded images and y indexed by ints, the product on
@@ -671,7 +676,9 @@ shifts(cg_context *ctx, const cg__conv_geom *g, int *yes)
 
     *yes = 0;
     if (shift_mode == 0 || g->G != 1 || g->sh != 1 || g->sw != 1 ||
-        (shift_mode < 0 && (taps < SHIFT_MIN_TAPS || g->R * g->S == 1)) ||
+        (shift_mode < 0 && (taps < SHIFT_MIN_TAPS || g->R * g->S == 1 ||
+                            hp * wp > SHIFT_MAX_GRID *
+                                      (double)(g->OH * g->OW))) ||
         (double)(g->H + g->ph) > hp || (double)(g->W + g->pw) > wp ||
         (double)g->N * (double)g->C * hp * wp + 4096.0 >= (double)INT_MAX ||
         (double)g->N * (double)g->K * (double)(g->OH * g->OW) >=
