@@ -616,20 +616,21 @@ START_TEST(forward_columns_follow_the_gemm_choice)
 END_TEST
 
 /* The forward at stride 1 by gemm_shift where the rule says (16 input
- * channels of 3 x 3 taps, 144 of them), with or without a gradient for w
- * (no columns kept), and dW by gemm_shift_dw; columns where CLBlast
- * would run the product, where the stride is 2, and where
- * cg__conv_set_shift says never.  Every way gives the same y and
- * gradients. */
+ * channels of 3 x 3 taps, 144 of them; 7 x 9 outputs padded to 9 x 11,
+ * 1.57 times as many), with or without a gradient for w (no columns
+ * kept), dW by gemm_shift_dw and dx by gemm_shift (17 channels, 153
+ * taps); columns where CLBlast would run the product, where the stride
+ * is 2, and where cg__conv_set_shift says never.  Every way gives the
+ * same y and gradients. */
 START_TEST(stride_one_forward_follows_the_rule)
 {
-    static const int64_t xs[4] = { 2, 16, 7, 9 }, ws[4] = { 5, 16, 3, 3 };
+    static const int64_t xs[4] = { 2, 16, 7, 9 }, ws[4] = { 17, 16, 3, 3 };
     cg_context_options co = { NULL, 1, 1 };
     cg_context *ctx = cg_context_new_with(&co);
     cg_tensor *x, *w, *y, *s;
     cg_conv_options o;
     float *ref[3] = { NULL, NULL, NULL }, *got[3];
-    size_t n[3] = { 2 * 5 * 63, 2 * 16 * 63, 5 * 16 * 9 }, j;
+    size_t n[3] = { 2 * 17 * 63, 2 * 16 * 63, 17 * 16 * 9 }, j;
     int way, t;
 
     ck_assert_msg(ctx != NULL, "%s", TT_ERR);
@@ -656,6 +657,8 @@ START_TEST(stride_one_forward_follows_the_rule)
         s = cg_sum(y, 0, NULL, 0);
         ck_assert_msg(s && cg_backward(s, NULL, 0) == CG_OK, "%s", TT_ERR);
         ck_assert_int_eq(tt_launches(ctx, "gemm_shift_dw"), way == 0);
+        ck_assert_int_eq(tt_launches(ctx, "gemm_shift"), 2 * shift);
+        ck_assert_int_eq(tt_launches(ctx, "conv_col2im"), !shift);
         if (way == 3) {         /* another shape: stride 2 */
             cg_tensor_free(s);
             cg_tensor_free(y);

@@ -35,8 +35,9 @@
  *             one GEMM per chunk over all its images, batched over the
  *             groups.  Where shifts says so, dW^T instead = the taps'
  *             rows of x's padded planes times dY's, read in place, one
- *             product over the batch (dw_shift, gemm_shift_dw).  db sums
- *             dY over OH, OW, then over N.
+ *             product over the batch (dw_shift, gemm_shift_dw), and dx
+ *             the forward_shift of dY by the weights turned half a turn
+ *             (dx_shift).  db sums dY over OH, OW, then over N.
  *
  * direct (kernels/conv.cl's conv_direct_*): one kernel each for y, dx and
  * dW, no column buffer, each sum in a fixed order.  It wins where the
@@ -974,6 +975,54 @@ backward_direct(const cg__conv_geom *g, cg_tensor *x, cg_tensor *w,
     return status;
 }
 
+/* dx of g at stride 1 as a forward convolution by forward_shift: dy [N,
+ * K, OH, OW] convolved with w' [C, K, R, S], w'[c, k, r, s] = w[k, c, R -
+ * 1 - r, S - 1 - s] (w transposed and turned half a turn), padded by d (R
+ * - 1) - p, is dx [N, C, H, W]: its tap r at row h reads dy's row h - d
+ * (R - 1) + p + d r, the row h + p - d (R - 1 - r) that g's tap R - 1 - r
+ * wrote.  *yes 1 where that applies (groups 1, stride 1, padding at most
+ * d (R - 1), dx's size a forward's, and shifts says so for that
+ * convolution), with *t it. */
+static int
+dx_shifts(cg_context *ctx, const cg__conv_geom *g, cg__conv_geom *t,
+          int *yes)
+{
+    *yes = 0;
+    if (g->G != 1 || g->sh != 1 || g->sw != 1 ||
+        g->ph > g->dh * (g->R - 1) || g->pw > g->dw * (g->S - 1) ||
+        g->H != g->OH + g->dh * (g->R - 1) - 2 * g->ph ||
+        g->W != g->OW + g->dw * (g->S - 1) - 2 * g->pw)
+        return CG_OK;
+    *t = *g;
+    t->C = g->K;
+    t->H = g->OH;
+    t->W = g->OW;
+    t->K = g->C;
+    t->OH = g->H;
+    t->OW = g->W;
+    t->ph = g->dh * (g->R - 1) - g->ph;
+    t->pw = g->dw * (g->S - 1) - g->pw;
+    return shifts(ctx, t, yes);
+}
+
+/* dx from dy by the convolution t of dx_shifts. */
+static int
+dx_shift(const cg__conv_geom *t, cg_tensor *w, cg_tensor *dy, cg_tensor *dx)
+{
+    int64_t shape[4] = { t->K, t->C, t->R, t->S };
+    int64_t strides[4] = { w->strides[1], w->strides[0], -w->strides[2],
+                           -w->strides[3] };
+    cg_tensor *v = cg__tensor_view(w, 4, shape, strides,
+                                   w->offset + (t->R - 1) * w->strides[2] +
+                                   (t->S - 1) * w->strides[3]);
+    cg_tensor *wt = v ? cg__copy_contiguous(v) : NULL;
+    int status = wt ? forward_shift(t, dy, wt, dx) : cg__last_status();
+
+    cg_tensor_free(v);
+    cg_tensor_free(wt);
+    return status;
+}
+
 /* dx and dw (either may be NULL) of y = conv(x, w) from dy, chunk by
  * chunk; x (may be NULL without dw), w and dy dense.  cols: the forward's
  * columns of the whole batch, or NULL. */
@@ -987,10 +1036,24 @@ cg__conv_backward_im2col(const cg__conv_geom *g, cg_tensor *x, cg_tensor *w,
     cg_tensor *col = NULL;
     int status = CG_OK, yes = 0;
 
-    /* dW at stride 1 without columns where the forward went so (shifts),
-     * its grids indexed by ints */
+    /* dx and dW at stride 1 without columns where the forward went so
+     * (shifts), dW's grids indexed by ints */
     if (dw && (status = shifts(w->ctx, g, &yes)) != CG_OK)
         return status;
+    if (dx) {
+        cg__conv_geom t;
+        int dyes;
+
+        if ((status = dx_shifts(w->ctx, g, &t, &dyes)) != CG_OK)
+            return status;
+        if (dyes) {
+            if ((status = dx_shift(&t, w, dy, dx)) != CG_OK)
+                return status;
+            dx = NULL;
+            if (!dw)
+                return CG_OK;
+        }
+    }
     if (yes && (double)(g->C > g->K ? g->C : g->K) * (double)g->N *
                (double)(g->OH + g->dh * (g->R - 1)) *
                (double)(g->OW + g->dw * (g->S - 1)) * 1.01 + 65536.0 <
