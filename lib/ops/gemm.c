@@ -727,6 +727,23 @@ pack_operand(cg_context *ctx, cg__kid kid, cg_dtype dt, cg__mat x,
     return cg__launch(ctx, kn, 2, global, local, NULL);
 }
 
+/* The packed kernels' index space over an m x n product (dimension 0:
+ * an item per column of micro-tiles and PMB micro-panels of A, padded to
+ * the work-group PWG) for `batch` entries (dimension 1). */
+static void
+packed_space(const cg_context *ctx, size_t m, size_t n, size_t batch,
+             size_t *global, size_t *local)
+{
+    size_t mr = PACK_PARAM(ctx, PMR), mb = PACK_PARAM(ctx, PMB);
+    size_t nr = cg__gemm_packed_nr(ctx), wg = PACK_PARAM(ctx, PWG);
+    size_t items = (n + nr - 1) / nr * (((m + mr - 1) / mr + mb - 1) / mb);
+
+    global[0] = (items + wg - 1) / wg * wg;
+    global[1] = batch;
+    local[0] = wg;
+    local[1] = 1;
+}
+
 /* gemm_packed over packed panels pam (A, spa floats apart per batch
  * entry, 0: one for all) and pbm (B, likewise spb) into C of dtype cd;
  * or, where ra is not NULL, gemm_packed_ra reading op(A) in place:
@@ -739,10 +756,7 @@ packed_launch(cg_context *ctx, cg_dtype cd, size_t m, size_t n, size_t k,
               float beta, cg__mat c, size_t sc, size_t batch,
               const cg__mat *bias, int act)
 {
-    size_t mr = PACK_PARAM(ctx, PMR), mb = PACK_PARAM(ctx, PMB);
-    size_t nr = cg__gemm_packed_nr(ctx);
-    size_t wg = PACK_PARAM(ctx, PWG), items;
-    size_t global[2], local[2] = { wg, 1 };
+    size_t global[2], local[2];
     cl_int M = (cl_int)m, N = (cl_int)n, K = (cl_int)k;
     cl_int co = (cl_int)c.off, ldc = (cl_int)c.ld, scb = (cl_int)sc;
     cl_int SPA = (cl_int)spa, SPB = (cl_int)spb, ACT = act;
@@ -775,10 +789,7 @@ packed_launch(cg_context *ctx, cg_dtype cd, size_t m, size_t n, size_t k,
     }
     if (status)
         return status;
-    /* an item per column of micro-tiles and PMB micro-panels of A */
-    items = (n + nr - 1) / nr * (((m + mr - 1) / mr + mb - 1) / mb);
-    global[0] = (items + wg - 1) / wg * wg;
-    global[1] = batch;
+    packed_space(ctx, m, n, batch, global, local);
     return cg__launch(ctx, kn, 2, global, local, NULL);
 }
 
@@ -788,9 +799,7 @@ cg__gemm_shift(cg_context *ctx, size_t m, size_t c, size_t r, size_t s,
                size_t rs, size_t ss, cg__mat y, size_t sc, size_t rw,
                size_t ow, size_t batch)
 {
-    size_t mr = PACK_PARAM(ctx, PMR), mb = PACK_PARAM(ctx, PMB);
-    size_t nr = cg__gemm_packed_nr(ctx), wg = PACK_PARAM(ctx, PWG), items;
-    size_t global[2], local[2] = { wg, 1 };
+    size_t nr = cg__gemm_packed_nr(ctx), global[2], local[2];
     cl_int v[15] = {
         (cl_int)m, (cl_int)pb->n, (cl_int)c, (cl_int)r, (cl_int)s,
         (cl_int)sx, (cl_int)cs, (cl_int)rs, (cl_int)ss, (cl_int)y.off,
@@ -815,9 +824,7 @@ cg__gemm_shift(cg_context *ctx, size_t m, size_t c, size_t r, size_t s,
                           CG__ARG(v[14]));
     if (status)
         return status;
-    items = (pb->n + nr - 1) / nr * (((m + mr - 1) / mr + mb - 1) / mb);
-    global[0] = (items + wg - 1) / wg * wg;
-    global[1] = batch;
+    packed_space(ctx, m, pb->n, batch, global, local);
     return cg__launch(ctx, kn, 2, global, local, NULL);
 }
 
@@ -826,9 +833,7 @@ cg__gemm_shift_dw(cg_context *ctx, size_t m, const cg__packed_b *pb,
                   cl_mem x, size_t cs, size_t taps, size_t ts, size_t rs,
                   size_t ss, cg__mat c)
 {
-    size_t mr = PACK_PARAM(ctx, PMR), mb = PACK_PARAM(ctx, PMB);
-    size_t nr = cg__gemm_packed_nr(ctx), wg = PACK_PARAM(ctx, PWG), items;
-    size_t global[2], local[2] = { wg, 1 };
+    size_t nr = cg__gemm_packed_nr(ctx), global[2], local[2];
     cl_int v[9] = {
         (cl_int)m, (cl_int)pb->n, (cl_int)pb->k, (cl_int)cs, (cl_int)taps,
         (cl_int)ts, (cl_int)rs, (cl_int)ss, (cl_int)c.ld
@@ -849,9 +854,7 @@ cg__gemm_shift_dw(cg_context *ctx, size_t m, const cg__packed_b *pb,
                           CG__ARG(mp), CG__ARG(c.mem), CG__ARG(v[8]));
     if (status)
         return status;
-    items = (pb->n + nr - 1) / nr * (((m + mr - 1) / mr + mb - 1) / mb);
-    global[0] = (items + wg - 1) / wg * wg;
-    global[1] = 1;
+    packed_space(ctx, m, pb->n, 1, global, local);
     return cg__launch(ctx, kn, 2, global, local, NULL);
 }
 
