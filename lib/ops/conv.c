@@ -662,8 +662,9 @@ cg__conv_set_shift(int mode)
 #define SHIFT_MIN_TAPS 128
 #define SHIFT_MAX_GRID 1.6
 
-/* Whether y = conv(x, w) of g goes by forward_shift (*yes): groups 1,
- * stride 1, the padded images and y indexed by ints, the product on
+/* Whether y = conv(x, w) of g goes by forward_shift, and dW by dw_shift
+ * (*yes): groups 1, stride 1, the padded grids of x, y and dy (and the
+ * slack past them) indexed by ints, the product on
  * clgrad's kernels (the packed backend's, as forward_packed's), and the
  * rule or cg__conv_set_shift. */
 static int
@@ -681,15 +682,44 @@ shifts(cg_context *ctx, const cg__conv_geom *g, int *yes)
                             hp * wp > SHIFT_MAX_GRID *
                                       (double)(g->OH * g->OW))) ||
         (double)(g->H + g->ph) > hp || (double)(g->W + g->pw) > wp ||
-        (double)g->N * (double)g->C * hp * wp + 4096.0 >= (double)INT_MAX ||
-        (double)g->N * (double)g->K * (double)(g->OH * g->OW) >=
-        (double)INT_MAX)
+        (double)(g->C > g->K ? g->C : g->K) * (double)g->N * hp * wp +
+        hp * wp + 4096.0 >= (double)INT_MAX)
         return CG_OK;
     status = cg__gemm_backend_of(ctx, 0, 0, (size_t)g->K,
                                  (size_t)(g->OH * g->OW), (size_t)taps, 0,
                                  (size_t)g->N, &use);
     *yes = status == CG_OK && use != CG__GEMM_CLBLAST;
     return status;
+}
+
+/* A tensor of len floats, zeros, and t's values (a view [N, C', H', W'])
+ * laid out in it from (top, left) of planes hp x wp: [N][C'][hp][wp]
+ * (each image's planes together), or with by_channel [C'][N][hp][wp]
+ * (the channel's planes of all the batch together). */
+static cg_tensor *
+planes_of(const cg_tensor *t, int64_t hp, int64_t wp, int64_t top,
+          int64_t left, int by_channel, int64_t len)
+{
+    int64_t plane = hp * wp;
+    int64_t strides[4] = { t->shape[1] * plane, plane, wp, 1 };
+    cg_tensor *p = cg__tensor_empty(t->ctx, CG_F32, 1, &len), *v = NULL;
+    int status = p ? cg__fill(p, 0.0f) : cg__last_status();
+
+    if (by_channel) {
+        strides[0] = plane;
+        strides[1] = t->shape[0] * plane;
+    }
+    if (status == CG_OK &&
+        !(v = cg__tensor_view(p, 4, t->shape, strides, top * wp + left)))
+        status = cg__last_status();
+    if (status == CG_OK)
+        status = cg__copy_into(v, t);
+    cg_tensor_free(v);
+    if (status != CG_OK) {
+        cg_tensor_free(p);
+        return NULL;
+    }
+    return p;
 }
 
 /* y = conv(x, w) at stride 1 (shifts) by gemm_shift: x copied once into
@@ -706,21 +736,14 @@ forward_shift(const cg__conv_geom *g, cg_tensor *x, cg_tensor *w,
 {
     cg_context *ctx = x->ctx;
     int64_t hp = g->OH + g->dh * (g->R - 1), wp = g->OW + g->dw * (g->S - 1);
-    int64_t plane = hp * wp, len = g->N * g->C * plane +
-                                   (int64_t)cg__gemm_packed_nr(ctx);
-    int64_t shape[4] = { g->N, g->C, g->H, g->W };
-    int64_t strides[4] = { g->C * plane, plane, wp, 1 };
+    int64_t plane = hp * wp;
     size_t P = (size_t)(g->OH * g->OW);
-    cg_tensor *xp = cg__tensor_empty(ctx, CG_F32, 1, &len), *in = NULL;
+    cg_tensor *xp = planes_of(x, hp, wp, g->ph, g->pw, 0,
+                              g->N * g->C * plane +
+                              (int64_t)cg__gemm_packed_nr(ctx));
     cg__packed_b pb = { NULL, 0, 0, 0 };
-    int status = xp ? cg__fill(xp, 0.0f) : cg__last_status();
+    int status = xp ? CG_OK : cg__last_status();
 
-    if (status == CG_OK &&
-        !(in = cg__tensor_view(xp, 4, shape, strides,
-                               g->ph * wp + g->pw)))
-        status = cg__last_status();
-    if (status == CG_OK)
-        status = cg__copy_into(in, x);
     if (status == CG_OK) {
         size_t CRS = (size_t)(g->C * g->R * g->S);
         cg__mat b = { cg__tensor_mem(w), (size_t)w->offset, CRS };
@@ -738,34 +761,8 @@ forward_shift(const cg__conv_geom *g, cg_tensor *x, cg_tensor *w,
                                     (size_t)g->OW, (size_t)g->N);
         cg__packed_b_free(&pb);
     }
-    cg_tensor_free(in);
     cg_tensor_free(xp);
     return status;
-}
-
-/* A tensor of len floats, zeros, and t's values (a view [N, C', H', W'])
- * laid out in it as [C'][N][hp][wp] from (top, left): the channel's
- * planes of all the batch together. */
-static cg_tensor *
-planes_of(const cg_tensor *t, int64_t hp, int64_t wp, int64_t top,
-          int64_t left, int64_t len)
-{
-    int64_t plane = hp * wp;
-    int64_t strides[4] = { plane, t->shape[0] * plane, wp, 1 };
-    cg_tensor *p = cg__tensor_empty(t->ctx, CG_F32, 1, &len), *v = NULL;
-    int status = p ? cg__fill(p, 0.0f) : cg__last_status();
-
-    if (status == CG_OK &&
-        !(v = cg__tensor_view(p, 4, t->shape, strides, top * wp + left)))
-        status = cg__last_status();
-    if (status == CG_OK)
-        status = cg__copy_into(v, t);
-    cg_tensor_free(v);
-    if (status != CG_OK) {
-        cg_tensor_free(p);
-        return NULL;
-    }
-    return p;
 }
 
 /* dW of g at stride 1 (shifts) by gemm_shift_dw: x and dy laid out by
@@ -782,9 +779,10 @@ dw_shift(const cg__conv_geom *g, cg_tensor *x, cg_tensor *dy, cg_tensor *dw)
     int64_t Q = g->N * hp * wp, CRS = g->C * g->R * g->S;
     int64_t tshape[2] = { g->K, CRS }, tst[2] = { 1, g->K };
     int64_t dst[2] = { CRS, 1 }, tlen = g->K * CRS;
-    cg_tensor *xp = planes_of(x, hp, wp, g->ph, g->pw, g->C * Q + hp * wp +
+    cg_tensor *xp = planes_of(x, hp, wp, g->ph, g->pw, 1,
+                              g->C * Q + hp * wp +
                               (int64_t)cg__gemm_packed_nr(ctx));
-    cg_tensor *dp = xp ? planes_of(dy, hp, wp, 0, 0, g->K * Q) : NULL;
+    cg_tensor *dp = xp ? planes_of(dy, hp, wp, 0, 0, 1, g->K * Q) : NULL;
     cg_tensor *wt = dp ? cg__tensor_empty(ctx, CG_F32, 1, &tlen) : NULL;
     cg_tensor *tv = NULL, *dv = NULL;
     cg__packed_b pb = { NULL, 0, 0, 0 };
@@ -1037,7 +1035,7 @@ cg__conv_backward_im2col(const cg__conv_geom *g, cg_tensor *x, cg_tensor *w,
     int status = CG_OK, yes = 0;
 
     /* dx and dW at stride 1 without columns where the forward went so
-     * (shifts), dW's grids indexed by ints */
+     * (shifts) */
     if (dw && (status = shifts(w->ctx, g, &yes)) != CG_OK)
         return status;
     if (dx) {
@@ -1054,10 +1052,7 @@ cg__conv_backward_im2col(const cg__conv_geom *g, cg_tensor *x, cg_tensor *w,
                 return CG_OK;
         }
     }
-    if (yes && (double)(g->C > g->K ? g->C : g->K) * (double)g->N *
-               (double)(g->OH + g->dh * (g->R - 1)) *
-               (double)(g->OW + g->dw * (g->S - 1)) * 1.01 + 65536.0 <
-               (double)INT_MAX) {
+    if (yes) {
         status = dw_shift(g, x, dy, dw);
         if (status != CG_OK || !dx)
             return status;
