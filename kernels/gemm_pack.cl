@@ -441,18 +441,19 @@ gemm_packed_ra(int M, int N, int K, float alpha,
 #if CG_WANT(gemm_shift_dw)
 /* A convolution's weight gradient at stride 1, transposed: C (taps x N,
  * row-major, ldc) = the taps' rows of zero-padded images (tap m = (c, r,
- * s) of R x ts taps per channel: row at x + c cs + r rs + s ss, K
+ * s) of R x ts taps per channel: row at x + xo + c cs + r rs + s ss, K
  * contiguous floats) times B (K x N, the output gradient laid out as the
  * taps' columns, packed by gemm_pack_b).  The images' planes of all the
  * batch follow one another per channel, so that one column index walks
  * the batch (lib/ops/conv.c's dw_shift): no column buffer. */
 KERNEL
-gemm_shift_dw(int M, int N, int K, const __global cg_t *x, int cs,
+gemm_shift_dw(int M, int N, int K, const __global cg_t *x, int xo, int cs,
               int taps, int ts, int rs, int ss, const __global float *pb,
               __global cg_t *c, int ldc)
 {
-    packed_body(M, N, K, 1.0f, (const __global float *)pb, 0, x, cs, 1, 0,
-                taps, ts, rs, ss, pb, 0, 0.0f, c, 0, ldc, 0, 0, 0, 0, 1);
+    packed_body(M, N, K, 1.0f, (const __global float *)pb, 0, x + xo, cs,
+                1, 0, taps, ts, rs, ss, pb, 0, 0.0f, c, 0, ldc, 0, 0, 0, 0,
+                1);
 }
 #endif
 
@@ -475,8 +476,12 @@ gemm_shift_dw(int M, int N, int K, const __global cg_t *x, int cs,
                                                                           \
         STV(acc##r##_##j, t);                                             \
         for (l = 0; l < PVW && ch + l < N; l++) {                         \
-            float v = t[l] + (bias ? CG_LD(bias, ch + l) : 0.0f);         \
+            float v = t[l];                                               \
                                                                           \
+            if (beta != 0.0f)                                             \
+                v += beta * CG_LD(yq, (ch + l) * sy);                     \
+            if (bias)                                                     \
+                v += CG_LD(bias, ch + l);                                 \
             CG_ACT(v, act);                                               \
             CG_ST(yq, (ch + l) * sy, v);                                  \
         }                                                                 \
@@ -494,10 +499,11 @@ gemm_shift_dw(int M, int N, int K, const __global cg_t *x, int cs,
  * from padded images: y's channel n of pixel q = sum over taps (c, r, s)
  * of x[c cs + r rs + s ss + q] times B's (c, r, s, n), B the weights (N
  * channels x C R S) packed by gemm_pack_b as op(B) = w^T (NR channels a
- * micro-panel), plus bias[n] (NULL: none) and the activation act.  Pixel
- * q = oh rw + ow of the product is output (oh, ow), stored (channel n at
- * y + n sy + oh owid + ow) where ow < owid: the columns between output
- * rows are computed and dropped.  Batch entry z: x + z sx, y + yo + z
+ * micro-panel), plus beta times y's value (not read where beta is 0),
+ * plus bias[bo + n] (NULL: none), then the activation act.  Pixel q = oh
+ * rw + ow of the product is output (oh, ow), stored (channel n at y + n
+ * sy + oh owid + ow) where ow < owid: the columns between output rows
+ * are computed and dropped.  Batch entry z: x + xo + z sx, y + yo + z
  * sc.  No column buffer: each micro-tile's PMR rows are PMR consecutive
  * pixels, read where the image lies (in cache: a padded image of 64
  * planes of 30 x 30 is 230 KiB).  The host leaves PMR floats of slack
@@ -505,9 +511,9 @@ gemm_shift_dw(int M, int N, int K, const __global cg_t *x, int cs,
  * space as gemm_packed's over an M x N product. */
 KERNEL
 gemm_shift(int M, int N, int C, int R, int S, const __global float *pb,
-           const __global cg_t *x, int sx, int cs, int rs, int ss,
+           const __global cg_t *x, int xo, int sx, int cs, int rs, int ss,
            __global cg_t *y, int yo, int sy, int sc, int rw, int owid,
-           const __global cg_t *bias, int act)
+           float beta, const __global cg_t *bias, int bo, int act)
 {
     int njr = (N + NR - 1) / NR, npa = (M + PMR - 1) / PMR;
     int i = get_global_id(0), z = get_global_id(1);
@@ -516,8 +522,10 @@ gemm_shift(int M, int N, int C, int R, int S, const __global float *pb,
 
     if (p0 >= npa)
         return;
-    x += z * sx;
+    x += xo + z * sx;
     y += yo + z * sc;
+    if (bias)
+        bias += bo;
     pb += (size_t)jr * C * R * S * NR;
     for (t = 0; t < PMB && p0 + t < npa; t++) {
         int m0 = (p0 + t) * PMR;

@@ -699,6 +699,92 @@ START_TEST(stride_one_forward_follows_the_rule)
 }
 END_TEST
 
+/* The stride-1 backward of a "same" 3 x 3 convolution with bias: the
+ * forward adds the bias in its product and keeps x's padded planes, the
+ * backward pads dy once for both gradients, and a second backward adds
+ * dx into x's gradient in its product (no axpy for x).  Each gradient as
+ * the columns' path gives it, and the second exactly twice the first. */
+START_TEST(stride_one_backward_shares_planes_and_adds_dx)
+{
+    static const int64_t xs[4] = { 2, 16, 7, 9 }, ws[4] = { 17, 16, 3, 3 };
+    static const int64_t bs[1] = { 17 }, ys[4] = { 2, 17, 7, 9 };
+    cg_context_options co = { NULL, 1, 1 };
+    cg_context *ctx = cg_context_new_with(&co);
+    cg_tensor *in[3], *g, *y;
+    cg_conv_options o;
+    float *ref[4], *got[4], *again;
+    size_t n[4] = { 2 * 17 * 63, 2 * 16 * 63, 17 * 16 * 9, 17 }, j;
+    int way, t;
+
+    ck_assert_msg(ctx != NULL, "%s", TT_ERR);
+    memset(&o, 0, sizeof o);
+    o.padding[0] = o.padding[1] = 1;
+    in[0] = cg_rand_normal(ctx, 4, xs, 0.0f, 1.0f);
+    in[1] = cg_rand_normal(ctx, 4, ws, 0.0f, 1.0f);
+    in[2] = cg_rand_normal(ctx, 1, bs, 0.0f, 1.0f);
+    g = cg_rand_normal(ctx, 4, ys, 0.0f, 1.0f);
+    ck_assert_msg(in[0] && in[1] && in[2] && g, "%s", TT_ERR);
+    for (t = 0; t < 3; t++)
+        ck_assert_int_eq(cg_tensor_set_requires_grad(in[t], 1), CG_OK);
+    use_algo(0);
+    for (way = 0; way < 2; way++) {     /* 0: columns, 1: the rule */
+        float **v = way ? got : ref;
+
+        cg__conv_set_shift(way ? -1 : 0);
+        ck_assert_int_eq(cg_context_profile_reset(ctx), CG_OK);
+        y = cg_conv2d(in[0], in[1], in[2], &o);
+        ck_assert_msg(y != NULL, "%s", TT_ERR);
+        ck_assert_int_eq(tt_launches(ctx, "gemm_shift"), way);
+        ck_assert_int_eq(tt_launches(ctx, "conv_bias"), !way);
+        ck_assert_int_eq(cg_context_profile_reset(ctx), CG_OK);
+        ck_assert_int_eq(cg_backward(y, g, 1), CG_OK);
+        if (way) {
+            ck_assert_int_eq(tt_launches(ctx, "gemm_shift"), 1);
+            ck_assert_int_eq(tt_launches(ctx, "gemm_shift_dw"), 1);
+            /* Copies: the engine's of g, dy's planes (x's are the
+             * forward's), the flipped weights for dx, dW from dW^T */
+            ck_assert_int_eq(tt_launches(ctx, "copy32v") +
+                             tt_launches(ctx, "copy32"), 4);
+        }
+        v[0] = host_copy(y);
+        for (t = 0; t < 3; t++)
+            v[t + 1] = host_copy(cg_tensor_grad(in[t]));
+        if (way) {
+            ck_assert_int_eq(cg_context_profile_reset(ctx), CG_OK);
+            ck_assert_int_eq(cg_backward(y, g, 1), CG_OK);
+            /* w's and b's gradients added by the engine, x's by dx's
+             * product */
+            ck_assert_int_eq(tt_launches(ctx, "axpy"), 2);
+            ck_assert_int_eq(tt_launches(ctx, "gemm_shift"), 1);
+            again = host_copy(cg_tensor_grad(in[0]));
+            for (j = 0; j < n[1]; j++)
+                ck_assert_msg(again[j] == 2.0f * got[1][j],
+                              "x's gradient %zu: %g twice is not %g", j,
+                              got[1][j], again[j]);
+            free(again);
+        }
+        for (t = 0; t < 3; t++)
+            ck_assert_int_eq(cg_tensor_zero_grad(in[t]), CG_OK);
+        cg_tensor_free(y);
+    }
+    for (t = 0; t < 4; t++) {
+        for (j = 0; j < n[t]; j++)
+            ck_assert_msg(fabsf(ref[t][j] - got[t][j]) <=
+                          1e-4f * (1.0f + fabsf(ref[t][j])),
+                          "tensor %d, element %zu: %g vs %g", t, j,
+                          ref[t][j], got[t][j]);
+        free(ref[t]);
+        free(got[t]);
+    }
+    cg__conv_set_shift(-1);
+    use_auto();
+    for (t = 0; t < 3; t++)
+        cg_tensor_free(in[t]);
+    cg_tensor_free(g);
+    cg_context_free(ctx);
+}
+END_TEST
+
 START_TEST(conv_transpose2d_chunked_batch_equals_one_chunk)
 {
     check_chunking(1);
@@ -1816,6 +1902,7 @@ main(void)
     tcase_add_test(tc, packed_forward_chunked_equals_one_chunk);
     tcase_add_test(tc, forward_columns_follow_the_gemm_choice);
     tcase_add_test(tc, stride_one_forward_follows_the_rule);
+    tcase_add_test(tc, stride_one_backward_shares_planes_and_adds_dx);
     tcase_add_loop_test(tc, chunked_batch_equals_one_chunk, 0, 2);
     tcase_add_loop_test(tc, conv_matches_pytorch, 0, 2);
     tcase_add_test(tc, algorithms_agree_and_direct_is_deterministic);

@@ -693,12 +693,12 @@ shifts(cg_context *ctx, const cg__conv_geom *g, int *yes)
 }
 
 /* A tensor of len floats, zeros, and t's values (a view [N, C', H', W'])
- * laid out in it from (top, left) of planes hp x wp: [N][C'][hp][wp]
- * (each image's planes together), or with by_channel [C'][N][hp][wp]
- * (the channel's planes of all the batch together). */
+ * laid out in it from element lead + (top, left) of planes hp x wp:
+ * [N][C'][hp][wp] (each image's planes together), or with by_channel
+ * [C'][N][hp][wp] (the channel's planes of all the batch together). */
 static cg_tensor *
 planes_of(const cg_tensor *t, int64_t hp, int64_t wp, int64_t top,
-          int64_t left, int by_channel, int64_t len)
+          int64_t left, int by_channel, int64_t lead, int64_t len)
 {
     int64_t plane = hp * wp;
     int64_t strides[4] = { t->shape[1] * plane, plane, wp, 1 };
@@ -710,7 +710,8 @@ planes_of(const cg_tensor *t, int64_t hp, int64_t wp, int64_t top,
         strides[1] = t->shape[0] * plane;
     }
     if (status == CG_OK &&
-        !(v = cg__tensor_view(p, 4, t->shape, strides, top * wp + left)))
+        !(v = cg__tensor_view(p, 4, t->shape, strides,
+                              lead + top * wp + left)))
         status = cg__last_status();
     if (status == CG_OK)
         status = cg__copy_into(v, t);
@@ -722,85 +723,156 @@ planes_of(const cg_tensor *t, int64_t hp, int64_t wp, int64_t top,
     return p;
 }
 
-/* y = conv(x, w) at stride 1 (shifts) by gemm_shift: x copied once into
- * zero-padded images of Hp = OH + dh (R - 1) rows of Wp = OW + dw (S -
- * 1) (its own padding at the top and left, the rest at the bottom and
- * right: "same" padding may be uneven), whose windows the product reads
- * in place: tap (c, r, s)'s column q is the padded images' element c Hp
- * Wp + r dh Wp + s dw + q, output (oh, ow) at q = oh Wp + ow (the columns
- * between output rows computed and not stored).  No column buffer, so
- * none kept for the weight gradient: the backward makes its own. */
+/* The padded planes that the stride-1 kernels read for g's input, from
+ * element lead on: [C][N][Hp][Wp] with Hp = OH + dh (R - 1), Wp = OW +
+ * dw (S - 1), and slack past them for the rows that the products read
+ * and do not store (a plane and a panel width of floats). */
+static int64_t
+planes_len(cg_context *ctx, const cg__conv_geom *g, int64_t lead)
+{
+    int64_t plane = (g->OH + g->dh * (g->R - 1)) *
+                    (g->OW + g->dw * (g->S - 1));
+
+    return lead + g->C * g->N * plane + plane +
+           (int64_t)cg__gemm_packed_nr(ctx);
+}
+
+/* Where the input gradient's convolution (dx_shifts) finds dy in its
+ * padded planes: at its padding d (R - 1) - p, an offset into a plane.
+ * Where that convolution's grid is g's (stride 1, groups 1 and padding
+ * 2 p = d (R - 1): dx the size of y), the same planes serve dW's product
+ * (dw_shift) as its dy, x's planes laid out this many floats further on;
+ * elsewhere -1. */
+static int64_t
+dy_lead(const cg__conv_geom *g)
+{
+    if (g->G != 1 || g->sh != 1 || g->sw != 1 ||
+        2 * g->ph != g->dh * (g->R - 1) || 2 * g->pw != g->dw * (g->S - 1))
+        return -1;
+    return g->ph * (g->OW + g->dw * (g->S - 1)) + g->pw;
+}
+
+/* y = conv(x, w) of g at stride 1 (shifts), plus beta y (0: y not
+ * read), plus b (NULL: none), by gemm_shift on x's zero-padded planes xp
+ * laid out by planes_of with by_channel on the grid of Hp = OH + dh (R -
+ * 1) rows of Wp = OW + dw (S - 1) from element xo: output (oh, ow) is
+ * pixel q = oh Wp + ow, and tap (c, r, s) of its column reads the planes
+ * at c N Hp Wp + r dh Wp + s dw + q, a 1-D shift (the columns between
+ * output rows computed and not stored).  w dense, packed as B = w^T. */
 static int
-forward_shift(const cg__conv_geom *g, cg_tensor *x, cg_tensor *w,
+shift_product(const cg__conv_geom *g, cg_tensor *xp, int64_t xo,
+              int by_channel, cg_tensor *w, cg_tensor *b, float beta,
               cg_tensor *y)
 {
-    cg_context *ctx = x->ctx;
+    cg_context *ctx = y->ctx;
     int64_t hp = g->OH + g->dh * (g->R - 1), wp = g->OW + g->dw * (g->S - 1);
-    int64_t plane = hp * wp;
-    size_t P = (size_t)(g->OH * g->OW);
-    cg_tensor *xp = planes_of(x, hp, wp, g->ph, g->pw, 0,
-                              g->N * g->C * plane +
-                              (int64_t)cg__gemm_packed_nr(ctx));
+    size_t P = (size_t)(g->OH * g->OW), CRS = (size_t)(g->C * g->R * g->S);
+    cg__mat bm = { cg__tensor_mem(w), (size_t)w->offset, CRS };
+    cg__mat c = { cg__tensor_mem(y), (size_t)y->offset, P };
+    size_t plane = (size_t)(hp * wp), img = (size_t)g->C * plane;
+    cg__shift_src src = { cg__tensor_mem(xp), (size_t)xo,
+                          by_channel ? plane : img,
+                          by_channel ? (size_t)g->N * plane : plane,
+                          (size_t)(g->dh * wp), (size_t)g->dw };
+    cg_tensor *db = b ? cg__dense(b) : NULL;
     cg__packed_b pb = { NULL, 0, 0, 0 };
-    int status = xp ? CG_OK : cg__last_status();
+    int status = b && !db ? cg__last_status() : CG_OK;
 
-    if (status == CG_OK) {
-        size_t CRS = (size_t)(g->C * g->R * g->S);
-        cg__mat b = { cg__tensor_mem(w), (size_t)w->offset, CRS };
-        cg__mat c = { cg__tensor_mem(y), (size_t)y->offset, P };
-
-        status = cg__gemm_pack_b(ctx, CG_F32, 1, (size_t)g->K, CRS, b,
+    if (status == CG_OK)
+        status = cg__gemm_pack_b(ctx, CG_F32, 1, (size_t)g->K, CRS, bm,
                                  &pb);
-        if (status == CG_OK)
-            status = cg__gemm_shift(ctx, (size_t)((g->OH - 1) * wp + g->OW),
-                                    (size_t)g->C, (size_t)g->R,
-                                    (size_t)g->S, &pb, cg__tensor_mem(xp),
-                                    (size_t)(g->C * plane), (size_t)plane,
-                                    (size_t)(g->dh * wp), (size_t)g->dw, c,
-                                    (size_t)g->K * P, (size_t)wp,
-                                    (size_t)g->OW, (size_t)g->N);
-        cg__packed_b_free(&pb);
+    if (status == CG_OK)
+        status = cg__gemm_shift(ctx, (size_t)((g->OH - 1) * wp + g->OW),
+                                (size_t)g->C, (size_t)g->R, (size_t)g->S,
+                                &pb, &src, c, (size_t)g->K * P, (size_t)wp,
+                                (size_t)g->OW, (size_t)g->N, beta,
+                                db ? cg__tensor_mem(db) : NULL,
+                                db ? (size_t)db->offset : 0);
+    cg__packed_b_free(&pb);
+    cg_tensor_free(db);
+    return status;
+}
+
+/* y = conv(x, w) + b (NULL: none) at stride 1 (shifts): x copied once
+ * into zero-padded planes (its own padding at the top and left, the rest
+ * at the bottom and right: "same" padding may be uneven) that
+ * shift_product reads in place.  No column buffer.  With keep, the
+ * planes (laid out for dw_shift: from dy_lead's offset, or 0) go to
+ * *keep for the weight gradient where they are at most 1 /
+ * KEEP_COLS_FRACTION of the device's memory. */
+static int
+forward_shift(const cg__conv_geom *g, cg_tensor *x, cg_tensor *w,
+              cg_tensor *b, cg_tensor *y, cg_tensor **keep)
+{
+    cg_context *ctx = x->ctx;
+    int64_t lead = dy_lead(g) > 0 ? dy_lead(g) : 0, len;
+    int64_t hp = g->OH + g->dh * (g->R - 1), wp = g->OW + g->dw * (g->S - 1);
+    cg_tensor *xp;
+    int status;
+
+    if (!keep || (uint64_t)planes_len(ctx, g, lead) * 4 >
+                 ctx->info.global_mem_size / KEEP_COLS_FRACTION)
+        lead = 0, keep = NULL;
+    len = planes_len(ctx, g, lead);
+    if (!(xp = planes_of(x, hp, wp, g->ph, g->pw, keep != NULL, lead, len)))
+        return cg__last_status();
+    status = shift_product(g, xp, lead, keep != NULL, w, b, 0.0f, y);
+    if (status == CG_OK && keep) {
+        *keep = xp;
+        return CG_OK;
     }
     cg_tensor_free(xp);
     return status;
 }
 
-/* dW of g at stride 1 (shifts) by gemm_shift_dw: x and dy laid out by
- * planes_of on forward_shift's grid of Hp x Wp per image (dy's values at
- * (oh, ow), zeros elsewhere), so that column q = n Hp Wp + oh Wp + ow of
- * tap (c, r, s) is x's element c N Hp Wp + r dh Wp + s dw + q, and dW^T
- * (taps x K) = those rows times dy's, one product over the whole batch;
- * then dW from dW^T.  No column buffer. */
+/* dW of g at stride 1 (shifts) by gemm_shift_dw: x's and dy's planes on
+ * forward_shift's grid of Hp x Wp, channel-major (dy's values at (oh,
+ * ow), zeros elsewhere), so that column q = n Hp Wp + oh Wp + ow of tap
+ * (c, r, s) is x's element c N Hp Wp + r dh Wp + s dw + q, and dW^T (taps
+ * x K) = those rows times dy's, one product over the whole batch; then
+ * dW from dW^T.  No column buffer.  xp: x's planes from element xlead
+ * (the forward's), or NULL to make them here; dyp: dy's planes with dy
+ * at dylead into each (the input gradient's, dy_lead), or NULL to make
+ * them here at 0.  A dy value at q + dylead meets x's planes at xlead +
+ * q - dylead + the tap's offset. */
 static int
-dw_shift(const cg__conv_geom *g, cg_tensor *x, cg_tensor *dy, cg_tensor *dw)
+dw_shift(const cg__conv_geom *g, cg_tensor *x, cg_tensor *xp, int64_t xlead,
+         cg_tensor *dy, cg_tensor *dyp, int64_t dylead, cg_tensor *dw)
 {
     cg_context *ctx = dy->ctx;
     int64_t hp = g->OH + g->dh * (g->R - 1), wp = g->OW + g->dw * (g->S - 1);
     int64_t Q = g->N * hp * wp, CRS = g->C * g->R * g->S;
     int64_t tshape[2] = { g->K, CRS }, tst[2] = { 1, g->K };
     int64_t dst[2] = { CRS, 1 }, tlen = g->K * CRS;
-    cg_tensor *xp = planes_of(x, hp, wp, g->ph, g->pw, 1,
-                              g->C * Q + hp * wp +
-                              (int64_t)cg__gemm_packed_nr(ctx));
-    cg_tensor *dp = xp ? planes_of(dy, hp, wp, 0, 0, 1, g->K * Q) : NULL;
-    cg_tensor *wt = dp ? cg__tensor_empty(ctx, CG_F32, 1, &tlen) : NULL;
-    cg_tensor *tv = NULL, *dv = NULL;
+    cg_tensor *ox = NULL, *ody = NULL, *wt = NULL, *tv = NULL, *dv = NULL;
     cg__packed_b pb = { NULL, 0, 0, 0 };
-    int status = wt ? CG_OK : cg__last_status();
+    int status = CG_OK;
 
+    if (!dyp) {
+        dylead = 0;
+        dyp = ody = planes_of(dy, hp, wp, 0, 0, 1, 0, g->K * Q);
+    }
+    if (dyp && !xp) {
+        xlead = dylead;
+        xp = ox = planes_of(x, hp, wp, g->ph, g->pw, 1, xlead,
+                            planes_len(ctx, g, xlead));
+    }
+    if (!dyp || !xp || !(wt = cg__tensor_empty(ctx, CG_F32, 1, &tlen)))
+        status = cg__last_status();
     if (status == CG_OK) {
-        cg__mat b = { cg__tensor_mem(dp), 0, (size_t)Q };
+        cg__mat b = { cg__tensor_mem(dyp), 0, (size_t)Q };
 
         status = cg__gemm_pack_b(ctx, CG_F32, 1, (size_t)g->K, (size_t)Q, b,
                                  &pb);
     }
     if (status == CG_OK) {
         cg__mat c = { cg__tensor_mem(wt), 0, (size_t)g->K };
+        cg__shift_src src = { cg__tensor_mem(xp), (size_t)(xlead - dylead),
+                              0, (size_t)Q, (size_t)(g->dh * wp),
+                              (size_t)g->dw };
 
-        status = cg__gemm_shift_dw(ctx, (size_t)CRS, &pb,
-                                   cg__tensor_mem(xp), (size_t)Q,
-                                   (size_t)(g->R * g->S), (size_t)g->S,
-                                   (size_t)(g->dh * wp), (size_t)g->dw, c);
+        status = cg__gemm_shift_dw(ctx, (size_t)CRS, &pb, &src,
+                                   (size_t)(g->R * g->S), (size_t)g->S, c);
     }
     cg__packed_b_free(&pb);
     if (status == CG_OK &&
@@ -812,14 +884,16 @@ dw_shift(const cg__conv_geom *g, cg_tensor *x, cg_tensor *dy, cg_tensor *dw)
     cg_tensor_free(tv);
     cg_tensor_free(dv);
     cg_tensor_free(wt);
-    cg_tensor_free(dp);
-    cg_tensor_free(xp);
+    cg_tensor_free(ody);
+    cg_tensor_free(ox);
     return status;
 }
 
-int
-cg__conv_forward_im2col(const cg__conv_geom *g, cg_tensor *x, cg_tensor *w,
-                        cg_tensor *y, cg_tensor **keep)
+/* cg__conv_forward_im2col's columns: the packed product's, or a column
+ * buffer (kept where keep allows), without bias. */
+static int
+forward_columns(const cg__conv_geom *g, cg_tensor *x, cg_tensor *w,
+                cg_tensor *y, cg_tensor **keep)
 {
     cg_context *ctx = x->ctx;
     int64_t nc = chunk_images(ctx, g), n0, n, i;
@@ -833,18 +907,12 @@ cg__conv_forward_im2col(const cg__conv_geom *g, cg_tensor *x, cg_tensor *w,
     cl_mem mc, mx = cg__tensor_mem(x), mw = cg__tensor_mem(w);
     cl_mem my = cg__tensor_mem(y);
     cg__gemm_backend use;
-    int status, yes;
+    int status;
 
-    /* At stride 1 the product reads the padded images in place where
-     * shifts says so.  Else packed columns where clgrad's kernels would
-     * run the product; where CLBlast would, it multiplies the columns (on
-     * an NVIDIA H200, N8 C64 28x28 K64 3x3: 0.83 ms forward packed, 0.13
-     * on CLBlast).  conv_im2col_packed's groups of 8 columns fill whole
-     * panels. */
-    if ((status = shifts(ctx, g, &yes)))
-        return status;
-    if (yes)
-        return forward_shift(g, x, w, y);
+    /* Packed columns where clgrad's kernels would run the product; where
+     * CLBlast would, it multiplies the columns (on an NVIDIA H200, N8 C64
+     * 28x28 K64 3x3: 0.83 ms forward packed, 0.13 on CLBlast).
+     * conv_im2col_packed's groups of 8 columns fill whole panels. */
     if (g->G == 1 && !keeps && cg__gemm_packed_nr(ctx) % 8 == 0) {
         if ((status = cg__gemm_backend_of(ctx, 0, 0, (size_t)g->K, P, CRS,
                                           0, (size_t)nc, &use)))
@@ -888,6 +956,22 @@ cg__conv_forward_im2col(const cg__conv_geom *g, cg_tensor *x, cg_tensor *w,
     }
     cg_tensor_free(col);
     return status;
+}
+
+int
+cg__conv_forward_im2col(const cg__conv_geom *g, cg_tensor *x, cg_tensor *w,
+                        cg_tensor *b, cg_tensor *y, cg_tensor **keep)
+{
+    int status, yes;
+
+    /* At stride 1 the product reads the padded planes in place where
+     * shifts says so, and adds the bias itself. */
+    if ((status = shifts(x->ctx, g, &yes)))
+        return status;
+    if (yes)
+        return forward_shift(g, x, w, b, y, keep);
+    status = forward_columns(g, x, w, y, keep);
+    return status == CG_OK && b ? cg__conv_add_bias(y, b) : status;
 }
 
 /* The chunk's upstream gradient as a contiguous [K, n, P]. */
@@ -1003,9 +1087,11 @@ dx_shifts(cg_context *ctx, const cg__conv_geom *g, cg__conv_geom *t,
     return shifts(ctx, t, yes);
 }
 
-/* dx from dy by the convolution t of dx_shifts. */
+/* dx (+ dx where beta is 1) from dy's planes dyp (planes_of on t's grid,
+ * by channel, dy at t's padding) by the convolution t of dx_shifts. */
 static int
-dx_shift(const cg__conv_geom *t, cg_tensor *w, cg_tensor *dy, cg_tensor *dx)
+dx_shift(const cg__conv_geom *t, cg_tensor *w, cg_tensor *dyp, float beta,
+         cg_tensor *dx)
 {
     int64_t shape[4] = { t->K, t->C, t->R, t->S };
     int64_t strides[4] = { w->strides[1], w->strides[0], -w->strides[2],
@@ -1014,7 +1100,8 @@ dx_shift(const cg__conv_geom *t, cg_tensor *w, cg_tensor *dy, cg_tensor *dx)
                                    w->offset + (t->R - 1) * w->strides[2] +
                                    (t->S - 1) * w->strides[3]);
     cg_tensor *wt = v ? cg__copy_contiguous(v) : NULL;
-    int status = wt ? forward_shift(t, dy, wt, dx) : cg__last_status();
+    int status = wt ? shift_product(t, dyp, 0, 1, wt, NULL, beta, dx)
+                    : cg__last_status();
 
     cg_tensor_free(v);
     cg_tensor_free(wt);
@@ -1022,45 +1109,62 @@ dx_shift(const cg__conv_geom *t, cg_tensor *w, cg_tensor *dy, cg_tensor *dx)
 }
 
 /* dx and dw (either may be NULL) of y = conv(x, w) from dy, chunk by
- * chunk; x (may be NULL without dw), w and dy dense.  cols: the forward's
- * columns of the whole batch, or NULL. */
+ * chunk; x (may be NULL without dw), w and dy dense.  saved: what the
+ * forward kept (its columns of the whole batch, or its padded planes),
+ * or NULL; dx_add: dx holds a gradient to add to (only where
+ * dx_shifts says yes). */
 int
 cg__conv_backward_im2col(const cg__conv_geom *g, cg_tensor *x, cg_tensor *w,
                          cg_tensor *dy, cg_tensor *dx, cg_tensor *dw,
-                         cg_tensor *cols)
+                         cg_tensor *saved, int dx_add)
 {
-    int64_t nc = cols ? g->N : chunk_images(w->ctx, g), n0;
-    int64_t csize = col_numel(g, nc);
-    cg_tensor *col = NULL;
-    int status = CG_OK, yes = 0;
+    cg_context *ctx = w->ctx;
+    int64_t lead = dy_lead(g), xlead = lead > 0 ? lead : 0, nc, n0;
+    cg_tensor *col = NULL, *cols = NULL, *xp = NULL, *dyp = NULL;
+    cg__conv_geom t;
+    int status = CG_OK, yes = 0, dyes = 0;
 
     /* dx and dW at stride 1 without columns where the forward went so
-     * (shifts) */
-    if (dw && (status = shifts(w->ctx, g, &yes)) != CG_OK)
+     * (shifts), on one set of dy's planes where their grids agree */
+    if ((status = shifts(ctx, g, &yes)) != CG_OK)
         return status;
-    if (dx) {
-        cg__conv_geom t;
-        int dyes;
+    if (dx && (status = dx_shifts(ctx, g, &t, &dyes)) != CG_OK)
+        return status;
+    if (dx_add && !dyes)
+        return cg__error(CG_EINVAL, "conv: an input gradient to add to "
+                         "where the backward cannot");
+    /* The forward's: its planes where it went by shift, else columns */
+    if (saved && yes &&
+        cg_tensor_numel(saved) == planes_len(ctx, g, xlead))
+        xp = saved;
+    else if (saved && !yes && cg_tensor_numel(saved) == col_numel(g, g->N))
+        cols = saved;
+    yes = yes && dw;
+    if (dyes) {
+        int64_t thp = t.OH + t.dh * (t.R - 1), twp = t.OW + t.dw * (t.S - 1);
 
-        if ((status = dx_shifts(w->ctx, g, &t, &dyes)) != CG_OK)
-            return status;
-        if (dyes) {
-            if ((status = dx_shift(&t, w, dy, dx)) != CG_OK)
-                return status;
-            dx = NULL;
-            if (!dw)
-                return CG_OK;
-        }
+        dyp = planes_of(dy, thp, twp, t.ph, t.pw, 1, 0,
+                        planes_len(ctx, &t, 0));
+        status = dyp ? dx_shift(&t, w, dyp, dx_add ? 1.0f : 0.0f, dx)
+                     : cg__last_status();
+        dx = NULL;
     }
-    if (yes) {
-        status = dw_shift(g, x, dy, dw);
-        if (status != CG_OK || !dx)
-            return status;
+    if (status == CG_OK && yes)
+        status = lead >= 0 && dyp
+                 ? dw_shift(g, x, xp, xlead, dy, dyp, lead, dw)
+                 : dw_shift(g, x, xp, xlead, dy, NULL, 0, dw);
+    cg_tensor_free(dyp);
+    if (yes)
         dw = NULL;
+    if (status != CG_OK || (!dx && !dw))
+        return status;
+    nc = cols ? g->N : chunk_images(ctx, g);
+    if (dx || !cols) {
+        int64_t csize = col_numel(g, nc);
+
+        if (!(col = cg__tensor_empty(ctx, CG_F32, 1, &csize)))
+            status = cg__last_status();
     }
-    if ((dx || !cols) &&
-        !(col = cg__tensor_empty(w->ctx, CG_F32, 1, &csize)))
-        status = cg__last_status();
     for (n0 = 0; status == CG_OK && n0 < g->N; n0 += nc)
         status = backward_chunk(g, x, w, dy, col, cols, dx, dw, n0,
                                 g->N - n0 < nc ? g->N - n0 : nc);
@@ -1115,26 +1219,48 @@ cg__conv_grads_end(cg__node *node, cg_tensor *gd, cg_tensor **gin, int status)
     return status;
 }
 
+/* The gradient of x collected so far (cg__grad_into), to which the
+ * backward adds dx itself (gemm_shift with beta 1) instead of the
+ * engine's pass over it, in gin[0] in place of the new buffer; *add
+ * whether it is. */
+static int
+dx_into(cg__node *node, const cg__conv_geom *g, cg_tensor **gin, int *add)
+{
+    cg_tensor *acc = gin[0] ? cg__grad_into(node, 0) : NULL;
+    cg__conv_geom t;
+    int status = CG_OK;
+
+    *add = 0;
+    if (acc && acc->dtype == CG_F32 &&
+        (status = dx_shifts(acc->ctx, g, &t, add)) == CG_OK && *add) {
+        cg_tensor_free(gin[0]);
+        gin[0] = cg_tensor_ref(acc);
+    }
+    return status;
+}
+
 static int
 conv_backward(cg__node *node, cg_tensor *dy, cg_tensor **gin)
 {
     cg_tensor *gd = NULL;
     cg__conv_geom g;
     cg__conv_algorithm algo;
-    int status = cg__conv_grads_begin(node, dy, gin, &gd, &g);
+    int status = cg__conv_grads_begin(node, dy, gin, &gd, &g), add = 0;
 
     /* A 16-bit node comes from the direct forward only (conv_apply). */
     if (status == CG_OK && dy->dtype != CG_F32)
         algo = CG__CONV_DIRECT;
     else if (status == CG_OK)
         status = cg__conv_choose(dy->ctx, CG__CONV_BWD, &g, &algo);
+    if (status == CG_OK && algo == CG__CONV_IM2COL)
+        status = dx_into(node, &g, gin, &add);
     if (status == CG_OK && (gin[0] || gin[1]))
         status = algo == CG__CONV_DIRECT
                  ? backward_direct(&g, node->saved[0], node->saved[1], gd,
                                    gin[0], gin[1])
                  : cg__conv_backward_im2col(&g, node->saved[0],
                                             node->saved[1], gd, gin[0],
-                                            gin[1], node->saved[2]);
+                                            gin[1], node->saved[2], add);
     return cg__conv_grads_end(node, gd, gin, status);
 }
 
@@ -1149,8 +1275,7 @@ conv_run(cg__conv_algorithm algo, const cg__conv_geom *g, cg_tensor *x,
 
     switch (algo) {
     case CG__CONV_IM2COL:
-        status = cg__conv_forward_im2col(g, x, w, y, keep);
-        return status == CG_OK && b ? cg__conv_add_bias(y, b) : status;
+        return cg__conv_forward_im2col(g, x, w, b, y, keep);
     case CG__CONV_DIRECT:
         db = b ? cg__dense(b) : NULL;
         if (b && !db)
@@ -1186,7 +1311,7 @@ cg__conv_via_f32(cg__conv_apply_fn apply, const char *op,
 int
 cg__conv_record(cg_tensor *y, const char *op, cg__backward_fn fn,
                 const cg__conv_geom *g, cg_tensor **in, cg_tensor *x,
-                cg_tensor *w, cg_tensor *cols)
+                cg_tensor *w, cg_tensor *kept)
 {
     int status = CG_OK;
     cg__node *node = cg__record(y, op, fn, 3, in, &status);
@@ -1197,9 +1322,9 @@ cg__conv_record(cg_tensor *y, const char *op, cg__backward_fn fn,
     status = cg__node_save(node, 0, x);
     if (status == CG_OK)
         status = cg__node_save(node, 1, w);
-    /* The forward's columns, for the weight gradient. */
-    if (status == CG_OK && cols && node->needs[1])
-        status = cg__node_save(node, 2, cols);
+    /* What the forward kept for the weight gradient */
+    if (status == CG_OK && kept && node->needs[1])
+        status = cg__node_save(node, 2, kept);
     return status;
 }
 
@@ -1212,7 +1337,7 @@ conv_apply(const char *op, const cg__conv_geom *g, cg_tensor *x,
            cg_tensor *w, cg_tensor *b)
 {
     cg_tensor *in[3] = { x, w, b }, *dx = NULL, *dw = NULL, *y = NULL;
-    cg_tensor *cols = NULL;
+    cg_tensor *kept = NULL;
     int64_t shape[4] = { g->N, g->K, g->OH, g->OW };
     cg__conv_algorithm algo;
     int status;
@@ -1225,11 +1350,11 @@ conv_apply(const char *op, const cg__conv_geom *g, cg_tensor *x,
     dw = dx ? cg__dense(w) : NULL;
     y = dw ? cg__tensor_empty(x->ctx, x->dtype, 4, shape) : NULL;
     status = y ? conv_run(algo, g, dx, dw, b, y,
-                          cg_tensor_requires_grad(w) ? &cols : NULL)
+                          cg_tensor_requires_grad(w) ? &kept : NULL)
                : cg__last_status();
     if (status == CG_OK)
-        status = cg__conv_record(y, op, conv_backward, g, in, dx, dw, cols);
-    cg_tensor_free(cols);
+        status = cg__conv_record(y, op, conv_backward, g, in, dx, dw, kept);
+    cg_tensor_free(kept);
     cg_tensor_free(dx);
     cg_tensor_free(dw);
     if (status) {

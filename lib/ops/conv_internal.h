@@ -80,17 +80,22 @@ int cg__conv_bias_check(const char *op, const cg_tensor *b,
                         int64_t K);
 int cg__conv_geom_fits(const char *op, const cg__conv_geom *g);
 
-/* im2col + GEMM.  forward: y = conv(x, w), chunk by chunk (x, w dense;
- * *keep, when keep is not NULL, may receive the columns of the whole
- * batch, owned by the caller; with groups 1, columns not kept go straight
- * into the packed GEMM's operand instead of a column buffer).  backward:
- * dx and dw (either NULL) of y = conv(x, w) from dense dy (x may be NULL
- * without dw; cols the forward's kept columns or NULL). */
+/* im2col + GEMM.  forward: y = conv(x, w) + b (NULL: none), chunk by
+ * chunk (x, w dense; *keep, when keep is not NULL, may receive what the
+ * backward can use, owned by the caller: the columns of the whole batch,
+ * or at stride 1 x's padded planes; with groups 1, columns not kept go
+ * straight into the packed GEMM's operand instead of a column buffer).
+ * backward: dx and dw (either NULL) of y = conv(x, w) from dense dy (x
+ * may be NULL without dw; saved: what the forward kept, or NULL; dx_add
+ * nonzero: dx holds a gradient to add to, which the backward can only
+ * at stride 1 and groups 1 (the convolution's own backward asks;
+ * CG_EINVAL elsewhere)). */
 int cg__conv_forward_im2col(const cg__conv_geom *g, cg_tensor *x,
-                            cg_tensor *w, cg_tensor *y, cg_tensor **keep);
+                            cg_tensor *w, cg_tensor *b, cg_tensor *y,
+                            cg_tensor **keep);
 int cg__conv_backward_im2col(const cg__conv_geom *g, cg_tensor *x,
                              cg_tensor *w, cg_tensor *dy, cg_tensor *dx,
-                             cg_tensor *dw, cg_tensor *cols);
+                             cg_tensor *dw, cg_tensor *saved, int dx_add);
 /* y [N, K, OH, OW] += b [K] along dimension 1; b may be any view. */
 int cg__conv_add_bias(cg_tensor *y, cg_tensor *b);
 
@@ -117,8 +122,9 @@ int cg__conv_grads_end(cg__node *node, cg_tensor *gd, cg_tensor **gin,
                        int status);
 
 /* Records y's node for op with backward fn over in[3] (in[2] the bias or
- * NULL): g in its i[], dense x and w saved as saved[0] and [1], cols
- * (NULL: none) as saved[2] when w needs a gradient. */
+ * NULL): g in its i[], dense x and w saved as saved[0] and [1], kept
+ * (NULL: none; what the forward kept for the backward) as saved[2]
+ * when w needs a gradient. */
 int cg__conv_record(cg_tensor *y, const char *op, cg__backward_fn fn,
                     const cg__conv_geom *g, cg_tensor **in, cg_tensor *x,
                     cg_tensor *w, cg_tensor *cols);

@@ -121,7 +121,8 @@ convt_run(cg__conv_algorithm algo, const cg__conv_geom *g, cg_tensor *x,
     int status;
 
     if (algo == CG__CONV_IM2COL) {
-        status = cg__conv_backward_im2col(g, NULL, w, x, y, NULL, NULL);
+        status = cg__conv_backward_im2col(g, NULL, w, x, y, NULL, NULL,
+                                          0);
         return status == CG_OK && b ? cg__conv_add_bias(y, b) : status;
     }
     db = b ? cg__dense(b) : NULL;
@@ -146,9 +147,10 @@ convt_grads(cg__conv_algorithm algo, const cg__conv_geom *g, cg_tensor *x,
 
     if (algo == CG__CONV_IM2COL) {
         if (dx)
-            status = cg__conv_forward_im2col(g, dy, w, dx, NULL);
+            status = cg__conv_forward_im2col(g, dy, w, NULL, dx, NULL);
         if (status == CG_OK && dw)
-            status = cg__conv_backward_im2col(g, dy, w, x, NULL, dw, NULL);
+            status = cg__conv_backward_im2col(g, dy, w, x, NULL, dw, NULL,
+                                              0);
         return status;
     }
     if (dx)

@@ -795,17 +795,18 @@ packed_launch(cg_context *ctx, cg_dtype cd, size_t m, size_t n, size_t k,
 
 int
 cg__gemm_shift(cg_context *ctx, size_t m, size_t c, size_t r, size_t s,
-               const cg__packed_b *pb, cl_mem x, size_t sx, size_t cs,
-               size_t rs, size_t ss, cg__mat y, size_t sc, size_t rw,
-               size_t ow, size_t batch)
+               const cg__packed_b *pb, const cg__shift_src *x, cg__mat y,
+               size_t sc, size_t rw, size_t ow, size_t batch, float beta,
+               cl_mem bias, size_t bo)
 {
     size_t nr = cg__gemm_packed_nr(ctx), global[2], local[2];
-    cl_int v[15] = {
+    cl_int v[17] = {
         (cl_int)m, (cl_int)pb->n, (cl_int)c, (cl_int)r, (cl_int)s,
-        (cl_int)sx, (cl_int)cs, (cl_int)rs, (cl_int)ss, (cl_int)y.off,
-        (cl_int)y.ld, (cl_int)sc, (cl_int)rw, (cl_int)ow, 0
+        (cl_int)x->off, (cl_int)x->sx, (cl_int)x->cs, (cl_int)x->rs,
+        (cl_int)x->ss, (cl_int)y.off, (cl_int)y.ld, (cl_int)sc, (cl_int)rw,
+        (cl_int)ow, (cl_int)bo, 0
     };
-    cl_mem mp = cg__buffer_mem(pb->buf), none = NULL;
+    cl_mem mp = cg__buffer_mem(pb->buf);
     cl_kernel kn;
     int status;
 
@@ -817,11 +818,12 @@ cg__gemm_shift(cg_context *ctx, size_t m, size_t c, size_t r, size_t s,
     if (status == CG_OK)
         status = cg__args(kn, CG__ARG(v[0]), CG__ARG(v[1]), CG__ARG(v[2]),
                           CG__ARG(v[3]), CG__ARG(v[4]), CG__ARG(mp),
-                          CG__ARG(x), CG__ARG(v[5]), CG__ARG(v[6]),
-                          CG__ARG(v[7]), CG__ARG(v[8]), CG__ARG(y.mem),
-                          CG__ARG(v[9]), CG__ARG(v[10]), CG__ARG(v[11]),
-                          CG__ARG(v[12]), CG__ARG(v[13]), CG__ARG(none),
-                          CG__ARG(v[14]));
+                          CG__ARG(x->mem), CG__ARG(v[5]), CG__ARG(v[6]),
+                          CG__ARG(v[7]), CG__ARG(v[8]), CG__ARG(v[9]),
+                          CG__ARG(y.mem), CG__ARG(v[10]), CG__ARG(v[11]),
+                          CG__ARG(v[12]), CG__ARG(v[13]), CG__ARG(v[14]),
+                          CG__ARG(beta), CG__ARG(bias), CG__ARG(v[15]),
+                          CG__ARG(v[16]));
     if (status)
         return status;
     packed_space(ctx, m, pb->n, batch, global, local);
@@ -830,13 +832,13 @@ cg__gemm_shift(cg_context *ctx, size_t m, size_t c, size_t r, size_t s,
 
 int
 cg__gemm_shift_dw(cg_context *ctx, size_t m, const cg__packed_b *pb,
-                  cl_mem x, size_t cs, size_t taps, size_t ts, size_t rs,
-                  size_t ss, cg__mat c)
+                  const cg__shift_src *x, size_t taps, size_t ts, cg__mat c)
 {
     size_t nr = cg__gemm_packed_nr(ctx), global[2], local[2];
-    cl_int v[9] = {
-        (cl_int)m, (cl_int)pb->n, (cl_int)pb->k, (cl_int)cs, (cl_int)taps,
-        (cl_int)ts, (cl_int)rs, (cl_int)ss, (cl_int)c.ld
+    cl_int v[10] = {
+        (cl_int)m, (cl_int)pb->n, (cl_int)pb->k, (cl_int)x->off,
+        (cl_int)x->cs, (cl_int)taps, (cl_int)ts, (cl_int)x->rs,
+        (cl_int)x->ss, (cl_int)c.ld
     };
     cl_mem mp = cg__buffer_mem(pb->buf);
     cl_kernel kn;
@@ -849,9 +851,10 @@ cg__gemm_shift_dw(cg_context *ctx, size_t m, const cg__packed_b *pb,
     status = cg__kernel_dt(ctx, CG__K_GEMM_SHIFT_DW, CG_F32, &kn);
     if (status == CG_OK)
         status = cg__args(kn, CG__ARG(v[0]), CG__ARG(v[1]), CG__ARG(v[2]),
-                          CG__ARG(x), CG__ARG(v[3]), CG__ARG(v[4]),
+                          CG__ARG(x->mem), CG__ARG(v[3]), CG__ARG(v[4]),
                           CG__ARG(v[5]), CG__ARG(v[6]), CG__ARG(v[7]),
-                          CG__ARG(mp), CG__ARG(c.mem), CG__ARG(v[8]));
+                          CG__ARG(v[8]), CG__ARG(mp), CG__ARG(c.mem),
+                          CG__ARG(v[9]));
     if (status)
         return status;
     packed_space(ctx, m, pb->n, 1, global, local);

@@ -184,28 +184,37 @@ int cg__gemm_packed_bs(cg_context *ctx, size_t m, size_t n, size_t k,
                        cg__mat a, cl_mem pb, size_t spb, cg__mat c,
                        size_t sc, size_t batch);
 
+/* Where the stride-1 convolution kernels read their zero-padded images:
+ * the element of batch entry z, channel c, tap (r, s) and pixel q at
+ * off + z sx + c cs + r rs + s ss + q floats into mem. */
+typedef struct cg__shift_src {
+    cl_mem mem;
+    size_t off, sx, cs, rs, ss;
+} cg__shift_src;
+
 /* A convolution at stride 1 as a product (kernels/gemm_pack.cl's
- * gemm_shift), float32: for z < batch, pixel q < m of the padded image at
- * x + z sx (tap (c, r, s) at c cs + r rs + s ss + q; q = oh rw + ow, ow <
- * the output width ow stored) times w^T packed by cg__gemm_pack_b (pb,
- * pb->n output channels) into y (channel n of output (oh, ow) at y.off +
- * z sc + n y.ld + oh ow + ow).  x holds cg__gemm_packed_nr floats of
- * slack past its last window. */
+ * gemm_shift), float32: for z < batch, pixels q < m of x's image z (q =
+ * oh rw + ow; those with ow < the output width ow stored) times w^T
+ * packed by cg__gemm_pack_b (pb, pb->n output channels), into y (channel
+ * n of output (oh, ow) at y.off + z sc + n y.ld + oh ow + ow): the sums
+ * plus beta times y (0: y not read), plus bias (NULL: none; channel n at
+ * bo + n floats).  x holds cg__gemm_packed_nr floats of slack past its
+ * last window. */
 int cg__gemm_shift(cg_context *ctx, size_t m, size_t c, size_t r, size_t s,
-                   const cg__packed_b *pb, cl_mem x, size_t sx, size_t cs,
-                   size_t rs, size_t ss, cg__mat y, size_t sc, size_t rw,
-                   size_t ow, size_t batch);
+                   const cg__packed_b *pb, const cg__shift_src *x,
+                   cg__mat y, size_t sc, size_t rw, size_t ow, size_t batch,
+                   float beta, cl_mem bias, size_t bo);
 
 /* A convolution's weight gradient at stride 1, transposed (kernels/
  * gemm_pack.cl's gemm_shift_dw), float32: c (m taps x pb->n channels,
- * row-major, c.ld) = tap rows of the padded images at x (tap t = (ch,
- * r, s) of taps = R S per channel and ts = S per row of them: pb->k
- * floats from ch cs + r rs + s ss) times the output gradient packed by
- * cg__gemm_pack_b (pb, in the taps' column order).  x holds the floats
- * its last tap's row reads. */
+ * row-major, c.ld) = tap rows of the padded images x (tap t = (ch, r,
+ * s) of taps = R S per channel and ts = S per row of them: pb->k floats
+ * from ch cs + r rs + s ss, x->sx unused) times the output gradient
+ * packed by cg__gemm_pack_b (pb, in the taps' column order).  x holds
+ * the floats its last tap's row reads. */
 int cg__gemm_shift_dw(cg_context *ctx, size_t m, const cg__packed_b *pb,
-                      cl_mem x, size_t cs, size_t taps, size_t ts,
-                      size_t rs, size_t ss, cg__mat c);
+                      const cg__shift_src *x, size_t taps, size_t ts,
+                      cg__mat c);
 
 /* The same for `batch` products, matrix i of each operand at its offset
  * plus i times its stride (sa, sb, sc; 0 repeats one matrix). */
