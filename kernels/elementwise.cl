@@ -54,7 +54,7 @@
  * @family CG_UNARY _f _b _fv _bv _j _jv
  * @family CG_BINARY _f _b _fv _bv _j _jv
  * @kernels where_f where_f_b where_i where_i_b
- * @kernels copy32 copy32v copy16 copy16v
+ * @kernels copy32v copy16v
  * Each kernel is a program of its own (common.cl's CG_WANT):
  * @split
  */
@@ -456,46 +456,59 @@ WHERE(_f, float)
 WHERE(_i, int)
 
 /* dst[dst layout] = src[src layout], for elements of BITS bits (T: uint
- * for float32 and int32, ushort for float16 and bfloat16).  Both operands
- * strided over the same iteration space.
- *
- * copyBITSv: the same over rows: both operands' innermost stride is 1;
- * work-item (c, r) copies elements c * ch .. c * ch + ch - 1 of row r (len
- * elements), VW at a time, the row starts found once. */
+ * for float32 and int32, ushort for float16 and bfloat16), both operands
+ * strided over the same iteration space, taken as nrows rows of len
+ * elements (the innermost dimension).  Work-item (c, r) copies elements
+ * c * ch .. c * ch + ch - 1 of rows r * rows .. r * rows + rows - 1, VW
+ * at a time where both innermost strides are 1.  Its first row's place
+ * costs a division per dimension; each next row's, an add and a compare
+ * per dimension that its index carries into (a row of 16 floats took
+ * about as long to find as to copy by division). */
 #define COPY(BITS, T)                                                        \
-CG_KERNEL_IF(CG_WANT(copy##BITS))                                            \
-void copy##BITS(__global const T *src, int so, __global T *dst,             \
-                int dso, int8 shape, int8 ss, int8 sd, int nd,              \
-                uint n)                                                     \
-{                                                                            \
-    uint i = get_global_id(0);                                               \
-    int2 o;                                                                  \
-                                                                             \
-    if (i >= n)                                                              \
-        return;                                                              \
-    o = cg_off2(i, shape, ss, sd, nd);                                       \
-    dst[dso + o.y] = src[so + o.x];                                          \
-}                                                                            \
 CG_KERNEL_IF(CG_WANT(copy##BITS##v))                                         \
 void copy##BITS##v(__global const T *src, int so, __global T *dst,          \
                    int dso, int8 shape, int8 ss, int8 sd, int nd,           \
-                   uint len, uint ch)                                       \
+                   uint len, uint ch, uint rows, uint nrows)                \
 {                                                                            \
-    uint c = get_global_id(0) * ch, r = get_global_id(1), e, k;             \
+    uint c = get_global_id(0) * ch, r0 = get_global_id(1) * rows, e, k, r;  \
+    int sh[8], sa[8], sb[8], ix[8], d, q, is, id;                            \
     int2 o;                                                                  \
-    __global const T *ps;                                                    \
-    __global T *pd;                                                          \
                                                                              \
-    if (c >= len)                                                            \
+    if (c >= len || r0 >= nrows)                                             \
         return;                                                              \
-    o = cg_off2(r, shape, ss, sd, nd - 1);                                   \
-    ps = src + so + o.x + c;                                                 \
-    pd = dst + dso + o.y + c;                                                \
+    vstore8(shape, 0, sh);                                                   \
+    vstore8(ss, 0, sa);                                                      \
+    vstore8(sd, 0, sb);                                                      \
+    is = sa[nd - 1];                                                         \
+    id = sb[nd - 1];                                                         \
+    o = (int2)(so + (int)c * is, dso + (int)c * id);                         \
+    for (d = nd - 2, q = (int)r0; d >= 0; d--) {                             \
+        ix[d] = q % sh[d];                                                   \
+        q /= sh[d];                                                          \
+        o += (int2)(ix[d] * sa[d], ix[d] * sb[d]);                           \
+    }                                                                        \
     e = min(ch, len - c);                                                    \
-    for (k = 0; k + VW <= e; k += VW)                                        \
-        vstore8(vload8(0, ps + k), 0, pd + k);                               \
-    for (; k < e; k++)                                                       \
-        pd[k] = ps[k];                                                       \
+    for (r = 0; r < rows && r0 + r < nrows; r++) {                           \
+        __global const T *ps = src + o.x;                                    \
+        __global T *pd = dst + o.y;                                          \
+                                                                             \
+        if (is == 1 && id == 1) {                                            \
+            for (k = 0; k + VW <= e; k += VW)                                \
+                vstore8(vload8(0, ps + k), 0, pd + k);                       \
+            for (; k < e; k++)                                               \
+                pd[k] = ps[k];                                               \
+        } else {                                                             \
+            for (k = 0; k < e; k++)                                          \
+                pd[(int)k * id] = ps[(int)k * is];                           \
+        }                                                                    \
+        for (d = nd - 2; d >= 0; d--) {                                      \
+            o += (int2)(sa[d], sb[d]);                                       \
+            if (++ix[d] < sh[d])                                             \
+                break;                                                       \
+            o -= (int2)(sh[d] * sa[d], sh[d] * sb[d]);                       \
+            ix[d] = 0;                                                       \
+        }                                                                    \
+    }                                                                        \
 }
 
 COPY(32, uint)

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "opcheck.h"
+#include "ops/internal.h"
 
 /* ------------------------------------------------------------------ unary */
 
@@ -687,6 +688,110 @@ expect_intact(cg_tensor *a)
         ck_assert_float_eq(h[i], (float)i);
 }
 
+/* ------------------------------------------------------------------ copies */
+
+/* One strided copy: a view of base (values: their own index mod 200,
+ * exact in bfloat16 too) of shape and strides (elements) from off,
+ * copied contiguous; with dst_strides not NULL, a contiguous source of
+ * the view's values copied into such a view of zeros instead. */
+typedef struct {
+    int nd;
+    int64_t shape[5], strides[5], off;
+} copy_case;
+
+static void
+check_copy(cg_dtype dt, const copy_case *c, int into)
+{
+    int64_t blen = 4096, n = 1, i, idx[5], o;
+    float *host = malloc((size_t)blen * sizeof *host), *got;
+    cg_tensor *base, *v, *out, *f;
+    int d;
+
+    ck_assert_ptr_nonnull(host);
+    for (i = 0; i < blen; i++)
+        host[i] = (float)(i % 200);
+    for (d = 0; d < c->nd; d++)
+        n *= c->shape[d];
+    got = malloc((size_t)(into ? blen : n) * sizeof *got);
+    ck_assert_ptr_nonnull(got);
+    base = cg_tensor_from_host_f32(tt_ctx(), dt, 1, &blen, host);
+    ck_assert_msg(base != NULL, "%s", TT_ERR);
+    if (into) {                 /* contiguous source -> strided target */
+        cg_tensor *src = cg_tensor_from_host_f32(tt_ctx(), dt, c->nd,
+                                                 c->shape, host);
+
+        ck_assert_msg(src && cg__fill(base, 0.0f) == CG_OK, "%s", TT_ERR);
+        v = cg__tensor_view(base, c->nd, c->shape, c->strides, c->off);
+        ck_assert_msg(v && cg__copy_into(v, src) == CG_OK, "%s", TT_ERR);
+        cg_tensor_free(src);
+        out = cg_tensor_ref(base);
+    } else {
+        v = cg__tensor_view(base, c->nd, c->shape, c->strides, c->off);
+        ck_assert_msg(v != NULL, "%s", TT_ERR);
+        out = cg__copy_contiguous(v);
+        ck_assert_msg(out != NULL, "%s", TT_ERR);
+    }
+    f = cg_to_dtype(out, CG_F32);
+    ck_assert_msg(f && cg_tensor_to_host_f32(f, got, (size_t)(into ? blen
+                                                                   : n)) ==
+                       CG_OK, "%s", TT_ERR);
+    memset(idx, 0, sizeof idx);
+    for (i = 0; i < n; i++) {
+        float want;
+
+        for (d = 0, o = c->off; d < c->nd; d++)
+            o += idx[d] * c->strides[d];
+        want = into ? host[i] : host[o];
+        ck_assert_msg((into ? got[o] : got[i]) == want,
+                      "dtype %d, %d dims, %s, element %lld: %g, not %g",
+                      (int)dt, c->nd, into ? "into" : "from",
+                      (long long)i, into ? got[o] : got[i], want);
+        if (into)
+            got[o] = 0.0f;      /* seen: the rest must still be zeros */
+        for (d = c->nd - 1; d >= 0 && ++idx[d] == c->shape[d]; d--)
+            idx[d] = 0;
+    }
+    for (i = 0; into && i < blen; i++)
+        ck_assert_msg(got[i] == 0.0f, "element %lld outside the view "
+                      "written: %g", (long long)i, got[i]);
+    cg_tensor_free(f);
+    cg_tensor_free(out);
+    cg_tensor_free(v);
+    cg_tensor_free(base);
+    free(got);
+    free(host);
+}
+
+/* cg__copy_into through views of every layout its row kernel meets:
+ * rows shorter than a work-item's chunk (many rows each, their index
+ * carried across two and three dimensions) and longer, innermost strides
+ * of 1, 15, -1 and 0, 1 to 5 dimensions; out of such views and into
+ * them; 32-bit and 16-bit words: the host's index arithmetic. */
+START_TEST(strided_copies_match_host)
+{
+    static const copy_case cases[] = {
+        { 3, { 3, 5, 7 }, { 1, 3, 15 }, 0 },             /* permuted */
+        { 3, { 4, 3, 3 }, { 9, -3, -1 }, 8 },            /* flipped */
+        { 4, { 2, 3, 5, 16 }, { 300, 100, 20, 1 }, 2 },  /* padded rows */
+        { 2, { 3, 200 }, { 211, 1 }, 5 },                /* long rows */
+        { 1, { 70 }, { 2 }, 1 },
+        { 2, { 4, 6 }, { 0, 1 }, 3 },                    /* expanded */
+        { 5, { 2, 1, 3, 2, 5 }, { 1, 7, 60, 2, 12 }, 0 },
+        { 3, { 5, 7, 3 }, { 21, 3, 1 }, 0 },             /* contiguous */
+        { 1, { 1 }, { 1 }, 4095 },
+    };
+    size_t i;
+
+    for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        check_copy(CG_F32, &cases[i], 0);
+        check_copy(CG_BF16, &cases[i], 0);
+        /* into: views that do not overlap themselves */
+        if (cases[i].strides[0] != 0)
+            check_copy(i % 2 ? CG_BF16 : CG_F32, &cases[i], 1);
+    }
+}
+END_TEST
+
 /* Issue 16, defects 1 and 2: shapes whose products or ranges overflow
  * int64 wrapped around to small, plausible values, were accepted, and
  * crashed later (reduce_rows read past its buffer; a narrow view read
@@ -802,6 +907,7 @@ main(void)
     tcase_add_test(tc, large_sums_match_reference);
     tcase_add_test(tc, views_and_their_gradients);
     tcase_add_test(tc, shape_arithmetic_cannot_overflow);
+    tcase_add_test(tc, strided_copies_match_host);
     tcase_add_test(tc, print_error_table);
     suite_add_tcase(s, tc);
     return tt_run(s);

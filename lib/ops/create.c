@@ -73,10 +73,10 @@ fail:
     return status;
 }
 
-/* The row copy (copyBITSv): elements per work-item, a multiple of its
- * vector width; rows shorter than COPY_MIN_ROW take the element kernel. */
+/* The row copy (copyBITSv): elements of a row per work-item, a multiple
+ * of its vector width, and as many rows of shorter rows as make about
+ * that many elements. */
 #define COPY_CHUNK 64
-#define COPY_MIN_ROW 8
 
 int
 cg__copy_into(cg_tensor *dst, const cg_tensor *src)
@@ -85,37 +85,31 @@ cg__copy_into(cg_tensor *dst, const cg_tensor *src)
     cg__layout l;
     cl_kernel k;
     cl_mem ms = cg__tensor_mem(src), md = cg__tensor_mem(dst);
-    cl_uint n, len, ch = COPY_CHUNK;
+    cl_uint n, len, nrows, rows, ch = COPY_CHUNK;
     int wide = cg__dtype_size(dst->dtype) == 4, status;
 
     cg__layout_make(&l, dst->ndim, dst->shape, 2, ops);
     n = (cl_uint)l.numel;
-    len = l.nd > 0 ? (cl_uint)l.shape.s[l.nd - 1] : 1;
-    /* Rows of contiguous words on both sides: the row kernel, which
-     * streams them (a transpose's rows, a narrowed view's). */
-    if (n > 0 && len >= COPY_MIN_ROW && l.strides[0].s[l.nd - 1] == 1 &&
-        l.strides[1].s[l.nd - 1] == 1) {
-        status = cg__kernel(dst->ctx, wide ? CG__K_COPY32V : CG__K_COPY16V,
-                            &k);
-        if (status == CG_OK)
-            status = cg__args(k, CG__ARG(ms), CG__ARG(l.offset[0]),
-                              CG__ARG(md), CG__ARG(l.offset[1]),
-                              CG__ARG(l.shape), CG__ARG(l.strides[0]),
-                              CG__ARG(l.strides[1]), CG__ARG(l.nd),
-                              CG__ARG(len), CG__ARG(ch));
-        if (status == CG_OK)
-            status = cg__launch_chunks(dst->ctx, k, len, n / len, ch,
-                                       CG__WG);
-        return status;
+    if (n == 0)
+        return CG_OK;
+    if (l.nd == 0) {            /* one element: a row of one */
+        l.nd = 1;
+        l.shape.s[0] = 1;
+        l.strides[0].s[0] = l.strides[1].s[0] = 1;
     }
-    status = cg__kernel(dst->ctx, wide ? CG__K_COPY32 : CG__K_COPY16, &k);
+    len = (cl_uint)l.shape.s[l.nd - 1];
+    nrows = n / len;
+    rows = len < ch ? ch / len : 1;
+    status = cg__kernel(dst->ctx, wide ? CG__K_COPY32V : CG__K_COPY16V, &k);
     if (status == CG_OK)
         status = cg__args(k, CG__ARG(ms), CG__ARG(l.offset[0]), CG__ARG(md),
                           CG__ARG(l.offset[1]), CG__ARG(l.shape),
                           CG__ARG(l.strides[0]), CG__ARG(l.strides[1]),
-                          CG__ARG(l.nd), CG__ARG(n));
+                          CG__ARG(l.nd), CG__ARG(len), CG__ARG(ch),
+                          CG__ARG(rows), CG__ARG(nrows));
     if (status == CG_OK)
-        status = cg__launch1d(dst->ctx, k, n, CG__WG);
+        status = cg__launch_chunks(dst->ctx, k, len, (nrows + rows - 1) / rows,
+                                   ch, CG__WG);
     return status;
 }
 
