@@ -5,7 +5,7 @@
  * a C reference (whose rules tests/fixtures/gen_half.py checks against
  * PyTorch) and over PyTorch's float32 -> 16-bit results for tricky values
  * (tests/fixtures/half.txt); raw host transfers; every view and its copy
- * to contiguous memory (the copy16 kernels, element and row paths); the
+ * to contiguous memory (the copy16v kernel's rows, long and short); the
  * cast's gradient and 16-bit gradients flowing through views; checkpoints;
  * and that every op outside the elementwise ops and dropout (which
  * test_half_ops covers) refuses a 16-bit tensor with CG_EDTYPE, changing
