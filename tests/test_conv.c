@@ -1886,6 +1886,18 @@ START_TEST(print_error_table)
 }
 END_TEST
 
+/* Each test starts from the library's defaults, whatever a test before
+ * it left set when it stopped at a failed assertion (the tests share one
+ * process): a failure does not make the next tests fail too. */
+static void
+defaults(void)
+{
+    cg__conv_set_shift(-1);
+    cg__conv_set_col_limit(0);
+    cg__conv_set_direct_items(0);
+    unsetenv("CLGRAD_CONV_ALGO");
+}
+
 int
 main(void)
 {
@@ -1894,6 +1906,7 @@ main(void)
 
     tt_require_device();
     tcase_set_timeout(tc, 600);
+    tcase_add_checked_fixture(tc, defaults, NULL);
     tcase_add_loop_test(tc, conv2d_matches_reference_and_finite_differences,
                         0, 4);
     tcase_add_loop_test(tc, conv1d_matches_reference_and_finite_differences,
@@ -1911,6 +1924,7 @@ main(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("conv_transpose");
     tcase_set_timeout(tc, 600);
+    tcase_add_checked_fixture(tc, defaults, NULL);
     tcase_add_test(tc,
                    conv_transpose2d_matches_reference_and_finite_differences);
     tcase_add_test(tc, conv_transpose2d_chunked_batch_equals_one_chunk);
@@ -1920,6 +1934,7 @@ main(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("conv_transpose_algos");
     tcase_set_timeout(tc, 600);
+    tcase_add_checked_fixture(tc, defaults, NULL);
     tcase_add_loop_test(tc, conv_transpose2d_each_algorithm_matches_reference,
                         0, 3);
     tcase_add_loop_test(tc, conv_transpose2d_each_algorithm_matches_pytorch,
@@ -1937,6 +1952,7 @@ main(void)
     if (!tt_checker() || tt_host_checker()) {
         tc = tcase_create("fftconv");
         tcase_set_timeout(tc, 600);
+    tcase_add_checked_fixture(tc, defaults, NULL);
         tcase_add_test(tc,
                        conv1d_fft_matches_reference_and_finite_differences);
         tcase_add_test(tc, conv1d_fft_equals_direct);

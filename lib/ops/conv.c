@@ -28,16 +28,19 @@
  *             groups 1, where shifts says so (the packed kernels' product,
  *             128 taps or more), no columns at all: the product reads
  *             them in place from a zero-padded copy of x (forward_shift,
- *             gemm_shift).
+ *             gemm_shift, which adds the bias too).
  *   backward: the chunk's dY is laid out [K][n P] (one copy), its columns
  *             [C R S][n P] (the forward's, when kept); then dcol_g = W_g^T
  *             dY_g (col2im adds it up into dx) and dW_g += dY_g col_g^T -
  *             one GEMM per chunk over all its images, batched over the
  *             groups.  Where shifts says so, dW^T instead = the taps'
  *             rows of x's padded planes times dY's, read in place, one
- *             product over the batch (dw_shift, gemm_shift_dw), and dx
- *             the forward_shift of dY by the weights turned half a turn
- *             (dx_shift).  db sums dY over OH, OW, then over N.
+ *             product over the batch (dw_shift, gemm_shift_dw; x's
+ *             planes the forward's, kept), and dx the same product as
+ *             the forward's on dY's padded planes by the weights turned
+ *             half a turn (dx_shift), adding into a gradient already
+ *             collected; dx and dW share dY's planes where their grids
+ *             agree.  db sums dY over OH, OW, then over N.
  *
  * direct (kernels/conv.cl's conv_direct_*): one kernel each for y, dx and
  * dW, no column buffer, each sum in a fixed order.  It wins where the
@@ -1057,7 +1060,7 @@ backward_direct(const cg__conv_geom *g, cg_tensor *x, cg_tensor *w,
     return status;
 }
 
-/* dx of g at stride 1 as a forward convolution by forward_shift: dy [N,
+/* dx of g at stride 1 as a forward convolution by shift_product: dy [N,
  * K, OH, OW] convolved with w' [C, K, R, S], w'[c, k, r, s] = w[k, c, R -
  * 1 - r, S - 1 - s] (w transposed and turned half a turn), padded by d (R
  * - 1) - p, is dx [N, C, H, W]: its tap r at row h reads dy's row h - d
