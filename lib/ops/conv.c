@@ -665,6 +665,20 @@ cg__conv_set_shift(int mode)
 #define SHIFT_MIN_TAPS 128
 #define SHIFT_MAX_GRID 1.6
 
+/* The grid of the stride-1 kernels' padded planes for g: Hp = OH + dh (R
+ * - 1) rows of Wp = OW + dw (S - 1), the windows of g's output. */
+static int64_t
+grid_rows(const cg__conv_geom *g)
+{
+    return g->OH + g->dh * (g->R - 1);
+}
+
+static int64_t
+grid_cols(const cg__conv_geom *g)
+{
+    return g->OW + g->dw * (g->S - 1);
+}
+
 /* Whether y = conv(x, w) of g goes by forward_shift, and dW by dw_shift
  * (*yes): groups 1, stride 1, the padded grids of x, y and dy (and the
  * slack past them) indexed by ints, the product on
@@ -673,8 +687,7 @@ cg__conv_set_shift(int mode)
 static int
 shifts(cg_context *ctx, const cg__conv_geom *g, int *yes)
 {
-    double hp = (double)(g->OH + g->dh * (g->R - 1));
-    double wp = (double)(g->OW + g->dw * (g->S - 1));
+    double hp = (double)grid_rows(g), wp = (double)grid_cols(g);
     int64_t taps = g->C * g->R * g->S;
     cg__gemm_backend use;
     int status;
@@ -733,11 +746,22 @@ planes_of(const cg_tensor *t, int64_t hp, int64_t wp, int64_t top,
 static int64_t
 planes_len(cg_context *ctx, const cg__conv_geom *g, int64_t lead)
 {
-    int64_t plane = (g->OH + g->dh * (g->R - 1)) *
-                    (g->OW + g->dw * (g->S - 1));
+    int64_t plane = grid_rows(g) * grid_cols(g);
 
     return lead + g->C * g->N * plane + plane +
            (int64_t)cg__gemm_packed_nr(ctx);
+}
+
+/* x, g's input, in planes_of's layout (with by_channel, channel-major)
+ * of planes_len(g, lead) floats: its own padding at the top and left,
+ * the rest of the grid at the bottom and right ("same" padding may be
+ * uneven). */
+static cg_tensor *
+input_planes(const cg__conv_geom *g, const cg_tensor *x, int by_channel,
+             int64_t lead)
+{
+    return planes_of(x, grid_rows(g), grid_cols(g), g->ph, g->pw,
+                     by_channel, lead, planes_len(x->ctx, g, lead));
 }
 
 /* Where the input gradient's convolution (dx_shifts) finds dy in its
@@ -752,23 +776,34 @@ dy_lead(const cg__conv_geom *g)
     if (g->G != 1 || g->sh != 1 || g->sw != 1 ||
         2 * g->ph != g->dh * (g->R - 1) || 2 * g->pw != g->dw * (g->S - 1))
         return -1;
-    return g->ph * (g->OW + g->dw * (g->S - 1)) + g->pw;
+    return g->ph * grid_cols(g) + g->pw;
+}
+
+/* Where x's planes that the forward keeps for dW start in their buffer:
+ * dy_lead's offset where dy's planes can be shared, else 0 (the forward
+ * and the backward both take it from here). */
+static int64_t
+kept_lead(const cg__conv_geom *g)
+{
+    int64_t lead = dy_lead(g);
+
+    return lead > 0 ? lead : 0;
 }
 
 /* y = conv(x, w) of g at stride 1 (shifts), plus beta y (0: y not
  * read), plus b (NULL: none), by gemm_shift on x's zero-padded planes xp
- * laid out by planes_of with by_channel on the grid of Hp = OH + dh (R -
- * 1) rows of Wp = OW + dw (S - 1) from element xo: output (oh, ow) is
- * pixel q = oh Wp + ow, and tap (c, r, s) of its column reads the planes
- * at c N Hp Wp + r dh Wp + s dw + q, a 1-D shift (the columns between
- * output rows computed and not stored).  w dense, packed as B = w^T. */
+ * (input_planes, image-major or with by_channel channel-major) from
+ * element xo: output (oh, ow) is pixel q = oh Wp + ow, and tap (c, r, s)
+ * of its column reads image n's planes at c Hp Wp (channel-major: c N Hp
+ * Wp) + r dh Wp + s dw + q, a 1-D shift (the columns between output rows
+ * computed and not stored).  w dense, packed as B = w^T. */
 static int
 shift_product(const cg__conv_geom *g, cg_tensor *xp, int64_t xo,
               int by_channel, cg_tensor *w, cg_tensor *b, float beta,
               cg_tensor *y)
 {
     cg_context *ctx = y->ctx;
-    int64_t hp = g->OH + g->dh * (g->R - 1), wp = g->OW + g->dw * (g->S - 1);
+    int64_t hp = grid_rows(g), wp = grid_cols(g);
     size_t P = (size_t)(g->OH * g->OW), CRS = (size_t)(g->C * g->R * g->S);
     cg__mat bm = { cg__tensor_mem(w), (size_t)w->offset, CRS };
     cg__mat c = { cg__tensor_mem(y), (size_t)y->offset, P };
@@ -797,10 +832,9 @@ shift_product(const cg__conv_geom *g, cg_tensor *xp, int64_t xo,
 }
 
 /* y = conv(x, w) + b (NULL: none) at stride 1 (shifts): x copied once
- * into zero-padded planes (its own padding at the top and left, the rest
- * at the bottom and right: "same" padding may be uneven) that
- * shift_product reads in place.  No column buffer.  With keep, the
- * planes (laid out for dw_shift: from dy_lead's offset, or 0) go to
+ * into zero-padded planes (input_planes) that shift_product reads in
+ * place.  No column buffer.  With keep, the planes (laid out for
+ * dw_shift: channel-major from kept_lead's offset) go to
  * *keep for the weight gradient where they are at most 1 /
  * KEEP_COLS_FRACTION of the device's memory. */
 static int
@@ -808,16 +842,14 @@ forward_shift(const cg__conv_geom *g, cg_tensor *x, cg_tensor *w,
               cg_tensor *b, cg_tensor *y, cg_tensor **keep)
 {
     cg_context *ctx = x->ctx;
-    int64_t lead = dy_lead(g) > 0 ? dy_lead(g) : 0, len;
-    int64_t hp = g->OH + g->dh * (g->R - 1), wp = g->OW + g->dw * (g->S - 1);
+    int64_t lead = kept_lead(g);
     cg_tensor *xp;
     int status;
 
     if (!keep || (uint64_t)planes_len(ctx, g, lead) * 4 >
                  ctx->info.global_mem_size / KEEP_COLS_FRACTION)
         lead = 0, keep = NULL;
-    len = planes_len(ctx, g, lead);
-    if (!(xp = planes_of(x, hp, wp, g->ph, g->pw, keep != NULL, lead, len)))
+    if (!(xp = input_planes(g, x, keep != NULL, lead)))
         return cg__last_status();
     status = shift_product(g, xp, lead, keep != NULL, w, b, 0.0f, y);
     if (status == CG_OK && keep) {
@@ -843,7 +875,7 @@ dw_shift(const cg__conv_geom *g, cg_tensor *x, cg_tensor *xp, int64_t xlead,
          cg_tensor *dy, cg_tensor *dyp, int64_t dylead, cg_tensor *dw)
 {
     cg_context *ctx = dy->ctx;
-    int64_t hp = g->OH + g->dh * (g->R - 1), wp = g->OW + g->dw * (g->S - 1);
+    int64_t hp = grid_rows(g), wp = grid_cols(g);
     int64_t Q = g->N * hp * wp, CRS = g->C * g->R * g->S;
     int64_t tshape[2] = { g->K, CRS }, tst[2] = { 1, g->K };
     int64_t dst[2] = { CRS, 1 }, tlen = g->K * CRS;
@@ -857,8 +889,7 @@ dw_shift(const cg__conv_geom *g, cg_tensor *x, cg_tensor *xp, int64_t xlead,
     }
     if (dyp && !xp) {
         xlead = dylead;
-        xp = ox = planes_of(x, hp, wp, g->ph, g->pw, 1, xlead,
-                            planes_len(ctx, g, xlead));
+        xp = ox = input_planes(g, x, 1, xlead);
     }
     if (!dyp || !xp || !(wt = cg__tensor_empty(ctx, CG_F32, 1, &tlen)))
         status = cg__last_status();
@@ -1075,8 +1106,7 @@ dx_shifts(cg_context *ctx, const cg__conv_geom *g, cg__conv_geom *t,
     *yes = 0;
     if (g->G != 1 || g->sh != 1 || g->sw != 1 ||
         g->ph > g->dh * (g->R - 1) || g->pw > g->dw * (g->S - 1) ||
-        g->H != g->OH + g->dh * (g->R - 1) - 2 * g->ph ||
-        g->W != g->OW + g->dw * (g->S - 1) - 2 * g->pw)
+        g->H != grid_rows(g) - 2 * g->ph || g->W != grid_cols(g) - 2 * g->pw)
         return CG_OK;
     *t = *g;
     t->C = g->K;
@@ -1122,10 +1152,10 @@ cg__conv_backward_im2col(const cg__conv_geom *g, cg_tensor *x, cg_tensor *w,
                          cg_tensor *saved, int dx_add)
 {
     cg_context *ctx = w->ctx;
-    int64_t lead = dy_lead(g), xlead = lead > 0 ? lead : 0, nc, n0;
+    int64_t lead = dy_lead(g), xlead = kept_lead(g), nc, n0;
     cg_tensor *col = NULL, *cols = NULL, *xp = NULL, *dyp = NULL;
     cg__conv_geom t;
-    int status = CG_OK, yes = 0, dyes = 0;
+    int status = CG_OK, yes = 0, dyes = 0, share;
 
     /* dx and dW at stride 1 without columns where the forward went so
      * (shifts), on one set of dy's planes where their grids agree */
@@ -1144,18 +1174,15 @@ cg__conv_backward_im2col(const cg__conv_geom *g, cg_tensor *x, cg_tensor *w,
         cols = saved;
     yes = yes && dw;
     if (dyes) {
-        int64_t thp = t.OH + t.dh * (t.R - 1), twp = t.OW + t.dw * (t.S - 1);
-
-        dyp = planes_of(dy, thp, twp, t.ph, t.pw, 1, 0,
-                        planes_len(ctx, &t, 0));
+        dyp = input_planes(&t, dy, 1, 0);       /* dy is t's input */
         status = dyp ? dx_shift(&t, w, dyp, dx_add ? 1.0f : 0.0f, dx)
                      : cg__last_status();
         dx = NULL;
     }
+    share = lead >= 0 && dyp;
     if (status == CG_OK && yes)
-        status = lead >= 0 && dyp
-                 ? dw_shift(g, x, xp, xlead, dy, dyp, lead, dw)
-                 : dw_shift(g, x, xp, xlead, dy, NULL, 0, dw);
+        status = dw_shift(g, x, xp, xlead, dy, share ? dyp : NULL,
+                          share ? lead : 0, dw);
     cg_tensor_free(dyp);
     if (yes)
         dw = NULL;
