@@ -111,6 +111,23 @@ for name in suites:
                            "%r over the suite's peak %r" %
                            (name, r.get("case"), r["peak_fraction"],
                             r["clgrad_gflops"], peak))
+        # the step's products timed on OpenBLAS, fp32 rows only; the
+        # fraction is gflop_per_step over that time and the suite's peak
+        if name in ("mlp", "lstm"):
+            fp32 = r.get("precision") == "fp32"
+            ms, frac = r.get("openblas_products_ms"), \
+                r.get("openblas_peak_fraction")
+            if not (openblas and fp32):
+                if ms is not None or frac is not None:
+                    bad.append("%s/%s: openblas_products_ms %r" %
+                               (name, r.get("case"), ms))
+            elif not (isinstance(ms, (int, float)) and ms > 0 and
+                      isinstance(frac, (int, float)) and frac > 0 and
+                      abs(frac * peak * ms * 1e-3 / r["gflop_per_step"] -
+                          1) < 1e-6):
+                bad.append("%s/%s: openblas_products_ms %r, "
+                           "openblas_peak_fraction %r, peak %r" %
+                           (name, r.get("case"), ms, frac, peak))
         keys = [k for k in r if "ratio" in k]
         if not keys:
             bad.append("%s/%s: no ratio field" % (name, r.get("case")))

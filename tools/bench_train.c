@@ -14,6 +14,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#ifdef HAVE_OPENBLAS
+#include <cblas.h>
+#endif
+
 #include "bench.h"
 
 #define SPEEDUP "speedup_ratio"
@@ -29,7 +33,12 @@
     "(block sizes) in a context that holds only this model; " \
     "gflop_per_step: the step's matrix products (forward, weight and " \
     "input gradients), clgrad_gflops: that over the median step time, " \
-    "peak_fraction: that over the measured fp32 FMA peak"
+    "peak_fraction: that over the measured fp32 FMA peak; " BLAS_NOTE
+#define BLAS_NOTE "openblas_products_ms: OpenBLAS's median time for " \
+    "the same products (fp32 on the host, issued one by one in the " \
+    "step's order), " \
+    "openblas_peak_fraction: gflop_per_step over it and the peak, the " \
+    "fraction the products alone reach on this machine's CPU BLAS"
 #define MAX_PARAMS 32
 
 typedef enum { M_MLP, M_LSTM, M_CHAR } model_kind;
@@ -374,6 +383,108 @@ model_gflop(const model *m)
     return f * 1e-9;
 }
 
+#ifdef HAVE_OPENBLAS
+/* model_gflop's products run by OpenBLAS on host buffers, in the order
+ * and at the sizes a step issues them (per time step for the recurrent
+ * ones, which depend on each other): the time the step's products alone
+ * take on this machine's CPU BLAS, a same-run reference for the step's
+ * peak_fraction.  a, b and c hold the largest operand of any of them. */
+typedef struct blas_step_run {
+    const model *m;
+    float *a, *b, *c;
+} blas_step_run;
+
+static void
+blas_mm(const blas_step_run *r, int ta, int tb, int m, int n, int k)
+{
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+                tb ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, r->a,
+                ta ? m : k, r->b, tb ? k : n, 0.0f, r->c, n);
+}
+
+/* A layer of `rows` rows from `in` to `out` features: forward x W^T, then
+ * the weight gradient dY^T x and, where `dx`, the input gradient dY W. */
+static void
+blas_linear(const blas_step_run *r, int rows, int in, int out, int dx)
+{
+    blas_mm(r, 0, 1, rows, out, in);
+    blas_mm(r, 1, 0, out, in, rows);
+    if (dx)
+        blas_mm(r, 0, 0, rows, in, out);
+}
+
+static int
+blas_step(void *arg)
+{
+    const blas_step_run *r = arg;
+    const model *m = r->m;
+    int rows = m->kind == M_MLP ? m->b : m->t * m->b, g = 4 * m->h, l, t;
+
+    if (m->kind == M_MLP) {
+        blas_linear(r, rows, m->in, m->h, 0);
+        blas_linear(r, rows, m->h, m->h2, 1);
+        blas_linear(r, rows, m->h2, m->out, 1);
+        return 0;
+    }
+    for (l = 0; l < m->layers; l++) {
+        int in = l ? m->h : (m->kind == M_CHAR ? m->embed : m->in);
+
+        /* the input projection with its two gradients, the recurrent
+         * weight's gradient over the whole sequence, and per time step
+         * h W_hh^T forward and dG W_hh backward */
+        blas_linear(r, rows, in, g, l > 0 || m->kind == M_CHAR);
+        blas_mm(r, 1, 0, g, m->h, rows);
+        for (t = 0; t < m->t; t++) {
+            blas_mm(r, 0, 1, m->b, g, m->h);
+            blas_mm(r, 0, 0, m->b, m->h, g);
+        }
+    }
+    if (m->kind == M_CHAR)
+        blas_linear(r, rows, m->h, m->vocab, 1);
+    return 0;
+}
+
+/* Adds openblas_products_ms and openblas_peak_fraction to row. */
+static int
+blas_row(const bench *b, const model *m, json_object *row)
+{
+    size_t rows = (size_t)m->b * (size_t)(m->kind == M_MLP ? 1 : m->t), n, i;
+    int dims[6] = { m->in, m->h * 4, m->h2, m->out, m->vocab, m->embed };
+    blas_step_run r;
+    bstat st;
+    int d = 0, rc = -1;
+
+    for (i = 0; i < 6; i++)
+        d = dims[i] > d ? dims[i] : d;
+    /* a weight is d x d at most, activations rows x d */
+    n = (rows > (size_t)d ? rows : (size_t)d) * (size_t)d;
+    r.m = m;
+    r.a = malloc(n * sizeof *r.a);
+    r.b = malloc(n * sizeof *r.b);
+    r.c = malloc(n * sizeof *r.c);
+    if (r.a && r.b && r.c) {
+        /* written, so that no page is the kernel's shared zero page */
+        for (i = 0; i < n; i++) {
+            r.a[i] = (float)(i % 7) * 0.25f - 0.75f;
+            r.b[i] = (float)(i % 5) * 0.25f - 0.5f;
+        }
+        rc = bench_time(b, NULL, blas_step, &r, &st);
+        if (rc == 0) {
+            bench_add_double(row, "openblas_products_ms", st.med * 1e3);
+            bench_add_double(row, "openblas_peak_fraction",
+                             b->fma_gflops > 0 ? model_gflop(m) / st.med /
+                                                 b->fma_gflops : 0);
+        }
+    } else {
+        bench_fail("openblas products: %zu floats of host memory", 3 * n);
+    }
+    free(r.a);
+    free(r.b);
+    free(r.c);
+    return rc;
+}
+#endif
+
 /* Times m (built here on ctx, freed after) and adds its row; ref is
  * PyTorch's time.  With `detail`, launches and memory too. */
 static int
@@ -421,6 +532,10 @@ model_row(bench *b, cg_context *ctx, model *m, const char *name,
         if (cg_context_stats(ctx, &ms) == CG_OK)
             bench_add_int(row, "peak_device_bytes", (int64_t)ms.peak_bytes);
     }
+#ifdef HAVE_OPENBLAS
+    if (rc == 0 && detail && m->precision == CG_F32)
+        rc = blas_row(b, m, row);
+#endif
     if (rc == 0 && b->profile)
         rc = model_phases(b, m, row);
     bench_suite_add(s, row);
@@ -446,9 +561,8 @@ train_suite(bench *b, const char *what, int nspecs, char **specs,
     snprintf(ref_name, sizeof ref_name, "PyTorch %s %s, %d threads: %s",
              b->torch_version, bench_torch_where(b), b->threads, what);
     s = bench_suite_new(ref_name, SPEEDUP_MEANING);
-    if (b->profile)
-        json_object_object_add(s, "note",
-                               json_object_new_string(PROFILE_NOTE));
+    json_object_object_add(s, "note", json_object_new_string(
+        b->profile ? BLAS_NOTE "; " PROFILE_NOTE : BLAS_NOTE));
     return s;
 }
 
