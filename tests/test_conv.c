@@ -1331,6 +1331,128 @@ START_TEST(algorithm_choice_follows_env_tuning_and_rule)
 }
 END_TEST
 
+/* An entry "shift" 0 puts im2col on columns where its rule reads stride-1
+ * windows in place, for the entry's class and direction only (conv2d's
+ * forward, its backward, conv_transpose2d's forward); "shift" 1 is the
+ * rule; CLGRAD_CONV_ALGO goes by the rule whatever the entries say; the
+ * results do not change; values other than 0 and 1 are refused. */
+START_TEST(shift_entry_makes_columns)
+{
+    static const int64_t xs[4] = { 2, 16, 7, 9 }, ws[4] = { 17, 16, 3, 3 };
+    static const int64_t ys[4] = { 2, 17, 7, 9 };
+    cg_context_options co = { NULL, 1, 1 };
+    cg_context *ctx = cg_context_new_with(&co);
+    cg_tensor *x, *w, *g, *y, *t;
+    cg_conv_options o;
+    cg_conv_transpose_options ot;
+    cg_tuning_entry e;
+    float *ref[3] = { NULL, NULL, NULL }, *got[3];
+    size_t n[3] = { 2 * 17 * 63, 2 * 16 * 63, 17 * 16 * 9 }, j;
+    int way, k;
+
+    ck_assert_msg(ctx != NULL, "%s", TT_ERR);
+    memset(&o, 0, sizeof o);
+    o.padding[0] = o.padding[1] = 1;
+    memset(&ot, 0, sizeof ot);
+    ot.padding[0] = ot.padding[1] = 1;
+    x = cg_rand_normal(ctx, 4, xs, 0.0f, 1.0f);
+    w = cg_rand_normal(ctx, 4, ws, 0.0f, 1.0f);
+    g = cg_rand_normal(ctx, 4, ys, 0.0f, 1.0f);
+    ck_assert_msg(x && w && g, "%s", TT_ERR);
+    ck_assert_int_eq(cg_tensor_set_requires_grad(x, 1), CG_OK);
+    ck_assert_int_eq(cg_tensor_set_requires_grad(w, 1), CG_OK);
+    use_auto();
+    /* way 0: no entries (the rule); 1: fwd.large shift 0; 2: and
+     * bwd.large shift 0; 3: fwd.large shift 1, bwd.large shift 0; 4:
+     * CLGRAD_CONV_ALGO=im2col over way 3's entries */
+    for (way = 0; way < 5; way++) {
+        int fwd_in_place = way == 0 || way >= 3, bwd_in_place = way < 2 ||
+                                                                 way == 4;
+
+        if (way == 1 || way == 3) {
+            e = conv_entry("fwd.large", 0);
+            e.nparams = 2;
+            strcpy(e.names[1], "shift");
+            e.values[1] = way == 3;
+            ck_assert_msg(cg_context_set_tuning(ctx, &e) == CG_OK, "%s",
+                          TT_ERR);
+        } else if (way == 2) {
+            e = conv_entry("bwd.large", 0);
+            e.nparams = 2;
+            strcpy(e.names[1], "shift");
+            e.values[1] = 0;
+            ck_assert_msg(cg_context_set_tuning(ctx, &e) == CG_OK, "%s",
+                          TT_ERR);
+        } else if (way == 4) {
+            use_algo(0);
+        }
+        ck_assert_int_eq(cg_context_profile_reset(ctx), CG_OK);
+        y = cg_conv2d(x, w, NULL, &o);
+        ck_assert_msg(y != NULL, "%s", TT_ERR);
+        ck_assert_int_eq(tt_launches(ctx, "gemm_shift"), fwd_in_place);
+        ck_assert_int_eq(cg_context_profile_reset(ctx), CG_OK);
+        ck_assert_int_eq(cg_backward(y, g, 1), CG_OK);
+        /* dx's product and dW's */
+        ck_assert_int_eq(tt_launches(ctx, "gemm_shift"), bwd_in_place);
+        ck_assert_int_eq(tt_launches(ctx, "gemm_shift_dw"), bwd_in_place);
+        got[0] = host_copy(y);
+        got[1] = host_copy(cg_tensor_grad(x));
+        got[2] = host_copy(cg_tensor_grad(w));
+        for (k = 0; k < 3; k++) {
+            if (!ref[k]) {
+                ref[k] = got[k];
+                continue;
+            }
+            for (j = 0; j < n[k]; j++)
+                ck_assert_msg(fabsf(got[k][j] - ref[k][j]) <=
+                              1e-4f * (1.0f + fabsf(ref[k][j])),
+                              "way %d, tensor %d [%zu]: %g, the rule's %g",
+                              way, k, j, got[k][j], ref[k][j]);
+            free(got[k]);
+        }
+        ck_assert_int_eq(cg_tensor_zero_grad(x), CG_OK);
+        ck_assert_int_eq(cg_tensor_zero_grad(w), CG_OK);
+        cg_tensor_free(y);
+    }
+    use_auto();
+    /* conv_transpose2d's forward is the convolution's dx: tfwd.large */
+    for (way = 0; way < 2; way++) {
+        if (way) {
+            e = conv_entry("tfwd.large", 0);
+            e.nparams = 2;
+            strcpy(e.names[1], "shift");
+            e.values[1] = 0;
+            ck_assert_msg(cg_context_set_tuning(ctx, &e) == CG_OK, "%s",
+                          TT_ERR);
+        }
+        ck_assert_int_eq(cg_context_profile_reset(ctx), CG_OK);
+        t = cg_conv_transpose2d(g, w, NULL, &ot);
+        ck_assert_msg(t != NULL, "%s", TT_ERR);
+        ck_assert_int_eq(tt_launches(ctx, "gemm_shift"), !way);
+        got[0] = host_copy(t);
+        for (j = 0; j < n[1]; j++)
+            ck_assert_msg(fabsf(got[0][j] - ref[1][j]) <=
+                          1e-4f * (1.0f + fabsf(ref[1][j])),
+                          "conv_transpose2d way %d [%zu]: %g, dx %g", way,
+                          j, got[0][j], ref[1][j]);
+        free(got[0]);
+        cg_tensor_free(t);
+    }
+    e = conv_entry("bwd.large", 0);
+    e.nparams = 2;
+    strcpy(e.names[1], "shift");
+    e.values[1] = 2;
+    ck_assert_int_eq(cg_context_set_tuning(ctx, &e), CG_EINVAL);
+    ck_assert_msg(strstr(cg_last_error(), "shift = 2"), "%s", TT_ERR);
+    for (k = 0; k < 3; k++)
+        free(ref[k]);
+    cg_tensor_free(x);
+    cg_tensor_free(w);
+    cg_tensor_free(g);
+    cg_context_free(ctx);
+}
+END_TEST
+
 /* ------------------------------------------------------------------------
  * conv1d by FFT (CK_RUN_CASE=fftconv): against the C reference and
  * finite differences, forced with CLGRAD_CONV_ALGO=fft; against the
@@ -1919,6 +2041,7 @@ main(void)
     tcase_add_loop_test(tc, conv_matches_pytorch, 0, 2);
     tcase_add_test(tc, algorithms_agree_and_direct_is_deterministic);
     tcase_add_test(tc, algorithm_choice_follows_env_tuning_and_rule);
+    tcase_add_test(tc, shift_entry_makes_columns);
     tcase_add_loop_test(tc, bad_shapes_and_options_fail_cleanly, 0, 2);
     tcase_add_test(tc, conv2d_layer_is_pytorchs);
     suite_add_tcase(s, tc);

@@ -63,6 +63,29 @@ param(const cg_tuning_entry *e, const char *name)
     return 0;
 }
 
+/* Parameter name of e, or -1 where e has none. */
+static long
+param_or_none(const cg_tuning_entry *e, const char *name)
+{
+    int i;
+
+    for (i = 0; i < e->nparams; i++)
+        if (strcmp(e->names[i], name) == 0)
+            return e->values[i];
+    return -1;
+}
+
+/* The "shift" of candidate i of a report's candidates, -1 for none. */
+static long
+cand_shift(json_object *cands, size_t i)
+{
+    json_object *p = get(json_object_array_get_idx(cands, i), "parameters"),
+                *v;
+
+    return json_object_object_get_ex(p, "shift", &v)
+           ? (long)json_object_get_int(v) : -1;
+}
+
 /* Entry `kernel` `shape` of db, which must be there. */
 static void
 find_entry(const cg_tuning_db *db, const char *kernel, const char *shape,
@@ -424,8 +447,10 @@ START_TEST(the_gemm_stage_writes_class_entries)
 END_TEST
 
 /* The stage "conv": both algorithms timed for each of the twelve shape
- * classes (conv2d and conv_transpose2d), and the faster written as the
- * class's entry (algo 0 or 1, conv.cl's hash); then conv1d's
+ * classes (conv2d and conv_transpose2d), and im2col making columns
+ * always where the class's convolutions would not, and the fastest
+ * written as the class's entry (algo 0 or 1, "shift" 0 with algo 0 or
+ * none, conv.cl's hash); then conv1d's
  * "fwd1d.long", FFT against the rest at two kernel lengths or more (algo
  * 2 with min_kernel, or 0); all of which a new context puts in force. */
 START_TEST(the_conv_stage_writes_an_entry_per_class)
@@ -468,9 +493,18 @@ START_TEST(the_conv_stage_writes_an_entry_per_class)
         ck_assert_str_eq(e.shape, classes[c]);
         ck_assert_str_eq(e.source_hash, hash);
         if (c < 12) {
-            ck_assert_int_eq(json_object_array_length(get(k, "candidates")),
-                             2);
+            json_object *cands = get(k, "candidates");
+
+            /* im2col, im2col making columns always where the class's
+             * convolutions would read stride-1 windows in place ("shift"
+             * 0), the direct kernels */
+            n = (int)json_object_array_length(cands);
+            ck_assert_msg(n == 2 || (n == 3 && cand_shift(cands, 1) == 0),
+                          "%s: %d candidates", classes[c], n);
             ck_assert(param(&e, "algo") == 0 || param(&e, "algo") == 1);
+            ck_assert(param_or_none(&e, "shift") == -1 ||
+                      (param_or_none(&e, "shift") == 0 &&
+                       param(&e, "algo") == 0));
         } else {
             /* FFT and the rest at each length tried: one length when
              * FFT wins clearly at the first (on a GPU, 16 taps) */

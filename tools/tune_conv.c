@@ -7,17 +7,20 @@
  * kernels/conv.cl (algo 1) - runs a representative convolution of the
  * class fastest, written as the entry kernel "conv", shape the class
  * ("fwd.depthwise"), which lib/ops/conv.c and conv_transpose.c look up
- * per call.
+ * per call; and, for im2col, whether it makes columns always ("shift" 0)
+ * rather than reading stride-1 windows in place where its built-in rule
+ * says so (tried where the class's convolution would).
  *
  * A class's convolution runs through cg_conv2d (cg_conv_transpose2d for
  * the transposed classes: the adjoint of the same convolution, from K to
  * C channels) as a layer calls it: the forward classes time y = conv(x,
  * w); the backward ones time a whole step, y = conv(x, w), sum(y * g)
  * and its backward, with the forward's algorithm left to its own class,
- * so that only the backward's differs between candidates.  First without an entry (the built-in rule: the
- * baseline), then with algo 0 and algo 1.  Every candidate's y (or dx and
- * dW) is compared with a double-precision convolution on the host before
- * its time counts; the faster verified candidate is written, also when it
+ * so that only the backward's differs between candidates.  First without
+ * an entry (the built-in rule: the baseline), then with algo 0, algo 0
+ * and shift 0, and algo 1.  Every candidate's y (or dx and dW) is
+ * compared with a double-precision convolution on the host before its
+ * time counts; the faster verified candidate is written, also when it
  * is the rule's choice, so that the database says what was measured.
  * Last, conv1d's class "fwd1d.long" (tune_conv_fft.c): the kernel length
  * from which conv1d runs by FFT.
@@ -31,6 +34,7 @@
 
 #include "tune.h"
 #include "core/internal.h"
+#include "ops/conv_internal.h"
 
 #define MAX_REPS 5
 #define MAX_INNER 64
@@ -282,6 +286,41 @@ measure(tu_run *r, cwork *c, const tu_params *p, int *inner, double *us,
                    us, why, whylen);
 }
 
+/* The candidates: im2col by the built-in rule for stride-1 windows read
+ * in place, im2col with columns always ("shift" 0), the direct kernels. */
+static const struct {
+    int algo, shift;        /* shift -1: no "shift" in the entry */
+} cands[] = { { 0, -1 }, { 0, 0 }, { 1, -1 } };
+#define NCANDS (int)(sizeof cands / sizeof cands[0])
+
+/* Whether direction dir of class i reads stride-1 windows in place where
+ * im2col runs it: else "shift" 0 is the same run as im2col and is not
+ * tried.  The convolutions that direction runs by im2col: fwd the
+ * forward (C to K channels); bwd dW's (C to K) and dx's (K to C); tfwd,
+ * the transposed one's forward, dx's (K to C); tbwd dx's, a forward (C
+ * to K), and dW's. */
+static int
+rep_shifts(cg_context *ctx, int i, int dir)
+{
+    cg__conv_geom g;
+    int yes = 0, t;
+
+    memset(&g, 0, sizeof g);
+    g.N = reps[i].N;
+    g.H = g.OH = reps[i].H;
+    g.W = g.OW = reps[i].W;
+    g.R = g.S = RS;
+    g.sh = g.sw = g.dh = g.dw = g.ph = g.pw = 1;
+    g.G = reps[i].G;
+    for (t = dir == 2; t < (dir == 1 || dir == 2 ? 2 : 1) && !yes; t++) {
+        g.C = t ? reps[i].K : reps[i].C;
+        g.K = t ? reps[i].C : reps[i].K;
+        if (cg__conv_shifts(ctx, &g, &yes) != CG_OK)
+            return 0;
+    }
+    return yes;
+}
+
 /* Tunes class (i, dir); nonzero if it could not be tuned at all. */
 static int
 tune_class(tu_run *r, int i, int dir)
@@ -291,7 +330,7 @@ tune_class(tu_run *r, int i, int dir)
     cwork c;
     json_object *k;
     double def_us = 0, best_us = 0, err = 0, tol, t0, flop;
-    int a, tried = 0, inner = 0, bwd = dir % 2;
+    int a, tried = 0, inner = 0, bwd = dir % 2, shifts;
     /* the sums of a forward: over Cg R S, or a transposed one's Kg R S */
     int per = (dir >= 2 ? reps[i].K : reps[i].C) / reps[i].G;
 
@@ -338,20 +377,25 @@ tune_class(tu_run *r, int i, int dir)
         cwork_free(&c);
         return -1;
     }
-    for (a = 0; a < 2; a++) {
+    shifts = rep_shifts(r->ctx, i, dir);
+    for (a = 0; a < NCANDS; a++) {
         double us = 0, est = def_us * 1e-6 * inner * (MAX_REPS + 2);
         int st;
 
+        if (cands[a].shift == 0 && !shifts)
+            continue;
         tu_params_init(&cand, "conv", cls);
         snprintf(cand.source_hash, sizeof cand.source_hash, "%s", hash);
-        tu_params_add(&cand, "algo", a);
+        tu_params_add(&cand, "algo", cands[a].algo);
+        if (cands[a].shift >= 0)
+            tu_params_add(&cand, "shift", cands[a].shift);
         if (!tu_fits(r, est)) {
             tu_report_candidate(k, &cand, 0, r->interrupted
                                 ? "not tried: interrupted"
                                 : "not tried: out of time", NULL);
             continue;
         }
-        tu_progress(r, "conv", cls, a + 1, 2, best_us, def_us);
+        tu_progress(r, "conv", cls, a + 1, NCANDS, best_us, def_us);
         st = measure(r, &c, &cand, &inner, &us, &err, why, sizeof why);
         if (st == CG_OK && err > tol) {
             snprintf(why, sizeof why, "does not verify: relative error "
@@ -361,7 +405,8 @@ tune_class(tu_run *r, int i, int dir)
         }
         if (st != CG_OK) {
             tu_report_candidate(k, &cand, 0, why, NULL);
-            tu_say(r, "conv %s: algo=%d: %s", cls, a, why);
+            tu_say(r, "conv %s: algo=%d shift=%d: %s", cls,
+                   cands[a].algo, cands[a].shift, why);
             continue;
         }
         tu_report_candidate(k, &cand, us, NULL, NULL);
@@ -375,7 +420,9 @@ tune_class(tu_run *r, int i, int dir)
     if (!tu_conclude(r, k, tried, &best, best_us, def_us, note))
         return 0;
     tu_say(r, "conv %s: %s, %.2f GFLOP/s (defaults %.2f)", cls,
-           tu_params_get(&best, "algo", 0) ? "direct" : "im2col",
+           tu_params_get(&best, "algo", 0) ? "direct"
+           : tu_params_get(&best, "shift", 1) ? "im2col"
+                                              : "im2col, columns always",
            flop / best_us * 1e-3, flop / def_us * 1e-3);
     return 0;
 }

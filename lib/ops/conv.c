@@ -106,7 +106,7 @@ chunk_images(cg_context *ctx, const cg__conv_geom *g)
  * im2col).  A transposed convolution's class is that of the convolution
  * it transposes (g's C and G). */
 int
-cg__conv_choose(cg_context *ctx, int dir, const cg__conv_geom *g,
+cg__conv_choose(cg_context *ctx, int dir, cg__conv_geom *g,
                 cg__conv_algorithm *out)
 {
     const cg_tuning_entry *e;
@@ -127,6 +127,8 @@ cg__conv_choose(cg_context *ctx, int dir, const cg__conv_geom *g,
         *out = a ? CG__CONV_DIRECT : CG__CONV_IM2COL;
     else
         *out = cls % 3 == 0 ? CG__CONV_DIRECT : CG__CONV_IM2COL;
+    g->no_shift = !(set && v < 2) && e && cg__tuning_param(e, "shift", &a) &&
+                  a == 0;
     /* conv_direct_dw indexes the weight with ints; the rest fits (the
      * checks of x, y and the columns) */
     if ((double)g->K * (double)(g->C / g->G) * (double)(g->R * g->S) >=
@@ -343,6 +345,7 @@ conv_check(const char *op, cg_tensor *x, cg_tensor *w, cg_tensor *b,
     user_shape(op, w, s2, sizeof s2);
     g->N = x->shape[0]; g->C = x->shape[1];
     g->H = x->shape[2]; g->W = x->shape[3];
+    g->no_shift = 0;
     g->K = w->shape[0]; g->R = w->shape[2]; g->S = w->shape[3];
     g->sh = cg__conv_opt_or(o->stride[0], 1);
     g->sw = cg__conv_opt_or(o->stride[1], 1);
@@ -681,9 +684,10 @@ grid_cols(const cg__conv_geom *g)
 
 /* Whether y = conv(x, w) of g goes by forward_shift, and dW by dw_shift
  * (*yes): groups 1, stride 1, the padded grids of x, y and dy (and the
- * slack past them) indexed by ints, the product on
- * clgrad's kernels (the packed backend's, as forward_packed's), and the
- * rule or cg__conv_set_shift. */
+ * slack past them) indexed by ints, the product on clgrad's kernels (the
+ * packed backend's, as forward_packed's), and cg__conv_set_shift, else
+ * the class's tuning entry (g->no_shift: "shift" 0, never) and the
+ * rule. */
 static int
 shifts(cg_context *ctx, const cg__conv_geom *g, int *yes)
 {
@@ -693,7 +697,8 @@ shifts(cg_context *ctx, const cg__conv_geom *g, int *yes)
     int status;
 
     *yes = 0;
-    if (shift_mode == 0 || g->G != 1 || g->sh != 1 || g->sw != 1 ||
+    if (shift_mode == 0 || (shift_mode < 0 && g->no_shift) ||
+        g->G != 1 || g->sh != 1 || g->sw != 1 ||
         (shift_mode < 0 && (taps < SHIFT_MIN_TAPS || g->R * g->S == 1 ||
                             hp * wp > SHIFT_MAX_GRID *
                                       (double)(g->OH * g->OW))) ||
@@ -706,6 +711,12 @@ shifts(cg_context *ctx, const cg__conv_geom *g, int *yes)
                                  (size_t)g->N, &use);
     *yes = status == CG_OK && use != CG__GEMM_CLBLAST;
     return status;
+}
+
+int
+cg__conv_shifts(cg_context *ctx, const cg__conv_geom *g, int *yes)
+{
+    return shifts(ctx, g, yes);
 }
 
 /* A tensor of len floats, zeros, and t's values (a view [N, C', H', W'])
@@ -1338,6 +1349,10 @@ cg__conv_via_f32(cg__conv_apply_fn apply, const char *op,
     return y;
 }
 
+/* the geometry travels in the node's integers */
+typedef char cg__conv_geom_fits_node[sizeof(cg__conv_geom) <=
+                                     sizeof(((cg__node *)0)->i) ? 1 : -1];
+
 int
 cg__conv_record(cg_tensor *y, const char *op, cg__backward_fn fn,
                 const cg__conv_geom *g, cg_tensor **in, cg_tensor *x,
@@ -1363,12 +1378,13 @@ cg__conv_record(cg_tensor *y, const char *op, cg__backward_fn fn,
  * direct kernels do not run (im2col chosen) is the float32 op between
  * casts. */
 static cg_tensor *
-conv_apply(const char *op, const cg__conv_geom *g, cg_tensor *x,
+conv_apply(const char *op, const cg__conv_geom *geom, cg_tensor *x,
            cg_tensor *w, cg_tensor *b)
 {
     cg_tensor *in[3] = { x, w, b }, *dx = NULL, *dw = NULL, *y = NULL;
     cg_tensor *kept = NULL;
-    int64_t shape[4] = { g->N, g->K, g->OH, g->OW };
+    int64_t shape[4] = { geom->N, geom->K, geom->OH, geom->OW };
+    cg__conv_geom g_ = *geom, *g = &g_;    /* with the choice's no_shift */
     cg__conv_algorithm algo;
     int status;
 

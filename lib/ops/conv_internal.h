@@ -16,6 +16,10 @@
 /* The geometry of one convolution, stored in the graph node's i[]. */
 typedef struct cg__conv_geom {
     int64_t N, C, H, W, K, R, S, OH, OW, sh, sw, ph, pw, dh, dw, G;
+    /* 1 where the direction's class entry says "shift" 0: im2col always
+     * makes columns, never reading stride-1 windows in place (set by
+     * cg__conv_choose; 0, the built-in rule, elsewhere) */
+    int64_t no_shift;
 } cg__conv_geom;
 
 typedef enum cg__conv_algorithm { CG__CONV_IM2COL, CG__CONV_DIRECT }
@@ -36,10 +40,16 @@ cg__conv_opt_or(int v, int dflt)
 /* The algorithm of direction dir (CG__CONV_FWD ...) of the convolution
  * g, whatever its dtype: CLGRAD_CONV_ALGO, else the tuning entry of the
  * class, else the built-in rule (direct for depthwise); im2col whatever
- * is chosen for a weight the direct kernels cannot index.  CG_EINVAL for
- * a bad CLGRAD_CONV_ALGO. */
-int cg__conv_choose(cg_context *ctx, int dir, const cg__conv_geom *g,
+ * is chosen for a weight the direct kernels cannot index.  Sets
+ * g->no_shift from the entry's "shift" (where CLGRAD_CONV_ALGO chooses,
+ * the rule's).  CG_EINVAL for a bad CLGRAD_CONV_ALGO. */
+int cg__conv_choose(cg_context *ctx, int dir, cg__conv_geom *g,
                     cg__conv_algorithm *out);
+/* Whether im2col reads g's stride-1 windows in place (*yes) for its
+ * forward and weight gradient: g->no_shift, the built-in rule
+ * (lib/ops/conv.c, shifts) and the structural limits.  For clgrad-tune,
+ * which tries "shift" 0 only where it would change something. */
+int cg__conv_shifts(cg_context *ctx, const cg__conv_geom *g, int *yes);
 
 /* CLGRAD_CONV_ALGO's values: im2col, direct, auto, fft (conv1d only;
  * auto for the others). */

@@ -86,6 +86,7 @@ convt_check(cg_tensor *x, cg_tensor *w, cg_tensor *b,
     cg__shape_str(4, w->shape, s2, sizeof s2);
     g->N = x->shape[0]; g->K = x->shape[1];
     g->OH = x->shape[2]; g->OW = x->shape[3];
+    g->no_shift = 0;
     g->R = w->shape[2]; g->S = w->shape[3];
     g->sh = cg__conv_opt_or(o->stride[0], 1);
     g->sw = cg__conv_opt_or(o->stride[1], 1);
@@ -189,11 +190,12 @@ convt_backward(cg__node *node, cg_tensor *dy, cg_tensor **gin)
 /* The op once its arguments are checked: y from dense x and w, the bias,
  * the graph node (g, x and w saved). */
 static cg_tensor *
-convt_apply(const char *op, const cg__conv_geom *g, cg_tensor *x,
+convt_apply(const char *op, const cg__conv_geom *geom, cg_tensor *x,
             cg_tensor *w, cg_tensor *b)
 {
     cg_tensor *in[3] = { x, w, b }, *dx = NULL, *dw = NULL, *y = NULL;
-    int64_t shape[4] = { g->N, g->C, g->H, g->W };
+    int64_t shape[4] = { geom->N, geom->C, geom->H, geom->W };
+    cg__conv_geom g_ = *geom, *g = &g_;    /* with the choice's no_shift */
     cg__conv_algorithm algo;
     int status;
 

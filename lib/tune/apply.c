@@ -304,6 +304,15 @@ entry_usable(const cg_context *ctx, const cg_tuning_entry *e,
                                  "never)", e->values[i]);
             continue;
         }
+        if (conv_class && !conv1d_fft &&
+            strcmp(e->names[i], "shift") == 0) {
+            if (e->values[i] != 0 && e->values[i] != 1)
+                return cg__error(CG_EINVAL, "conv %s: shift = %ld (1: "
+                                 "im2col reads stride-1 windows in place "
+                                 "where its rule says so, 0: it makes "
+                                 "columns always)", e->shape, e->values[i]);
+            continue;
+        }
         if (!own_param(k, e->names[i]))
             return cg__error(CG_EINVAL, "%s: unknown parameter %s",
                              e->kernel, e->names[i]);

@@ -3,8 +3,11 @@
  * lib/tune/conv_class.c - the shape classes of a 2-D convolution, by
  * which tuning entries choose its algorithm: kernel "conv" with shape
  * "<direction>.<kind>", e.g. "fwd.depthwise", and "algo" 0 (im2col +
- * GEMM) or 1 (the direct kernels of kernels/conv.cl); lib/ops/conv.c
- * looks the entry up per call, forward and backward apart.
+ * GEMM) or 1 (the direct kernels of kernels/conv.cl), and for im2col
+ * "shift" 0 where it should make columns always instead of reading
+ * stride-1 windows in place where its rule says so (lib/ops/conv.c,
+ * shifts); lib/ops/conv.c looks the entry up per call, forward and
+ * backward apart.
  *
  * The directions: "fwd" and "bwd" (dx and dW) of conv2d and conv1d;
  * "tfwd" and "tbwd" of conv_transpose2d (lib/ops/conv_transpose.c),
