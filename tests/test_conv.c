@@ -1331,6 +1331,18 @@ START_TEST(algorithm_choice_follows_env_tuning_and_rule)
 }
 END_TEST
 
+/* Class shape's entry: im2col, and "shift" shift. */
+static cg_tuning_entry
+shift_entry(const char *shape, long shift)
+{
+    cg_tuning_entry e = conv_entry(shape, 0);
+
+    e.nparams = 2;
+    strcpy(e.names[1], "shift");
+    e.values[1] = shift;
+    return e;
+}
+
 /* An entry "shift" 0 puts im2col on columns where its rule reads stride-1
  * windows in place, for the entry's class and direction only (conv2d's
  * forward, its backward, conv_transpose2d's forward); "shift" 1 is the
@@ -1370,17 +1382,11 @@ START_TEST(shift_entry_makes_columns)
                                                                  way == 4;
 
         if (way == 1 || way == 3) {
-            e = conv_entry("fwd.large", 0);
-            e.nparams = 2;
-            strcpy(e.names[1], "shift");
-            e.values[1] = way == 3;
+            e = shift_entry("fwd.large", way == 3);
             ck_assert_msg(cg_context_set_tuning(ctx, &e) == CG_OK, "%s",
                           TT_ERR);
         } else if (way == 2) {
-            e = conv_entry("bwd.large", 0);
-            e.nparams = 2;
-            strcpy(e.names[1], "shift");
-            e.values[1] = 0;
+            e = shift_entry("bwd.large", 0);
             ck_assert_msg(cg_context_set_tuning(ctx, &e) == CG_OK, "%s",
                           TT_ERR);
         } else if (way == 4) {
@@ -1418,10 +1424,7 @@ START_TEST(shift_entry_makes_columns)
     /* conv_transpose2d's forward is the convolution's dx: tfwd.large */
     for (way = 0; way < 2; way++) {
         if (way) {
-            e = conv_entry("tfwd.large", 0);
-            e.nparams = 2;
-            strcpy(e.names[1], "shift");
-            e.values[1] = 0;
+            e = shift_entry("tfwd.large", 0);
             ck_assert_msg(cg_context_set_tuning(ctx, &e) == CG_OK, "%s",
                           TT_ERR);
         }
@@ -1438,10 +1441,7 @@ START_TEST(shift_entry_makes_columns)
         free(got[0]);
         cg_tensor_free(t);
     }
-    e = conv_entry("bwd.large", 0);
-    e.nparams = 2;
-    strcpy(e.names[1], "shift");
-    e.values[1] = 2;
+    e = shift_entry("bwd.large", 2);
     ck_assert_int_eq(cg_context_set_tuning(ctx, &e), CG_EINVAL);
     ck_assert_msg(strstr(cg_last_error(), "shift = 2"), "%s", TT_ERR);
     for (k = 0; k < 3; k++)

@@ -51,28 +51,36 @@ get(json_object *o, const char *key)
     return v;
 }
 
-static long
-param(const cg_tuning_entry *e, const char *name)
+/* The index of parameter name in e, or -1. */
+static int
+param_index(const cg_tuning_entry *e, const char *name)
 {
     int i;
 
     for (i = 0; i < e->nparams; i++)
         if (strcmp(e->names[i], name) == 0)
-            return e->values[i];
-    ck_abort_msg("%s %s has no parameter %s", e->kernel, e->shape, name);
-    return 0;
+            return i;
+    return -1;
+}
+
+static long
+param(const cg_tuning_entry *e, const char *name)
+{
+    int i = param_index(e, name);
+
+    if (i < 0)
+        ck_abort_msg("%s %s has no parameter %s", e->kernel, e->shape,
+                     name);
+    return i < 0 ? 0 : e->values[i];
 }
 
 /* Parameter name of e, or -1 where e has none. */
 static long
 param_or_none(const cg_tuning_entry *e, const char *name)
 {
-    int i;
+    int i = param_index(e, name);
 
-    for (i = 0; i < e->nparams; i++)
-        if (strcmp(e->names[i], name) == 0)
-            return e->values[i];
-    return -1;
+    return i < 0 ? -1 : e->values[i];
 }
 
 /* The "shift" of candidate i of a report's candidates, -1 for none. */
