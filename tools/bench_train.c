@@ -349,6 +349,21 @@ model_phases(const bench *b, model *m, json_object *row)
     return 0;
 }
 
+/* The rows of one step's products: the MLP's batch, a recurrent model's
+ * T * B (its tokens). */
+static size_t
+step_rows(const model *m)
+{
+    return (size_t)m->b * (size_t)(m->kind == M_MLP ? 1 : m->t);
+}
+
+/* gflop GFLOP in `seconds` as a fraction of b's FMA peak (0: none). */
+static double
+peak_fraction(const bench *b, double gflop, double seconds)
+{
+    return b->fma_gflops > 0 ? gflop / seconds / b->fma_gflops : 0;
+}
+
 /* The floating-point operations of one training step of m, counting the
  * matrix products (2 per multiply-add) and not the elementwise work: a
  * layer's forward product F, then in backward its weight gradient (F
@@ -360,7 +375,7 @@ model_phases(const bench *b, model *m, json_object *row)
 static double
 model_gflop(const model *m)
 {
-    double rows = m->kind == M_MLP ? m->b : (double)m->t * m->b, f = 0;
+    double rows = (double)step_rows(m), f = 0;
     int l;
 
     if (m->kind == M_MLP) {
@@ -418,7 +433,7 @@ blas_step(void *arg)
 {
     const blas_step_run *r = arg;
     const model *m = r->m;
-    int rows = m->kind == M_MLP ? m->b : m->t * m->b, g = 4 * m->h, l, t;
+    int rows = (int)step_rows(m), g = 4 * m->h, l, t;
 
     if (m->kind == M_MLP) {
         blas_linear(r, rows, m->in, m->h, 0);
@@ -448,7 +463,7 @@ blas_step(void *arg)
 static int
 blas_row(const bench *b, const model *m, json_object *row)
 {
-    size_t rows = (size_t)m->b * (size_t)(m->kind == M_MLP ? 1 : m->t), n, i;
+    size_t rows = step_rows(m), n, i;
     int dims[6] = { m->in, m->h * 4, m->h2, m->out, m->vocab, m->embed };
     blas_step_run r;
     bstat st;
@@ -472,8 +487,7 @@ blas_row(const bench *b, const model *m, json_object *row)
         if (rc == 0) {
             bench_add_double(row, "openblas_products_ms", st.med * 1e3);
             bench_add_double(row, "openblas_peak_fraction",
-                             b->fma_gflops > 0 ? model_gflop(m) / st.med /
-                                                 b->fma_gflops : 0);
+                             peak_fraction(b, model_gflop(m), st.med));
         }
     } else {
         bench_fail("openblas products: %zu floats of host memory", 3 * n);
@@ -495,7 +509,7 @@ model_row(bench *b, cg_context *ctx, model *m, const char *name,
     cg_memory_stats ms;
     uint64_t k0;
     bstat st;
-    double tokens = m->kind == M_MLP ? m->b : (double)m->t * m->b;
+    double tokens = (double)step_rows(m);
     int rc;
 
     bench_progress("%s", name);
@@ -515,8 +529,8 @@ model_row(bench *b, cg_context *ctx, model *m, const char *name,
         bench_add_double(row, "speedup_vs_fp32", *fp32_med / st.med);
     bench_add_double(row, "gflop_per_step", model_gflop(m));
     bench_add_double(row, "clgrad_gflops", model_gflop(m) / st.med);
-    bench_add_double(row, "peak_fraction", b->fma_gflops > 0
-                     ? model_gflop(m) / st.med / b->fma_gflops : 0);
+    bench_add_double(row, "peak_fraction",
+                     peak_fraction(b, model_gflop(m), st.med));
     if (m->kind != M_MLP) {
         bench_add_double(row, "clgrad_tokens_per_s", tokens / st.med);
         bench_add_double(row, "torch_tokens_per_s", tokens / ref->med);
