@@ -187,6 +187,32 @@ if [ $torch = yes ]; then
         fail "--profile: no phase times"
 fi
 
+# --- --precision on the mlp suite, fp32 not first: each bf16 row has
+# the rounds' speedup_vs_fp32 with its min and max, the fp32 row none
+if [ $torch = yes ]; then
+    "$bench" --quick --json --suite mlp --precision bf16,fp32 --repeat 3 \
+        > "$tmp/rounds.json" || fail "--precision rounds: exit status $?"
+    "$py" - "$tmp/rounds.json" <<'EOF2' || fail "--precision rounds: rows"
+import json, sys
+rows = json.load(open(sys.argv[1]))["suites"]["mlp"]["rows"]
+bad = []
+if [r.get("precision") for r in rows] != ["bf16", "fp32"]:
+    bad.append("precisions %r" % [r.get("precision") for r in rows])
+for r in rows:
+    v = [r.get("speedup_vs_fp32" + k) for k in ("_min", "", "_max")]
+    if r.get("precision") == "fp32":
+        if v != [None] * 3:
+            bad.append("%s: %r" % (r["case"], v))
+    elif not (all(isinstance(x, (int, float)) for x in v) and
+              0 < v[0] <= v[1] <= v[2]):
+        bad.append("%s: speedup_vs_fp32 min, median, max %r" % (r["case"],
+                                                                v))
+for b in bad:
+    print("FAIL: " + b)
+sys.exit(1 if bad else 0)
+EOF2
+fi
+
 # --- --precision: a row per precision of the conv suite's CNN step and
 # layers, each 16-bit one with its speed relative to fp32's, the CNN's
 # with its peak memory

@@ -60,6 +60,15 @@ int bench_time(const bench *b, cg_context *ctx, bench_fn fn, void *arg,
  * them, as a training step issues its work: *st per call. */
 int bench_time_n(const bench *b, cg_context *ctx, bench_fn fn, void *arg,
                  int inner, bstat *st);
+/* n steps timed in rounds (A/B): `warmup` rounds of one call each, then
+ * `repeat` rounds, each timing `inner` calls of fn(arg[p]) for every p
+ * in turn (waiting on ctx[p], when not NULL), the first of the turn
+ * rotating from round to round, so that a slow spell of a shared machine
+ * falls on all of them alike.  times[p][r]: p's time per call in round
+ * r; st[p] its statistics.  Returns 0, or -1 after a message. */
+int bench_time_rounds(const bench *b, int n, cg_context *const *ctx,
+                      bench_fn fn, void *const *arg, int inner,
+                      double (*times)[BENCH_MAX_REPEAT], bstat *st);
 void bench_stat(const double *times, int n, bstat *st);
 
 /* {"median": ms, "min": ms, "max": ms} from seconds. */

@@ -499,40 +499,36 @@ blas_row(const bench *b, const model *m, json_object *row)
 }
 #endif
 
-/* Times m (built here on ctx, freed after) and adds its row; ref is
- * PyTorch's time.  With `detail`, launches and memory too. */
+/* Adds m's row (m built and timed: st; ref is PyTorch's time); with
+ * `detail`, launches and memory too; vs_fp32, when not NULL, the
+ * statistics of fp32's time over m's, round by round. */
 static int
-model_row(bench *b, cg_context *ctx, model *m, const char *name,
-          const bstat *ref, int detail, json_object *s, double *fp32_med)
+model_report(bench *b, model *m, const char *name, const bstat *st,
+             const bstat *ref, int detail, json_object *s,
+             const bstat *vs_fp32)
 {
+    cg_context *ctx = m->ctx;
     json_object *row;
     cg_memory_stats ms;
     uint64_t k0;
-    bstat st;
     double tokens = (double)step_rows(m);
-    int rc;
+    int rc = 0;
 
-    bench_progress("%s", name);
-    m->ctx = ctx;
-    if (model_build(m))
-        return -1;
-    rc = bench_time(b, ctx, model_step, m, &st);
-    if (rc)
-        goto done;
-    row = bench_row(name, &st, ref, SPEEDUP);
+    row = bench_row(name, st, ref, SPEEDUP);
     json_object_object_add(row, "precision", json_object_new_string(
         m->precision == CG_F32 ? "fp32" : m->precision == CG_BF16 ? "bf16"
                                                                   : "fp16"));
-    if (m->precision == CG_F32)
-        *fp32_med = st.med;
-    else if (*fp32_med > 0)
-        bench_add_double(row, "speedup_vs_fp32", *fp32_med / st.med);
+    if (vs_fp32) {
+        bench_add_double(row, "speedup_vs_fp32", vs_fp32->med);
+        bench_add_double(row, "speedup_vs_fp32_min", vs_fp32->min);
+        bench_add_double(row, "speedup_vs_fp32_max", vs_fp32->max);
+    }
     bench_add_double(row, "gflop_per_step", model_gflop(m));
-    bench_add_double(row, "clgrad_gflops", model_gflop(m) / st.med);
+    bench_add_double(row, "clgrad_gflops", model_gflop(m) / st->med);
     bench_add_double(row, "peak_fraction",
-                     peak_fraction(b, model_gflop(m), st.med));
+                     peak_fraction(b, model_gflop(m), st->med));
     if (m->kind != M_MLP) {
-        bench_add_double(row, "clgrad_tokens_per_s", tokens / st.med);
+        bench_add_double(row, "clgrad_tokens_per_s", tokens / st->med);
         bench_add_double(row, "torch_tokens_per_s", tokens / ref->med);
     }
     if (detail) {
@@ -553,9 +549,29 @@ model_row(bench *b, cg_context *ctx, model *m, const char *name,
     if (rc == 0 && b->profile)
         rc = model_phases(b, m, row);
     bench_suite_add(s, row);
-done:
     if (rc)
         bench_fail("%s: %s", name, cg_last_error());
+    return rc;
+}
+
+/* Times m (built here on ctx, freed after) and adds its row; ref is
+ * PyTorch's time.  With `detail`, launches and memory too. */
+static int
+model_row(bench *b, cg_context *ctx, model *m, const char *name,
+          const bstat *ref, int detail, json_object *s)
+{
+    bstat st;
+    int rc;
+
+    bench_progress("%s", name);
+    m->ctx = ctx;
+    if (model_build(m))
+        return -1;
+    rc = bench_time(b, ctx, model_step, m, &st);
+    if (rc)
+        bench_fail("%s: %s", name, cg_last_error());
+    else
+        rc = model_report(b, m, name, &st, ref, detail, s, NULL);
     model_free(m);
     return rc;
 }
@@ -580,28 +596,61 @@ train_suite(bench *b, const char *what, int nspecs, char **specs,
     return s;
 }
 
-/* m's rows, one per --precision, each on a context of its own (so that
- * its peak memory is the model's): name, then the precision unless it is
- * the only one and fp32. */
+/* m's rows, one per --precision, each model on a context of its own (so
+ * that its peak memory is the model's), all built first and timed in
+ * rounds (bench_time_rounds), so that a 16-bit row's speedup_vs_fp32 is
+ * the median of fp32's time over its own in the same rounds (with the
+ * rounds' min and max), not of two medians a slow spell apart: name,
+ * then the precision unless it is the only one and fp32. */
 static int
 model_rows(bench *b, model *m, const char *name, const bstat *ref,
            json_object *s)
 {
     static const char *const pname[5] = { "fp32", "", "", "fp16", "bf16" };
-    double fp32_med = 0;
+    int n = b->nprecision, i, r, built = 0, f32 = -1, rc = 0;
+    double times[3][BENCH_MAX_REPEAT], ratio[BENCH_MAX_REPEAT];
+    cg_context *ctx[3];
+    model ms[3];
+    void *arg[3];
+    bstat st[3], vs;
     char full[160];
-    int i, rc = 0;
 
-    for (i = 0; i < b->nprecision && rc == 0; i++) {
-        cg_context *ctx = bench_context(b, 0);
-
-        m->precision = (cg_dtype)b->precision[i];
-        if (b->nprecision == 1 && m->precision == CG_F32)
+    bench_progress("%s", name);
+    for (i = 0; i < n && rc == 0; i++) {
+        ms[i] = *m;
+        ms[i].precision = (cg_dtype)b->precision[i];
+        f32 = ms[i].precision == CG_F32 ? i : f32;
+        arg[i] = &ms[i];
+        ms[i].ctx = ctx[i] = bench_context(b, 0);
+        if (!ctx[i] || model_build(&ms[i])) {
+            cg_context_free(ctx[i]);
+            rc = -1;
+        } else {
+            built++;
+        }
+    }
+    if (rc == 0 && bench_time_rounds(b, n, ctx, model_step, arg, 1, times,
+                                     st)) {
+        bench_fail("%s: %s", name, cg_last_error());
+        rc = -1;
+    }
+    for (i = 0; i < n && rc == 0; i++) {
+        if (n == 1 && ms[i].precision == CG_F32)
             snprintf(full, sizeof full, "%s", name);
         else
-            snprintf(full, sizeof full, "%s %s", name, pname[m->precision]);
-        rc = ctx ? model_row(b, ctx, m, full, ref, 1, s, &fp32_med) : -1;
-        cg_context_free(ctx);
+            snprintf(full, sizeof full, "%s %s", name,
+                     pname[ms[i].precision]);
+        if (f32 >= 0 && i != f32) {
+            for (r = 0; r < b->repeat; r++)
+                ratio[r] = times[f32][r] / times[i][r];
+            bench_stat(ratio, b->repeat, &vs);
+        }
+        rc = model_report(b, &ms[i], full, &st[i], ref, 1, s,
+                          f32 >= 0 && i != f32 ? &vs : NULL);
+    }
+    for (i = 0; i < built; i++) {
+        model_free(&ms[i]);
+        cg_context_free(ctx[i]);
     }
     return rc;
 }
@@ -804,7 +853,6 @@ suite_scaling(bench *b, cg_context *ctx)
     if (!s || status)
         return s;
     for (i = 0; i < n; i++) {
-        double fp32_med = 0;
         model m;
 
         memset(&m, 0, sizeof m);
@@ -815,7 +863,7 @@ suite_scaling(bench *b, cg_context *ctx)
         m.t = ts[i / nb];
         m.b = bs[i % nb];
         snprintf(name, sizeof name, "T=%d B=%d", m.t, m.b);
-        if (model_row(b, ctx, &m, name, &ref[i], 0, s, &fp32_med)) {
+        if (model_row(b, ctx, &m, name, &ref[i], 0, s)) {
             json_object_put(s);
             return NULL;
         }

@@ -158,26 +158,40 @@ bench_stat(const double *times, int n, bstat *st)
 }
 
 int
-bench_time_n(const bench *b, cg_context *ctx, bench_fn fn, void *arg,
-             int inner, bstat *st)
+bench_time_rounds(const bench *b, int n, cg_context *const *ctx,
+                  bench_fn fn, void *const *arg, int inner,
+                  double (*times)[BENCH_MAX_REPEAT], bstat *st)
 {
-    double times[BENCH_MAX_REPEAT], t;
-    int i, j, calls;
+    double t;
+    int i, j, k, p, calls;
 
     for (i = 0; i < b->warmup + b->repeat; i++) {
         calls = i < b->warmup ? 1 : inner;
-        t = bench_now();
-        for (j = 0; j < calls && fn(arg) == 0; j++)
-            continue;
-        if (j < calls || (ctx && cg_context_finish(ctx))) {
-            bench_fail("%s", cg_last_error());
-            return -1;
+        for (k = 0; k < n; k++) {
+            p = (i + k) % n;        /* who goes first rotates */
+            t = bench_now();
+            for (j = 0; j < calls && fn(arg[p]) == 0; j++)
+                continue;
+            if (j < calls || (ctx[p] && cg_context_finish(ctx[p]))) {
+                bench_fail("%s", cg_last_error());
+                return -1;
+            }
+            if (i >= b->warmup)
+                times[p][i - b->warmup] = (bench_now() - t) / inner;
         }
-        if (i >= b->warmup)
-            times[i - b->warmup] = (bench_now() - t) / inner;
     }
-    bench_stat(times, b->repeat, st);
+    for (p = 0; p < n; p++)
+        bench_stat(times[p], b->repeat, &st[p]);
     return 0;
+}
+
+int
+bench_time_n(const bench *b, cg_context *ctx, bench_fn fn, void *arg,
+             int inner, bstat *st)
+{
+    double times[1][BENCH_MAX_REPEAT];
+
+    return bench_time_rounds(b, 1, &ctx, fn, &arg, inner, times, st);
 }
 
 int
