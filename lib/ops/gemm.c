@@ -952,7 +952,10 @@ cg__packed_b_free(cg__packed_b *pb)
  * queued back to back on one packed B, best / mean us per product of 30
  * alternating rounds, packed / in place: 32x2048x512 NT 452 / 457, 563
  * / 561; 32x512x2048 NN 500 / 482, 668 / 637; 64x2048x512 NT 1141 /
- * 1099, 1322 / 1294; 256x1024x256 NT 1035 / 1052, 1186 / 1147.  "what"
+ * 1099, 1322 / 1294; 256x1024x256 NT 1035 / 1052, 1186 / 1147.  A
+ * gemm_packed_ra of 16-bit A into a float32 C (tried, not kept: best us
+ * in place / packed, the same way) lost: 32x1024x256 bf16 262 / 164,
+ * fp16 874 / 169; 32x512x2048 bf16 908 / 607, fp16 2733 / 510.  "what"
  * names the caller in errors. */
 static int
 packed_with_b(cg_context *ctx, const char *what, cg_dtype ab, cg_dtype cd,
