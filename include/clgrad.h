@@ -645,8 +645,11 @@ int cg_tensor_zero_grad(cg_tensor *t);
 cg_tensor *cg_detach(cg_tensor *t);
 
 /* Backpropagates from `root`.  grad_output may be NULL only for a one-
- * element root (the gradient is then 1).  retain_graph nonzero keeps the
- * saved tensors so backward can run again through the same graph. */
+ * element root (the gradient is then 1).  A contiguous grad_output is
+ * read where it is (a strided one through a copy) and never written: the
+ * caller keeps it, and no leaf's grad shares its memory.  retain_graph
+ * nonzero keeps the saved tensors so backward can run again through the
+ * same graph. */
 int cg_backward(cg_tensor *root, cg_tensor *grad_output, int retain_graph);
 
 /* Higher-order gradients.

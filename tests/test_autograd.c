@@ -222,6 +222,80 @@ START_TEST(a_view_passes_its_gradient_on_without_a_copy)
 }
 END_TEST
 
+/* cg_backward reads a contiguous grad_output in place: no copy launch
+ * where the root's backward makes a new gradient (mul), and g is never
+ * changed nor shared with a leaf's grad, where the gradient reaches the
+ * leaf as g itself (add, the root a leaf) or as a view of it (reshape):
+ * two backwards leave x.grad = 2 g' and g as it was (a grad sharing g's
+ * memory would have the second added into g).  A non-contiguous g (a
+ * transposed view) is copied and gives the same gradients. */
+START_TEST(grad_output_is_read_in_place_and_never_changed)
+{
+    static const float xs[6] = { 0.5f, -1, 2, 3, -0.25f, 1.5f };
+    static const float gs[6] = { 1, -2, 0.5f, 4, -3, 0.25f };
+    static const int64_t s23[2] = { 2, 3 }, s32[2] = { 3, 2 };
+    cg_tensor *x = vec(xs, 6), *c = vec(xs, 6), *g, *gt, *y = NULL, *v;
+    cg_memory_stats a, b;
+    float got[6], gv[6];
+    int root, i, k;
+
+    cg_tensor_set_requires_grad(x, 1);
+    g = vec(gs, 6);
+    for (root = 0; root < 5; root++) {
+        cg_tensor *go = g;
+
+        gt = NULL;
+        switch (root) {
+        case 0: y = cg_mul(x, c); break;
+        case 1: y = cg_add(x, c); break;
+        case 2: y = cg_tensor_ref(x); break;
+        case 3: y = cg_reshape(x, 2, s23); break;
+        default:    /* g's transpose, read as [2, 3] */
+            y = cg_reshape(x, 2, s23);
+            v = cg_tensor_from_host(tt_ctx(), CG_F32, 2, s32, gs);
+            gt = v ? cg_transpose(v, 0, 1) : NULL;
+            cg_tensor_free(v);
+            ck_assert_ptr_nonnull(gt);
+            ck_assert(!cg_tensor_is_contiguous(gt));
+            go = gt;
+        }
+        if (root == 3) {
+            cg_tensor_free(g);
+            g = cg_tensor_from_host(tt_ctx(), CG_F32, 2, s23, gs);
+            go = g;
+        }
+        ck_assert_msg(y && go, "%s", cg_last_error());
+        ck_assert_int_eq(cg_tensor_zero_grad(x), CG_OK);
+        for (k = 0; k < 2; k++) {
+            ck_assert_int_eq(cg_context_stats(tt_ctx(), &a), CG_OK);
+            ck_assert_int_eq(cg_backward(y, go, 1), CG_OK);
+            ck_assert_int_eq(cg_context_stats(tt_ctx(), &b), CG_OK);
+            if (root == 0 && k == 0)    /* g c, taken as x's grad */
+                ck_assert_uint_eq(b.kernels_enqueued - a.kernels_enqueued,
+                                  1);
+        }
+        read_vec(cg_tensor_grad(x), got, 6);
+        ck_assert_int_eq(cg_tensor_to_host(g, gv, sizeof gv), CG_OK);
+        for (i = 0; i < 6; i++) {
+            /* the transposed view's element i is gs[(i % 3) * 2 + i / 3] */
+            float gi = root == 4 ? gs[i % 3 * 2 + i / 3] : gs[i];
+
+            ck_assert_msg(gv[i] == gs[i], "root %d: g[%d] = %g, was %g",
+                          root, i, (double)gv[i], (double)gs[i]);
+            ck_assert_msg(got[i] == 2.0f * gi * (root ? 1.0f : xs[i]),
+                          "root %d: x.grad[%d] = %g, want %g", root, i,
+                          (double)got[i],
+                          (double)(2.0f * gi * (root ? 1.0f : xs[i])));
+        }
+        cg_tensor_free(gt);
+        cg_tensor_free(y);
+    }
+    cg_tensor_free(g);
+    cg_tensor_free(c);
+    cg_tensor_free(x);
+}
+END_TEST
+
 START_TEST(shared_subexpressions_sum_their_gradients)
 {
     static const float xs[4] = { 0.5f, -1, 2, 3 };
@@ -935,6 +1009,7 @@ main(void)
     tcase_add_test(tc, retain_graph_allows_a_second_backward);
     tcase_add_test(tc, backward_frees_what_a_node_saved_once_it_has_run);
     tcase_add_test(tc, a_view_passes_its_gradient_on_without_a_copy);
+    tcase_add_test(tc, grad_output_is_read_in_place_and_never_changed);
     tcase_add_test(tc, shared_subexpressions_sum_their_gradients);
     tcase_add_test(tc, matmul_gradients_accumulate_over_backwards);
     tcase_add_test(tc, matmul_gradient_adds_into_existing_grad);

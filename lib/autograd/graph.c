@@ -596,16 +596,21 @@ cg__set_grad_ready(cg_context *ctx, void (*fn)(void *user, cg_tensor *leaf),
     ctx->grad_ready_user = user;
 }
 
-/* The seed: grad_output (create_graph: itself, so that the gradients
- * are differentiable in it too; else a contiguous copy), or ones. */
+/* The seed: grad_output itself where it is contiguous (create_graph:
+ * always, so that the gradients are differentiable in it too), else a
+ * contiguous copy; or ones.  The walk never writes into a gradient that
+ * something else holds (accumulate, cg__grad_into: refs of 1 alone), so
+ * the caller's tensor is not changed, and a backward at a layer's output
+ * (clgrad-bench's conv layers: 2 MiB) reads it without a copy. */
 static cg_tensor *
 make_seed(cg_tensor *root, cg_tensor *grad_output, int create_graph)
 {
     cg_tensor *seed;
 
     if (grad_output)
-        return create_graph ? cg_tensor_ref(grad_output)
-                            : cg__copy_contiguous(grad_output);
+        return create_graph || cg_tensor_is_contiguous(grad_output)
+               ? cg_tensor_ref(grad_output)
+               : cg__copy_contiguous(grad_output);
     seed = cg__tensor_empty(root->ctx, root->dtype, root->ndim, root->shape);
     if (seed && cg__fill(seed, 1.0f) != CG_OK) {
         cg_tensor_free(seed);
