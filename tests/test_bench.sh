@@ -267,7 +267,8 @@ for args in "--suite nope" "--repeat 0" "--threads x" "extra"; do
     # shellcheck disable=SC2086
     out=$("$bench" $args 2>&1)
     status=$?
-    [ $status -eq 2 ] || fail "'$args': exit status $status, not 2"
+    [ $status -eq 2 ] ||
+        fail "'$args': exit status $status, not 2 ($out)"
     case $out in
     *clgrad-bench:*) ;;
     *) fail "'$args': no message: $out" ;;
