@@ -70,6 +70,9 @@ int bench_time_rounds(const bench *b, int n, cg_context *const *ctx,
                       bench_fn fn, void *const *arg, int inner,
                       double (*times)[BENCH_MAX_REPEAT], bstat *st);
 void bench_stat(const double *times, int n, bstat *st);
+/* gflop GFLOP in `seconds` as a fraction of b's FMA peak (0: none
+ * measured): every suite's peak_fraction. */
+double bench_peak_fraction(const bench *b, double gflop, double seconds);
 
 /* {"median": ms, "min": ms, "max": ms} from seconds. */
 json_object *bench_ms_json(const bstat *st);

@@ -335,8 +335,8 @@ add_gflops(const bench *b, json_object *row, double gflop, double sec)
 {
     bench_add_double(row, "gflop", gflop);
     bench_add_double(row, "clgrad_gflops", gflop / sec);
-    bench_add_double(row, "peak_fraction", b->fma_gflops > 0
-                     ? gflop / sec / b->fma_gflops : 0);
+    bench_add_double(row, "peak_fraction",
+                     bench_peak_fraction(b, gflop, sec));
 }
 
 /* Whether a row of precision dt carries its name: unless fp32 is the

@@ -308,8 +308,8 @@ gemm_row(bench *b, cg_context *ctx, const gemm_case *gc, int inner,
     row = bench_row(name, &st, ref_st, SPEEDUP);
     bench_add_double(row, "clgrad_gflops", flop / st.med * 1e-9);
     bench_add_double(row, "openblas_gflops", flop / ref_st->med * 1e-9);
-    bench_add_double(row, "peak_fraction", b->fma_gflops > 0
-                     ? flop / st.med * 1e-9 / b->fma_gflops : 0);
+    bench_add_double(row, "peak_fraction",
+                     bench_peak_fraction(b, flop * 1e-9, st.med));
     bench_add_double(row, "max_rel_err", scale > 0 ? err / scale : err);
     bench_add_int(row, "products_per_sample", inner);
     if (torch_st) {

@@ -357,13 +357,6 @@ step_rows(const model *m)
     return (size_t)m->b * (size_t)(m->kind == M_MLP ? 1 : m->t);
 }
 
-/* gflop GFLOP in `seconds` as a fraction of b's FMA peak (0: none). */
-static double
-peak_fraction(const bench *b, double gflop, double seconds)
-{
-    return b->fma_gflops > 0 ? gflop / seconds / b->fma_gflops : 0;
-}
-
 /* The floating-point operations of one training step of m, counting the
  * matrix products (2 per multiply-add) and not the elementwise work: a
  * layer's forward product F, then in backward its weight gradient (F
@@ -487,7 +480,8 @@ blas_row(const bench *b, const model *m, json_object *row)
         if (rc == 0) {
             bench_add_double(row, "openblas_products_ms", st.med * 1e3);
             bench_add_double(row, "openblas_peak_fraction",
-                             peak_fraction(b, model_gflop(m), st.med));
+                             bench_peak_fraction(b, model_gflop(m),
+                                                 st.med));
         }
     } else {
         bench_fail("openblas products: %zu floats of host memory", 3 * n);
@@ -526,7 +520,7 @@ model_report(bench *b, model *m, const char *name, const bstat *st,
     bench_add_double(row, "gflop_per_step", model_gflop(m));
     bench_add_double(row, "clgrad_gflops", model_gflop(m) / st->med);
     bench_add_double(row, "peak_fraction",
-                     peak_fraction(b, model_gflop(m), st->med));
+                     bench_peak_fraction(b, model_gflop(m), st->med));
     if (m->kind != M_MLP) {
         bench_add_double(row, "clgrad_tokens_per_s", tokens / st->med);
         bench_add_double(row, "torch_tokens_per_s", tokens / ref->med);
@@ -607,7 +601,7 @@ model_rows(bench *b, model *m, const char *name, const bstat *ref,
            json_object *s)
 {
     static const char *const pname[5] = { "fp32", "", "", "fp16", "bf16" };
-    int n = b->nprecision, i, r, built = 0, f32 = -1, rc = 0;
+    int n = b->nprecision, i, r, built = 0, f32 = -1, rc = 0, vs32;
     double times[3][BENCH_MAX_REPEAT], ratio[BENCH_MAX_REPEAT];
     cg_context *ctx[3];
     model ms[3];
@@ -640,13 +634,14 @@ model_rows(bench *b, model *m, const char *name, const bstat *ref,
         else
             snprintf(full, sizeof full, "%s %s", name,
                      pname[ms[i].precision]);
-        if (f32 >= 0 && i != f32) {
+        vs32 = f32 >= 0 && i != f32;
+        if (vs32) {
             for (r = 0; r < b->repeat; r++)
                 ratio[r] = times[f32][r] / times[i][r];
             bench_stat(ratio, b->repeat, &vs);
         }
         rc = model_report(b, &ms[i], full, &st[i], ref, 1, s,
-                          f32 >= 0 && i != f32 ? &vs : NULL);
+                          vs32 ? &vs : NULL);
     }
     for (i = 0; i < built; i++) {
         model_free(&ms[i]);

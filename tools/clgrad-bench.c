@@ -145,6 +145,13 @@ cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+double
+bench_peak_fraction(const bench *b, double gflop, double seconds)
+{
+    return b->fma_gflops > 0 && seconds > 0
+           ? gflop / seconds / b->fma_gflops : 0;
+}
+
 void
 bench_stat(const double *times, int n, bstat *st)
 {
