@@ -213,11 +213,12 @@ sys.exit(1 if bad else 0)
 EOF2
 fi
 
-# --- --precision: a row per precision of the conv suite's CNN step and
-# layers, each 16-bit one with its speed relative to fp32's, the CNN's
-# with its peak memory
+# --- --precision: a row per precision of the conv suite's CNN step,
+# layers and conv1d cases, fp32 not first, each 16-bit one with the
+# rounds' speed relative to fp32's (min <= median <= max), the CNN's with
+# its peak memory
 if [ $torch = yes ]; then
-    "$bench" --quick --json --suite conv --precision fp32,bf16 --repeat 1 \
+    "$bench" --quick --json --suite conv --precision bf16,fp32 --repeat 2 \
         > "$tmp/prec.json" || fail "--precision: exit status $?"
     "$py" - "$tmp/prec.json" <<'EOF2' || fail "--precision: bad rows"
 import json, sys
@@ -230,8 +231,14 @@ for p in ("fp32", "bf16"):
     for r in got:
         if not r["case"].endswith(" " + p):
             bad.append("%s: not named %s" % (r["case"], p))
-        if p == "bf16" and not r.get("speedup_vs_fp32", 0) > 0:
-            bad.append("%s: no speedup_vs_fp32" % r["case"])
+        v = [r.get("speedup_vs_fp32" + k) for k in ("_min", "", "_max")]
+        if p == "fp32" and v != [None] * 3:
+            bad.append("%s: %r" % (r["case"], v))
+        if p == "bf16" and not (
+                all(isinstance(x, (int, float)) for x in v) and
+                0 < v[0] <= v[1] <= v[2]):
+            bad.append("%s: speedup_vs_fp32 min, median, max %r" %
+                       (r["case"], v))
         if r["case"].startswith("cnn") and \
                 not r.get("peak_device_bytes", 0) > 0:
             bad.append("%s: no peak_device_bytes" % r["case"])

@@ -70,6 +70,13 @@ int bench_time_rounds(const bench *b, int n, cg_context *const *ctx,
                       bench_fn fn, void *const *arg, int inner,
                       double (*times)[BENCH_MAX_REPEAT], bstat *st);
 void bench_stat(const double *times, int n, bstat *st);
+/* *st: median, min and max over the rounds of times[ref][r] /
+ * times[p][r] (bench_time_rounds' times): p's speed-up over ref, each
+ * round's two steps timed side by side. */
+void bench_round_ratio(const bench *b, double (*times)[BENCH_MAX_REPEAT],
+                       int ref, int p, bstat *st);
+/* Adds speedup_vs_fp32 (vs->med), speedup_vs_fp32_min and _max to row. */
+void bench_add_vs_fp32(json_object *row, const bstat *vs);
 /* gflop GFLOP in `seconds` as a fraction of b's FMA peak (0: none
  * measured): every suite's peak_fraction. */
 double bench_peak_fraction(const bench *b, double gflop, double seconds);

@@ -347,17 +347,15 @@ named(const bench *b, cg_dtype dt)
     return b->nprecision > 1 || dt != CG_F32;
 }
 
-/* The row's precision and, after fp32's row of the same case, its speed
- * relative to fp32 (speedup_vs_fp32: fp32 time / this time). */
+/* The row's precision and, for a 16-bit row timed in rounds with fp32's,
+ * its speed relative to fp32 (vs: bench_round_ratio's; NULL for none). */
 static void
-add_precision(json_object *row, cg_dtype dt, double *fp32_med, double med)
+add_precision(json_object *row, cg_dtype dt, const bstat *vs)
 {
     json_object_object_add(row, "precision",
                            json_object_new_string(pname[dt]));
-    if (dt == CG_F32)
-        *fp32_med = med;
-    else if (*fp32_med > 0)
-        bench_add_double(row, "speedup_vs_fp32", *fp32_med / med);
+    if (vs)
+        bench_add_vs_fp32(row, vs);
 }
 
 /* ------------------------------------------------------------------------
@@ -456,48 +454,73 @@ long1d_gflop(const long1d *l)
     return 2.0 * l->n * l->c * l->len * l->s * (l->fwdbwd ? 3 : 1) * 1e-9;
 }
 
-/* Times long1d case i (kernel i / 2, direction i % 2) in dtype dt with
- * `algo` forced; the row, or NULL after a message. */
-static json_object *
-long1d_row(const bench *b, cg_context *ctx, int i, cg_dtype dt,
-           const char *algo, const bstat *ref, double *fp32_med)
+/* Times long1d case i (kernel i / 2, direction i % 2) in each precision
+ * with `algo` forced, built first and timed in rounds as cnn_rows; the
+ * rows go to s.  0, or -1 after a message. */
+static int
+long1d_rows(const bench *b, cg_context *ctx, int i, const char *algo,
+            const bstat *ref, json_object *s)
 {
     const char *old = getenv("CLGRAD_CONV_ALGO");
+    int n = b->nprecision, p, built = 0, f32 = -1, rc = 0;
+    double times[3][BENCH_MAX_REPEAT];
     char keep[32] = "", name[160];
-    long1d l;
-    bstat st;
+    cg_context *cx[3];
+    long1d ls[3];
+    void *arg[3];
+    bstat st[3], vs;
     json_object *row;
-    int status;
 
-    memset(&l, 0, sizeof l);
-    l.n = 1;
-    l.c = LONG_C;
-    l.len = long_len(b);
-    l.s = long_kernel(b, i);
-    l.fwdbwd = i % 2;
-    l.dtype = dt;
-    snprintf(name, sizeof name, "conv1d N%d C%d L%d S%d dw same %s %s%s%s",
-             l.n, l.c, l.len, l.s, l.fwdbwd ? "fwd+bwd" : "fwd", algo,
-             named(b, dt) ? " " : "", named(b, dt) ? pname[dt] : "");
-    bench_progress("%s", name);
+    for (p = 0; p < n && rc == 0; p++) {
+        memset(&ls[p], 0, sizeof ls[p]);
+        ls[p].n = 1;
+        ls[p].c = LONG_C;
+        ls[p].len = long_len(b);
+        ls[p].s = long_kernel(b, i);
+        ls[p].fwdbwd = i % 2;
+        ls[p].dtype = (cg_dtype)b->precision[p];
+        f32 = ls[p].dtype == CG_F32 ? p : f32;
+        arg[p] = &ls[p];
+        cx[p] = ctx;
+        if (long1d_build(&ls[p], ctx))
+            rc = -1;
+        else
+            built++;
+    }
+    bench_progress("conv1d S%d %s %s", ls[0].s, i % 2 ? "fwd+bwd" : "fwd",
+                   algo);
     if (old)
         snprintf(keep, sizeof keep, "%s", old);
-    if (long1d_build(&l, ctx))
-        return NULL;
-    setenv("CLGRAD_CONV_ALGO", algo, 1);
-    status = bench_time(b, ctx, long1d_step, &l, &st);
-    if (keep[0])
-        setenv("CLGRAD_CONV_ALGO", keep, 1);
-    else
-        unsetenv("CLGRAD_CONV_ALGO");
-    long1d_free(&l);
-    if (status)
-        return NULL;
-    row = bench_row(name, &st, ref, SPEEDUP);
-    add_precision(row, dt, fp32_med, st.med);
-    add_gflops(b, row, long1d_gflop(&l), st.med);
-    json_object_object_add(row, "algorithm", json_object_new_string(algo));
-    return row;
+    if (rc == 0) {
+        setenv("CLGRAD_CONV_ALGO", algo, 1);
+        rc = bench_time_rounds(b, n, cx, long1d_step, arg, 1, times, st);
+        if (keep[0])
+            setenv("CLGRAD_CONV_ALGO", keep, 1);
+        else
+            unsetenv("CLGRAD_CONV_ALGO");
+        if (rc)
+            bench_fail("conv1d: %s", cg_last_error());
+    }
+    for (p = 0; p < n && rc == 0; p++) {
+        const long1d *l = &ls[p];
+
+        snprintf(name, sizeof name,
+                 "conv1d N%d C%d L%d S%d dw same %s %s%s%s", l->n, l->c,
+                 l->len, l->s, l->fwdbwd ? "fwd+bwd" : "fwd", algo,
+                 named(b, l->dtype) ? " " : "",
+                 named(b, l->dtype) ? pname[l->dtype] : "");
+        row = bench_row(name, &st[p], ref, SPEEDUP);
+        if (f32 >= 0 && p != f32)
+            bench_round_ratio(b, times, f32, p, &vs);
+        add_precision(row, l->dtype, f32 >= 0 && p != f32 ? &vs : NULL);
+        add_gflops(b, row, long1d_gflop(l), st[p].med);
+        json_object_object_add(row, "algorithm",
+                               json_object_new_string(algo));
+        bench_suite_add(s, row);
+    }
+    for (p = 0; p < built; p++)
+        long1d_free(&ls[p]);
+    return rc;
 }
 
 /* With --profile: the device time of the 8 kernels that took most, per
@@ -523,17 +546,138 @@ profile_steps(const bench *b, cg_context *ctx, cnn *m, json_object *row)
     return 0;
 }
 
+/* The CNN step in each precision, each on a context of its own (so that
+ * peak_device_bytes is the model's own), all built first and timed in
+ * rounds (bench_time_rounds), as the training suites' model_rows: a
+ * 16-bit row's speedup_vs_fp32 is the median over rounds of fp32's time
+ * over its own, with the rounds' min and max.  Rows go to s. */
+static int
+cnn_rows(const bench *b, const cnn *proto, const bstat *ref,
+         json_object *s)
+{
+    int n = b->nprecision, p, built = 0, f32 = -1, rc = 0;
+    double times[3][BENCH_MAX_REPEAT];
+    cg_context *ctx[3];
+    cnn ms[3];
+    void *arg[3];
+    bstat st[3], vs;
+    cg_memory_stats mem;
+    json_object *row;
+    char name[160];
+
+    bench_progress("cnn");
+    for (p = 0; p < n && rc == 0; p++) {
+        ms[p] = *proto;
+        ms[p].precision = (cg_dtype)b->precision[p];
+        f32 = ms[p].precision == CG_F32 ? p : f32;
+        arg[p] = &ms[p];
+        ms[p].ctx = ctx[p] = bench_context(b, 0);
+        if (!ctx[p] || cnn_build(&ms[p])) {
+            cg_context_free(ctx[p]);
+            rc = -1;
+        } else {
+            built++;
+        }
+    }
+    if (rc == 0 && bench_time_rounds(b, n, ctx, cnn_step, arg, 1, times,
+                                     st)) {
+        bench_fail("cnn: %s", cg_last_error());
+        rc = -1;
+    }
+    for (p = 0; p < n && rc == 0; p++) {
+        snprintf(name, sizeof name, "cnn N%d %dx%dx%d conv 32,64,64%s%s",
+                 ms[p].n, ms[p].c, ms[p].hw, ms[p].hw,
+                 named(b, ms[p].precision) ? " " : "",
+                 named(b, ms[p].precision) ? pname[ms[p].precision] : "");
+        row = bench_row(name, &st[p], ref, SPEEDUP);
+        if (f32 >= 0 && p != f32)
+            bench_round_ratio(b, times, f32, p, &vs);
+        add_precision(row, ms[p].precision,
+                      f32 >= 0 && p != f32 ? &vs : NULL);
+        add_gflops(b, row, cnn_gflop(&ms[p]), st[p].med);
+        if (cg_context_stats(ctx[p], &mem) == CG_OK)
+            bench_add_int(row, "peak_device_bytes",
+                          (int64_t)mem.peak_bytes);
+        if (b->profile && profile_steps(b, ctx[p], &ms[p], row)) {
+            bench_fail("cnn profile: %s", cg_last_error());
+            json_object_put(row);
+            rc = -1;
+            break;
+        }
+        bench_suite_add(s, row);
+    }
+    for (p = 0; p < built; p++) {
+        cnn_free(&ms[p]);
+        cg_context_free(ctx[p]);
+    }
+    return rc;
+}
+
+/* One layer direction in each precision on ctx, built first and timed in
+ * rounds, as cnn_rows.  Rows go to s. */
+static int
+layer_rows(const bench *b, cg_context *ctx, const layer *proto,
+           const bstat *ref, json_object *s)
+{
+    int n = b->nprecision, p, built = 0, f32 = -1, rc = 0;
+    double times[3][BENCH_MAX_REPEAT];
+    cg_context *cx[3];
+    layer ls[3];
+    void *arg[3];
+    bstat st[3], vs;
+    json_object *row;
+    const char *algo;
+    char name[256];
+
+    for (p = 0; p < n && rc == 0; p++) {
+        ls[p] = *proto;
+        ls[p].dtype = (cg_dtype)b->precision[p];
+        f32 = ls[p].dtype == CG_F32 ? p : f32;
+        arg[p] = &ls[p];
+        cx[p] = ctx;
+        if (layer_build(&ls[p], ctx))
+            rc = -1;
+        else
+            built++;
+    }
+    if (rc == 0 && bench_time_rounds(b, n, cx, layer_step, arg, 1, times,
+                                     st)) {
+        bench_fail("conv layer: %s", cg_last_error());
+        rc = -1;
+    }
+    for (p = 0; p < n && rc == 0; p++) {
+        const layer *l = &ls[p];
+
+        snprintf(name, sizeof name, "N%d C%d %d K%d %dx%d s%d%s %s%s%s",
+                 l->n, l->c, l->hw, l->k, l->r, l->r, l->stride,
+                 l->groups > 1 ? " dw" : "", dir_names[l->dir],
+                 named(b, l->dtype) ? " " : "",
+                 named(b, l->dtype) ? pname[l->dtype] : "");
+        row = bench_row(name, &st[p], ref, SPEEDUP);
+        if (f32 >= 0 && p != f32)
+            bench_round_ratio(b, times, f32, p, &vs);
+        add_precision(row, l->dtype, f32 >= 0 && p != f32 ? &vs : NULL);
+        add_gflops(b, row, layer_gflop(l), st[p].med);
+        algo = cg_conv2d_algorithm(ctx, l->dir != DIR_FWD, l->c, l->k,
+                                   l->groups);
+        json_object_object_add(row, "algorithm", json_object_new_string(
+                                   algo ? algo : "unknown"));
+        bench_suite_add(s, row);
+    }
+    for (p = 0; p < built; p++)
+        layer_free(&ls[p]);
+    return rc;
+}
+
 json_object *
 suite_conv(bench *b)
 {
     char specs_buf[NCASES][96], *specs[NCASES], name[256];
-    bstat ref[NCASES], st;
+    bstat ref[NCASES];
     cg_context *ctx = NULL;
-    json_object *s, *row;
-    cg_memory_stats ms;
-    double fp32_med;
+    json_object *s;
     cnn m;
-    int i, p, status, ncases;
+    int i, status, ncases;
 
     memset(&m, 0, sizeof m);
     m.n = b->quick ? 4 : 32;
@@ -574,92 +718,24 @@ suite_conv(bench *b)
     if (!(ctx = bench_context(b, 0)))
         goto fail;
 
-    /* the CNN step per precision, each on a context of its own */
-    fp32_med = 0;
-    for (p = 0; p < b->nprecision; p++) {
-        cg_context *mc = bench_context(b, 0);
-
-        m.precision = (cg_dtype)b->precision[p];
-        snprintf(name, sizeof name, "cnn N%d %dx%dx%d conv 32,64,64%s%s",
-                 m.n, m.c, m.hw, m.hw, named(b, m.precision) ? " " : "",
-                 named(b, m.precision) ? pname[m.precision] : "");
-        bench_progress("%s", name);
-        if (!mc)
-            goto fail;
-        m.ctx = mc;
-        if (cnn_build(&m)) {
-            cg_context_free(mc);
-            goto fail;
-        }
-        status = bench_time(b, mc, cnn_step, &m, &st);
-        row = status ? NULL : bench_row(name, &st, &ref[0], SPEEDUP);
-        if (row) {
-            add_precision(row, m.precision, &fp32_med, st.med);
-            add_gflops(b, row, cnn_gflop(&m), st.med);
-            if (cg_context_stats(mc, &ms) == CG_OK)
-                bench_add_int(row, "peak_device_bytes",
-                              (int64_t)ms.peak_bytes);
-        }
-        if (row && b->profile && (status = profile_steps(b, mc, &m, row)))
-            json_object_put(row);
-        cnn_free(&m);
-        cg_context_free(mc);
-        if (status)
-            goto fail;
-        bench_suite_add(s, row);
-    }
-
+    if (cnn_rows(b, &m, &ref[0], s))
+        goto fail;
     for (i = 0; i < 3 * NLAYERS; i++) {
-        fp32_med = 0;
-        for (p = 0; p < b->nprecision; p++) {
-            layer l = layers[i / 3];
+        layer l = layers[i / 3];
 
-            if (b->quick) {
-                l.n = 2;
-                l.hw = 9;
-            }
-            l.dir = i % 3;
-            l.dtype = (cg_dtype)b->precision[p];
-            snprintf(name, sizeof name, "N%d C%d %d K%d %dx%d s%d%s %s%s%s",
-                     l.n, l.c, l.hw, l.k, l.r, l.r, l.stride,
-                     l.groups > 1 ? " dw" : "", dir_names[l.dir],
-                     named(b, l.dtype) ? " " : "",
-                     named(b, l.dtype) ? pname[l.dtype] : "");
-            bench_progress("%s", name);
-            if (layer_build(&l, ctx))
-                goto fail;
-            status = bench_time(b, ctx, layer_step, &l, &st);
-            layer_free(&l);
-            if (status)
-                goto fail;
-            row = bench_row(name, &st, &ref[1 + i], SPEEDUP);
-            add_precision(row, l.dtype, &fp32_med, st.med);
-            add_gflops(b, row, layer_gflop(&l), st.med);
-            {
-                const char *algo = cg_conv2d_algorithm(ctx, l.dir != DIR_FWD,
-                                                       l.c, l.k, l.groups);
-
-                json_object_object_add(row, "algorithm",
-                                       json_object_new_string(
-                                           algo ? algo : "unknown"));
-            }
-            bench_suite_add(s, row);
+        if (b->quick) {
+            l.n = 2;
+            l.hw = 9;
         }
+        l.dir = i % 3;
+        bench_progress("conv layer %d of %d", i + 1, 3 * NLAYERS);
+        if (layer_rows(b, ctx, &l, &ref[1 + i], s))
+            goto fail;
     }
-    for (i = 0; i < 4 * nlong(b); i++) {
-        const char *algo = i % 2 ? "direct" : "fft";
-
-        fp32_med = 0;
-        for (p = 0; p < b->nprecision; p++) {
-            cg_dtype dt = (cg_dtype)b->precision[p];
-
-            row = long1d_row(b, ctx, i / 2, dt, algo,
-                             &ref[1 + 3 * NLAYERS + i / 2], &fp32_med);
-            if (!row)
-                goto fail;
-            bench_suite_add(s, row);
-        }
-    }
+    for (i = 0; i < 4 * nlong(b); i++)
+        if (long1d_rows(b, ctx, i / 2, i % 2 ? "direct" : "fft",
+                        &ref[1 + 3 * NLAYERS + i / 2], s))
+            goto fail;
     cg_context_free(ctx);
     return s;
 fail:

@@ -512,11 +512,8 @@ model_report(bench *b, model *m, const char *name, const bstat *st,
     json_object_object_add(row, "precision", json_object_new_string(
         m->precision == CG_F32 ? "fp32" : m->precision == CG_BF16 ? "bf16"
                                                                   : "fp16"));
-    if (vs_fp32) {
-        bench_add_double(row, "speedup_vs_fp32", vs_fp32->med);
-        bench_add_double(row, "speedup_vs_fp32_min", vs_fp32->min);
-        bench_add_double(row, "speedup_vs_fp32_max", vs_fp32->max);
-    }
+    if (vs_fp32)
+        bench_add_vs_fp32(row, vs_fp32);
     bench_add_double(row, "gflop_per_step", model_gflop(m));
     bench_add_double(row, "clgrad_gflops", model_gflop(m) / st->med);
     bench_add_double(row, "peak_fraction",
@@ -601,8 +598,8 @@ model_rows(bench *b, model *m, const char *name, const bstat *ref,
            json_object *s)
 {
     static const char *const pname[5] = { "fp32", "", "", "fp16", "bf16" };
-    int n = b->nprecision, i, r, built = 0, f32 = -1, rc = 0, vs32;
-    double times[3][BENCH_MAX_REPEAT], ratio[BENCH_MAX_REPEAT];
+    int n = b->nprecision, i, built = 0, f32 = -1, rc = 0, vs32;
+    double times[3][BENCH_MAX_REPEAT];
     cg_context *ctx[3];
     model ms[3];
     void *arg[3];
@@ -635,11 +632,8 @@ model_rows(bench *b, model *m, const char *name, const bstat *ref,
             snprintf(full, sizeof full, "%s %s", name,
                      pname[ms[i].precision]);
         vs32 = f32 >= 0 && i != f32;
-        if (vs32) {
-            for (r = 0; r < b->repeat; r++)
-                ratio[r] = times[f32][r] / times[i][r];
-            bench_stat(ratio, b->repeat, &vs);
-        }
+        if (vs32)
+            bench_round_ratio(b, times, f32, i, &vs);
         rc = model_report(b, &ms[i], full, &st[i], ref, 1, s,
                           vs32 ? &vs : NULL);
     }

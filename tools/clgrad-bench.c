@@ -145,6 +145,26 @@ cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+void
+bench_round_ratio(const bench *b, double (*times)[BENCH_MAX_REPEAT],
+                  int ref, int p, bstat *st)
+{
+    double ratio[BENCH_MAX_REPEAT];
+    int r;
+
+    for (r = 0; r < b->repeat; r++)
+        ratio[r] = times[ref][r] / times[p][r];
+    bench_stat(ratio, b->repeat, st);
+}
+
+void
+bench_add_vs_fp32(json_object *row, const bstat *vs)
+{
+    bench_add_double(row, "speedup_vs_fp32", vs->med);
+    bench_add_double(row, "speedup_vs_fp32_min", vs->min);
+    bench_add_double(row, "speedup_vs_fp32_max", vs->max);
+}
+
 double
 bench_peak_fraction(const bench *b, double gflop, double seconds)
 {
