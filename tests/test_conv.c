@@ -1286,6 +1286,9 @@ START_TEST(algorithm_choice_follows_env_tuning_and_rule)
     memset(&o, 0, sizeof o);
     o.groups = 4;
     use_auto();
+    /* the rule itself: no entries, not even this device's shipped ones
+     * (nvidia-h200.json's pick direct where the rule takes im2col) */
+    ck_assert_int_eq(cg_context_clear_tuning(ctx), CG_OK);
     for (bwd = 0; bwd < 2; bwd++) {
         ck_assert_int_eq(algo_of(ctx, bwd, 64, 64, 64), 1);
         ck_assert_int_eq(algo_of(ctx, bwd, 8, 16, 8), 1);
@@ -1702,6 +1705,9 @@ START_TEST(conv1d_fft_choice_follows_env_tuning_and_rule)
     memset(&o, 0, sizeof o);
     o.groups = 3;
     use_auto();
+    /* the rule itself: no entries, not even this device's shipped ones
+     * (nvidia-h200.json's pick direct where the rule takes im2col) */
+    ck_assert_int_eq(cg_context_clear_tuning(ctx), CG_OK);
     for (bwd = 0; bwd < 2; bwd++) {
         ck_assert_str_eq(cg_conv1d_algorithm(ctx, bwd, 64, 64, 64, 4096),
                          "fft");
@@ -1951,6 +1957,9 @@ START_TEST(conv_transpose2d_algorithm_choice_follows_env_and_tuning)
 
     memset(&o, 0, sizeof o);
     use_auto();
+    /* the rule itself: no entries, not even this device's shipped ones
+     * (nvidia-h200.json's pick direct where the rule takes im2col) */
+    ck_assert_int_eq(cg_context_clear_tuning(ctx), CG_OK);
     for (dir = 2; dir < 4; dir++) {
         ck_assert_int_eq(algo_of(ctx, dir, 64, 64, 64), 1);
         ck_assert_int_eq(algo_of(ctx, dir, 3, 64, 1), 0);

@@ -417,6 +417,17 @@ tune_class(tu_run *r, int i, int dir)
     }
     cwork_free(&c);
     cg_context_clear_tuning(r->ctx);
+    if (tried && best_us >= def_us) {
+        /* The built-in rule chose at least as well as any candidate
+         * timed (or the faster one was not reached in time): no entry,
+         * which could only pin a slower algorithm (on an H200, im2col
+         * for depthwise 3x3 at 120 us against the rule's 10.5). */
+        tu_report_result(k, def_us, NULL, 0, "the defaults are the "
+                         "fastest (no entry)");
+        tu_say(r, "conv %s: the defaults, %.2f GFLOP/s", cls,
+               flop / def_us * 1e-3);
+        return 0;
+    }
     if (!tu_conclude(r, k, tried, &best, best_us, def_us, note))
         return 0;
     tu_say(r, "conv %s: %s, %.2f GFLOP/s (defaults %.2f)", cls,
