@@ -347,15 +347,22 @@ named(const bench *b, cg_dtype dt)
     return b->nprecision > 1 || dt != CG_F32;
 }
 
-/* The row's precision and, for a 16-bit row timed in rounds with fp32's,
- * its speed relative to fp32 (vs: bench_round_ratio's; NULL for none). */
+/* The row of precision dt, case p of rounds timed by bench_time_rounds
+ * (times) with fp32's case f32 (-1: none): its precision and, unless it
+ * is fp32's, its speed-up over fp32 in those rounds (speedup_vs_fp32,
+ * _min and _max). */
 static void
-add_precision(json_object *row, cg_dtype dt, const bstat *vs)
+add_precision(const bench *b, json_object *row, cg_dtype dt,
+              double (*times)[BENCH_MAX_REPEAT], int f32, int p)
 {
+    bstat vs;
+
     json_object_object_add(row, "precision",
                            json_object_new_string(pname[dt]));
-    if (vs)
-        bench_add_vs_fp32(row, vs);
+    if (f32 >= 0 && p != f32) {
+        bench_round_ratio(b, times, f32, p, &vs);
+        bench_add_vs_fp32(row, &vs);
+    }
 }
 
 /* ------------------------------------------------------------------------
@@ -468,7 +475,7 @@ long1d_rows(const bench *b, cg_context *ctx, int i, const char *algo,
     cg_context *cx[3];
     long1d ls[3];
     void *arg[3];
-    bstat st[3], vs;
+    bstat st[3];
     json_object *row;
 
     for (p = 0; p < n && rc == 0; p++) {
@@ -510,9 +517,7 @@ long1d_rows(const bench *b, cg_context *ctx, int i, const char *algo,
                  named(b, l->dtype) ? " " : "",
                  named(b, l->dtype) ? pname[l->dtype] : "");
         row = bench_row(name, &st[p], ref, SPEEDUP);
-        if (f32 >= 0 && p != f32)
-            bench_round_ratio(b, times, f32, p, &vs);
-        add_precision(row, l->dtype, f32 >= 0 && p != f32 ? &vs : NULL);
+        add_precision(b, row, l->dtype, times, f32, p);
         add_gflops(b, row, long1d_gflop(l), st[p].med);
         json_object_object_add(row, "algorithm",
                                json_object_new_string(algo));
@@ -560,7 +565,7 @@ cnn_rows(const bench *b, const cnn *proto, const bstat *ref,
     cg_context *ctx[3];
     cnn ms[3];
     void *arg[3];
-    bstat st[3], vs;
+    bstat st[3];
     cg_memory_stats mem;
     json_object *row;
     char name[160];
@@ -590,10 +595,7 @@ cnn_rows(const bench *b, const cnn *proto, const bstat *ref,
                  named(b, ms[p].precision) ? " " : "",
                  named(b, ms[p].precision) ? pname[ms[p].precision] : "");
         row = bench_row(name, &st[p], ref, SPEEDUP);
-        if (f32 >= 0 && p != f32)
-            bench_round_ratio(b, times, f32, p, &vs);
-        add_precision(row, ms[p].precision,
-                      f32 >= 0 && p != f32 ? &vs : NULL);
+        add_precision(b, row, ms[p].precision, times, f32, p);
         add_gflops(b, row, cnn_gflop(&ms[p]), st[p].med);
         if (cg_context_stats(ctx[p], &mem) == CG_OK)
             bench_add_int(row, "peak_device_bytes",
@@ -624,7 +626,7 @@ layer_rows(const bench *b, cg_context *ctx, const layer *proto,
     cg_context *cx[3];
     layer ls[3];
     void *arg[3];
-    bstat st[3], vs;
+    bstat st[3];
     json_object *row;
     const char *algo;
     char name[256];
@@ -654,9 +656,7 @@ layer_rows(const bench *b, cg_context *ctx, const layer *proto,
                  named(b, l->dtype) ? " " : "",
                  named(b, l->dtype) ? pname[l->dtype] : "");
         row = bench_row(name, &st[p], ref, SPEEDUP);
-        if (f32 >= 0 && p != f32)
-            bench_round_ratio(b, times, f32, p, &vs);
-        add_precision(row, l->dtype, f32 >= 0 && p != f32 ? &vs : NULL);
+        add_precision(b, row, l->dtype, times, f32, p);
         add_gflops(b, row, layer_gflop(l), st[p].med);
         algo = cg_conv2d_algorithm(ctx, l->dir != DIR_FWD, l->c, l->k,
                                    l->groups);
