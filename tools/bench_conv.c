@@ -139,8 +139,10 @@ cnn_build(cnn *m)
 
     memset(&o, 0, sizeof o);
     o.padding[0] = o.padding[1] = 1;
-    if (!(m->net = cg_sequential_new(m->ctx)))
+    if (!(m->net = cg_sequential_new(m->ctx))) {
+        bench_fail("building the CNN: %s", cg_last_error());
         return -1;
+    }
     for (i = 0; i < m->nwidths && !rc; i++) {
         rc = add(m->net, cg_conv2d_new(m->ctx, ch, m->widths[i], k3, 1,
                                        &o)) ||
