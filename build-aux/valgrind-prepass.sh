@@ -22,8 +22,10 @@
 # no substitute: PoCL's distribution build ignores it.)
 set -u
 libtool=${1:-./libtool}
+# name: the first device's name, without the platform in parentheses at
+# the end of the line; the name may hold parentheses itself ("Intel(R)").
 name() {
-    sed -n '1s/.*\(pthread-[^(]*\) (.*/\1/p'
+    sed -n '1s/.*\(pthread-.*\) ([^()]*)$/\1/p'
 }
 native=$(./tools/clgrad-info --list 2>/dev/null | name)
 under=$($libtool --mode=execute valgrind -q ./tools/clgrad-info --list \
