@@ -32,7 +32,9 @@
  *            that an NT product of short K (where gemm_nt's per-item
  *            overhead and lane sums weigh) runs as NN through gemm, and
  *            op(A) into [M, K], so that a TN product of long K does; a
- *            work-item moves an 8 x 8 block.
+ *            work-item moves an 8 x 8 block.  In a 16-bit variant with a
+ *            float32 C it widens the 16-bit operand to float32 as it
+ *            goes (a widened product's transposed copy, in one pass).
  *
  *   gemm_widen  a float32 copy of a batch of 16-bit matrices, packed,
  *            for the products that run faster converting each element
@@ -438,13 +440,29 @@ gemm_nt(int M, int N, int K, float alpha,
 /* ----------------------------------------------------------- gemm_tpose */
 
 #if CG_WANT(gemm_tpose)
-/* The elements move as they are stored: 16-bit ones as ushort bits. */
+/* The elements move as they are stored, 16-bit ones as ushort bits; in a
+ * 16-bit variant with a float32 C (CG_T 16-bit, CG_TO float32), widened
+ * to float32 on the way instead: a 16-bit operand's float32 transposed
+ * copy in one pass, where a float32 copy and its transpose took two
+ * (lib/ops/gemm.c's widened products). */
 #if CG_T == 0
+typedef float tp_s;
 typedef float tp_t;
 typedef float8 tp_t8;
+#define TP_LD8(p) vload8(0, p)
+#define TP_LD(p, i) ((p)[i])
+#elif CG_TO == 0
+typedef cg_t tp_s;
+typedef float tp_t;
+typedef float8 tp_t8;
+#define TP_LD8(p) CG_VLOAD(8, 0, p)
+#define TP_LD(p, i) CG_LD(p, i)
 #else
+typedef ushort tp_s;
 typedef ushort tp_t;
 typedef ushort8 tp_t8;
+#define TP_LD8(p) vload8(0, p)
+#define TP_LD(p, i) ((p)[i])
 #endif
 
 /* dst[c * rows + r] = src[so + r * lds + c] for a rows x cols src.  A
@@ -456,21 +474,21 @@ typedef ushort8 tp_t8;
 #define TP_COL(j) (tp_t8)(x0.s##j, x1.s##j, x2.s##j, x3.s##j, x4.s##j, \
                            x5.s##j, x6.s##j, x7.s##j)
 KERNEL
-gemm_tpose(const __global tp_t *src, int so, int lds, int rows, int cols,
+gemm_tpose(const __global tp_s *src, int so, int lds, int rows, int cols,
            __global tp_t *dst)
 {
     int nrb = (rows + 7) / 8, i = get_global_id(0);
     int r0 = i % nrb * 8, c0 = i / nrb * 8, q, j;
-    const __global tp_t *s = src + so + r0 * lds + c0;
+    const __global tp_s *s = src + so + r0 * lds + c0;
     __global tp_t *d = dst + c0 * rows + r0;
 
     if (c0 >= cols)
         return;
     if (r0 + 8 <= rows && c0 + 8 <= cols) {
-        tp_t8 x0 = vload8(0, s), x1 = vload8(0, s + lds),
-               x2 = vload8(0, s + 2 * lds), x3 = vload8(0, s + 3 * lds),
-               x4 = vload8(0, s + 4 * lds), x5 = vload8(0, s + 5 * lds),
-               x6 = vload8(0, s + 6 * lds), x7 = vload8(0, s + 7 * lds);
+        tp_t8 x0 = TP_LD8(s), x1 = TP_LD8(s + lds),
+               x2 = TP_LD8(s + 2 * lds), x3 = TP_LD8(s + 3 * lds),
+               x4 = TP_LD8(s + 4 * lds), x5 = TP_LD8(s + 5 * lds),
+               x6 = TP_LD8(s + 6 * lds), x7 = TP_LD8(s + 7 * lds);
 
         vstore8(TP_COL(0), 0, d);
         vstore8(TP_COL(1), 0, d + rows);
@@ -484,9 +502,11 @@ gemm_tpose(const __global tp_t *src, int so, int lds, int rows, int cols,
     }
     for (j = 0; j < 8 && c0 + j < cols; j++)
         for (q = 0; q < 8 && r0 + q < rows; q++)
-            d[j * rows + q] = s[q * lds + j];
+            d[j * rows + q] = TP_LD(s, q * lds + j);
 }
 #undef TP_COL
+#undef TP_LD8
+#undef TP_LD
 #endif
 
 /* ----------------------------------------------------------- gemm_widen */

@@ -336,6 +336,50 @@ START_TEST(packed_products_pack_sixteen_bit_operands_themselves)
 }
 END_TEST
 
+/* Launches of check_product's product of 2-D a, b (its casts and reads
+ * included: the same for any product of the same sizes). */
+static uint64_t
+product_launches(cg_dtype dt, const int64_t *sa, const int64_t *sb, int ta,
+                 int tb)
+{
+    cg_memory_stats s0, s1;
+
+    ck_assert_int_eq(cg_context_stats(tt_ctx(), &s0), CG_OK);
+    check_product(dt, dt, 2, sa, 2, sb, ta, tb);
+    ck_assert_int_eq(cg_context_stats(tt_ctx(), &s1), CG_OK);
+    return s1.kernels_enqueued - s0.kernels_enqueued;
+}
+
+/* An operand that gemm.cl's kernels run transposed (B of an NT product
+ * on B^T, A of a TN product of long K on A^T) gets its float32 copy
+ * transposed in the same pass: the widened product takes as many
+ * launches as an NN product of its sizes (a copy per operand, then
+ * gemm), not one more for a transpose of the copy; and it is right. */
+START_TEST(widened_operands_are_transposed_in_one_pass)
+{
+    cg_dtype dt = dts[_i];
+    static const int64_t a1[2] = { 65, 31 }, b1[2] = { 31, 129 };
+    static const int64_t b1t[2] = { 129, 31 };
+    static const int64_t a2[2] = { 20, 600 }, a2t[2] = { 600, 20 };
+    static const int64_t b2[2] = { 600, 24 };
+    uint64_t nn1, nt, nn2, tn;
+
+    ck_assert_int_eq(cg__gemm_widen_force(tt_ctx(), 1), CG_OK);
+    cg__gemm_force(tt_ctx(), CG__GEMM_CLGRAD);
+    nn1 = product_launches(dt, a1, b1, 0, 0);
+    nt = product_launches(dt, a1, b1t, 0, 1);
+    nn2 = product_launches(dt, a2, b2, 0, 0);
+    tn = product_launches(dt, a2t, b2, 1, 0);
+    cg__gemm_force(tt_ctx(), CG__GEMM_AUTO);
+    ck_assert_int_eq(cg__gemm_widen_force(tt_ctx(), -1), CG_OK);
+    ck_assert_msg(nt == nn1 && tn == nn2, "launches of widened products: "
+                  "65x129x31 NT %llu against NN %llu, 20x24x600 TN %llu "
+                  "against NN %llu", (unsigned long long)nt,
+                  (unsigned long long)nn1, (unsigned long long)tn,
+                  (unsigned long long)nn2);
+}
+END_TEST
+
 /* A 16-bit C from CLBlast, which writes only a float32 C: the product
  * goes to a float32 scratch C and gemm_narrow rounds act(P + beta C +
  * bias) once into C, as gemm.cl's epilogue does.  The packed kernels
@@ -875,6 +919,8 @@ suite(void)
                         TT_NDTYPES);
     tcase_add_loop_test(tc, packed_products_pack_sixteen_bit_operands_themselves,
                         0, TT_NDTYPES);
+    tcase_add_loop_test(tc, widened_operands_are_transposed_in_one_pass, 0,
+                        TT_NDTYPES);
     tcase_add_loop_test(tc, sixteen_bit_c_from_clblast_and_packed, 0,
                         TT_NDTYPES);
     tcase_add_loop_test(tc, transposed_views_are_read_in_place, 0, TT_NDTYPES);

@@ -484,9 +484,11 @@ static int clgrad_run(cg_context *ctx, gemm_cfg *cfg, int v, int ta, int tb,
 
 /* x (rows x cols stored, leading dimension x.ld) transposed into a pool
  * buffer *t, which the caller frees once the product that reads it is
- * enqueued (the queue is in order). */
+ * enqueued (the queue is in order), by gemm_tpose in variant tv: x's
+ * stored bits where tv's operands and C are of one dtype, else 16-bit x
+ * widened to float32 (tv V_F16_F32 or V_BF16_F32). */
 static int
-pack_transposed(cg_context *ctx, gemm_cfg *cfg, int v, cg__mat x,
+pack_transposed(cg_context *ctx, gemm_cfg *cfg, int tv, cg__mat x,
                 size_t rows, size_t cols, cg_buffer **t)
 {
     cl_int so = (cl_int)x.off, lds = (cl_int)x.ld;
@@ -495,11 +497,10 @@ pack_transposed(cg_context *ctx, gemm_cfg *cfg, int v, cg__mat x,
     cl_mem tm;
     int status;
 
-    if (!(*t = cg_buffer_new(ctx, rows * cols * (v_t[v] ? 2 : 4))))
+    if (!(*t = cg_buffer_new(ctx, rows * cols * (v_to[tv] ? 2 : 4))))
         return cg__last_status();
     tm = cg__buffer_mem(*t);
-    /* a copy of the stored bits: the variant's C does not matter */
-    status = cfg_kernel(ctx, cfg, operand_variant(v), K_TPOSE, &kn);
+    status = cfg_kernel(ctx, cfg, tv, K_TPOSE, &kn);
     if (status == CG_OK)
         status = cg__args(kn, CG__ARG(x.mem), CG__ARG(so), CG__ARG(lds),
                           CG__ARG(r), CG__ARG(c), CG__ARG(tm));
@@ -522,7 +523,7 @@ clgrad_run_packed(cg_context *ctx, gemm_cfg *cfg, int v, int ta, size_t m,
     int status;
 
     if (ta) {       /* A stored [K, M] */
-        status = pack_transposed(ctx, cfg, v, a, k, m, &t);
+        status = pack_transposed(ctx, cfg, operand_variant(v), a, k, m, &t);
         if (status == CG_OK) {
             cg__mat at = { cg__buffer_mem(t), 0, k };
 
@@ -530,7 +531,7 @@ clgrad_run_packed(cg_context *ctx, gemm_cfg *cfg, int v, int ta, size_t m,
                                 sb, beta, c, sc, batch, bias, act);
         }
     } else {        /* B stored [N, K] */
-        status = pack_transposed(ctx, cfg, v, b, n, k, &t);
+        status = pack_transposed(ctx, cfg, operand_variant(v), b, n, k, &t);
         if (status == CG_OK) {
             cg__mat bt = { cg__buffer_mem(t), 0, n };
 
@@ -1091,7 +1092,11 @@ widen(cg_context *ctx, gemm_cfg *cfg, int v, cg__mat x, size_t s,
 /* The product of 16-bit operands (variant v) through float32 copies of
  * them, C (and the bias) in v's output storage: on backend `use` (the
  * packed kernels or CLBlast only for a float32 C), else gemm.cl's float32
- * kernels. */
+ * kernels.  There, an NT product runs as NN on a copy of B^T, and a TN
+ * one on a copy of A^T, where packed() says so (as clgrad_run_packed
+ * runs float32 operands): that operand's float32 copy is made transposed
+ * in the same pass (gemm_tpose's widening variant), not widened and then
+ * transposed again. */
 static int
 widened_run(cg_context *ctx, gemm_cfg *cfg, cg__gemm_backend use, int v,
             int ta, int tb, size_t m, size_t n, size_t k, float alpha,
@@ -1100,15 +1105,32 @@ widened_run(cg_context *ctx, gemm_cfg *cfg, cg__gemm_backend use, int v,
             int act, int *added)
 {
     static const int f32_to[3] = { V_F32, V_F32_F16, V_F32_BF16 };
+    static const int to_f32[3] = { V_F32, V_F16_F32, V_BF16_F32 };
     size_t ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k;
     size_t bc = tb ? k : n;
+    int tp = use == CG__GEMM_CLGRAD &&
+             packed(cfg, ta, tb, m, n, k, sa, sb, batch);
     cg_buffer *wa = NULL, *wb = NULL;
     int status;
 
-    status = widen(ctx, cfg, v, a, sa, sa ? batch : 1, ar, ac, &wa);
-    if (status == CG_OK)
+    if (tp && ta)       /* A^T: [M, K] */
+        status = pack_transposed(ctx, cfg, to_f32[v_t[v]], a, k, m, &wa);
+    else
+        status = widen(ctx, cfg, v, a, sa, sa ? batch : 1, ar, ac, &wa);
+    if (status == CG_OK && tp && tb)    /* B^T: [K, N] */
+        status = pack_transposed(ctx, cfg, to_f32[v_t[v]], b, n, k, &wb);
+    else if (status == CG_OK)
         status = widen(ctx, cfg, v, b, sb, sb ? batch : 1, br, bc, &wb);
-    if (status == CG_OK) {
+    if (status == CG_OK && tp) {
+        cg__mat am = { cg__buffer_mem(wa), 0, ta ? k : ac };
+        cg__mat bm = { cg__buffer_mem(wb), 0, tb ? n : bc };
+
+        /* packed() held: the transposed operand serves the whole batch */
+        status = clgrad_run(ctx, cfg, f32_to[v_to[v]], 0, 0, m, n, k,
+                            alpha, am, ta ? 0 : (sa ? ar * ac : 0), bm,
+                            tb ? 0 : (sb ? br * bc : 0), beta, c, sc, batch,
+                            bias, act);
+    } else if (status == CG_OK) {
         cg__mat am = { cg__buffer_mem(wa), 0, ac };
         cg__mat bm = { cg__buffer_mem(wb), 0, bc };
 
