@@ -16,7 +16,8 @@
  * each work-item a contiguous run of elements, VW at a time; the partial
  * sums then take a second launch over rows of ng.  reduce_cols, column
  * sums of a row-major matrix: COLS columns per work-item as vectors, a
- * chunk of rows each, and a second launch over the chunks.  Both read
+ * chunk of rows each, and a second launch over the chunks
+ * (reduce_cols_fin's for a 16-bit result).  Both read
  * memory as a CPU streams it (one work-item's loads are consecutive) and
  * use explicit vectors, which PoCL needs to reach memory bandwidth; vloadn
  * needs only element alignment, so any element offset and row length
@@ -27,7 +28,8 @@
  * float32, float16 or bfloat16 in memory; every sum is float32 in
  * registers and y is rounded once.  The partial sums of reduce_rows and
  * reduce_cols are float32 in every variant (part): the host runs their
- * second pass with the float32 variant and rounds the result once.
+ * second pass with the float32 variant and rounds the result once, or,
+ * for reduce_cols, with reduce_cols_fin of the result's variant.
  *
  * Tunable: RWG, the work-group size (a power of two).  The @tunable line
  * is its one default (build-aux/cltable.sh puts it in the kernel table;
@@ -151,6 +153,27 @@ reduce_cols(__global const cg_t *x, int xo, int ld, int R, int C, int rows,
             acc += CG_LD(pk, 0);
         q[k] = acc * scale;
     }
+}
+#endif
+
+/* The second launch of a column sum into a 16-bit y (the variant's
+ * storage): y[c] = scale * the sum of the chunk sums part[0 .. nchunk -
+ * 1][c] (float32), in chunk order as reduce_cols's float32 second launch
+ * adds them, rounded once: the same bits as that launch and a cast after
+ * it, one launch fewer.  A work-item a column. */
+#if CG_WANT(reduce_cols_fin)
+__kernel void
+reduce_cols_fin(__global const float *part, int nchunk, int C,
+                __global cg_t *y, float scale)
+{
+    int c = get_global_id(0), i;
+    float acc = 0.0f;
+
+    if (c >= C)
+        return;
+    for (i = 0; i < nchunk; i++)
+        acc += part[(long)i * C + c];
+    CG_ST(y, c, acc * scale);
 }
 #endif
 

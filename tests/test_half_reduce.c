@@ -769,6 +769,71 @@ START_TEST(batch_norm_running_stats_stay_float32)
 }
 END_TEST
 
+/* A column sum of 16-bit x (a bias gradient) is the float32 column sum
+ * of x's values rounded once, bit for bit, and its second pass rounds
+ * (reduce_cols_fin): as many launches as the float32 sum, not a cast
+ * more.  R 130: three chunks of rows; R 5: one; C 37 and 70: vector
+ * blocks and a partial one; a mean's scale too. */
+START_TEST(column_sums_round_once_in_their_last_pass)
+{
+    cg_dtype dt = _i ? CG_BF16 : CG_F16;
+    static const int64_t rc[3][2] = { { 130, 37 }, { 5, 70 }, { 64, 33 } };
+    int axis = 0, c, mean;
+
+    for (c = 0; c < 3; c++)
+        for (mean = 0; mean < 2; mean++) {
+            int64_t n = rc[c][0] * rc[c][1], i;
+            float *v = malloc((size_t)n * sizeof *v);
+            uint16_t got[70], want[70];
+            cg_tensor *x, *h, *x32, *s16, *s32, *w;
+            cg_memory_stats a, b, d;
+
+            ck_assert(v != NULL);
+            fill(v, n, 11u + (unsigned)c, -2.0f, 2.0f);
+            x = leaf(CG_F32, 2, rc[c], v, 0);
+            h = cg_to_dtype(x, dt);
+            x32 = h ? cg_to_dtype(h, CG_F32) : NULL;   /* exact */
+            ck_assert_msg(x32 != NULL, "%s", TT_ERR);
+            ck_assert_int_eq(cg_context_stats(tt_ctx(), &a), CG_OK);
+            s16 = mean ? cg_mean(h, 1, &axis, 0) : cg_sum(h, 1, &axis, 0);
+            ck_assert_int_eq(cg_context_stats(tt_ctx(), &b), CG_OK);
+            s32 = mean ? cg_mean(x32, 1, &axis, 0)
+                       : cg_sum(x32, 1, &axis, 0);
+            ck_assert_int_eq(cg_context_stats(tt_ctx(), &d), CG_OK);
+            w = s32 ? cg_to_dtype(s32, dt) : NULL;
+            ck_assert_msg(s16 != NULL && w != NULL, "%s", TT_ERR);
+            ck_assert_int_eq(cg_tensor_dtype(s16), dt);
+            ck_assert_int_eq(cg_tensor_to_host(s16, got,
+                                               (size_t)rc[c][1] * 2), CG_OK);
+            ck_assert_int_eq(cg_tensor_to_host(w, want,
+                                               (size_t)rc[c][1] * 2), CG_OK);
+            for (i = 0; i < rc[c][1]; i++)
+                ck_assert_msg(got[i] == want[i], "%s %s over %lldx%lld, "
+                              "column %lld: 0x%04x, the float32 sum "
+                              "rounded 0x%04x", dt_name(dt),
+                              mean ? "mean" : "sum", (long long)rc[c][0],
+                              (long long)rc[c][1], (long long)i, got[i],
+                              want[i]);
+            ck_assert_msg(b.kernels_enqueued - a.kernels_enqueued ==
+                          d.kernels_enqueued - b.kernels_enqueued ||
+                          rc[c][0] <= 64, "%s column sum over %lld rows: "
+                          "%llu launches, float32 %llu", dt_name(dt),
+                          (long long)rc[c][0],
+                          (unsigned long long)(b.kernels_enqueued -
+                                               a.kernels_enqueued),
+                          (unsigned long long)(d.kernels_enqueued -
+                                               b.kernels_enqueued));
+            cg_tensor_free(x);
+            cg_tensor_free(h);
+            cg_tensor_free(x32);
+            cg_tensor_free(s16);
+            cg_tensor_free(s32);
+            cg_tensor_free(w);
+            free(v);
+        }
+}
+END_TEST
+
 /* A loss of a 16-bit input with a float32 target (or the reverse) is
  * CG_EDTYPE naming both dtypes. */
 START_TEST(pointwise_losses_need_one_dtype)
@@ -810,6 +875,8 @@ suite(void)
                         2 * NNORM);
     tcase_add_loop_test(tc, batch_norm_running_stats_stay_float32, 0, TT_NDTYPES);
     tcase_add_loop_test(tc, pointwise_losses_need_one_dtype, 0, TT_NDTYPES);
+    tcase_add_loop_test(tc, column_sums_round_once_in_their_last_pass, 0,
+                        TT_NDTYPES);
     suite_add_tcase(s, tc);
     return s;
 }

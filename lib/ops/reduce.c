@@ -156,9 +156,11 @@ is_row_sum(const cg_tensor *x, unsigned mask, int64_t *R, int64_t *C)
     return *R > 0 && *C > 0 && *R * *C <= INT32_MAX;
 }
 
-/* y (new float32, so contiguous at offset 0, C elements) = scale * column
- * sums of x's [R, C] view: one pass of chunks of COL_ROWS rows (x's
- * storage variant), and a second over the float32 chunks. */
+/* y (new, x's dtype, so contiguous at offset 0, C elements) = scale *
+ * column sums of x's [R, C] view: one pass of chunks of COL_ROWS rows
+ * (x's storage variant), and a second over the float32 chunks, by the
+ * float32 variant into a float32 y, by reduce_cols_fin rounding once into
+ * a 16-bit y (which so always takes two). */
 static int
 col_sum(cg_tensor *x, int64_t R64, int64_t C64, float scale, cg_tensor *y)
 {
@@ -168,15 +170,18 @@ col_sum(cg_tensor *x, int64_t R64, int64_t C64, float scale, cg_tensor *y)
     cg_tensor *part = NULL;
     cl_mem mx = cg__tensor_mem(x), my = cg__tensor_mem(y), mp;
     float one = 1.0f, first;
-    cl_kernel k, k32;
+    int wide = y->dtype != CG_F32;
+    cl_kernel k, k2;
     int status;
 
     status = cg__kernel_dt(x->ctx, CG__K_REDUCE_COLS, x->dtype, &k);
     if (status == CG_OK)
-        status = cg__kernel(x->ctx, CG__K_REDUCE_COLS, &k32);
+        status = wide ? cg__kernel_dt(x->ctx, CG__K_REDUCE_COLS_FIN,
+                                      y->dtype, &k2)
+                      : cg__kernel(x->ctx, CG__K_REDUCE_COLS, &k2);
     if (status)
         return status;
-    if (nchunk > 1) {
+    if (nchunk > 1 || wide) {
         part = cg__tensor_empty(x->ctx, CG_F32, 2, pshape);
         if (!part)
             return cg__last_status();
@@ -189,12 +194,17 @@ col_sum(cg_tensor *x, int64_t R64, int64_t C64, float scale, cg_tensor *y)
     if (status == CG_OK)
         status = cg__launch_chunks(x->ctx, k, (size_t)C, (size_t)nchunk,
                                    COL_BLOCK, COL_WG);
-    if (status == CG_OK && part) {
-        status = cg__args(k32, CG__ARG(mp), CG__ARG(zero), CG__ARG(C),
+    if (status == CG_OK && wide) {
+        status = cg__args(k2, CG__ARG(mp), CG__ARG(nchunk), CG__ARG(C),
+                          CG__ARG(my), CG__ARG(scale));
+        if (status == CG_OK)
+            status = cg__launch_chunks(x->ctx, k2, (size_t)C, 1, 1, 64);
+    } else if (status == CG_OK && part) {
+        status = cg__args(k2, CG__ARG(mp), CG__ARG(zero), CG__ARG(C),
                           CG__ARG(nchunk), CG__ARG(C), CG__ARG(nchunk),
                           CG__ARG(my), CG__ARG(scale));
         if (status == CG_OK)
-            status = cg__launch_chunks(x->ctx, k32, (size_t)C, 1, COL_BLOCK,
+            status = cg__launch_chunks(x->ctx, k2, (size_t)C, 1, COL_BLOCK,
                                        COL_WG);
     }
     cg_tensor_free(part);
@@ -260,19 +270,20 @@ row_sum(cg_tensor *x, int64_t R, int64_t C, float scale, cg_tensor *y)
     return status;
 }
 
-/* *y (new, x's dtype) = the column sums (col) or row sums of x, from
- * col_sum's or row_sum's float32 result, rounded once for 16-bit x. */
+/* *y (new, x's dtype) = the column sums (col, col_sum's result) or row
+ * sums of x (row_sum's float32 result, rounded once for 16-bit x). */
 static int
 vec_sum(cg_tensor *x, int col, int64_t R, int64_t C, float scale, int ndim,
         const int64_t *shape, cg_tensor **y)
 {
-    cg_tensor *s = cg__tensor_empty(x->ctx, CG_F32, ndim, shape);
+    cg_tensor *s = cg__tensor_empty(x->ctx, col ? x->dtype : CG_F32, ndim,
+                                    shape);
     int status;
 
     if (!s)
         return cg__last_status();
     status = col ? col_sum(x, R, C, scale, s) : row_sum(x, R, C, scale, s);
-    if (status == CG_OK && x->dtype != CG_F32) {
+    if (status == CG_OK && s->dtype != x->dtype) {
         *y = cg__cast(s, x->dtype);
         status = *y ? CG_OK : cg__last_status();
         cg_tensor_free(s);
