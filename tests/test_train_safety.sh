@@ -143,7 +143,9 @@ for e in "CLGRAD_RNN_GEMM_MIN_H=garbage:want an integer from 0" \
          "CLGRAD_RNN_GEMM_MIN_H=-1:want an integer from 0" \
          "CLGRAD_RNN_PACKED_WHH=2:want an integer from 0 to 1" \
          "CLGRAD_TUNING=yes:want 0 or 1" "CLGRAD_POOL_EXACT=2:want 0 or 1" \
-         "CLGRAD_CACHE=off:want 0 or 1"; do
+         "CLGRAD_CACHE=off:want 0 or 1" \
+         "CLGRAD_NATIVE_FLOAT_WIDTH=0:want an integer from 1 to 64" \
+         "CLGRAD_NATIVE_FLOAT_WIDTH=8x:want an integer from 1 to 64"; do
     var=${e%%:*}
     # shellcheck disable=SC2086
     out=$(env "$var" "$train" $mlp --steps 1 2>&1)

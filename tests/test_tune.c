@@ -358,6 +358,18 @@ START_TEST(vendor_entries_are_narrowed_to_the_device)
                       "no note: %s", noted);
     cg_context_free(ctx);
 
+    /* CLGRAD_NATIVE_FLOAT_WIDTH stands for the device's width (3: the
+     * power of two below it, 2). */
+    ck_assert_int_eq(setenv("CLGRAD_NATIVE_FLOAT_WIDTH", "3", 1), 0);
+    ctx = new_ctx_logged(&log);
+    ck_assert_int_eq(unsetenv("CLGRAD_NATIVE_FLOAT_WIDTH"), 0);
+    ck_assert(in_force(ctx, "rnn.lstm", "H7", &got));
+    ck_assert_int_eq(got.values[0], 2);
+    ck_assert_int_eq(got.values[2], 8);
+    cg_context_device_info(ctx, &info);
+    ck_assert_uint_eq(info.native_width_float, 3);
+    cg_context_free(ctx);
+
     /* The same entry for this very device: as measured. */
     remove(path);
     snprintf(path, sizeof path, "%s/exact.json", dir);

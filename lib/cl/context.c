@@ -96,9 +96,11 @@ cg__context_create(const cg_context_options *opts)
     cg_context *ctx = NULL;
     cl_command_queue_properties props = 0;
     cl_int rc;
-    int index, status, exact, set;
+    long width = 0;
+    int index, status, exact, set, wset;
 
-    if (cg__env_flag("CLGRAD_POOL_EXACT", &exact, &set))
+    if (cg__env_flag("CLGRAD_POOL_EXACT", &exact, &set) ||
+        cg__env_long("CLGRAD_NATIVE_FLOAT_WIDTH", 1, 64, &width, &wset))
         return NULL;
     status = cg_device_select(opts ? opts->device : NULL, &index);
     if (status)
@@ -109,6 +111,12 @@ cg__context_create(const cg_context_options *opts)
     status = cg_device_get_info(index, &ctx->info);
     if (status)
         goto fail;
+    /* The width the tuning's vector widths are narrowed to (lib/tune/
+     * apply.c's narrow), as another CPU reports it: make check-valgrind's
+     * native pass builds what the tests under valgrind will build
+     * (build-aux/valgrind-prepass.sh). */
+    if (wset)
+        ctx->info.native_width_float = (cl_uint)width;
     status = cg__device_lookup(index, &ctx->platform, &ctx->device);
     if (status)
         goto fail;
