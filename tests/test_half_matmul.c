@@ -270,6 +270,21 @@ START_TEST(float32_output)
 }
 END_TEST
 
+/* Launches of check_product's product of 2-D a, b into a C of dtype out
+ * (its casts and reads included: the same for any product of the same
+ * sizes). */
+static uint64_t
+product_launches(cg_dtype dt, cg_dtype out, const int64_t *sa,
+                 const int64_t *sb, int ta, int tb)
+{
+    cg_memory_stats s0, s1;
+
+    ck_assert_int_eq(cg_context_stats(tt_ctx(), &s0), CG_OK);
+    check_product(dt, out, 2, sa, 2, sb, ta, tb);
+    ck_assert_int_eq(cg_context_stats(tt_ctx(), &s1), CG_OK);
+    return s1.kernels_enqueued - s0.kernels_enqueued;
+}
+
 /* Operands widened to float32 copies for a float32 C run on the float32
  * backend chosen for the product, each right: with each forced in turn,
  * check_product's launches are the same but for the backend's: one for
@@ -280,14 +295,12 @@ static uint64_t
 widened_launches(cg_dtype dt, cg__gemm_backend be)
 {
     static const int64_t sa[2] = { 65, 31 }, sb[2] = { 31, 129 };
-    cg_memory_stats s0, s1;
+    uint64_t n;
 
     cg__gemm_force(tt_ctx(), be);
-    ck_assert_int_eq(cg_context_stats(tt_ctx(), &s0), CG_OK);
-    check_product(dt, CG_F32, 2, sa, 2, sb, 0, 0);
-    ck_assert_int_eq(cg_context_stats(tt_ctx(), &s1), CG_OK);
+    n = product_launches(dt, CG_F32, sa, sb, 0, 0);
     cg__gemm_force(tt_ctx(), CG__GEMM_AUTO);
-    return s1.kernels_enqueued - s0.kernels_enqueued;
+    return n;
 }
 
 START_TEST(widened_products_run_on_each_float32_backend)
@@ -336,20 +349,6 @@ START_TEST(packed_products_pack_sixteen_bit_operands_themselves)
 }
 END_TEST
 
-/* Launches of check_product's product of 2-D a, b (its casts and reads
- * included: the same for any product of the same sizes). */
-static uint64_t
-product_launches(cg_dtype dt, const int64_t *sa, const int64_t *sb, int ta,
-                 int tb)
-{
-    cg_memory_stats s0, s1;
-
-    ck_assert_int_eq(cg_context_stats(tt_ctx(), &s0), CG_OK);
-    check_product(dt, dt, 2, sa, 2, sb, ta, tb);
-    ck_assert_int_eq(cg_context_stats(tt_ctx(), &s1), CG_OK);
-    return s1.kernels_enqueued - s0.kernels_enqueued;
-}
-
 /* An operand that gemm.cl's kernels run transposed (B of an NT product
  * on B^T, A of a TN product of long K on A^T) gets its float32 copy
  * transposed in the same pass: the widened product takes as many
@@ -366,10 +365,10 @@ START_TEST(widened_operands_are_transposed_in_one_pass)
 
     ck_assert_int_eq(cg__gemm_widen_force(tt_ctx(), 1), CG_OK);
     cg__gemm_force(tt_ctx(), CG__GEMM_CLGRAD);
-    nn1 = product_launches(dt, a1, b1, 0, 0);
-    nt = product_launches(dt, a1, b1t, 0, 1);
-    nn2 = product_launches(dt, a2, b2, 0, 0);
-    tn = product_launches(dt, a2t, b2, 1, 0);
+    nn1 = product_launches(dt, dt, a1, b1, 0, 0);
+    nt = product_launches(dt, dt, a1, b1t, 0, 1);
+    nn2 = product_launches(dt, dt, a2, b2, 0, 0);
+    tn = product_launches(dt, dt, a2t, b2, 1, 0);
     cg__gemm_force(tt_ctx(), CG__GEMM_AUTO);
     ck_assert_int_eq(cg__gemm_widen_force(tt_ctx(), -1), CG_OK);
     ck_assert_msg(nt == nn1 && tn == nn2, "launches of widened products: "

@@ -1108,6 +1108,7 @@ widened_run(cg_context *ctx, gemm_cfg *cfg, cg__gemm_backend use, int v,
     static const int to_f32[3] = { V_F32, V_F16_F32, V_BF16_F32 };
     size_t ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k;
     size_t bc = tb ? k : n;
+    size_t wsa = sa ? ar * ac : 0, wsb = sb ? br * bc : 0;
     int tp = use == CG__GEMM_CLGRAD &&
              packed(cfg, ta, tb, m, n, k, sa, sb, batch);
     cg_buffer *wa = NULL, *wb = NULL;
@@ -1127,14 +1128,11 @@ widened_run(cg_context *ctx, gemm_cfg *cfg, cg__gemm_backend use, int v,
 
         /* packed() held: the transposed operand serves the whole batch */
         status = clgrad_run(ctx, cfg, f32_to[v_to[v]], 0, 0, m, n, k,
-                            alpha, am, ta ? 0 : (sa ? ar * ac : 0), bm,
-                            tb ? 0 : (sb ? br * bc : 0), beta, c, sc, batch,
-                            bias, act);
+                            alpha, am, ta ? 0 : wsa, bm, tb ? 0 : wsb, beta,
+                            c, sc, batch, bias, act);
     } else if (status == CG_OK) {
         cg__mat am = { cg__buffer_mem(wa), 0, ac };
         cg__mat bm = { cg__buffer_mem(wb), 0, bc };
-
-        size_t wsa = sa ? ar * ac : 0, wsb = sb ? br * bc : 0;
 
         /* float32 copies into a float32 C run as float32 operands do */
         if (use == CG__GEMM_PACKED)
