@@ -255,7 +255,7 @@ describe(const oc_op *op, char shapes[OC_MAX_IN][64], char *buf, size_t size)
 void
 oc_check(const oc_op *op, const void *param, ...)
 {
-    int64_t fd_stride = tt_checker() ? 7 : 1;
+    int64_t fd_stride = tt_host_checker() ? 31 : tt_checker() ? 7 : 1;
     oc_tensor in[OC_MAX_IN], ref = { 0 };
     cg_tensor *dev[OC_MAX_IN] = { NULL }, *y, *gt;
     char shapes[OC_MAX_IN][64], what[512];
@@ -338,9 +338,11 @@ oc_check(const oc_op *op, const void *param, ...)
             double x0 = in[k].data[j], h = 1e-6 * (fabs(x0) > 1 ? fabs(x0) : 1);
             double lp, lm;
 
-            /* Under a memory checker the host differences dominate the
-             * run time: every 7th element (and the last) is enough to run
-             * every code path. */
+            /* Under a checker the host differences dominate the run
+             * time: every 7th element (and the last) is enough to run
+             * every code path; under a host memory checker, which runs
+             * the double-precision reference 20 to 50 times slower,
+             * every 31st (test_nn_ops took 220 s under memcheck). */
             if (fd_stride > 1 && j % fd_stride != 0 && j != in[k].numel - 1) {
                 num[j] = NAN;
                 continue;
