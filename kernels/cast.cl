@@ -38,7 +38,7 @@ CG_F16_FNS_()
 CG_F16_FNS_(8)
 #endif
 
-inline float
+static inline float
 cg_ld_f16(uint h)
 {
     uint f = as_uint(cg_f16_float(h));
@@ -72,13 +72,13 @@ CAST(f32, bf16, uint, ushort)
 CAST(bf16, f32, ushort, uint)
 
 /* The 8-lane forms: element bits in, element bits out. */
-inline ushort8
+static inline ushort8
 cg_cv8_f32_f16(uint8 b)
 {
     return convert_ushort8(cg_f16_bits8(as_float8(b)));
 }
 
-inline uint8
+static inline uint8
 cg_cv8_f16_f32(ushort8 h)
 {
     uint8 u = convert_uint8(h);
@@ -88,13 +88,13 @@ cg_cv8_f16_f32(ushort8 h)
                   (u & 0x7C00u) == 0x7C00u && (u & 0x03FFu) != 0u);
 }
 
-inline ushort8
+static inline ushort8
 cg_cv8_f32_bf16(uint8 b)
 {
     return CG_BF16_BITS(8, as_float8(b));
 }
 
-inline uint8
+static inline uint8
 cg_cv8_bf16_f32(ushort8 h)
 {
     return convert_uint8(h) << 16;

@@ -66,7 +66,7 @@
 
 /* VW elements of an operand with innermost stride s (1, or 0: the same
  * element VW times). */
-inline __attribute__((always_inline)) VF
+static inline __attribute__((always_inline)) VF
 cg_vld(__global const cg_t *p, int s)
 {
     return s ? VLOAD(0, p) : (VF)(CG_LD(p, 0));

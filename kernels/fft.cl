@@ -27,7 +27,7 @@
  * parameters.  The complex helpers' kernels follow at the end.
  */
 
-float2
+static inline float2
 cmul(float2 a, float2 b)
 {
     return (float2)(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x);

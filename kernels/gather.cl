@@ -67,7 +67,7 @@ sort_init(__global const int *idx, __global int2 *pairs, uint n, uint m)
 }
 #endif
 
-inline int
+static inline int
 pair_greater(int2 a, int2 b)
 {
     return a.x > b.x || (a.x == b.x && a.y > b.y);

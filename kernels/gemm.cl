@@ -121,7 +121,7 @@ typedef ushort cg_to;
 
 /* Helpers are forced inline so that a tile's accumulators stay in
  * registers. */
-#define INLINE inline __attribute__((always_inline))
+#define INLINE static inline __attribute__((always_inline))
 #define KERNEL __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void
 
 /* Repetition: R<n>(F, x) is F(0, x) ... F(n, x), C<n>(F, x) is F(x, 0)

@@ -92,7 +92,7 @@
 
 #define CG_CAT_(a, b) a##b
 #define CG_CAT(a, b) CG_CAT_(a, b)
-#define INLINE inline __attribute__((always_inline))
+#define INLINE static inline __attribute__((always_inline))
 #define KERNEL __kernel __attribute__((reqd_work_group_size(PWG, 1, 1))) void
 
 /* Steps of K a pack work-item moves. */

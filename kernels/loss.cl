@@ -38,7 +38,7 @@
  */
 
 /* The target of row i, or -1 if it is ignored (or out of range). */
-inline int
+static inline int
 cls_target(__global const int *t, int8 p, uint i)
 {
     int c = t[p.s4 + (int)i * p.s5];

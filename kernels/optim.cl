@@ -361,14 +361,14 @@ amp_update(__global float *amp, float growth, float backoff,
 
 /* |x|^p for the norm kinds: kind 0 sum of squares, 1 maximum of |x|,
  * 2 sum of |x|^p. */
-inline float
+static inline float
 cg_norm_term(float x, int kind, float p)
 {
     return kind == 0 ? x * x : kind == 1 ? fabs(x) : pow(fabs(x), p);
 }
 
 /* Combines two partials: a sum, or a maximum in which NaN wins. */
-inline float
+static inline float
 cg_norm_combine(float a, float b, int kind)
 {
     if (kind != 1)

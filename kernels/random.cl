@@ -18,7 +18,7 @@
 #define PHILOX_W0 0x9E3779B9u
 #define PHILOX_W1 0xBB67AE85u
 
-inline uint4
+static inline uint4
 philox4x32_10(uint4 c, uint2 k)
 {
     int r;
@@ -33,7 +33,7 @@ philox4x32_10(uint4 c, uint2 k)
     return c;
 }
 
-inline uint4
+static inline uint4
 cg_random_block(uint i, ulong seed, ulong offset)
 {
     ulong ctr = offset + i;
@@ -43,7 +43,7 @@ cg_random_block(uint i, ulong seed, ulong offset)
 }
 
 /* 24 random bits to a float in [0, 1). */
-inline float4
+static inline float4
 cg_u01(uint4 r)
 {
     return convert_float4(r >> 8) * (1.0f / 16777216.0f);

@@ -70,7 +70,7 @@ reduce_sum(__global const cg_t *x, int xo, int8 kshape, int8 kst, int knd,
 #define COLS (4 * VW)
 
 /* The sum of v's lanes, in a fixed order. */
-inline float
+static inline float
 cg_hsum(VF v)
 {
     float4 h = v.lo + v.hi;
@@ -179,7 +179,7 @@ reduce_cols_fin(__global const float *part, int nchunk, int C,
 
 /* Is (v, i) a better maximum than (bv, bi)?  NaN wins (it propagates, as
  * in PyTorch), then the larger value, then the smaller index. */
-inline int
+static inline int
 cg_better(float v, int i, float bv, int bi)
 {
     if (isnan(v) != isnan(bv))

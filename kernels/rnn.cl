@@ -98,7 +98,7 @@ typedef CG_CAT(float, VW) floatv;
 
 /* Helpers are forced inline: a tile's accumulators must become registers,
  * which they do not while the tile is a call taking them by pointer. */
-#define INLINE inline __attribute__((always_inline))
+#define INLINE static inline __attribute__((always_inline))
 
 #define KERNEL __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void
 

@@ -6,6 +6,7 @@
  * build failures with their log, and the kernel table generated from the
  * sources (build-aux/cltable.sh).
  */
+#include <ctype.h>
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -169,6 +170,85 @@ START_TEST(every_kernel_file_builds_without_warnings)
                          log);
         }
         clReleaseProgram(prog);
+        free(src);
+    }
+}
+END_TEST
+
+/* Whether line l (up to its newline) starts a function definition in
+ * the kernels' style, its name opening the next line: "float\ncmul(". */
+static int
+definition_header(const char *l)
+{
+    const char *next = strchr(l, '\n'), *p;
+
+    if (!(isalpha((unsigned char)*l) || *l == '_') || !next++)
+        return 0;
+    for (p = l; isalnum((unsigned char)*p) || *p == '_'; p++)
+        ;
+    if (*p == '(')          /* a macro's use: CG_F16_FNS_(2) */
+        return 0;
+    for (p = next; isalnum((unsigned char)*p) || *p == '_' || *p == '#'; p++)
+        ;
+    return p > next && *p == '(' && !isdigit((unsigned char)*next);
+}
+
+/* Whether line l holds `word` as a whole word before its newline. */
+static int
+line_has(const char *l, const char *word)
+{
+    size_t n = strlen(word);
+    const char *end = strchr(l, '\n'), *p;
+
+    for (p = l; (p = strstr(p, word)) && (!end || p < end); p++)
+        if ((p == l || !(isalnum((unsigned char)p[-1]) || p[-1] == '_')) &&
+            !(isalnum((unsigned char)p[n]) || p[n] == '_'))
+            return 1;
+    return 0;
+}
+
+/* Every function a kernel file (common.cl included) defines is a kernel
+ * or static, and so is what CG_KERNEL_IF makes of a kernel a program
+ * does not build: clang compiles a function that is neither (a plain or
+ * inline definition) as external code in every program, so each
+ * elementwise kernel's own program (@split) held all 160 of its file's
+ * kernels and helpers as code, and built in twice the time on PoCL.  A
+ * header's first word may be a macro the file defines as either
+ * (gemm.cl's INLINE and KERNEL). */
+START_TEST(kernel_helpers_are_static)
+{
+    char *src, *l, *w, macros[16][32];
+    int f, i, nm, bad, line;
+
+    for (f = 0; f < CG__KF_COUNT; f++) {
+        ck_assert_int_eq(cg__kernel_source(cg__kfile_names[f], &src), CG_OK);
+        nm = 0;
+        for (l = src; l; l = strchr(l, '\n'), l = l ? l + 1 : NULL)
+            if (strncmp(l, "#define ", 8) == 0 &&
+                (line_has(l, "static") || line_has(l, "__kernel")) &&
+                nm < 16 && sscanf(l + 8, "%31[A-Za-z0-9_]", macros[nm]) == 1)
+                nm++;
+        line = 1;
+        for (l = src; l; l = strchr(l, '\n'), l = l ? l + 1 : NULL, line++) {
+            if (strncmp(l, "#define CG_KERNEL_IF_0", 22) == 0)
+                ck_assert_msg(line_has(l, "static"),
+                              "%s.cl's source, line %d: CG_KERNEL_IF_0 is "
+                              "not static", cg__kfile_names[f], line);
+            if (!definition_header(l) || line_has(l, "__kernel") ||
+                line_has(l, "static"))
+                continue;
+            bad = 1;
+            for (w = l; isalnum((unsigned char)*w) || *w == '_'; w++)
+                ;
+            for (i = 0; i < nm; i++)
+                if (strlen(macros[i]) == (size_t)(w - l) &&
+                    strncmp(l, macros[i], (size_t)(w - l)) == 0)
+                    bad = 0;
+            ck_assert_msg(!bad, "%s.cl's source (common.cl first), line "
+                          "%d: %.40s defines a function that is neither "
+                          "__kernel nor static", cg__kfile_names[f], line,
+                          l);
+        }
         free(src);
     }
 }
@@ -645,6 +725,7 @@ main(void)
     tcase_add_test(tc, cache_directory_follows_the_environment);
     tcase_add_test(tc, every_table_kernel_builds);
     tcase_add_test(tc, every_kernel_file_builds_without_warnings);
+    tcase_add_test(tc, kernel_helpers_are_static);
     tcase_add_test(tc, argument_errors_name_the_kernel);
     tcase_add_test(tc, setting_a_tunable_rebuilds_its_file);
     tcase_add_test(tc, kernel_dir_inlines_list_files);
