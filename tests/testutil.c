@@ -107,6 +107,14 @@ tt_host_checker(void)
     return c != NULL && (strcmp(c, "valgrind") == 0 || strcmp(c, "asan") == 0);
 }
 
+int
+tt_api_checker(void)
+{
+    const char *c = getenv("CLGRAD_TEST_CHECKER");
+
+    return c != NULL && strcmp(c, "oclgrind") == 0;
+}
+
 char *
 tt_run_tool(const char *env, const char *tool, const char *args, int *status)
 {

@@ -39,6 +39,12 @@ int tt_checker(void);
  * per host path there. */
 int tt_host_checker(void);
 
+/* Nonzero under Oclgrind (make check-oclgrind), whose --check-api fails
+ * a test for every OpenCL call that returns an error: cases that make
+ * one fail on purpose (a source that does not build, a kernel name its
+ * program lacks) are left to the other runs. */
+int tt_api_checker(void);
+
 /* The 16-bit dtypes a test loops over: both (float16, bfloat16), or under
  * a host memory checker only the first (the host path is one; the second
  * variant's kernels are Oclgrind's to check). */

@@ -249,7 +249,12 @@ fill_capabilities(cl_device_id d, cg_device_info *info)
     info->native_width_half = info_uint(d, CL_DEVICE_NATIVE_VECTOR_WIDTH_HALF);
     info->fp32_config = fp_config(d, CL_DEVICE_SINGLE_FP_CONFIG);
     info->fp64_config = fp_config(d, CL_DEVICE_DOUBLE_FP_CONFIG);
-    info->fp16_config = fp_config(d, 0x1033 /* CL_DEVICE_HALF_FP_CONFIG */);
+    /* CL_DEVICE_HALF_FP_CONFIG is cl_khr_fp16's: without the extension
+     * there is no half arithmetic, and an OpenCL 1.2 driver may refuse
+     * the query (Oclgrind does, reporting the call as an API error). */
+    info->fp16_config = info->fp16
+                        ? fp_config(d, 0x1033 /* CL_DEVICE_HALF_FP_CONFIG */)
+                        : 0;
     clGetDeviceInfo(d, CL_DEVICE_LOCAL_MEM_TYPE, sizeof lt, &lt, NULL);
     info->local_mem_type = lt == CL_LOCAL ? CG_LOCAL_MEM_DEDICATED
                          : lt == CL_GLOBAL ? CG_LOCAL_MEM_GLOBAL
