@@ -491,8 +491,9 @@ gemm_shift_dw(int M, int N, int K, const __global cg_t *x, int xo, int cs,
         int q = m0 + r, oh = q / rw, ow = q - oh * rw;                    \
         __global cg_t *yq = y + oh * owid + ow;                           \
                                                                           \
-        if (q < M && ow < owid)                                           \
+        if (q < M && ow < owid) {                                         \
             COLS(S_ST1, r)                                                \
+        }                                                                 \
     }
 
 /* A convolution at stride 1 as a product whose op(A) is read in place

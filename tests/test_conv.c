@@ -699,6 +699,88 @@ START_TEST(stride_one_forward_follows_the_rule)
 }
 END_TEST
 
+/* The stride-1 products (gemm_shift forward and for dx, gemm_shift_dw for
+ * dW) at micro-tiles of several shapes (kernels/gemm_pack.cl's PVW, PMR,
+ * PTN, as a tuning entry sets them): 17 output channels, so that a tile
+ * of PTN > 1 vectors has columns past N, and 7 x 9 outputs computed 7 x 11
+ * wide (the columns between output rows are dropped).  Each gives the
+ * defaults' y and gradients: the same sums in the same order.  A tile of
+ * more than one vector stored the dropped columns' values of its second
+ * and later vectors over the next output row's. */
+START_TEST(stride_one_products_at_every_micro_tile)
+{
+    static const int64_t xs[4] = { 2, 16, 7, 9 }, ws[4] = { 17, 16, 3, 3 };
+    /*                             PVW PMR PTN */
+    static const int sets[4][3] = { { 0, 0, 0 }, { 16, 8, 2 }, { 8, 4, 3 },
+                                    { 4, 2, 4 } };
+    static const cg__pid pid[3] = {
+        CG__P_GEMM_PACK_PVW, CG__P_GEMM_PACK_PMR, CG__P_GEMM_PACK_PTN
+    };
+    cg_context_options co = { NULL, 1, 1 };
+    cg_context *ctx = cg_context_new_with(&co);
+    cg_tensor *x, *w, *y, *s;
+    cg_conv_options o;
+    float *ref[3] = { NULL, NULL, NULL }, *got[3];
+    size_t n[3] = { 2 * 17 * 63, 2 * 16 * 63, 17 * 16 * 9 }, j;
+    long def[3];
+    int set, t, p;
+
+    ck_assert_msg(ctx != NULL, "%s", TT_ERR);
+    memset(&o, 0, sizeof o);
+    o.padding[0] = o.padding[1] = 1;
+    x = cg_rand_normal(ctx, 4, xs, 0.0f, 1.0f);
+    w = cg_rand_normal(ctx, 4, ws, 0.0f, 1.0f);
+    ck_assert_msg(x && w, "%s", TT_ERR);
+    ck_assert_int_eq(cg_tensor_set_requires_grad(x, 1), CG_OK);
+    ck_assert_int_eq(cg_tensor_set_requires_grad(w, 1), CG_OK);
+    for (p = 0; p < 3; p++)
+        def[p] = cg__param(ctx, pid[p]);
+    use_algo(0);
+    cg__conv_set_shift(1);
+    for (set = 0; set < 4; set++) {
+        for (p = 0; p < 3; p++)
+            cg__param_set(ctx, pid[p], set ? sets[set][p] : def[p]);
+        ck_assert_int_eq(cg_context_profile_reset(ctx), CG_OK);
+        y = cg_conv2d(x, w, NULL, &o);
+        ck_assert_msg(y != NULL, "%s", TT_ERR);
+        s = cg_sum(y, 0, NULL, 0);
+        ck_assert_msg(s && cg_backward(s, NULL, 0) == CG_OK, "%s", TT_ERR);
+        ck_assert_int_eq(tt_launches(ctx, "gemm_shift"), 2);
+        ck_assert_int_eq(tt_launches(ctx, "gemm_shift_dw"), 1);
+        got[0] = host_copy(y);
+        got[1] = host_copy(cg_tensor_grad(x));
+        got[2] = host_copy(cg_tensor_grad(w));
+        cg_tensor_free(s);
+        cg_tensor_free(y);
+        ck_assert_int_eq(cg_tensor_zero_grad(x), CG_OK);
+        ck_assert_int_eq(cg_tensor_zero_grad(w), CG_OK);
+        for (t = 0; t < 3; t++) {
+            if (!ref[t]) {
+                ref[t] = got[t];
+                continue;
+            }
+            for (j = 0; j < n[t]; j++)
+                ck_assert_msg(fabsf(ref[t][j] - got[t][j]) <=
+                              1e-5f * (1.0f + fabsf(ref[t][j])),
+                              "PVW %d PMR %d PTN %d, tensor %d, element "
+                              "%zu: %g, the defaults' %g", sets[set][0],
+                              sets[set][1], sets[set][2], t, j, got[t][j],
+                              ref[t][j]);
+            free(got[t]);
+        }
+    }
+    for (p = 0; p < 3; p++)
+        cg__param_set(ctx, pid[p], def[p]);
+    cg__conv_set_shift(-1);
+    use_auto();
+    for (t = 0; t < 3; t++)
+        free(ref[t]);
+    cg_tensor_free(x);
+    cg_tensor_free(w);
+    cg_context_free(ctx);
+}
+END_TEST
+
 /* The stride-1 backward of a "same" 3 x 3 convolution with bias: the
  * forward adds the bias in its product and keeps x's padded planes, the
  * backward pads dy once for both gradients, and a second backward adds
@@ -2045,6 +2127,7 @@ main(void)
     tcase_add_test(tc, packed_forward_chunked_equals_one_chunk);
     tcase_add_test(tc, forward_columns_follow_the_gemm_choice);
     tcase_add_test(tc, stride_one_forward_follows_the_rule);
+    tcase_add_test(tc, stride_one_products_at_every_micro_tile);
     tcase_add_test(tc, stride_one_backward_shares_planes_and_adds_dx);
     tcase_add_loop_test(tc, chunked_batch_equals_one_chunk, 0, 2);
     tcase_add_loop_test(tc, conv_matches_pytorch, 0, 2);

@@ -333,6 +333,83 @@ START_TEST(the_kernels_stage_writes_an_entry_per_file)
 }
 END_TEST
 
+/* The stage "pack": one entry "gemm_pack" "any" with every tunable of
+ * kernels/gemm_pack.cl, no slower than the defaults, with the file's hash
+ * and the operation's sizes from the model shape in its note, and in
+ * force in a new context. */
+START_TEST(the_pack_stage_writes_the_packed_kernels_entry)
+{
+    static const char *const names[6] = {
+        "PVW", "PMR", "PTN", "PMB", "PKC", "PWG"
+    };
+    char dir[512], hash[33], *out;
+    const char *path;
+    json_object *root, *kernels, *k, *cands;
+    cg_tuning_db *db;
+    cg_tuning_entry e, in_force;
+    cg_context *ctx;
+    int status, i, n, p, found = 0;
+
+    snprintf(dir, sizeof dir, "%s/pack", tt_tmpdir());
+    out = run_tune(dir, BUDGET "--only pack --model-shape " LSTM_SHAPE
+                   " --max-candidates 1 --json --quiet", &status);
+    ck_assert_int_eq(status, 0);
+    root = json_tokener_parse(out);
+    ck_assert_msg(root != NULL, "not JSON: %.200s", out);
+    ck_assert(json_object_get_boolean(get(root, "written")));
+    path = json_object_get_string(get(root, "output"));
+    kernels = get(root, "kernels");
+    ck_assert_int_eq(json_object_array_length(kernels), 1);
+    k = json_object_array_get_idx(kernels, 0);
+    ck_assert_str_eq(json_object_get_string(get(k, "kernel")), "gemm_pack");
+    ck_assert_str_eq(json_object_get_string(get(k, "shape")), "any");
+    /* the first candidate: the micro-tile's rows, nearest the default */
+    cands = get(k, "candidates");
+    ck_assert_int_eq(json_object_array_length(cands), 1);
+    for (p = 0; p < 6; p++) {
+        json_object *v;
+
+        ck_assert_msg(json_object_object_get_ex(
+                          get(json_object_array_get_idx(cands, 0),
+                              "parameters"), names[p], &v),
+                      "the candidate has no %s", names[p]);
+    }
+    db = cg_tuning_db_load(path);
+    ck_assert_msg(db != NULL, "%s", TT_ERR);
+    find_entry(db, "gemm_pack", "any", &e);
+    ck_assert_int_eq(e.nparams, 6);
+    for (p = 0; p < 6; p++)
+        ck_assert_int_gt(param(&e, names[p]), 0);
+    ck_assert(param(&e, "PMR") == 6 || param(&e, "PMR") == 8);
+    ck_assert(e.time_us > 0 && e.default_time_us > 0);
+    ck_assert(e.time_us <= e.default_time_us);
+    ck_assert_int_eq(cg_kernel_source_hash("gemm_pack", hash), CG_OK);
+    ck_assert_str_eq(e.source_hash, hash);
+    /* B=4, H=16, I=8, T=4: 1 image of 4 channels; 64 x 8 over 16 rows */
+    ck_assert_msg(strstr(e.note, "N1 C4 28x28 K4") &&
+                  strstr(e.note, "64x8x16 TN"), "note: %s", e.note);
+    cg_tuning_db_free(db);
+
+    ck_assert_int_eq(setenv("CLGRAD_TUNING_DIR", dir, 1), 0);
+    ctx = cg_context_new(NULL);
+    ck_assert_msg(ctx != NULL, "%s", TT_ERR);
+    ck_assert_int_eq(cg_context_tuning_count(ctx, &n), CG_OK);
+    for (i = 0; i < n; i++) {
+        ck_assert_int_eq(cg_context_tuning_entry(ctx, i, &in_force), CG_OK);
+        if (strcmp(in_force.kernel, "gemm_pack") != 0)
+            continue;
+        found = 1;
+        if (in_force_is_ours(&in_force, path))
+            for (p = 0; p < 6; p++)
+                assert_param(&in_force, &e, names[p]);
+    }
+    ck_assert_msg(found, "gemm_pack is not in force");
+    cg_context_free(ctx);
+    json_object_put(root);
+    free(out);
+}
+END_TEST
+
 /* The stage "gemm", for the classes --gemm-classes names: each class's
  * result in the report, CLBlast and the packed backend tried before
  * clgrad's tiles (so that a class short of time has tried them), an
@@ -911,6 +988,7 @@ main(void)
     tcase_add_test(tc, a_tiny_run_writes_a_database_that_contexts_use);
     tcase_add_test(tc, the_kernels_stage_writes_an_entry_per_file);
     tcase_add_test(tc, the_gemm_stage_writes_class_entries);
+    tcase_add_test(tc, the_pack_stage_writes_the_packed_kernels_entry);
     tcase_add_test(tc, the_conv_stage_writes_an_entry_per_class);
     tcase_add_test(tc, the_fft_stage_writes_a_verified_entry);
     tcase_add_test(tc, the_dp_stage_writes_bucket_sizes);

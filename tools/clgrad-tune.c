@@ -61,6 +61,13 @@ usage(FILE *f)
 "                        checked against a double-precision one on the host;\n"
 "                        those three choices are written only where they\n"
 "                        differ from the library's built-in rules\n"
+"  pack                  the @tunable values of kernels/gemm_pack.cl (the\n"
+"                        packed GEMM's micro-tile PMR x PTN vectors of PVW,\n"
+"                        PMB, PKC, PWG), one at a time, timed on a stride-1\n"
+"                        3x3 convolution forward and backward (B/4 images\n"
+"                        of H/4 channels, 28x28) and a packed product (4H\n"
+"                        x I over B*T rows) of the first --model-shape,\n"
+"                        checked against the defaults' results\n"
 "  conv                  clgrad's convolution algorithm per shape class (fwd\n"
 "                        and bwd, and tfwd and tbwd of conv_transpose2d,\n"
 "                        times depthwise, small, large): im2col + GEMM or\n"
@@ -253,6 +260,7 @@ static const struct {
     { "clblast.XgemmDirect", TU_XGEMM_DIRECT },
     { "clblast.GemmRoutine", TU_GEMM_ROUTINE },
     { "gemm", TU_GEMM },
+    { "pack", TU_PACK },
     { "conv", TU_CONV },
     { "fft", TU_FFT },
     { "dp", TU_DP },
@@ -765,6 +773,7 @@ static const struct {
     { TU_XGEMM_DIRECT, 10, tu_stage_xgemm_direct },
     { TU_GEMM_ROUTINE, 5, tu_stage_gemm_routine },
     { TU_GEMM, 30, tu_stage_gemm },
+    { TU_PACK, 10, tu_stage_pack },
     { TU_CONV, 5, tu_stage_conv },
     { TU_FFT, 3, tu_stage_fft },
     { TU_DP, 3, tu_stage_dp },

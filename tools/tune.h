@@ -4,7 +4,8 @@
  * (budget, interruption, progress, report, results) and the stages:
  * clgrad's own recurrent kernels (tune_rnn.c), the work-group sizes of its
  * reduction kernel files (tune_kernels.c), its GEMM per product class
- * (tune_gemm.c), its convolution algorithm per shape class (tune_conv.c),
+ * (tune_gemm.c), its packed GEMM kernels' tunables (tune_pack.c), its
+ * convolution algorithm per shape class (tune_conv.c),
  * its Fourier transforms' path per class (tune_fft.c), data parallelism's
  * bucket sizes (tune_dp.c) and CLBlast's kernels
  * (tune_clblast.c, with the C++ tuner behind tools/clblast_tune.cpp).
@@ -37,7 +38,8 @@ enum {
     TU_CONV = 256,          /* "conv": the algorithm per class */
     TU_FFT = 512,           /* "fft": the transform path per class */
     TU_DP = 1024,           /* "dp": data parallelism's bucket sizes */
-    TU_ALL = 2047
+    TU_PACK = 2048,         /* "pack": gemm_pack.cl's tunables */
+    TU_ALL = 4095
 };
 
 /* A recurrent layer to tune for: cell mode, batch, hidden, input, steps. */
@@ -187,6 +189,12 @@ typedef struct tu_tunable {
 /* The tunables of kernel file `file` (kernels/<file>.cl) from the kernel
  * table into t (up to max); returns how many. */
 int tu_file_tunables(const char *file, tu_tunable *t, int max);
+/* t's values other than `cur` into vals in the order a stage tries them:
+ * an earlier run's value for kernel `file` (r->previous) first, then the
+ * default, then the rest nearest the default first (by the ratio);
+ * returns how many. */
+int tu_order_values(const tu_run *r, const char *file, const tu_tunable *t,
+                    int cur, int *vals);
 
 /* Host copies of a run's outputs, as segments of one array, so that each
  * tensor is compared against its own scale. */
@@ -218,6 +226,11 @@ int tu_stage_kernels(tu_run *r);
 /* clgrad's GEMM: gemm.cl's tunables and the backend per product class
  * (tune_gemm.c). */
 int tu_stage_gemm(tu_run *r);
+
+/* The tunables of kernels/gemm_pack.cl (the packed GEMM and the
+ * convolutions' shifted products), timed on a convolution and a packed
+ * product sized by the first model shape (tune_pack.c). */
+int tu_stage_pack(tu_run *r);
 
 /* clgrad's convolution: im2col + GEMM or the direct kernels per shape
  * class (tune_conv.c). */

@@ -266,48 +266,6 @@ describe(int which, const ksize *sz, char *buf, size_t n)
     }
 }
 
-static double
-distance(int v, int def)
-{
-    return fabs(log2((double)v) - log2((double)def));
-}
-
-/* The candidates in the order they are tried: an earlier run's choice,
- * then the declared values, nearest the default first; the default itself
- * is the baseline, not a candidate. */
-static int
-order_candidates(const tu_run *r, const char *file, const tu_tunable *t,
-                 int *vals)
-{
-    int n = 0, first, i, j;
-    long prev = t->def;
-
-    for (i = 0; i < r->nprevious; i++)
-        if (strcmp(r->previous[i].kernel, file) == 0)
-            prev = tu_params_get(&r->previous[i], t->name, t->def);
-    for (i = 0; i < t->n; i++)
-        if (t->vals[i] == prev && prev != t->def) {
-            vals[n++] = (int)prev;
-            break;
-        }
-    first = n;
-    for (i = 0; i < t->n; i++) {
-        int v = t->vals[i], dup = v == t->def || v <= 0;
-
-        for (j = 0; j < n && !dup; j++)
-            dup = vals[j] == v;
-        if (dup)
-            continue;
-        /* Insertion sort, stable: after every value as near. */
-        for (j = n; j > first && distance(vals[j - 1], t->def) >
-             distance(v, t->def); j--)
-            vals[j] = vals[j - 1];
-        vals[j] = v;
-        n++;
-    }
-    return n;
-}
-
 /* Tunes one file; returns nonzero if it could not be tuned at all. */
 static int
 tune_file(tu_run *r, int which, const ksize *sz)
@@ -353,7 +311,8 @@ tune_file(tu_run *r, int which, const ksize *sz)
     }
     est = tu_now() - t0;
     best_us = def_us;
-    n = order_candidates(r, file, &t, vals);
+    /* an earlier run's value, then the rest nearest the default */
+    n = tu_order_values(r, file, &t, t.def, vals);
     limit = r->cfg->max_candidates ? r->cfg->max_candidates : n;
     for (i = 0; i < n; i++) {
         tu_out o = { 0 };

@@ -50,6 +50,48 @@ tu_file_tunables(const char *file, tunable *t, int max)
     return n;
 }
 
+static double
+log_distance(int v, int def)
+{
+    return fabs(log2((double)v) - log2((double)def));
+}
+
+int
+tu_order_values(const tu_run *r, const char *file, const tunable *t,
+                int cur, int *vals)
+{
+    long prev = t->def;
+    int n = 0, first, i, j;
+
+    for (i = 0; i < r->nprevious; i++)
+        if (strcmp(r->previous[i].kernel, file) == 0)
+            prev = tu_params_get(&r->previous[i], t->name, t->def);
+    if (prev != cur)
+        for (i = 0; i < t->n; i++)
+            if (t->vals[i] == prev) {
+                vals[n++] = (int)prev;
+                break;
+            }
+    if (t->def != cur && t->def != prev)
+        vals[n++] = t->def;
+    first = n;
+    for (i = 0; i < t->n; i++) {
+        int v = t->vals[i], dup = v == cur || v <= 0;
+
+        for (j = 0; j < n && !dup; j++)
+            dup = vals[j] == v;
+        if (dup)
+            continue;
+        /* Insertion sort, stable: after every value as near. */
+        for (j = n; j > first && log_distance(vals[j - 1], t->def) >
+             log_distance(v, t->def); j--)
+            vals[j] = vals[j - 1];
+        vals[j] = v;
+        n++;
+    }
+    return n;
+}
+
 static const char *
 kernel_name(cg_rnn_mode mode)
 {
