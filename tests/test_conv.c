@@ -706,7 +706,8 @@ END_TEST
  * wide (the columns between output rows are dropped).  Each gives the
  * defaults' y and gradients: the same sums in the same order.  A tile of
  * more than one vector stored the dropped columns' values of its second
- * and later vectors over the next output row's. */
+ * and later vectors over the next output row's.  Under a host memory
+ * checker, one set besides the defaults. */
 START_TEST(stride_one_products_at_every_micro_tile)
 {
     static const int64_t xs[4] = { 2, 16, 7, 9 }, ws[4] = { 17, 16, 3, 3 };
@@ -738,6 +739,9 @@ START_TEST(stride_one_products_at_every_micro_tile)
     use_algo(0);
     cg__conv_set_shift(1);
     for (set = 0; set < 4; set++) {
+        /* a host memory checker sees the same host code in every set */
+        if (tt_host_checker() && set != 0 && set != 2)
+            continue;
         for (p = 0; p < 3; p++)
             cg__param_set(ctx, pid[p], set ? sets[set][p] : def[p]);
         ck_assert_int_eq(cg_context_profile_reset(ctx), CG_OK);

@@ -36,6 +36,7 @@
 #include <string.h>
 
 #include "tune.h"
+#include "cl/internal.h"
 #include "ops/internal.h"
 
 #define FILE_NAME "gemm_pack"
@@ -110,7 +111,7 @@ work_run(cg_context *ctx, pwork *w, tu_out *out)
 {
     cg_conv_options o;
     cg_tensor *y, *p;
-    int status;
+    int status, was = ctx->gemm_backend;
 
     memset(&o, 0, sizeof o);
     o.padding[0] = o.padding[1] = 1;
@@ -129,9 +130,10 @@ work_run(cg_context *ctx, pwork *w, tu_out *out)
     cg_tensor_free(y);
     if (status != CG_OK)
         return status;
+    /* on the packed backend whatever the rules or CLGRAD_GEMM say */
     cg__gemm_force(ctx, CG__GEMM_PACKED);
     p = cg_matmul_t(w->a, w->b, 1, 0);
-    cg__gemm_force(ctx, CG__GEMM_AUTO);
+    cg__gemm_force(ctx, (cg__gemm_backend)was);
     if (!p)
         return -1;
     if (out)
@@ -296,8 +298,10 @@ trial(search *se, const tu_params *cand, const char *what)
  * rounds of one each, one after the other (a candidate's single median
  * is at the mercy of the machine's load at its moment: on the 2-core
  * PoCL machine two runs of the stage timed the defaults at 26 and 36 ms).
- * *best_us and *def_us become the medians over the rounds, and `best`
- * stands only if its median per-round ratio to the defaults is below 1;
+ * *def_us becomes the defaults' median over the rounds and *best_us
+ * that times the median per-round ratio (the medians of the two times
+ * apart may disagree with the ratio's), and `best` stands only if that
+ * ratio is below 1;
  * else it becomes the defaults (in `dflt`), as it does when a round fails
  * (then nonzero is returned and why says what). */
 static int
@@ -305,15 +309,15 @@ confirm(tu_run *r, const tu_shape *s, tu_params *best, const tu_params *dflt,
         int inner, double *best_us, double *def_us, char *why,
         size_t whylen)
 {
-    double b[ROUNDS], d[ROUNDS], q[ROUNDS];
+    double b, d[ROUNDS], q[ROUNDS];
     int i, n = 0, status = CG_OK;
 
     for (i = 0; i < ROUNDS && status == CG_OK && !tu_stopped(r); i++) {
         status = measure(r, s, NULL, &inner, &d[n], NULL, why, whylen);
         if (status == CG_OK)
-            status = measure(r, s, best, &inner, &b[n], NULL, why, whylen);
+            status = measure(r, s, best, &inner, &b, NULL, why, whylen);
         if (status == CG_OK) {
-            q[n] = b[n] / d[n];
+            q[n] = b / d[n];
             n++;
         }
     }
@@ -324,9 +328,9 @@ confirm(tu_run *r, const tu_shape *s, tu_params *best, const tu_params *dflt,
     }
     if (n == 0)
         return CG_OK;       /* stopped: the search's times stand */
-    *best_us = tu_median(b, n);
     *def_us = tu_median(d, n);
-    if (tu_median(q, n) >= 1.0) {
+    *best_us = *def_us * tu_median(q, n);
+    if (*best_us >= *def_us) {
         *best = *dflt;
         *best_us = *def_us;
     }
