@@ -377,6 +377,33 @@ host_copy(const cg_tensor *t)
     return v;
 }
 
+/* The ways a test runs one convolution, compared: each of got's three
+ * host arrays (y and the gradients, n[t] floats; NULL: none this way)
+ * becomes ref[t] where there is none yet, else must equal it within tol
+ * relative to 1 + |ref| (what names the way in a failure) and is freed. */
+static void
+same_as_first(float **ref, float **got, const size_t *n, float tol,
+              const char *what)
+{
+    size_t j;
+    int t;
+
+    for (t = 0; t < 3; t++) {
+        if (!got[t])
+            continue;
+        if (!ref[t]) {
+            ref[t] = got[t];
+            continue;
+        }
+        for (j = 0; j < n[t]; j++)
+            ck_assert_msg(fabsf(got[t][j] - ref[t][j]) <=
+                          tol * (1.0f + fabsf(ref[t][j])),
+                          "%s, tensor %d, element %zu: %g, the first "
+                          "way's %g", what, t, j, got[t][j], ref[t][j]);
+        free(got[t]);
+    }
+}
+
 /* y, dx, dw and db of y, a convolution of x, w and b, as host arrays. */
 static void
 grads_of(cg_tensor *y, cg_tensor *x, cg_tensor *w, cg_tensor *b,
@@ -630,7 +657,8 @@ START_TEST(stride_one_forward_follows_the_rule)
     cg_tensor *x, *w, *y, *s;
     cg_conv_options o;
     float *ref[3] = { NULL, NULL, NULL }, *got[3];
-    size_t n[3] = { 2 * 17 * 63, 2 * 16 * 63, 17 * 16 * 9 }, j;
+    size_t n[3] = { 2 * 17 * 63, 2 * 16 * 63, 17 * 16 * 9 };
+    char what[48];
     int way, t;
 
     ck_assert_msg(ctx != NULL, "%s", TT_ERR);
@@ -673,20 +701,8 @@ START_TEST(stride_one_forward_follows_the_rule)
         cg_tensor_free(y);
         ck_assert_int_eq(cg_tensor_zero_grad(x), CG_OK);
         ck_assert_int_eq(cg_tensor_zero_grad(w), CG_OK);
-        for (t = 0; t < 3; t++) {
-            if (!got[t])
-                continue;
-            if (!ref[t]) {
-                ref[t] = got[t];
-                continue;
-            }
-            for (j = 0; j < n[t]; j++)
-                ck_assert_msg(fabsf(ref[t][j] - got[t][j]) <=
-                              1e-4f * (1.0f + fabsf(ref[t][j])),
-                              "way %d, tensor %d, element %zu: %g vs %g",
-                              way, t, j, ref[t][j], got[t][j]);
-            free(got[t]);
-        }
+        snprintf(what, sizeof what, "way %d", way);
+        same_as_first(ref, got, n, 1e-4f, what);
     }
     cg__conv_set_shift(-1);
     cg__gemm_force(ctx, CG__GEMM_AUTO);
@@ -722,7 +738,8 @@ START_TEST(stride_one_products_at_every_micro_tile)
     cg_tensor *x, *w, *y, *s;
     cg_conv_options o;
     float *ref[3] = { NULL, NULL, NULL }, *got[3];
-    size_t n[3] = { 2 * 17 * 63, 2 * 16 * 63, 17 * 16 * 9 }, j;
+    size_t n[3] = { 2 * 17 * 63, 2 * 16 * 63, 17 * 16 * 9 };
+    char what[48];
     long def[3];
     int set, t, p;
 
@@ -758,20 +775,9 @@ START_TEST(stride_one_products_at_every_micro_tile)
         cg_tensor_free(y);
         ck_assert_int_eq(cg_tensor_zero_grad(x), CG_OK);
         ck_assert_int_eq(cg_tensor_zero_grad(w), CG_OK);
-        for (t = 0; t < 3; t++) {
-            if (!ref[t]) {
-                ref[t] = got[t];
-                continue;
-            }
-            for (j = 0; j < n[t]; j++)
-                ck_assert_msg(fabsf(ref[t][j] - got[t][j]) <=
-                              1e-5f * (1.0f + fabsf(ref[t][j])),
-                              "PVW %d PMR %d PTN %d, tensor %d, element "
-                              "%zu: %g, the defaults' %g", sets[set][0],
-                              sets[set][1], sets[set][2], t, j, got[t][j],
-                              ref[t][j]);
-            free(got[t]);
-        }
+        snprintf(what, sizeof what, "PVW %d PMR %d PTN %d", sets[set][0],
+                 sets[set][1], sets[set][2]);
+        same_as_first(ref, got, n, 1e-5f, what);
     }
     for (p = 0; p < 3; p++)
         cg__param_set(ctx, pid[p], def[p]);
@@ -1449,6 +1455,7 @@ START_TEST(shift_entry_makes_columns)
     cg_tuning_entry e;
     float *ref[3] = { NULL, NULL, NULL }, *got[3];
     size_t n[3] = { 2 * 17 * 63, 2 * 16 * 63, 17 * 16 * 9 }, j;
+    char what[48];
     int way, k;
 
     ck_assert_msg(ctx != NULL, "%s", TT_ERR);
@@ -1493,18 +1500,8 @@ START_TEST(shift_entry_makes_columns)
         got[0] = host_copy(y);
         got[1] = host_copy(cg_tensor_grad(x));
         got[2] = host_copy(cg_tensor_grad(w));
-        for (k = 0; k < 3; k++) {
-            if (!ref[k]) {
-                ref[k] = got[k];
-                continue;
-            }
-            for (j = 0; j < n[k]; j++)
-                ck_assert_msg(fabsf(got[k][j] - ref[k][j]) <=
-                              1e-4f * (1.0f + fabsf(ref[k][j])),
-                              "way %d, tensor %d [%zu]: %g, the rule's %g",
-                              way, k, j, got[k][j], ref[k][j]);
-            free(got[k]);
-        }
+        snprintf(what, sizeof what, "way %d", way);
+        same_as_first(ref, got, n, 1e-4f, what);
         ck_assert_int_eq(cg_tensor_zero_grad(x), CG_OK);
         ck_assert_int_eq(cg_tensor_zero_grad(w), CG_OK);
         cg_tensor_free(y);

@@ -110,6 +110,23 @@ find_entry(const cg_tuning_db *db, const char *kernel, const char *shape,
     ck_abort_msg("no entry %s %s in the database", kernel, shape);
 }
 
+/* Whether an entry for `kernel` `shape` is in force in ctx: into *out. */
+static int
+find_in_force(const cg_context *ctx, const char *kernel, const char *shape,
+              cg_tuning_entry *out)
+{
+    int i, n;
+
+    ck_assert_int_eq(cg_context_tuning_count(ctx, &n), CG_OK);
+    for (i = 0; i < n; i++) {
+        ck_assert_int_eq(cg_context_tuning_entry(ctx, i, out), CG_OK);
+        if (strcmp(out->kernel, kernel) == 0 &&
+            strcmp(out->shape, shape) == 0)
+            return 1;
+    }
+    return 0;
+}
+
 /* A step-kernel entry as clgrad-tune must write it. */
 static void
 check_rnn_entry(const cg_tuning_entry *e)
@@ -189,7 +206,7 @@ START_TEST(a_tiny_run_writes_a_database_that_contexts_use)
     cg_tuning_db *db;
     cg_tuning_entry e, in_force;
     cg_context *ctx;
-    int status, i, n, found = 0;
+    int status;
 
     snprintf(dir, sizeof dir, "%s/tuning", tt_tmpdir());
     snprintf(args, sizeof args, BUDGET "--only rnn --model-shape "
@@ -225,20 +242,13 @@ START_TEST(a_tiny_run_writes_a_database_that_contexts_use)
     ck_assert_int_eq(setenv("CLGRAD_TUNING_DIR", dir, 1), 0);
     ctx = cg_context_new(NULL);
     ck_assert_msg(ctx != NULL, "%s", TT_ERR);
-    ck_assert_int_eq(cg_context_tuning_count(ctx, &n), CG_OK);
-    for (i = 0; i < n; i++) {
-        ck_assert_int_eq(cg_context_tuning_entry(ctx, i, &in_force), CG_OK);
-        if (strcmp(in_force.kernel, "rnn.lstm") == 0 &&
-            strcmp(in_force.shape, "H16") == 0) {
-            found = 1;
-            if (!in_force_is_ours(&in_force, path))
-                continue;
-            assert_param(&in_force, &e, "VW");
-            assert_param(&in_force, &e, "RB");
-            assert_param(&in_force, &e, "WG");
-        }
+    ck_assert_msg(find_in_force(ctx, "rnn.lstm", "H16", &in_force),
+                  "rnn.lstm H16 is not in force");
+    if (in_force_is_ours(&in_force, path)) {
+        assert_param(&in_force, &e, "VW");
+        assert_param(&in_force, &e, "RB");
+        assert_param(&in_force, &e, "WG");
     }
-    ck_assert_msg(found, "rnn.lstm H16 is not in force");
     cg_context_free(ctx);
     json_object_put(root);
     free(out);
@@ -273,7 +283,7 @@ START_TEST(the_kernels_stage_writes_an_entry_per_file)
     cg_tuning_db *db;
     cg_tuning_entry e[5], in_force;
     cg_context *ctx;
-    int status, f, i, n, found;
+    int status, f;
 
     snprintf(dir, sizeof dir, "%s/kernels", tt_tmpdir());
     out = run_tune(dir, BUDGET "--only kernels --model-shape "
@@ -312,20 +322,11 @@ START_TEST(the_kernels_stage_writes_an_entry_per_file)
     ck_assert_int_eq(setenv("CLGRAD_TUNING_DIR", dir, 1), 0);
     ctx = cg_context_new(NULL);
     ck_assert_msg(ctx != NULL, "%s", TT_ERR);
-    ck_assert_int_eq(cg_context_tuning_count(ctx, &n), CG_OK);
     for (f = 0; f < 5; f++) {
-        found = 0;
-        for (i = 0; i < n; i++) {
-            ck_assert_int_eq(cg_context_tuning_entry(ctx, i, &in_force),
-                             CG_OK);
-            if (strcmp(in_force.kernel, files[f].file) != 0 ||
-                strcmp(in_force.shape, "any") != 0)
-                continue;
-            found = 1;
-            if (in_force_is_ours(&in_force, path))
-                assert_param(&in_force, &e[f], files[f].param);
-        }
-        ck_assert_msg(found, "%s is not in force", files[f].file);
+        ck_assert_msg(find_in_force(ctx, files[f].file, "any", &in_force),
+                      "%s is not in force", files[f].file);
+        if (in_force_is_ours(&in_force, path))
+            assert_param(&in_force, &e[f], files[f].param);
     }
     cg_context_free(ctx);
     json_object_put(root);
@@ -348,7 +349,7 @@ START_TEST(the_pack_stage_writes_the_packed_kernels_entry)
     cg_tuning_db *db;
     cg_tuning_entry e, in_force;
     cg_context *ctx;
-    int status, i, n, p, found = 0;
+    int status, p;
 
     snprintf(dir, sizeof dir, "%s/pack", tt_tmpdir());
     out = run_tune(dir, BUDGET "--only pack --model-shape " LSTM_SHAPE
@@ -393,17 +394,11 @@ START_TEST(the_pack_stage_writes_the_packed_kernels_entry)
     ck_assert_int_eq(setenv("CLGRAD_TUNING_DIR", dir, 1), 0);
     ctx = cg_context_new(NULL);
     ck_assert_msg(ctx != NULL, "%s", TT_ERR);
-    ck_assert_int_eq(cg_context_tuning_count(ctx, &n), CG_OK);
-    for (i = 0; i < n; i++) {
-        ck_assert_int_eq(cg_context_tuning_entry(ctx, i, &in_force), CG_OK);
-        if (strcmp(in_force.kernel, "gemm_pack") != 0)
-            continue;
-        found = 1;
-        if (in_force_is_ours(&in_force, path))
-            for (p = 0; p < 6; p++)
-                assert_param(&in_force, &e, names[p]);
-    }
-    ck_assert_msg(found, "gemm_pack is not in force");
+    ck_assert_msg(find_in_force(ctx, "gemm_pack", "any", &in_force),
+                  "gemm_pack any is not in force");
+    if (in_force_is_ours(&in_force, path))
+        for (p = 0; p < 6; p++)
+            assert_param(&in_force, &e, names[p]);
     cg_context_free(ctx);
     json_object_put(root);
     free(out);

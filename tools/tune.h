@@ -189,6 +189,12 @@ typedef struct tu_tunable {
 /* The tunables of kernel file `file` (kernels/<file>.cl) from the kernel
  * table into t (up to max); returns how many. */
 int tu_file_tunables(const char *file, tu_tunable *t, int max);
+/* An earlier run's value of t for kernel `file` (r->previous), else t's
+ * default. */
+long tu_previous_value(const tu_run *r, const char *file,
+                       const tu_tunable *t);
+/* How far value v is from def, as |log2 v - log2 def|. */
+double tu_value_distance(int v, int def);
 /* t's values other than `cur` into vals in the order a stage tries them:
  * an earlier run's value for kernel `file` (r->previous) first, then the
  * default, then the rest nearest the default first (by the ratio);

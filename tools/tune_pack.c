@@ -191,25 +191,6 @@ in_tile(const char *name)
     return strcmp(name, "PMR") == 0 || strcmp(name, "PTN") == 0;
 }
 
-static double
-distance(int v, int def)
-{
-    return fabs(log2((double)v) - log2((double)def));
-}
-
-/* An earlier run's value of t, else its default. */
-static long
-previous(const tu_run *r, const tu_tunable *t)
-{
-    long prev = t->def;
-    int i;
-
-    for (i = 0; i < r->nprevious; i++)
-        if (strcmp(r->previous[i].kernel, FILE_NAME) == 0)
-            prev = tu_params_get(&r->previous[i], t->name, t->def);
-    return prev;
-}
-
 /* The grid of the tile's pair a x b but the defaults, as pairs of
  * values in pairs[][2], in the order they are tried: an earlier run's
  * pair first, then the rest nearest the defaults first. */
@@ -217,7 +198,8 @@ static int
 order_pairs(const tu_run *r, const tu_tunable *a, const tu_tunable *b,
             int pairs[][2])
 {
-    long pa = previous(r, a), pb = previous(r, b);
+    long pa = tu_previous_value(r, FILE_NAME, a);
+    long pb = tu_previous_value(r, FILE_NAME, b);
     int n = 0, first, i, j, l;
 
     if (pa != a->def || pb != b->def) {
@@ -228,14 +210,15 @@ order_pairs(const tu_run *r, const tu_tunable *a, const tu_tunable *b,
     for (i = 0; i < a->n; i++)
         for (j = 0; j < b->n; j++) {
             int va = a->vals[i], vb = b->vals[j];
-            double d = distance(va, a->def) + distance(vb, b->def);
+            double d = tu_value_distance(va, a->def) +
+                       tu_value_distance(vb, b->def);
 
             if (va <= 0 || vb <= 0 || (va == a->def && vb == b->def) ||
                 (first && va == pa && vb == pb))
                 continue;
             for (l = n; l > first &&
-                 distance(pairs[l - 1][0], a->def) +
-                 distance(pairs[l - 1][1], b->def) > d; l--) {
+                 tu_value_distance(pairs[l - 1][0], a->def) +
+                 tu_value_distance(pairs[l - 1][1], b->def) > d; l--) {
                 pairs[l][0] = pairs[l - 1][0];
                 pairs[l][1] = pairs[l - 1][1];
             }

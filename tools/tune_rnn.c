@@ -50,22 +50,31 @@ tu_file_tunables(const char *file, tunable *t, int max)
     return n;
 }
 
-static double
-log_distance(int v, int def)
+double
+tu_value_distance(int v, int def)
 {
     return fabs(log2((double)v) - log2((double)def));
+}
+
+long
+tu_previous_value(const tu_run *r, const char *file, const tunable *t)
+{
+    long prev = t->def;
+    int i;
+
+    for (i = 0; i < r->nprevious; i++)
+        if (strcmp(r->previous[i].kernel, file) == 0)
+            prev = tu_params_get(&r->previous[i], t->name, t->def);
+    return prev;
 }
 
 int
 tu_order_values(const tu_run *r, const char *file, const tunable *t,
                 int cur, int *vals)
 {
-    long prev = t->def;
+    long prev = tu_previous_value(r, file, t);
     int n = 0, first, i, j;
 
-    for (i = 0; i < r->nprevious; i++)
-        if (strcmp(r->previous[i].kernel, file) == 0)
-            prev = tu_params_get(&r->previous[i], t->name, t->def);
     if (prev != cur)
         for (i = 0; i < t->n; i++)
             if (t->vals[i] == prev) {
@@ -83,8 +92,8 @@ tu_order_values(const tu_run *r, const char *file, const tunable *t,
         if (dup)
             continue;
         /* Insertion sort, stable: after every value as near. */
-        for (j = n; j > first && log_distance(vals[j - 1], t->def) >
-             log_distance(v, t->def); j--)
+        for (j = n; j > first && tu_value_distance(vals[j - 1], t->def) >
+             tu_value_distance(v, t->def); j--)
             vals[j] = vals[j - 1];
         vals[j] = v;
         n++;
