@@ -405,6 +405,36 @@ START_TEST(the_pack_stage_writes_the_packed_kernels_entry)
 }
 END_TEST
 
+/* The pack stage's grid runs at the device's own vector width where that
+ * is narrower than PVW's default (16): as another CPU reports 4 floats
+ * (CLGRAD_NATIVE_FLOAT_WIDTH), the grid's first candidate has PVW 4. */
+START_TEST(the_pack_grid_runs_at_the_devices_vector_width)
+{
+    char env[1200], *out;
+    json_object *root, *k, *cand;
+    int status;
+
+    snprintf(env, sizeof env, "CLGRAD_TUNING_DIR='%s/packw' "
+             "CLGRAD_NATIVE_FLOAT_WIDTH=4", tt_tmpdir());
+    out = tt_run_tool(env, "clgrad-tune", BUDGET "--only pack "
+                      "--model-shape " LSTM_SHAPE " --max-candidates 1 "
+                      "--dry-run --json --quiet", &status);
+    ck_assert_int_eq(status, 0);
+    root = json_tokener_parse(out);
+    ck_assert_msg(root != NULL, "not JSON: %.200s", out);
+    k = json_object_array_get_idx(get(root, "kernels"), 0);
+    ck_assert_int_eq(json_object_array_length(get(k, "candidates")), 1);
+    cand = get(json_object_array_get_idx(get(k, "candidates"), 0),
+               "parameters");
+    /* a pair of the grid: not the defaults' 6 x 1 */
+    ck_assert_int_eq(json_object_get_int(get(cand, "PVW")), 4);
+    ck_assert(json_object_get_int(get(cand, "PMR")) != 6 ||
+              json_object_get_int(get(cand, "PTN")) != 1);
+    json_object_put(root);
+    free(out);
+}
+END_TEST
+
 /* The stage "gemm", for the classes --gemm-classes names: each class's
  * result in the report, CLBlast and the packed backend tried before
  * clgrad's tiles (so that a class short of time has tried them), an
@@ -984,6 +1014,7 @@ main(void)
     tcase_add_test(tc, the_kernels_stage_writes_an_entry_per_file);
     tcase_add_test(tc, the_gemm_stage_writes_class_entries);
     tcase_add_test(tc, the_pack_stage_writes_the_packed_kernels_entry);
+    tcase_add_test(tc, the_pack_grid_runs_at_the_devices_vector_width);
     tcase_add_test(tc, the_conv_stage_writes_an_entry_per_class);
     tcase_add_test(tc, the_fft_stage_writes_a_verified_entry);
     tcase_add_test(tc, the_dp_stage_writes_bucket_sizes);

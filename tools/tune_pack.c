@@ -229,6 +229,31 @@ order_pairs(const tu_run *r, const tu_tunable *a, const tu_tunable *b,
     return n;
 }
 
+/* The PVW at which the grid runs: the widest of its values no wider than
+ * the device's native float vector where that is narrower than PVW's
+ * default (PoCL on an AVX2 CPU: 8 floats, 16 vector registers), else 0,
+ * the default.  There a float16 is two registers, so that a grid at the
+ * default tries only tiles of twice the registers PMR x PTN says (on the
+ * 2-core Xeon with PoCL's AVX2 kernel library every PTN above 1 lost to
+ * the defaults so; at PVW 8 too, over the stage's whole operation). */
+static int
+grid_width(const tu_run *r, const tu_tunable *t, int nt)
+{
+    unsigned native = r->dev.native_width_float;
+    int i, j, best = 0;
+
+    for (i = 0; i < nt; i++)
+        if (strcmp(t[i].name, "PVW") == 0) {
+            if (native == 0 || (unsigned)t[i].def <= native)
+                return 0;
+            for (j = 0; j < t[i].n; j++)
+                if ((unsigned)t[i].vals[j] <= native &&
+                    t[i].vals[j] > best)
+                    best = t[i].vals[j];
+        }
+    return best;
+}
+
 /* The state of a stage run, for trial. */
 typedef struct search {
     tu_run *r;
@@ -330,7 +355,7 @@ tu_stage_pack(tu_run *r)
     tu_params cand, dflt;
     search se;
     int vals[TU_MAX_VALUES], pairs[TU_MAX_VALUES * TU_MAX_VALUES][2];
-    int nt, n, i, j, ia = -1, ib = -1, stop = 0;
+    int nt, n, i, j, ia = -1, ib = -1, stop = 0, vw;
     int64_t cn, cc, rows, m, cols;
     double t0;
 
@@ -386,14 +411,22 @@ tu_stage_pack(tu_run *r)
     }
     se.est = tu_now() - t0;
     se.best_us = se.def_us;
-    /* The tile's grid, the other parameters at their defaults. */
+    /* The tile's grid, the other parameters at their defaults but PVW
+     * at the device's own width. */
+    vw = grid_width(r, t, nt);
     n = order_pairs(r, &t[ia], &t[ib], pairs);
     for (i = 0; i < n && !stop; i++) {
         cand = dflt;
         tu_params_add(&cand, "PMR", pairs[i][0]);
         tu_params_add(&cand, "PTN", pairs[i][1]);
-        snprintf(what, sizeof what, "PMR=%d PTN=%d", pairs[i][0],
-                 pairs[i][1]);
+        if (vw) {
+            tu_params_add(&cand, "PVW", vw);
+            snprintf(what, sizeof what, "PMR=%d PTN=%d PVW=%d",
+                     pairs[i][0], pairs[i][1], vw);
+        } else {
+            snprintf(what, sizeof what, "PMR=%d PTN=%d", pairs[i][0],
+                     pairs[i][1]);
+        }
         stop = trial(&se, &cand, what);
     }
     /* Then the others, one at a time from the best so far. */
