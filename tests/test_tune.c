@@ -431,6 +431,45 @@ START_TEST(user_file_beats_shipped)
 }
 END_TEST
 
+/* Every shipped entry for one of clgrad's kernel files names that file's
+ * current source hash, on any device: a stale entry is skipped with a
+ * warning, so a change to a kernel file (or to kernels/common.cl, part of
+ * every file's hashed source) that leaves the shipped files behind would
+ * silently drop their tuning.  The file is the kernel's name up to its
+ * first dot (rnn.lstm: rnn.cl); CLBlast's and data parallelism's entries
+ * name no file. */
+START_TEST(shipped_entries_name_current_hashes)
+{
+    char hash[33], file[64];
+    cg_tuning_db *db;
+    int i, n, checked = 0;
+
+    for (i = 0; cg__tuning_embedded[i].name; i++) {
+        db = cg__tuning_db_parse(cg__tuning_embedded[i].text, "shipped");
+        ck_assert_msg(db != NULL, "%s", TT_ERR);
+        for (n = 0; n < db->count; n++) {
+            const cg_tuning_entry *e = &db->entries[n];
+
+            if (strncmp(e->kernel, "clblast.", 8) == 0 ||
+                strcmp(e->kernel, "dp") == 0)
+                continue;
+            snprintf(file, sizeof file, "%.*s",
+                     (int)strcspn(e->kernel, "."), e->kernel);
+            ck_assert_msg(cg_kernel_source_hash(file, hash) == CG_OK,
+                          "%s: %s: %s", cg__tuning_embedded[i].name,
+                          e->kernel, TT_ERR);
+            ck_assert_msg(strcmp(e->source_hash, hash) == 0,
+                          "%s: %s %s names kernels/%s.cl's hash %s, the "
+                          "file's is %s", cg__tuning_embedded[i].name,
+                          e->kernel, e->shape, file, e->source_hash, hash);
+            checked++;
+        }
+        cg_tuning_db_free(db);
+    }
+    ck_assert_int_gt(checked, 0);
+}
+END_TEST
+
 /* A corrupted file, another format version, a stale entry and an entry
  * for an unknown kernel are skipped with a warning; the rest applies. */
 START_TEST(bad_and_stale_files_are_skipped_with_a_warning)
@@ -1156,6 +1195,7 @@ main(void)
     tcase_add_test(tc, lookup_order);
     tcase_add_test(tc, vendor_entries_are_narrowed_to_the_device);
     tcase_add_test(tc, user_file_beats_shipped);
+    tcase_add_test(tc, shipped_entries_name_current_hashes);
     tcase_add_test(tc, bad_and_stale_files_are_skipped_with_a_warning);
     tcase_add_test(tc, invalid_clblast_parameters_are_skipped_with_a_warning);
     tcase_add_test(tc, bad_gemm_pack_entries_are_skipped_with_a_warning);
