@@ -132,23 +132,6 @@ write_text(const char *path, const char *text)
     fclose(f);
 }
 
-/* The entry in force for kernel and shape in ctx, or NULL. */
-static int
-in_force(cg_context *ctx, const char *kernel, const char *shape,
-         cg_tuning_entry *out)
-{
-    int i, n;
-
-    ck_assert_int_eq(cg_context_tuning_count(ctx, &n), CG_OK);
-    for (i = 0; i < n; i++) {
-        ck_assert_int_eq(cg_context_tuning_entry(ctx, i, out), CG_OK);
-        if (strcmp(out->kernel, kernel) == 0 &&
-            strcmp(out->shape, shape) == 0)
-            return 1;
-    }
-    return 0;
-}
-
 static cg_context *
 new_ctx(void)
 {
@@ -285,7 +268,7 @@ START_TEST(lookup_order)
     ctx = new_ctx_logged(&log);
     ck_assert_str_eq(log, "");
     ck_assert_str_eq(cg_last_error(), "");
-    ck_assert(in_force(ctx, "rnn.lstm", "H7", &got));
+    ck_assert(tt_in_force(ctx, "rnn.lstm", "H7", &got));
     ck_assert_int_eq(got.values[0], 1);
     ck_assert_int_eq(got.match, CG_TUNING_EXACT);
     ck_assert_str_eq(got.origin, path[0]);
@@ -293,14 +276,14 @@ START_TEST(lookup_order)
 
     remove(path[0]);
     ctx = new_ctx();
-    ck_assert(in_force(ctx, "rnn.lstm", "H7", &got));
+    ck_assert(tt_in_force(ctx, "rnn.lstm", "H7", &got));
     ck_assert_int_eq(got.values[0], 2);
     ck_assert_int_eq(got.match, CG_TUNING_DEVICE);
     cg_context_free(ctx);
 
     remove(path[1]);
     ctx = new_ctx();
-    ck_assert(in_force(ctx, "rnn.lstm", "H7", &got));
+    ck_assert(tt_in_force(ctx, "rnn.lstm", "H7", &got));
     ck_assert_int_eq(got.values[0], native_pow2(&info) < 4
                                     ? native_pow2(&info) : 4);
     ck_assert_int_eq(got.match, CG_TUNING_VENDOR);
@@ -320,7 +303,7 @@ START_TEST(lookup_order)
     remove(path[2]);
     ctx = new_ctx();
     /* Only the other vendor's file is left: defaults for H7. */
-    ck_assert(!in_force(ctx, "rnn.lstm", "H7", &got));
+    ck_assert(!tt_in_force(ctx, "rnn.lstm", "H7", &got));
     cg_context_free(ctx);
 }
 END_TEST
@@ -349,7 +332,7 @@ START_TEST(vendor_entries_are_narrowed_to_the_device)
     write_db(path, &vendor, &e, 1);
     ctx = new_ctx_logged(&log);
     ck_assert_str_eq(log, "");
-    ck_assert(in_force(ctx, "rnn.lstm", "H7", &got));
+    ck_assert(tt_in_force(ctx, "rnn.lstm", "H7", &got));
     ck_assert_int_eq(got.values[0], w < 16 ? w : 16);
     ck_assert_int_eq(got.values[1], 2);
     ck_assert_int_eq(got.values[2], 8);
@@ -363,7 +346,7 @@ START_TEST(vendor_entries_are_narrowed_to_the_device)
     ck_assert_int_eq(setenv("CLGRAD_NATIVE_FLOAT_WIDTH", "3", 1), 0);
     ctx = new_ctx_logged(&log);
     ck_assert_int_eq(unsetenv("CLGRAD_NATIVE_FLOAT_WIDTH"), 0);
-    ck_assert(in_force(ctx, "rnn.lstm", "H7", &got));
+    ck_assert(tt_in_force(ctx, "rnn.lstm", "H7", &got));
     ck_assert_int_eq(got.values[0], 2);
     ck_assert_int_eq(got.values[2], 8);
     cg_context_device_info(ctx, &info);
@@ -375,7 +358,7 @@ START_TEST(vendor_entries_are_narrowed_to_the_device)
     snprintf(path, sizeof path, "%s/exact.json", dir);
     write_db(path, &dev, &e, 1);
     ctx = new_ctx_logged(&log);
-    ck_assert(in_force(ctx, "rnn.lstm", "H7", &got));
+    ck_assert(tt_in_force(ctx, "rnn.lstm", "H7", &got));
     ck_assert_int_eq(got.values[0], 16);
     ck_assert_msg(!strstr(noted, "H7"), "%s", noted);
     cg_context_free(ctx);
@@ -424,7 +407,7 @@ START_TEST(user_file_beats_shipped)
     snprintf(path, sizeof path, "%s/mine.json", dir);
     write_db(path, &dev, &e, 1);
     ctx = new_ctx();
-    ck_assert(in_force(ctx, "rnn.lstm", e.shape, &got));
+    ck_assert(tt_in_force(ctx, "rnn.lstm", e.shape, &got));
     ck_assert_int_eq(got.values[0], 1);
     ck_assert_str_eq(got.origin, path);
     cg_context_free(ctx);
@@ -440,7 +423,7 @@ END_TEST
  * name no file. */
 START_TEST(shipped_entries_name_current_hashes)
 {
-    char hash[33], file[64];
+    char hash[33] = "", file[64], hashed[64] = "";
     cg_tuning_db *db;
     int i, n, checked = 0;
 
@@ -455,9 +438,12 @@ START_TEST(shipped_entries_name_current_hashes)
                 continue;
             snprintf(file, sizeof file, "%.*s",
                      (int)strcspn(e->kernel, "."), e->kernel);
-            ck_assert_msg(cg_kernel_source_hash(file, hash) == CG_OK,
-                          "%s: %s: %s", cg__tuning_embedded[i].name,
-                          e->kernel, TT_ERR);
+            if (strcmp(file, hashed) != 0) {    /* entries come in runs */
+                ck_assert_msg(cg_kernel_source_hash(file, hash) == CG_OK,
+                              "%s: %s: %s", cg__tuning_embedded[i].name,
+                              e->kernel, TT_ERR);
+                snprintf(hashed, sizeof hashed, "%s", file);
+            }
             ck_assert_msg(strcmp(e->source_hash, hash) == 0,
                           "%s: %s %s names kernels/%s.cl's hash %s, the "
                           "file's is %s", cg__tuning_embedded[i].name,
@@ -530,9 +516,9 @@ START_TEST(bad_and_stale_files_are_skipped_with_a_warning)
     ctx = new_ctx();
     ck_assert_str_eq(logged, "");
     ck_assert_str_eq(cg_last_error(), "");
-    ck_assert(in_force(ctx, "rnn.lstm", "H9", &got));
-    ck_assert(!in_force(ctx, "rnn.gru", "H9", &got));
-    ck_assert(!in_force(ctx, "rnn.lstm_v2", "H9", &got));
+    ck_assert(tt_in_force(ctx, "rnn.lstm", "H9", &got));
+    ck_assert(!tt_in_force(ctx, "rnn.gru", "H9", &got));
+    ck_assert(!tt_in_force(ctx, "rnn.lstm_v2", "H9", &got));
     /* The context works. */
     {
         int64_t s[1] = { 5 };
@@ -625,7 +611,7 @@ START_TEST(own_parameters_become_build_options)
     ck_assert_msg(strstr(cg_last_error(), "VW = 3"), "%s", TT_ERR);
     /* clear: defaults again. */
     ck_assert_int_eq(cg_context_clear_tuning(ctx), CG_OK);
-    ck_assert(!in_force(ctx, "rnn.lstm", "H10", &e[1]));
+    ck_assert(!tt_in_force(ctx, "rnn.lstm", "H10", &e[1]));
     cg_context_free(ctx);
 }
 END_TEST
@@ -861,11 +847,11 @@ START_TEST(invalid_clblast_parameters_are_skipped_with_a_warning)
     ck_assert_msg(strstr(log, "e-transpose.json: clblast.Transpose "
                          "skipped") && strstr(log, "exceeds the device's "
                          "limits"), "%s", log);
-    ck_assert(!in_force(ctx, "clblast.XgemmDirect", "any", &got) ||
+    ck_assert(!tt_in_force(ctx, "clblast.XgemmDirect", "any", &got) ||
               strstr(got.origin, "c-direct") == NULL);
-    ck_assert(!in_force(ctx, "clblast.Copy", "any", &got) ||
+    ck_assert(!tt_in_force(ctx, "clblast.Copy", "any", &got) ||
               strstr(got.origin, "d-copy") == NULL);
-    if (in_force(ctx, "clblast.Xgemm", "any", &got))
+    if (tt_in_force(ctx, "clblast.Xgemm", "any", &got))
         ck_assert_msg(strstr(got.origin, dir) == NULL, "%s in force",
                       got.origin);
     /* The GEMM runs (with the shipped or built-in parameters). */
@@ -918,11 +904,11 @@ START_TEST(bad_gemm_pack_entries_are_skipped_with_a_warning)
                   strstr(log, "gemm NN.large: pack is for the NT classes "
                          "only"), "%s", log);
     ck_assert_msg(!strstr(log, "c-good.json"), "%s", log);
-    ck_assert(!in_force(ctx, "gemm", "NT.large", &got) ||
+    ck_assert(!tt_in_force(ctx, "gemm", "NT.large", &got) ||
               strstr(got.origin, dir) == NULL);
-    ck_assert(!in_force(ctx, "gemm", "NN.large", &got) ||
+    ck_assert(!tt_in_force(ctx, "gemm", "NN.large", &got) ||
               strstr(got.origin, dir) == NULL);
-    ck_assert(in_force(ctx, "gemm", "NT.small", &got));
+    ck_assert(tt_in_force(ctx, "gemm", "NT.small", &got));
     ck_assert_msg(strstr(got.origin, "c-good.json") != NULL, "%s",
                   got.origin);
     cg_context_free(ctx);

@@ -110,23 +110,6 @@ find_entry(const cg_tuning_db *db, const char *kernel, const char *shape,
     ck_abort_msg("no entry %s %s in the database", kernel, shape);
 }
 
-/* Whether an entry for `kernel` `shape` is in force in ctx: into *out. */
-static int
-find_in_force(const cg_context *ctx, const char *kernel, const char *shape,
-              cg_tuning_entry *out)
-{
-    int i, n;
-
-    ck_assert_int_eq(cg_context_tuning_count(ctx, &n), CG_OK);
-    for (i = 0; i < n; i++) {
-        ck_assert_int_eq(cg_context_tuning_entry(ctx, i, out), CG_OK);
-        if (strcmp(out->kernel, kernel) == 0 &&
-            strcmp(out->shape, shape) == 0)
-            return 1;
-    }
-    return 0;
-}
-
 /* A step-kernel entry as clgrad-tune must write it. */
 static void
 check_rnn_entry(const cg_tuning_entry *e)
@@ -242,7 +225,7 @@ START_TEST(a_tiny_run_writes_a_database_that_contexts_use)
     ck_assert_int_eq(setenv("CLGRAD_TUNING_DIR", dir, 1), 0);
     ctx = cg_context_new(NULL);
     ck_assert_msg(ctx != NULL, "%s", TT_ERR);
-    ck_assert_msg(find_in_force(ctx, "rnn.lstm", "H16", &in_force),
+    ck_assert_msg(tt_in_force(ctx, "rnn.lstm", "H16", &in_force),
                   "rnn.lstm H16 is not in force");
     if (in_force_is_ours(&in_force, path)) {
         assert_param(&in_force, &e, "VW");
@@ -323,7 +306,7 @@ START_TEST(the_kernels_stage_writes_an_entry_per_file)
     ctx = cg_context_new(NULL);
     ck_assert_msg(ctx != NULL, "%s", TT_ERR);
     for (f = 0; f < 5; f++) {
-        ck_assert_msg(find_in_force(ctx, files[f].file, "any", &in_force),
+        ck_assert_msg(tt_in_force(ctx, files[f].file, "any", &in_force),
                       "%s is not in force", files[f].file);
         if (in_force_is_ours(&in_force, path))
             assert_param(&in_force, &e[f], files[f].param);
@@ -394,7 +377,7 @@ START_TEST(the_pack_stage_writes_the_packed_kernels_entry)
     ck_assert_int_eq(setenv("CLGRAD_TUNING_DIR", dir, 1), 0);
     ctx = cg_context_new(NULL);
     ck_assert_msg(ctx != NULL, "%s", TT_ERR);
-    ck_assert_msg(find_in_force(ctx, "gemm_pack", "any", &in_force),
+    ck_assert_msg(tt_in_force(ctx, "gemm_pack", "any", &in_force),
                   "gemm_pack any is not in force");
     if (in_force_is_ours(&in_force, path))
         for (p = 0; p < 6; p++)

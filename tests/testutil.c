@@ -171,3 +171,19 @@ tt_launches(cg_context *ctx, const char *name)
             count += (int)pe[i].launches;
     return count;
 }
+
+int
+tt_in_force(const cg_context *ctx, const char *kernel, const char *shape,
+            cg_tuning_entry *out)
+{
+    int i, n;
+
+    ck_assert_int_eq(cg_context_tuning_count(ctx, &n), CG_OK);
+    for (i = 0; i < n; i++) {
+        ck_assert_int_eq(cg_context_tuning_entry(ctx, i, out), CG_OK);
+        if (strcmp(out->kernel, kernel) == 0 &&
+            strcmp(out->shape, shape) == 0)
+            return 1;
+    }
+    return 0;
+}

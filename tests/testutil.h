@@ -62,6 +62,10 @@ char *tt_run_tool(const char *env, const char *tool, const char *args,
  * profile's first 64 kernels). */
 int tt_launches(cg_context *ctx, const char *name);
 
+/* Whether an entry for `kernel` `shape` is in force in ctx: into *out. */
+int tt_in_force(const cg_context *ctx, const char *kernel, const char *shape,
+                cg_tuning_entry *out);
+
 /* The last error, for ck_assert messages. */
 #define TT_ERR cg_last_error()
 
