@@ -418,13 +418,102 @@ START_TEST(the_pack_grid_runs_at_the_devices_vector_width)
 }
 END_TEST
 
+/* The backend a gemm candidate's parameters (JSON) name: 2 CLBlast, 1
+ * the packed kernels, 0 gemm.cl's. */
+static int
+json_backend(json_object *p)
+{
+    json_object *v;
+
+    if (json_object_object_get_ex(p, "clblast", &v) &&
+        json_object_get_int(v))
+        return 2;
+    return json_object_object_get_ex(p, "packed", &v) &&
+           json_object_get_int(v);
+}
+
+/* A gemm class's "settle" in the report, where it ran: the search's
+ * winner against another backend's fastest, in rounds of one each, the
+ * one kept by the median of the per-round ratios (winner / other), and
+ * that one the class's entry (e, NULL: none written). */
+static void
+settled_by_the_median(json_object *k, const cg_tuning_entry *e)
+{
+    json_object *s, *q, *kept;
+    double v[8], med;
+    int i, j, n, other;
+
+    if (!json_object_object_get_ex(k, "settle", &s)) {
+        /* then no candidate beat the defaults, or none of another
+         * backend came within twice the fastest's time */
+        json_object *cands = get(k, "candidates"), *t;
+        double def = json_object_get_double(get(k, "default_time_us"));
+        double best = def, us = 0;
+        int b = -1;
+
+        n = (int)json_object_array_length(cands);
+        for (i = 0; i < n; i++) {
+            json_object *c = json_object_array_get_idx(cands, (size_t)i);
+
+            if (json_object_object_get_ex(c, "time_us", &t) &&
+                (us = json_object_get_double(t)) > 0 && us < best) {
+                best = us;
+                b = json_backend(get(c, "parameters"));
+            }
+        }
+        for (i = 0; b >= 0 && i < n; i++) {
+            json_object *c = json_object_array_get_idx(cands, (size_t)i);
+
+            ck_assert_msg(!json_object_object_get_ex(c, "time_us", &t) ||
+                          (us = json_object_get_double(t)) <= 0 ||
+                          json_backend(get(c, "parameters")) == b ||
+                          us >= 2 * best,
+                          "no settle, but a candidate of backend %d at "
+                          "%g us against the fastest's %g",
+                          json_backend(get(c, "parameters")), us, best);
+        }
+        return;
+    }
+    ck_assert_int_ne(json_backend(get(s, "winner")),
+                     json_backend(get(s, "other")));
+    q = get(s, "ratios");
+    n = (int)json_object_array_length(q);
+    ck_assert(n >= 1 && n <= 8);
+    for (i = 0; i < n; i++) {       /* sorted, for the median */
+        double x = json_object_get_double(json_object_array_get_idx(
+                                              q, (size_t)i));
+
+        ck_assert(x > 0);
+        for (j = i; j > 0 && v[j - 1] > x; j--)
+            v[j] = v[j - 1];
+        v[j] = x;
+    }
+    med = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    other = strcmp(json_object_get_string(get(s, "kept")), "other") == 0;
+    ck_assert_msg(other == (med > 1), "median ratio %g, kept %s", med,
+                  other ? "the other" : "the winner");
+    kept = get(s, other ? "other" : "winner");
+    if (e) {
+        /* the entry's backend is the kept one's (keys the built-in rules
+         * agree with are trimmed: 0 where absent) */
+        int b = param_index(e, "clblast") >= 0 &&
+                e->values[param_index(e, "clblast")] ? 2
+              : param_index(e, "packed") >= 0 &&
+                e->values[param_index(e, "packed")] ? 1 : -1;
+
+        if (b >= 0)
+            ck_assert_int_eq(b, json_backend(kept));
+    }
+}
+
 /* The stage "gemm", for the classes --gemm-classes names: each class's
  * result in the report, CLBlast and the packed backend tried before
  * clgrad's tiles (so that a class short of time has tried them), an
  * entry for a class whose best beat the defaults (gemm.cl's values and
  * the backend keys that contradict the built-in rules at the class's
- * product, with the file's hash) and none otherwise, and the entries in
- * force in a new context. */
+ * product, with the file's hash) and none otherwise, the settling
+ * rounds where another backend came within 2x of the fastest, and the
+ * entries in force in a new context. */
 START_TEST(the_gemm_stage_writes_class_entries)
 {
     static const char *const classes[2] = { "NT.skinny", "NN.small" };
@@ -480,6 +569,7 @@ START_TEST(the_gemm_stage_writes_class_entries)
                 break;
             }
         }
+        settled_by_the_median(k, found ? &e : NULL);
         if (strcmp(outcome, "tuned") != 0) {
             ck_assert_msg(!found, "%s: %s, but an entry", classes[c],
                           outcome);
