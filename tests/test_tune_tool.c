@@ -494,8 +494,8 @@ settled_by_the_median(json_object *k, const cg_tuning_entry *e)
                   other ? "the other" : "the winner");
     kept = get(s, other ? "other" : "winner");
     if (e) {
-        /* the entry's backend is the kept one's (keys the built-in rules
-         * agree with are trimmed: 0 where absent) */
+        /* the entry's backend, where it names one (keys the built-in
+         * rules agree with are trimmed), is the kept one's */
         int b = param_index(e, "clblast") >= 0 &&
                 e->values[param_index(e, "clblast")] ? 2
               : param_index(e, "packed") >= 0 &&
