@@ -411,7 +411,7 @@ tune_class(tu_run *r, int i)
     double tol = 2e-6 * sqrt((double)reps[i].k);
     double tile_us = INFINITY;
     double alt_us[3] = { INFINITY, INFINITY, INFINITY };
-    int round, n, c, tried = 0, inner = 0, limit;
+    int round, n, c, bk, tried = 0, inner = 0, limit;
 
     snprintf(note, sizeof note, "SGEMM %dx%dx%d %.2s (%s): per product, "
              "median of up to %d", reps[i].m, reps[i].n, reps[i].k, cls,
@@ -491,9 +491,10 @@ tune_class(tu_run *r, int i)
             }
             tu_report_candidate(k, &cand[c], us, NULL, NULL);
             tried++;
-            if (us < alt_us[backend_of(&cand[c])]) {
-                alt[backend_of(&cand[c])] = cand[c];
-                alt_us[backend_of(&cand[c])] = us;
+            bk = backend_of(&cand[c]);
+            if (us < alt_us[bk]) {
+                alt[bk] = cand[c];
+                alt_us[bk] = us;
             }
             if (round == R_TILES && us < tile_us) {
                 tile = cand[c];
